@@ -1,0 +1,129 @@
+package sources
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+	"strings"
+)
+
+// Health is the health of one endpoint as the registry reports it.
+type Health uint8
+
+// The health states of the model. They map one to one onto Envoy's
+// HealthStatus (see translate); Unknown is the zero value so that a source
+// which knows nothing about health does not claim an endpoint is healthy.
+const (
+	HealthUnknown Health = iota
+	HealthHealthy
+	HealthUnhealthy
+	HealthDegraded
+	HealthDraining
+)
+
+var healthNames = [...]string{"unknown", "healthy", "unhealthy", "degraded", "draining"}
+
+// String returns the lower-case name used in configuration files.
+func (h Health) String() string {
+	if int(h) < len(healthNames) {
+		return healthNames[h]
+	}
+	return fmt.Sprintf("health(%d)", h)
+}
+
+// ParseHealth parses the lower-case names returned by String.
+func ParseHealth(s string) (Health, error) {
+	for i, n := range healthNames {
+		if strings.EqualFold(s, n) {
+			return Health(i), nil
+		}
+	}
+	return HealthUnknown, fmt.Errorf("unknown health %q (want one of %s)", s, strings.Join(healthNames[:], ", "))
+}
+
+// Locality is where an endpoint runs. All fields are optional.
+type Locality struct {
+	Region  string
+	Zone    string
+	SubZone string
+}
+
+// Compare orders localities by region, zone, then sub-zone.
+func (l Locality) Compare(o Locality) int {
+	return cmp.Or(cmp.Compare(l.Region, o.Region), cmp.Compare(l.Zone, o.Zone), cmp.Compare(l.SubZone, o.SubZone))
+}
+
+// Endpoint is one network address of a service.
+//
+// Address is an IP literal (v4 or v6); sources resolve host names before they
+// emit an endpoint, because Envoy's EDS accepts only IPs. Weight 0 means "not
+// set" and is served as 1. Priority is the failover tier, 0 being the most
+// preferred; it need not be contiguous (translate makes it so).
+type Endpoint struct {
+	Address  string
+	Port     uint32
+	Weight   uint32
+	Priority uint32
+	Health   Health
+	Locality Locality
+	// Metadata is copied into the endpoint's filter_metadata["envoy.lb"].
+	Metadata map[string]string
+}
+
+// Validate reports why an endpoint cannot be served: a non-IP address, or a
+// port outside 1..65535. Sources drop (and count) endpoints that fail it.
+func (e Endpoint) Validate() error {
+	if _, err := netip.ParseAddr(e.Address); err != nil {
+		return fmt.Errorf("address %q is not an IP address", e.Address)
+	}
+	if e.Port == 0 || e.Port > 65535 {
+		return fmt.Errorf("port %d is outside 1..65535", e.Port)
+	}
+	return nil
+}
+
+// Compare orders endpoints by priority, locality, address, then port: the
+// order translate emits them in.
+func (e Endpoint) Compare(o Endpoint) int {
+	return cmp.Or(cmp.Compare(e.Priority, o.Priority), e.Locality.Compare(o.Locality),
+		cmp.Compare(e.Address, o.Address), cmp.Compare(e.Port, o.Port))
+}
+
+// Equal reports whether two endpoints are identical, metadata included.
+func (e Endpoint) Equal(o Endpoint) bool {
+	return e.Address == o.Address && e.Port == o.Port && e.Weight == o.Weight &&
+		e.Priority == o.Priority && e.Health == o.Health && e.Locality == o.Locality &&
+		maps.Equal(e.Metadata, o.Metadata)
+}
+
+// Service is a named set of endpoints; it becomes one Envoy cluster whose
+// name is Name. A service with no endpoints is a real state (the registry
+// said "none"), served as a cluster with an empty assignment.
+type Service struct {
+	Name      string
+	Endpoints []Endpoint
+}
+
+// Sort puts the endpoints in their canonical order (see Endpoint.Compare) so
+// that equal services compare equal and translate deterministically.
+func (s *Service) Sort() {
+	slices.SortFunc(s.Endpoints, Endpoint.Compare)
+}
+
+// Equal reports whether two services have the same name and the same
+// endpoints in the same order. Sort both first to compare as sets.
+func (s Service) Equal(o Service) bool {
+	return s.Name == o.Name && slices.EqualFunc(s.Endpoints, o.Endpoints, Endpoint.Equal)
+}
+
+// Clone returns a deep copy, so that a receiver may keep it while the sender
+// goes on mutating its own.
+func (s Service) Clone() Service {
+	c := Service{Name: s.Name, Endpoints: slices.Clone(s.Endpoints)}
+	for i := range c.Endpoints {
+		c.Endpoints[i].Metadata = maps.Clone(c.Endpoints[i].Metadata)
+	}
+	return c
+}

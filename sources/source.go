@@ -1,0 +1,64 @@
+// Package sources holds the normalized model every registry adapter emits,
+// the contract adapters honour (Source), the registry of adapter types, and
+// the Manager that runs the configured sources and merges what they report.
+//
+// Adapters live in sub-packages (sources/file, sources/dns, sources/consul)
+// and register themselves from init(); the plugins package imports the
+// built-in ones.
+package sources
+
+import (
+	"context"
+	"log/slog"
+)
+
+// Update is what a source reports: the services it now owns that changed,
+// and the names of services it no longer owns.
+//
+// When Full is true the update is the source's complete state: any service
+// the source reported earlier and that is absent from Services is removed
+// (Removed is then ignored). A source's first update must be Full. Later
+// updates may be Full (the receiver computes the difference) or partial.
+//
+// Each Service in Services replaces the source's previous version of the
+// service of that name wholesale. The receiver owns the Update once sent: the
+// source must not modify it afterwards.
+type Update struct {
+	Full     bool
+	Services []Service
+	Removed  []string
+}
+
+// Source watches one registry and reports the services it finds.
+//
+// Run blocks until ctx is done and then returns ctx.Err() (or nil). It sends
+// a Full update as soon as it has read the registry once, then an update
+// whenever something changed. A source that finds nothing changed sends
+// nothing. Every send selects on ctx.Done(). Run never closes up.
+//
+// A failed read publishes nothing: the receiver keeps serving the last good
+// state. The source reports the failure through Options.Status and retries
+// with backoff. An authoritative answer of "no instances" is not a failure:
+// it is sent as a service with no endpoints (or a removal, where the
+// registry says the service itself is gone).
+//
+// Endpoints that cannot be served (see Endpoint.Validate) are dropped by the
+// source, which counts them with Status.Dropped; the rest of the service is
+// still reported.
+type Source interface {
+	Run(ctx context.Context, up chan<- Update) error
+}
+
+// Options are what every source constructor receives besides its own
+// configuration.
+type Options struct {
+	// Name is the unique name of this source in the configuration.
+	Name string
+	// BaseDir is the directory of the configuration file; relative paths in
+	// a source's configuration are relative to it.
+	BaseDir string
+	// Logger is already scoped with the source's name.
+	Logger *slog.Logger
+	// Status receives the outcome of every registry read.
+	Status *Status
+}
