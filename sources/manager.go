@@ -2,7 +2,10 @@ package sources
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"slices"
+	"sync"
 	"time"
 )
 
@@ -10,10 +13,17 @@ import (
 // added or changed since the previous publish, and the names of services
 // that no longer exist in any source. Upserted is sorted by name and each
 // service's endpoints are in canonical order (Service.Sort).
+//
+// The services are shared with the manager's own state (no copy is made, so
+// that a publish costs what changed and nothing more): the receiver may keep
+// them but must not modify them.
 type Changes struct {
 	Upserted []Service
 	Removed  []string
 }
+
+// empty reports whether c carries nothing.
+func (c Changes) empty() bool { return len(c.Upserted) == 0 && len(c.Removed) == 0 }
 
 // Named is one configured source.
 type Named struct {
@@ -34,28 +44,194 @@ type ManagerOptions struct {
 	Logger              *slog.Logger
 }
 
+// Defaults of ManagerOptions and of the restart backoff of failed sources.
+const (
+	DefaultHoldoff    = 100 * time.Millisecond
+	DefaultMaxHoldoff = time.Second
+	restartMin        = time.Second
+	restartMax        = 30 * time.Second
+)
+
 // Manager runs the configured sources, merges their services by precedence
 // and publishes coalesced changes.
+//
+// All merging happens on the goroutine of Run: each source runs in its own
+// goroutine and sends into its own channel, which a forwarder relays to Run.
+// The merged state is kept in maps, so a change of one service costs the same
+// with ten services or ten thousand.
 type Manager struct {
 	opts ManagerOptions
+	log  *slog.Logger
+	// restartMin and restartMax bound the backoff between restarts of a
+	// source whose Run failed; tests shorten them.
+	restartMin, restartMax time.Duration
+
+	mu      sync.Mutex
+	pending []string
+	running bool
 }
 
 // NewManager returns a manager for opts.
 func NewManager(opts ManagerOptions) *Manager {
-	return &Manager{opts: opts}
+	if opts.Holdoff <= 0 {
+		opts.Holdoff = DefaultHoldoff
+	}
+	if opts.MaxHoldoff <= 0 {
+		opts.MaxHoldoff = DefaultMaxHoldoff
+	}
+	opts.MaxHoldoff = max(opts.MaxHoldoff, opts.Holdoff)
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	pending := make([]string, len(opts.Sources))
+	for i, n := range opts.Sources {
+		pending[i] = n.Name
+	}
+	return &Manager{
+		opts:       opts,
+		log:        opts.Logger,
+		restartMin: restartMin,
+		restartMax: restartMax,
+		pending:    pending,
+	}
+}
+
+// event is one update relayed from source number src.
+type event struct {
+	src int
+	up  Update
 }
 
 // Run starts every source and calls publish, always from the same goroutine,
 // with the merged changes. The first publish happens once every source has
-// sent its first (Full) update and carries the complete merged state; later
-// publishes carry only what changed. Run returns when ctx is done, after
-// every source has returned.
+// sent its first (Full) update and carries the complete merged state (even
+// when it is empty); later publishes carry only what changed. Run returns
+// nil when ctx is done, after every source has returned. A source whose Run
+// returns early is logged, marked failed in its Status and restarted with
+// backoff; the services it reported stay until it reports again.
 func (m *Manager) Run(ctx context.Context, publish func(Changes)) error {
-	panic("not implemented")
+	m.mu.Lock()
+	if m.running {
+		m.mu.Unlock()
+		return errors.New("running source manager: already running")
+	}
+	m.running = true
+	m.mu.Unlock()
+
+	ctx, cancel := context.WithCancel(ctx)
+	events := make(chan event)
+	var wg sync.WaitGroup
+	for i, n := range m.opts.Sources {
+		up := make(chan Update)
+		wg.Go(func() { m.supervise(ctx, n, up) })
+		wg.Go(func() { forward(ctx, i, up, events) })
+	}
+	m.loop(ctx, events, publish)
+	cancel()
+	wg.Wait()
+	return nil
+}
+
+// forward relays the updates of source i to the manager's loop.
+func forward(ctx context.Context, i int, up <-chan Update, events chan<- event) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case u := <-up:
+			select {
+			case events <- event{src: i, up: u}:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
+}
+
+// loop applies updates and publishes until ctx is done. The first publish
+// happens as soon as the last source syncs, without holdoff: every source
+// has delivered its whole state, and readiness waits for it. Later changes
+// arm one timer whose deadline is the holdoff after the latest change,
+// capped at MaxHoldoff after the first unpublished one.
+func (m *Manager) loop(ctx context.Context, events <-chan event, publish func(Changes)) {
+	st := newMerger(len(m.opts.Sources))
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	var (
+		armed     <-chan time.Time // timer.C while a batch waits, else nil
+		batchFrom time.Time        // first unpublished change of the batch
+		started   bool             // the first publish happened
+	)
+	if len(m.opts.Sources) == 0 {
+		m.firstPublish(st, publish)
+		started = true
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev := <-events:
+			if !st.synced[ev.src] && !ev.up.Full {
+				m.log.Warn("first update of a source is not full; treating it as its complete state",
+					"source", m.opts.Sources[ev.src].Name)
+				ev.up.Full = true
+			}
+			wasSynced := st.synced[ev.src]
+			changed := st.apply(ev.src, ev.up)
+			if started {
+				if !changed {
+					continue
+				}
+				now := time.Now()
+				if armed == nil {
+					batchFrom = now
+				}
+				timer.Reset(min(m.opts.Holdoff, batchFrom.Add(m.opts.MaxHoldoff).Sub(now)))
+				armed = timer.C
+				continue
+			}
+			if st.allSynced() {
+				m.firstPublish(st, publish)
+				started = true
+			} else if !wasSynced {
+				m.removePending(ev.src)
+			}
+		case <-armed:
+			armed = nil
+			if c := st.flush(); !c.empty() {
+				m.log.Debug("publishing changes", "upserted", len(c.Upserted), "removed", len(c.Removed))
+				publish(c)
+			}
+		}
+	}
+}
+
+// firstPublish hands the complete merged state over and only then marks the
+// last sources synced, so that an empty Pending means the state was
+// published.
+func (m *Manager) firstPublish(st *merger, publish func(Changes)) {
+	c := st.flush()
+	m.log.Info("all sources synced; publishing the merged state", "services", len(c.Upserted))
+	publish(c)
+	m.mu.Lock()
+	m.pending = nil
+	m.mu.Unlock()
+}
+
+func (m *Manager) removePending(src int) {
+	name := m.opts.Sources[src].Name
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.pending = slices.DeleteFunc(m.pending, func(n string) bool { return n == name })
 }
 
 // Pending returns the names of the sources that have not completed their
-// first sync, in configuration order.
+// first sync, in configuration order. It is empty only once the first
+// publish has returned, so a ready bridge has handed its state over. It is
+// safe for concurrent use.
 func (m *Manager) Pending() []string {
-	panic("not implemented")
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.pending)
 }

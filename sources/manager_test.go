@@ -1,0 +1,392 @@
+package sources
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+// fakeSource is driven by the test: what arrives on feed is sent upstream,
+// and an error on fail makes Run return it.
+type fakeSource struct {
+	feed chan Update
+	fail chan error
+	runs atomic.Int32
+}
+
+func newFake() *fakeSource {
+	return &fakeSource{feed: make(chan Update), fail: make(chan error)}
+}
+
+func (f *fakeSource) Run(ctx context.Context, up chan<- Update) error {
+	f.runs.Add(1)
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-f.fail:
+			return err
+		case u := <-f.feed:
+			select {
+			case up <- u:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
+}
+
+var _ Source = (*fakeSource)(nil)
+
+func (f *fakeSource) send(t *testing.T, u Update) {
+	t.Helper()
+	select {
+	case f.feed <- u:
+	case <-time.After(5 * time.Second):
+		t.Fatal("source was not running to take the update")
+	}
+}
+
+// recorder collects what the manager publishes.
+type recorder struct {
+	mu  sync.Mutex
+	got []Changes
+}
+
+func (r *recorder) publish(c Changes) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.got = append(r.got, c)
+}
+
+func (r *recorder) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.got)
+}
+
+// wait returns publish number n (0-based), failing after a deadline.
+func (r *recorder) wait(t *testing.T, n int) Changes {
+	t.Helper()
+	var c Changes
+	eventually(t, fmt.Sprintf("publish #%d", n), func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if len(r.got) > n {
+			c = r.got[n]
+			return true
+		}
+		return false
+	})
+	return c
+}
+
+// eventually polls cond until it holds, failing after 5s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		<-tick.C
+	}
+}
+
+// startManager runs a manager over fakes called names and stops it, and
+// checks for leaked goroutines, when the test ends.
+func startManager(t *testing.T, opts ManagerOptions, names ...string) (*Manager, []*fakeSource, *recorder) {
+	t.Helper()
+	t.Cleanup(func() { goleak.VerifyNone(t) })
+	fakes := make([]*fakeSource, len(names))
+	for i, n := range names {
+		fakes[i] = newFake()
+		opts.Sources = append(opts.Sources, Named{Name: n, Source: fakes[i], Status: NewStatus(n)})
+	}
+	m := NewManager(opts)
+	m.restartMin, m.restartMax = 5*time.Millisecond, 20*time.Millisecond
+	rec := &recorder{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx, rec.publish) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run returned %v", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Error("Run did not return after cancel")
+		}
+	})
+	return m, fakes, rec
+}
+
+func svc(name string, addrs ...string) Service {
+	s := Service{Name: name}
+	for _, a := range addrs {
+		s.Endpoints = append(s.Endpoints, Endpoint{Address: a, Port: 80, Health: HealthHealthy})
+	}
+	return s
+}
+
+func full(ss ...Service) Update { return Update{Full: true, Services: ss} }
+
+func upsert(ss ...Service) Update { return Update{Services: ss} }
+
+func remove(names ...string) Update { return Update{Removed: names} }
+
+func changesString(c Changes) string {
+	var b strings.Builder
+	for _, s := range c.Upserted {
+		fmt.Fprintf(&b, "+%s[", s.Name)
+		for i, e := range s.Endpoints {
+			if i > 0 {
+				b.WriteString(" ")
+			}
+			fmt.Fprintf(&b, "%s:%d", e.Address, e.Port)
+		}
+		b.WriteString("] ")
+	}
+	for _, n := range c.Removed {
+		fmt.Fprintf(&b, "-%s ", n)
+	}
+	return strings.TrimSpace(b.String())
+}
+
+func equalChanges(a, b Changes) bool {
+	return slices.EqualFunc(a.Upserted, b.Upserted, Service.Equal) && slices.Equal(a.Removed, b.Removed)
+}
+
+// step is one action of a manager scenario.
+type step struct {
+	src  int      // which source acts (index into the case's sources)
+	up   Update   // what it sends
+	fail bool     // instead of sending, its Run returns an error
+	want *Changes // the next publish; nil means none
+	// pending, when set, is what Pending must report after the step.
+	pending []string
+}
+
+func TestManagerScenarios(t *testing.T) {
+	tests := []struct {
+		name    string
+		sources []string
+		steps   []step
+	}{
+		{
+			name:    "first publish waits for every source",
+			sources: []string{"a", "b"},
+			steps: []step{
+				{src: 0, up: full(svc("web", "10.0.0.1")), pending: []string{"b"}},
+				{src: 1, up: full(svc("api", "10.0.0.2")), pending: []string{},
+					want: &Changes{Upserted: []Service{svc("api", "10.0.0.2"), svc("web", "10.0.0.1")}}},
+			},
+		},
+		{
+			name:    "first publish carries an empty state",
+			sources: []string{"a"},
+			steps:   []step{{src: 0, up: full(), want: &Changes{}, pending: []string{}}},
+		},
+		{
+			name:    "non-full first update counts as full",
+			sources: []string{"a"},
+			steps:   []step{{src: 0, up: upsert(svc("web", "10.0.0.1")), want: &Changes{Upserted: []Service{svc("web", "10.0.0.1")}}}},
+		},
+		{
+			name:    "full update removes absent services",
+			sources: []string{"a"},
+			steps: []step{
+				{src: 0, up: full(svc("web", "10.0.0.1"), svc("api", "10.0.0.2")),
+					want: &Changes{Upserted: []Service{svc("api", "10.0.0.2"), svc("web", "10.0.0.1")}}},
+				{src: 0, up: full(svc("web", "10.0.0.1")), want: &Changes{Removed: []string{"api"}}},
+			},
+		},
+		{
+			name:    "partial updates upsert and remove",
+			sources: []string{"a"},
+			steps: []step{
+				{src: 0, up: full(svc("web", "10.0.0.1"), svc("api", "10.0.0.2")),
+					want: &Changes{Upserted: []Service{svc("api", "10.0.0.2"), svc("web", "10.0.0.1")}}},
+				{src: 0, up: Update{Services: []Service{svc("web", "10.0.0.1", "10.0.0.3")}, Removed: []string{"api"}},
+					want: &Changes{Upserted: []Service{svc("web", "10.0.0.1", "10.0.0.3")}, Removed: []string{"api"}}},
+				{src: 0, up: remove("nonexistent")},
+				{src: 0, up: upsert(svc("db", "10.0.0.9")), want: &Changes{Upserted: []Service{svc("db", "10.0.0.9")}}},
+			},
+		},
+		{
+			name:    "earlier source wins and a later one shows through",
+			sources: []string{"a", "b"},
+			steps: []step{
+				{src: 0, up: full(svc("web", "10.0.0.1"))},
+				{src: 1, up: full(svc("web", "10.0.1.1"), svc("api", "10.0.1.2")),
+					want: &Changes{Upserted: []Service{svc("api", "10.0.1.2"), svc("web", "10.0.0.1")}}},
+				{src: 1, up: upsert(svc("web", "10.0.1.5"))},
+				{src: 0, up: remove("web"), want: &Changes{Upserted: []Service{svc("web", "10.0.1.5")}}},
+				{src: 0, up: upsert(svc("web", "10.0.0.1")), want: &Changes{Upserted: []Service{svc("web", "10.0.0.1")}}},
+				{src: 1, up: full(svc("api", "10.0.1.2"))},
+				{src: 0, up: full(), want: &Changes{Removed: []string{"web"}}},
+				// An identical copy showing through is no change.
+				{src: 1, up: upsert(svc("web", "10.0.2.1")), want: &Changes{Upserted: []Service{svc("web", "10.0.2.1")}}},
+				{src: 0, up: upsert(svc("web", "10.0.2.1"))},
+				{src: 0, up: remove("web")},
+			},
+		},
+		{
+			name:    "unchanged content publishes nothing",
+			sources: []string{"a"},
+			steps: []step{
+				{src: 0, up: full(svc("web", "10.0.0.2", "10.0.0.1")),
+					want: &Changes{Upserted: []Service{svc("web", "10.0.0.1", "10.0.0.2")}}},
+				{src: 0, up: full(svc("web", "10.0.0.1", "10.0.0.2"))},
+				{src: 0, up: upsert(svc("web", "10.0.0.2", "10.0.0.1"))},
+			},
+		},
+		{
+			name:    "empty service is a state, not a removal",
+			sources: []string{"a"},
+			steps: []step{
+				{src: 0, up: full(svc("web", "10.0.0.1")), want: &Changes{Upserted: []Service{svc("web", "10.0.0.1")}}},
+				{src: 0, up: upsert(svc("web")), want: &Changes{Upserted: []Service{svc("web")}}},
+				{src: 0, up: full(svc("web"))},
+				{src: 0, up: remove("web"), want: &Changes{Removed: []string{"web"}}},
+				{src: 0, up: upsert(svc("web")), want: &Changes{Upserted: []Service{svc("web")}}},
+			},
+		},
+		{
+			name:    "failed source restarts and keeps its state",
+			sources: []string{"a"},
+			steps: []step{
+				{src: 0, up: full(svc("web", "10.0.0.1"), svc("api", "10.0.0.2")),
+					want: &Changes{Upserted: []Service{svc("api", "10.0.0.2"), svc("web", "10.0.0.1")}}},
+				{src: 0, fail: true, pending: []string{}},
+				{src: 0, up: full(svc("web", "10.0.0.1"), svc("api", "10.0.0.2"), svc("db", "10.0.0.3")),
+					want: &Changes{Upserted: []Service{svc("db", "10.0.0.3")}}},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// A last source, "sentinel", proves that a step published
+			// nothing: it adds a fresh service, and the next publish must
+			// carry that alone.
+			names := append(slices.Clone(tt.sources), "sentinel")
+			m, fakes, rec := startManager(t, ManagerOptions{Holdoff: 10 * time.Millisecond, MaxHoldoff: 100 * time.Millisecond}, names...)
+			sentinel := fakes[len(fakes)-1]
+			sentinel.send(t, full())
+			next := 0
+			for i, st := range tt.steps {
+				f := fakes[st.src]
+				if st.fail {
+					runs := f.runs.Load()
+					f.fail <- errors.New("registry went away")
+					eventually(t, "restart", func() bool { return f.runs.Load() > runs })
+					if s := m.opts.Sources[st.src].Status.Snapshot(); !s.Stale || !strings.Contains(s.LastError, "registry went away") {
+						t.Errorf("step %d: status after failure = %+v, want stale with the error", i, s)
+					}
+				} else {
+					f.send(t, st.up)
+				}
+				if st.pending != nil {
+					eventually(t, fmt.Sprintf("step %d: Pending() = %q", i, st.pending), func() bool {
+						return slices.Equal(m.Pending(), st.pending)
+					})
+				}
+				switch {
+				case st.want != nil:
+					if got := rec.wait(t, next); !equalChanges(got, *st.want) {
+						t.Fatalf("step %d: published %q, want %q", i, changesString(got), changesString(*st.want))
+					}
+					next++
+				case next == 0:
+					// Nothing can be published before every source synced;
+					// Pending above proved the update was applied.
+					if n := rec.count(); n != 0 {
+						t.Fatalf("step %d: %d publishes before every source synced", i, n)
+					}
+				default:
+					mark := svc(fmt.Sprintf("~mark%d", i), "10.9.9.9")
+					sentinel.send(t, upsert(mark))
+					want := Changes{Upserted: []Service{mark}}
+					if got := rec.wait(t, next); !equalChanges(got, want) {
+						t.Fatalf("step %d: published %q, want nothing (only the sentinel %q)", i, changesString(got), changesString(want))
+					}
+					next++
+				}
+			}
+		})
+	}
+}
+
+func TestManagerHoldoffCoalescesBurst(t *testing.T) {
+	// The holdoff is long enough that the burst below, sent back to back,
+	// cannot be split by it even on a loaded machine.
+	_, fakes, rec := startManager(t, ManagerOptions{Holdoff: 500 * time.Millisecond, MaxHoldoff: 10 * time.Second}, "a")
+	fakes[0].send(t, full())
+	rec.wait(t, 0)
+	var want Changes
+	for i := range 5 {
+		s := svc(fmt.Sprintf("s%d", i), "10.0.0.1")
+		fakes[0].send(t, upsert(s))
+		want.Upserted = append(want.Upserted, s)
+	}
+	if got := rec.wait(t, 1); !equalChanges(got, want) {
+		t.Fatalf("published %q, want the whole burst %q at once", changesString(got), changesString(want))
+	}
+}
+
+func TestManagerMaxHoldoffFlushesStream(t *testing.T) {
+	// Changes arrive far faster than the holdoff, so only MaxHoldoff can
+	// end the batch while the stream goes on.
+	const holdoff, maxHoldoff = 400 * time.Millisecond, 600 * time.Millisecond
+	_, fakes, rec := startManager(t, ManagerOptions{Holdoff: holdoff, MaxHoldoff: maxHoldoff}, "a")
+	fakes[0].send(t, full())
+	rec.wait(t, 0)
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer close(stop)
+	began := time.Now()
+	wg.Go(func() {
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case fakes[0].feed <- upsert(svc("web", fmt.Sprintf("10.0.%d.%d", i/250, i%250+1))):
+			}
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+		}
+	})
+	got := rec.wait(t, 1)
+	if took := time.Since(began); took > 5*maxHoldoff {
+		t.Errorf("first publish of the stream took %v, want about %v", took, maxHoldoff)
+	}
+	if len(got.Upserted) != 1 || got.Upserted[0].Name != "web" {
+		t.Errorf("published %q, want web", changesString(got))
+	}
+}
+
+func TestManagerPendingBeforeRun(t *testing.T) {
+	m := NewManager(ManagerOptions{Sources: []Named{{Name: "a", Source: newFake()}, {Name: "b", Source: newFake()}}})
+	if got := m.Pending(); !slices.Equal(got, []string{"a", "b"}) {
+		t.Errorf("Pending() = %q, want [a b]", got)
+	}
+}

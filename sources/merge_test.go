@@ -1,0 +1,71 @@
+package sources
+
+import (
+	"fmt"
+	"testing"
+)
+
+func manyServices(n int) []Service {
+	ss := make([]Service, n)
+	for i := range ss {
+		ss[i] = svc(fmt.Sprintf("svc-%05d", i), "10.0.0.1", "10.0.0.2")
+	}
+	return ss
+}
+
+// TestMergerCostFollowsChange checks that after a large sync, a one-service
+// change leaves one dirty name and publishes one service.
+func TestMergerCostFollowsChange(t *testing.T) {
+	tests := []struct {
+		name string
+		up   Update
+		want string
+	}{
+		{"partial upsert", upsert(svc("svc-00042", "10.0.0.3")), "+svc-00042[10.0.0.3:80]"},
+		{"partial removal", remove("svc-00042"), "-svc-00042"},
+		{"full with one change", func() Update {
+			ss := manyServices(10000)
+			ss[42] = svc("svc-00042")
+			return full(ss...)
+		}(), "+svc-00042[]"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := newMerger(2)
+			m.apply(0, full(manyServices(10000)...))
+			m.apply(1, full())
+			if c := m.flush(); len(c.Upserted) != 10000 {
+				t.Fatalf("first flush upserted %d services, want 10000", len(c.Upserted))
+			}
+			if !m.apply(0, tt.up) {
+				t.Fatal("apply reported no change")
+			}
+			if len(m.dirty) != 1 {
+				t.Errorf("%d dirty names after a one-service change, want 1", len(m.dirty))
+			}
+			if got := changesString(m.flush()); got != tt.want {
+				t.Errorf("flush = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// BenchmarkMergerOneChange measures a one-service partial update and its
+// flush; the cost should not grow with the number of services.
+func BenchmarkMergerOneChange(b *testing.B) {
+	for _, n := range []int{100, 10000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			m := newMerger(2)
+			m.apply(0, full(manyServices(n)...))
+			m.apply(1, full())
+			m.flush()
+			addrs := []string{"10.0.0.3", "10.0.0.4"}
+			for i := 0; b.Loop(); i++ {
+				m.apply(0, upsert(svc("svc-00042", addrs[i%2])))
+				if c := m.flush(); len(c.Upserted) != 1 {
+					b.Fatalf("flush upserted %d", len(c.Upserted))
+				}
+			}
+		})
+	}
+}
