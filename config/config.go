@@ -1,0 +1,223 @@
+// Package config loads and validates the bridge's configuration file.
+//
+// The file is YAML (JSON is accepted, being YAML too). Every setting has its
+// default in defaults below; unknown keys are errors; durations are written
+// like "30s". Three settings can be overridden from the environment
+// (BRIDGE_XDS_LISTEN, BRIDGE_ADMIN_LISTEN, BRIDGE_LOG_LEVEL; in fact every
+// scalar key, dots becoming underscores) and from command-line flags; flags
+// beat the environment, which beats the file.
+//
+// Every error that a user can fix in the file is a *sources.KeyError naming
+// the key, such as `sources[1].type: unknown source type "foo"`.
+package config
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
+
+	"github.com/xdsbridge/xdsbridge/sources"
+)
+
+// Config is the whole configuration of one bridge.
+type Config struct {
+	XDS     XDS              `mapstructure:"xds"`
+	Admin   Admin            `mapstructure:"admin"`
+	Log     Log              `mapstructure:"log"`
+	Holdoff Holdoff          `mapstructure:"holdoff"`
+	Sources []map[string]any `mapstructure:"sources"`
+
+	// Entries are the parsed Sources, in configuration order (which is
+	// their precedence order).
+	Entries []Source `mapstructure:"-"`
+	// Dir is the absolute directory of the configuration file; relative
+	// paths in source settings are relative to it.
+	Dir string `mapstructure:"-"`
+}
+
+// XDS configures the xDS gRPC listener.
+type XDS struct {
+	Listen string `mapstructure:"listen"`
+	GRPC   struct {
+		// Enabled adds the proxyless gRPC Listener/RouteConfiguration chain
+		// for every service.
+		Enabled bool `mapstructure:"enabled"`
+	} `mapstructure:"grpc"`
+	// UnknownNameWait is how long a request for an unknown resource name
+	// waits before it is answered without it.
+	UnknownNameWait time.Duration `mapstructure:"unknown_name_wait"`
+	Keepalive       Keepalive     `mapstructure:"keepalive"`
+}
+
+// Keepalive configures gRPC keepalive: the server pings an idle client
+// every Time and drops it after Timeout without an answer; clients may ping
+// at most once per MinClientInterval.
+type Keepalive struct {
+	Time              time.Duration `mapstructure:"time"`
+	Timeout           time.Duration `mapstructure:"timeout"`
+	MinClientInterval time.Duration `mapstructure:"min_client_interval"`
+}
+
+// Admin configures the HTTP admin listener.
+type Admin struct {
+	Listen string `mapstructure:"listen"`
+}
+
+// Log configures logging.
+type Log struct {
+	Level  string `mapstructure:"level"`  // debug, info, warn or error
+	Format string `mapstructure:"format"` // text or json
+}
+
+// Holdoff configures how the source manager coalesces bursts of changes:
+// it publishes Min after the latest change, at most Max after the first.
+type Holdoff struct {
+	Min time.Duration `mapstructure:"min"`
+	Max time.Duration `mapstructure:"max"`
+}
+
+// Source is one entry of the sources list.
+type Source struct {
+	Name string
+	Type string
+	// Settings are the entry's other keys, handed to the type's New.
+	Settings map[string]any
+	// Index is the entry's position, used to name keys in errors.
+	Index int
+}
+
+// Key returns the configuration key of the entry, such as "sources[1]".
+func (s Source) Key() string { return fmt.Sprintf("sources[%d]", s.Index) }
+
+// defaults holds the default of every scalar key. Every key must be here:
+// viper binds environment variables only for keys it already knows.
+var defaults = map[string]any{
+	"xds.listen":                        "127.0.0.1:18000",
+	"xds.grpc.enabled":                  true,
+	"xds.unknown_name_wait":             "5s",
+	"xds.keepalive.time":                "30s",
+	"xds.keepalive.timeout":             "10s",
+	"xds.keepalive.min_client_interval": "10s",
+	"admin.listen":                      "127.0.0.1:19000",
+	"log.level":                         "info",
+	"log.format":                        "text",
+	"holdoff.min":                       sources.DefaultHoldoff.String(),
+	"holdoff.max":                       sources.DefaultMaxHoldoff.String(),
+}
+
+// Flags maps the command-line flags that override settings to their keys.
+var Flags = map[string]string{
+	"xds-listen":   "xds.listen",
+	"admin-listen": "admin.listen",
+	"log-level":    "log.level",
+}
+
+// AddFlags defines the overriding flags (see Flags) on fs.
+func AddFlags(fs *pflag.FlagSet) {
+	fs.String("xds-listen", "", "xDS gRPC listen address (overrides xds.listen)")
+	fs.String("admin-listen", "", "admin HTTP listen address (overrides admin.listen)")
+	fs.String("log-level", "", "log level: debug, info, warn or error (overrides log.level)")
+}
+
+// Load reads the file at path, applies the environment and the flags of fs
+// that were set (fs may be nil), and validates the result, including each
+// source's own settings (by calling its type's New, which does no I/O).
+func Load(path string, fs *pflag.FlagSet) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading config file: %w", err)
+	}
+	dir, err := filepath.Abs(filepath.Dir(path))
+	if err != nil {
+		return nil, fmt.Errorf("locating config file: %w", err)
+	}
+	return parse(data, dir, fs)
+}
+
+// parse is Load on the file's content; dir is the file's directory.
+func parse(data []byte, dir string, fs *pflag.FlagSet) (*Config, error) {
+	v := viper.New()
+	for k, d := range defaults {
+		v.SetDefault(k, d)
+	}
+	v.SetEnvPrefix("BRIDGE")
+	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))
+	v.AutomaticEnv()
+	if fs != nil {
+		for flag, key := range Flags {
+			if f := fs.Lookup(flag); f != nil {
+				if err := v.BindPFlag(key, f); err != nil {
+					return nil, fmt.Errorf("binding flag --%s: %w", flag, err)
+				}
+			}
+		}
+	}
+	v.SetConfigType("yaml")
+	if err := v.ReadConfig(bytes.NewReader(data)); err != nil {
+		return nil, fmt.Errorf("parsing config file: %w", err)
+	}
+	cfg := &Config{Dir: dir}
+	if err := sources.Decode(v.AllSettings(), cfg); err != nil {
+		return nil, err
+	}
+	if err := cfg.parseSources(); err != nil {
+		return nil, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// parseSources splits each raw sources entry into name, type and settings.
+func (c *Config) parseSources() error {
+	c.Entries = make([]Source, 0, len(c.Sources))
+	for i, raw := range c.Sources {
+		s := Source{Index: i, Settings: map[string]any{}}
+		for k, val := range raw {
+			switch k {
+			case "name", "type":
+				str, ok := val.(string)
+				if !ok {
+					return sources.Errorf(fmt.Sprintf("%s.%s", s.Key(), k), "must be a string, not %T", val)
+				}
+				if k == "name" {
+					s.Name = str
+				} else {
+					s.Type = str
+				}
+			default:
+				s.Settings[k] = val
+			}
+		}
+		c.Entries = append(c.Entries, s)
+	}
+	return nil
+}
+
+// NewSource builds the source of entry s with its type's constructor; opts
+// gets its BaseDir filled in from the config file's directory. Errors are
+// *sources.KeyError values prefixed with the entry's key.
+func (c *Config) NewSource(s Source, opts sources.Options) (sources.Source, error) {
+	t, ok := sources.Lookup(s.Type)
+	if !ok {
+		return nil, sources.Errorf(s.Key()+".type", "unknown source type %q (known: %s)",
+			s.Type, strings.Join(sources.Types(), ", "))
+	}
+	opts.Name = s.Name
+	opts.BaseDir = c.Dir
+	src, err := t.New(s.Settings, opts)
+	if err != nil {
+		return nil, sources.Prefix(s.Key(), err)
+	}
+	if src == nil {
+		return nil, sources.Errorf(s.Key(), "source type %q returned no source", s.Type)
+	}
+	return src, nil
+}

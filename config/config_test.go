@@ -1,0 +1,248 @@
+package config
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/xdsbridge/xdsbridge/sources"
+)
+
+// fakeSource is the source type "fake" the tests configure. Its New decodes
+// its settings strictly and remembers them, like a real type.
+type fakeSource struct {
+	Path  string `mapstructure:"path"`
+	Limit int    `mapstructure:"limit"`
+	dir   string
+}
+
+func (f *fakeSource) Run(ctx context.Context, _ chan<- sources.Update) error {
+	<-ctx.Done()
+	return nil
+}
+
+func init() {
+	sources.Register(sources.Type{Name: "fake", New: func(cfg map[string]any, opts sources.Options) (sources.Source, error) {
+		f := &fakeSource{dir: opts.BaseDir}
+		if err := sources.Decode(cfg, f); err != nil {
+			return nil, err
+		}
+		if f.Path == "" {
+			return nil, sources.Errorf("path", "is required")
+		}
+		return f, nil
+	}})
+}
+
+const minimal = `
+sources:
+  - name: static
+    type: fake
+    path: services.yaml
+`
+
+func TestDefaults(t *testing.T) {
+	cfg, err := parse([]byte(minimal), "/etc/bridge", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"xds.listen", cfg.XDS.Listen, "127.0.0.1:18000"},
+		{"xds.grpc.enabled", cfg.XDS.GRPC.Enabled, true},
+		{"xds.unknown_name_wait", cfg.XDS.UnknownNameWait, 5 * time.Second},
+		{"xds.keepalive.time", cfg.XDS.Keepalive.Time, 30 * time.Second},
+		{"xds.keepalive.timeout", cfg.XDS.Keepalive.Timeout, 10 * time.Second},
+		{"xds.keepalive.min_client_interval", cfg.XDS.Keepalive.MinClientInterval, 10 * time.Second},
+		{"admin.listen", cfg.Admin.Listen, "127.0.0.1:19000"},
+		{"log.level", cfg.Log.Level, "info"},
+		{"log.format", cfg.Log.Format, "text"},
+		{"holdoff.min", cfg.Holdoff.Min, 100 * time.Millisecond},
+		{"holdoff.max", cfg.Holdoff.Max, time.Second},
+		{"entries", len(cfg.Entries), 1},
+		{"dir", cfg.Dir, "/etc/bridge"},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
+		}
+	}
+	e := cfg.Entries[0]
+	if e.Name != "static" || e.Type != "fake" || len(e.Settings) != 1 || e.Settings["path"] != "services.yaml" {
+		t.Errorf("entry = %+v", e)
+	}
+}
+
+func TestFileValues(t *testing.T) {
+	cfg, err := parse([]byte(`
+xds:
+  listen: 0.0.0.0:8000
+  grpc: {enabled: false}
+  unknown_name_wait: 0s
+  keepalive: {time: 1m, timeout: 2s, min_client_interval: 3s}
+admin: {listen: "[::1]:9000"}
+log: {level: debug, format: json}
+holdoff: {min: 50ms, max: 2s}
+sources:
+  - {name: a, type: fake, path: a.yaml, limit: 3}
+  - {name: b, type: fake, path: /abs/b.yaml}
+`), "/d", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.XDS.Listen != "0.0.0.0:8000" || cfg.XDS.GRPC.Enabled || cfg.XDS.UnknownNameWait != 0 ||
+		cfg.XDS.Keepalive != (Keepalive{time.Minute, 2 * time.Second, 3 * time.Second}) ||
+		cfg.Admin.Listen != "[::1]:9000" || cfg.Log != (Log{"debug", "json"}) ||
+		cfg.Holdoff != (Holdoff{50 * time.Millisecond, 2 * time.Second}) {
+		t.Errorf("config = %+v", cfg)
+	}
+	if len(cfg.Entries) != 2 || cfg.Entries[0].Name != "a" || cfg.Entries[1].Name != "b" {
+		t.Fatalf("entries = %+v", cfg.Entries)
+	}
+	src, err := cfg.NewSource(cfg.Entries[0], sources.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := src.(*fakeSource); f.Limit != 3 || f.Path != "a.yaml" || f.dir != "/d" {
+		t.Errorf("source = %+v", f)
+	}
+}
+
+func TestInvalid(t *testing.T) {
+	cases := []struct {
+		name    string
+		yaml    string
+		wantKey string
+		wantMsg string
+	}{
+		{"unknown top key", "bogus: 1\n" + minimal, "bogus", "unknown key"},
+		{"unknown nested key", "xds: {bogus: 1}\n" + minimal, "xds.bogus", "unknown key"},
+		{"unknown deep key", "xds: {keepalive: {often: 1s}}\n" + minimal, "xds.keepalive.often", "unknown key"},
+		{"unknown source type", minimal + "  - {name: x, type: foo}\n", "sources[1].type", `unknown source type "foo" (known: `},
+		{"duplicate source name", minimal + "  - {name: b, type: fake, path: p}\n  - {name: static, type: fake, path: p}\n",
+			"sources[2].name", `duplicate source name "static"`},
+		{"missing source name", "sources: [{type: fake, path: p}]", "sources[0].name", "is required"},
+		{"missing source type", "sources: [{name: n}]", "sources[0].type", "is required"},
+		{"source key unknown", "sources: [{name: n, type: fake, path: p, color: red}]", "sources[0].color", "unknown key"},
+		{"source key invalid", "sources: [{name: n, type: fake}]", "sources[0].path", "is required"},
+		{"source key wrong type", "sources: [{name: n, type: fake, path: p, limit: many}]", "sources[0].limit", ""},
+		{"no sources", "log: {level: info}", "sources", "at least one source"},
+		{"xds listen no port", "xds: {listen: x}\n" + minimal, "xds.listen", `invalid address "x"`},
+		{"xds listen bad port", "xds: {listen: 'localhost:http2'}\n" + minimal, "xds.listen", "invalid address"},
+		{"admin listen bad", "admin: {listen: '1.2.3.4:99999'}\n" + minimal, "admin.listen", "invalid address"},
+		{"bad duration", "holdoff: {min: soon}\n" + minimal, "holdoff.min", ""},
+		{"zero keepalive", "xds: {keepalive: {time: 0s}}\n" + minimal, "xds.keepalive.time", "positive"},
+		{"holdoff max below min", "holdoff: {min: 2s, max: 1s}\n" + minimal, "holdoff.max", "shorter"},
+		{"bad level", "log: {level: loud}\n" + minimal, "log.level", "unknown level"},
+		{"bad format", "log: {format: xml}\n" + minimal, "log.format", "unknown format"},
+		{"bad grpc flag", "xds: {grpc: {enabled: perhaps}}\n" + minimal, "xds.grpc.enabled", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := parse([]byte(c.yaml), "/d", nil)
+			var ke *sources.KeyError
+			if !errors.As(err, &ke) {
+				t.Fatalf("error = %v, want a *sources.KeyError", err)
+			}
+			if ke.Key != c.wantKey || !strings.HasPrefix(err.Error(), c.wantKey+": ") {
+				t.Errorf("key = %q (error %q), want %q", ke.Key, err, c.wantKey)
+			}
+			if !strings.Contains(err.Error(), c.wantMsg) {
+				t.Errorf("error = %q, want it to contain %q", err, c.wantMsg)
+			}
+		})
+	}
+}
+
+func TestKnownTypesListed(t *testing.T) {
+	_, err := parse([]byte("sources: [{name: x, type: foo}]"), "/d", nil)
+	if err == nil || !strings.Contains(err.Error(), "known: "+strings.Join(sources.Types(), ", ")+")") {
+		t.Errorf("error = %v, want it to list %v", err, sources.Types())
+	}
+}
+
+// TestPrecedence checks flags beat the environment, which beats the file,
+// which beats the defaults.
+func TestPrecedence(t *testing.T) {
+	file := "xds: {listen: '127.0.0.1:1'}\nadmin: {listen: '127.0.0.1:2'}\nlog: {level: warn}\n" + minimal
+	cases := []struct {
+		name                      string
+		env                       map[string]string
+		flags                     []string
+		xds, admin, level, format string
+	}{
+		{name: "file", xds: "127.0.0.1:1", admin: "127.0.0.1:2", level: "warn", format: "text"},
+		{name: "env beats file",
+			env: map[string]string{"BRIDGE_XDS_LISTEN": "127.0.0.1:3", "BRIDGE_ADMIN_LISTEN": "127.0.0.1:4",
+				"BRIDGE_LOG_LEVEL": "debug", "BRIDGE_LOG_FORMAT": "json"},
+			xds: "127.0.0.1:3", admin: "127.0.0.1:4", level: "debug", format: "json"},
+		{name: "flags beat env",
+			env:   map[string]string{"BRIDGE_XDS_LISTEN": "127.0.0.1:3", "BRIDGE_ADMIN_LISTEN": "127.0.0.1:4", "BRIDGE_LOG_LEVEL": "debug"},
+			flags: []string{"--xds-listen=127.0.0.1:5", "--admin-listen=127.0.0.1:6", "--log-level=error"},
+			xds:   "127.0.0.1:5", admin: "127.0.0.1:6", level: "error", format: "text"},
+		{name: "unset flags do not override",
+			env:   map[string]string{"BRIDGE_LOG_LEVEL": "debug"},
+			flags: []string{"--xds-listen=127.0.0.1:5"},
+			xds:   "127.0.0.1:5", admin: "127.0.0.1:2", level: "debug", format: "text"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			for k, v := range c.env {
+				t.Setenv(k, v)
+			}
+			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+			AddFlags(fs)
+			if err := fs.Parse(c.flags); err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := parse([]byte(file), "/d", fs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.XDS.Listen != c.xds || cfg.Admin.Listen != c.admin || cfg.Log.Level != c.level || cfg.Log.Format != c.format {
+				t.Errorf("got xds %q admin %q level %q format %q, want %q %q %q %q",
+					cfg.XDS.Listen, cfg.Admin.Listen, cfg.Log.Level, cfg.Log.Format, c.xds, c.admin, c.level, c.format)
+			}
+		})
+	}
+}
+
+func TestEnvValueValidated(t *testing.T) {
+	t.Setenv("BRIDGE_XDS_LISTEN", "nonsense")
+	_, err := parse([]byte(minimal), "/d", nil)
+	if err == nil || !strings.HasPrefix(err.Error(), `xds.listen: invalid address "nonsense"`) {
+		t.Errorf("error = %v", err)
+	}
+}
+
+func TestLoad(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "bridge.yaml")
+	if err := os.WriteFile(path, []byte(minimal), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Load(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Dir != dir {
+		t.Errorf("Dir = %q, want %q", cfg.Dir, dir)
+	}
+	if _, err := Load(filepath.Join(dir, "missing.yaml"), nil); err == nil {
+		t.Error("loading a missing file succeeded")
+	}
+	if err := os.WriteFile(path, []byte("xds: [unclosed"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(path, nil); err == nil {
+		t.Error("loading malformed YAML succeeded")
+	}
+}

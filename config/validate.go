@@ -1,0 +1,102 @@
+package config
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+
+	"github.com/xdsbridge/xdsbridge/sources"
+)
+
+// Validate checks every setting and returns a *sources.KeyError naming the
+// first bad key. It also builds each source with its type's constructor
+// (which does no I/O) so that source-specific settings are checked too.
+func (c *Config) Validate() error {
+	if err := checkListen("xds.listen", c.XDS.Listen); err != nil {
+		return err
+	}
+	if err := checkListen("admin.listen", c.Admin.Listen); err != nil {
+		return err
+	}
+	for key, d := range map[string]int64{
+		"xds.keepalive.time":                int64(c.XDS.Keepalive.Time),
+		"xds.keepalive.timeout":             int64(c.XDS.Keepalive.Timeout),
+		"xds.keepalive.min_client_interval": int64(c.XDS.Keepalive.MinClientInterval),
+		"holdoff.min":                       int64(c.Holdoff.Min),
+		"holdoff.max":                       int64(c.Holdoff.Max),
+	} {
+		if d <= 0 {
+			return sources.Errorf(key, "must be a positive duration")
+		}
+	}
+	if c.XDS.UnknownNameWait < 0 {
+		return sources.Errorf("xds.unknown_name_wait", "must not be negative")
+	}
+	if c.Holdoff.Max < c.Holdoff.Min {
+		return sources.Errorf("holdoff.max", "%s is shorter than holdoff.min (%s)", c.Holdoff.Max, c.Holdoff.Min)
+	}
+	if _, err := ParseLevel(c.Log.Level); err != nil {
+		return sources.Prefix("log.level", err)
+	}
+	if c.Log.Format != "text" && c.Log.Format != "json" {
+		return sources.Errorf("log.format", "unknown format %q (want text or json)", c.Log.Format)
+	}
+	return c.validateSources()
+}
+
+func (c *Config) validateSources() error {
+	if len(c.Entries) == 0 {
+		return sources.Errorf("sources", "at least one source is required")
+	}
+	seen := map[string]bool{}
+	for _, s := range c.Entries {
+		switch {
+		case s.Name == "":
+			return sources.Errorf(s.Key()+".name", "is required")
+		case seen[s.Name]:
+			return sources.Errorf(s.Key()+".name", "duplicate source name %q", s.Name)
+		case s.Type == "":
+			return sources.Errorf(s.Key()+".type", "is required")
+		}
+		seen[s.Name] = true
+		opts := sources.Options{Logger: slog.New(slog.DiscardHandler), Status: sources.NewStatus(s.Name)}
+		if _, err := c.NewSource(s, opts); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkListen checks that addr is host:port with a numeric port. The host
+// is not resolved: validation does no I/O.
+func checkListen(key, addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err == nil {
+		if _, perr := strconv.ParseUint(port, 10, 16); perr != nil {
+			err = fmt.Errorf("port %q is not a number in 0..65535", port)
+		} else if strings.ContainsAny(host, " /") {
+			err = fmt.Errorf("host %q is not a host name or IP address", host)
+		}
+	}
+	if err != nil {
+		return sources.Errorf(key, "invalid address %q: %w", addr, err)
+	}
+	return nil
+}
+
+// ParseLevel parses a log level name: debug, info, warn or error.
+func ParseLevel(s string) (slog.Level, error) {
+	switch strings.ToLower(s) {
+	case "debug":
+		return slog.LevelDebug, nil
+	case "info":
+		return slog.LevelInfo, nil
+	case "warn", "warning":
+		return slog.LevelWarn, nil
+	case "error":
+		return slog.LevelError, nil
+	}
+	return 0, fmt.Errorf("unknown level %q (want debug, info, warn or error)", s)
+}
