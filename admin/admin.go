@@ -1,0 +1,82 @@
+// Package admin serves the bridge's HTTP admin endpoints: liveness,
+// readiness, source status, Prometheus metrics, xDS client status and pprof.
+package admin
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/pprof"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/xdsbridge/xdsbridge/sources"
+)
+
+// Options say where the handler reads what it serves. Pending and Sources
+// are required; the others are optional.
+type Options struct {
+	// Pending returns the names of the sources that have not completed
+	// their first sync; the bridge is ready when it is empty.
+	Pending func() []string
+	// Sources returns the status of every source.
+	Sources func() []sources.StatusSnapshot
+	// Gatherer serves /metrics; nil leaves it out.
+	Gatherer prometheus.Gatherer
+	// Clients returns a JSON-encodable view of the connected xDS clients
+	// for /clients; nil leaves it out.
+	Clients func() any
+}
+
+// Handler returns the admin HTTP handler:
+//
+//	/healthz        200 while the process runs
+//	/readyz         200 once every source synced, else 503 naming the pending ones
+//	/sources        JSON status of every source
+//	/metrics        Prometheus metrics
+//	/clients        JSON status of the xDS clients
+//	/debug/pprof/   the Go profiler
+func Handler(opts Options) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if pending := opts.Pending(); len(pending) > 0 {
+			http.Error(w, "not ready: waiting for the first sync of sources: "+strings.Join(pending, ", "),
+				http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	mux.HandleFunc("GET /sources", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, opts.Sources())
+	})
+	if opts.Gatherer != nil {
+		mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{}))
+	}
+	if opts.Clients != nil {
+		mux.HandleFunc("GET /clients", func(w http.ResponseWriter, _ *http.Request) {
+			writeJSON(w, opts.Clients())
+		})
+	}
+	// The profiler is registered on this mux only: importing net/http/pprof
+	// also registers it on http.DefaultServeMux, which nothing here serves.
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	// An encoding error can only be a write error once the header is sent;
+	// there is nobody left to tell.
+	_ = enc.Encode(v)
+}
