@@ -66,7 +66,7 @@ func Assignment(svc sources.Service) (*endpointv3.ClusterLoadAssignment, error) 
 	if len(svc.Endpoints) == 0 {
 		return cla, nil
 	}
-	eps, nvalues, err := canonical(svc.Endpoints)
+	eps, err := canonical(svc.Endpoints)
 	if err != nil {
 		return nil, err
 	}
@@ -81,15 +81,12 @@ func Assignment(svc sources.Service) (*endpointv3.ClusterLoadAssignment, error) 
 	lbs := make([]*endpointv3.LbEndpoint, len(eps))
 	groups := make([]groupSlab, ngroups)
 	cla.Endpoints = make([]*endpointv3.LocalityLbEndpoints, ngroups)
-	var values []valueSlab
-	if nvalues > 0 {
-		values = make([]valueSlab, nvalues)
-	}
+	var meta metadataCache
 
 	var g, start, priority int
 	var prioritySum uint64
 	for i, e := range eps {
-		lbs[i] = lbEndpoint(&slab[i], e, &values)
+		lbs[i] = lbEndpoint(&slab[i], e, &meta)
 		if i+1 < len(eps) && sameGroup(e, eps[i+1]) {
 			continue
 		}
@@ -114,16 +111,16 @@ func Assignment(svc sources.Service) (*endpointv3.ClusterLoadAssignment, error) 
 }
 
 // canonical validates eps and returns pointers to them in output order,
-// without repeated address:port pairs, and the number of metadata values.
-func canonical(in []sources.Endpoint) ([]*sources.Endpoint, int, error) {
+// without repeated address:port pairs.
+func canonical(in []sources.Endpoint) ([]*sources.Endpoint, error) {
 	eps := make([]*sources.Endpoint, len(in))
 	for i := range in {
 		e := &in[i]
 		if err := e.Validate(); err != nil {
-			return nil, 0, fmt.Errorf("endpoint %d: %w", i, err)
+			return nil, fmt.Errorf("endpoint %d: %w", i, err)
 		}
 		if int(e.Health) >= len(healthStatus) {
-			return nil, 0, fmt.Errorf("endpoint %s port %d: unknown %v", e.Address, e.Port, e.Health)
+			return nil, fmt.Errorf("endpoint %s port %d: unknown %v", e.Address, e.Port, e.Health)
 		}
 		eps[i] = e
 	}
@@ -137,11 +134,7 @@ func canonical(in []sources.Endpoint) ([]*sources.Endpoint, int, error) {
 	})
 	// Address and port are now unique, so Compare is a total order.
 	slices.SortFunc(eps, func(a, b *sources.Endpoint) int { return a.Compare(*b) })
-	nvalues := 0
-	for _, e := range eps {
-		nvalues += len(e.Metadata)
-	}
-	return eps, nvalues, nil
+	return eps, nil
 }
 
 // total orders endpoints by every field, metadata last.
@@ -168,9 +161,8 @@ func sameGroup(a, b *sources.Endpoint) bool {
 	return a.Priority == b.Priority && a.Locality == b.Locality
 }
 
-// lbEndpoint fills s for e and returns its LbEndpoint; metadata values are
-// taken from the front of *values.
-func lbEndpoint(s *endpointSlab, e *sources.Endpoint, values *[]valueSlab) *endpointv3.LbEndpoint {
+// lbEndpoint fills s for e and returns its LbEndpoint.
+func lbEndpoint(s *endpointSlab, e *sources.Endpoint, meta *metadataCache) *endpointv3.LbEndpoint {
 	s.port.PortValue = e.Port
 	s.sock.Protocol = corev3.SocketAddress_TCP
 	s.sock.Address = e.Address
@@ -184,18 +176,42 @@ func lbEndpoint(s *endpointSlab, e *sources.Endpoint, values *[]valueSlab) *endp
 	s.lb.HealthStatus = healthStatus[e.Health]
 	s.lb.LoadBalancingWeight = &s.weight
 	if len(e.Metadata) > 0 {
-		s.lb.Metadata = metadata(e.Metadata, values)
+		s.lb.Metadata = meta.get(e.Metadata)
 	}
 	return &s.lb
 }
 
-// metadata builds filter_metadata["envoy.lb"] with m's pairs as strings.
+// metadataCache builds filter_metadata["envoy.lb"] messages, reusing the
+// message of an equal map met shortly before: endpoints of one service
+// mostly carry the same few labels, and a shared sub-message marshals the
+// same as a copy while saving five allocations.
+type metadataCache struct {
+	recent [4]struct {
+		m   map[string]string
+		msg *corev3.Metadata
+	}
+	next int
+}
+
+// get returns the metadata message for m, which is not empty.
+func (c *metadataCache) get(m map[string]string) *corev3.Metadata {
+	for _, r := range c.recent {
+		if r.msg != nil && maps.Equal(r.m, m) {
+			return r.msg
+		}
+	}
+	msg := metadata(m)
+	c.recent[c.next].m, c.recent[c.next].msg = m, msg
+	c.next = (c.next + 1) % len(c.recent)
+	return msg
+}
+
+// metadata builds filter_metadata["envoy.lb"] holding m's pairs as strings.
 // Map order does not matter: the fields land in a map, which deterministic
 // marshalling sorts.
-func metadata(m map[string]string, values *[]valueSlab) *corev3.Metadata {
+func metadata(m map[string]string) *corev3.Metadata {
+	vals := make([]valueSlab, len(m))
 	fields := make(map[string]*structpb.Value, len(m))
-	vals := (*values)[:len(m)]
-	*values = (*values)[len(m):]
 	i := 0
 	for k, v := range m {
 		vs := &vals[i]

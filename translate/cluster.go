@@ -23,15 +23,21 @@ var defaultTimeout = durationpb.New(DefaultConnectTimeout)
 // grpc-go validates clusters strictly and rejects fields it does not know
 // how to honour. A zero timeout means DefaultConnectTimeout.
 func Cluster(name string, connectTimeout time.Duration) *clusterv3.Cluster {
-	timeout := defaultTimeout
+	// One allocation for the cluster and its oneof and EDS wrappers.
+	s := &struct {
+		c   clusterv3.Cluster
+		typ clusterv3.Cluster_Type
+		eds clusterv3.Cluster_EdsClusterConfig
+	}{}
+	s.typ.Type = clusterv3.Cluster_EDS
+	s.eds.EdsConfig = adsSource
+	s.c.Name = name
+	s.c.ClusterDiscoveryType = &s.typ
+	s.c.EdsClusterConfig = &s.eds
+	s.c.ConnectTimeout = defaultTimeout
 	if connectTimeout != 0 && connectTimeout != DefaultConnectTimeout {
-		timeout = durationpb.New(connectTimeout)
+		s.c.ConnectTimeout = durationpb.New(connectTimeout)
 	}
-	return &clusterv3.Cluster{
-		Name:                 name,
-		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS},
-		EdsClusterConfig:     &clusterv3.Cluster_EdsClusterConfig{EdsConfig: adsSource},
-		ConnectTimeout:       timeout,
-		LbPolicy:             clusterv3.Cluster_ROUND_ROBIN,
-	}
+	s.c.LbPolicy = clusterv3.Cluster_ROUND_ROBIN
+	return &s.c
 }

@@ -35,48 +35,76 @@ func mustAny(m proto.Message) *anypb.Any {
 // bytes, and hence equal content-hash versions.
 var deterministic = proto.MarshalOptions{Deterministic: true}
 
+// listenerSlab and routeSlab hold the messages of one listener or route
+// configuration, so that each costs one allocation (plus the Any's bytes).
+type listenerSlab struct {
+	l     listenerv3.Listener
+	api   listenerv3.ApiListener
+	typed anypb.Any
+	hcm   hcmv3.HttpConnectionManager
+	rds   hcmv3.HttpConnectionManager_Rds
+	rdsv  hcmv3.Rds
+}
+
+type routeSlab struct {
+	rc      routev3.RouteConfiguration
+	vhs     [1]*routev3.VirtualHost
+	vh      routev3.VirtualHost
+	routes  [1]*routev3.Route
+	r       routev3.Route
+	action  routev3.Route_Route
+	ra      routev3.RouteAction
+	cluster routev3.RouteAction_Cluster
+}
+
+// matchAll and anyDomain are shared by every route configuration: never
+// modify them.
+var (
+	matchAll  = &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: ""}}
+	anyDomain = []string{"*"}
+)
+
 // Listener builds the API listener a proxyless gRPC client resolves for
 // xds:///name: an HttpConnectionManager taking route configuration name over
 // ADS (RDS), with the router as its only filter. This is the minimal chain
 // grpc-go and grpc-js accept (see shared/XDS.md, "Client constraints").
 // Envoys must never receive it.
 func Listener(name string) (*listenerv3.Listener, error) {
-	hcm := &hcmv3.HttpConnectionManager{
-		StatPrefix: name,
-		RouteSpecifier: &hcmv3.HttpConnectionManager_Rds{Rds: &hcmv3.Rds{
-			ConfigSource:    adsSource,
-			RouteConfigName: name,
-		}},
-		HttpFilters: httpFilters[:1:1],
-	}
+	s := &listenerSlab{}
+	s.rdsv.ConfigSource = adsSource
+	s.rdsv.RouteConfigName = name
+	s.rds.Rds = &s.rdsv
+	s.hcm.StatPrefix = name
+	s.hcm.RouteSpecifier = &s.rds
+	s.hcm.HttpFilters = httpFilters[:1:1]
 	// The listener's own validation stops at the Any, so check the HCM here.
-	if err := hcm.ValidateAll(); err != nil {
+	if err := s.hcm.ValidateAll(); err != nil {
 		return nil, fmt.Errorf("validating http connection manager: %w", err)
 	}
-	typed := &anypb.Any{}
-	if err := anypb.MarshalFrom(typed, hcm, deterministic); err != nil {
+	if err := anypb.MarshalFrom(&s.typed, &s.hcm, deterministic); err != nil {
 		return nil, fmt.Errorf("packing http connection manager: %w", err)
 	}
-	return &listenerv3.Listener{
-		Name:        name,
-		ApiListener: &listenerv3.ApiListener{ApiListener: typed},
-	}, nil
+	s.api.ApiListener = &s.typed
+	s.l.Name = name
+	s.l.ApiListener = &s.api
+	return &s.l, nil
 }
 
 // Route builds the route configuration name with one virtual host matching
 // every authority and one route sending every request to cluster name.
 func Route(name string) *routev3.RouteConfiguration {
-	return &routev3.RouteConfiguration{
-		Name: name,
-		VirtualHosts: []*routev3.VirtualHost{{
-			Name:    name,
-			Domains: []string{"*"},
-			Routes: []*routev3.Route{{
-				Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: ""}},
-				Action: &routev3.Route_Route{Route: &routev3.RouteAction{
-					ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: name},
-				}},
-			}},
-		}},
-	}
+	s := &routeSlab{}
+	s.cluster.Cluster = name
+	s.ra.ClusterSpecifier = &s.cluster
+	s.action.Route = &s.ra
+	s.r.Match = matchAll
+	s.r.Action = &s.action
+	s.routes[0] = &s.r
+	s.vh.Name = name
+	s.vh.Domains = anyDomain[:1:1]
+	s.vh.Routes = s.routes[:]
+	s.vhs[0] = &s.vh
+	s.rc.Name = name
+	s.rc.VirtualHosts = s.vhs[:]
+	return &s.rc
 }
