@@ -1,0 +1,196 @@
+// Package bridge wires a configuration into a running bridge: the sources
+// and their manager, the translation of what they report into xDS
+// resources, the xDS gRPC server and the admin HTTP listener.
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/xdsbridge/xdsbridge/admin"
+	"github.com/xdsbridge/xdsbridge/config"
+	"github.com/xdsbridge/xdsbridge/sources"
+	"github.com/xdsbridge/xdsbridge/xds"
+)
+
+const (
+	// shutdownTimeout bounds the graceful part of a shutdown. xDS streams
+	// live as long as their clients, so GracefulStop would wait forever for
+	// them; after this long the remaining streams are cut.
+	shutdownTimeout = 3 * time.Second
+	// maxConcurrentStreams per connection: an xDS client opens one ADS
+	// stream, or one per type (four types, SotW or delta), so this leaves
+	// plenty of room while bounding a misbehaving client.
+	maxConcurrentStreams = 64
+)
+
+// Instance is a bridge ready to run: its listeners are bound and its
+// sources built, but nothing runs until Run.
+type Instance struct {
+	log      *slog.Logger
+	manager  *sources.Manager
+	statuses []*sources.Status
+	pub      *publisher
+	grpc     *grpc.Server
+	http     *http.Server
+	xdsLis   net.Listener
+	adminLis net.Listener
+}
+
+// Run builds the bridge of cfg and runs it until ctx is done; see New and
+// Instance.Run.
+func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
+	in, err := New(cfg, log)
+	if err != nil {
+		return err
+	}
+	return in.Run(ctx)
+}
+
+// New builds the sources of cfg and binds the xDS and admin listeners.
+// Configuration errors are *sources.KeyError values; a listen error names
+// its key too (`xds.listen: listen tcp ...: address already in use`).
+func New(cfg *config.Config, log *slog.Logger) (*Instance, error) {
+	in := &Instance{log: log}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	named := make([]sources.Named, 0, len(cfg.Entries))
+	for _, e := range cfg.Entries {
+		st := sources.NewStatus(e.Name)
+		src, err := cfg.NewSource(e, sources.Options{Logger: log.With("source", e.Name), Status: st})
+		if err != nil {
+			return nil, err
+		}
+		named = append(named, sources.Named{Name: e.Name, Source: src, Status: st})
+		in.statuses = append(in.statuses, st)
+	}
+	in.manager = sources.NewManager(sources.ManagerOptions{
+		Sources:    named,
+		Holdoff:    cfg.Holdoff.Min,
+		MaxHoldoff: cfg.Holdoff.Max,
+		Logger:     log.With("component", "manager"),
+	})
+	reg.MustRegister(admin.SourceCollector{Sources: in.snapshots})
+
+	server := xds.NewServer(xds.Options{
+		Logger:          log.With("component", "xds"),
+		UnknownNameWait: cfg.XDS.UnknownNameWait,
+		Registerer:      reg,
+	})
+	in.pub = newPublisher(server, cfg.XDS.GRPC.Enabled, log.With("component", "publish"), reg)
+	in.grpc = grpc.NewServer(
+		grpc.KeepaliveParams(keepalive.ServerParameters{
+			Time:    cfg.XDS.Keepalive.Time,
+			Timeout: cfg.XDS.Keepalive.Timeout,
+		}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
+			MinTime:             cfg.XDS.Keepalive.MinClientInterval,
+			PermitWithoutStream: true,
+		}),
+		grpc.MaxConcurrentStreams(maxConcurrentStreams),
+	)
+	server.Register(in.grpc)
+	in.http = &http.Server{
+		Handler: admin.Handler(admin.Options{
+			Pending:  in.manager.Pending,
+			Sources:  in.snapshots,
+			Gatherer: reg,
+			Clients:  func() any { return server.Clients() },
+		}),
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+
+	var err error
+	if in.xdsLis, err = net.Listen("tcp", cfg.XDS.Listen); err != nil {
+		return nil, sources.Prefix("xds.listen", err)
+	}
+	if in.adminLis, err = net.Listen("tcp", cfg.Admin.Listen); err != nil {
+		in.xdsLis.Close()
+		return nil, sources.Prefix("admin.listen", err)
+	}
+	return in, nil
+}
+
+// XDSAddr returns the address the xDS listener is bound to.
+func (in *Instance) XDSAddr() net.Addr { return in.xdsLis.Addr() }
+
+// AdminAddr returns the address the admin listener is bound to.
+func (in *Instance) AdminAddr() net.Addr { return in.adminLis.Addr() }
+
+func (in *Instance) snapshots() []sources.StatusSnapshot {
+	out := make([]sources.StatusSnapshot, len(in.statuses))
+	for i, st := range in.statuses {
+		out[i] = st.Snapshot()
+	}
+	return out
+}
+
+// Run serves until ctx is done, then stops gracefully: the gRPC server gets
+// shutdownTimeout to finish, then its streams are cut. It returns nil after
+// a stop requested through ctx and an error if a listener failed.
+func (in *Instance) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	in.log.Info("serving xDS", "addr", in.xdsLis.Addr().String())
+	in.log.Info("serving admin", "addr", in.adminLis.Addr().String())
+
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := in.manager.Run(ctx, in.pub.publish); err != nil {
+			cancel(fmt.Errorf("running sources: %w", err))
+		}
+	})
+	wg.Go(func() {
+		if err := in.grpc.Serve(in.xdsLis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			cancel(fmt.Errorf("serving xDS: %w", err))
+		}
+	})
+	wg.Go(func() {
+		if err := in.http.Serve(in.adminLis); !errors.Is(err, http.ErrServerClosed) {
+			cancel(fmt.Errorf("serving admin: %w", err))
+		}
+	})
+	<-ctx.Done()
+	in.log.Info("shutting down")
+	in.stop()
+	wg.Wait()
+	if err := context.Cause(ctx); !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return nil
+}
+
+// stop stops both servers, gracefully within shutdownTimeout.
+func (in *Instance) stop() {
+	timer := time.NewTimer(shutdownTimeout)
+	defer timer.Stop()
+	stopped := make(chan struct{})
+	go func() {
+		in.grpc.GracefulStop()
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+	case <-timer.C:
+		in.log.Info("cutting the xDS streams still open", "after", shutdownTimeout)
+		in.grpc.Stop()
+		<-stopped
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := in.http.Shutdown(sctx); err != nil {
+		in.http.Close()
+	}
+}

@@ -1,0 +1,103 @@
+package bridge
+
+import (
+	"log/slog"
+
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/xdsbridge/xdsbridge/sources"
+	"github.com/xdsbridge/xdsbridge/translate"
+	"github.com/xdsbridge/xdsbridge/xds"
+)
+
+// applier is the part of the xDS engine the publisher feeds: Apply upserts
+// and removes resources as one change (see xds.Server.Apply).
+type applier interface {
+	Apply(upserts []xds.Resource, removals []xds.Key)
+}
+
+var _ applier = (*xds.Server)(nil)
+
+// publisher turns the manager's changes into xDS resources. It runs on the
+// manager's publishing goroutine only, so it needs no lock.
+type publisher struct {
+	server applier
+	opts   translate.Options
+	log    *slog.Logger
+	// errors counts services that failed translation; their last good
+	// resources stay served.
+	errors prometheus.Counter
+	// services is the number of services served.
+	services prometheus.Gauge
+	// served holds the names whose resources are currently applied.
+	served map[string]bool
+}
+
+func newPublisher(server applier, grpc bool, log *slog.Logger, reg prometheus.Registerer) *publisher {
+	p := &publisher{
+		server: server,
+		opts:   translate.Options{GRPC: grpc},
+		log:    log,
+		errors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "xdsbridge_translate_errors_total",
+			Help: "Service versions that could not be translated; the service's last good resources stay served.",
+		}),
+		services: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "xdsbridge_services",
+			Help: "Services whose resources are served.",
+		}),
+		served: map[string]bool{},
+	}
+	reg.MustRegister(p.errors, p.services)
+	return p
+}
+
+// publish translates every upserted service and removes every removed one,
+// in one Apply. It is called for the first publish too, even when empty,
+// because the first Apply marks the engine ready.
+func (p *publisher) publish(c sources.Changes) {
+	var upserts []xds.Resource
+	var removals []xds.Key
+	for _, svc := range c.Upserted {
+		r, err := translate.Service(svc, p.opts)
+		if err != nil {
+			p.errors.Inc()
+			p.log.Error("cannot serve the new version of a service; keeping its last good resources",
+				"service", svc.Name, "err", err)
+			continue
+		}
+		upserts = append(upserts, resources(svc.Name, r)...)
+		p.served[svc.Name] = true
+	}
+	for _, name := range c.Removed {
+		if !p.served[name] {
+			continue // never translated successfully: nothing to remove
+		}
+		delete(p.served, name)
+		removals = append(removals, xds.Key{Type: resource.ClusterType, Name: name},
+			xds.Key{Type: resource.EndpointType, Name: name})
+		if p.opts.GRPC {
+			removals = append(removals, xds.Key{Type: resource.ListenerType, Name: name},
+				xds.Key{Type: resource.RouteType, Name: name})
+		}
+	}
+	p.server.Apply(upserts, removals)
+	p.services.Set(float64(len(p.served)))
+	p.log.Debug("applied changes", "upserted", len(c.Upserted), "removed", len(c.Removed), "resources", len(upserts))
+}
+
+// resources lists the xDS resources of one translated service.
+func resources(name string, r translate.Resources) []xds.Resource {
+	out := []xds.Resource{
+		{Type: resource.ClusterType, Name: name, Message: r.Cluster},
+		{Type: resource.EndpointType, Name: name, Message: r.Assignment},
+	}
+	if r.Listener != nil {
+		out = append(out, xds.Resource{Type: resource.ListenerType, Name: name, Message: r.Listener, GRPCOnly: true})
+	}
+	if r.Route != nil {
+		out = append(out, xds.Resource{Type: resource.RouteType, Name: name, Message: r.Route, GRPCOnly: true})
+	}
+	return out
+}
