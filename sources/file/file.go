@@ -1,0 +1,136 @@
+// Package file is the `type: file` source: services read from a YAML or
+// JSON file and re-read whenever it changes.
+//
+// Configuration keys (besides name and type):
+//
+//	path: services.yaml   # required; relative to the configuration file
+//	poll_interval: 5s     # optional; fallback re-read interval
+//
+// The file holds one document; JSON when its name ends in .json, YAML
+// otherwise:
+//
+//	services:
+//	  - name: web                  # required, unique in the file
+//	    endpoints:                 # may be empty: the service has no endpoints
+//	      - address: 127.0.0.1     # required, an IP address
+//	        port: 8080             # required, 1..65535
+//	        weight: 10             # optional, 1.., default 1
+//	        priority: 0            # optional, default 0 (most preferred)
+//	        health: healthy        # healthy | unhealthy | degraded | draining | unknown; default healthy
+//	        locality: {region: eu, zone: eu-1a, sub_zone: rack1}   # optional
+//	        metadata: {version: v1}                               # optional, string values
+//
+// The source watches the file's directory (editors and consul-template
+// replace a file by renaming a new one over it, which a watch on the file
+// itself would lose) and also re-reads the file every poll_interval, in case
+// the watch misses an event (network file systems, a directory that did not
+// exist yet). A change is published as a Full update only when the content
+// differs from what was last published. Writing a complete new file and
+// renaming it over the old one is the safe way to change it; an in-place
+// write is read 100ms after its last event, which almost always sees it
+// whole.
+//
+// The file is all or nothing: an unknown field, a bad value or a duplicate
+// name rejects the whole file with an error naming the file and the field
+// (`services.yaml: services[1].endpoints[0].port: 70000 is outside
+// 1..65535`). The error is logged once and recorded in the source's Status,
+// and the last good content stays served until the file is fixed. A missing
+// file is a failure of the same kind, so the source is not synced until the
+// file first loads.
+package file
+
+import (
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/xdsbridge/xdsbridge/sources"
+)
+
+// Type is the value of the `type` key that selects this source.
+const Type = "file"
+
+func init() {
+	sources.Register(sources.Type{Name: Type, New: New})
+}
+
+// Config is the source's configuration.
+type Config struct {
+	// Path of the services file; relative paths are relative to the
+	// configuration file's directory.
+	Path string `mapstructure:"path"`
+	// PollInterval is how often the file is re-read regardless of watch
+	// events. Default 5s.
+	PollInterval time.Duration `mapstructure:"poll_interval"`
+}
+
+// DefaultPollInterval is the default of Config.PollInterval.
+const DefaultPollInterval = 5 * time.Second
+
+// debounce is how long the source waits after a watch event for more
+// events before it reads the file: a write is often several events (create,
+// write, chmod, rename), and a truncate-then-write must not be read half way.
+const debounce = 100 * time.Millisecond
+
+// Validate reports the first invalid key.
+func (c Config) Validate() error {
+	if strings.TrimSpace(c.Path) == "" {
+		return sources.Errorf("path", "is required")
+	}
+	if c.PollInterval < 0 {
+		return sources.Errorf("poll_interval", "must be positive, got %v", c.PollInterval)
+	}
+	return nil
+}
+
+// Source reads services from a file. Create it with New.
+type Source struct {
+	name     string // the path as configured, used in errors
+	path     string // the path resolved against the base directory
+	json     bool
+	poll     time.Duration
+	debounce time.Duration
+	log      *slog.Logger
+	status   *sources.Status
+}
+
+var _ sources.Source = (*Source)(nil)
+
+// New decodes and validates cfg. It does no I/O: the file is read by Run.
+func New(cfg map[string]any, opts sources.Options) (sources.Source, error) {
+	var c Config
+	if err := sources.Decode(cfg, &c); err != nil {
+		return nil, err
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = DefaultPollInterval
+	}
+	return newSource(c, opts), nil
+}
+
+func newSource(c Config, opts sources.Options) *Source {
+	path := c.Path
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(opts.BaseDir, path)
+	}
+	s := &Source{
+		name:     c.Path,
+		path:     filepath.Clean(path),
+		json:     strings.EqualFold(filepath.Ext(path), ".json"),
+		poll:     c.PollInterval,
+		debounce: debounce,
+		log:      opts.Logger,
+		status:   opts.Status,
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.status == nil {
+		s.status = sources.NewStatus(opts.Name)
+	}
+	return s
+}
