@@ -1,0 +1,5 @@
+//go:build !no_file
+
+package plugins
+
+func init() { builtins = append(builtins, "file") }
