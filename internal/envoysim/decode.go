@@ -1,0 +1,103 @@
+package envoysim
+
+import (
+	"errors"
+	"fmt"
+	"hash/maphash"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+)
+
+// seed is fixed for the process so that hashes compare across clients and
+// with Hash.
+var seed = maphash.MakeSeed()
+
+// HashBytes is the hash the client keeps of a resource's serialized bytes.
+func HashBytes(b []byte) uint64 { return maphash.Bytes(seed, b) }
+
+// Hash returns HashBytes of m marshalled deterministically, as servers
+// marshal resources, so that a test or the load generator can tell whether a
+// client holds exactly m.
+func Hash(m proto.Message) (uint64, error) {
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+	if err != nil {
+		return 0, fmt.Errorf("marshalling for hash: %w", err)
+	}
+	return HashBytes(b), nil
+}
+
+// decoded is one resource of a response.
+type decoded struct {
+	name    string
+	version string
+	hash    uint64
+	msg     any
+}
+
+// decode turns one resource into what the client keeps. In Light mode only
+// the name is read, straight from the wire: Cluster.name,
+// ClusterLoadAssignment.cluster_name, Listener.name and
+// RouteConfiguration.name are all field 1.
+func (c *Client) decode(typeURL string, a *anypb.Any) (decoded, error) {
+	if a == nil {
+		return decoded{}, errors.New("nil resource")
+	}
+	if a.GetTypeUrl() != typeURL {
+		return decoded{}, fmt.Errorf("resource of type %q in a %q response", a.GetTypeUrl(), typeURL)
+	}
+	d := decoded{hash: HashBytes(a.GetValue())}
+	if c.opts.Light {
+		name, err := wireName(a.GetValue())
+		d.name = name
+		return d, err
+	}
+	switch typeURL {
+	case ClusterType:
+		m := &clusterv3.Cluster{}
+		if err := a.UnmarshalTo(m); err != nil {
+			return decoded{}, fmt.Errorf("decoding cluster: %w", err)
+		}
+		d.name, d.msg = m.GetName(), m
+	case EndpointType:
+		m := &endpointv3.ClusterLoadAssignment{}
+		if err := a.UnmarshalTo(m); err != nil {
+			return decoded{}, fmt.Errorf("decoding assignment: %w", err)
+		}
+		d.name, d.msg = m.GetClusterName(), m
+	default:
+		name, err := wireName(a.GetValue())
+		if err != nil {
+			return decoded{}, err
+		}
+		d.name, d.msg = name, a
+	}
+	return d, nil
+}
+
+// wireName returns field 1 (a string) of a serialized message.
+func wireName(b []byte) (string, error) {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return "", fmt.Errorf("reading resource name: %w", protowire.ParseError(n))
+		}
+		b = b[n:]
+		if num == 1 && typ == protowire.BytesType {
+			v, n := protowire.ConsumeBytes(b)
+			if n < 0 {
+				return "", fmt.Errorf("reading resource name: %w", protowire.ParseError(n))
+			}
+			return string(v), nil
+		}
+		n = protowire.ConsumeFieldValue(num, typ, b)
+		if n < 0 {
+			return "", fmt.Errorf("reading resource name: %w", protowire.ParseError(n))
+		}
+		b = b[n:]
+	}
+	return "", nil
+}

@@ -1,0 +1,262 @@
+package envoysim
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	clusterservice "github.com/envoyproxy/go-control-plane/envoy/service/cluster/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	endpointservice "github.com/envoyproxy/go-control-plane/envoy/service/endpoint/v3"
+	listenerservice "github.com/envoyproxy/go-control-plane/envoy/service/listener/v3"
+	routeservice "github.com/envoyproxy/go-control-plane/envoy/service/route/v3"
+	"google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+)
+
+type deltaClient = grpc.BidiStreamingClient[discoveryv3.DeltaDiscoveryRequest, discoveryv3.DeltaDiscoveryResponse]
+
+type deltaStream struct {
+	s        deltaClient
+	sendMu   sync.Mutex
+	sentNode bool
+}
+
+// deltaType is the client's protocol state for one type; guarded by
+// Client.mu.
+type deltaType struct {
+	url     string
+	stream  *deltaStream
+	names   map[string]bool // explicit subscriptions ("*" for wildcard)
+	started bool
+}
+
+// deltaReq is what one delta request carries besides the type and node.
+type deltaReq struct {
+	sub, unsub []string
+	nonce      string
+	nack       error
+}
+
+func (c *Client) openDelta(ctx context.Context, typeURL string) (deltaClient, error) {
+	switch {
+	case !c.opts.PerType:
+		return discoveryv3.NewAggregatedDiscoveryServiceClient(c.conn).DeltaAggregatedResources(ctx)
+	case typeURL == ClusterType:
+		return clusterservice.NewClusterDiscoveryServiceClient(c.conn).DeltaClusters(ctx)
+	case typeURL == EndpointType:
+		return endpointservice.NewEndpointDiscoveryServiceClient(c.conn).DeltaEndpoints(ctx)
+	case typeURL == ListenerType:
+		return listenerservice.NewListenerDiscoveryServiceClient(c.conn).DeltaListeners(ctx)
+	default:
+		return routeservice.NewRouteDiscoveryServiceClient(c.conn).DeltaRoutes(ctx)
+	}
+}
+
+func (c *Client) startDelta(ctx context.Context) error {
+	c.delta = map[string]*deltaType{}
+	var ads *deltaStream
+	for _, t := range c.types() {
+		dt := &deltaType{url: t, names: map[string]bool{}}
+		if ads != nil {
+			dt.stream = ads
+		} else {
+			s, err := c.openDelta(ctx, t)
+			if err != nil {
+				return fmt.Errorf("opening stream for %s: %w", t, err)
+			}
+			dt.stream = &deltaStream{s: s}
+			if !c.opts.PerType {
+				ads = dt.stream
+			}
+			c.wg.Add(1)
+			go c.recvDelta(dt.stream)
+		}
+		c.delta[t] = dt
+		// A reconnecting Envoy still holds what it had.
+		for name, v := range c.opts.InitialVersions[t] {
+			c.heldLocked(t)[name] = entry{version: v}
+		}
+	}
+	for _, t := range c.types() {
+		var sub []string
+		switch {
+		case t == EndpointType:
+			sub = slices.Sorted(maps.Keys(c.held[ClusterType]))
+			if len(sub) == 0 {
+				continue // subscribed when clusters arrive
+			}
+		case c.opts.Clusters == nil:
+			sub = []string{"*"}
+		default:
+			sub = slices.Clone(c.opts.Clusters)
+		}
+		if err := c.sendDelta(c.delta[t], deltaReq{sub: sub}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sendDelta sends one request; the first request of a type carries
+// InitialVersions.
+func (c *Client) sendDelta(dt *deltaType, r deltaReq) error {
+	dt.stream.sendMu.Lock()
+	defer dt.stream.sendMu.Unlock()
+	req := &discoveryv3.DeltaDiscoveryRequest{
+		TypeUrl:                  dt.url,
+		ResourceNamesSubscribe:   r.sub,
+		ResourceNamesUnsubscribe: r.unsub,
+		ResponseNonce:            r.nonce,
+	}
+	c.mu.Lock()
+	if !dt.started {
+		req.InitialResourceVersions = maps.Clone(c.opts.InitialVersions[dt.url])
+		dt.started = true
+	}
+	for _, n := range r.sub {
+		dt.names[n] = true
+	}
+	for _, n := range r.unsub {
+		delete(dt.names, n)
+	}
+	c.stats.Requests++
+	c.mu.Unlock()
+	if r.nack != nil {
+		req.ErrorDetail = &status.Status{Code: int32(codes.InvalidArgument), Message: r.nack.Error()}
+	}
+	if !dt.stream.sentNode || !c.opts.NodeOnFirstOnly {
+		req.Node = c.node
+		dt.stream.sentNode = true
+	}
+	if err := dt.stream.s.Send(req); err != nil {
+		return fmt.Errorf("sending %s delta request: %w", dt.url, err)
+	}
+	return nil
+}
+
+func (c *Client) recvDelta(s *deltaStream) {
+	defer c.wg.Done()
+	for {
+		resp, err := s.s.Recv()
+		if err != nil {
+			c.fail(fmt.Errorf("receiving: %w", err))
+			return
+		}
+		if err := c.handleDelta(resp); err != nil {
+			c.fail(err)
+			return
+		}
+	}
+}
+
+func (c *Client) handleDelta(resp *discoveryv3.DeltaDiscoveryResponse) error {
+	r := Received{
+		Time:    time.Now(),
+		TypeURL: resp.GetTypeUrl(),
+		Version: resp.GetSystemVersionInfo(),
+		Nonce:   resp.GetNonce(),
+		Removed: resp.GetRemovedResources(),
+		Bytes:   proto.Size(resp),
+	}
+	c.mu.Lock()
+	dt := c.delta[r.TypeURL]
+	c.mu.Unlock()
+	if dt == nil {
+		c.log.Warn("response for a type not subscribed", "type", r.TypeURL)
+		c.mu.Lock()
+		c.recordLocked(r)
+		c.mu.Unlock()
+		return nil
+	}
+	rs := make([]decoded, 0, len(resp.GetResources()))
+	var reject error
+	for _, res := range resp.GetResources() {
+		d, err := c.decode(r.TypeURL, res.GetResource())
+		if err == nil && d.name != res.GetName() {
+			err = fmt.Errorf("resource named %q carries %q", res.GetName(), d.name)
+		}
+		if err != nil && reject == nil {
+			reject = err
+		}
+		d.name, d.version = res.GetName(), res.GetVersion()
+		r.Names = append(r.Names, d.name)
+		rs = append(rs, d)
+	}
+	if reject == nil && c.opts.Reject != nil {
+		anys := make([]*anypb.Any, 0, len(resp.GetResources()))
+		for _, res := range resp.GetResources() {
+			anys = append(anys, res.GetResource())
+		}
+		reject = c.opts.Reject(r.TypeURL, anys)
+	}
+
+	c.mu.Lock()
+	var edsReq *deltaReq
+	if reject != nil {
+		r.NACKed = true
+	} else {
+		edsReq = c.applyDeltaLocked(dt, rs, r.Removed)
+	}
+	c.recordLocked(r)
+	c.mu.Unlock()
+
+	if reject != nil {
+		c.log.Debug("NACK", "type", r.TypeURL, "nonce", r.Nonce, "err", reject)
+	}
+	if c.opts.OnResponse != nil {
+		c.opts.OnResponse(c, r)
+	}
+	if edsReq != nil {
+		if err := c.sendDelta(c.delta[EndpointType], *edsReq); err != nil {
+			return err
+		}
+	}
+	return c.sendDelta(dt, deltaReq{nonce: r.Nonce, nack: reject})
+}
+
+// applyDeltaLocked applies an accepted response. After a CDS response it
+// returns the EDS subscription change to send, if any.
+func (c *Client) applyDeltaLocked(dt *deltaType, rs []decoded, removed []string) *deltaReq {
+	held := c.heldLocked(dt.url)
+	for _, d := range rs {
+		if dt.url == EndpointType && !dt.names[d.name] {
+			continue // Envoy ignores assignments of clusters it does not have
+		}
+		held[d.name] = entry{version: d.version, hash: d.hash, msg: d.msg}
+	}
+	for _, name := range removed {
+		if dt.url == ClusterType {
+			c.dropClusterLocked(name)
+		} else {
+			delete(held, name)
+		}
+	}
+	if dt.url != ClusterType {
+		return nil
+	}
+	eds := c.delta[EndpointType]
+	var req deltaReq
+	for name := range held {
+		if !eds.names[name] {
+			req.sub = append(req.sub, name)
+		}
+	}
+	for name := range eds.names {
+		if _, ok := held[name]; !ok {
+			req.unsub = append(req.unsub, name)
+		}
+	}
+	if len(req.sub) == 0 && len(req.unsub) == 0 {
+		return nil
+	}
+	slices.Sort(req.sub)
+	slices.Sort(req.unsub)
+	return &req
+}

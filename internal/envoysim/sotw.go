@@ -1,0 +1,249 @@
+package envoysim
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	clusterservice "github.com/envoyproxy/go-control-plane/envoy/service/cluster/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	endpointservice "github.com/envoyproxy/go-control-plane/envoy/service/endpoint/v3"
+	listenerservice "github.com/envoyproxy/go-control-plane/envoy/service/listener/v3"
+	routeservice "github.com/envoyproxy/go-control-plane/envoy/service/route/v3"
+	"google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+)
+
+type sotwClient = grpc.BidiStreamingClient[discoveryv3.DiscoveryRequest, discoveryv3.DiscoveryResponse]
+
+// sotwStream is one SotW gRPC stream; sends are serialized because the CDS
+// handler sends EDS subscription updates on the EDS stream.
+type sotwStream struct {
+	s        sotwClient
+	sendMu   sync.Mutex
+	sentNode bool
+}
+
+// sotwType is the client's protocol state for one type; fields are guarded
+// by Client.mu.
+type sotwType struct {
+	url      string
+	stream   *sotwStream
+	version  string // last accepted version_info
+	nonce    string // last response nonce
+	names    []string
+	set      map[string]bool // names, for lookups
+	wildcard bool
+	started  bool // a request has been sent
+}
+
+// fullState reports whether a SotW response of the type carries the whole
+// set, an absent resource meaning deleted.
+func fullState(typeURL string) bool { return typeURL == ClusterType || typeURL == ListenerType }
+
+func (c *Client) openSotW(ctx context.Context, typeURL string) (sotwClient, error) {
+	switch {
+	case !c.opts.PerType:
+		return discoveryv3.NewAggregatedDiscoveryServiceClient(c.conn).StreamAggregatedResources(ctx)
+	case typeURL == ClusterType:
+		return clusterservice.NewClusterDiscoveryServiceClient(c.conn).StreamClusters(ctx)
+	case typeURL == EndpointType:
+		return endpointservice.NewEndpointDiscoveryServiceClient(c.conn).StreamEndpoints(ctx)
+	case typeURL == ListenerType:
+		return listenerservice.NewListenerDiscoveryServiceClient(c.conn).StreamListeners(ctx)
+	default:
+		return routeservice.NewRouteDiscoveryServiceClient(c.conn).StreamRoutes(ctx)
+	}
+}
+
+func (c *Client) startSotW(ctx context.Context) error {
+	c.sotw = map[string]*sotwType{}
+	var ads *sotwStream
+	for _, t := range c.types() {
+		st := &sotwType{url: t}
+		if t != EndpointType {
+			st.setNames(slices.Clone(c.opts.Clusters))
+			st.wildcard = c.opts.Clusters == nil
+		}
+		if ads != nil {
+			st.stream = ads
+		} else {
+			s, err := c.openSotW(ctx, t)
+			if err != nil {
+				return fmt.Errorf("opening stream for %s: %w", t, err)
+			}
+			st.stream = &sotwStream{s: s}
+			if !c.opts.PerType {
+				ads = st.stream
+			}
+			c.wg.Add(1)
+			go c.recvSotW(st.stream)
+		}
+		c.sotw[t] = st
+	}
+	for _, t := range c.types() {
+		if t == EndpointType {
+			continue // subscribed when clusters arrive
+		}
+		if err := c.sendSotW(c.sotw[t], nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sendSotW sends the current request of a type: an ACK or a subscription
+// update, or a NACK when nack is non-nil.
+func (c *Client) sendSotW(st *sotwType, nack error) error {
+	st.stream.sendMu.Lock()
+	defer st.stream.sendMu.Unlock()
+	c.mu.Lock()
+	req := &discoveryv3.DiscoveryRequest{
+		VersionInfo:   st.version,
+		ResponseNonce: st.nonce,
+		TypeUrl:       st.url,
+		ResourceNames: slices.Clone(st.names),
+	}
+	st.started = true
+	c.stats.Requests++
+	c.mu.Unlock()
+	if nack != nil {
+		req.ErrorDetail = &status.Status{Code: int32(codes.InvalidArgument), Message: nack.Error()}
+	}
+	if !st.stream.sentNode || !c.opts.NodeOnFirstOnly {
+		req.Node = c.node
+		st.stream.sentNode = true
+	}
+	if err := st.stream.s.Send(req); err != nil {
+		return fmt.Errorf("sending %s request: %w", st.url, err)
+	}
+	return nil
+}
+
+func (c *Client) recvSotW(s *sotwStream) {
+	defer c.wg.Done()
+	for {
+		resp, err := s.s.Recv()
+		if err != nil {
+			c.fail(fmt.Errorf("receiving: %w", err))
+			return
+		}
+		if err := c.handleSotW(resp); err != nil {
+			c.fail(err)
+			return
+		}
+	}
+}
+
+func (c *Client) handleSotW(resp *discoveryv3.DiscoveryResponse) error {
+	r := Received{
+		Time:    time.Now(),
+		TypeURL: resp.GetTypeUrl(),
+		Version: resp.GetVersionInfo(),
+		Nonce:   resp.GetNonce(),
+		Bytes:   proto.Size(resp),
+	}
+	c.mu.Lock()
+	st := c.sotw[r.TypeURL]
+	c.mu.Unlock()
+	if st == nil {
+		// Envoy ignores a response of a type it has no subscription for.
+		c.log.Warn("response for a type not subscribed", "type", r.TypeURL)
+		c.mu.Lock()
+		c.recordLocked(r)
+		c.mu.Unlock()
+		return nil
+	}
+	rs := make([]decoded, 0, len(resp.GetResources()))
+	var reject error
+	for _, a := range resp.GetResources() {
+		d, err := c.decode(r.TypeURL, a)
+		if err != nil && reject == nil {
+			reject = err
+		}
+		d.version = r.Version
+		r.Names = append(r.Names, d.name)
+		rs = append(rs, d)
+	}
+	if reject == nil && c.opts.Reject != nil {
+		reject = c.opts.Reject(r.TypeURL, resp.GetResources())
+	}
+
+	c.mu.Lock()
+	st.nonce = r.Nonce
+	var eds *sotwType
+	if reject != nil {
+		r.NACKed = true
+	} else {
+		st.version = r.Version
+		eds = c.applySotWLocked(st, rs)
+	}
+	c.recordLocked(r)
+	c.mu.Unlock()
+
+	if reject != nil {
+		c.log.Debug("NACK", "type", r.TypeURL, "version", r.Version, "err", reject)
+	}
+	if c.opts.OnResponse != nil {
+		c.opts.OnResponse(c, r)
+	}
+	if eds != nil {
+		if err := c.sendSotW(eds, nil); err != nil {
+			return err
+		}
+	}
+	return c.sendSotW(st, reject)
+}
+
+// applySotWLocked applies an accepted response. After a CDS response it
+// returns the EDS type if its subscription changed and must be re-sent.
+func (c *Client) applySotWLocked(st *sotwType, rs []decoded) *sotwType {
+	held := c.heldLocked(st.url)
+	if fullState(st.url) {
+		keep := make(map[string]bool, len(rs))
+		for _, d := range rs {
+			keep[d.name] = true
+		}
+		for name := range held {
+			if !keep[name] {
+				if st.url == ClusterType {
+					c.dropClusterLocked(name)
+				} else {
+					delete(held, name)
+				}
+			}
+		}
+	}
+	for _, d := range rs {
+		if !fullState(st.url) && !st.wildcard && !st.set[d.name] {
+			continue // Envoy ignores assignments of clusters it does not have
+		}
+		held[d.name] = entry{version: d.version, hash: d.hash, msg: d.msg}
+	}
+	if st.url != ClusterType {
+		return nil
+	}
+	eds := c.sotw[EndpointType]
+	want := make([]string, 0, len(held))
+	for name := range held {
+		want = append(want, name)
+	}
+	slices.Sort(want)
+	if slices.Equal(want, eds.names) && (eds.started || len(want) == 0) {
+		return nil
+	}
+	eds.setNames(want)
+	return eds
+}
+
+func (st *sotwType) setNames(names []string) {
+	st.names = names
+	st.set = make(map[string]bool, len(names))
+	for _, n := range names {
+		st.set[n] = true
+	}
+}
