@@ -1,12 +1,24 @@
 // Package xds serves Envoy resources over the xDS protocol: ADS and the
 // per-type services, State-of-the-World and delta.
+//
+// The engine keeps one store per type: per name the current entry (proto
+// marshalled once, content-hash version, shared by every client) and the
+// watches subscribed to it, plus the wildcard watches of the type. Apply
+// compares hashes, and for each changed name marks it pending on just the
+// watches subscribed to it; each stream's own goroutine then builds and
+// sends what that client is owed (see push.go). Per client the pending
+// state is a map of names coalescing to the newest version, so a client
+// that does not read costs O(its resources) and delays nobody.
 package xds
 
 import (
 	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
-	"google.golang.org/grpc"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -32,21 +44,184 @@ type Options struct {
 	Logger *slog.Logger
 	// UnknownNameWait is how long a request for a name the server does not
 	// know waits before it is answered without that name. Default 5s.
+	// SotW CDS/LDS answer with the subscribed set without it, SotW EDS with
+	// an empty ClusterLoadAssignment of that name (Envoy then finishes
+	// warming the cluster), SotW RDS with an empty response, delta with the
+	// name in removed_resources ("does not exist").
 	UnknownNameWait time.Duration
+	// Registerer, if set, receives the engine's metrics
+	// (xdsbridge_xds_*).
+	Registerer prometheus.Registerer
 }
 
 // Server is the xDS serving engine.
-type Server struct{}
+type Server struct {
+	opts    Options
+	log     *slog.Logger
+	m       *metrics
+	readyNs atomic.Int64 // unix nanos of the first Apply; 0 = not ready
+
+	mu      sync.Mutex
+	types   map[string]*typeState
+	clients map[*client]struct{}
+	gen     uint64 // Apply generation, to collect each touched client once
+}
 
 // NewServer returns a server with no resources that answers no request until
 // the first Apply.
-func NewServer(opts Options) *Server { return &Server{} }
+func NewServer(opts Options) *Server {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.UnknownNameWait <= 0 {
+		opts.UnknownNameWait = 5 * time.Second
+	}
+	return &Server{
+		opts:    opts,
+		log:     opts.Logger,
+		m:       newMetrics(opts.Registerer),
+		types:   make(map[string]*typeState),
+		clients: make(map[*client]struct{}),
+	}
+}
 
-// Register registers ADS and the per-type CDS, EDS, LDS and RDS services
-// (SotW and delta) on g.
-func (s *Server) Register(g *grpc.Server) { panic("not implemented") }
+// Ready reports whether the first Apply happened, i.e. whether the server
+// answers requests.
+func (s *Server) Ready() bool { return s.readyNs.Load() != 0 }
+
+func (s *Server) readyAt() time.Time {
+	if ns := s.readyNs.Load(); ns != 0 {
+		return time.Unix(0, ns)
+	}
+	return time.Time{}
+}
+
+// typeFor returns the store of a type, creating it. Server.mu held.
+func (s *Server) typeFor(url string) *typeState {
+	t := s.types[url]
+	if t == nil {
+		t = &typeState{
+			url:   url,
+			rank:  rank(url),
+			full:  fullState(url),
+			slots: make(map[string]*slot),
+			wild:  make(map[*watch]struct{}),
+			m:     s.m.forType(url),
+		}
+		s.types[url] = t
+	}
+	return t
+}
+
+type change struct {
+	t  *typeState
+	sl *slot
+	e  *entry // nil: removal
+}
 
 // Apply upserts and removes resources as one change. Versions are content
-// hashes. Changes are pushed to subscribed clients in make-before-break order.
-// The first Apply marks the server ready.
-func (s *Server) Apply(upserts []Resource, removals []Key) { panic("not implemented") }
+// hashes; an upsert identical to what is served is a no-op, and so is a
+// removal of an unknown name. Changes are pushed to subscribed clients in
+// make-before-break order. The first Apply marks the server ready. A
+// resource that cannot be marshalled, or whose Type does not match its
+// message, is logged and skipped. If a name is both upserted and removed,
+// the removal wins.
+func (s *Server) Apply(upserts []Resource, removals []Key) {
+	start := time.Now()
+	entries := make([]*entry, 0, len(upserts))
+	for _, r := range upserts {
+		e, err := newEntry(r)
+		if err != nil {
+			s.log.Error("skipping resource", "err", err)
+			continue
+		}
+		entries = append(entries, e)
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var changes []change
+	for _, e := range entries {
+		t := s.typeFor(e.any.TypeUrl)
+		sl := t.get(e.name)
+		if c := sl.cur; c != nil && c.version == e.version && c.grpcOnly == e.grpcOnly {
+			continue
+		}
+		changes = append(changes, change{t, sl, e})
+	}
+	nup := len(changes)
+	for _, k := range removals {
+		if t := s.types[k.Type]; t != nil {
+			if sl := t.slots[k.Name]; sl != nil && sl.cur != nil {
+				changes = append(changes, change{t, sl, nil})
+			}
+		}
+	}
+	first := s.readyNs.Load() == 0
+	if len(changes) == 0 && !first {
+		return
+	}
+	// Upserts before removals, each in rank order: the order in which a
+	// writer that looks mid-Apply finds them is make-before-break too.
+	byRank := func(a, b change) int { return a.t.rank - b.t.rank }
+	slices.SortStableFunc(changes[:nup], byRank)
+	slices.SortStableFunc(changes[nup:], byRank)
+
+	s.gen++
+	var touched []*client
+	for _, ch := range changes {
+		touched = s.set(ch, touched)
+	}
+	if first {
+		s.readyNs.Store(time.Now().UnixNano())
+		for c := range s.clients {
+			touched = append(touched, c) // duplicates only cost a no-op poke
+		}
+		s.log.Info("xds ready", "resources", len(entries))
+	}
+	for _, c := range touched {
+		c.poke()
+	}
+	s.m.apply.Observe(time.Since(start).Seconds())
+}
+
+// set installs one change and marks it pending on the watches subscribed to
+// it. A changed cluster also re-marks its assignment (forced), because Envoy
+// re-warms the cluster and waits for it. Server.mu held.
+func (s *Server) set(ch change, touched []*client) []*client {
+	ch.sl.cur = ch.e
+	if ch.e != nil {
+		ch.sl.tomb = true
+	}
+	touched = s.markAll(ch.t, ch.sl, ch.e, false, touched)
+	if ch.e != nil && ch.e.edsName != "" {
+		if et := s.types[EndpointType]; et != nil {
+			if esl := et.slots[ch.e.edsName]; esl != nil && esl.cur != nil {
+				touched = s.markAll(et, esl, esl.cur, true, touched)
+			}
+		}
+	}
+	return touched
+}
+
+func (s *Server) markAll(t *typeState, sl *slot, e *entry, force bool, touched []*client) []*client {
+	mark := func(w *watch) {
+		c := w.c
+		c.mu.Lock()
+		w.mark(sl, e, force)
+		c.mu.Unlock()
+		if c.gen != s.gen {
+			c.gen = s.gen
+			touched = append(touched, c)
+		}
+	}
+	for w := range sl.subs {
+		mark(w)
+	}
+	for w := range t.wild {
+		if _, dup := sl.subs[w]; !dup {
+			mark(w)
+		}
+	}
+	return touched
+}

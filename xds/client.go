@@ -1,0 +1,239 @@
+package xds
+
+import (
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+)
+
+// client is one xDS stream. Its state is split by lock:
+//   - index membership (slot.subs, typeState.wild), grpc, closed: Server.mu;
+//   - everything a push reads or writes (held, dirty, waiting, nonces,
+//     ACK/NACK): client.mu.
+//
+// Lock order is Server.mu then client.mu. The writer (the stream handler
+// goroutine) takes only client.mu and never holds it while sending, so a
+// client blocked by flow control blocks nobody else.
+type client struct {
+	s       *Server
+	variant string
+	delta   bool
+	peer    string
+	since   time.Time
+	wake    chan struct{} // buffered(1): "state changed, look again"
+
+	// Set under Server.mu before the first subscription, then read-only.
+	grpc   bool
+	node   *corev3.Node
+	closed bool
+	gen    uint64 // last Apply generation that touched this client
+
+	mu      sync.Mutex
+	watches map[string]*watch
+	order   []*watch // by rank: the make-before-break push order
+	nonce   uint64
+}
+
+// pend is a coalesced pending push of one slot: the newest entry (nil =
+// removed) and whether it must be sent even if the client holds it.
+type pend struct {
+	e     *entry
+	force bool
+}
+
+// waitSince records when a subscribed name without an entry was requested;
+// immediate names (known but hidden from this client) are answered at once.
+type waitSince struct {
+	at        time.Time
+	immediate bool
+}
+
+// watch is a client's subscription to one type.
+type watch struct {
+	c *client
+	t *typeState
+
+	// Reader-goroutine state (the only writer of subscriptions), also read
+	// under Server.mu and client.mu.
+	wildcard  bool
+	started   bool
+	namesHash uint64
+	initial   bool // a first response is owed (wildcard), even if empty
+
+	// held is what the client holds: name → entry sent (nil = subscribed,
+	// nothing sent yet). Without wildcard its keys are the subscription.
+	held map[*slot]*entry
+	// named are the explicit names while wildcard is on.
+	named   map[*slot]struct{}
+	dirty   map[*slot]pend
+	waiting map[*slot]waitSince
+
+	version     uint64
+	lastNonce   string
+	lastVersion string
+	acked       string
+	nack        *NACKStatus
+	pushes      uint64
+}
+
+func isGRPC(n *corev3.Node) bool {
+	return strings.Contains(strings.ToLower(n.GetUserAgentName()), "grpc")
+}
+
+// visible hides gRPC-only resources from clients that are not gRPC.
+func (c *client) visible(e *entry) *entry {
+	if e != nil && e.grpcOnly && !c.grpc {
+		return nil
+	}
+	return e
+}
+
+// watchFor returns the client's watch of t, creating it. Server.mu and
+// client.mu held.
+func (c *client) watchFor(t *typeState) *watch {
+	if w := c.watches[t.url]; w != nil {
+		return w
+	}
+	w := &watch{
+		c:       c,
+		t:       t,
+		held:    make(map[*slot]*entry),
+		dirty:   make(map[*slot]pend),
+		waiting: make(map[*slot]waitSince),
+	}
+	c.watches[t.url] = w
+	c.order = append(c.order, w)
+	slices.SortStableFunc(c.order, func(a, b *watch) int { return a.t.rank - b.t.rank })
+	return w
+}
+
+func (c *client) poke() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// explicit reports whether sl is subscribed by name. client.mu held.
+func (w *watch) explicit(sl *slot) bool {
+	if w.wildcard {
+		_, ok := w.named[sl]
+		return ok
+	}
+	_, ok := w.held[sl]
+	return ok
+}
+
+// mark records that sl now has entry e (nil = removed). Coalesces: only the
+// newest entry per name is kept. client.mu held.
+func (w *watch) mark(sl *slot, e *entry, force bool) {
+	e = w.c.visible(e)
+	old, ok := w.dirty[sl]
+	w.dirty[sl] = pend{e: e, force: force || (ok && old.force)}
+}
+
+// reconcile compares what the client holds of sl with its current entry and
+// queues the difference; a subscribed name without a visible entry starts
+// its bounded wait. Server.mu and client.mu held.
+func (w *watch) reconcile(sl *slot, now time.Time) {
+	h, ok := w.held[sl]
+	if !ok {
+		return
+	}
+	want := w.c.visible(sl.cur)
+	if !same(h, want) {
+		w.mark(sl, want, false)
+	}
+	if want == nil && h == nil {
+		w.waiting[sl] = waitSince{at: now, immediate: sl.cur != nil}
+	}
+}
+
+// subscribe adds sl to the explicit subscription. Both locks held.
+func (w *watch) subscribe(sl *slot, now time.Time) {
+	if sl.subs == nil {
+		sl.subs = make(map[*watch]struct{})
+	}
+	sl.subs[w] = struct{}{}
+	if w.wildcard {
+		w.named[sl] = struct{}{}
+	}
+	if _, ok := w.held[sl]; !ok {
+		w.held[sl] = nil
+	}
+	w.reconcile(sl, now)
+}
+
+// unsubscribe drops sl from the explicit subscription. The client forgets
+// the resource itself, so nothing is sent. Both locks held.
+func (w *watch) unsubscribe(sl *slot) {
+	delete(sl.subs, w)
+	if w.wildcard {
+		delete(w.named, sl)
+		if w.c.visible(sl.cur) != nil {
+			return // still delivered through the wildcard
+		}
+	}
+	delete(w.held, sl)
+	delete(w.dirty, sl)
+	delete(w.waiting, sl)
+	w.t.release(sl)
+}
+
+// setWildcard turns the wildcard subscription on or off. Both locks held.
+func (w *watch) setWildcard(on bool, now time.Time) {
+	if on == w.wildcard {
+		return
+	}
+	if on {
+		w.named = make(map[*slot]struct{}, len(w.held))
+		for sl := range w.held {
+			w.named[sl] = struct{}{}
+		}
+		w.wildcard = true
+		w.t.wild[w] = struct{}{}
+		for _, sl := range w.t.slots {
+			if sl.cur == nil {
+				continue
+			}
+			if _, ok := w.held[sl]; !ok {
+				w.held[sl] = nil
+			}
+			w.reconcile(sl, now)
+		}
+		// Names the client claims (delta initial versions) that no longer
+		// exist are removed.
+		for sl, h := range w.held {
+			if h != nil && sl.cur == nil {
+				w.mark(sl, nil, false)
+			}
+		}
+		return
+	}
+	delete(w.t.wild, w)
+	w.wildcard = false
+	for sl := range w.held {
+		if _, ok := w.named[sl]; !ok {
+			delete(w.held, sl)
+			delete(w.dirty, sl)
+			delete(w.waiting, sl)
+		}
+	}
+	w.named = nil
+}
+
+// drop removes the watch from every index (stream end). Both locks held.
+func (w *watch) drop() {
+	delete(w.t.wild, w)
+	for sl := range w.held {
+		delete(sl.subs, w)
+		w.t.release(sl)
+	}
+	for sl := range w.named {
+		delete(sl.subs, w)
+		w.t.release(sl)
+	}
+}

@@ -1,0 +1,92 @@
+package xds
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the engine's Prometheus collectors. Per-type children are
+// resolved once per type so that a push costs no label lookup.
+type metrics struct {
+	clients   *prometheus.GaugeVec
+	pushes    *prometheus.CounterVec
+	resources *prometheus.CounterVec
+	bytes     *prometheus.CounterVec
+	nacks     *prometheus.CounterVec
+	apply     prometheus.Histogram
+}
+
+type typeMetrics struct {
+	pushes, resources, bytes, nacks prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		clients: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "xdsbridge_xds_clients",
+			Help: "Connected xDS streams by variant (sotw|delta _ ads|cds|eds|lds|rds).",
+		}, []string{"variant"}),
+		pushes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "xdsbridge_xds_pushes_total",
+			Help: "Responses sent, by resource type.",
+		}, []string{"type"}),
+		resources: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "xdsbridge_xds_resources_sent_total",
+			Help: "Resources carried by the responses sent, by resource type.",
+		}, []string{"type"}),
+		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "xdsbridge_xds_bytes_sent_total",
+			Help: "Marshalled resource bytes carried by the responses sent, by resource type.",
+		}, []string{"type"}),
+		nacks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "xdsbridge_xds_nacks_total",
+			Help: "Responses rejected by clients (NACK), by resource type.",
+		}, []string{"type"}),
+		apply: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "xdsbridge_xds_apply_duration_seconds",
+			Help:    "Time to apply one change to the store and mark it on subscribed clients.",
+			Buckets: prometheus.ExponentialBuckets(10e-6, 4, 10),
+		}),
+	}
+	if reg != nil {
+		m.clients = register(reg, m.clients)
+		m.pushes = register(reg, m.pushes)
+		m.resources = register(reg, m.resources)
+		m.bytes = register(reg, m.bytes)
+		m.nacks = register(reg, m.nacks)
+		m.apply = register(reg, m.apply)
+	}
+	return m
+}
+
+// register registers c, or returns the collector already registered under
+// its name (two servers on one registry share their metrics).
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing
+			}
+		}
+		panic(err) // a conflicting definition is a programming error
+	}
+	return c
+}
+
+func (m *metrics) forType(url string) *typeMetrics {
+	l := shortType(url)
+	return &typeMetrics{
+		pushes:    m.pushes.WithLabelValues(l),
+		resources: m.resources.WithLabelValues(l),
+		bytes:     m.bytes.WithLabelValues(l),
+		nacks:     m.nacks.WithLabelValues(l),
+	}
+}
+
+func (m *typeMetrics) sent(o *out) {
+	m.pushes.Inc()
+	m.resources.Add(float64(o.resources))
+	m.bytes.Add(float64(o.bytes))
+}

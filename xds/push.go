@@ -1,0 +1,185 @@
+package xds
+
+import (
+	"strconv"
+	"time"
+
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/protobuf/types/known/anypb"
+)
+
+// out is one response ready to send, with what it carries for metrics.
+type out struct {
+	sotw      *discoveryv3.DiscoveryResponse
+	delta     *discoveryv3.DeltaDiscoveryResponse
+	t         *typeState
+	resources int
+	bytes     int
+}
+
+// next builds the next response the client is owed and records it as sent.
+// Order is make-before-break (XDS.md): first every type's upserts in rank
+// order (CDS, EDS, LDS, RDS, others), then every type's removals. Because it
+// re-reads the pending state on each call, a change arriving between two
+// sends still lands in that order. It returns nil when nothing is owed, with
+// the earliest pending unknown-name deadline (zero if none). client.mu held.
+func (c *client) next(now time.Time) (*out, time.Time) {
+	readyAt := c.s.readyAt()
+	if readyAt.IsZero() {
+		return nil, time.Time{} // readiness gate: nothing before the first Apply
+	}
+	wait := c.s.opts.UnknownNameWait
+	for _, w := range c.order {
+		if o := w.upserts(now, readyAt, wait); o != nil {
+			return o, time.Time{}
+		}
+	}
+	for _, w := range c.order {
+		if o := w.removals(); o != nil {
+			return o, time.Time{}
+		}
+	}
+	var first time.Time
+	for _, w := range c.order {
+		for _, ws := range w.waiting {
+			if d := deadline(ws, readyAt, wait); first.IsZero() || d.Before(first) {
+				first = d
+			}
+		}
+	}
+	return nil, first
+}
+
+// deadline is when a name waiting since ws is answered without it. The wait
+// starts at readiness at the earliest, since nothing is known before.
+func deadline(ws waitSince, readyAt time.Time, wait time.Duration) time.Time {
+	if ws.immediate {
+		return readyAt
+	}
+	if ws.at.Before(readyAt) {
+		return readyAt.Add(wait)
+	}
+	return ws.at.Add(wait)
+}
+
+// upserts takes the pending new/changed entries and the expired unknown
+// names of the watch into one response.
+func (w *watch) upserts(now, readyAt time.Time, wait time.Duration) *out {
+	var ups []*entry
+	for sl, p := range w.dirty {
+		if p.e == nil {
+			continue // a removal: second phase
+		}
+		delete(w.dirty, sl)
+		h, ok := w.held[sl]
+		if !ok && !w.wildcard {
+			continue // unsubscribed meanwhile
+		}
+		if same(h, p.e) && !p.force {
+			continue // coalesced back to what the client has (or NACKed)
+		}
+		w.held[sl] = p.e
+		delete(w.waiting, sl)
+		ups = append(ups, p.e)
+	}
+	if len(ups) > 256 && len(w.dirty) == 0 {
+		w.dirty = make(map[*slot]pend) // maps never shrink; drop a burst's buckets
+	}
+	var gone []*slot
+	for sl, ws := range w.waiting {
+		if now.Before(deadline(ws, readyAt, wait)) {
+			continue
+		}
+		delete(w.waiting, sl)
+		if h, ok := w.held[sl]; ok && h == nil {
+			gone = append(gone, sl)
+		}
+	}
+	if len(ups) == 0 && len(gone) == 0 && !w.initial {
+		return nil
+	}
+	return w.build(ups, gone)
+}
+
+// removals takes the pending removals of resources the client holds. SotW
+// EDS/RDS send nothing: Envoy drops an assignment with its cluster.
+func (w *watch) removals() *out {
+	var rem []*slot
+	for sl, p := range w.dirty {
+		if p.e != nil {
+			continue
+		}
+		delete(w.dirty, sl)
+		h, ok := w.held[sl]
+		if !ok || h == nil {
+			continue
+		}
+		if w.explicit(sl) {
+			w.held[sl] = nil
+		} else {
+			delete(w.held, sl)
+		}
+		rem = append(rem, sl)
+	}
+	if len(rem) == 0 || (!w.c.delta && !w.t.full) {
+		return nil
+	}
+	return w.build(nil, rem)
+}
+
+// build makes the response: delta carries ups and names gone as removed;
+// SotW CDS/LDS carry everything held (so a pending removal is still in the
+// upsert-phase response), SotW EDS carries ups plus an empty assignment per
+// unknown name, other SotW types carry ups.
+func (w *watch) build(ups []*entry, gone []*slot) *out {
+	c := w.c
+	c.nonce++
+	w.version++
+	w.initial = false
+	w.pushes++
+	w.lastNonce = strconv.FormatUint(c.nonce, 10)
+	w.lastVersion = strconv.FormatUint(w.version, 10)
+	o := &out{t: w.t}
+	if c.delta {
+		r := &discoveryv3.DeltaDiscoveryResponse{
+			TypeUrl:           w.t.url,
+			Nonce:             w.lastNonce,
+			SystemVersionInfo: w.lastVersion,
+			Resources:         make([]*discoveryv3.Resource, len(ups)),
+		}
+		for i, e := range ups {
+			r.Resources[i] = e.delta
+			o.bytes += e.size + len(e.name) + len(e.version)
+		}
+		for _, sl := range gone {
+			r.RemovedResources = append(r.RemovedResources, sl.name)
+			o.bytes += len(sl.name)
+		}
+		o.delta, o.resources = r, len(ups)
+		return o
+	}
+	r := &discoveryv3.DiscoveryResponse{TypeUrl: w.t.url, Nonce: w.lastNonce, VersionInfo: w.lastVersion}
+	list := ups
+	switch {
+	case w.t.full:
+		list = make([]*entry, 0, len(w.held))
+		for _, h := range w.held {
+			if h != nil {
+				list = append(list, h)
+			}
+		}
+	case w.t.url == EndpointType:
+		for _, sl := range gone {
+			e := emptyAssignment(sl.name)
+			w.held[sl] = e
+			list = append(list, e)
+		}
+	}
+	r.Resources = make([]*anypb.Any, len(list))
+	for i, e := range list {
+		r.Resources[i] = e.any
+		o.bytes += e.size
+	}
+	o.sotw, o.resources = r, len(list)
+	return o
+}

@@ -1,0 +1,260 @@
+package xds
+
+import (
+	"slices"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+)
+
+// hashNames is an order-insensitive digest of a resource_names list, so that
+// the common SotW request (an ACK repeating the same names) is recognised
+// without touching the index or Server.mu.
+func hashNames(names []string) uint64 {
+	var sum, x uint64
+	for _, n := range names {
+		h := xxhash.Sum64String(n)
+		sum += h
+		x ^= h * 0x9e3779b97f4a7c15
+	}
+	return sum ^ (x << 1) ^ uint64(len(names))
+}
+
+// identify records the node of the first request. Both locks held.
+func (c *client) identify(n *corev3.Node) {
+	if c.node == nil && n != nil {
+		c.node = n
+		c.grpc = isGRPC(n)
+	}
+}
+
+// onSotW handles one SotW request; fixed is the type of a per-type stream.
+func (s *Server) onSotW(c *client, fixed string, req *discoveryv3.DiscoveryRequest) {
+	typ := fixed
+	if typ == "" {
+		typ = req.GetTypeUrl()
+	}
+	if typ == "" {
+		s.log.Debug("ignoring request without type_url", "peer", c.peer)
+		return
+	}
+	h := hashNames(req.GetResourceNames())
+	c.mu.Lock()
+	w := c.watches[typ]
+	if w != nil {
+		w.ackSotW(req)
+		if w.started && h == w.namesHash {
+			c.mu.Unlock()
+			return // fast path: an ACK/NACK with an unchanged subscription
+		}
+	}
+	c.mu.Unlock()
+
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c.closed {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.identify(req.GetNode())
+	t := s.typeFor(typ)
+	w = c.watchFor(t)
+	first := !w.started
+	w.started, w.namesHash = true, h
+
+	names := req.GetResourceNames()
+	// An empty list is the legacy wildcard for CDS/LDS on the first request
+	// and keeps it afterwards; otherwise it unsubscribes everything.
+	wild := slices.Contains(names, "*") || (len(names) == 0 && t.full && (first || w.wildcard))
+	want := make(map[*slot]struct{}, len(names))
+	for _, n := range names {
+		if n != "*" {
+			want[t.get(n)] = struct{}{}
+		}
+	}
+	w.unsubscribeExcept(want)
+	w.setWildcard(wild, now)
+	for sl := range want {
+		if !w.explicit(sl) {
+			w.subscribe(sl, now)
+		}
+	}
+	if first && wild {
+		w.initial = true
+	}
+	c.poke()
+}
+
+// unsubscribeExcept drops every explicit name not in want. Both locks held.
+func (w *watch) unsubscribeExcept(want map[*slot]struct{}) {
+	cur := w.held
+	if w.wildcard {
+		cur = nil
+		for sl := range w.named {
+			if _, ok := want[sl]; !ok {
+				w.unsubscribe(sl)
+			}
+		}
+	}
+	for sl := range cur {
+		if _, ok := want[sl]; !ok {
+			w.unsubscribe(sl)
+		}
+	}
+}
+
+// ackSotW records an ACK or NACK of the latest response of the type; a
+// request carrying an older nonce is stale and changes nothing here.
+// client.mu held.
+func (w *watch) ackSotW(req *discoveryv3.DiscoveryRequest) {
+	n := req.GetResponseNonce()
+	if n == "" || n != w.lastNonce {
+		return
+	}
+	if req.GetErrorDetail() != nil {
+		w.recordNACK(w.lastVersion, n, req.GetErrorDetail().GetMessage())
+		return
+	}
+	w.acked = req.GetVersionInfo()
+}
+
+// onDelta handles one delta request; fixed is the type of a per-type stream.
+func (s *Server) onDelta(c *client, fixed string, req *discoveryv3.DeltaDiscoveryRequest) {
+	typ := fixed
+	if typ == "" {
+		typ = req.GetTypeUrl()
+	}
+	if typ == "" {
+		s.log.Debug("ignoring request without type_url", "peer", c.peer)
+		return
+	}
+	sub, unsub := req.GetResourceNamesSubscribe(), req.GetResourceNamesUnsubscribe()
+	c.mu.Lock()
+	w := c.watches[typ]
+	if w != nil && w.started && len(sub) == 0 && len(unsub) == 0 {
+		w.ackDelta(req)
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Unlock()
+
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c.closed {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.identify(req.GetNode())
+	t := s.typeFor(typ)
+	w = c.watchFor(t)
+	if !w.started {
+		w.started = true
+		s.firstDelta(w, req, now)
+		c.poke()
+		return
+	}
+	// A subscription change: its response_nonce, if any, is not an ACK.
+	if slices.Contains(sub, "*") {
+		w.setWildcard(true, now)
+	}
+	if slices.Contains(unsub, "*") {
+		w.setWildcard(false, now)
+	}
+	for _, n := range unsub {
+		if sl := t.slots[n]; sl != nil && n != "*" && w.explicit(sl) {
+			w.unsubscribe(sl)
+		}
+	}
+	for _, n := range sub {
+		if n == "*" {
+			continue
+		}
+		sl := t.get(n)
+		if w.explicit(sl) {
+			// A re-subscription asks for the resource again.
+			if e := c.visible(sl.cur); e != nil {
+				w.mark(sl, e, true)
+			}
+			continue
+		}
+		w.subscribe(sl, now)
+	}
+	c.poke()
+}
+
+// firstDelta sets up a new delta watch: what the client already holds
+// (initial_resource_versions, within its subscription) counts as sent, so a
+// reconnect with nothing changed sends nothing, also to another replica,
+// because versions are content hashes. Both locks held.
+func (s *Server) firstDelta(w *watch, req *discoveryv3.DeltaDiscoveryRequest, now time.Time) {
+	t, c := w.t, w.c
+	sub := req.GetResourceNamesSubscribe()
+	wild := slices.Contains(sub, "*") || (len(sub) == 0 && t.full)
+	initial := req.GetInitialResourceVersions()
+	for name, ver := range initial {
+		if !wild && !slices.Contains(sub, name) {
+			continue
+		}
+		sl := t.get(name)
+		sl.tomb = true // held by this watch even if it never existed here
+		if e := c.visible(sl.cur); e != nil && e.version == ver {
+			w.held[sl] = e
+		} else {
+			w.held[sl] = stale
+		}
+	}
+	if wild {
+		w.setWildcard(true, now)
+		w.named = make(map[*slot]struct{}) // claimed names are not explicit
+		w.initial = len(initial) == 0
+	}
+	for _, n := range sub {
+		if n != "*" {
+			w.subscribe(t.get(n), now)
+		}
+	}
+	// Explicit names whose claimed version is gone here are removed.
+	for sl, h := range w.held {
+		if h == stale && c.visible(sl.cur) == nil {
+			w.mark(sl, nil, false)
+		}
+	}
+}
+
+// ackDelta records an ACK or NACK. client.mu held.
+func (w *watch) ackDelta(req *discoveryv3.DeltaDiscoveryRequest) {
+	n := req.GetResponseNonce()
+	if n == "" {
+		return
+	}
+	ver := ""
+	if n == w.lastNonce {
+		ver = w.lastVersion
+	}
+	if req.GetErrorDetail() != nil {
+		w.recordNACK(ver, n, req.GetErrorDetail().GetMessage())
+		return
+	}
+	if ver != "" {
+		w.acked = ver
+	}
+}
+
+// recordNACK keeps the rejection for the admin API, logs it once and counts
+// it. The rejected content stays recorded as held, so it is not re-sent to
+// this client; the next different version is. client.mu held.
+func (w *watch) recordNACK(version, nonce, msg string) {
+	n := 1
+	if w.nack != nil {
+		n = w.nack.Count + 1
+	}
+	w.nack = &NACKStatus{Version: version, Nonce: nonce, Error: msg, At: time.Now(), Count: n}
+	w.t.m.nacks.Inc()
+	w.c.s.log.Warn("client rejected a response", "client", w.c.id(), "type", w.t.url, "version", version, "nonce", nonce, "error", msg)
+}

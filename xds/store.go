@@ -1,0 +1,165 @@
+package xds
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/cespare/xxhash/v2"
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+)
+
+// The v3 type URLs the engine orders and treats specially. Any other type is
+// served too, after these four, with EDS-like (only-changed) SotW semantics.
+const (
+	ClusterType  = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
+	EndpointType = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
+	ListenerType = "type.googleapis.com/envoy.config.listener.v3.Listener"
+	RouteType    = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
+)
+
+// rank is the make-before-break push order on ADS (XDS.md): clusters, then
+// their endpoints, then listeners, then routes, then anything else.
+func rank(typeURL string) int {
+	switch typeURL {
+	case ClusterType:
+		return 0
+	case EndpointType:
+		return 1
+	case ListenerType:
+		return 2
+	case RouteType:
+		return 3
+	}
+	return 4
+}
+
+// fullState reports whether SotW responses of the type must carry every
+// subscribed resource, because an absent one is read as deleted.
+func fullState(typeURL string) bool { return typeURL == ClusterType || typeURL == ListenerType }
+
+// shortType is the metric label of a type URL.
+func shortType(typeURL string) string {
+	switch typeURL {
+	case ClusterType:
+		return "cluster"
+	case EndpointType:
+		return "endpoint"
+	case ListenerType:
+		return "listener"
+	case RouteType:
+		return "route"
+	}
+	return typeURL[strings.LastIndexByte(typeURL, '.')+1:]
+}
+
+// entry is one version of one resource. It is built once per version and
+// shared read-only by every client: the marshalled Any and the delta wrapper
+// are never mutated after newEntry returns, so concurrent sends only read
+// them.
+type entry struct {
+	name     string
+	version  string // hex of xxhash64 over the deterministic marshal
+	any      *anypb.Any
+	delta    *discoveryv3.Resource
+	size     int
+	grpcOnly bool
+	// edsName is, for an EDS cluster, the assignment it warms with; a change
+	// of the cluster re-sends that assignment.
+	edsName string
+}
+
+var marshal = proto.MarshalOptions{Deterministic: true}
+
+// stale stands for "the client holds some version we do not have" (a delta
+// initial_resource_versions entry that does not match): it equals no entry.
+var stale = &entry{}
+
+func newEntry(r Resource) (*entry, error) {
+	if r.Message == nil {
+		return nil, fmt.Errorf("building %s %q: nil message", r.Type, r.Name)
+	}
+	if got := "type.googleapis.com/" + string(proto.MessageName(r.Message)); got != r.Type {
+		return nil, fmt.Errorf("building %s %q: message is a %s", r.Type, r.Name, got)
+	}
+	b, err := marshal.Marshal(r.Message)
+	if err != nil {
+		return nil, fmt.Errorf("marshalling %s %q: %w", r.Type, r.Name, err)
+	}
+	v := strconv.FormatUint(xxhash.Sum64(b), 16)
+	a := &anypb.Any{TypeUrl: r.Type, Value: b}
+	e := &entry{
+		name:     r.Name,
+		version:  v,
+		any:      a,
+		delta:    &discoveryv3.Resource{Name: r.Name, Version: v, Resource: a},
+		size:     len(b),
+		grpcOnly: r.GRPCOnly,
+	}
+	if c, ok := r.Message.(*clusterv3.Cluster); ok && c.GetType() == clusterv3.Cluster_EDS {
+		e.edsName = c.GetEdsClusterConfig().GetServiceName()
+		if e.edsName == "" {
+			e.edsName = c.GetName()
+		}
+	}
+	return e, nil
+}
+
+// emptyAssignment is what a SotW EDS client gets for a name still unknown
+// after Options.UnknownNameWait: Envoy finishes warming the cluster on it
+// (with no endpoints) instead of waiting for initial_fetch_timeout.
+func emptyAssignment(name string) *entry {
+	e, err := newEntry(Resource{Type: EndpointType, Name: name, Message: &endpointv3.ClusterLoadAssignment{ClusterName: name}})
+	if err != nil {
+		panic(err) // cannot happen: a fixed, valid message
+	}
+	return e
+}
+
+// same reports whether a client holding h already has e.
+func same(h, e *entry) bool {
+	return h == e || (h != nil && e != nil && h.version == e.version && h.name == e.name)
+}
+
+// slot is one resource name of one type: its current entry and the watches
+// that subscribed to it by name. All fields are guarded by Server.mu.
+type slot struct {
+	name string
+	cur  *entry
+	subs map[*watch]struct{}
+	// tomb keeps a slot that once had an entry alive after its removal, so
+	// that a wildcard watch still holding it never sees two slots of one
+	// name. The cost is one small struct per name ever served.
+	tomb bool
+}
+
+// typeState is the store and the subscriber index of one type, guarded by
+// Server.mu.
+type typeState struct {
+	url   string
+	rank  int
+	full  bool
+	slots map[string]*slot
+	wild  map[*watch]struct{}
+	m     *typeMetrics
+}
+
+func (t *typeState) get(name string) *slot {
+	sl := t.slots[name]
+	if sl == nil {
+		sl = &slot{name: name}
+		t.slots[name] = sl
+	}
+	return sl
+}
+
+// release drops a slot nobody subscribes to and that never had an entry.
+func (t *typeState) release(sl *slot) {
+	if sl.cur == nil && !sl.tomb && len(sl.subs) == 0 {
+		delete(t.slots, sl.name)
+	}
+}

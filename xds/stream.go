@@ -1,0 +1,220 @@
+package xds
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	clusterservice "github.com/envoyproxy/go-control-plane/envoy/service/cluster/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	endpointservice "github.com/envoyproxy/go-control-plane/envoy/service/endpoint/v3"
+	listenerservice "github.com/envoyproxy/go-control-plane/envoy/service/listener/v3"
+	routeservice "github.com/envoyproxy/go-control-plane/envoy/service/route/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+)
+
+// Register registers ADS and the per-type CDS, EDS, LDS and RDS services
+// (SotW and delta) on g. Fetch (REST-style unary) is not served.
+func (s *Server) Register(g *grpc.Server) {
+	discoveryv3.RegisterAggregatedDiscoveryServiceServer(g, ads{s})
+	clusterservice.RegisterClusterDiscoveryServiceServer(g, cds{s})
+	endpointservice.RegisterEndpointDiscoveryServiceServer(g, eds{s})
+	listenerservice.RegisterListenerDiscoveryServiceServer(g, lds{s})
+	routeservice.RegisterRouteDiscoveryServiceServer(g, rds{s})
+}
+
+type (
+	sotwStream  = grpc.BidiStreamingServer[discoveryv3.DiscoveryRequest, discoveryv3.DiscoveryResponse]
+	deltaStream = grpc.BidiStreamingServer[discoveryv3.DeltaDiscoveryRequest, discoveryv3.DeltaDiscoveryResponse]
+)
+
+// serveSotW runs one SotW stream: a goroutine reads requests while the
+// handler goroutine is the stream's only writer.
+func (s *Server) serveSotW(st sotwStream, variant, typ string) error {
+	ctx, cancel := context.WithCancel(st.Context())
+	defer cancel()
+	c := s.connect(ctx, variant, false)
+	defer s.disconnect(c)
+	errc := make(chan error, 1)
+	go func() {
+		defer cancel()
+		for {
+			req, err := st.Recv()
+			if err != nil {
+				errc <- err
+				return
+			}
+			s.onSotW(c, typ, req)
+		}
+	}()
+	err := s.push(ctx, c, func(o *out) error { return st.Send(o.sotw) })
+	return streamErr(err, errc)
+}
+
+// serveDelta is serveSotW for the delta protocol.
+func (s *Server) serveDelta(st deltaStream, variant, typ string) error {
+	ctx, cancel := context.WithCancel(st.Context())
+	defer cancel()
+	c := s.connect(ctx, variant, true)
+	defer s.disconnect(c)
+	errc := make(chan error, 1)
+	go func() {
+		defer cancel()
+		for {
+			req, err := st.Recv()
+			if err != nil {
+				errc <- err
+				return
+			}
+			s.onDelta(c, typ, req)
+		}
+	}()
+	err := s.push(ctx, c, func(o *out) error { return st.Send(o.delta) })
+	return streamErr(err, errc)
+}
+
+// streamErr is the status a stream ends with: the send error, else the
+// receive error unless the client simply closed or went away.
+func streamErr(sendErr error, errc <-chan error) error {
+	if sendErr != nil {
+		return sendErr
+	}
+	select {
+	case err := <-errc:
+		if errors.Is(err, io.EOF) || status.Code(err) == codes.Canceled || errors.Is(err, context.Canceled) {
+			return nil
+		}
+		return err
+	default:
+		return nil
+	}
+}
+
+// push is the stream's writer: it sends what the client is owed, then
+// waits for a change, an unknown-name deadline or the end of the stream.
+func (s *Server) push(ctx context.Context, c *client, send func(*out) error) error {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		var due time.Time
+		for {
+			c.mu.Lock()
+			o, d := c.next(time.Now())
+			c.mu.Unlock()
+			if o == nil {
+				due = d
+				break
+			}
+			if err := send(o); err != nil {
+				return fmt.Errorf("sending %s: %w", o.t.url, err)
+			}
+			o.t.m.sent(o)
+		}
+		var tc <-chan time.Time
+		if !due.IsZero() {
+			timer.Reset(time.Until(due))
+			tc = timer.C
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-c.wake:
+		case <-tc:
+		}
+	}
+}
+
+func (s *Server) connect(ctx context.Context, variant string, delta bool) *client {
+	c := &client{
+		s:       s,
+		variant: variant,
+		delta:   delta,
+		since:   time.Now(),
+		wake:    make(chan struct{}, 1),
+		watches: make(map[string]*watch),
+	}
+	if p, ok := peer.FromContext(ctx); ok {
+		c.peer = p.Addr.String()
+	}
+	s.mu.Lock()
+	s.clients[c] = struct{}{}
+	s.mu.Unlock()
+	s.m.clients.WithLabelValues(variant).Inc()
+	return c
+}
+
+// disconnect removes the client from every index; its reader goroutine may
+// still deliver a request, which the closed flag turns into a no-op.
+func (s *Server) disconnect(c *client) {
+	s.mu.Lock()
+	c.closed = true
+	c.mu.Lock()
+	for _, w := range c.watches {
+		w.drop()
+	}
+	c.mu.Unlock()
+	delete(s.clients, c)
+	s.mu.Unlock()
+	s.m.clients.WithLabelValues(c.variant).Dec()
+}
+
+func unimplemented(string) error {
+	return status.Error(codes.Unimplemented, "fetch is not served; use a stream")
+}
+
+// The gRPC service adapters keep the protocol methods off Server's API.
+type (
+	ads struct{ s *Server }
+	cds struct{ s *Server }
+	eds struct{ s *Server }
+	lds struct{ s *Server }
+	rds struct{ s *Server }
+)
+
+var (
+	_ discoveryv3.AggregatedDiscoveryServiceServer   = ads{}
+	_ clusterservice.ClusterDiscoveryServiceServer   = cds{}
+	_ endpointservice.EndpointDiscoveryServiceServer = eds{}
+	_ listenerservice.ListenerDiscoveryServiceServer = lds{}
+	_ routeservice.RouteDiscoveryServiceServer       = rds{}
+)
+
+func (a ads) StreamAggregatedResources(st sotwStream) error {
+	return a.s.serveSotW(st, "sotw_ads", "")
+}
+func (a ads) DeltaAggregatedResources(st deltaStream) error {
+	return a.s.serveDelta(st, "delta_ads", "")
+}
+
+func (a cds) StreamClusters(st sotwStream) error { return a.s.serveSotW(st, "sotw_cds", ClusterType) }
+func (a cds) DeltaClusters(st deltaStream) error { return a.s.serveDelta(st, "delta_cds", ClusterType) }
+func (cds) FetchClusters(context.Context, *discoveryv3.DiscoveryRequest) (*discoveryv3.DiscoveryResponse, error) {
+	return nil, unimplemented("clusters")
+}
+
+func (a eds) StreamEndpoints(st sotwStream) error { return a.s.serveSotW(st, "sotw_eds", EndpointType) }
+func (a eds) DeltaEndpoints(st deltaStream) error {
+	return a.s.serveDelta(st, "delta_eds", EndpointType)
+}
+func (eds) FetchEndpoints(context.Context, *discoveryv3.DiscoveryRequest) (*discoveryv3.DiscoveryResponse, error) {
+	return nil, unimplemented("endpoints")
+}
+
+func (a lds) StreamListeners(st sotwStream) error { return a.s.serveSotW(st, "sotw_lds", ListenerType) }
+func (a lds) DeltaListeners(st deltaStream) error {
+	return a.s.serveDelta(st, "delta_lds", ListenerType)
+}
+func (lds) FetchListeners(context.Context, *discoveryv3.DiscoveryRequest) (*discoveryv3.DiscoveryResponse, error) {
+	return nil, unimplemented("listeners")
+}
+
+func (a rds) StreamRoutes(st sotwStream) error { return a.s.serveSotW(st, "sotw_rds", RouteType) }
+func (a rds) DeltaRoutes(st deltaStream) error { return a.s.serveDelta(st, "delta_rds", RouteType) }
+func (rds) FetchRoutes(context.Context, *discoveryv3.DiscoveryRequest) (*discoveryv3.DiscoveryResponse, error) {
+	return nil, unimplemented("routes")
+}
