@@ -69,3 +69,23 @@ func BenchmarkMergerOneChange(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkMergerFullOneChange measures a Full update of 10,000 services
+// of which one changed: the update itself is O(N) comparisons, but only
+// the changed service reaches the flush.
+func BenchmarkMergerFullOneChange(b *testing.B) {
+	m := newMerger(1)
+	m.apply(0, full(manyServices(10000)...))
+	m.flush()
+	addrs := []string{"10.0.0.3", "10.0.0.4"}
+	for i := 0; b.Loop(); i++ {
+		b.StopTimer()
+		ss := manyServices(10000)
+		ss[42] = svc("svc-00042", addrs[i%2])
+		b.StartTimer()
+		m.apply(0, full(ss...))
+		if c := m.flush(); len(c.Upserted) != 1 {
+			b.Fatalf("flush upserted %d", len(c.Upserted))
+		}
+	}
+}
