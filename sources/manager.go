@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 )
@@ -66,9 +65,10 @@ type Manager struct {
 	// source whose Run failed; tests shorten them.
 	restartMin, restartMax time.Duration
 
-	mu      sync.Mutex
-	pending []string
-	running bool
+	mu       sync.Mutex
+	unsynced []bool // by source index, until the first publish
+	ready    bool   // the first publish returned
+	running  bool
 }
 
 // NewManager returns a manager for opts.
@@ -83,16 +83,16 @@ func NewManager(opts ManagerOptions) *Manager {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	pending := make([]string, len(opts.Sources))
-	for i, n := range opts.Sources {
-		pending[i] = n.Name
+	unsynced := make([]bool, len(opts.Sources))
+	for i := range unsynced {
+		unsynced[i] = true
 	}
 	return &Manager{
 		opts:       opts,
 		log:        opts.Logger,
 		restartMin: restartMin,
 		restartMax: restartMax,
-		pending:    pending,
+		unsynced:   unsynced,
 	}
 }
 
@@ -215,15 +215,14 @@ func (m *Manager) firstPublish(st *merger, publish func(Changes)) {
 	m.log.Info("all sources synced; publishing the merged state", "services", len(c.Upserted))
 	publish(c)
 	m.mu.Lock()
-	m.pending = nil
+	m.ready = true
 	m.mu.Unlock()
 }
 
 func (m *Manager) removePending(src int) {
-	name := m.opts.Sources[src].Name
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.pending = slices.DeleteFunc(m.pending, func(n string) bool { return n == name })
+	m.unsynced[src] = false
 }
 
 // Pending returns the names of the sources that have not completed their
@@ -233,5 +232,14 @@ func (m *Manager) removePending(src int) {
 func (m *Manager) Pending() []string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return slices.Clone(m.pending)
+	if m.ready {
+		return nil
+	}
+	var names []string
+	for i, n := range m.opts.Sources {
+		if m.unsynced[i] {
+			names = append(names, n.Name)
+		}
+	}
+	return names
 }

@@ -46,6 +46,11 @@ func parseTree(data []byte, isJSON bool) (*yaml.Node, error) {
 		dec.UseNumber()
 		var v any
 		if err := dec.Decode(&v); err != nil {
+			var syn *json.SyntaxError
+			if errors.As(err, &syn) {
+				line := 1 + bytes.Count(data[:min(syn.Offset, int64(len(data)))], []byte("\n"))
+				err = fmt.Errorf("%w (line %d)", err, line)
+			}
 			return nil, &sources.KeyError{Err: fmt.Errorf("parsing JSON: %w", err)}
 		}
 		if _, err := dec.Token(); err != io.EOF {

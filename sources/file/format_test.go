@@ -105,7 +105,7 @@ func TestParse(t *testing.T) {
 		{name: "two documents", data: "services: []\n---\nservices: []\n", wantErr: "more than one document"},
 		{name: "empty file", data: "\n", wantErr: "file is empty"},
 		{name: "only comments", data: "# nothing\n", wantErr: "no YAML document"},
-		{name: "json syntax", json: true, data: `{"services": [}`, wantErr: "parsing JSON"},
+		{name: "json syntax", json: true, data: "{\"services\":\n [}", wantErr: "parsing JSON: invalid character '}' looking for beginning of value (line 2)"},
 		{name: "json trailing data", json: true, data: `{"services": []} {}`, wantErr: "data after the top-level value"},
 		{name: "json unknown field", json: true, data: `{"services": [{"name": "a", "endpoints": [{"address": "10.0.0.1", "port": 80, "colour": "red"}]}]}`,
 			wantErr: "services[0].endpoints[0].colour: unknown field"},
