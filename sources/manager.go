@@ -179,6 +179,9 @@ func (m *Manager) loop(ctx context.Context, events <-chan event, publish func(Ch
 			}
 			wasSynced := st.synced[ev.src]
 			changed := st.apply(ev.src, ev.up)
+			if !wasSynced {
+				m.log.Info("source synced", "source", m.opts.Sources[ev.src].Name, "services", len(st.bySource[ev.src]))
+			}
 			if started {
 				if !changed {
 					continue
