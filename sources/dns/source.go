@@ -1,0 +1,183 @@
+// Package dns is the `type: dns` source: services discovered through DNS
+// SRV records (RFC 2782) or A/AAAA records of host names, refreshed when
+// their TTLs expire.
+//
+// SRV priorities become endpoint priorities (made contiguous from 0), SRV
+// weights become load-balancing weights (see srvWeights for the mapping of
+// weight 0), ports come from the records. Like Prometheus' dns_sd, the
+// source tells three outcomes apart: an answer updates the service; an
+// NXDOMAIN or NODATA answer empties it (a real change); a server failure,
+// timeout or malformed response publishes nothing, so the last good state
+// stays served, and is recorded in the source's Status.
+package dns
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	mdns "github.com/miekg/dns"
+
+	"github.com/xdsbridge/xdsbridge/sources"
+)
+
+func init() {
+	sources.Register(sources.Type{Name: "dns", New: New})
+}
+
+var _ sources.Source = (*Source)(nil)
+
+// Source polls the configured names. Create it with New.
+type Source struct {
+	cfg     Config
+	entries []entry
+	servers []string
+	family  Family
+	log     *slog.Logger
+	status  *sources.Status
+}
+
+// New decodes and validates cfg. It does no I/O: the system resolver
+// configuration is read when Run starts.
+func New(cfg map[string]any, opts sources.Options) (sources.Source, error) {
+	c := defaults()
+	if err := sources.Decode(cfg, &c); err != nil {
+		return nil, err
+	}
+	entries, servers, fam, err := c.validate()
+	if err != nil {
+		return nil, err
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	st := opts.Status
+	if st == nil {
+		st = sources.NewStatus(opts.Name)
+	}
+	return &Source{cfg: c, entries: entries, servers: servers, family: fam, log: log, status: st}, nil
+}
+
+// outcome is the result of one lookup of entry i.
+type outcome struct {
+	i   int
+	res Result
+	err error
+}
+
+// Run resolves every entry on its own schedule and reports the services:
+// one Full update once every entry has been resolved (answered or
+// authoritatively empty), then a partial update carrying the services
+// whose endpoints changed. It returns ctx.Err() when ctx is done, or an
+// error when the system resolver configuration cannot be read.
+func (s *Source) Run(ctx context.Context, up chan<- sources.Update) error {
+	r, err := s.resolver()
+	if err != nil {
+		s.status.Failed(err)
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+
+	results := make(chan outcome)
+	for i, e := range s.entries {
+		wg.Go(func() { s.poll(ctx, r, i, e, results) })
+	}
+	return s.merge(ctx, results, up)
+}
+
+func (s *Source) resolver() (*resolver, error) {
+	r := &resolver{
+		servers: s.servers,
+		udp:     &mdns.Client{Net: "udp", UDPSize: ednsSize, Timeout: s.cfg.Timeout},
+		tcp:     &mdns.Client{Net: "tcp", Timeout: s.cfg.Timeout},
+	}
+	if len(r.servers) > 0 {
+		return r, nil
+	}
+	cc, err := mdns.ClientConfigFromFile(s.cfg.ResolvConf)
+	if err != nil {
+		return nil, fmt.Errorf("reading the system resolver configuration: %w", err)
+	}
+	for _, srv := range cc.Servers {
+		hp, err := hostPort(srv + ":" + cc.Port)
+		if err != nil {
+			hp, err = hostPort("[" + srv + "]:" + cc.Port)
+		}
+		if err == nil {
+			r.servers = append(r.servers, hp)
+		}
+	}
+	if len(r.servers) == 0 {
+		return nil, fmt.Errorf("reading the system resolver configuration: no usable nameserver in %s", s.cfg.ResolvConf)
+	}
+	r.names = cc.NameList
+	return r, nil
+}
+
+// poll looks entry e up, reports the outcome, and waits for the next
+// refresh, until ctx is done.
+func (s *Source) poll(ctx context.Context, r *resolver, i int, e entry, out chan<- outcome) {
+	failures := 0
+	for {
+		res, err := lookup(ctx, r, e, s.family)
+		if ctx.Err() != nil {
+			return
+		}
+		select {
+		case out <- outcome{i: i, res: res, err: err}:
+		case <-ctx.Done():
+			return
+		}
+		var d time.Duration
+		if err != nil {
+			failures++
+			d = s.retryDelay(failures)
+		} else {
+			failures = 0
+			d = s.refreshDelay(res.TTL)
+		}
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return
+		}
+	}
+}
+
+// refreshDelay is the fixed interval, or the TTL clamped to [min, max];
+// jitter shortens it by up to that fraction, so a refresh never happens
+// after the records expired.
+func (s *Source) refreshDelay(ttl time.Duration) time.Duration {
+	r := s.cfg.Refresh
+	d := r.Interval
+	if d == 0 {
+		d = min(max(ttl, r.Min), r.Max)
+	}
+	return shorten(d, r.Jitter)
+}
+
+// retryDelay backs off exponentially from min to max after failures.
+func (s *Source) retryDelay(failures int) time.Duration {
+	r := s.cfg.Refresh
+	d := r.Min
+	for range min(failures-1, 30) {
+		d = min(2*d, r.Max)
+	}
+	return shorten(d, r.Jitter)
+}
+
+func shorten(d time.Duration, jitter float64) time.Duration {
+	if j := time.Duration(float64(d) * jitter); j > 0 {
+		d -= rand.N(j)
+	}
+	return d
+}
