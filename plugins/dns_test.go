@@ -1,0 +1,5 @@
+//go:build !no_dns
+
+package plugins
+
+func init() { builtins = append(builtins, "dns") }
