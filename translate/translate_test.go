@@ -3,6 +3,7 @@ package translate
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -102,6 +103,15 @@ func TestAssignmentInvariants(t *testing.T) {
 		if err != nil {
 			t.Fatalf("round %d: %v", round, err)
 		}
+		// The copy kept of a repeated address:port is the most preferred one.
+		inPrio := map[string]uint32{}
+		for _, e := range svc.Endpoints {
+			key := fmt.Sprintf("%s:%d", e.Address, e.Port)
+			if p, ok := inPrio[key]; !ok || e.Priority < p {
+				inPrio[key] = e.Priority
+			}
+		}
+		remap := map[uint32]uint32{} // input priority -> output priority
 		seen := map[string]bool{}
 		type groupKey struct {
 			p uint32
@@ -132,6 +142,10 @@ func TestAssignmentInvariants(t *testing.T) {
 					t.Fatalf("round %d: %s twice", round, key)
 				}
 				seen[key] = true
+				if p, ok := remap[inPrio[key]]; ok && p != g.Priority {
+					t.Fatalf("round %d: input priority %d became both %d and %d", round, inPrio[key], p, g.Priority)
+				}
+				remap[inPrio[key]] = g.Priority
 			}
 			if g.GetLoadBalancingWeight().GetValue() != sum || sum < 1 {
 				t.Fatalf("round %d: group weight %d, endpoints sum %d", round, g.GetLoadBalancingWeight().GetValue(), sum)
@@ -140,6 +154,12 @@ func TestAssignmentInvariants(t *testing.T) {
 		for _, e := range svc.Endpoints {
 			if key := fmt.Sprintf("%s:%d", e.Address, e.Port); !seen[key] {
 				t.Fatalf("round %d: %s missing", round, key)
+			}
+		}
+		ins := slices.Sorted(maps.Keys(remap))
+		for i, in := range ins {
+			if remap[in] != uint32(i) {
+				t.Fatalf("round %d: priorities %v remapped to %v", round, ins, remap)
 			}
 		}
 	}
