@@ -7,12 +7,7 @@ go 1.26
 
 replace launchpad.net/gocheck => github.com/go-check/check v0.0.0-20140225173054-eb6ee6f84d0a
 
-tool (
-	github.com/hashicorp/consul
-	github.com/hashicorp/consul/api
-	github.com/hashicorp/consul/proto-public
-	github.com/hashicorp/consul/sdk
-)
+tool github.com/hashicorp/consul
 
 require (
 	cloud.google.com/go/compute v1.19.1 // indirect
