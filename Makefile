@@ -1,0 +1,48 @@
+# xdsbridge. `make test` is what CI runs (.ci/run) and what the README says.
+SHELL   := bash
+GO      ?= go
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X main.version=$(VERSION)
+
+.PHONY: build test lint vet fmt-check fuzz
+
+# Shell snippets shared by test and the single-purpose targets (test runs
+# them inline rather than through $(MAKE), so that `make -n test` runs nothing).
+FMT_CHECK = files=$$(find . -name '*.go' -not -path './.git/*' -print0 | xargs -0 gofmt -l); \
+	if [ -n "$$files" ]; then echo "gofmt needed:"; echo "$$files"; exit 1; fi
+FUZZ = if grep -qs 'func FuzzConvert' sources/dns/*_test.go; then \
+	$(GO) test -run='^$$' -fuzz=FuzzConvert -fuzztime=15s ./sources/dns/; \
+	else echo "no FuzzConvert target in sources/dns; skipping the fuzz run"; fi
+
+## build: the bridge binary, into bin/bridge
+build:
+	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/bridge ./cmd/bridge
+
+## test: vet, gofmt, every test with -race (integration tests against real
+## Consul and CoreDNS binaries are required, not skipped), and a short fuzz run.
+## scripts/tools.sh builds those binaries once (cold: ~15 min on 2 cores)
+## and caches them.
+test:
+	set -euo pipefail; \
+	vars=$$(scripts/tools.sh); eval "$$vars"; \
+	export XDSBRIDGE_CONSUL XDSBRIDGE_COREDNS XDSBRIDGE_INTEGRATION=required; \
+	$(GO) vet ./...; \
+	$(FMT_CHECK); \
+	$(GO) test -race -timeout 25m ./...; \
+	$(FUZZ)
+
+## lint: go vet and gofmt
+lint: vet fmt-check
+
+vet:
+	$(GO) vet ./...
+
+fmt-check:
+	@$(FMT_CHECK)
+
+## fuzz: a short fuzz run of the DNS record conversion, when the target exists
+fuzz:
+	@$(FUZZ)
+
+# The benchmark targets (bench, bench-full) live in bench.mk when present.
+-include bench.mk
