@@ -1,0 +1,328 @@
+// Package consultest starts a real Consul agent in -dev mode for integration
+// tests: every port on a free loopback port (so that agents of parallel tests
+// never collide), a unique node name, logs in the test's temporary directory
+// (printed when the test fails), and Stop/Kill/Restart so that tests can take
+// the agent away and bring it back on the same ports and data directory.
+//
+// The binary is found by Binary: $XDSBRIDGE_CONSUL, else `consul` on PATH,
+// else the cache that scripts/tools.sh fills. Without one the test is
+// skipped, or fails when XDSBRIDGE_INTEGRATION=required.
+package consultest
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+)
+
+// Version is the Consul version the tools module builds.
+const Version = "1.14.11"
+
+// Binary returns the path of the consul binary, or skips (fails, when
+// XDSBRIDGE_INTEGRATION=required) the test when there is none.
+func Binary(t testing.TB) string {
+	t.Helper()
+	if p := os.Getenv("XDSBRIDGE_CONSUL"); p != "" {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+		missing(t, fmt.Sprintf("XDSBRIDGE_CONSUL=%s does not exist", p))
+	}
+	if p, err := exec.LookPath("consul"); err == nil {
+		return p
+	}
+	cache := os.Getenv("XDSBRIDGE_CACHE")
+	if cache == "" {
+		base := os.Getenv("XDG_CACHE_HOME")
+		if base == "" {
+			home, _ := os.UserHomeDir()
+			base = filepath.Join(home, ".cache")
+		}
+		cache = filepath.Join(base, "xdsbridge")
+	}
+	p := filepath.Join(cache, "bin", "consul-"+Version)
+	if _, err := os.Stat(p); err == nil {
+		return p
+	}
+	missing(t, "no consul binary (set XDSBRIDGE_CONSUL, put consul on PATH, or run scripts/tools.sh)")
+	return ""
+}
+
+func missing(t testing.TB, why string) {
+	t.Helper()
+	if os.Getenv("XDSBRIDGE_INTEGRATION") == "required" {
+		t.Fatal(why)
+	}
+	t.Skip(why)
+}
+
+// Option changes how Start runs the agent.
+type Option func(*options)
+
+type options struct {
+	config     []string // extra configuration files' contents
+	https      bool
+	extraArgs  []string
+	startLimit time.Duration
+}
+
+// WithHCL adds a configuration fragment in HCL (ACLs, TLS, limits, ...).
+// Several fragments are merged by Consul in order.
+func WithHCL(hcl string) Option {
+	return func(o *options) { o.config = append(o.config, hcl) }
+}
+
+// WithHTTPS gives the agent an HTTPS port (Agent.HTTPSAddr); the TLS
+// material itself is configured with WithHCL.
+func WithHTTPS() Option { return func(o *options) { o.https = true } }
+
+// WithArgs adds command-line arguments.
+func WithArgs(args ...string) Option {
+	return func(o *options) { o.extraArgs = append(o.extraArgs, args...) }
+}
+
+// Agent is a running (or stopped) Consul dev agent.
+type Agent struct {
+	// HTTPAddr is host:port of the HTTP API; HTTPSAddr that of the HTTPS API
+	// when WithHTTPS was given; DNSAddr that of the DNS interface.
+	HTTPAddr, HTTPSAddr, DNSAddr string
+	// Node is the agent's unique node name; DataDir its data directory.
+	Node, DataDir string
+
+	t       testing.TB
+	bin     string
+	args    []string
+	logPath string
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+var nodeSeq atomic.Int64
+
+// Start runs `consul agent -dev` and returns once it has a leader. The agent
+// is stopped when the test ends.
+func Start(t testing.TB, opts ...Option) *Agent {
+	t.Helper()
+	bin := Binary(t)
+	o := options{startLimit: 30 * time.Second}
+	for _, f := range opts {
+		f(&o)
+	}
+	dir := t.TempDir()
+	a := &Agent{
+		t:       t,
+		bin:     bin,
+		DataDir: filepath.Join(dir, "data"),
+		logPath: filepath.Join(dir, "agent.log"),
+		Node:    fmt.Sprintf("node-%d-%d", os.Getpid(), nodeSeq.Add(1)),
+	}
+	ports := freePorts(t, 8)
+	a.HTTPAddr = "127.0.0.1:" + strconv.Itoa(ports[0])
+	a.DNSAddr = "127.0.0.1:" + strconv.Itoa(ports[1])
+	https := "-1"
+	if o.https {
+		https = strconv.Itoa(ports[7])
+		a.HTTPSAddr = "127.0.0.1:" + https
+	}
+	a.args = []string{"agent", "-dev",
+		"-bind", "127.0.0.1", "-client", "127.0.0.1", "-advertise", "127.0.0.1",
+		"-node", a.Node, "-data-dir", a.DataDir, "-log-level", "info",
+		"-http-port", strconv.Itoa(ports[0]),
+		"-https-port", https,
+		"-dns-port", strconv.Itoa(ports[1]),
+		"-serf-lan-port", strconv.Itoa(ports[2]),
+		"-serf-wan-port", strconv.Itoa(ports[3]),
+		"-server-port", strconv.Itoa(ports[4]),
+		"-grpc-port", strconv.Itoa(ports[5]),
+		"-grpc-tls-port", strconv.Itoa(ports[6]),
+	}
+	for i, c := range o.config {
+		p := filepath.Join(dir, fmt.Sprintf("extra-%d.hcl", i))
+		if err := os.WriteFile(p, []byte(c), 0o600); err != nil {
+			t.Fatalf("writing agent config: %v", err)
+		}
+		a.args = append(a.args, "-config-file", p)
+	}
+	a.args = append(a.args, o.extraArgs...)
+	t.Cleanup(func() {
+		a.Stop()
+		if t.Failed() {
+			a.dumpLog()
+		}
+	})
+	a.start(o.startLimit)
+	return a
+}
+
+// Client returns an API client for the agent's HTTP port with the given
+// ACL token (none when empty). Its idle connections are closed when the
+// test ends, so that goroutine-leak checks stay meaningful.
+func (a *Agent) Client(token ...string) *api.Client {
+	tr := &http.Transport{MaxIdleConnsPerHost: 16}
+	a.t.Cleanup(tr.CloseIdleConnections)
+	cfg := &api.Config{Address: a.HTTPAddr, Scheme: "http", Transport: tr,
+		HttpClient: &http.Client{Transport: tr}}
+	if len(token) > 0 {
+		cfg.Token = token[0]
+	}
+	c, err := api.NewClient(cfg)
+	if err != nil {
+		a.t.Fatalf("consul client: %v", err)
+	}
+	return c
+}
+
+// Stop terminates the agent gracefully (SIGINT, then SIGKILL after 10 s) and
+// waits for it to exit. Stopping a stopped agent does nothing.
+func (a *Agent) Stop() { a.stop(os.Interrupt) }
+
+// Kill terminates the agent at once, as a crash would.
+func (a *Agent) Kill() { a.stop(os.Kill) }
+
+// Restart starts a stopped agent again with the same ports, node name and
+// data directory, and waits for a leader.
+func (a *Agent) Restart() {
+	a.t.Helper()
+	a.Stop()
+	a.start(30 * time.Second)
+}
+
+// Log returns the agent's log so far.
+func (a *Agent) Log() string {
+	b, _ := os.ReadFile(a.logPath)
+	return string(b)
+}
+
+func (a *Agent) start(limit time.Duration) {
+	a.t.Helper()
+	logf, err := os.OpenFile(a.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		a.t.Fatalf("opening agent log: %v", err)
+	}
+	cmd := exec.Command(a.bin, a.args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		a.t.Fatalf("starting consul: %v", err)
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		logf.Close()
+		close(done)
+	}()
+	a.mu.Lock()
+	a.cmd, a.done = cmd, done
+	a.mu.Unlock()
+	if err := a.waitLeader(limit, done); err != nil {
+		a.dumpLog()
+		a.t.Fatalf("consul agent %s: %v", a.Node, err)
+	}
+}
+
+// waitLeader polls /v1/status/leader until it names a leader.
+func (a *Agent) waitLeader(limit time.Duration, exited <-chan struct{}) error {
+	deadline := time.Now().Add(limit)
+	hc := &http.Client{Timeout: time.Second}
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if leader, err := getLeader(hc, a.HTTPAddr); err == nil && leader != "" {
+			return nil
+		}
+		select {
+		case <-exited:
+			return fmt.Errorf("exited before electing a leader")
+		case <-tick.C:
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no leader after %v", limit)
+		}
+	}
+}
+
+func getLeader(hc *http.Client, addr string) (string, error) {
+	resp, err := hc.Get("http://" + addr + "/v1/status/leader")
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	var leader string
+	if err := json.NewDecoder(resp.Body).Decode(&leader); err != nil {
+		return "", err
+	}
+	return leader, nil
+}
+
+func (a *Agent) stop(sig os.Signal) {
+	a.mu.Lock()
+	cmd, done := a.cmd, a.done
+	a.cmd = nil
+	a.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(sig)
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+	}
+}
+
+func (a *Agent) dumpLog() {
+	b, err := os.ReadFile(a.logPath)
+	if err != nil {
+		return
+	}
+	const max = 16 << 10
+	if len(b) > max {
+		b = b[len(b)-max:]
+	}
+	a.t.Logf("consul agent %s log (tail):\n%s", a.Node, bytes.TrimSpace(b))
+}
+
+// freePorts returns n distinct ports free for both TCP and UDP on 127.0.0.1
+// (DNS and serf use both). The listeners are held until all are chosen so
+// that the ports differ; another process can still take one before Consul
+// binds it, which is rare enough for tests.
+func freePorts(t testing.TB, n int) []int {
+	t.Helper()
+	var closers []func()
+	defer func() {
+		for _, c := range closers {
+			c()
+		}
+	}()
+	var ports []int
+	for len(ports) < n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("finding a free port: %v", err)
+		}
+		closers = append(closers, func() { l.Close() })
+		port := l.Addr().(*net.TCPAddr).Port
+		u, err := net.ListenPacket("udp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			continue
+		}
+		closers = append(closers, func() { u.Close() })
+		ports = append(ports, port)
+	}
+	return ports
+}
