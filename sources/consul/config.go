@@ -1,0 +1,301 @@
+package consul
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"text/template"
+	"time"
+
+	"github.com/xdsbridge/xdsbridge/sources"
+)
+
+// Config is the configuration of one consul source (the keys of its entry
+// under `sources`, besides name and type). Defaults live in defaults(),
+// validation in validate().
+type Config struct {
+	// Address is host:port of the Consul agent (or a URL with the scheme);
+	// default $CONSUL_HTTP_ADDR, else 127.0.0.1:8500.
+	Address string `mapstructure:"address"`
+	// Scheme is http or https; default http (https when address says so).
+	Scheme string `mapstructure:"scheme"`
+	// Token is the ACL token; TokenFile a file holding it (wins over Token);
+	// default $CONSUL_HTTP_TOKEN. Neither is ever logged.
+	Token     string    `mapstructure:"token"`
+	TokenFile string    `mapstructure:"token_file"`
+	TLS       TLSConfig `mapstructure:"tls"`
+
+	// Datacenters to watch; default the agent's own. The first is the
+	// local one (priority 0); the others are served at
+	// OtherDatacentersPriority for failover.
+	Datacenters              []string `mapstructure:"datacenters"`
+	OtherDatacentersPriority uint32   `mapstructure:"other_datacenters_priority"`
+	// Namespace and Partition (Consul Enterprise) are passed to every query.
+	Namespace string `mapstructure:"namespace"`
+	Partition string `mapstructure:"partition"`
+
+	Services ServiceSelector `mapstructure:"services"`
+	// Tags an instance must all carry to be served.
+	Tags []string `mapstructure:"tags"`
+	// NodeMeta restricts instances to nodes with these metadata values.
+	NodeMeta map[string]string `mapstructure:"node_meta"`
+	// Filter is a Consul filter expression applied to /v1/health/service
+	// (fields of a CheckServiceNode: Service.Meta.x, Node.Meta.y, ...).
+	Filter string `mapstructure:"filter"`
+
+	// AddressSource picks the endpoint address: "service" (the service
+	// address, else the node's), "node", or a tagged address name such as
+	// lan_ipv4 or wan (the service's tagged address, else the node's, else
+	// as for "service").
+	AddressSource string `mapstructure:"address_source"`
+	// Warning is how instances with a warning check are served: degraded
+	// (default) or healthy.
+	Warning string `mapstructure:"warning"`
+	// Critical is how instances with a critical check are served:
+	// unhealthy (default) or drop.
+	Critical string `mapstructure:"critical"`
+	// Locality names the node metadata keys holding region and zone.
+	Locality LocalityConfig `mapstructure:"locality"`
+	// ClusterName is a text/template over {{.Service}}, {{.Datacenter}},
+	// {{.Namespace}}, {{.Partition}}; default "{{.Service}}". Instances of
+	// services that render the same name are served as one cluster.
+	ClusterName string `mapstructure:"cluster_name"`
+	// OnEmpty is what happens to a service with no instances left: "empty"
+	// (default: the cluster stays, with no endpoints) or "remove".
+	OnEmpty string `mapstructure:"on_empty"`
+
+	// Stale allows any server to answer (default true); Cached uses the
+	// agent's cache for service reads (default false).
+	Stale  *bool `mapstructure:"stale"`
+	Cached bool  `mapstructure:"cached"`
+	// Wait is the blocking query wait time (default 5m, at most 10m).
+	Wait time.Duration `mapstructure:"wait"`
+	// MaxConcurrentFetches bounds the non-blocking service reads in flight
+	// (default 8).
+	MaxConcurrentFetches int `mapstructure:"max_concurrent_fetches"`
+	// MaxConnections caps the HTTP connections to the agent; default
+	// MaxConcurrentFetches + 3 per datacenter. Keep it well under the
+	// agent's http_max_conns_per_client (200 by default).
+	MaxConnections int `mapstructure:"max_connections"`
+	// RetryMin and RetryMax bound the exponential backoff after errors
+	// (defaults 250ms and 30s).
+	RetryMin time.Duration `mapstructure:"retry_min"`
+	RetryMax time.Duration `mapstructure:"retry_max"`
+}
+
+// TLSConfig configures HTTPS to the agent.
+type TLSConfig struct {
+	CAFile     string `mapstructure:"ca_file"`
+	CertFile   string `mapstructure:"cert_file"`
+	KeyFile    string `mapstructure:"key_file"`
+	ServerName string `mapstructure:"server_name"`
+	// InsecureSkipVerify disables certificate checks; for tests only.
+	InsecureSkipVerify bool `mapstructure:"insecure_skip_verify"`
+}
+
+// ServiceSelector selects services by name with path.Match globs: a
+// service is watched when it matches an include (or there are none) and
+// no exclude.
+type ServiceSelector struct {
+	Include []string `mapstructure:"include"`
+	Exclude []string `mapstructure:"exclude"`
+}
+
+// LocalityConfig names node metadata keys. Region defaults to the
+// datacenter when RegionKey is empty or the node lacks it.
+type LocalityConfig struct {
+	RegionKey  string `mapstructure:"region_key"`
+	ZoneKey    string `mapstructure:"zone_key"`
+	SubZoneKey string `mapstructure:"subzone_key"`
+}
+
+// Values of the enumerated keys.
+const (
+	AddressService = "service"
+	AddressNode    = "node"
+	WarningHealthy = "healthy"
+	WarningDegrade = "degraded"
+	CriticalDrop   = "drop"
+	CriticalUnhlth = "unhealthy"
+	OnEmptyEmpty   = "empty"
+	OnEmptyRemove  = "remove"
+)
+
+// pollsPerDatacenter is the number of blocking queries held per datacenter
+// (catalog services, health state, catalog nodes).
+const pollsPerDatacenter = 3
+
+func (c *Config) defaults() {
+	if c.Address == "" {
+		c.Address = os.Getenv("CONSUL_HTTP_ADDR")
+	}
+	if c.Address == "" {
+		c.Address = "127.0.0.1:8500"
+	}
+	if c.Scheme == "" {
+		c.Scheme = "http"
+		if strings.HasPrefix(c.Address, "https://") {
+			c.Scheme = "https"
+		}
+	}
+	if c.Token == "" && c.TokenFile == "" {
+		c.Token = os.Getenv("CONSUL_HTTP_TOKEN")
+	}
+	if c.OtherDatacentersPriority == 0 {
+		c.OtherDatacentersPriority = 1
+	}
+	if c.AddressSource == "" {
+		c.AddressSource = AddressService
+	}
+	if c.Warning == "" {
+		c.Warning = WarningDegrade
+	}
+	if c.Critical == "" {
+		c.Critical = CriticalUnhlth
+	}
+	if c.ClusterName == "" {
+		c.ClusterName = "{{.Service}}"
+	}
+	if c.OnEmpty == "" {
+		c.OnEmpty = OnEmptyEmpty
+	}
+	if c.Stale == nil {
+		t := true
+		c.Stale = &t
+	}
+	if c.Wait == 0 {
+		c.Wait = 5 * time.Minute
+	}
+	if c.MaxConcurrentFetches == 0 {
+		c.MaxConcurrentFetches = 8
+	}
+	if c.MaxConnections == 0 {
+		c.MaxConnections = c.MaxConcurrentFetches + pollsPerDatacenter*max(1, len(c.Datacenters))
+	}
+	if c.RetryMin == 0 {
+		c.RetryMin = 250 * time.Millisecond
+	}
+	if c.RetryMax == 0 {
+		c.RetryMax = 30 * time.Second
+	}
+}
+
+// validate checks the defaulted configuration; baseDir resolves relative
+// file paths.
+func (c *Config) validate(baseDir string) (*template.Template, error) {
+	oneOf := func(key, v string, allowed ...string) error {
+		for _, a := range allowed {
+			if v == a {
+				return nil
+			}
+		}
+		return sources.Errorf(key, "%q is not one of %s", v, strings.Join(allowed, ", "))
+	}
+	if err := oneOf("scheme", c.Scheme, "http", "https"); err != nil {
+		return nil, err
+	}
+	if err := oneOf("warning", c.Warning, WarningDegrade, WarningHealthy); err != nil {
+		return nil, err
+	}
+	if err := oneOf("critical", c.Critical, CriticalUnhlth, CriticalDrop); err != nil {
+		return nil, err
+	}
+	if err := oneOf("on_empty", c.OnEmpty, OnEmptyEmpty, OnEmptyRemove); err != nil {
+		return nil, err
+	}
+	for i, dc := range c.Datacenters {
+		if dc == "" {
+			return nil, sources.Errorf(fmt.Sprintf("datacenters[%d]", i), "empty datacenter name")
+		}
+	}
+	for key, globs := range map[string][]string{"services.include": c.Services.Include, "services.exclude": c.Services.Exclude} {
+		for i, g := range globs {
+			if _, err := path.Match(g, ""); err != nil {
+				return nil, sources.Errorf(fmt.Sprintf("%s[%d]", key, i), "bad glob %q: %v", g, err)
+			}
+		}
+	}
+	if c.Wait < time.Second || c.Wait > 10*time.Minute {
+		return nil, sources.Errorf("wait", "%v is outside 1s..10m", c.Wait)
+	}
+	if c.MaxConcurrentFetches < 1 {
+		return nil, sources.Errorf("max_concurrent_fetches", "must be at least 1")
+	}
+	polls := pollsPerDatacenter * max(1, len(c.Datacenters))
+	if c.MaxConnections < polls+1 {
+		return nil, sources.Errorf("max_connections", "%d leaves no connection for reads: the source holds %d blocking queries", c.MaxConnections, polls)
+	}
+	if c.RetryMin <= 0 || c.RetryMax < c.RetryMin {
+		return nil, sources.Errorf("retry_max", "retry_min (%v) must be positive and at most retry_max (%v)", c.RetryMin, c.RetryMax)
+	}
+	for _, f := range []*string{&c.TokenFile, &c.TLS.CAFile, &c.TLS.CertFile, &c.TLS.KeyFile} {
+		if *f != "" && !filepath.IsAbs(*f) && baseDir != "" {
+			*f = filepath.Join(baseDir, *f)
+		}
+	}
+	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
+		return nil, sources.Errorf("tls.key_file", "cert_file and key_file go together")
+	}
+	tmpl, err := template.New("cluster_name").Option("missingkey=error").Parse(c.ClusterName)
+	if err != nil {
+		return nil, sources.Errorf("cluster_name", "%v", err)
+	}
+	if _, err := renderName(tmpl, nameData{Service: "s", Datacenter: "dc"}); err != nil {
+		return nil, sources.Errorf("cluster_name", "%v", err)
+	}
+	return tmpl, nil
+}
+
+// nameData is what the cluster_name template sees.
+type nameData struct {
+	Service, Datacenter, Namespace, Partition string
+}
+
+func renderName(t *template.Template, d nameData) (string, error) {
+	var b bytes.Buffer
+	if err := t.Execute(&b, d); err != nil {
+		return "", fmt.Errorf("rendering cluster_name: %w", err)
+	}
+	if b.Len() == 0 {
+		return "", fmt.Errorf("rendering cluster_name: empty name for service %q", d.Service)
+	}
+	return b.String(), nil
+}
+
+// selected reports whether the service name passes the include/exclude
+// globs and its catalog tags can satisfy the required tags.
+func (c *Config) selected(name string, tags []string) bool {
+	if len(c.Services.Include) > 0 && !matchAny(c.Services.Include, name) {
+		return false
+	}
+	if matchAny(c.Services.Exclude, name) {
+		return false
+	}
+	for _, want := range c.Tags {
+		if !contains(tags, want) {
+			return false
+		}
+	}
+	return true
+}
+
+func matchAny(globs []string, name string) bool {
+	for _, g := range globs {
+		if ok, _ := path.Match(g, name); ok {
+			return true
+		}
+	}
+	return false
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}

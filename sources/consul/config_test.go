@@ -1,0 +1,77 @@
+package consul
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/xdsbridge/xdsbridge/sources"
+)
+
+func TestNewConfigErrors(t *testing.T) {
+	tests := []struct {
+		name    string
+		cfg     map[string]any
+		wantKey string
+	}{
+		{"unknown key", map[string]any{"adress": "x"}, "adress"},
+		{"bad warning", map[string]any{"warning": "maybe"}, "warning"},
+		{"bad critical", map[string]any{"critical": "ignore"}, "critical"},
+		{"bad on_empty", map[string]any{"on_empty": "keep"}, "on_empty"},
+		{"bad scheme", map[string]any{"scheme": "ftp"}, "scheme"},
+		{"bad glob", map[string]any{"services": map[string]any{"include": []any{"[a"}}}, "services.include[0]"},
+		{"bad template", map[string]any{"cluster_name": "{{.Service"}, "cluster_name"},
+		{"unknown template field", map[string]any{"cluster_name": "{{.Nope}}"}, "cluster_name"},
+		{"wait too long", map[string]any{"wait": "11m"}, "wait"},
+		{"wait not a duration", map[string]any{"wait": "soon"}, "wait"},
+		{"no room for reads", map[string]any{"max_connections": 3}, "max_connections"},
+		{"cert without key", map[string]any{"tls": map[string]any{"cert_file": "c.pem"}}, "tls.key_file"},
+		{"empty datacenter", map[string]any{"datacenters": []any{"dc1", ""}}, "datacenters[1]"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := New(tc.cfg, sources.Options{Name: "c"})
+			var ke *sources.KeyError
+			if !errors.As(err, &ke) {
+				t.Fatalf("err = %v, want a *KeyError", err)
+			}
+			if ke.Key != tc.wantKey {
+				t.Errorf("key = %q, want %q (err %v)", ke.Key, tc.wantKey, err)
+			}
+		})
+	}
+}
+
+func TestNewDefaults(t *testing.T) {
+	t.Setenv("CONSUL_HTTP_ADDR", "10.0.0.9:8500")
+	t.Setenv("CONSUL_HTTP_TOKEN", "secret")
+	s, err := New(map[string]any{"datacenters": []any{"dc1", "dc2"}}, sources.Options{Name: "c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := s.cfg
+	if c.Address != "10.0.0.9:8500" || c.Token != "secret" || !*c.Stale || c.Wait.Minutes() != 5 ||
+		c.MaxConcurrentFetches != 8 || c.MaxConnections != 8+2*3 || c.OnEmpty != OnEmptyEmpty ||
+		c.OtherDatacentersPriority != 1 || c.AddressSource != AddressService {
+		t.Errorf("defaults = %+v", c)
+	}
+}
+
+func TestSelected(t *testing.T) {
+	c := Config{Services: ServiceSelector{Include: []string{"web*", "api"}, Exclude: []string{"web-old"}}, Tags: []string{"prod"}}
+	tests := []struct {
+		name string
+		tags []string
+		want bool
+	}{
+		{"web", []string{"prod"}, true},
+		{"web-old", []string{"prod"}, false},
+		{"api", []string{"prod", "x"}, true},
+		{"api", []string{"x"}, false},
+		{"db", []string{"prod"}, false},
+	}
+	for _, tc := range tests {
+		if got := c.selected(tc.name, tc.tags); got != tc.want {
+			t.Errorf("selected(%q, %v) = %v, want %v", tc.name, tc.tags, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,223 @@
+package consul
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"maps"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+	"go.uber.org/goleak"
+
+	"github.com/xdsbridge/xdsbridge/internal/consultest"
+	"github.com/xdsbridge/xdsbridge/sources"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// running is a source under test: a goroutine applies its updates to
+// state, as the manager would.
+type running struct {
+	t      testing.TB
+	src    *Source
+	status *sources.Status
+	logs   *logRecorder
+
+	mu      sync.Mutex
+	state   map[string]sources.Service
+	updates int
+	full    time.Time // when the first (Full) update arrived
+	errs    []string  // contract violations seen by the reader
+}
+
+// startSource runs a consul source against agent with cfg (address
+// defaults to the agent's HTTP address), and stops it when the test ends.
+func startSource(t testing.TB, agent *consultest.Agent, cfg map[string]any, tweak ...func(*Source)) *running {
+	t.Helper()
+	cfg = maps.Clone(cfg)
+	if _, ok := cfg["address"]; !ok {
+		cfg["address"] = agent.HTTPAddr
+	}
+	if _, ok := cfg["retry_max"]; !ok {
+		cfg["retry_max"] = "1s"
+	}
+	r := &running{t: t, status: sources.NewStatus(t.Name()), logs: &logRecorder{}, state: map[string]sources.Service{}}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	log = slog.New(teeHandler{log.Handler(), r.logs})
+	src, err := New(cfg, sources.Options{Name: t.Name(), Logger: log, Status: r.status})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	for _, f := range tweak {
+		f(src)
+	}
+	r.src = src
+	ctx, cancel := context.WithCancel(context.Background())
+	up := make(chan sources.Update)
+	done := make(chan error, 1)
+	started := time.Now()
+	go func() { done <- src.Run(ctx, up) }()
+	go func() {
+		for {
+			select {
+			case u := <-up:
+				r.apply(u, started)
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("Run returned %v", err)
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for _, e := range r.errs {
+			t.Error(e)
+		}
+	})
+	return r
+}
+
+func (r *running) apply(u sources.Update, started time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.updates == 0 {
+		if !u.Full {
+			r.errs = append(r.errs, "first update is not Full")
+		}
+		r.full = time.Now()
+		_ = started
+	}
+	r.updates++
+	if u.Full {
+		clear(r.state)
+	}
+	for _, s := range u.Services {
+		if !slices.IsSortedFunc(s.Endpoints, sources.Endpoint.Compare) {
+			r.errs = append(r.errs, "endpoints of "+s.Name+" not sorted")
+		}
+		r.state[s.Name] = s
+	}
+	for _, n := range u.Removed {
+		delete(r.state, n)
+	}
+	if !u.Full && len(u.Services) == 0 && len(u.Removed) == 0 {
+		r.errs = append(r.errs, "empty partial update")
+	}
+}
+
+// service returns the current state of one cluster.
+func (r *running) service(name string) (sources.Service, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s, ok := r.state[name]
+	return s, ok
+}
+
+func (r *running) updateCount() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.updates
+}
+
+// waitFor polls cond until it holds or within passes; it returns how long
+// it took.
+func (r *running) waitFor(within time.Duration, what string, cond func() bool) time.Duration {
+	r.t.Helper()
+	return waitFor(r.t, within, what, cond)
+}
+
+func waitFor(t testing.TB, within time.Duration, what string, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	deadline := start.Add(within)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %s", within, what)
+		}
+		<-tick.C
+	}
+	return time.Since(start)
+}
+
+// synced waits for the first Full update.
+func (r *running) synced(within time.Duration) {
+	r.t.Helper()
+	r.waitFor(within, "first sync", func() bool { return r.updateCount() > 0 })
+}
+
+// endpointsOf returns the endpoints of cluster name keyed by port (tests
+// give each instance its own port).
+func (r *running) endpointsOf(name string) map[uint32]sources.Endpoint {
+	s, ok := r.service(name)
+	if !ok {
+		return nil
+	}
+	m := map[uint32]sources.Endpoint{}
+	for _, e := range s.Endpoints {
+		m[e.Port] = e
+	}
+	return m
+}
+
+// logRecorder keeps the messages of every record logged.
+type logRecorder struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (l *logRecorder) count(msg string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, m := range l.msgs {
+		if m == msg {
+			n++
+		}
+	}
+	return n
+}
+
+type teeHandler struct {
+	slog.Handler
+	rec *logRecorder
+}
+
+func (h teeHandler) Handle(ctx context.Context, rec slog.Record) error {
+	h.rec.mu.Lock()
+	h.rec.msgs = append(h.rec.msgs, rec.Message)
+	h.rec.mu.Unlock()
+	if !h.Handler.Enabled(ctx, rec.Level) {
+		return nil
+	}
+	return h.Handler.Handle(ctx, rec)
+}
+
+func (h teeHandler) Enabled(context.Context, slog.Level) bool { return true }
+
+// register registers an instance through the agent API.
+func register(t testing.TB, c *api.Client, reg *api.AgentServiceRegistration) {
+	t.Helper()
+	if err := c.Agent().ServiceRegister(reg); err != nil {
+		t.Fatalf("registering %s: %v", reg.ID, err)
+	}
+}
+
+func deregister(t testing.TB, c *api.Client, id string) {
+	t.Helper()
+	if err := c.Agent().ServiceDeregister(id); err != nil {
+		t.Fatalf("deregistering %s: %v", id, err)
+	}
+}

@@ -1,0 +1,329 @@
+package consul
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+
+	"github.com/xdsbridge/xdsbridge/sources"
+)
+
+// svcKey names one Consul service in one watched datacenter.
+type svcKey struct {
+	dc   int
+	name string
+}
+
+// checkKey names one check of the catalog.
+type checkKey struct{ node, id string }
+
+// svcState is what the loop knows of one selected service.
+type svcState struct {
+	tags    []string // from /v1/catalog/services (union over instances)
+	cluster string   // rendered cluster_name
+	fetched bool     // read successfully at least once
+	eps     []sources.Endpoint
+	// What the last read showed, to tell which later health and node
+	// changes concern this service.
+	nodes  map[string]uint64   // node name -> node ModifyIndex
+	checks map[checkKey]string // check -> status
+}
+
+// dcState is what the loop knows of one datacenter.
+type dcState struct {
+	name        string
+	m           mapping
+	catalogSeen bool
+	services    map[string]*svcState
+	checks      map[checkKey]checkInfo // last /v1/health/state/any; nil before the first
+}
+
+type checkInfo struct{ status, service, node string }
+
+// fetchResult is the outcome of one /v1/health/service read.
+type fetchResult struct {
+	key     svcKey
+	st      *svcState // the state the read was started for
+	seq     uint64    // dispatch sequence number
+	entries []*api.ServiceEntry
+	index   uint64
+	err     error
+}
+
+// sweepRun is a re-read of every selected service, started when the
+// catalog changed in a way the other queries cannot attribute, or to
+// resync after a failure.
+type sweepRun struct {
+	start  time.Time
+	seq    uint64 // reads dispatched from this sequence on count
+	errSeq uint64 // failures seen when it started
+	left   map[svcKey]bool
+}
+
+// sweepDutyFactor spaces sweeps: after a sweep that took d, the next one
+// starts no earlier than sweepDutyFactor*d later, so that a churning
+// catalog costs Consul at most 1/(1+factor) of one read slot's time.
+const sweepDutyFactor = 4
+
+// loop owns all the source's state; only its goroutine touches it.
+type loop struct {
+	s       *Source
+	c       *api.Client
+	dcs     []*dcState
+	wg      *sync.WaitGroup
+	results chan fetchResult
+	started time.Time
+
+	dirty    map[svcKey]bool
+	queue    []svcKey
+	inflight map[svcKey]bool
+	seq      uint64
+	fetchBO  backoff
+	fetchAt  time.Time // no reads dispatched before this (backoff)
+
+	sweepWanted bool
+	sweep       *sweepRun
+	nextSweep   time.Time
+
+	failing bool
+	errSeq  uint64
+	pollErr map[[2]int]bool
+
+	members   map[string]map[svcKey]bool // cluster -> services feeding it
+	changed   map[string]bool            // clusters to compare and publish
+	published map[string]sources.Service
+	synced    bool
+}
+
+func newLoop(s *Source, c *api.Client, dcNames []string, wg *sync.WaitGroup) *loop {
+	l := &loop{
+		s: s, c: c, wg: wg, started: time.Now(),
+		results:   make(chan fetchResult),
+		dirty:     map[svcKey]bool{},
+		inflight:  map[svcKey]bool{},
+		fetchBO:   backoff{min: s.cfg.RetryMin, max: s.cfg.RetryMax},
+		pollErr:   map[[2]int]bool{},
+		members:   map[string]map[svcKey]bool{},
+		changed:   map[string]bool{},
+		published: map[string]sources.Service{},
+	}
+	for i, name := range dcNames {
+		prio := uint32(0)
+		if i > 0 {
+			prio = s.cfg.OtherDatacentersPriority
+		}
+		l.dcs = append(l.dcs, &dcState{
+			name:     name,
+			services: map[string]*svcState{},
+			m: mapping{
+				addressSource:  s.cfg.AddressSource,
+				warningHealthy: s.cfg.Warning == WarningHealthy,
+				criticalDrop:   s.cfg.Critical == CriticalDrop,
+				locality:       s.cfg.Locality,
+				datacenter:     name,
+				priority:       prio,
+			},
+		})
+	}
+	return l
+}
+
+func (l *loop) run(ctx context.Context, polls <-chan pollResult, up chan<- sources.Update) error {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		l.checkRecovery()
+		l.maybeSweep()
+		l.dispatch(ctx)
+		if !l.publish(ctx, up) {
+			return ctx.Err()
+		}
+		if l.synced && !l.failing && len(l.dirty) == 0 && len(l.inflight) == 0 {
+			l.s.status.Succeeded()
+		}
+		l.arm(timer)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case r := <-polls:
+			l.onPoll(r)
+		case r := <-l.results:
+			l.onFetch(r)
+		case <-timer.C:
+		}
+	}
+}
+
+// arm sets timer to the next moment the loop has something to do by
+// itself: the end of a read backoff or the start of a deferred sweep.
+func (l *loop) arm(t *time.Timer) {
+	var next time.Time
+	if len(l.queue) > 0 && l.fetchAt.After(time.Now()) {
+		next = l.fetchAt
+	}
+	if l.sweepWanted && l.sweep == nil && (next.IsZero() || l.nextSweep.Before(next)) {
+		next = l.nextSweep
+	}
+	d := time.Hour
+	if !next.IsZero() {
+		d = max(time.Until(next), time.Millisecond)
+	}
+	if !t.Stop() {
+		select {
+		case <-t.C:
+		default:
+		}
+	}
+	t.Reset(d)
+}
+
+func (l *loop) fail(err error) {
+	l.s.failed(err)
+	l.failing = true
+	l.errSeq++
+}
+
+func (l *loop) onPoll(r pollResult) {
+	key := [2]int{r.dc, int(r.kind)}
+	d := l.dcs[r.dc]
+	if r.err != nil {
+		l.pollErr[key] = true
+		l.fail(fmt.Errorf("reading %s in %s: %w", r.kind, d.name, r.err))
+		return
+	}
+	delete(l.pollErr, key)
+	switch r.kind {
+	case pollServices:
+		l.onServices(r.dc, r.services)
+	case pollChecks:
+		l.onChecks(r.dc, r.checks)
+	case pollNodes:
+		l.onNodes(r.dc, r.nodes)
+	}
+}
+
+// checkRecovery starts a resync once a failing source's blocking queries
+// answer again; the resync's end (endSweep) declares the recovery.
+func (l *loop) checkRecovery() {
+	if l.failing && l.synced && len(l.pollErr) == 0 && l.sweep == nil && !l.sweepWanted {
+		l.sweepWanted = true
+		l.nextSweep = time.Time{} // a resync does not wait
+	}
+}
+
+// markDirty queues a read of k unless one is queued already; a read in
+// flight is repeated when it returns, because it may predate the change.
+func (l *loop) markDirty(k svcKey) {
+	if l.dirty[k] {
+		return
+	}
+	l.dirty[k] = true
+	if !l.inflight[k] {
+		l.queue = append(l.queue, k)
+	}
+}
+
+// dispatch starts queued reads while fewer than max_concurrent_fetches are
+// in flight.
+func (l *loop) dispatch(ctx context.Context) {
+	if time.Now().Before(l.fetchAt) {
+		return
+	}
+	for len(l.inflight) < l.s.cfg.MaxConcurrentFetches && len(l.queue) > 0 {
+		k := l.queue[0]
+		l.queue = l.queue[1:]
+		st := l.dcs[k.dc].services[k.name]
+		if !l.dirty[k] || l.inflight[k] || st == nil {
+			continue
+		}
+		delete(l.dirty, k)
+		l.inflight[k] = true
+		l.seq++
+		seq, dc := l.seq, l.dcs[k.dc].name
+		l.wg.Go(func() {
+			entries, index, err := l.s.fetch(ctx, l.c, dc, k.name)
+			if ctx.Err() != nil {
+				return // shutting down: not a failure to report
+			}
+			send(ctx, l.results, fetchResult{key: k, st: st, seq: seq, entries: entries, index: index, err: err})
+		})
+	}
+	if len(l.queue) == 0 {
+		l.queue = nil // let the backing array go
+	}
+}
+
+func (l *loop) onFetch(r fetchResult) {
+	delete(l.inflight, r.key)
+	d := l.dcs[r.key.dc]
+	st := d.services[r.key.name]
+	if st != r.st {
+		// Removed (or removed and added again) meanwhile: the result is
+		// stale; a new state has its own read queued.
+		if l.dirty[r.key] {
+			l.queue = append(l.queue, r.key)
+		}
+		return
+	}
+	if r.err != nil {
+		l.fail(r.err)
+		l.fetchAt = time.Now().Add(l.fetchBO.next())
+		delete(l.dirty, r.key)
+		l.markDirty(r.key)
+		return
+	}
+	l.fetchBO.reset()
+	eps, dropped := d.m.endpoints(r.entries)
+	if dropped > 0 {
+		l.s.status.Dropped(dropped)
+		l.s.log.Debug("dropped instances that cannot be served", "service", r.key.name, "datacenter", d.name, "dropped", dropped)
+	}
+	st.nodes, st.checks = seenIn(r.entries)
+	if !st.fetched || !endpointsEqual(st.eps, eps) {
+		l.changed[st.cluster] = true
+	}
+	st.eps, st.fetched = eps, true
+	if l.dirty[r.key] {
+		l.queue = append(l.queue, r.key)
+	}
+	if sw := l.sweep; sw != nil && r.seq >= sw.seq {
+		delete(sw.left, r.key)
+		if len(sw.left) == 0 {
+			l.endSweep()
+		}
+	}
+}
+
+func (l *loop) maybeSweep() {
+	if !l.sweepWanted || l.sweep != nil || time.Now().Before(l.nextSweep) {
+		return
+	}
+	l.sweepWanted = false
+	sw := &sweepRun{start: time.Now(), seq: l.seq + 1, errSeq: l.errSeq, left: map[svcKey]bool{}}
+	l.sweep = sw
+	for i, d := range l.dcs {
+		for name := range d.services {
+			k := svcKey{i, name}
+			sw.left[k] = true
+			l.markDirty(k)
+		}
+	}
+	if len(sw.left) == 0 {
+		l.endSweep()
+	}
+}
+
+func (l *loop) endSweep() {
+	sw := l.sweep
+	l.sweep = nil
+	took := time.Since(sw.start)
+	l.nextSweep = time.Now().Add(sweepDutyFactor * took)
+	if l.failing && l.errSeq == sw.errSeq && len(l.pollErr) == 0 {
+		l.failing = false
+		l.s.status.Succeeded()
+		l.s.log.Info(msgRecovered, "resync", took.Round(time.Millisecond))
+	}
+}

@@ -1,0 +1,290 @@
+package consul
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+
+	"github.com/xdsbridge/xdsbridge/sources"
+)
+
+// onServices applies an answer of /v1/catalog/services: services that
+// appeared are read, services that vanished are removed, services whose
+// tags changed are read again. Its index moves on any registration or
+// deregistration anywhere, also those that change neither names nor tags
+// (a second instance, a new address), and no bulk endpoint says which
+// service moved; so any later answer also asks for a sweep, spaced by
+// sweepDutyFactor (see the package documentation).
+func (l *loop) onServices(dc int, services map[string][]string) {
+	d := l.dcs[dc]
+	for name, tags := range services {
+		k := svcKey{dc, name}
+		st := d.services[name]
+		if !l.s.cfg.selected(name, tags) {
+			if st != nil {
+				l.removeService(k)
+			}
+			continue
+		}
+		tags = slices.Sorted(slices.Values(tags))
+		if st == nil {
+			l.addService(k, tags)
+			continue
+		}
+		if !slices.Equal(st.tags, tags) {
+			st.tags = tags
+			l.markDirty(k)
+		}
+	}
+	for name := range d.services {
+		if _, ok := services[name]; !ok {
+			l.removeService(svcKey{dc, name})
+		}
+	}
+	if d.catalogSeen {
+		l.sweepWanted = true
+	}
+	d.catalogSeen = true
+}
+
+func (l *loop) addService(k svcKey, tags []string) {
+	d := l.dcs[k.dc]
+	cluster, err := renderName(l.s.name, nameData{Service: k.name, Datacenter: d.name, Namespace: l.s.cfg.Namespace, Partition: l.s.cfg.Partition})
+	if err != nil {
+		l.s.log.Warn("skipping service", "service", k.name, "err", err)
+		return
+	}
+	d.services[k.name] = &svcState{tags: tags, cluster: cluster}
+	if l.members[cluster] == nil {
+		l.members[cluster] = map[svcKey]bool{}
+	}
+	l.members[cluster][k] = true
+	if l.sweep != nil {
+		l.sweep.left[k] = true
+	}
+	l.markDirty(k)
+}
+
+func (l *loop) removeService(k svcKey) {
+	d := l.dcs[k.dc]
+	st := d.services[k.name]
+	delete(d.services, k.name)
+	delete(l.dirty, k)
+	if l.sweep != nil {
+		delete(l.sweep.left, k)
+		if len(l.sweep.left) == 0 {
+			l.endSweep()
+		}
+	}
+	delete(l.members[st.cluster], k)
+	if len(l.members[st.cluster]) == 0 {
+		delete(l.members, st.cluster)
+	}
+	l.changed[st.cluster] = true
+}
+
+// onChecks applies an answer of /v1/health/state/any. A check the last
+// read of a service saw is compared with that read (so that a read which
+// caught a short-lived state is corrected even when the status went back
+// before this answer); a check no read saw (new, or of an instance the
+// filters exclude) is diffed with the previous answer, so that excluded
+// instances do not cause a read on every answer. A vanished check is a
+// change too. Only the status matters: output-only updates read nothing.
+func (l *loop) onChecks(dc int, checks api.HealthChecks) {
+	d := l.dcs[dc]
+	next := make(map[checkKey]checkInfo, len(checks))
+	for _, c := range checks {
+		next[checkKey{c.Node, c.CheckID}] = checkInfo{status: c.Status, service: c.ServiceName, node: c.Node}
+	}
+	prev := d.checks
+	d.checks = next
+	byNode := d.servicesByNode()
+	holders := func(ci checkInfo) []string {
+		if ci.service != "" {
+			return []string{ci.service}
+		}
+		return byNode[ci.node]
+	}
+	for ck, ci := range next {
+		known := false
+		for _, name := range holders(ci) {
+			st := d.services[name]
+			if st == nil || !st.fetched {
+				continue
+			}
+			if status, ok := st.checks[ck]; ok {
+				known = true
+				if status != ci.status {
+					l.markDirty(svcKey{dc, name})
+				}
+			}
+		}
+		if known {
+			continue
+		}
+		if old, ok := prev[ck]; prev == nil || !ok || old.status != ci.status {
+			for _, name := range holders(ci) {
+				if d.services[name] != nil {
+					l.markDirty(svcKey{dc, name})
+				}
+			}
+		}
+	}
+	for name, st := range d.services {
+		for ck := range st.checks {
+			if _, ok := next[ck]; !ok {
+				l.markDirty(svcKey{dc, name})
+				break
+			}
+		}
+	}
+}
+
+// onNodes applies an answer of /v1/catalog/nodes: a service is read again
+// when a node its last read saw has changed (address, tagged addresses,
+// meta: its ModifyIndex differs) or vanished.
+func (l *loop) onNodes(dc int, nodes []*api.Node) {
+	d := l.dcs[dc]
+	next := make(map[string]uint64, len(nodes))
+	for _, n := range nodes {
+		next[n.Node] = n.ModifyIndex
+	}
+	for name, st := range d.services {
+		for node, idx := range st.nodes {
+			if now, ok := next[node]; !ok || now != idx {
+				l.markDirty(svcKey{dc, name})
+				break
+			}
+		}
+	}
+}
+
+func (d *dcState) servicesByNode() map[string][]string {
+	m := map[string][]string{}
+	for name, st := range d.services {
+		for node := range st.nodes {
+			m[node] = append(m[node], name)
+		}
+	}
+	return m
+}
+
+// seenIn records the nodes and checks a read returned.
+func seenIn(entries []*api.ServiceEntry) (map[string]uint64, map[checkKey]string) {
+	nodes := map[string]uint64{}
+	checks := map[checkKey]string{}
+	for _, e := range entries {
+		if e == nil || e.Node == nil {
+			continue
+		}
+		nodes[e.Node.Node] = e.Node.ModifyIndex
+		for _, c := range e.Checks {
+			checks[checkKey{c.Node, c.CheckID}] = c.Status
+		}
+	}
+	return nodes, checks
+}
+
+func endpointsEqual(a, b []sources.Endpoint) bool {
+	return slices.EqualFunc(a, b, sources.Endpoint.Equal)
+}
+
+// publish sends what changed: nothing before the first sync is complete,
+// then one Full update, then partial updates of the clusters whose content
+// changed. While failing it holds changes back, so that a half-read
+// registry is never served; the resync publishes them. It returns false
+// when ctx ended.
+func (l *loop) publish(ctx context.Context, up chan<- sources.Update) bool {
+	if !l.synced {
+		if !l.syncComplete() {
+			return true
+		}
+		u := sources.Update{Full: true}
+		for name := range l.members {
+			if svc, keep := l.build(name); keep {
+				l.published[name] = svc
+				u.Services = append(u.Services, svc.Clone())
+			}
+		}
+		slices.SortFunc(u.Services, func(a, b sources.Service) int { return strings.Compare(a.Name, b.Name) })
+		clear(l.changed)
+		if !send(ctx, up, u) {
+			return false
+		}
+		l.synced = true
+		if len(l.pollErr) == 0 {
+			if l.failing {
+				l.s.log.Info(msgRecovered)
+			}
+			l.failing = false
+			l.s.status.Succeeded()
+		}
+		l.s.log.Info("first sync complete", "clusters", len(u.Services), "took", time.Since(l.started).Round(time.Millisecond))
+		return true
+	}
+	if l.failing || len(l.changed) == 0 {
+		return true
+	}
+	var u sources.Update
+	for _, name := range slices.Sorted(maps.Keys(l.changed)) {
+		old, had := l.published[name]
+		svc, keep := l.build(name)
+		switch {
+		case keep && had && old.Equal(svc):
+		case keep:
+			l.published[name] = svc
+			u.Services = append(u.Services, svc.Clone())
+		case had:
+			delete(l.published, name)
+			u.Removed = append(u.Removed, name)
+		}
+	}
+	clear(l.changed)
+	if len(u.Services) == 0 && len(u.Removed) == 0 {
+		return true
+	}
+	return send(ctx, up, u)
+}
+
+// syncComplete reports whether every datacenter's catalog was read and
+// every selected service in it read once.
+func (l *loop) syncComplete() bool {
+	for _, d := range l.dcs {
+		if !d.catalogSeen {
+			return false
+		}
+		for _, st := range d.services {
+			if !st.fetched {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// build merges the endpoints of every service feeding cluster name. keep
+// is false when the cluster is to be removed (or never published): no
+// endpoints and on_empty=remove, or no service feeds it any more and it
+// was never published.
+func (l *loop) build(name string) (svc sources.Service, keep bool) {
+	svc.Name = name
+	members := l.members[name]
+	for k := range members {
+		if st := l.dcs[k.dc].services[k.name]; st != nil && st.fetched {
+			svc.Endpoints = append(svc.Endpoints, st.eps...)
+		}
+	}
+	svc.Sort()
+	if len(svc.Endpoints) > 0 {
+		return svc, true
+	}
+	if l.s.cfg.OnEmpty == OnEmptyRemove {
+		return svc, false
+	}
+	_, had := l.published[name]
+	return svc, len(members) > 0 || had
+}

@@ -1,0 +1,159 @@
+package consul
+
+import (
+	"testing"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+
+	"github.com/xdsbridge/xdsbridge/internal/consultest"
+	"github.com/xdsbridge/xdsbridge/sources"
+)
+
+// within is the latency the issue asks for: a change in Consul is visible
+// on the source's channel within a second.
+const within = time.Second
+
+// TestWatch runs the acceptance scenarios that can share one agent; each
+// subtest watches only its own service names.
+func TestWatch(t *testing.T) {
+	agent := consultest.Start(t)
+	c := agent.Client()
+
+	t.Run("register web and api", func(t *testing.T) {
+		r := startSource(t, agent, map[string]any{"services": map[string]any{"include": []any{"web", "api"}}})
+		r.synced(10 * time.Second)
+		register(t, c, &api.AgentServiceRegistration{ID: "web-1", Name: "web", Address: "10.0.0.1", Port: 8081,
+			Tags: []string{"v1", "primary"}, Meta: map[string]string{"version": "1"},
+			Weights: &api.AgentWeights{Passing: 5, Warning: 1},
+			Check:   &api.AgentServiceCheck{CheckID: "web-1-ttl", TTL: "1m", Status: api.HealthPassing}})
+		register(t, c, &api.AgentServiceRegistration{ID: "web-2", Name: "web", Address: "10.0.0.2", Port: 8082,
+			Tags: []string{"v1"}, Meta: map[string]string{"version": "1"}, Weights: &api.AgentWeights{Passing: 3, Warning: 1}})
+		register(t, c, &api.AgentServiceRegistration{ID: "api-1", Name: "api", Port: 9091})
+		took := r.waitFor(within, "web with 2 endpoints and api with 1", func() bool {
+			return len(r.endpointsOf("web")) == 2 && len(r.endpointsOf("api")) == 1
+		})
+		t.Logf("visible after %v", took)
+		web := r.endpointsOf("web")
+		want1 := sources.Endpoint{Address: "10.0.0.1", Port: 8081, Weight: 5, Health: sources.HealthHealthy,
+			Locality: sources.Locality{Region: "dc1"}, Metadata: map[string]string{"tags": "primary,v1", "version": "1"}}
+		if !web[8081].Equal(want1) {
+			t.Errorf("web-1 = %+v, want %+v", web[8081], want1)
+		}
+		if e := web[8082]; e.Weight != 3 || e.Address != "10.0.0.2" || e.Metadata["tags"] != "v1" || e.Health != sources.HealthHealthy {
+			t.Errorf("web-2 = %+v", e)
+		}
+		if e := r.endpointsOf("api")[9091]; e.Address != "127.0.0.1" {
+			t.Errorf("api-1 = %+v, want the node address 127.0.0.1", e)
+		}
+
+		// A second instance of a known service, without checks, changes
+		// neither the service list nor any check: only the sweep sees it.
+		register(t, c, &api.AgentServiceRegistration{ID: "web-3", Name: "web", Address: "10.0.0.3", Port: 8083})
+		took = r.waitFor(within, "web-3 (no checks)", func() bool { return len(r.endpointsOf("web")) == 3 })
+		t.Logf("instance without checks visible after %v", took)
+
+		// An address change of an instance without checks, likewise.
+		register(t, c, &api.AgentServiceRegistration{ID: "web-3", Name: "web", Address: "10.0.0.33", Port: 8083})
+		r.waitFor(within, "web-3 moved", func() bool { return r.endpointsOf("web")[8083].Address == "10.0.0.33" })
+
+		// Re-registering the same definition changes nothing: nothing is
+		// published.
+		n := r.updateCount()
+		register(t, c, &api.AgentServiceRegistration{ID: "web-3", Name: "web", Address: "10.0.0.33", Port: 8083})
+		register(t, c, &api.AgentServiceRegistration{ID: "other-1", Name: "other", Port: 1})
+		quiet(t, 300*time.Millisecond, func() bool { return r.updateCount() != n })
+	})
+
+	t.Run("health", func(t *testing.T) {
+		sel := map[string]any{"include": []any{"hc"}}
+		unhealthy := startSource(t, agent, map[string]any{"services": sel})
+		drop := startSource(t, agent, map[string]any{"services": sel, "critical": "drop"})
+		unhealthy.synced(10 * time.Second)
+		drop.synced(10 * time.Second)
+		for i, port := range []int{7001, 7002} {
+			id := []string{"hc-1", "hc-2"}[i]
+			register(t, c, &api.AgentServiceRegistration{ID: id, Name: "hc", Address: "10.0.1.1", Port: port,
+				Weights: &api.AgentWeights{Passing: 4, Warning: 2},
+				Check:   &api.AgentServiceCheck{CheckID: id + "-ttl", TTL: "10m", Status: api.HealthPassing}})
+		}
+		healthOf := func(r *running, port uint32) (sources.Health, bool) {
+			e, ok := r.endpointsOf("hc")[port]
+			return e.Health, ok
+		}
+		is := func(r *running, port uint32, h sources.Health) func() bool {
+			return func() bool { got, ok := healthOf(r, port); return ok && got == h }
+		}
+		unhealthy.waitFor(within, "hc healthy", is(unhealthy, 7001, sources.HealthHealthy))
+		drop.waitFor(within, "hc healthy", is(drop, 7001, sources.HealthHealthy))
+
+		ttl := func(status string) {
+			t.Helper()
+			if err := c.Agent().UpdateTTL("hc-1-ttl", "", status); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ttl(api.HealthCritical)
+		took := unhealthy.waitFor(within, "hc-1 unhealthy", is(unhealthy, 7001, sources.HealthUnhealthy))
+		drop.waitFor(within, "hc-1 dropped", func() bool {
+			_, ok := healthOf(drop, 7001)
+			return !ok && len(drop.endpointsOf("hc")) == 1
+		})
+		t.Logf("critical visible after %v", took)
+
+		ttl(api.HealthWarning)
+		unhealthy.waitFor(within, "hc-1 degraded", is(unhealthy, 7001, sources.HealthDegraded))
+		if e := unhealthy.endpointsOf("hc")[7001]; e.Weight != 2 {
+			t.Errorf("warning weight = %d, want Weights.Warning 2", e.Weight)
+		}
+		ttl(api.HealthPassing)
+		unhealthy.waitFor(within, "hc-1 healthy again", is(unhealthy, 7001, sources.HealthHealthy))
+		drop.waitFor(within, "hc-1 back", is(drop, 7001, sources.HealthHealthy))
+
+		if err := c.Agent().EnableServiceMaintenance("hc-2", "test"); err != nil {
+			t.Fatal(err)
+		}
+		unhealthy.waitFor(within, "hc-2 draining", is(unhealthy, 7002, sources.HealthDraining))
+		if err := c.Agent().DisableServiceMaintenance("hc-2"); err != nil {
+			t.Fatal(err)
+		}
+		unhealthy.waitFor(within, "hc-2 healthy after maintenance", is(unhealthy, 7002, sources.HealthHealthy))
+	})
+
+	t.Run("deregister and new service", func(t *testing.T) {
+		sel := map[string]any{"include": []any{"gone", "late"}}
+		keep := startSource(t, agent, map[string]any{"services": sel})
+		remove := startSource(t, agent, map[string]any{"services": sel, "on_empty": "remove"})
+		register(t, c, &api.AgentServiceRegistration{ID: "gone-1", Name: "gone", Address: "10.0.2.1", Port: 1})
+		keep.synced(10 * time.Second)
+		remove.synced(10 * time.Second)
+		for _, r := range []*running{keep, remove} {
+			r.waitFor(within, "gone present", func() bool { return len(r.endpointsOf("gone")) == 1 })
+		}
+		deregister(t, c, "gone-1")
+		keep.waitFor(within, "gone empty", func() bool {
+			s, ok := keep.service("gone")
+			return ok && len(s.Endpoints) == 0
+		})
+		remove.waitFor(within, "gone removed", func() bool { _, ok := remove.service("gone"); return !ok })
+
+		register(t, c, &api.AgentServiceRegistration{ID: "late-1", Name: "late", Address: "10.0.2.2", Port: 2})
+		for _, r := range []*running{keep, remove} {
+			r.waitFor(within, "late appears", func() bool { return len(r.endpointsOf("late")) == 1 })
+		}
+	})
+}
+
+// quiet fails the test if changed reports true within d.
+func quiet(t testing.TB, d time.Duration, changed func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for time.Now().Before(deadline) {
+		if changed() {
+			t.Fatal("an update was published although nothing changed")
+		}
+		<-tick.C
+	}
+}
