@@ -71,6 +71,10 @@ type Options struct {
 	// starts out holding those names (with no content), so the EDS names
 	// of the clusters listed are subscribed right away.
 	InitialVersions map[string]map[string]string
+	// InitialHashes optionally give the hashes (see Hash) of the content
+	// held under InitialVersions, so that a reconnected Light client can be
+	// validated without the server re-sending anything.
+	InitialHashes map[string]map[string]uint64
 	// Light keeps only names, versions and hashes: no protos in State and
 	// nothing in Log (see Stats). For fleets of thousands of clients.
 	Light bool
@@ -255,6 +259,38 @@ func (c *Client) Len(typeURL string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.held[typeURL])
+}
+
+// Versions returns typeURL -> name -> version of what the client holds:
+// what a reconnecting delta client lists in InitialVersions. Cheaper than
+// State.
+func (c *Client) Versions() map[string]map[string]string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]map[string]string, len(c.held))
+	for t, m := range c.held {
+		vs := make(map[string]string, len(m))
+		for name, e := range m {
+			vs[name] = e.version
+		}
+		out[t] = vs
+	}
+	return out
+}
+
+// Hashes returns typeURL -> name -> hash of what the client holds.
+func (c *Client) Hashes() map[string]map[string]uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]map[string]uint64, len(c.held))
+	for t, m := range c.held {
+		hs := make(map[string]uint64, len(m))
+		for name, e := range m {
+			hs[name] = e.hash
+		}
+		out[t] = hs
+	}
+	return out
 }
 
 // State returns a copy of what the client holds now.

@@ -81,7 +81,7 @@ func (c *Client) startDelta(ctx context.Context) error {
 		c.delta[t] = dt
 		// A reconnecting Envoy still holds what it had.
 		for name, v := range c.opts.InitialVersions[t] {
-			c.heldLocked(t)[name] = entry{version: v}
+			c.heldLocked(t)[name] = entry{version: v, hash: c.opts.InitialHashes[t][name]}
 		}
 	}
 	for _, t := range c.types() {

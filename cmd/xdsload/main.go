@@ -1,0 +1,149 @@
+// Command xdsload benchmarks xDS servers with a fleet of Envoy-like clients.
+//
+//	xdsload bench [--preset quick|full] [--scenarios S1,S2] [--impls ...] [--out out/bench]
+//	xdsload run   --impl xdsbridge --delta -c 200 -n 1000 --changes 20
+//	xdsload serve --impl snapshot     (started by the two above; one server under test)
+//
+// See docs/benchmarks.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/xdsbridge/xdsbridge/internal/bench"
+	"github.com/xdsbridge/xdsbridge/internal/bench/target"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:])
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "xdsload:", err)
+		if errors.Is(err, errUsage) {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}
+
+var errUsage = errors.New("usage: xdsload bench|run|serve [flags] (-h for flags)")
+
+func run(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		return errUsage
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	switch args[0] {
+	case "serve":
+		return serve(ctx, args[1:], log)
+	case "bench", "run":
+		return benchmark(ctx, args[0], args[1:], log)
+	}
+	return errUsage
+}
+
+func serve(ctx context.Context, args []string, log *slog.Logger) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	impl := fs.String("impl", "xdsbridge", "implementation: "+strings.Join(target.Impls, ", "))
+	xds := fs.String("xds", "127.0.0.1:0", "xDS listen address")
+	control := fs.String("control", "127.0.0.1:0", "control API listen address")
+	if err := fs.Parse(args); err != nil {
+		return errUsage
+	}
+	return target.Serve(ctx, target.Options{Impl: *impl, XDS: *xds, Control: *control, Ready: os.Stdout, Logger: log.With("impl", *impl)})
+}
+
+func benchmark(ctx context.Context, cmd string, args []string, log *slog.Logger) error {
+	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	out := fs.String("out", "out/bench", "output directory (report, CSV, chart, profiles)")
+	impls := fs.String("impls", strings.Join(target.Impls, ","), "implementations to compare")
+	timeout := fs.Duration("timeout", 60*time.Second, "bound of each wait (cold start, one change, reconnect)")
+	preset := fs.String("preset", "quick", "bench: quick (reduced S1+S2, make bench) or full")
+	scenarios := fs.String("scenarios", "", "bench: comma-separated scenarios (default: those of the preset)")
+	var sz bench.Sizes
+	fs.IntVar(&sz.Clients, "c", 0, "clients (overrides the preset; run: default 200)")
+	fs.IntVar(&sz.Services, "n", 0, "services (run: default 1000)")
+	fs.IntVar(&sz.Endpoints, "e", 0, "endpoints per service (default 10)")
+	fs.IntVar(&sz.Changes, "changes", 0, "sequential single-endpoint changes (run: default 20)")
+	fs.Float64Var(&sz.Rate, "rate", 0, "changes per second (sustained churn instead of sequential changes)")
+	fs.DurationVar(&sz.Duration, "duration", 0, "how long to apply changes at --rate")
+	delta := fs.Bool("delta", false, "run: delta protocol instead of SotW")
+	reconnect := fs.Bool("reconnect", false, "run: reconnect every client at the end")
+	if err := fs.Parse(args); err != nil {
+		return errUsage
+	}
+	bin, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("finding own binary: %w", err)
+	}
+	var runs []bench.Config
+	if cmd == "bench" {
+		var only []string
+		if *scenarios != "" {
+			only = strings.Split(*scenarios, ",")
+		}
+		if runs, err = bench.Plan(*preset, only, strings.Split(*impls, ","), sz); err != nil {
+			return err
+		}
+	} else {
+		def := func(v, d int) int {
+			if v == 0 {
+				return d
+			}
+			return v
+		}
+		for _, im := range strings.Split(*impls, ",") {
+			runs = append(runs, bench.Config{Scenario: "run", Impl: im, Delta: *delta, Clients: def(sz.Clients, 200),
+				Services: def(sz.Services, 1000), Endpoints: def(sz.Endpoints, 10), Changes: def(sz.Changes, 20),
+				Rate: sz.Rate, Duration: sz.Duration, Reconnect: *reconnect})
+		}
+	}
+	abs, err := filepath.Abs(*out)
+	if err != nil {
+		return err
+	}
+	suite := bench.Suite{Runs: runs, Bin: bin, OutDir: abs, Timeout: *timeout, Logger: log, Machine: machine()}
+	started := time.Now()
+	results, err := suite.Run(ctx)
+	fmt.Println(bench.Markdown(results, suite.Machine))
+	fmt.Printf("%d runs in %s; report, CSV, chart and profiles in %s\n", len(results), time.Since(started).Round(time.Second), abs)
+	if err != nil {
+		return err
+	}
+	failed := 0
+	for _, r := range results {
+		if r.Failed {
+			failed++
+		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of %d runs FAILED (see the report)", failed, len(results))
+	}
+	return nil
+}
+
+// machine describes the host for the report.
+func machine() string {
+	model := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+				model = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	return fmt.Sprintf("%s, %d CPUs, %s %s/%s", model, runtime.NumCPU(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+}

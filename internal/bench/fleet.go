@@ -1,0 +1,244 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/xdsbridge/xdsbridge/internal/bench/workload"
+	"github.com/xdsbridge/xdsbridge/internal/envoysim"
+)
+
+// fleet is C light envoysim clients in this process, with the bookkeeping
+// that turns their responses into convergence times.
+type fleet struct {
+	spec    workload.Spec
+	clients []*envoysim.Client
+
+	// served[i] is when client i first held every cluster and assignment
+	// (UnixNano; 0 = not yet); servedDone closes when all have.
+	served     []atomic.Int64
+	servedN    atomic.Int64
+	servedDone chan struct{}
+
+	mu      sync.RWMutex
+	pending map[*tracked]struct{}
+}
+
+// tracked is one change in flight.
+type tracked struct {
+	k    int
+	name string
+	hash uint64
+	t0   time.Time
+	at   []atomic.Int64 // per client: latency in ns (0 = not yet)
+	n    atomic.Int64
+	done chan struct{}
+}
+
+type fleetOptions struct {
+	addr     string
+	spec     workload.Spec
+	clients  int
+	delta    bool
+	prefix   string                         // node id prefix
+	versions []map[string]map[string]string // per client InitialVersions (delta reconnect)
+	hashes   []map[string]map[string]uint64 // per client InitialHashes
+}
+
+// startFleet starts every client at once and returns when all streams are
+// open; use waitServed to wait until all hold the whole world.
+func startFleet(ctx context.Context, o fleetOptions) (*fleet, error) {
+	f := &fleet{
+		spec:       o.spec,
+		clients:    make([]*envoysim.Client, o.clients),
+		served:     make([]atomic.Int64, o.clients),
+		servedDone: make(chan struct{}),
+		pending:    map[*tracked]struct{}{},
+	}
+	errs := make([]error, o.clients)
+	var wg sync.WaitGroup
+	for i := range o.clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			opts := envoysim.Options{
+				Addr:       o.addr,
+				Node:       fmt.Sprintf("%s-%05d", o.prefix, i),
+				Delta:      o.delta,
+				Light:      true,
+				OnResponse: func(c *envoysim.Client, r envoysim.Received) { f.onResponse(i, c, r) },
+			}
+			if o.versions != nil {
+				opts.InitialVersions = o.versions[i]
+				opts.InitialHashes = o.hashes[i]
+			}
+			c, err := envoysim.Start(ctx, opts)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			f.clients[i] = c
+			f.checkServed(i, c) // a reconnect may hold everything already
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		f.close()
+		return nil, fmt.Errorf("starting fleet: %w", err)
+	}
+	return f, nil
+}
+
+func (f *fleet) close() {
+	var wg sync.WaitGroup
+	for _, c := range f.clients {
+		if c != nil {
+			wg.Add(1)
+			go func() { defer wg.Done(); c.Close() }()
+		}
+	}
+	wg.Wait()
+}
+
+func (f *fleet) checkServed(i int, c *envoysim.Client) {
+	if f.served[i].Load() != 0 {
+		return
+	}
+	if c.Len(envoysim.ClusterType) != f.spec.Services || c.Len(envoysim.EndpointType) != f.spec.Services {
+		return
+	}
+	if f.served[i].CompareAndSwap(0, time.Now().UnixNano()) && f.servedN.Add(1) == int64(len(f.served)) {
+		close(f.servedDone)
+	}
+}
+
+func (f *fleet) onResponse(i int, c *envoysim.Client, r envoysim.Received) {
+	f.checkServed(i, c)
+	if r.TypeURL != envoysim.EndpointType || r.NACKed {
+		return
+	}
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	for t := range f.pending {
+		if t.at[i].Load() != 0 {
+			continue
+		}
+		if h, _, ok := c.Hash(envoysim.EndpointType, t.name); !ok || h != t.hash {
+			continue
+		}
+		lat := max(r.Time.Sub(t.t0), 1)
+		if t.at[i].CompareAndSwap(0, int64(lat)) && t.n.Add(1) == int64(len(t.at)) {
+			close(t.done)
+		}
+	}
+}
+
+// waitServed waits until every client holds the whole world and returns
+// when the last one did.
+func (f *fleet) waitServed(ctx context.Context, timeout time.Duration) (time.Time, error) {
+	select {
+	case <-f.servedDone:
+	case <-time.After(timeout):
+		return time.Time{}, fmt.Errorf("%d of %d clients served: %w", f.servedN.Load(), len(f.served), errTimeout)
+	case <-ctx.Done():
+		return time.Time{}, ctx.Err()
+	}
+	var last int64
+	for i := range f.served {
+		last = max(last, f.served[i].Load())
+	}
+	return time.Unix(0, last), nil
+}
+
+// track registers change k (which makes service name hash to hash) as in
+// flight from now on.
+func (f *fleet) track(k int, name string, hash uint64) *tracked {
+	t := &tracked{k: k, name: name, hash: hash, at: make([]atomic.Int64, len(f.clients)), done: make(chan struct{}), t0: time.Now()}
+	f.mu.Lock()
+	f.pending[t] = struct{}{}
+	f.mu.Unlock()
+	return t
+}
+
+func (f *fleet) untrack(t *tracked) {
+	f.mu.Lock()
+	delete(f.pending, t)
+	f.mu.Unlock()
+}
+
+// latencies returns the per-client latencies of a change and whether every
+// client got it.
+func (t *tracked) latencies() ([]time.Duration, bool) {
+	out := make([]time.Duration, 0, len(t.at))
+	for i := range t.at {
+		if v := t.at[i].Load(); v != 0 {
+			out = append(out, time.Duration(v))
+		}
+	}
+	return out, len(out) == len(t.at)
+}
+
+// stats sums the clients' counters.
+func (f *fleet) stats() envoysim.Stats {
+	var s envoysim.Stats
+	for _, c := range f.clients {
+		cs := c.Stats()
+		s.Responses += cs.Responses
+		s.Resources += cs.Resources
+		s.Removed += cs.Removed
+		s.Bytes += cs.Bytes
+		s.NACKs += cs.NACKs
+		s.Requests += cs.Requests
+	}
+	return s
+}
+
+// validate checks that every client holds exactly the world's current
+// state: every cluster, and every assignment with the expected content.
+func (f *fleet) validate(w *workload.World) error {
+	want := make([]uint64, w.Spec.Services)
+	for i := range want {
+		r, err := w.Spec.Build(i, w.Last(i))
+		if err != nil {
+			return err
+		}
+		if want[i], err = envoysim.Hash(r.Assignment); err != nil {
+			return err
+		}
+	}
+	bad := 0
+	var first error
+	for ci, c := range f.clients {
+		err := func() error {
+			if err := c.Err(); err != nil {
+				return fmt.Errorf("stream failed: %w", err)
+			}
+			if n := c.Len(envoysim.ClusterType); n != w.Spec.Services {
+				return fmt.Errorf("holds %d clusters, want %d", n, w.Spec.Services)
+			}
+			if n := c.Len(envoysim.EndpointType); n != w.Spec.Services {
+				return fmt.Errorf("holds %d assignments, want %d", n, w.Spec.Services)
+			}
+			for i, h := range want {
+				if got, _, ok := c.Hash(envoysim.EndpointType, workload.Name(i)); !ok || got != h {
+					return fmt.Errorf("assignment %s differs from the source (change %d)", workload.Name(i), w.Last(i))
+				}
+			}
+			return nil
+		}()
+		if err != nil {
+			bad++
+			if first == nil {
+				first = fmt.Errorf("client %d: %w", ci, err)
+			}
+		}
+	}
+	if bad > 0 {
+		return fmt.Errorf("%d of %d clients hold a wrong state; first: %w", bad, len(f.clients), first)
+	}
+	return nil
+}

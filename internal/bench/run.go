@@ -1,0 +1,341 @@
+// Package bench drives the benchmark of issue 4: it starts a server
+// implementation as its own process (see package target), connects a fleet
+// of Envoy-like clients (envoysim, Light mode), applies numbered changes and
+// measures how fast and at what cost every client converges, and validates
+// that every client ends up holding exactly the source's state.
+package bench
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/xdsbridge/xdsbridge/internal/bench/workload"
+	"github.com/xdsbridge/xdsbridge/internal/envoysim"
+)
+
+// Config is one run: one implementation, one protocol mode, one size.
+type Config struct {
+	Scenario  string
+	Impl      string
+	Delta     bool
+	Clients   int
+	Services  int
+	Endpoints int
+	// Changes are applied one after the other, each waiting for the whole
+	// fleet to converge, unless Rate is set: then changes are applied at
+	// Rate per second for Duration, without waiting.
+	Changes   int
+	Rate      float64
+	Duration  time.Duration
+	Reconnect bool // after the changes, every client reconnects at once
+	// Timeout bounds each wait (cold start, one change, the reconnect).
+	Timeout time.Duration
+	Bin     string // the xdsload binary (runs `serve`)
+	OutDir  string // profiles and server logs go here
+	Logger  *slog.Logger
+}
+
+// Mode is "delta" or "sotw".
+func (c Config) Mode() string {
+	if c.Delta {
+		return "delta"
+	}
+	return "sotw"
+}
+
+// ID names the run in file names and tables.
+func (c Config) ID() string {
+	return fmt.Sprintf("%s-%s-%s-c%d-n%d", c.Scenario, c.Impl, c.Mode(), c.Clients, c.Services)
+}
+
+// Result holds the figures of one run. Durations are in the units named.
+type Result struct {
+	Config
+	ColdStart time.Duration // fleet start -> every client holds everything
+	ColdCPU   time.Duration // server CPU during the cold start
+
+	ChangesDone          int
+	ConvP50, ConvP99     time.Duration // per change: until every client holds it
+	ConvMax              time.Duration
+	ClientP50, ClientP99 time.Duration // per client·change
+	CPUPerChange         time.Duration
+	CPUPerClientChange   time.Duration
+	BytesPerClientChange float64
+	ResPerClientChange   float64 // resources received per client·change
+	LoadgenCPUPerChange  time.Duration
+
+	HeapPerClient float64 // bytes of server heap in use per connected client
+	RSSPerClient  float64
+	ServerRSS     int64 // after the changes
+
+	ReconnectTime        time.Duration
+	ReconnectCPU         time.Duration
+	ReconnectBytesClient float64
+
+	Failed  bool
+	Problem string
+}
+
+// Run performs one run. An error means the rig failed; a run whose clients
+// ended up wrong or timed out returns a Result with Failed set.
+func Run(ctx context.Context, cfg Config) (Result, error) {
+	log := cfg.Logger.With("run", cfg.ID())
+	res := Result{Config: cfg}
+	srv, err := startServer(ctx, cfg.Bin, cfg.Impl, filepath.Join(cfg.OutDir, cfg.ID()+".server.log"))
+	if err != nil {
+		return res, err
+	}
+	defer srv.stop()
+	spec := workload.Spec{Services: cfg.Services, Endpoints: cfg.Endpoints}
+	if err := srv.post(ctx, "/load", url.Values{"services": {strconv.Itoa(spec.Services)}, "endpoints": {strconv.Itoa(spec.Endpoints)}}); err != nil {
+		return res, err
+	}
+	base, err := settledStats(ctx, srv)
+	if err != nil {
+		return res, err
+	}
+
+	// Cold start.
+	start := time.Now()
+	f, err := startFleet(ctx, fleetOptions{addr: srv.xds, spec: spec, clients: cfg.Clients, delta: cfg.Delta, prefix: "envoy"})
+	if err != nil {
+		return res, err
+	}
+	defer func() { f.close() }()
+	last, err := f.waitServed(ctx, cfg.Timeout)
+	if err != nil {
+		res.fail("cold start: %v", err)
+		return res, nil
+	}
+	res.ColdStart = last.Sub(start)
+	loaded, err := settledStats(ctx, srv)
+	if err != nil {
+		return res, err
+	}
+	res.ColdCPU = loaded.CPU() - base.CPU()
+	res.HeapPerClient = float64(int64(loaded.HeapInuse)-int64(base.HeapInuse)) / float64(cfg.Clients)
+	res.RSSPerClient = float64(loaded.RSS-base.RSS) / float64(cfg.Clients)
+	log.Info("cold start", "time", res.ColdStart, "heap/client", res.HeapPerClient)
+
+	// Changes.
+	w := workload.NewWorld(spec)
+	if err := runChanges(ctx, cfg, srv, f, w, &res); err != nil {
+		return res, err
+	}
+	if err := f.validate(w); err != nil {
+		res.fail("validation: %v", err)
+	}
+	if err := srv.post(ctx, "/heapprofile", url.Values{"path": {filepath.Join(cfg.OutDir, cfg.ID()+".heap.pprof")}}); err != nil {
+		log.Warn("heap profile", "err", err)
+	}
+	if st, err := srv.stats(ctx); err == nil {
+		res.ServerRSS = st.RSS
+	}
+
+	if cfg.Reconnect && !res.Failed {
+		f, err = reconnect(ctx, cfg, srv, f, w, &res)
+		if err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+func (r *Result) fail(format string, args ...any) {
+	r.Failed = true
+	if r.Problem != "" {
+		r.Problem += "; "
+	}
+	r.Problem += fmt.Sprintf(format, args...)
+}
+
+// settledStats garbage-collects the server, waits until its CPU use stops
+// (no more than 2 ms in 200 ms, at most 10 s) and returns its stats.
+func settledStats(ctx context.Context, srv *server) (s0 targetStats, err error) {
+	s0, err = srv.stats(ctx)
+	for range 50 {
+		if err != nil {
+			return s0, err
+		}
+		select {
+		case <-time.After(200 * time.Millisecond):
+		case <-ctx.Done():
+			return s0, ctx.Err()
+		}
+		var s1 targetStats
+		if s1, err = srv.stats(ctx); err == nil && s1.CPU()-s0.CPU() < 2*time.Millisecond {
+			if err := srv.post(ctx, "/gc", nil); err != nil {
+				return s1, err
+			}
+			return srv.stats(ctx)
+		}
+		s0 = s1
+	}
+	return s0, err
+}
+
+func runChanges(ctx context.Context, cfg Config, srv *server, f *fleet, w *workload.World, res *Result) error {
+	total := cfg.Changes
+	var interval time.Duration
+	if cfg.Rate > 0 {
+		total = int(cfg.Rate * cfg.Duration.Seconds())
+		interval = time.Duration(float64(time.Second) / cfg.Rate)
+	}
+	if total == 0 {
+		return nil
+	}
+	prof := filepath.Join(cfg.OutDir, cfg.ID()+".cpu.pprof")
+	if err := srv.post(ctx, "/cpuprofile/start", url.Values{"path": {prof}}); err != nil {
+		return err
+	}
+	s0, err := srv.stats(ctx)
+	if err != nil {
+		return err
+	}
+	c0, l0 := f.stats(), selfCPU()
+	var all []*tracked
+	began := time.Now()
+	for k := 1; k <= total; k++ {
+		if interval > 0 {
+			if d := time.Until(began.Add(time.Duration(k-1) * interval)); d > 0 {
+				select {
+				case <-time.After(d):
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+		}
+		i := w.Apply(k)
+		r, err := w.Spec.Build(i, k)
+		if err != nil {
+			return err
+		}
+		h, err := envoysim.Hash(r.Assignment)
+		if err != nil {
+			return err
+		}
+		t := f.track(k, workload.Name(i), h)
+		all = append(all, t)
+		if err := srv.post(ctx, "/change", url.Values{"k": {strconv.Itoa(k)}}); err != nil {
+			return err
+		}
+		if interval == 0 {
+			waitTracked(ctx, t, cfg.Timeout)
+			f.untrack(t)
+		}
+	}
+	if interval > 0 {
+		for _, t := range all {
+			waitTracked(ctx, t, cfg.Timeout)
+			f.untrack(t)
+		}
+	}
+	c1, l1 := f.stats(), selfCPU()
+	s1, err := srv.stats(ctx)
+	if err != nil {
+		return err
+	}
+	if err := srv.post(ctx, "/cpuprofile/stop", nil); err != nil {
+		return err
+	}
+
+	var perChange, perClient []time.Duration
+	timeouts := 0
+	for _, t := range all {
+		lat, ok := t.latencies()
+		perClient = append(perClient, lat...)
+		if !ok {
+			timeouts++
+			continue
+		}
+		perChange = append(perChange, slices.Max(lat))
+	}
+	if timeouts > 0 {
+		res.fail("%d of %d changes did not reach every client within %s", timeouts, total, cfg.Timeout)
+	}
+	cc := float64(cfg.Clients * total)
+	res.ChangesDone = total
+	res.ConvP50, res.ConvP99, res.ConvMax = pct(perChange, 50), pct(perChange, 99), pct(perChange, 100)
+	res.ClientP50, res.ClientP99 = pct(perClient, 50), pct(perClient, 99)
+	cpu := s1.CPU() - s0.CPU()
+	res.CPUPerChange = cpu / time.Duration(total)
+	res.CPUPerClientChange = time.Duration(float64(cpu) / cc)
+	res.BytesPerClientChange = float64(c1.Bytes-c0.Bytes) / cc
+	res.ResPerClientChange = float64(c1.Resources-c0.Resources) / cc
+	res.LoadgenCPUPerChange = (l1 - l0) / time.Duration(total)
+	return nil
+}
+
+func waitTracked(ctx context.Context, t *tracked, timeout time.Duration) {
+	select {
+	case <-t.done:
+	case <-time.After(timeout - time.Since(t.t0)):
+	case <-ctx.Done():
+	}
+}
+
+// reconnect closes every client and starts them again at once; delta
+// clients list what they held (initial_resource_versions), as Envoy does.
+func reconnect(ctx context.Context, cfg Config, srv *server, f *fleet, w *workload.World, res *Result) (*fleet, error) {
+	var versions []map[string]map[string]string
+	var hashes []map[string]map[string]uint64
+	if cfg.Delta {
+		for _, c := range f.clients {
+			versions = append(versions, c.Versions())
+			hashes = append(hashes, c.Hashes())
+		}
+	}
+	f.close()
+	s0, err := settledStats(ctx, srv)
+	if err != nil {
+		return f, err
+	}
+	start := time.Now()
+	nf, err := startFleet(ctx, fleetOptions{addr: srv.xds, spec: w.Spec, clients: cfg.Clients, delta: cfg.Delta, prefix: "envoy", versions: versions, hashes: hashes})
+	if err != nil {
+		return f, err
+	}
+	last, err := nf.waitServed(ctx, cfg.Timeout)
+	if err != nil {
+		res.fail("reconnect: %v", err)
+		return nf, nil
+	}
+	res.ReconnectTime = last.Sub(start)
+	s1, err := settledStats(ctx, srv)
+	if err != nil {
+		return nf, err
+	}
+	res.ReconnectCPU = s1.CPU() - s0.CPU()
+	res.ReconnectBytesClient = float64(nf.stats().Bytes) / float64(cfg.Clients)
+	if err := nf.validate(w); err != nil {
+		res.fail("validation after reconnect: %v", err)
+	}
+	return nf, nil
+}
+
+// pct is the p-th percentile (nearest rank) of ds; 0 for none.
+func pct(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(p/100*float64(len(s))+0.5) - 1
+	return s[min(max(i, 0), len(s)-1)]
+}
+
+// selfCPU is this process's CPU time so far.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}

@@ -1,0 +1,174 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Scenarios of issue 4, in order.
+var Scenarios = []string{"S1", "S2", "S3", "S4", "S5", "S6"}
+
+// Sizes overrides the sizes of a preset; zero fields keep the preset's.
+type Sizes struct {
+	Clients, Services, Endpoints, Changes int
+	Rate                                  float64
+	Duration                              time.Duration
+}
+
+// Plan lists the runs of the chosen scenarios of a preset ("quick", the
+// reduced S1+S2 of `make bench`, or "full") for each implementation.
+func Plan(preset string, scenarios, impls []string, over Sizes) ([]Config, error) {
+	var quick bool
+	switch preset {
+	case "quick":
+		quick = true
+	case "full":
+	default:
+		return nil, fmt.Errorf("unknown preset %q (want quick or full)", preset)
+	}
+	if len(scenarios) == 0 {
+		scenarios = Scenarios
+		if quick {
+			scenarios = []string{"S1", "S2"}
+		}
+	}
+	pick := func(v, def int) int {
+		if v > 0 {
+			return v
+		}
+		return def
+	}
+	e := pick(over.Endpoints, 10)
+	var out []Config
+	add := func(sc string, delta bool, c, n, changes int, mod func(*Config)) {
+		for _, impl := range impls {
+			cfg := Config{Scenario: sc, Impl: impl, Delta: delta, Clients: c, Services: n, Endpoints: e, Changes: changes}
+			if mod != nil {
+				mod(&cfg)
+			}
+			out = append(out, cfg)
+		}
+	}
+	for _, sc := range scenarios {
+		switch sc {
+		case "S1": // single-endpoint changes, delta and SotW
+			c, n, k := pick(over.Clients, 1000), pick(over.Services, 1000), pick(over.Changes, 50)
+			if quick {
+				c, k = pick(over.Clients, 200), pick(over.Changes, 20)
+			}
+			add(sc, true, c, n, k, nil)
+			add(sc, false, c, n, k, nil)
+		case "S2": // cost flat in N
+			c, k := pick(over.Clients, 200), pick(over.Changes, 30)
+			if quick {
+				k = pick(over.Changes, 20)
+			}
+			for _, n := range []int{100, 1000, 10000} {
+				add(sc, true, c, n, k, nil)
+			}
+		case "S3": // cost vs C
+			n, k := pick(over.Services, 1000), pick(over.Changes, 30)
+			for _, c := range []int{100, 500, 1000, 2000} {
+				add(sc, true, c, n, k, nil)
+			}
+		case "S4": // sustained churn
+			rate, d := over.Rate, over.Duration
+			if rate == 0 {
+				rate = 100
+			}
+			if d == 0 {
+				d = 60 * time.Second
+			}
+			add(sc, true, pick(over.Clients, 1000), pick(over.Services, 1000), 0, func(c *Config) { c.Rate, c.Duration = rate, d })
+		case "S5": // everyone reconnects at once
+			for _, delta := range []bool{true, false} {
+				add(sc, delta, pick(over.Clients, 1000), pick(over.Services, 1000), pick(over.Changes, 5), func(c *Config) { c.Reconnect = true })
+			}
+		case "S6": // cold start
+			add(sc, true, pick(over.Clients, 1000), pick(over.Services, 10000), 0, nil)
+		default:
+			return nil, fmt.Errorf("unknown scenario %q (want one of %v)", sc, Scenarios)
+		}
+	}
+	return out, nil
+}
+
+// Suite runs a plan and writes its report.
+type Suite struct {
+	Runs    []Config
+	Bin     string
+	OutDir  string
+	Timeout time.Duration
+	Logger  *slog.Logger
+	// Machine describes where the suite ran, for the report.
+	Machine string
+}
+
+// Run performs the runs one after the other, writing the report after each
+// so that an interrupted suite still leaves its figures. It returns the
+// results; failed runs are in them with Failed set.
+func (s Suite) Run(ctx context.Context) ([]Result, error) {
+	if err := os.MkdirAll(filepath.Join(s.OutDir, "profiles"), 0o755); err != nil {
+		return nil, fmt.Errorf("creating output directory: %w", err)
+	}
+	var results []Result
+	for i, cfg := range s.Runs {
+		cfg.Bin, cfg.Logger, cfg.Timeout = s.Bin, s.Logger, s.Timeout
+		cfg.OutDir = filepath.Join(s.OutDir, "profiles")
+		// A run identical to one already done (S2's N=1000 point is S1's
+		// delta run when sizes match) is reused rather than repeated.
+		if j := slices.IndexFunc(results, func(r Result) bool { return sameRun(r.Config, cfg) }); j >= 0 {
+			r := results[j]
+			r.Config.Scenario = cfg.Scenario
+			results = append(results, r)
+			continue
+		}
+		s.Logger.Info("run", "n", fmt.Sprintf("%d/%d", i+1, len(s.Runs)), "id", cfg.ID())
+		started := time.Now()
+		r, err := Run(ctx, cfg)
+		if err != nil {
+			r.fail("rig: %v", err)
+			if ctx.Err() != nil {
+				return results, err
+			}
+		}
+		s.Logger.Info("done", "id", cfg.ID(), "took", time.Since(started).Round(time.Millisecond),
+			"conv_p99", r.ConvP99, "cpu/client·change", r.CPUPerClientChange, "bytes/client·change", int(r.BytesPerClientChange), "failed", r.Failed, "problem", r.Problem)
+		results = append(results, r)
+		if err := s.write(results); err != nil {
+			return results, err
+		}
+	}
+	return results, nil
+}
+
+func sameRun(a, b Config) bool {
+	a.Scenario, b.Scenario = "", ""
+	a.Bin, b.Bin, a.OutDir, b.OutDir = "", "", "", ""
+	a.Logger, b.Logger = nil, nil
+	return a == b
+}
+
+func (s Suite) write(results []Result) error {
+	md := Markdown(results, s.Machine)
+	if err := os.WriteFile(filepath.Join(s.OutDir, "results.md"), []byte(md), 0o644); err != nil {
+		return fmt.Errorf("writing report: %w", err)
+	}
+	var csv strings.Builder
+	if err := CSV(&csv, results); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(s.OutDir, "results.csv"), []byte(csv.String()), 0o644); err != nil {
+		return fmt.Errorf("writing csv: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(s.OutDir, "chart.svg"), []byte(Chart(results)), 0o644); err != nil {
+		return fmt.Errorf("writing chart: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,207 @@
+// Package target hosts one xDS server implementation under test in its own
+// process, so that its CPU and memory can be measured apart from the load
+// generator's. A small HTTP control API on loopback loads the workload,
+// applies numbered changes, and reports rusage, RSS and heap.
+package target
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	clusterservice "github.com/envoyproxy/go-control-plane/envoy/service/cluster/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	endpointservice "github.com/envoyproxy/go-control-plane/envoy/service/endpoint/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+	"google.golang.org/grpc"
+
+	"github.com/xdsbridge/xdsbridge/internal/bench/workload"
+	"github.com/xdsbridge/xdsbridge/xds"
+)
+
+// Impls are the implementations a target can host.
+var Impls = []string{"xdsbridge", "snapshot", "linear"}
+
+// impl is one server implementation. load is called once before any client
+// connects; change applies change k of the workload. Calls are serialized.
+type impl interface {
+	register(g *grpc.Server)
+	load(w *workload.World) error
+	change(w *workload.World, k int) error
+}
+
+func newImpl(ctx context.Context, name string, log *slog.Logger) (impl, error) {
+	switch name {
+	case "xdsbridge":
+		return &bridge{srv: xds.NewServer(xds.Options{Logger: log})}, nil
+	case "snapshot":
+		return newSnapshot(ctx), nil
+	case "linear":
+		return newLinear(ctx), nil
+	}
+	return nil, fmt.Errorf("unknown implementation %q (want one of %v)", name, Impls)
+}
+
+// bridge is xdsbridge's own engine.
+type bridge struct{ srv *xds.Server }
+
+func (b *bridge) register(g *grpc.Server) { b.srv.Register(g) }
+
+func (b *bridge) load(w *workload.World) error {
+	ups := make([]xds.Resource, 0, 2*w.Spec.Services)
+	for i := range w.Spec.Services {
+		r, err := w.Spec.Build(i, 0)
+		if err != nil {
+			return err
+		}
+		ups = append(ups,
+			xds.Resource{Type: resourcev3.ClusterType, Name: r.Cluster.GetName(), Message: r.Cluster},
+			xds.Resource{Type: resourcev3.EndpointType, Name: r.Assignment.GetClusterName(), Message: r.Assignment})
+	}
+	b.srv.Apply(ups, nil)
+	return nil
+}
+
+func (b *bridge) change(w *workload.World, k int) error {
+	i := w.Apply(k)
+	r, err := w.Spec.Build(i, k)
+	if err != nil {
+		return err
+	}
+	// As the bridge's pipeline does, the whole service is re-applied; the
+	// unchanged cluster costs a hash comparison.
+	b.srv.Apply([]xds.Resource{
+		{Type: resourcev3.ClusterType, Name: r.Cluster.GetName(), Message: r.Cluster},
+		{Type: resourcev3.EndpointType, Name: r.Assignment.GetClusterName(), Message: r.Assignment},
+	}, nil)
+	return nil
+}
+
+// fleetHash puts every node in one snapshot, the usual way to serve a
+// homogeneous fleet from a SnapshotCache.
+type fleetHash struct{}
+
+func (fleetHash) ID(*corev3.Node) string { return "fleet" }
+
+func registerGCP(g *grpc.Server, srv serverv3.Server) {
+	discoveryv3.RegisterAggregatedDiscoveryServiceServer(g, srv)
+	clusterservice.RegisterClusterDiscoveryServiceServer(g, srv)
+	endpointservice.RegisterEndpointDiscoveryServiceServer(g, srv)
+}
+
+// snapshot is stock go-control-plane with a SnapshotCache: every change is a
+// new whole snapshot, as its users do.
+type snapshot struct {
+	cache    cachev3.SnapshotCache
+	srv      serverv3.Server
+	clusters []types.Resource
+	assigns  []types.Resource
+	version  int
+}
+
+func newSnapshot(ctx context.Context) *snapshot {
+	c := cachev3.NewSnapshotCache(true, fleetHash{}, nil)
+	return &snapshot{cache: c, srv: serverv3.NewServer(ctx, c, nil)}
+}
+
+func (s *snapshot) register(g *grpc.Server) { registerGCP(g, s.srv) }
+
+func (s *snapshot) load(w *workload.World) error {
+	s.clusters = make([]types.Resource, w.Spec.Services)
+	s.assigns = make([]types.Resource, w.Spec.Services)
+	for i := range w.Spec.Services {
+		r, err := w.Spec.Build(i, 0)
+		if err != nil {
+			return err
+		}
+		s.clusters[i], s.assigns[i] = r.Cluster, r.Assignment
+	}
+	return s.publish()
+}
+
+func (s *snapshot) change(w *workload.World, k int) error {
+	i := w.Apply(k)
+	r, err := w.Spec.Build(i, k)
+	if err != nil {
+		return err
+	}
+	s.clusters[i], s.assigns[i] = r.Cluster, r.Assignment
+	return s.publish()
+}
+
+func (s *snapshot) publish() error {
+	s.version++
+	// NewSnapshot copies the slices into its own maps.
+	snap, err := cachev3.NewSnapshot(strconv.Itoa(s.version), map[resourcev3.Type][]types.Resource{
+		resourcev3.ClusterType:  s.clusters,
+		resourcev3.EndpointType: s.assigns,
+	})
+	if err != nil {
+		return fmt.Errorf("building snapshot: %w", err)
+	}
+	if err := snap.Consistent(); err != nil {
+		return fmt.Errorf("checking snapshot: %w", err)
+	}
+	if err := s.cache.SetSnapshot(context.Background(), "fleet", snap); err != nil {
+		return fmt.Errorf("setting snapshot: %w", err)
+	}
+	return nil
+}
+
+// linear is stock go-control-plane with one LinearCache per type behind a
+// MuxCache: per-resource versions, so a change updates one resource.
+type linear struct {
+	cds, eds *cachev3.LinearCache
+	srv      serverv3.Server
+}
+
+func newLinear(ctx context.Context) *linear {
+	l := &linear{
+		cds: cachev3.NewLinearCache(resourcev3.ClusterType),
+		eds: cachev3.NewLinearCache(resourcev3.EndpointType),
+	}
+	mux := &cachev3.MuxCache{
+		Classify:      func(r *cachev3.Request) string { return r.GetTypeUrl() },
+		ClassifyDelta: func(r *cachev3.DeltaRequest) string { return r.GetTypeUrl() },
+		Caches: map[string]cachev3.Cache{
+			resourcev3.ClusterType:  l.cds,
+			resourcev3.EndpointType: l.eds,
+		},
+	}
+	l.srv = serverv3.NewServer(ctx, mux, nil)
+	return l
+}
+
+func (l *linear) register(g *grpc.Server) { registerGCP(g, l.srv) }
+
+func (l *linear) load(w *workload.World) error {
+	cds := make(map[string]types.Resource, w.Spec.Services)
+	eds := make(map[string]types.Resource, w.Spec.Services)
+	for i := range w.Spec.Services {
+		r, err := w.Spec.Build(i, 0)
+		if err != nil {
+			return err
+		}
+		cds[r.Cluster.GetName()], eds[r.Assignment.GetClusterName()] = r.Cluster, r.Assignment
+	}
+	l.cds.SetResources(cds)
+	l.eds.SetResources(eds)
+	return nil
+}
+
+func (l *linear) change(w *workload.World, k int) error {
+	i := w.Apply(k)
+	r, err := w.Spec.Build(i, k)
+	if err != nil {
+		return err
+	}
+	if err := l.eds.UpdateResource(r.Assignment.GetClusterName(), r.Assignment); err != nil {
+		return fmt.Errorf("updating assignment: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,237 @@
+package target
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"runtime/pprof"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/xdsbridge/xdsbridge/internal/bench/workload"
+)
+
+// Options configure Serve.
+type Options struct {
+	Impl    string
+	XDS     string // listen address of the xDS server, e.g. 127.0.0.1:0
+	Control string // listen address of the control API
+	// Ready receives one line "READY xds=ADDR control=ADDR" once both
+	// listen.
+	Ready  io.Writer
+	Logger *slog.Logger
+}
+
+// Stats is what GET /stats reports.
+type Stats struct {
+	UserNs, SysNs int64 // getrusage(RUSAGE_SELF)
+	RSS           int64 // VmRSS, bytes
+	HeapInuse     uint64
+	HeapAlloc     uint64
+	Goroutines    int
+	Changes       int
+}
+
+// CPU is user + system time.
+func (s Stats) CPU() time.Duration { return time.Duration(s.UserNs + s.SysNs) }
+
+// Serve runs the implementation and the control API until ctx ends.
+//
+// Control API (all on loopback, plain HTTP):
+//
+//	POST /load?services=N&endpoints=E   build and apply the initial world
+//	POST /change?k=K                    apply change K; returns when applied
+//	GET  /stats                         Stats as JSON
+//	POST /gc                            run the garbage collector
+//	POST /cpuprofile/start?path=P       start a CPU profile written to P
+//	POST /cpuprofile/stop
+//	POST /heapprofile?path=P            write a heap profile to P
+func Serve(ctx context.Context, opts Options) error {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	im, err := newImpl(ctx, opts.Impl, opts.Logger)
+	if err != nil {
+		return err
+	}
+	g := grpc.NewServer(grpc.MaxConcurrentStreams(1 << 20))
+	im.register(g)
+	xl, err := net.Listen("tcp", opts.XDS)
+	if err != nil {
+		return fmt.Errorf("listening for xDS: %w", err)
+	}
+	cl, err := net.Listen("tcp", opts.Control)
+	if err != nil {
+		xl.Close()
+		return fmt.Errorf("listening for control: %w", err)
+	}
+	c := &control{impl: im}
+	hs := &http.Server{Handler: c.mux(), ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 2)
+	go func() { errc <- g.Serve(xl) }()
+	go func() { errc <- hs.Serve(cl) }()
+	if opts.Ready != nil {
+		fmt.Fprintf(opts.Ready, "READY xds=%s control=%s\n", xl.Addr(), cl.Addr())
+	}
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	_ = hs.Close()
+	g.Stop()
+	if errors.Is(err, http.ErrServerClosed) || errors.Is(err, grpc.ErrServerStopped) {
+		err = nil
+	}
+	return err
+}
+
+type control struct {
+	mu      sync.Mutex
+	impl    impl
+	world   *workload.World
+	changes int
+	prof    *os.File
+}
+
+func (c *control) mux() *http.ServeMux {
+	m := http.NewServeMux()
+	m.HandleFunc("POST /load", c.load)
+	m.HandleFunc("POST /change", c.change)
+	m.HandleFunc("GET /stats", c.stats)
+	m.HandleFunc("POST /gc", func(w http.ResponseWriter, _ *http.Request) { runtime.GC(); debug.FreeOSMemory() })
+	m.HandleFunc("POST /cpuprofile/start", c.cpuStart)
+	m.HandleFunc("POST /cpuprofile/stop", c.cpuStop)
+	m.HandleFunc("POST /heapprofile", heapProfile)
+	return m
+}
+
+func intParam(r *http.Request, name string) (int, error) {
+	v, err := strconv.Atoi(r.URL.Query().Get(name))
+	if err != nil {
+		return 0, fmt.Errorf("parameter %s: %w", name, err)
+	}
+	return v, nil
+}
+
+func (c *control) load(w http.ResponseWriter, r *http.Request) {
+	n, err := intParam(r, "services")
+	e, err2 := intParam(r, "endpoints")
+	if err = errors.Join(err, err2); err == nil {
+		spec := workload.Spec{Services: n, Endpoints: e}
+		if err = spec.Validate(); err == nil {
+			c.mu.Lock()
+			c.world = workload.NewWorld(spec)
+			err = c.impl.load(c.world)
+			c.mu.Unlock()
+		}
+	}
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+	}
+}
+
+func (c *control) change(w http.ResponseWriter, r *http.Request) {
+	k, err := intParam(r, "k")
+	if err == nil {
+		c.mu.Lock()
+		if c.world == nil {
+			err = errors.New("no workload loaded")
+		} else {
+			err = c.impl.change(c.world, k)
+			c.changes++
+		}
+		c.mu.Unlock()
+	}
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+	}
+}
+
+func (c *control) stats(w http.ResponseWriter, _ *http.Request) {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	c.mu.Lock()
+	s := Stats{
+		UserNs:     ru.Utime.Nano(),
+		SysNs:      ru.Stime.Nano(),
+		RSS:        rss(),
+		HeapInuse:  ms.HeapInuse,
+		HeapAlloc:  ms.HeapAlloc,
+		Goroutines: runtime.NumGoroutine(),
+		Changes:    c.changes,
+	}
+	c.mu.Unlock()
+	_ = json.NewEncoder(w).Encode(s)
+}
+
+func (c *control) cpuStart(w http.ResponseWriter, r *http.Request) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.prof != nil {
+		http.Error(w, "profile already running", http.StatusConflict)
+		return
+	}
+	f, err := os.Create(r.URL.Query().Get("path"))
+	if err == nil {
+		if err = pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+		}
+	}
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	c.prof = f
+}
+
+func (c *control) cpuStop(w http.ResponseWriter, _ *http.Request) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.prof == nil {
+		return
+	}
+	pprof.StopCPUProfile()
+	if err := c.prof.Close(); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+	}
+	c.prof = nil
+}
+
+func heapProfile(w http.ResponseWriter, r *http.Request) {
+	f, err := os.Create(r.URL.Query().Get("path"))
+	if err == nil {
+		err = errors.Join(pprof.Lookup("heap").WriteTo(f, 0), f.Close())
+	}
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+	}
+}
+
+// rss reads VmRSS of this process from /proc (0 where unavailable).
+func rss() int64 {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0
+	}
+	var size, res int64
+	if _, err := fmt.Sscan(string(b), &size, &res); err != nil {
+		return 0
+	}
+	return res * int64(os.Getpagesize())
+}
