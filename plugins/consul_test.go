@@ -1,0 +1,5 @@
+//go:build !no_consul
+
+package plugins
+
+func init() { builtins = append(builtins, "consul") }
