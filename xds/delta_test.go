@@ -1,0 +1,153 @@
+package xds
+
+import (
+	"testing"
+	"time"
+
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	statuspb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc"
+)
+
+func deltaAck(r *discoveryv3.DeltaDiscoveryResponse) *discoveryv3.DeltaDiscoveryRequest {
+	return &discoveryv3.DeltaDiscoveryRequest{TypeUrl: r.TypeUrl, ResponseNonce: r.Nonce}
+}
+
+func versions(r *discoveryv3.DeltaDiscoveryResponse) map[string]string {
+	m := map[string]string{}
+	for _, x := range r.Resources {
+		m[x.Name] = x.Version
+	}
+	return m
+}
+
+func TestDeltaADS(t *testing.T) {
+	s := NewServer(Options{})
+	cc := serve(t, s)
+	s.Apply(services(3), nil)
+	c := openDeltaADS(t, cc)
+	c.send(deltaReq(ClusterType)) // empty first CDS request = wildcard
+	r := c.recv()
+	wantNames(t, deltaNames(r), "svc-0", "svc-1", "svc-2")
+	c.send(deltaAck(r))
+	c.send(deltaReq(EndpointType, "svc-0", "svc-1"))
+	e := c.recv()
+	wantNames(t, deltaNames(e), "svc-0", "svc-1")
+	c.send(deltaAck(e))
+
+	// Only the changed resource, with its new version.
+	s.Apply([]Resource{assignment("svc-0", 7)}, nil)
+	e2 := c.recv()
+	wantNames(t, deltaNames(e2), "svc-0")
+	if versions(e2)["svc-0"] == versions(e)["svc-0"] {
+		t.Fatal("version did not change")
+	}
+	c.send(deltaAck(e2))
+
+	// Unsubscribe, then a change of that name is not sent.
+	c.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: EndpointType, ResourceNamesUnsubscribe: []string{"svc-1"}})
+	waitFor(t, func() bool { return subscribed(s, EndpointType) == 1 })
+	s.Apply([]Resource{assignment("svc-1", 9)}, nil)
+	c.none(100 * time.Millisecond)
+
+	// A removal: removed_resources, CDS first then EDS (both after upserts).
+	s.Apply(nil, []Key{{ClusterType, "svc-2"}, {EndpointType, "svc-0"}})
+	r1, r2 := c.recv(), c.recv()
+	if r1.TypeUrl != ClusterType || len(r1.RemovedResources) != 1 || r1.RemovedResources[0] != "svc-2" {
+		t.Fatalf("first removal %v", r1)
+	}
+	if r2.TypeUrl != EndpointType || len(r2.RemovedResources) != 1 || r2.RemovedResources[0] != "svc-0" {
+		t.Fatalf("second removal %v", r2)
+	}
+}
+
+func TestDeltaReconnect(t *testing.T) {
+	s := NewServer(Options{})
+	cc := serve(t, s)
+	s.Apply(services(50), nil)
+
+	// First connection: learn every version.
+	c := openDeltaADS(t, cc)
+	c.send(deltaReq(ClusterType, "*"))
+	held := map[string]map[string]string{ClusterType: versions(c.recv())}
+	var all []string
+	for i := range 50 {
+		all = append(all, svcName(i))
+	}
+	c.send(deltaReq(EndpointType, all...))
+	held[EndpointType] = versions(c.recv())
+
+	// A second replica fed the same Apply serves the same versions.
+	s2 := NewServer(Options{})
+	cc2 := serve(t, s2)
+	s2.Apply(services(50), nil)
+
+	for _, tc := range []struct {
+		name string
+		s    *Server
+		cc   *grpc.ClientConn
+	}{{"same server", s, cc}, {"second server", s2, cc2}} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := openDeltaADS(t, tc.cc)
+			r.send(&discoveryv3.DeltaDiscoveryRequest{Node: envoyNode, TypeUrl: ClusterType,
+				ResourceNamesSubscribe: []string{"*"}, InitialResourceVersions: held[ClusterType]})
+			r.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: EndpointType,
+				ResourceNamesSubscribe: all, InitialResourceVersions: held[EndpointType]})
+			r.none(200 * time.Millisecond)
+			// Then a change and a stale claim still reach it.
+			tc.s.Apply([]Resource{assignment("svc-4", 1)}, nil)
+			wantNames(t, deltaNames(r.recv()), "svc-4")
+		})
+	}
+
+	// A claim the server no longer has is removed; a differing version re-sent.
+	old := map[string]string{"svc-0": "deadbeef", "gone": "1"}
+	r := openDeltaADS(t, cc2)
+	r.send(&discoveryv3.DeltaDiscoveryRequest{Node: envoyNode, TypeUrl: EndpointType,
+		ResourceNamesSubscribe: []string{"svc-0", "gone"}, InitialResourceVersions: old})
+	got := r.recv()
+	wantNames(t, deltaNames(got), "svc-0")
+	rem := got.RemovedResources
+	if len(rem) == 0 {
+		rem = r.recv().RemovedResources
+	}
+	wantNames(t, rem, "gone")
+}
+
+func TestDeltaNACK(t *testing.T) {
+	s := NewServer(Options{})
+	cc := serve(t, s)
+	s.Apply(services(2), nil)
+	c := openDeltaADS(t, cc)
+	c.send(deltaReq(ClusterType, "*"))
+	c.send(deltaAck(c.recv()))
+	s.Apply([]Resource{cluster("svc-1", 5*time.Second)}, nil)
+	bad := c.recv()
+	n := deltaAck(bad)
+	n.ErrorDetail = &statuspb.Status{Code: 3, Message: "rejected"}
+	c.send(n)
+	c.none(300 * time.Millisecond)
+	if got := counter(t, s.m.nacks.WithLabelValues("cluster")); got != 1 {
+		t.Fatalf("nacks = %v", got)
+	}
+	s.Apply([]Resource{cluster("svc-1", 6*time.Second)}, nil)
+	wantNames(t, deltaNames(c.recv()), "svc-1")
+}
+
+func TestDeltaWildcardWithNames(t *testing.T) {
+	s := NewServer(Options{})
+	cc := serve(t, s)
+	s.Apply(services(2), nil)
+	c := openDeltaADS(t, cc)
+	c.send(deltaReq(ClusterType, "*", "svc-0"))
+	r := c.recv()
+	wantNames(t, deltaNames(r), "svc-0", "svc-1")
+	// Leaving wildcard keeps the explicit name; the others are forgotten.
+	c.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: ClusterType, ResourceNamesUnsubscribe: []string{"*"}})
+	waitFor(t, func() bool { return !s.Clients()[0].Types[0].Wildcard })
+	s.Apply([]Resource{cluster("svc-1", 3*time.Second)}, nil)
+	c.none(100 * time.Millisecond)
+	s.Apply([]Resource{cluster("svc-0", 3*time.Second)}, nil)
+	wantNames(t, deltaNames(c.recv()), "svc-0")
+	// Unknown explicit names are reported as removed after the wait.
+}
