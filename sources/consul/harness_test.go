@@ -34,6 +34,7 @@ type running struct {
 	state   map[string]sources.Service
 	updates int
 	full    time.Time // when the first (Full) update arrived
+	history map[string][]int // endpoint counts published per cluster (-1: removed)
 	errs    []string  // contract violations seen by the reader
 }
 
@@ -48,7 +49,8 @@ func startSource(t testing.TB, agent *consultest.Agent, cfg map[string]any, twea
 	if _, ok := cfg["retry_max"]; !ok {
 		cfg["retry_max"] = "1s"
 	}
-	r := &running{t: t, status: sources.NewStatus(t.Name()), logs: &logRecorder{}, state: map[string]sources.Service{}}
+	r := &running{t: t, status: sources.NewStatus(t.Name()), logs: &logRecorder{}, state: map[string]sources.Service{},
+		history: map[string][]int{}}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	log = slog.New(teeHandler{log.Handler(), r.logs})
 	src, err := New(cfg, sources.Options{Name: t.Name(), Logger: log, Status: r.status})
@@ -107,9 +109,11 @@ func (r *running) apply(u sources.Update, started time.Time) {
 			r.errs = append(r.errs, "endpoints of "+s.Name+" not sorted")
 		}
 		r.state[s.Name] = s
+		r.history[s.Name] = append(r.history[s.Name], len(s.Endpoints))
 	}
 	for _, n := range u.Removed {
 		delete(r.state, n)
+		r.history[n] = append(r.history[n], -1)
 	}
 	if !u.Full && len(u.Services) == 0 && len(u.Removed) == 0 {
 		r.errs = append(r.errs, "empty partial update")
@@ -122,6 +126,14 @@ func (r *running) service(name string) (sources.Service, bool) {
 	defer r.mu.Unlock()
 	s, ok := r.state[name]
 	return s, ok
+}
+
+// published returns the endpoint counts published for cluster name, in
+// order (-1 for a removal).
+func (r *running) published(name string) []int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.history[name])
 }
 
 func (r *running) updateCount() int {

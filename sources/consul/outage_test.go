@@ -1,0 +1,58 @@
+package consul
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+
+	"github.com/xdsbridge/xdsbridge/internal/consultest"
+)
+
+// TestAgentOutage kills the agent: nothing is published (the receiver keeps
+// every endpoint), the status turns stale and one warning is logged; when
+// the agent returns the source resyncs and is fresh again.
+func TestAgentOutage(t *testing.T) {
+	agent := consultest.Start(t)
+	c := agent.Client()
+	for i, port := range []int{6001, 6002} {
+		register(t, c, &api.AgentServiceRegistration{ID: []string{"out-1", "out-2"}[i], Name: "out", Address: "10.0.3.1", Port: port})
+	}
+	r := startSource(t, agent, map[string]any{"services": map[string]any{"include": []any{"out", "back"}}, "retry_max": "500ms"})
+	r.synced(10 * time.Second)
+	r.waitFor(within, "out has 2 endpoints", func() bool { return len(r.endpointsOf("out")) == 2 })
+	n := r.updateCount()
+
+	agent.Kill()
+	r.waitFor(5*time.Second, "status stale", func() bool { return r.status.Snapshot().Stale })
+	// Let the retries run for a while: still nothing published, still one
+	// warning however many retries failed.
+	waitFor(t, 10*time.Second, "several failed retries", func() bool { return r.status.Snapshot().Failures >= 5 })
+	if got := r.updateCount(); got != n {
+		t.Fatalf("%d updates published during the outage", got-n)
+	}
+	if got := r.logs.count(msgFailing); got != 1 {
+		t.Errorf("logged %q %d times, want once", msgFailing, got)
+	}
+	snap := r.status.Snapshot()
+	if !snap.Synced || snap.FailingFrom.IsZero() || snap.LastError == "" {
+		t.Errorf("status during outage = %+v", snap)
+	}
+
+	agent.Restart()
+	// The agent reloads its persisted services and syncs them into the
+	// fresh catalog; a service registered after the restart shows that
+	// watching works again.
+	register(t, agent.Client(), &api.AgentServiceRegistration{ID: "back-1", Name: "back", Address: "10.0.3.2", Port: 6003})
+	took := r.waitFor(15*time.Second, "resync after restart", func() bool {
+		return !r.status.Snapshot().Stale && len(r.endpointsOf("back")) == 1
+	})
+	t.Logf("fresh again %v after the restart", took)
+	if got := r.published("out"); !slices.Equal(got, []int{2}) {
+		t.Errorf("out was published with endpoint counts %v, want only [2]: an endpoint was lost", got)
+	}
+	if got := r.logs.count(msgRecovered); got != 1 {
+		t.Errorf("logged %q %d times, want once", msgRecovered, got)
+	}
+}
