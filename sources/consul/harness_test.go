@@ -33,9 +33,9 @@ type running struct {
 	mu      sync.Mutex
 	state   map[string]sources.Service
 	updates int
-	full    time.Time // when the first (Full) update arrived
+	full    time.Time        // when the first (Full) update arrived
 	history map[string][]int // endpoint counts published per cluster (-1: removed)
-	errs    []string  // contract violations seen by the reader
+	errs    []string         // contract violations seen by the reader
 }
 
 // startSource runs a consul source against agent with cfg (address
