@@ -77,7 +77,7 @@ func (r *recorder) count() int {
 func (r *recorder) wait(t *testing.T, n int) Changes {
 	t.Helper()
 	var c Changes
-	eventually(t, fmt.Sprintf("publish #%d", n), func() bool {
+	waitUntil(t, fmt.Sprintf("publish #%d", n), func() bool {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		if len(r.got) > n {
@@ -90,7 +90,7 @@ func (r *recorder) wait(t *testing.T, n int) Changes {
 }
 
 // eventually polls cond until it holds, failing after 5s.
-func eventually(t *testing.T, what string, cond func() bool) {
+func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	tick := time.NewTicker(2 * time.Millisecond)
@@ -133,7 +133,7 @@ func startManager(t *testing.T, opts ManagerOptions, names ...string) (*Manager,
 	return m, fakes, rec
 }
 
-func svc(name string, addrs ...string) Service {
+func testSvc(name string, addrs ...string) Service {
 	s := Service{Name: name}
 	for _, a := range addrs {
 		s.Endpoints = append(s.Endpoints, Endpoint{Address: a, Port: 80, Health: HealthHealthy})
@@ -141,11 +141,11 @@ func svc(name string, addrs ...string) Service {
 	return s
 }
 
-func full(ss ...Service) Update { return Update{Full: true, Services: ss} }
+func fullUp(ss ...Service) Update { return Update{Full: true, Services: ss} }
 
-func upsert(ss ...Service) Update { return Update{Services: ss} }
+func upsertUp(ss ...Service) Update { return Update{Services: ss} }
 
-func remove(names ...string) Update { return Update{Removed: names} }
+func removeUp(names ...string) Update { return Update{Removed: names} }
 
 func changesString(c Changes) string {
 	var b strings.Builder
@@ -189,90 +189,90 @@ func TestManagerScenarios(t *testing.T) {
 			name:    "first publish waits for every source",
 			sources: []string{"a", "b"},
 			steps: []step{
-				{src: 0, up: full(svc("web", "10.0.0.1")), pending: []string{"b"}},
-				{src: 1, up: full(svc("api", "10.0.0.2")), pending: []string{},
-					want: &Changes{Upserted: []Service{svc("api", "10.0.0.2"), svc("web", "10.0.0.1")}}},
+				{src: 0, up: fullUp(testSvc("web", "10.0.0.1")), pending: []string{"b"}},
+				{src: 1, up: fullUp(testSvc("api", "10.0.0.2")), pending: []string{},
+					want: &Changes{Upserted: []Service{testSvc("api", "10.0.0.2"), testSvc("web", "10.0.0.1")}}},
 			},
 		},
 		{
 			name:    "first publish carries an empty state",
 			sources: []string{"a"},
-			steps:   []step{{src: 0, up: full(), want: &Changes{}, pending: []string{}}},
+			steps:   []step{{src: 0, up: fullUp(), want: &Changes{}, pending: []string{}}},
 		},
 		{
 			name:    "non-full first update counts as full",
 			sources: []string{"a"},
-			steps:   []step{{src: 0, up: upsert(svc("web", "10.0.0.1")), want: &Changes{Upserted: []Service{svc("web", "10.0.0.1")}}}},
+			steps:   []step{{src: 0, up: upsertUp(testSvc("web", "10.0.0.1")), want: &Changes{Upserted: []Service{testSvc("web", "10.0.0.1")}}}},
 		},
 		{
 			name:    "full update removes absent services",
 			sources: []string{"a"},
 			steps: []step{
-				{src: 0, up: full(svc("web", "10.0.0.1"), svc("api", "10.0.0.2")),
-					want: &Changes{Upserted: []Service{svc("api", "10.0.0.2"), svc("web", "10.0.0.1")}}},
-				{src: 0, up: full(svc("web", "10.0.0.1")), want: &Changes{Removed: []string{"api"}}},
+				{src: 0, up: fullUp(testSvc("web", "10.0.0.1"), testSvc("api", "10.0.0.2")),
+					want: &Changes{Upserted: []Service{testSvc("api", "10.0.0.2"), testSvc("web", "10.0.0.1")}}},
+				{src: 0, up: fullUp(testSvc("web", "10.0.0.1")), want: &Changes{Removed: []string{"api"}}},
 			},
 		},
 		{
 			name:    "partial updates upsert and remove",
 			sources: []string{"a"},
 			steps: []step{
-				{src: 0, up: full(svc("web", "10.0.0.1"), svc("api", "10.0.0.2")),
-					want: &Changes{Upserted: []Service{svc("api", "10.0.0.2"), svc("web", "10.0.0.1")}}},
-				{src: 0, up: Update{Services: []Service{svc("web", "10.0.0.1", "10.0.0.3")}, Removed: []string{"api"}},
-					want: &Changes{Upserted: []Service{svc("web", "10.0.0.1", "10.0.0.3")}, Removed: []string{"api"}}},
-				{src: 0, up: remove("nonexistent")},
-				{src: 0, up: upsert(svc("db", "10.0.0.9")), want: &Changes{Upserted: []Service{svc("db", "10.0.0.9")}}},
+				{src: 0, up: fullUp(testSvc("web", "10.0.0.1"), testSvc("api", "10.0.0.2")),
+					want: &Changes{Upserted: []Service{testSvc("api", "10.0.0.2"), testSvc("web", "10.0.0.1")}}},
+				{src: 0, up: Update{Services: []Service{testSvc("web", "10.0.0.1", "10.0.0.3")}, Removed: []string{"api"}},
+					want: &Changes{Upserted: []Service{testSvc("web", "10.0.0.1", "10.0.0.3")}, Removed: []string{"api"}}},
+				{src: 0, up: removeUp("nonexistent")},
+				{src: 0, up: upsertUp(testSvc("db", "10.0.0.9")), want: &Changes{Upserted: []Service{testSvc("db", "10.0.0.9")}}},
 			},
 		},
 		{
 			name:    "earlier source wins and a later one shows through",
 			sources: []string{"a", "b"},
 			steps: []step{
-				{src: 0, up: full(svc("web", "10.0.0.1"))},
-				{src: 1, up: full(svc("web", "10.0.1.1"), svc("api", "10.0.1.2")),
-					want: &Changes{Upserted: []Service{svc("api", "10.0.1.2"), svc("web", "10.0.0.1")}}},
-				{src: 1, up: upsert(svc("web", "10.0.1.5"))},
-				{src: 0, up: remove("web"), want: &Changes{Upserted: []Service{svc("web", "10.0.1.5")}}},
-				{src: 0, up: upsert(svc("web", "10.0.0.1")), want: &Changes{Upserted: []Service{svc("web", "10.0.0.1")}}},
-				{src: 1, up: full(svc("api", "10.0.1.2"))},
-				{src: 0, up: full(), want: &Changes{Removed: []string{"web"}}},
+				{src: 0, up: fullUp(testSvc("web", "10.0.0.1"))},
+				{src: 1, up: fullUp(testSvc("web", "10.0.1.1"), testSvc("api", "10.0.1.2")),
+					want: &Changes{Upserted: []Service{testSvc("api", "10.0.1.2"), testSvc("web", "10.0.0.1")}}},
+				{src: 1, up: upsertUp(testSvc("web", "10.0.1.5"))},
+				{src: 0, up: removeUp("web"), want: &Changes{Upserted: []Service{testSvc("web", "10.0.1.5")}}},
+				{src: 0, up: upsertUp(testSvc("web", "10.0.0.1")), want: &Changes{Upserted: []Service{testSvc("web", "10.0.0.1")}}},
+				{src: 1, up: fullUp(testSvc("api", "10.0.1.2"))},
+				{src: 0, up: fullUp(), want: &Changes{Removed: []string{"web"}}},
 				// An identical copy showing through is no change.
-				{src: 1, up: upsert(svc("web", "10.0.2.1")), want: &Changes{Upserted: []Service{svc("web", "10.0.2.1")}}},
-				{src: 0, up: upsert(svc("web", "10.0.2.1"))},
-				{src: 0, up: remove("web")},
+				{src: 1, up: upsertUp(testSvc("web", "10.0.2.1")), want: &Changes{Upserted: []Service{testSvc("web", "10.0.2.1")}}},
+				{src: 0, up: upsertUp(testSvc("web", "10.0.2.1"))},
+				{src: 0, up: removeUp("web")},
 			},
 		},
 		{
 			name:    "unchanged content publishes nothing",
 			sources: []string{"a"},
 			steps: []step{
-				{src: 0, up: full(svc("web", "10.0.0.2", "10.0.0.1")),
-					want: &Changes{Upserted: []Service{svc("web", "10.0.0.1", "10.0.0.2")}}},
-				{src: 0, up: full(svc("web", "10.0.0.1", "10.0.0.2"))},
-				{src: 0, up: upsert(svc("web", "10.0.0.2", "10.0.0.1"))},
+				{src: 0, up: fullUp(testSvc("web", "10.0.0.2", "10.0.0.1")),
+					want: &Changes{Upserted: []Service{testSvc("web", "10.0.0.1", "10.0.0.2")}}},
+				{src: 0, up: fullUp(testSvc("web", "10.0.0.1", "10.0.0.2"))},
+				{src: 0, up: upsertUp(testSvc("web", "10.0.0.2", "10.0.0.1"))},
 			},
 		},
 		{
 			name:    "empty service is a state, not a removal",
 			sources: []string{"a"},
 			steps: []step{
-				{src: 0, up: full(svc("web", "10.0.0.1")), want: &Changes{Upserted: []Service{svc("web", "10.0.0.1")}}},
-				{src: 0, up: upsert(svc("web")), want: &Changes{Upserted: []Service{svc("web")}}},
-				{src: 0, up: full(svc("web"))},
-				{src: 0, up: remove("web"), want: &Changes{Removed: []string{"web"}}},
-				{src: 0, up: upsert(svc("web")), want: &Changes{Upserted: []Service{svc("web")}}},
+				{src: 0, up: fullUp(testSvc("web", "10.0.0.1")), want: &Changes{Upserted: []Service{testSvc("web", "10.0.0.1")}}},
+				{src: 0, up: upsertUp(testSvc("web")), want: &Changes{Upserted: []Service{testSvc("web")}}},
+				{src: 0, up: fullUp(testSvc("web"))},
+				{src: 0, up: removeUp("web"), want: &Changes{Removed: []string{"web"}}},
+				{src: 0, up: upsertUp(testSvc("web")), want: &Changes{Upserted: []Service{testSvc("web")}}},
 			},
 		},
 		{
 			name:    "failed source restarts and keeps its state",
 			sources: []string{"a"},
 			steps: []step{
-				{src: 0, up: full(svc("web", "10.0.0.1"), svc("api", "10.0.0.2")),
-					want: &Changes{Upserted: []Service{svc("api", "10.0.0.2"), svc("web", "10.0.0.1")}}},
+				{src: 0, up: fullUp(testSvc("web", "10.0.0.1"), testSvc("api", "10.0.0.2")),
+					want: &Changes{Upserted: []Service{testSvc("api", "10.0.0.2"), testSvc("web", "10.0.0.1")}}},
 				{src: 0, fail: true, pending: []string{}},
-				{src: 0, up: full(svc("web", "10.0.0.1"), svc("api", "10.0.0.2"), svc("db", "10.0.0.3")),
-					want: &Changes{Upserted: []Service{svc("db", "10.0.0.3")}}},
+				{src: 0, up: fullUp(testSvc("web", "10.0.0.1"), testSvc("api", "10.0.0.2"), testSvc("db", "10.0.0.3")),
+					want: &Changes{Upserted: []Service{testSvc("db", "10.0.0.3")}}},
 			},
 		},
 	}
@@ -284,14 +284,14 @@ func TestManagerScenarios(t *testing.T) {
 			names := append(slices.Clone(tt.sources), "sentinel")
 			m, fakes, rec := startManager(t, ManagerOptions{Holdoff: 10 * time.Millisecond, MaxHoldoff: 100 * time.Millisecond}, names...)
 			sentinel := fakes[len(fakes)-1]
-			sentinel.send(t, full())
+			sentinel.send(t, fullUp())
 			next := 0
 			for i, st := range tt.steps {
 				f := fakes[st.src]
 				if st.fail {
 					runs := f.runs.Load()
 					f.fail <- errors.New("registry went away")
-					eventually(t, "restart", func() bool { return f.runs.Load() > runs })
+					waitUntil(t, "restart", func() bool { return f.runs.Load() > runs })
 					if s := m.opts.Sources[st.src].Status.Snapshot(); !s.Stale || !strings.Contains(s.LastError, "registry went away") {
 						t.Errorf("step %d: status after failure = %+v, want stale with the error", i, s)
 					}
@@ -299,7 +299,7 @@ func TestManagerScenarios(t *testing.T) {
 					f.send(t, st.up)
 				}
 				if st.pending != nil {
-					eventually(t, fmt.Sprintf("step %d: Pending() = %q", i, st.pending), func() bool {
+					waitUntil(t, fmt.Sprintf("step %d: Pending() = %q", i, st.pending), func() bool {
 						return slices.Equal(m.Pending(), st.pending)
 					})
 				}
@@ -316,8 +316,8 @@ func TestManagerScenarios(t *testing.T) {
 						t.Fatalf("step %d: %d publishes before every source synced", i, n)
 					}
 				default:
-					mark := svc(fmt.Sprintf("~mark%d", i), "10.9.9.9")
-					sentinel.send(t, upsert(mark))
+					mark := testSvc(fmt.Sprintf("~mark%d", i), "10.9.9.9")
+					sentinel.send(t, upsertUp(mark))
 					want := Changes{Upserted: []Service{mark}}
 					if got := rec.wait(t, next); !equalChanges(got, want) {
 						t.Fatalf("step %d: published %q, want nothing (only the sentinel %q)", i, changesString(got), changesString(want))
@@ -333,12 +333,12 @@ func TestManagerHoldoffCoalescesBurst(t *testing.T) {
 	// The holdoff is long enough that the burst below, sent back to back,
 	// cannot be split by it even on a loaded machine.
 	_, fakes, rec := startManager(t, ManagerOptions{Holdoff: 500 * time.Millisecond, MaxHoldoff: 10 * time.Second}, "a")
-	fakes[0].send(t, full())
+	fakes[0].send(t, fullUp())
 	rec.wait(t, 0)
 	var want Changes
 	for i := range 5 {
-		s := svc(fmt.Sprintf("s%d", i), "10.0.0.1")
-		fakes[0].send(t, upsert(s))
+		s := testSvc(fmt.Sprintf("s%d", i), "10.0.0.1")
+		fakes[0].send(t, upsertUp(s))
 		want.Upserted = append(want.Upserted, s)
 	}
 	if got := rec.wait(t, 1); !equalChanges(got, want) {
@@ -351,7 +351,7 @@ func TestManagerMaxHoldoffFlushesStream(t *testing.T) {
 	// end the batch while the stream goes on.
 	const holdoff, maxHoldoff = 400 * time.Millisecond, 600 * time.Millisecond
 	_, fakes, rec := startManager(t, ManagerOptions{Holdoff: holdoff, MaxHoldoff: maxHoldoff}, "a")
-	fakes[0].send(t, full())
+	fakes[0].send(t, fullUp())
 	rec.wait(t, 0)
 
 	stop := make(chan struct{})
@@ -366,7 +366,7 @@ func TestManagerMaxHoldoffFlushesStream(t *testing.T) {
 			select {
 			case <-stop:
 				return
-			case fakes[0].feed <- upsert(svc("web", fmt.Sprintf("10.0.%d.%d", i/250, i%250+1))):
+			case fakes[0].feed <- upsertUp(testSvc("web", fmt.Sprintf("10.0.%d.%d", i/250, i%250+1))):
 			}
 			select {
 			case <-stop:

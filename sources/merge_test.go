@@ -5,10 +5,10 @@ import (
 	"testing"
 )
 
-func manyServices(n int) []Service {
+func manyTestServices(n int) []Service {
 	ss := make([]Service, n)
 	for i := range ss {
-		ss[i] = svc(fmt.Sprintf("svc-%05d", i), "10.0.0.1", "10.0.0.2")
+		ss[i] = testSvc(fmt.Sprintf("svc-%05d", i), "10.0.0.1", "10.0.0.2")
 	}
 	return ss
 }
@@ -21,19 +21,19 @@ func TestMergerCostFollowsChange(t *testing.T) {
 		up   Update
 		want string
 	}{
-		{"partial upsert", upsert(svc("svc-00042", "10.0.0.3")), "+svc-00042[10.0.0.3:80]"},
-		{"partial removal", remove("svc-00042"), "-svc-00042"},
+		{"partial upsert", upsertUp(testSvc("svc-00042", "10.0.0.3")), "+svc-00042[10.0.0.3:80]"},
+		{"partial removal", removeUp("svc-00042"), "-svc-00042"},
 		{"full with one change", func() Update {
-			ss := manyServices(10000)
-			ss[42] = svc("svc-00042")
-			return full(ss...)
+			ss := manyTestServices(10000)
+			ss[42] = testSvc("svc-00042")
+			return fullUp(ss...)
 		}(), "+svc-00042[]"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m := newMerger(2)
-			m.apply(0, full(manyServices(10000)...))
-			m.apply(1, full())
+			m.apply(0, fullUp(manyTestServices(10000)...))
+			m.apply(1, fullUp())
 			if c := m.flush(); len(c.Upserted) != 10000 {
 				t.Fatalf("first flush upserted %d services, want 10000", len(c.Upserted))
 			}
@@ -56,12 +56,12 @@ func BenchmarkMergerOneChange(b *testing.B) {
 	for _, n := range []int{100, 10000} {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			m := newMerger(2)
-			m.apply(0, full(manyServices(n)...))
-			m.apply(1, full())
+			m.apply(0, fullUp(manyTestServices(n)...))
+			m.apply(1, fullUp())
 			m.flush()
 			addrs := []string{"10.0.0.3", "10.0.0.4"}
 			for i := 0; b.Loop(); i++ {
-				m.apply(0, upsert(svc("svc-00042", addrs[i%2])))
+				m.apply(0, upsertUp(testSvc("svc-00042", addrs[i%2])))
 				if c := m.flush(); len(c.Upserted) != 1 {
 					b.Fatalf("flush upserted %d", len(c.Upserted))
 				}
@@ -75,15 +75,15 @@ func BenchmarkMergerOneChange(b *testing.B) {
 // the changed service reaches the flush.
 func BenchmarkMergerFullOneChange(b *testing.B) {
 	m := newMerger(1)
-	m.apply(0, full(manyServices(10000)...))
+	m.apply(0, fullUp(manyTestServices(10000)...))
 	m.flush()
 	addrs := []string{"10.0.0.3", "10.0.0.4"}
 	for i := 0; b.Loop(); i++ {
 		b.StopTimer()
-		ss := manyServices(10000)
-		ss[42] = svc("svc-00042", addrs[i%2])
+		ss := manyTestServices(10000)
+		ss[42] = testSvc("svc-00042", addrs[i%2])
 		b.StartTimer()
-		m.apply(0, full(ss...))
+		m.apply(0, fullUp(ss...))
 		if c := m.flush(); len(c.Upserted) != 1 {
 			b.Fatalf("flush upserted %d", len(c.Upserted))
 		}
