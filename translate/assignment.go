@@ -127,7 +127,10 @@ func canonical(in []sources.Endpoint) ([]*sources.Endpoint, error) {
 	// Sort by address first so that repeats are adjacent, the preferred copy
 	// first; total makes the choice among exact ties independent of input order.
 	slices.SortFunc(eps, func(a, b *sources.Endpoint) int {
-		return cmp.Or(cmp.Compare(a.Address, b.Address), cmp.Compare(a.Port, b.Port), total(a, b))
+		if c := cmp.Or(cmp.Compare(a.Address, b.Address), cmp.Compare(a.Port, b.Port)); c != 0 {
+			return c
+		}
+		return total(a, b) // cmp.Or would evaluate it eagerly
 	})
 	eps = slices.CompactFunc(eps, func(a, b *sources.Endpoint) bool {
 		return a.Address == b.Address && a.Port == b.Port
@@ -223,6 +226,43 @@ func metadata(m map[string]string) *corev3.Metadata {
 	return &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{
 		MetadataNamespace: {Fields: fields},
 	}}
+}
+
+// validateAssignment is cla.ValidateAll for an assignment fresh from
+// Assignment, minus the repeats: the endpoints share metadata messages (see
+// metadataCache) whose validation allocates, so each distinct one is
+// validated once and the rest of cla with metadata detached. cla has not
+// been handed out yet, so detaching and restoring it races with nobody.
+func validateAssignment(cla *endpointv3.ClusterLoadAssignment) error {
+	n := 0
+	for _, g := range cla.Endpoints {
+		n += len(g.LbEndpoints)
+	}
+	saved := make([]*corev3.Metadata, 0, n)
+	var last *corev3.Metadata
+	var err error
+	for _, g := range cla.Endpoints {
+		for _, lb := range g.LbEndpoints {
+			md := lb.Metadata
+			saved = append(saved, md)
+			if md != nil && md != last && err == nil {
+				if err = md.ValidateAll(); err != nil {
+					err = fmt.Errorf("metadata of endpoint %v: %w", lb.GetEndpoint().GetAddress(), err)
+				}
+				last = md
+			}
+			lb.Metadata = nil
+		}
+	}
+	if err == nil {
+		err = cla.ValidateAll()
+	}
+	for _, g := range cla.Endpoints {
+		for _, lb := range g.LbEndpoints {
+			lb.Metadata, saved = saved[0], saved[1:]
+		}
+	}
+	return err
 }
 
 // localityGroup fills s as the group of lbs at locality l.

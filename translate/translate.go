@@ -90,7 +90,7 @@ func (r Resources) validate() error {
 	if err := r.Cluster.ValidateAll(); err != nil {
 		return fmt.Errorf("validating cluster: %w", err)
 	}
-	if err := r.Assignment.ValidateAll(); err != nil {
+	if err := validateAssignment(r.Assignment); err != nil {
 		return fmt.Errorf("validating assignment: %w", err)
 	}
 	if r.Listener != nil {

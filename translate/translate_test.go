@@ -322,12 +322,56 @@ func BenchmarkService(b *testing.B) {
 	}{{"eds", Options{}}, {"grpc", Options{GRPC: true}}} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
+			cpu0, ok := cpuTime()
 			for b.Loop() {
 				r, err := Service(svc, bc.opts)
 				if err != nil {
 					b.Fatal(err)
 				}
 				sink = r.Assignment
+			}
+			if cpu1, _ := cpuTime(); ok && b.N > 0 {
+				b.ReportMetric(float64(cpu1-cpu0)/float64(b.N), "cpu-ns/op")
+			}
+		})
+	}
+}
+
+// TestValidateAssignment checks that the shortcut validation agrees with
+// ValidateAll, also on broken assignments, and leaves the assignment intact.
+func TestValidateAssignment(t *testing.T) {
+	svc := sources.Service{Name: "web", Endpoints: []sources.Endpoint{
+		{Address: "10.0.0.1", Port: 80, Metadata: map[string]string{"v": "1"}},
+		{Address: "10.0.0.2", Port: 80, Metadata: map[string]string{"v": "1"}},
+		{Address: "10.0.0.3", Port: 80},
+		{Address: "10.0.0.4", Port: 80, Priority: 1, Metadata: map[string]string{"v": "2"}},
+	}}
+	for _, tc := range []struct {
+		name   string
+		mutate func(*endpointv3.ClusterLoadAssignment)
+	}{
+		{"valid", func(*endpointv3.ClusterLoadAssignment) {}},
+		{"bad metadata key", func(c *endpointv3.ClusterLoadAssignment) {
+			md := c.Endpoints[1].LbEndpoints[0].Metadata
+			md.FilterMetadata[""] = md.FilterMetadata[MetadataNamespace]
+		}},
+		{"zero weight", func(c *endpointv3.ClusterLoadAssignment) { c.Endpoints[0].LbEndpoints[1].LoadBalancingWeight.Value = 0 }},
+		{"no cluster name", func(c *endpointv3.ClusterLoadAssignment) { c.ClusterName = "" }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cla, err := Assignment(svc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.mutate(cla)
+			before := proto.Clone(cla)
+			want := cla.ValidateAll()
+			got := validateAssignment(cla)
+			if (got == nil) != (want == nil) || (want == nil) != (tc.name == "valid") {
+				t.Errorf("validateAssignment = %v, ValidateAll = %v", got, want)
+			}
+			if !proto.Equal(cla, before) {
+				t.Error("validateAssignment changed the assignment")
 			}
 		})
 	}
