@@ -56,25 +56,25 @@ func (f *fakeSource) send(t *testing.T, u Update) {
 }
 
 // recorder collects what the manager publishes.
-type recorder struct {
+type publishRecorder struct {
 	mu  sync.Mutex
 	got []Changes
 }
 
-func (r *recorder) publish(c Changes) {
+func (r *publishRecorder) publish(c Changes) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.got = append(r.got, c)
 }
 
-func (r *recorder) count() int {
+func (r *publishRecorder) count() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.got)
 }
 
 // wait returns publish number n (0-based), failing after a deadline.
-func (r *recorder) wait(t *testing.T, n int) Changes {
+func (r *publishRecorder) wait(t *testing.T, n int) Changes {
 	t.Helper()
 	var c Changes
 	waitUntil(t, fmt.Sprintf("publish #%d", n), func() bool {
@@ -105,7 +105,7 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 
 // startManager runs a manager over fakes called names and stops it, and
 // checks for leaked goroutines, when the test ends.
-func startManager(t *testing.T, opts ManagerOptions, names ...string) (*Manager, []*fakeSource, *recorder) {
+func startManager(t *testing.T, opts ManagerOptions, names ...string) (*Manager, []*fakeSource, *publishRecorder) {
 	t.Helper()
 	t.Cleanup(func() { goleak.VerifyNone(t) })
 	fakes := make([]*fakeSource, len(names))
@@ -115,7 +115,7 @@ func startManager(t *testing.T, opts ManagerOptions, names ...string) (*Manager,
 	}
 	m := NewManager(opts)
 	m.restartMin, m.restartMax = 5*time.Millisecond, 20*time.Millisecond
-	rec := &recorder{}
+	rec := &publishRecorder{}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- m.Run(ctx, rec.publish) }()
@@ -170,7 +170,7 @@ func equalChanges(a, b Changes) bool {
 }
 
 // step is one action of a manager scenario.
-type step struct {
+type scenarioStep struct {
 	src  int      // which source acts (index into the case's sources)
 	up   Update   // what it sends
 	fail bool     // instead of sending, its Run returns an error
@@ -183,12 +183,12 @@ func TestManagerScenarios(t *testing.T) {
 	tests := []struct {
 		name    string
 		sources []string
-		steps   []step
+		steps   []scenarioStep
 	}{
 		{
 			name:    "first publish waits for every source",
 			sources: []string{"a", "b"},
-			steps: []step{
+			steps: []scenarioStep{
 				{src: 0, up: fullUp(testSvc("web", "10.0.0.1")), pending: []string{"b"}},
 				{src: 1, up: fullUp(testSvc("api", "10.0.0.2")), pending: []string{},
 					want: &Changes{Upserted: []Service{testSvc("api", "10.0.0.2"), testSvc("web", "10.0.0.1")}}},
@@ -197,17 +197,17 @@ func TestManagerScenarios(t *testing.T) {
 		{
 			name:    "first publish carries an empty state",
 			sources: []string{"a"},
-			steps:   []step{{src: 0, up: fullUp(), want: &Changes{}, pending: []string{}}},
+			steps:   []scenarioStep{{src: 0, up: fullUp(), want: &Changes{}, pending: []string{}}},
 		},
 		{
 			name:    "non-full first update counts as full",
 			sources: []string{"a"},
-			steps:   []step{{src: 0, up: upsertUp(testSvc("web", "10.0.0.1")), want: &Changes{Upserted: []Service{testSvc("web", "10.0.0.1")}}}},
+			steps:   []scenarioStep{{src: 0, up: upsertUp(testSvc("web", "10.0.0.1")), want: &Changes{Upserted: []Service{testSvc("web", "10.0.0.1")}}}},
 		},
 		{
 			name:    "full update removes absent services",
 			sources: []string{"a"},
-			steps: []step{
+			steps: []scenarioStep{
 				{src: 0, up: fullUp(testSvc("web", "10.0.0.1"), testSvc("api", "10.0.0.2")),
 					want: &Changes{Upserted: []Service{testSvc("api", "10.0.0.2"), testSvc("web", "10.0.0.1")}}},
 				{src: 0, up: fullUp(testSvc("web", "10.0.0.1")), want: &Changes{Removed: []string{"api"}}},
@@ -216,7 +216,7 @@ func TestManagerScenarios(t *testing.T) {
 		{
 			name:    "partial updates upsert and remove",
 			sources: []string{"a"},
-			steps: []step{
+			steps: []scenarioStep{
 				{src: 0, up: fullUp(testSvc("web", "10.0.0.1"), testSvc("api", "10.0.0.2")),
 					want: &Changes{Upserted: []Service{testSvc("api", "10.0.0.2"), testSvc("web", "10.0.0.1")}}},
 				{src: 0, up: Update{Services: []Service{testSvc("web", "10.0.0.1", "10.0.0.3")}, Removed: []string{"api"}},
@@ -228,7 +228,7 @@ func TestManagerScenarios(t *testing.T) {
 		{
 			name:    "earlier source wins and a later one shows through",
 			sources: []string{"a", "b"},
-			steps: []step{
+			steps: []scenarioStep{
 				{src: 0, up: fullUp(testSvc("web", "10.0.0.1"))},
 				{src: 1, up: fullUp(testSvc("web", "10.0.1.1"), testSvc("api", "10.0.1.2")),
 					want: &Changes{Upserted: []Service{testSvc("api", "10.0.1.2"), testSvc("web", "10.0.0.1")}}},
@@ -246,7 +246,7 @@ func TestManagerScenarios(t *testing.T) {
 		{
 			name:    "unchanged content publishes nothing",
 			sources: []string{"a"},
-			steps: []step{
+			steps: []scenarioStep{
 				{src: 0, up: fullUp(testSvc("web", "10.0.0.2", "10.0.0.1")),
 					want: &Changes{Upserted: []Service{testSvc("web", "10.0.0.1", "10.0.0.2")}}},
 				{src: 0, up: fullUp(testSvc("web", "10.0.0.1", "10.0.0.2"))},
@@ -256,7 +256,7 @@ func TestManagerScenarios(t *testing.T) {
 		{
 			name:    "empty service is a state, not a removal",
 			sources: []string{"a"},
-			steps: []step{
+			steps: []scenarioStep{
 				{src: 0, up: fullUp(testSvc("web", "10.0.0.1")), want: &Changes{Upserted: []Service{testSvc("web", "10.0.0.1")}}},
 				{src: 0, up: upsertUp(testSvc("web")), want: &Changes{Upserted: []Service{testSvc("web")}}},
 				{src: 0, up: fullUp(testSvc("web"))},
@@ -267,7 +267,7 @@ func TestManagerScenarios(t *testing.T) {
 		{
 			name:    "failed source restarts and keeps its state",
 			sources: []string{"a"},
-			steps: []step{
+			steps: []scenarioStep{
 				{src: 0, up: fullUp(testSvc("web", "10.0.0.1"), testSvc("api", "10.0.0.2")),
 					want: &Changes{Upserted: []Service{testSvc("api", "10.0.0.2"), testSvc("web", "10.0.0.1")}}},
 				{src: 0, fail: true, pending: []string{}},
