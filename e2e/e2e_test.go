@@ -1,0 +1,215 @@
+// Package e2e runs the bridge binary as a separate process and checks it
+// from the outside: Envoy-like xDS clients (internal/envoysim), the admin
+// listener, exit codes and logs. See issue 2, acceptance 2-6.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/xdsbridge/xdsbridge/internal/envoysim"
+)
+
+// propagation is the longest an edit of services.yaml may take to reach the
+// clients (issue 2, acceptance 3).
+const propagation = 2 * time.Second
+
+// diff describes how a client's state differs from services ("" if not).
+func diff(s envoysim.State, services []svc) string {
+	var want []string
+	for _, sv := range services {
+		want = append(want, sv.Name)
+	}
+	slices.Sort(want)
+	var clusters []string
+	for name := range s.Clusters {
+		clusters = append(clusters, name)
+	}
+	slices.Sort(clusters)
+	if !slices.Equal(clusters, want) {
+		return fmt.Sprintf("clusters %v, want %v", clusters, want)
+	}
+	for _, sv := range services {
+		cla := s.Assignments[sv.Name]
+		if cla == nil {
+			return fmt.Sprintf("no assignment for %s", sv.Name)
+		}
+		if got := endpoints(cla); !slices.Equal(got, sv.want()) {
+			return fmt.Sprintf("%s endpoints:\n  got  %q\n  want %q", sv.Name, got, sv.want())
+		}
+	}
+	return ""
+}
+
+// waitState waits until c holds exactly services.
+func waitState(t *testing.T, c *envoysim.Client, name string, timeout time.Duration, services []svc) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := c.WaitFor(ctx, func(s envoysim.State) bool { return diff(s, services) == "" }); err != nil {
+		t.Fatalf("%s client: %v; %s", name, err, diff(c.State(), services))
+	}
+}
+
+// checkCDSBeforeEDS checks that every cluster's first CDS response came
+// before the first EDS response carrying its assignment.
+func checkCDSBeforeEDS(t *testing.T, name string, log []envoysim.Received) {
+	t.Helper()
+	firstCDS, firstEDS := map[string]int{}, map[string]int{}
+	for i, r := range log {
+		first := map[string]map[string]int{envoysim.ClusterType: firstCDS, envoysim.EndpointType: firstEDS}[r.TypeURL]
+		if first == nil {
+			continue
+		}
+		for _, n := range r.Names {
+			if _, seen := first[n]; !seen {
+				first[n] = i
+			}
+		}
+	}
+	for n, eds := range firstEDS {
+		cds, ok := firstCDS[n]
+		if !ok || cds > eds {
+			t.Errorf("%s client: EDS of %q (response %d) arrived before its CDS (response %d, present %t)", name, n, eds, cds, ok)
+		}
+	}
+}
+
+func startClient(t *testing.T, addr string, opts envoysim.Options) *envoysim.Client {
+	t.Helper()
+	opts.Addr = addr
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := envoysim.Start(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// TestServeEditAndReject covers acceptance 2-4 on one running bridge: both
+// ADS variants get the file's services; edits reach them within 2s; bad
+// content is rejected with an error naming file and field while the last
+// good state stays served; fixing the file resumes updates.
+func TestServeEditAndReject(t *testing.T) {
+	dir := t.TempDir()
+	cfg, xdsAddr, adminAddr := writeConfig(t, dir)
+	services := filepath.Join(dir, "services.yaml")
+	state := quickstart()
+	writeFile(t, services, render(state))
+	p := start(t, cfg)
+	waitReady(t, adminAddr)
+
+	sotw := startClient(t, xdsAddr, envoysim.Options{Node: "sotw-ads"})
+	delta := startClient(t, xdsAddr, envoysim.Options{Node: "delta-ads", Delta: true})
+	waitState(t, sotw, "sotw", 10*time.Second, state)
+	waitState(t, delta, "delta", 10*time.Second, state)
+
+	t.Run("grpc chain", func(t *testing.T) {
+		g := startClient(t, xdsAddr, envoysim.Options{Node: "grpc", UserAgent: "gRPC Go",
+			Clusters: []string{"web"}, Types: []string{envoysim.ListenerType, envoysim.RouteType}})
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		err := g.WaitFor(ctx, func(s envoysim.State) bool {
+			return s.Resources[envoysim.ListenerType]["web"] != nil && s.Resources[envoysim.RouteType]["web"] != nil &&
+				len(s.Clusters) == 1 && s.Assignments["web"] != nil
+		})
+		if err != nil {
+			t.Fatalf("gRPC client did not get the web chain: %v; %s", err, g.State().Summary())
+		}
+	})
+
+	// Edit: add an endpoint, change a weight, remove a service, add one.
+	state[0].EPs = append(state[0].EPs, ep{Addr: "127.0.0.1", Port: 8083, Weight: 20, Region: "eu-west", Zone: "eu-west-1c"})
+	state[1].EPs[0].Weight = 5
+	state = append(state[:2:2], svc{Name: "search", EPs: []ep{{Addr: "::1", Port: 9200}}})
+	edited := time.Now()
+	writeFile(t, services, render(state))
+	waitState(t, sotw, "sotw", propagation, state)
+	waitState(t, delta, "delta", propagation, state)
+	t.Logf("edit reached both clients in %s", time.Since(edited))
+	if !slices.ContainsFunc(delta.Log(), func(r envoysim.Received) bool {
+		return r.TypeURL == envoysim.ClusterType && slices.Contains(r.Removed, "payments")
+	}) {
+		t.Error("delta client: no CDS response with payments in removed_resources")
+	}
+	checkCDSBeforeEDS(t, "sotw", sotw.Log())
+	checkCDSBeforeEDS(t, "delta", delta.Log())
+
+	// Invalid content: rejected whole, logged with file and field, last
+	// good state still served (also to a client connecting now).
+	writeFile(t, services, "services:\n  - name: web\n    endpoints:\n      - address: 127.0.0.1\n        port: 70000\n")
+	line := p.waitLog(10*time.Second, "services.yaml", "services[0].endpoints[0].port")
+	if !strings.Contains(line, "level=ERROR") {
+		t.Errorf("rejection logged as %q, want level=ERROR", line)
+	}
+	eventually(t, 5*time.Second, "/sources to report the source stale", func() bool {
+		_, body := httpGet("http://" + adminAddr + "/sources")
+		return strings.Contains(body, `"stale": true`) && strings.Contains(body, "services[0].endpoints[0].port")
+	})
+	late := startClient(t, xdsAddr, envoysim.Options{Node: "late-sotw"})
+	waitState(t, late, "late", 10*time.Second, state)
+	for name, c := range map[string]*envoysim.Client{"sotw": sotw, "delta": delta} {
+		if d := diff(c.State(), state); d != "" {
+			t.Errorf("%s client changed after invalid content: %s", name, d)
+		}
+	}
+	if code, _ := httpGet("http://" + adminAddr + "/readyz"); code != http.StatusOK {
+		t.Errorf("/readyz = %d after a rejected file, want 200 (the source synced before)", code)
+	}
+
+	// Fixing the file resumes updates.
+	state[0].EPs[0].Weight = 40
+	fixed := time.Now()
+	writeFile(t, services, render(state))
+	waitState(t, sotw, "sotw", propagation, state)
+	waitState(t, delta, "delta", propagation, state)
+	t.Logf("fix reached both clients in %s", time.Since(fixed))
+
+	// The metrics show the source and the engine.
+	_, metrics := httpGet("http://" + adminAddr + "/metrics")
+	for _, want := range []string{`xdsbridge_source_synced{source="static"} 1`, `xdsbridge_source_stale{source="static"} 0`, "go_goroutines"} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	if code, body := httpGet("http://" + adminAddr + "/clients"); code != http.StatusOK || !strings.Contains(body, "delta-ads") {
+		t.Errorf("/clients = %d %.300q, want the delta-ads client listed", code, body)
+	}
+}
+
+// TestReadiness covers acceptance 6: /readyz is 503 naming the source until
+// the services file first loads, then 200.
+func TestReadiness(t *testing.T) {
+	dir := t.TempDir()
+	cfg, xdsAddr, adminAddr := writeConfig(t, dir)
+	start(t, cfg)
+	eventually(t, 20*time.Second, "the admin listener", func() bool {
+		code, _ := httpGet("http://" + adminAddr + "/healthz")
+		return code == http.StatusOK
+	})
+	code, body := httpGet("http://" + adminAddr + "/readyz")
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "static") {
+		t.Fatalf("/readyz without services file = %d %q, want 503 naming static", code, body)
+	}
+	// A client connecting before readiness gets nothing, rather than an
+	// empty set that would wipe its clusters.
+	early := startClient(t, xdsAddr, envoysim.Options{Node: "early"})
+
+	state := quickstart()[:1]
+	writeFile(t, filepath.Join(dir, "services.yaml"), render(state))
+	waitReady(t, adminAddr)
+	waitState(t, early, "early", 10*time.Second, state)
+	for _, r := range early.Log() {
+		if r.TypeURL == envoysim.ClusterType && len(r.Names) == 0 {
+			t.Errorf("early client got an empty CDS response (version %q) before the source synced", r.Version)
+		}
+	}
+}

@@ -1,0 +1,236 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// binary is the bridge built once by TestMain.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "xdsbridge-e2e")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "bridge")
+	build := exec.Command("go", "build", "-race", "-o", binary, "github.com/xdsbridge/xdsbridge/cmd/bridge")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building the bridge:", err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// freeAddr returns a loopback address with a port that was free a moment
+// ago. The bridge runs as another process, so it cannot be handed an open
+// listener; a collision is unlikely and fails loudly.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// syncBuffer is an io.Writer safe for the process's output copier and the
+// test reading it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// process is a running bridge.
+type process struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	stderr *syncBuffer
+	done   chan struct{}
+	err    error // of Wait, once done is closed
+}
+
+// start runs `bridge run --config cfg` with extra args; a cleanup stops it
+// with SIGTERM and checks that it exits 0 (a graceful stop).
+func start(t *testing.T, cfg string, args ...string) *process {
+	t.Helper()
+	p := &process{t: t, stderr: &syncBuffer{}, done: make(chan struct{})}
+	p.cmd = exec.Command(binary, append([]string{"run", "--config", cfg}, args...)...)
+	p.cmd.Stdout = io.Discard
+	p.cmd.Stderr = p.stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("bridge stderr:\n%s", p.stderr)
+		}
+		select {
+		case <-p.done:
+			return // it ended on its own; the test has checked why
+		default:
+		}
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.done:
+			if p.err != nil {
+				t.Errorf("bridge exited with %v after SIGTERM, want 0", p.err)
+			}
+		case <-time.After(15 * time.Second):
+			_ = p.cmd.Process.Kill()
+			<-p.done
+			t.Errorf("bridge did not stop within 15s of SIGTERM")
+		}
+	})
+	return p
+}
+
+// waitLog waits until the bridge's stderr has a line containing every one
+// of parts, and returns that line.
+func (p *process) waitLog(timeout time.Duration, parts ...string) string {
+	p.t.Helper()
+	var line string
+	eventually(p.t, timeout, fmt.Sprintf("a log line with %q", parts), func() bool {
+		for l := range strings.Lines(p.stderr.String()) {
+			if containsAll(l, parts...) {
+				line = l
+				return true
+			}
+		}
+		return false
+	})
+	return line
+}
+
+func containsAll(s string, parts ...string) bool {
+	for _, part := range parts {
+		if !strings.Contains(s, part) {
+			return false
+		}
+	}
+	return true
+}
+
+// eventually polls cond every 20ms until it holds or timeout passes.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		<-tick.C
+	}
+}
+
+// httpGet returns the status and body of a GET, or 0 and the error text if
+// the request failed (the listener not being up yet).
+func httpGet(url string) (int, string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+// waitReady waits until /readyz answers 200.
+func waitReady(t *testing.T, admin string) {
+	t.Helper()
+	eventually(t, 20*time.Second, "/readyz to answer 200", func() bool {
+		code, _ := httpGet("http://" + admin + "/readyz")
+		return code == http.StatusOK
+	})
+}
+
+// runBinary runs the bridge with args to completion and returns its exit
+// code and combined output.
+func runBinary(t *testing.T, timeout time.Duration, args ...string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, binary, args...).CombinedOutput()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return 0, string(out)
+	case errors.As(err, &exit):
+		return exit.ExitCode(), string(out)
+	}
+	t.Fatalf("running bridge %v: %v\n%s", args, err, out)
+	return 0, ""
+}
+
+// writeFile replaces path atomically, as editors and consul-template do.
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// writeConfig writes a bridge.yaml serving services.yaml from dir on free
+// ports and returns its path and the xDS and admin addresses.
+func writeConfig(t *testing.T, dir string) (cfg, xdsAddr, adminAddr string) {
+	t.Helper()
+	xdsAddr, adminAddr = freeAddr(t), freeAddr(t)
+	cfg = filepath.Join(dir, "bridge.yaml")
+	writeFile(t, cfg, fmt.Sprintf(`
+xds:
+  listen: %s
+admin:
+  listen: %s
+log: {level: info, format: text}
+sources:
+  - name: static
+    type: file
+    path: services.yaml
+    poll_interval: 1s
+`, xdsAddr, adminAddr))
+	return cfg, xdsAddr, adminAddr
+}
