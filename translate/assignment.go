@@ -110,7 +110,7 @@ func Assignment(svc sources.Service) (*endpointv3.ClusterLoadAssignment, error) 
 	return cla, nil
 }
 
-// canonical validates eps and returns pointers to them in output order,
+// canonical validates the endpoints in and returns pointers to them in output order,
 // without repeated address:port pairs.
 func canonical(in []sources.Endpoint) ([]*sources.Endpoint, error) {
 	eps := make([]*sources.Endpoint, len(in))
@@ -120,7 +120,7 @@ func canonical(in []sources.Endpoint) ([]*sources.Endpoint, error) {
 			return nil, fmt.Errorf("endpoint %d: %w", i, err)
 		}
 		if int(e.Health) >= len(healthStatus) {
-			return nil, fmt.Errorf("endpoint %s port %d: unknown %v", e.Address, e.Port, e.Health)
+			return nil, fmt.Errorf("endpoint %d: unknown %v", i, e.Health)
 		}
 		eps[i] = e
 	}
