@@ -60,9 +60,7 @@ func us(d time.Duration) string {
 
 func size(b float64) string {
 	switch {
-	case b == 0:
-		return "–"
-	case b < 0:
+	case b <= 0:
 		return fmt.Sprintf("%.0f B", b)
 	case b < 10_000:
 		return fmt.Sprintf("%.0f B", b)

@@ -61,22 +61,18 @@ func (c *Client) openDelta(ctx context.Context, typeURL string) (deltaClient, er
 
 func (c *Client) startDelta(ctx context.Context) error {
 	c.delta = map[string]*deltaType{}
-	var ads *deltaStream
+	var streams []*deltaStream
 	for _, t := range c.types() {
 		dt := &deltaType{url: t, names: map[string]bool{}}
-		if ads != nil {
-			dt.stream = ads
+		if !c.opts.PerType && len(streams) > 0 {
+			dt.stream = streams[0]
 		} else {
 			s, err := c.openDelta(ctx, t)
 			if err != nil {
 				return fmt.Errorf("opening stream for %s: %w", t, err)
 			}
 			dt.stream = &deltaStream{s: s}
-			if !c.opts.PerType {
-				ads = dt.stream
-			}
-			c.wg.Add(1)
-			go c.recvDelta(dt.stream)
+			streams = append(streams, dt.stream)
 		}
 		c.delta[t] = dt
 		// A reconnecting Envoy still holds what it had.
@@ -84,6 +80,8 @@ func (c *Client) startDelta(ctx context.Context) error {
 			c.heldLocked(t)[name] = entry{version: v, hash: c.opts.InitialHashes[t][name]}
 		}
 	}
+	// The first requests go out before anything is received, so that no
+	// response handler races with them.
 	for _, t := range c.types() {
 		var sub []string
 		switch {
@@ -100,6 +98,10 @@ func (c *Client) startDelta(ctx context.Context) error {
 		if err := c.sendDelta(c.delta[t], deltaReq{sub: sub}); err != nil {
 			return err
 		}
+	}
+	for _, s := range streams {
+		c.wg.Add(1)
+		go c.recvDelta(s)
 	}
 	return nil
 }

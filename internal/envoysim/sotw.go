@@ -62,29 +62,27 @@ func (c *Client) openSotW(ctx context.Context, typeURL string) (sotwClient, erro
 
 func (c *Client) startSotW(ctx context.Context) error {
 	c.sotw = map[string]*sotwType{}
-	var ads *sotwStream
+	var streams []*sotwStream
 	for _, t := range c.types() {
 		st := &sotwType{url: t}
 		if t != EndpointType {
 			st.setNames(slices.Clone(c.opts.Clusters))
 			st.wildcard = c.opts.Clusters == nil
 		}
-		if ads != nil {
-			st.stream = ads
+		if !c.opts.PerType && len(streams) > 0 {
+			st.stream = streams[0]
 		} else {
 			s, err := c.openSotW(ctx, t)
 			if err != nil {
 				return fmt.Errorf("opening stream for %s: %w", t, err)
 			}
 			st.stream = &sotwStream{s: s}
-			if !c.opts.PerType {
-				ads = st.stream
-			}
-			c.wg.Add(1)
-			go c.recvSotW(st.stream)
+			streams = append(streams, st.stream)
 		}
 		c.sotw[t] = st
 	}
+	// The first requests go out before anything is received, so that no
+	// response handler races with them.
 	for _, t := range c.types() {
 		if t == EndpointType {
 			continue // subscribed when clusters arrive
@@ -92,6 +90,10 @@ func (c *Client) startSotW(ctx context.Context) error {
 		if err := c.sendSotW(c.sotw[t], nil); err != nil {
 			return err
 		}
+	}
+	for _, s := range streams {
+		c.wg.Add(1)
+		go c.recvSotW(s)
 	}
 	return nil
 }

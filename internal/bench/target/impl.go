@@ -43,6 +43,8 @@ func newImpl(ctx context.Context, name string, log *slog.Logger) (impl, error) {
 		return newSnapshot(ctx), nil
 	case "linear":
 		return newLinear(ctx), nil
+	case "stale":
+		return &stale{newSnapshot(ctx)}, nil
 	}
 	return nil, fmt.Errorf("unknown implementation %q (want one of %v)", name, Impls)
 }
@@ -203,5 +205,15 @@ func (l *linear) change(w *workload.World, k int) error {
 	if err := l.eds.UpdateResource(r.Assignment.GetClusterName(), r.Assignment); err != nil {
 		return fmt.Errorf("updating assignment: %w", err)
 	}
+	return nil
+}
+
+// stale is a deliberately wrong server for the benchmark's own tests: it
+// accepts changes but never publishes them, so a run against it must be
+// reported as failed.
+type stale struct{ *snapshot }
+
+func (s *stale) change(w *workload.World, k int) error {
+	w.Apply(k)
 	return nil
 }

@@ -1,0 +1,151 @@
+package target
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/xdsbridge/xdsbridge/internal/bench/workload"
+	"github.com/xdsbridge/xdsbridge/internal/envoysim"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// serve runs Serve in the background and returns its addresses.
+func serve(t *testing.T, impl string) (xdsAddr, control string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- Serve(ctx, Options{Impl: impl, XDS: "127.0.0.1:0", Control: "127.0.0.1:0", Ready: pw}) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	t.Cleanup(func() { pw.Close() })
+	for _, f := range strings.Fields(line)[1:] {
+		k, v, _ := strings.Cut(f, "=")
+		if k == "xds" {
+			xdsAddr = v
+		} else {
+			control = v
+		}
+	}
+	return xdsAddr, control
+}
+
+func post(t *testing.T, control, path string) {
+	t.Helper()
+	resp, err := http.Post("http://"+control+path, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST %s: %s %s", path, resp.Status, body)
+	}
+}
+
+// TestImplsServeTheWorkload checks each implementation end to end: the
+// initial world, then a change, reach an Envoy-like client intact.
+func TestImplsServeTheWorkload(t *testing.T) {
+	spec := workload.Spec{Services: 20, Endpoints: 3}
+	for _, impl := range Impls {
+		for _, delta := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/delta=%v", impl, delta), func(t *testing.T) {
+				xdsAddr, control := serve(t, impl)
+				post(t, control, fmt.Sprintf("/load?services=%d&endpoints=%d", spec.Services, spec.Endpoints))
+				ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+				defer cancel()
+				c, err := envoysim.Start(ctx, envoysim.Options{Addr: xdsAddr, Delta: delta})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				w := workload.NewWorld(spec)
+				for _, k := range []int{0, 1, 2} {
+					if k > 0 {
+						w.Apply(k)
+						post(t, control, fmt.Sprintf("/change?k=%d", k))
+					}
+					want := map[string]uint64{}
+					for i := range spec.Services {
+						r, err := spec.Build(i, w.Last(i))
+						if err != nil {
+							t.Fatal(err)
+						}
+						want[workload.Name(i)], _ = envoysim.Hash(r.Assignment)
+					}
+					err := c.WaitFor(ctx, func(s envoysim.State) bool {
+						if len(s.Clusters) != spec.Services {
+							return false
+						}
+						for name, h := range want {
+							if s.Hashes[envoysim.EndpointType][name] != h {
+								return false
+							}
+						}
+						return true
+					})
+					if err != nil {
+						t.Fatalf("after change %d: %v", k, err)
+					}
+				}
+			})
+		}
+	}
+}
+
+func TestControlAPI(t *testing.T) {
+	_, control := serve(t, "snapshot")
+	for _, tc := range []struct {
+		name, path string
+		status     int
+	}{
+		{"change before load", "/change?k=1", http.StatusBadRequest},
+		{"bad load", "/load?services=x&endpoints=1", http.StatusBadRequest},
+		{"empty load", "/load?services=0&endpoints=1", http.StatusBadRequest},
+		{"load", "/load?services=3&endpoints=1", http.StatusOK},
+		{"change", "/change?k=1", http.StatusOK},
+		{"gc", "/gc", http.StatusOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, err := http.Post("http://"+control+tc.path, "", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tc.status {
+				t.Errorf("status %d, want %d", resp.StatusCode, tc.status)
+			}
+		})
+	}
+	resp, err := http.Get("http://" + control + "/stats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var s Stats
+	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
+		t.Fatal(err)
+	}
+	if s.Changes != 1 || s.CPU() <= 0 || s.RSS <= 0 || s.HeapInuse == 0 {
+		t.Errorf("stats = %+v", s)
+	}
+}
