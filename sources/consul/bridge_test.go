@@ -1,0 +1,188 @@
+package consul_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	"github.com/hashicorp/consul/api"
+
+	"github.com/xdsbridge/xdsbridge/bridge"
+	"github.com/xdsbridge/xdsbridge/config"
+	"github.com/xdsbridge/xdsbridge/internal/consultest"
+	"github.com/xdsbridge/xdsbridge/internal/envoysim"
+)
+
+// TestBridge runs the whole bridge in-process with a consul source and
+// checks what Envoy-like clients (SotW and delta ADS) see: acceptance 1
+// and 2 end to end (registrations and a failing check within 1 s), a
+// deregistration, and staleness on the admin API while the agent is down.
+func TestBridge(t *testing.T) {
+	agent := consultest.Start(t)
+	c := agent.Client()
+	dir := t.TempDir()
+	xdsAddr, adminAddr := freeAddr(t), freeAddr(t)
+	cfgPath := filepath.Join(dir, "bridge.yaml")
+	cfgYAML := fmt.Sprintf(`
+xds: {listen: %q}
+admin: {listen: %q}
+sources:
+  - name: consul
+    type: consul
+    address: %q
+    retry_max: 500ms
+    services: {exclude: [consul]}
+`, xdsAddr, adminAddr, agent.HTTPAddr)
+	if err := os.WriteFile(cfgPath, []byte(cfgYAML), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(cfgPath, nil)
+	if err != nil {
+		t.Fatalf("loading config: %v", err)
+	}
+	in, err := bridge.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- in.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("bridge Run: %v", err)
+		}
+	})
+	waitFor(t, 10*time.Second, "/readyz 200", func() bool { code, _ := get("http://" + adminAddr + "/readyz"); return code == 200 })
+
+	clients := map[string]*envoysim.Client{}
+	for name, delta := range map[string]bool{"sotw": false, "delta": true} {
+		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+		cl, err := envoysim.Start(sctx, envoysim.Options{Addr: xdsAddr, Node: name, Delta: delta})
+		scancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(cl.Close)
+		clients[name] = cl
+	}
+	waitAll := func(within time.Duration, what string, cond func(envoysim.State) bool) time.Duration {
+		t.Helper()
+		start := time.Now()
+		for name, cl := range clients {
+			wctx, wcancel := context.WithTimeout(context.Background(), within-time.Since(start))
+			err := cl.WaitFor(wctx, cond)
+			wcancel()
+			if err != nil {
+				t.Fatalf("%s client: not within %v: %s (%v)\n%s", name, within, what, err, cl.State().Summary())
+			}
+		}
+		return time.Since(start)
+	}
+
+	register := func(reg *api.AgentServiceRegistration) {
+		t.Helper()
+		if err := c.Agent().ServiceRegister(reg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	register(&api.AgentServiceRegistration{ID: "web-1", Name: "web", Address: "10.0.0.1", Port: 8081,
+		Tags: []string{"v1", "primary"}, Meta: map[string]string{"version": "1"}, Weights: &api.AgentWeights{Passing: 5, Warning: 1},
+		Check: &api.AgentServiceCheck{CheckID: "web-1-ttl", TTL: "10m", Status: api.HealthPassing}})
+	register(&api.AgentServiceRegistration{ID: "web-2", Name: "web", Address: "10.0.0.2", Port: 8082,
+		Tags: []string{"v1"}, Weights: &api.AgentWeights{Passing: 3, Warning: 1}})
+	register(&api.AgentServiceRegistration{ID: "api-1", Name: "api", Address: "10.0.0.3", Port: 9091})
+	took := waitAll(time.Second, "clusters web (2 endpoints) and api (1)", func(s envoysim.State) bool {
+		return s.Clusters["web"] != nil && s.Clusters["api"] != nil &&
+			len(lbEndpoints(s.Assignments["web"])) == 2 && len(lbEndpoints(s.Assignments["api"])) == 1
+	})
+	t.Logf("registrations visible to both clients after %v", took)
+	web := lbEndpoints(clients["delta"].State().Assignments["web"])
+	if e := web[8081]; e.GetLoadBalancingWeight().GetValue() != 5 || e.GetHealthStatus() != corev3.HealthStatus_HEALTHY ||
+		e.GetMetadata().GetFilterMetadata()["envoy.lb"].GetFields()["tags"].GetStringValue() != "primary,v1" ||
+		e.GetMetadata().GetFilterMetadata()["envoy.lb"].GetFields()["version"].GetStringValue() != "1" {
+		t.Errorf("web-1 = %v", e)
+	}
+	if e := web[8082]; e.GetLoadBalancingWeight().GetValue() != 3 {
+		t.Errorf("web-2 = %v", e)
+	}
+
+	if err := c.Agent().UpdateTTL("web-1-ttl", "", api.HealthCritical); err != nil {
+		t.Fatal(err)
+	}
+	took = waitAll(time.Second, "web-1 UNHEALTHY", func(s envoysim.State) bool {
+		return lbEndpoints(s.Assignments["web"])[8081].GetHealthStatus() == corev3.HealthStatus_UNHEALTHY
+	})
+	t.Logf("critical check visible to both clients after %v", took)
+
+	if err := c.Agent().ServiceDeregister("api-1"); err != nil {
+		t.Fatal(err)
+	}
+	waitAll(time.Second, "api empty", func(s envoysim.State) bool {
+		return s.Clusters["api"] != nil && s.Assignments["api"] != nil && len(lbEndpoints(s.Assignments["api"])) == 0
+	})
+
+	agent.Kill()
+	waitFor(t, 5*time.Second, "/sources reports consul stale", func() bool {
+		_, body := get("http://" + adminAddr + "/sources")
+		return strings.Contains(body, `"stale": true`)
+	})
+	for name, cl := range clients {
+		if n := len(lbEndpoints(cl.State().Assignments["web"])); n != 2 {
+			t.Errorf("%s client: web has %d endpoints while the agent is down, want 2", name, n)
+		}
+	}
+}
+
+func lbEndpoints(cla *endpointv3.ClusterLoadAssignment) map[uint32]*endpointv3.LbEndpoint {
+	m := map[uint32]*endpointv3.LbEndpoint{}
+	for _, le := range cla.GetEndpoints() {
+		for _, e := range le.GetLbEndpoints() {
+			m[e.GetEndpoint().GetAddress().GetSocketAddress().GetPortValue()] = e
+		}
+	}
+	return m
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func get(url string) (int, string) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %s", within, what)
+		}
+		<-tick.C
+	}
+}
