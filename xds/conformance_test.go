@@ -280,4 +280,3 @@ func assertQuiet(t *testing.T, c *envoysim.Client, d time.Duration) {
 		t.Fatalf("unexpected response: %+v", c.Log()[before:])
 	}
 }
-
