@@ -121,6 +121,7 @@ func (s *server) stats(ctx context.Context) (target.Stats, error) {
 
 // stop ends the process: SIGTERM, then SIGKILL after 5 s.
 func (s *server) stop() {
+	s.http.CloseIdleConnections()
 	_ = s.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-s.waited:

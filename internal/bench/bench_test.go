@@ -1,0 +1,235 @@
+package bench
+
+import (
+	"context"
+	"encoding/xml"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/xdsbridge/xdsbridge/internal/bench/target"
+)
+
+// The test binary doubles as the server process: Run starts
+// `<bin> serve --impl X`, and with serveEnv set TestMain serves instead of
+// testing.
+const serveEnv = "XDSLOAD_TEST_SERVE"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(serveEnv) != "" && len(os.Args) == 4 && os.Args[1] == "serve" {
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+		err := target.Serve(ctx, target.Options{Impl: os.Args[3], XDS: "127.0.0.1:0", Control: "127.0.0.1:0", Ready: os.Stdout})
+		stop()
+		if err != nil {
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	goleak.VerifyTestMain(m)
+}
+
+func config(t *testing.T, impl string, delta bool) Config {
+	t.Setenv(serveEnv, "1")
+	return Config{
+		Scenario: "test", Impl: impl, Delta: delta, Clients: 4, Services: 30, Endpoints: 3, Changes: 3,
+		Timeout: 20 * time.Second, Bin: os.Args[0], OutDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler),
+	}
+}
+
+func TestRunMeasuresEveryImpl(t *testing.T) {
+	var results []Result
+	for _, impl := range target.Impls {
+		for _, delta := range []bool{true, false} {
+			cfg := config(t, impl, delta)
+			cfg.Reconnect = true
+			t.Run(cfg.ID(), func(t *testing.T) {
+				r, err := Run(context.Background(), cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r.Failed {
+					t.Fatalf("run failed: %s", r.Problem)
+				}
+				if r.ChangesDone != 3 || r.ConvP99 <= 0 || r.ColdStart <= 0 || r.CPUPerChange <= 0 {
+					t.Errorf("figures missing: %+v", r)
+				}
+				// Every implementation sends at least the changed assignment.
+				if r.ResPerClientChange < 1 || r.BytesPerClientChange <= 0 {
+					t.Errorf("resources/client·change = %v, bytes = %v", r.ResPerClientChange, r.BytesPerClientChange)
+				}
+				if r.ReconnectTime <= 0 {
+					t.Errorf("reconnect not measured: %+v", r)
+				}
+				for _, suffix := range []string{".cpu.pprof", ".heap.pprof", ".server.log"} {
+					if _, err := os.Stat(cfg.OutDir + "/" + cfg.ID() + suffix); err != nil {
+						t.Error(err)
+					}
+				}
+				results = append(results, r)
+			})
+		}
+	}
+	t.Run("report", func(t *testing.T) {
+		md := Markdown(results, "test machine")
+		for _, want := range []string{"xdsbridge / snapshot", "xdsbridge / linear", "convergence p99", "bytes / client·change"} {
+			if !strings.Contains(md, want) {
+				t.Errorf("markdown lacks %q:\n%s", want, md)
+			}
+		}
+		var csv strings.Builder
+		if err := CSV(&csv, results); err != nil {
+			t.Fatal(err)
+		}
+		if n := strings.Count(csv.String(), "\n"); n != len(results)+1 {
+			t.Errorf("csv has %d lines, want %d", n, len(results)+1)
+		}
+		wellFormed(t, Chart(results))
+	})
+}
+
+// TestWrongServerFails runs against a server that accepts changes but never
+// publishes them: the run must be reported as failed, not as fast.
+func TestWrongServerFails(t *testing.T) {
+	cfg := config(t, "stale", true)
+	cfg.Timeout = time.Second
+	r, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Failed || !strings.Contains(r.Problem, "did not reach") || !strings.Contains(r.Problem, "validation") {
+		t.Errorf("Failed=%v problem=%q", r.Failed, r.Problem)
+	}
+	if md := Markdown([]Result{r}, ""); !strings.Contains(md, "FAILED") {
+		t.Errorf("report does not say FAILED:\n%s", md)
+	}
+}
+
+func TestSustainedRate(t *testing.T) {
+	cfg := config(t, "xdsbridge", true)
+	cfg.Changes, cfg.Rate, cfg.Duration = 0, 50, 200*time.Millisecond
+	r, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Failed || r.ChangesDone != 10 {
+		t.Errorf("failed=%v (%s), changes=%d, want 10", r.Failed, r.Problem, r.ChangesDone)
+	}
+}
+
+func TestPlan(t *testing.T) {
+	impls := []string{"xdsbridge", "snapshot"}
+	for _, tc := range []struct {
+		name      string
+		preset    string
+		scenarios []string
+		over      Sizes
+		runs      int
+		check     func([]Config) error
+	}{
+		{"quick is S1+S2", "quick", nil, Sizes{}, 2*2 + 3*2, func(cs []Config) error {
+			for _, c := range cs {
+				if c.Scenario != "S1" && c.Scenario != "S2" {
+					return errors.New("unexpected scenario " + c.Scenario)
+				}
+			}
+			return nil
+		}},
+		{"full has all", "full", nil, Sizes{}, (2 + 3 + 4 + 1 + 2 + 1) * 2, nil},
+		{"override clients", "quick", []string{"S1"}, Sizes{Clients: 7}, 4, func(cs []Config) error {
+			for _, c := range cs {
+				if c.Clients != 7 {
+					return errors.New("clients not overridden")
+				}
+			}
+			return nil
+		}},
+		{"S4 is a rate", "full", []string{"S4"}, Sizes{}, 2, func(cs []Config) error {
+			if cs[0].Rate != 100 || cs[0].Duration != time.Minute {
+				return errors.New("S4 is not 100/s for 60s")
+			}
+			return nil
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cs, err := Plan(tc.preset, tc.scenarios, impls, tc.over)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(cs) != tc.runs {
+				t.Errorf("%d runs, want %d", len(cs), tc.runs)
+			}
+			if tc.check != nil {
+				if err := tc.check(cs); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	if _, err := Plan("huge", nil, impls, Sizes{}); err == nil {
+		t.Error("unknown preset accepted")
+	}
+	if _, err := Plan("full", []string{"S9"}, impls, Sizes{}); err == nil {
+		t.Error("unknown scenario accepted")
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	ds := []time.Duration{5, 1, 4, 2, 3}
+	for _, tc := range []struct {
+		p    float64
+		want time.Duration
+	}{{50, 3}, {99, 5}, {100, 5}, {1, 1}} {
+		if got := pct(ds, tc.p); got != tc.want {
+			t.Errorf("pct(%v) = %v, want %v", tc.p, got, tc.want)
+		}
+	}
+	if pct(nil, 50) != 0 {
+		t.Error("pct of nothing")
+	}
+}
+
+func wellFormed(t *testing.T, svg string) {
+	t.Helper()
+	d := xml.NewDecoder(strings.NewReader(svg))
+	for {
+		if _, err := d.Token(); err != nil {
+			if errors.Is(err, io.EOF) {
+				return
+			}
+			t.Fatalf("chart is not well-formed XML: %v", err)
+		}
+	}
+}
+
+func TestChartPanels(t *testing.T) {
+	var rs []Result
+	for _, impl := range []string{"xdsbridge", "snapshot", "linear"} {
+		for _, n := range []int{100, 1000, 10000} {
+			r := Result{Config: Config{Scenario: "S2", Impl: impl, Delta: true, Clients: 200, Services: n}}
+			r.ConvP99, r.CPUPerChange, r.BytesPerClientChange = time.Duration(n)*time.Microsecond, time.Millisecond, 500
+			rs = append(rs, r)
+		}
+		for _, delta := range []bool{true, false} {
+			r := Result{Config: Config{Scenario: "S1", Impl: impl, Delta: delta, Clients: 200, Services: 1000}}
+			r.ConvP99, r.CPUPerClientChange, r.BytesPerClientChange = 10*time.Millisecond, 100*time.Microsecond, 600
+			rs = append(rs, r)
+		}
+	}
+	svg := Chart(rs)
+	wellFormed(t, svg)
+	// 3 S1 bar panels and 3 S2 line panels.
+	if n := strings.Count(svg, "<g transform"); n != 6 {
+		t.Errorf("%d panels, want 6", n)
+	}
+	if n := strings.Count(svg, "<polyline"); n != 9 {
+		t.Errorf("%d lines, want 9 (3 panels x 3 impls)", n)
+	}
+}
