@@ -72,6 +72,7 @@ func missing(t testing.TB, why string) {
 type Option func(*options)
 
 type options struct {
+	datacenter string
 	config     []string // extra configuration files' contents
 	https      bool
 	extraArgs  []string
@@ -88,6 +89,9 @@ func WithHCL(hcl string) Option {
 // material itself is configured with WithHCL.
 func WithHTTPS() Option { return func(o *options) { o.https = true } }
 
+// WithDatacenter names the agent's datacenter (default dc1).
+func WithDatacenter(dc string) Option { return func(o *options) { o.datacenter = dc } }
+
 // WithArgs adds command-line arguments.
 func WithArgs(args ...string) Option {
 	return func(o *options) { o.extraArgs = append(o.extraArgs, args...) }
@@ -96,8 +100,12 @@ func WithArgs(args ...string) Option {
 // Agent is a running (or stopped) Consul dev agent.
 type Agent struct {
 	// HTTPAddr is host:port of the HTTP API; HTTPSAddr that of the HTTPS API
-	// when WithHTTPS was given; DNSAddr that of the DNS interface.
-	HTTPAddr, HTTPSAddr, DNSAddr string
+	// when WithHTTPS was given; DNSAddr that of the DNS interface;
+	// SerfWANAddr that of the WAN gossip (to federate two agents with
+	// JoinWAN).
+	HTTPAddr, HTTPSAddr, DNSAddr, SerfWANAddr string
+	// Datacenter is the agent's datacenter (dc1 unless WithDatacenter).
+	Datacenter string
 	// Node is the agent's unique node name; DataDir its data directory.
 	Node, DataDir string
 
@@ -118,7 +126,7 @@ var nodeSeq atomic.Int64
 func Start(t testing.TB, opts ...Option) *Agent {
 	t.Helper()
 	bin := Binary(t)
-	o := options{startLimit: 30 * time.Second}
+	o := options{startLimit: 30 * time.Second, datacenter: "dc1"}
 	for _, f := range opts {
 		f(&o)
 	}
@@ -133,6 +141,8 @@ func Start(t testing.TB, opts ...Option) *Agent {
 	ports := freePorts(t, 8)
 	a.HTTPAddr = "127.0.0.1:" + strconv.Itoa(ports[0])
 	a.DNSAddr = "127.0.0.1:" + strconv.Itoa(ports[1])
+	a.SerfWANAddr = "127.0.0.1:" + strconv.Itoa(ports[3])
+	a.Datacenter = o.datacenter
 	https := "-1"
 	if o.https {
 		https = strconv.Itoa(ports[7])
@@ -140,7 +150,7 @@ func Start(t testing.TB, opts ...Option) *Agent {
 	}
 	a.args = []string{"agent", "-dev",
 		"-bind", "127.0.0.1", "-client", "127.0.0.1", "-advertise", "127.0.0.1",
-		"-node", a.Node, "-data-dir", a.DataDir, "-log-level", "info",
+		"-node", a.Node, "-data-dir", a.DataDir, "-log-level", "info", "-datacenter", o.datacenter,
 		"-http-port", strconv.Itoa(ports[0]),
 		"-https-port", https,
 		"-dns-port", strconv.Itoa(ports[1]),
@@ -199,6 +209,29 @@ func (a *Agent) Restart() {
 	a.t.Helper()
 	a.Stop()
 	a.start(30 * time.Second)
+}
+
+// JoinWAN federates a with other (another server agent, typically of
+// another datacenter) and waits until a lists both datacenters.
+func (a *Agent) JoinWAN(other *Agent) {
+	a.t.Helper()
+	c := a.Client()
+	if err := c.Agent().Join(other.SerfWANAddr, true); err != nil {
+		a.t.Fatalf("joining %s over the WAN: %v", other.SerfWANAddr, err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		dcs, err := c.Catalog().Datacenters()
+		if err == nil && len(dcs) >= 2 {
+			return
+		}
+		if time.Now().After(deadline) {
+			a.t.Fatalf("datacenters after a WAN join: %v (%v)", dcs, err)
+		}
+		<-tick.C
+	}
 }
 
 // Log returns the agent's log so far.

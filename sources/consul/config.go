@@ -6,6 +6,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/template"
 	"time"
@@ -210,6 +211,9 @@ func (c *Config) validate(baseDir string) (*template.Template, error) {
 		if dc == "" {
 			return nil, sources.Errorf(fmt.Sprintf("datacenters[%d]", i), "empty datacenter name")
 		}
+		if slices.Contains(c.Datacenters[:i], dc) {
+			return nil, sources.Errorf(fmt.Sprintf("datacenters[%d]", i), "%q listed twice", dc)
+		}
 	}
 	for key, globs := range map[string][]string{"services.include": c.Services.Include, "services.exclude": c.Services.Exclude} {
 		for i, g := range globs {
@@ -275,7 +279,7 @@ func (c *Config) selected(name string, tags []string) bool {
 		return false
 	}
 	for _, want := range c.Tags {
-		if !contains(tags, want) {
+		if !slices.Contains(tags, want) {
 			return false
 		}
 	}
@@ -285,15 +289,6 @@ func (c *Config) selected(name string, tags []string) bool {
 func matchAny(globs []string, name string) bool {
 	for _, g := range globs {
 		if ok, _ := path.Match(g, name); ok {
-			return true
-		}
-	}
-	return false
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
 			return true
 		}
 	}

@@ -26,6 +26,8 @@ func TestNewConfigErrors(t *testing.T) {
 		{"no room for reads", map[string]any{"max_connections": 3}, "max_connections"},
 		{"cert without key", map[string]any{"tls": map[string]any{"cert_file": "c.pem"}}, "tls.key_file"},
 		{"empty datacenter", map[string]any{"datacenters": []any{"dc1", ""}}, "datacenters[1]"},
+		{"datacenter twice", map[string]any{"datacenters": []any{"dc1", "dc2", "dc1"}}, "datacenters[2]"},
+		{"datacenter not a string", map[string]any{"datacenters": []any{map[string]any{"a": 1}}}, "datacenters[0]"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

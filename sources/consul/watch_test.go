@@ -30,6 +30,9 @@ func TestWatch(t *testing.T) {
 		register(t, c, &api.AgentServiceRegistration{ID: "web-2", Name: "web", Address: "10.0.0.2", Port: 8082,
 			Tags: []string{"v1"}, Meta: map[string]string{"version": "1"}, Weights: &api.AgentWeights{Passing: 3, Warning: 1}})
 		register(t, c, &api.AgentServiceRegistration{ID: "api-1", Name: "api", Port: 9091})
+		// Bad data: a host name is no EDS address; the instance is dropped
+		// and counted, the rest of the service served.
+		register(t, c, &api.AgentServiceRegistration{ID: "api-bad", Name: "api", Address: "api.example", Port: 9092})
 		took := r.waitFor(within, "web with 2 endpoints and api with 1", func() bool {
 			return len(r.endpointsOf("web")) == 2 && len(r.endpointsOf("api")) == 1
 		})
@@ -45,6 +48,9 @@ func TestWatch(t *testing.T) {
 		}
 		if e := r.endpointsOf("api")[9091]; e.Address != "127.0.0.1" {
 			t.Errorf("api-1 = %+v, want the node address 127.0.0.1", e)
+		}
+		if d := r.status.Snapshot().Dropped; d == 0 {
+			t.Error("the instance with a host name address was not counted as dropped")
 		}
 
 		// A second instance of a known service, without checks, changes
@@ -156,4 +162,35 @@ func quiet(t testing.TB, d time.Duration, changed func() bool) {
 		}
 		<-tick.C
 	}
+}
+
+// TestDatacenters federates two agents (dc1, dc2) and watches both: with
+// the default cluster_name the instances of both merge into one cluster,
+// dc2's at other_datacenters_priority; with a template naming the
+// datacenter they stay apart.
+func TestDatacenters(t *testing.T) {
+	dc1 := consultest.Start(t)
+	dc2 := consultest.Start(t, consultest.WithDatacenter("dc2"))
+	dc1.JoinWAN(dc2)
+	register(t, dc1.Client(), &api.AgentServiceRegistration{ID: "multi-1", Name: "multi", Address: "10.0.6.1", Port: 6101})
+	register(t, dc2.Client(), &api.AgentServiceRegistration{ID: "multi-2", Name: "multi", Address: "10.0.6.2", Port: 6102})
+	sel := map[string]any{"include": []any{"multi"}}
+	merged := startSource(t, dc1, map[string]any{"services": sel, "datacenters": []any{"dc1", "dc2"}, "other_datacenters_priority": 3})
+	apart := startSource(t, dc1, map[string]any{"services": sel, "datacenters": []any{"dc1", "dc2"}, "cluster_name": "{{.Service}}.{{.Datacenter}}"})
+	merged.synced(10 * time.Second)
+	apart.synced(10 * time.Second)
+	merged.waitFor(within, "multi from both datacenters", func() bool { return len(merged.endpointsOf("multi")) == 2 })
+	eps := merged.endpointsOf("multi")
+	if e := eps[6101]; e.Priority != 0 || e.Locality.Region != "dc1" {
+		t.Errorf("dc1 instance = %+v, want priority 0, region dc1", e)
+	}
+	if e := eps[6102]; e.Priority != 3 || e.Locality.Region != "dc2" {
+		t.Errorf("dc2 instance = %+v, want priority 3, region dc2", e)
+	}
+	apart.waitFor(within, "multi.dc1 and multi.dc2", func() bool {
+		return len(apart.endpointsOf("multi.dc1")) == 1 && len(apart.endpointsOf("multi.dc2")) == 1
+	})
+	// A change in the remote datacenter is watched too.
+	deregister(t, dc2.Client(), "multi-2")
+	merged.waitFor(within, "dc2 instance gone", func() bool { return len(merged.endpointsOf("multi")) == 1 })
 }
