@@ -39,11 +39,12 @@ type running struct {
 }
 
 // startSource runs a consul source against agent with cfg (address
-// defaults to the agent's HTTP address), and stops it when the test ends.
+// defaults to the agent's HTTP address; agent may be nil when cfg has an
+// address), and stops it when the test ends.
 func startSource(t testing.TB, agent *consultest.Agent, cfg map[string]any, tweak ...func(*Source)) *running {
 	t.Helper()
 	cfg = maps.Clone(cfg)
-	if _, ok := cfg["address"]; !ok {
+	if _, ok := cfg["address"]; !ok && agent != nil {
 		cfg["address"] = agent.HTTPAddr
 	}
 	if _, ok := cfg["retry_max"]; !ok {

@@ -1,0 +1,164 @@
+package consul
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+)
+
+// fakeConsul serves the four endpoints the source reads, with blocking
+// queries, and can be switched into the failure modes a real cluster shows
+// (leaderless 500s, malformed JSON, 429) and into resetting its index.
+type fakeConsul struct {
+	mu       sync.Mutex
+	mode     string // "ok", "leaderless", "garbage", "throttle"
+	index    uint64
+	entries  []*api.ServiceEntry
+	changed  chan struct{}
+	requests int
+}
+
+func newFakeConsul(t *testing.T) (*fakeConsul, string) {
+	f := &fakeConsul{mode: "ok", index: 10, changed: make(chan struct{})}
+	srv := httptest.NewServer(http.HandlerFunc(f.serve))
+	t.Cleanup(func() {
+		f.set(func() {}) // wake blocked requests
+		srv.CloseClientConnections()
+		srv.Close()
+	})
+	return f, srv.Listener.Addr().String()
+}
+
+// set changes the fake's state under its lock and wakes blocked queries.
+func (f *fakeConsul) set(change func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	change()
+	close(f.changed)
+	f.changed = make(chan struct{})
+}
+
+func (f *fakeConsul) requestCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.requests
+}
+
+func (f *fakeConsul) serve(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	f.requests++
+	want, _ := strconv.ParseUint(r.URL.Query().Get("index"), 10, 64)
+	if want > 0 && want == f.index && f.mode == "ok" {
+		ch := f.changed
+		f.mu.Unlock()
+		select {
+		case <-ch:
+		case <-r.Context().Done():
+			return
+		case <-time.After(2 * time.Second):
+		}
+		f.mu.Lock()
+	}
+	mode, index, entries := f.mode, f.index, f.entries
+	f.mu.Unlock()
+	switch mode {
+	case "leaderless":
+		http.Error(w, "No cluster leader", http.StatusInternalServerError)
+		return
+	case "throttle":
+		http.Error(w, "Your IP is issuing too many concurrent connections, please rate limit your calls", http.StatusTooManyRequests)
+		return
+	}
+	w.Header().Set("X-Consul-Index", strconv.FormatUint(index, 10))
+	w.Header().Set("Content-Type", "application/json")
+	if mode == "garbage" {
+		w.Write([]byte(`{"svc": [`))
+		return
+	}
+	var body any
+	switch r.URL.Path {
+	case "/v1/agent/self":
+		body = map[string]any{"Config": map[string]any{"Datacenter": "dc1"}}
+	case "/v1/catalog/services":
+		body = map[string][]string{"svc": {}}
+	case "/v1/health/state/any":
+		body = []any{}
+	case "/v1/catalog/nodes":
+		body = []*api.Node{{Node: "n1", Address: "10.0.0.1", ModifyIndex: 5}}
+	case "/v1/health/service/svc":
+		body = entries
+	default:
+		http.NotFound(w, r)
+		return
+	}
+	json.NewEncoder(w).Encode(body)
+}
+
+func svcEntries(ports ...int) []*api.ServiceEntry {
+	var es []*api.ServiceEntry
+	for _, p := range ports {
+		es = append(es, &api.ServiceEntry{Node: &api.Node{Node: "n1", Address: "10.0.0.1", ModifyIndex: 5},
+			Service: &api.AgentService{ID: "svc-" + strconv.Itoa(p), Service: "svc", Port: p}})
+	}
+	return es
+}
+
+// TestFailures walks the source through the failures of a real cluster:
+// leaderless 500s, malformed JSON, 429s. While failing nothing is
+// published, the status is stale, one warning is logged, and retries back
+// off; on recovery the source resyncs and publishes what changed. An index
+// that goes backwards (a reset) is followed.
+func TestFailures(t *testing.T) {
+	f, addr := newFakeConsul(t)
+	f.set(func() { f.entries = svcEntries(1) })
+	r := startSource(t, nil, map[string]any{"address": addr, "retry_min": "50ms", "retry_max": "200ms"})
+	r.synced(5 * time.Second)
+	r.waitFor(within, "svc with 1 endpoint", func() bool { return len(r.endpointsOf("svc")) == 1 })
+	n := r.updateCount()
+
+	for _, mode := range []string{"leaderless", "garbage", "throttle"} {
+		f.set(func() {
+			f.mode = mode
+			f.index++
+			f.entries = svcEntries(1, 2)
+		})
+		before := f.requestCount()
+		r.waitFor(5*time.Second, mode+": failures counted", func() bool {
+			return r.status.Snapshot().Stale && f.requestCount() > before+10
+		})
+	}
+	// Backoff: with retry_max 200ms, three blocking queries retry at most
+	// about 15 times a second each; a hot loop would do thousands.
+	before, start := f.requestCount(), time.Now()
+	waitFor(t, 5*time.Second, "a second of retries", func() bool { return time.Since(start) >= time.Second })
+	if got := f.requestCount() - before; got > 60 {
+		t.Errorf("%d requests in a second while throttled: no backoff", got)
+	}
+	if got := r.updateCount(); got != n {
+		t.Fatalf("%d updates published while failing", got-n)
+	}
+	if got := r.logs.count(msgFailing); got != 1 {
+		t.Errorf("logged %q %d times over three failure modes, want once", msgFailing, got)
+	}
+	if s := r.status.Snapshot(); s.LastError == "" || s.Failures < 10 {
+		t.Errorf("status while failing = %+v", s)
+	}
+
+	// Recovery with a reset index (a restarted cluster): resync, publish.
+	f.set(func() { f.mode, f.index = "ok", 3 })
+	r.waitFor(5*time.Second, "recovered with svc at 2 endpoints", func() bool {
+		return !r.status.Snapshot().Stale && len(r.endpointsOf("svc")) == 2
+	})
+	if got := r.logs.count(msgRecovered); got != 1 {
+		t.Errorf("logged %q %d times, want once", msgRecovered, got)
+	}
+	// The index goes backwards again without an error: still followed.
+	f.set(func() { f.index, f.entries = 2, svcEntries(1, 2, 3) })
+	r.waitFor(5*time.Second, "svc at 3 endpoints after an index reset", func() bool { return len(r.endpointsOf("svc")) == 3 })
+}
