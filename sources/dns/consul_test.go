@@ -1,0 +1,70 @@
+package dns
+
+import (
+	"net"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	consulapi "github.com/hashicorp/consul/api"
+
+	"github.com/xdsbridge/xdsbridge/internal/consultest"
+	"github.com/xdsbridge/xdsbridge/sources"
+)
+
+// Issue 5 acceptance 6: Consul's DNS interface as a second real server.
+// `web.service.consul` SRV yields the healthy instances of web with their
+// own ports and addresses (Consul puts their A records in the additional
+// section), and a deregistration reaches the source.
+func TestConsulDNS(t *testing.T) {
+	agent := consultest.Start(t)
+	c := agent.Client()
+	for _, r := range []*consulapi.AgentServiceRegistration{
+		{ID: "web-1", Name: "web", Address: "127.0.0.31", Port: 8081},
+		{ID: "web-2", Name: "web", Address: "127.0.0.32", Port: 8082},
+	} {
+		if err := c.Agent().ServiceRegister(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	cfg := baseConfig([]string{agent.DNSAddr}, srvService("web", "web.service.consul"))
+	cfg["refresh"] = map[string]any{"min": "200ms", "max": "5s"}
+	ups, st := watch(t, cfg)
+	u := nextUpdate(t, ups, 15*time.Second)
+	got := u.Services[0].Endpoints
+	wantAddrs := []string{"127.0.0.31:8081", "127.0.0.32:8082"}
+	if !u.Full || u.Services[0].Name != "web" || !slices.Equal(hostPorts(got), wantAddrs) {
+		t.Fatalf("first update %+v, want web with %v", u.Update, wantAddrs)
+	}
+	for _, e := range got {
+		if e.Weight < 1 || e.Priority != 0 {
+			t.Errorf("endpoint %+v: want weight >= 1 and priority 0", e)
+		}
+	}
+	if snap := st.Snapshot(); !snap.Synced || snap.Dropped != 0 {
+		t.Errorf("status %+v", snap)
+	}
+
+	// Consul's DNS TTL is 0 by default: the source refreshes at
+	// refresh.min, and a deregistration shows up at the next refresh.
+	removed := time.Now()
+	if err := c.Agent().ServiceDeregister("web-2"); err != nil {
+		t.Fatal(err)
+	}
+	u = nextUpdate(t, ups, 10*time.Second)
+	if len(u.Services) != 1 || !slices.Equal(hostPorts(u.Services[0].Endpoints), []string{"127.0.0.31:8081"}) {
+		t.Fatalf("update after deregistration %+v", u.Update)
+	}
+	t.Logf("deregistration reached the source after %s", u.at.Sub(removed).Round(time.Millisecond))
+}
+
+func hostPorts(eps []sources.Endpoint) []string {
+	var out []string
+	for _, e := range eps {
+		out = append(out, net.JoinHostPort(e.Address, strconv.Itoa(int(e.Port))))
+	}
+	slices.Sort(out)
+	return out
+}
