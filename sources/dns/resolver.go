@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"sync/atomic"
 
 	mdns "github.com/miekg/dns"
 )
@@ -19,9 +20,12 @@ const ednsSize = 4096
 // an empty result, not a failure.
 var errNegative = errors.New("negative answer")
 
-// resolver sends queries to a list of servers in turn.
+// resolver sends queries to a list of servers in turn, starting with the
+// one that answered last, so that a dead first server does not cost a
+// timeout on every query.
 type resolver struct {
-	servers []string // host:port
+	servers   []string // host:port
+	preferred atomic.Int32
 	// names expands a configured name into the names to try, in order
 	// (the resolv.conf search list); nil means the name as it is.
 	names func(string) []string
@@ -41,9 +45,13 @@ func (r *resolver) exchange(ctx context.Context, name string, qtype uint16) (*md
 	q.SetQuestion(name, qtype)
 	q.SetEdns0(ednsSize, false)
 	var last error
-	for _, srv := range r.servers {
+	first := int(r.preferred.Load())
+	for k := range r.servers {
+		i := (first + k) % len(r.servers)
+		srv := r.servers[i]
 		resp, err := r.ask(ctx, q, srv)
 		if err == nil {
+			r.preferred.Store(int32(i))
 			return resp, nil
 		}
 		if ctx.Err() != nil {

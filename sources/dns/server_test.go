@@ -40,6 +40,8 @@ type reply struct {
 	ns       []string
 	truncUDP bool // over UDP, answer with TC set and no records
 	silent   bool // never answer
+	wrongQ   bool // answer a different question
+	garbage  bool // answer bytes that do not parse
 }
 
 func newFakeServer(t *testing.T) *fakeServer {
@@ -137,6 +139,13 @@ func (f *fakeServer) ServeDNS(w mdns.ResponseWriter, req *mdns.Msg) {
 		return
 	}
 	m.Rcode = r.rcode
+	if r.garbage {
+		_, _ = w.Write([]byte{byte(req.Id >> 8), byte(req.Id), 0x81, 0x80, 0, 1, 0, 9, 0, 0, 0, 0, 3, 'a'})
+		return
+	}
+	if r.wrongQ {
+		m.Question[0].Name = "other.example.org."
+	}
 	if r.truncUDP && network == "udp" {
 		m.Truncated = true
 		_ = w.WriteMsg(m)

@@ -242,6 +242,8 @@ func TestSourceFailures(t *testing.T) {
 		{"SERVFAIL", reply{rcode: mdns.RcodeServerFailure}},
 		{"REFUSED", reply{rcode: mdns.RcodeRefused}},
 		{"timeout", reply{silent: true}},
+		{"malformed: another question", reply{wrongQ: true, answer: srvs(api, 60, "0 1 80 a.example.org.")}},
+		{"malformed: unparsable", reply{garbage: true}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -257,18 +259,42 @@ func TestSourceFailures(t *testing.T) {
 	}
 }
 
+// A target whose address query fails (rather than being answered
+// negatively) fails the whole lookup: a failing server must not remove
+// endpoints.
+func TestSourceTargetFailure(t *testing.T) {
+	f := newFakeServer(t)
+	f.set(api, mdns.TypeSRV, reply{answer: srvs(api, 60, "0 1 80 a.example.org.", "0 1 80 b.example.org.")})
+	f.set("a.example.org.", mdns.TypeA, reply{answer: []string{"a.example.org. 60 IN A 10.0.0.1"}})
+	f.set("a.example.org.", mdns.TypeAAAA, reply{})
+	f.set("b.example.org.", mdns.TypeA, reply{rcode: mdns.RcodeServerFailure})
+	r := start(t, baseConfig([]string{f.addr}, srvService("api", api)))
+	r.quiet(t, 5*time.Second, func() bool { return f.count("b.example.org.", mdns.TypeA, "") >= 3 })
+	if snap := r.status.Snapshot(); snap.Synced || !snap.Stale {
+		t.Errorf("status %+v, want failing and not synced", snap)
+	}
+}
+
 func TestSourceServersInTurn(t *testing.T) {
 	bad, silent, good := newFakeServer(t), newFakeServer(t), newFakeServer(t)
 	bad.set(api, mdns.TypeSRV, reply{rcode: mdns.RcodeServerFailure})
 	silent.set(api, mdns.TypeSRV, reply{silent: true})
 	good.set(api, mdns.TypeSRV, reply{answer: srvs(api, 60, "0 1 80 a.example.org."), extra: []string{"a.example.org. 60 IN A 10.0.0.1"}})
-	r := start(t, baseConfig([]string{bad.addr, silent.addr, good.addr}, srvService("api", api)))
+	cfg := baseConfig([]string{bad.addr, silent.addr, good.addr}, srvService("api", api))
+	cfg["refresh"] = map[string]any{"min": "50ms", "max": "100ms"}
+	r := start(t, cfg)
 	u := r.next(t, 5*time.Second)
 	if len(u.Services) != 1 || len(u.Services[0].Endpoints) != 1 {
 		t.Fatalf("update %+v, want the good server's endpoint", u)
 	}
 	if bad.count(api, mdns.TypeSRV, "") == 0 || silent.count(api, mdns.TypeSRV, "") == 0 {
 		t.Error("servers not tried in turn")
+	}
+	// Later queries start with the server that answered.
+	n := good.count(api, mdns.TypeSRV, "")
+	waitFor(t, 5*time.Second, func() bool { return good.count(api, mdns.TypeSRV, "") >= n+2 })
+	if got := bad.count(api, mdns.TypeSRV, "") + silent.count(api, mdns.TypeSRV, ""); got != 2 {
+		t.Errorf("failing servers asked %d times, want 2 (once each, before the good one answered)", got)
 	}
 }
 
