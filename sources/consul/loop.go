@@ -41,7 +41,10 @@ type dcState struct {
 	checks      map[checkKey]checkInfo // last /v1/health/state/any; nil before the first
 }
 
-type checkInfo struct{ status, service, node string }
+type checkInfo struct {
+	status, service, node string
+	index                 uint64 // ModifyIndex
+}
 
 // fetchResult is the outcome of one /v1/health/service read.
 type fetchResult struct {
@@ -63,6 +66,17 @@ type sweepRun struct {
 	left   map[svcKey]bool
 }
 
+// delayedRead is a read to queue at a later time.
+type delayedRead struct {
+	at  time.Time
+	key svcKey
+}
+
+const (
+	behindDelay   = 50 * time.Millisecond
+	behindRetries = 20
+)
+
 // sweepDutyFactor spaces sweeps: after a sweep that took d, the next one
 // starts no earlier than sweepDutyFactor*d later, so that a churning
 // catalog costs Consul at most 1/(1+factor) of one read slot's time.
@@ -83,6 +97,15 @@ type loop struct {
 	seq      uint64
 	fetchBO  backoff
 	fetchAt  time.Time // no reads dispatched before this (backoff)
+	// want is the index a read must reach to reflect the check change
+	// that queued it; a read answering below it (a lagging server, or the
+	// agent cache not yet refreshed) is repeated after behindDelay, up to
+	// behindRetries times. viaCache marks reads queued only by such check
+	// changes: the only ones that may use the agent cache (cached: true).
+	want     map[svcKey]uint64
+	behind   map[svcKey]int
+	viaCache map[svcKey]bool
+	later    []delayedRead
 
 	sweepWanted bool
 	sweep       *sweepRun
@@ -103,6 +126,9 @@ func newLoop(s *Source, c *api.Client, dcNames []string, wg *sync.WaitGroup) *lo
 		s: s, c: c, wg: wg, started: time.Now(),
 		results:   make(chan fetchResult),
 		dirty:     map[svcKey]bool{},
+		want:      map[svcKey]uint64{},
+		behind:    map[svcKey]int{},
+		viaCache:  map[svcKey]bool{},
 		inflight:  map[svcKey]bool{},
 		fetchBO:   backoff{min: s.cfg.RetryMin, max: s.cfg.RetryMax},
 		pollErr:   map[[2]int]bool{},
@@ -136,6 +162,7 @@ func (l *loop) run(ctx context.Context, polls <-chan pollResult, up chan<- sourc
 	defer timer.Stop()
 	for {
 		l.checkRecovery()
+		l.promoteDue()
 		l.maybeSweep()
 		l.dispatch(ctx)
 		if !l.publish(ctx, up) {
@@ -166,6 +193,11 @@ func (l *loop) arm(t *time.Timer) {
 	}
 	if l.sweepWanted && l.sweep == nil && (next.IsZero() || l.nextSweep.Before(next)) {
 		next = l.nextSweep
+	}
+	for _, d := range l.later {
+		if next.IsZero() || d.at.Before(next) {
+			next = d.at
+		}
 	}
 	d := time.Hour
 	if !next.IsZero() {
@@ -214,9 +246,41 @@ func (l *loop) checkRecovery() {
 	}
 }
 
-// markDirty queues a read of k unless one is queued already; a read in
-// flight is repeated when it returns, because it may predate the change.
+// markDirty queues a read of k that bypasses the agent cache.
 func (l *loop) markDirty(k svcKey) {
+	delete(l.viaCache, k)
+	l.queueRead(k)
+}
+
+// markChanged queues a read of k for a check change at index: a read that
+// may use the agent cache, and must answer at least index.
+func (l *loop) markChanged(k svcKey, index uint64) {
+	if !l.dirty[k] {
+		l.viaCache[k] = true
+	}
+	l.want[k] = max(l.want[k], index)
+	l.queueRead(k)
+}
+
+// promoteDue queues the delayed reads whose time has come.
+func (l *loop) promoteDue() {
+	now := time.Now()
+	keep := l.later[:0]
+	for _, d := range l.later {
+		switch {
+		case l.dcs[d.key.dc].services[d.key.name] == nil:
+		case d.at.After(now):
+			keep = append(keep, d)
+		default:
+			l.markDirty(d.key)
+		}
+	}
+	l.later = keep
+}
+
+// queueRead queues a read of k unless one is queued already; a read in
+// flight is repeated when it returns, because it may predate the change.
+func (l *loop) queueRead(k svcKey) {
 	if l.dirty[k] {
 		return
 	}
@@ -240,11 +304,13 @@ func (l *loop) dispatch(ctx context.Context) {
 			continue
 		}
 		delete(l.dirty, k)
+		cached := l.s.cfg.Cached && l.viaCache[k]
+		delete(l.viaCache, k)
 		l.inflight[k] = true
 		l.seq++
 		seq, dc := l.seq, l.dcs[k.dc].name
 		l.wg.Go(func() {
-			entries, index, err := l.s.fetch(ctx, l.c, dc, k.name)
+			entries, index, err := l.s.fetch(ctx, l.c, dc, k.name, cached)
 			if ctx.Err() != nil {
 				return // shutting down: not a failure to report
 			}
@@ -276,6 +342,19 @@ func (l *loop) onFetch(r fetchResult) {
 		return
 	}
 	l.fetchBO.reset()
+	if want := l.want[r.key]; want > 0 {
+		if r.index >= want {
+			delete(l.want, r.key)
+			delete(l.behind, r.key)
+		} else if n := l.behind[r.key] + 1; n <= behindRetries {
+			l.behind[r.key] = n
+			l.later = append(l.later, delayedRead{at: time.Now().Add(behindDelay), key: r.key})
+		} else {
+			l.s.log.Debug("reads of a service stay behind its checks; giving up", "service", r.key.name, "index", r.index, "want", want)
+			delete(l.want, r.key)
+			delete(l.behind, r.key)
+		}
+	}
 	eps, dropped := d.m.endpoints(r.entries)
 	if dropped > 0 {
 		l.s.status.Dropped(dropped)

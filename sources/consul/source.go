@@ -121,10 +121,11 @@ func (s *Source) failed(err error) {
 	}
 }
 
-// fetch reads one service's instances (non-blocking).
-func (s *Source) fetch(ctx context.Context, c *api.Client, dc, service string) ([]*api.ServiceEntry, uint64, error) {
+// fetch reads one service's instances (non-blocking), from the agent cache
+// when cached.
+func (s *Source) fetch(ctx context.Context, c *api.Client, dc, service string, cached bool) ([]*api.ServiceEntry, uint64, error) {
 	q := s.queryOptions(ctx, dc)
-	q.UseCache = s.cfg.Cached
+	q.UseCache = cached
 	q.Filter = s.cfg.Filter
 	entries, meta, err := c.Health().ServiceMultipleTags(service, s.cfg.Tags, false, q)
 	if err != nil {

@@ -74,6 +74,9 @@ func (l *loop) removeService(k svcKey) {
 	st := d.services[k.name]
 	delete(d.services, k.name)
 	delete(l.dirty, k)
+	delete(l.want, k)
+	delete(l.behind, k)
+	delete(l.viaCache, k)
 	if l.sweep != nil {
 		delete(l.sweep.left, k)
 		if len(l.sweep.left) == 0 {
@@ -98,7 +101,7 @@ func (l *loop) onChecks(dc int, checks api.HealthChecks) {
 	d := l.dcs[dc]
 	next := make(map[checkKey]checkInfo, len(checks))
 	for _, c := range checks {
-		next[checkKey{c.Node, c.CheckID}] = checkInfo{status: c.Status, service: c.ServiceName, node: c.Node}
+		next[checkKey{c.Node, c.CheckID}] = checkInfo{status: c.Status, service: c.ServiceName, node: c.Node, index: c.ModifyIndex}
 	}
 	prev := d.checks
 	d.checks = next
@@ -119,7 +122,7 @@ func (l *loop) onChecks(dc int, checks api.HealthChecks) {
 			if status, ok := st.checks[ck]; ok {
 				known = true
 				if status != ci.status {
-					l.markDirty(svcKey{dc, name})
+					l.markChanged(svcKey{dc, name}, ci.index)
 				}
 			}
 		}
@@ -129,7 +132,7 @@ func (l *loop) onChecks(dc int, checks api.HealthChecks) {
 		if old, ok := prev[ck]; prev == nil || !ok || old.status != ci.status {
 			for _, name := range holders(ci) {
 				if d.services[name] != nil {
-					l.markDirty(svcKey{dc, name})
+					l.markChanged(svcKey{dc, name}, ci.index)
 				}
 			}
 		}

@@ -1,6 +1,9 @@
 package consul
 
 import (
+	"fmt"
+	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -124,6 +127,48 @@ func TestWatch(t *testing.T) {
 			t.Fatal(err)
 		}
 		unhealthy.waitFor(within, "hc-2 healthy after maintenance", is(unhealthy, 7002, sources.HealthHealthy))
+	})
+
+	t.Run("cached reads follow check changes", func(t *testing.T) {
+		// With cached: true the agent cache answers reads queued by check
+		// changes; a read that answers below the check's index (cache not
+		// yet refreshed) is repeated, so no flip is missed.
+		var mu sync.Mutex
+		cacheAnswers := map[string]int{} // X-Cache header -> count
+		r := startSource(t, agent, map[string]any{"services": map[string]any{"include": []any{"cached"}}, "cached": true},
+			func(s *Source) {
+				s.wrap = func(next http.RoundTripper) http.RoundTripper {
+					return rtFunc(func(req *http.Request) (*http.Response, error) {
+						resp, err := next.RoundTrip(req)
+						if err == nil && req.URL.Query().Has("cached") {
+							mu.Lock()
+							cacheAnswers[resp.Header.Get("X-Cache")]++
+							mu.Unlock()
+						}
+						return resp, err
+					})
+				}
+			})
+		register(t, c, &api.AgentServiceRegistration{ID: "cached-1", Name: "cached", Address: "10.0.7.1", Port: 7101,
+			Check: &api.AgentServiceCheck{CheckID: "cached-1-ttl", TTL: "10m", Status: api.HealthPassing}})
+		r.synced(10 * time.Second)
+		for i, status := range []string{api.HealthCritical, api.HealthPassing, api.HealthCritical, api.HealthWarning, api.HealthPassing} {
+			if err := c.Agent().UpdateTTL("cached-1-ttl", "", status); err != nil {
+				t.Fatal(err)
+			}
+			want := map[string]sources.Health{api.HealthCritical: sources.HealthUnhealthy, api.HealthPassing: sources.HealthHealthy,
+				api.HealthWarning: sources.HealthDegraded}[status]
+			r.waitFor(within, fmt.Sprintf("flip %d to %s", i, status), func() bool {
+				e, ok := r.endpointsOf("cached")[7101]
+				return ok && e.Health == want
+			})
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if cacheAnswers["HIT"]+cacheAnswers["MISS"] == 0 {
+			t.Errorf("no read went through the agent cache: %v", cacheAnswers)
+		}
+		t.Logf("agent cache answers: %v", cacheAnswers)
 	})
 
 	t.Run("deregister and new service", func(t *testing.T) {
