@@ -2,6 +2,7 @@ package dns
 
 import (
 	"errors"
+	"os"
 	"slices"
 	"testing"
 
@@ -56,7 +57,7 @@ func TestConfigErrors(t *testing.T) {
 
 func TestConfigTemplates(t *testing.T) {
 	src, err := New(map[string]any{
-		"servers": []string{"127.0.0.1", "::1"},
+		"servers": []string{"127.0.0.1", "::1", "[::2]"},
 		"services": []any{
 			map[string]any{"cluster": "web", "host": "web.example.org", "port": "8080"},
 		},
@@ -76,7 +77,7 @@ func TestConfigTemplates(t *testing.T) {
 	if !slices.Equal(s.entries, want) {
 		t.Errorf("entries %+v, want %+v", s.entries, want)
 	}
-	if want := []string{"127.0.0.1:53", "[::1]:53"}; !slices.Equal(s.servers, want) {
+	if want := []string{"127.0.0.1:53", "[::1]:53", "[::2]:53"}; !slices.Equal(s.servers, want) {
 		t.Errorf("servers %v, want %v", s.servers, want)
 	}
 }
@@ -88,6 +89,30 @@ func TestRegistered(t *testing.T) {
 }
 
 func TestSystemResolverConfig(t *testing.T) {
+	path := t.TempDir() + "/resolv.conf"
+	if err := os.WriteFile(path, []byte("nameserver 127.0.0.53\nnameserver ::1\nsearch example.org\noptions ndots:2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	src, err := New(map[string]any{
+		"resolv_conf": path,
+		"services":    []any{map[string]any{"cluster": "a", "srv": "_a._tcp"}},
+	}, sources.Options{Name: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := src.(*Source).resolver()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"127.0.0.53:53", "[::1]:53"}; !slices.Equal(r.servers, want) {
+		t.Errorf("servers %v, want %v", r.servers, want)
+	}
+	if got, want := r.names("_a._tcp"), []string{"_a._tcp.example.org.", "_a._tcp."}; !slices.Equal(got, want) {
+		t.Errorf("names %v, want %v", got, want)
+	}
+}
+
+func TestSystemResolverConfigMissing(t *testing.T) {
 	src, err := New(map[string]any{
 		"resolv_conf": t.TempDir() + "/missing",
 		"services":    []any{map[string]any{"cluster": "a", "srv": "_a._tcp.example.org"}},

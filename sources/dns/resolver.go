@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"strings"
 	"sync/atomic"
 
 	mdns "github.com/miekg/dns"
@@ -164,7 +165,7 @@ func rcodeName(rc int) string {
 func hostPort(s string) (string, error) {
 	host, port, err := net.SplitHostPort(s)
 	if err != nil {
-		host, port = s, "53"
+		host, port = strings.TrimSuffix(strings.TrimPrefix(s, "["), "]"), "53"
 	}
 	if _, err := netip.ParseAddr(host); err != nil {
 		return "", fmt.Errorf("%q is not an IP address or IP:port", s)

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"sync"
 	"time"
 
@@ -77,8 +78,7 @@ type outcome struct {
 func (s *Source) Run(ctx context.Context, up chan<- sources.Update) error {
 	r, err := s.resolver()
 	if err != nil {
-		s.status.Failed(err)
-		return err
+		return err // the manager records it and restarts the source
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -106,11 +106,7 @@ func (s *Source) resolver() (*resolver, error) {
 		return nil, fmt.Errorf("reading the system resolver configuration: %w", err)
 	}
 	for _, srv := range cc.Servers {
-		hp, err := hostPort(srv + ":" + cc.Port)
-		if err != nil {
-			hp, err = hostPort("[" + srv + "]:" + cc.Port)
-		}
-		if err == nil {
+		if hp, err := hostPort(net.JoinHostPort(srv, cc.Port)); err == nil {
 			r.servers = append(r.servers, hp)
 		}
 	}
