@@ -13,15 +13,22 @@
 //
 //   - /v1/catalog/services (names and tags): services that appear, vanish or
 //     change tags;
-//   - /v1/health/state/any (every check): the services whose check status
-//     changed, appeared or vanished (a node check names every service with
-//     an instance on that node);
+//   - /v1/health/state/any, filtered to the checks that are not passing:
+//     the services whose check status changed (a node check names every
+//     service with an instance on that node). Its index moves on every
+//     check change while its answer stays small in a healthy cluster; a
+//     check missing from it is passing;
 //   - /v1/catalog/nodes: nodes whose address or meta changed.
 //
 // When one of them names a service, the source reads that service once,
 // non-blocking, with /v1/health/service/<name>, at most
 // max_concurrent_fetches (default 8) reads at a time, and compares the
 // result by content: an index bump without a real change publishes nothing.
+// A read queued by a check change must answer at least that check's
+// ModifyIndex (Consul bumps a service's index with its checks'); a read
+// that answers below it came from a lagging server (stale reads) or the
+// agent cache (cached: true, used only for such reads) and is repeated
+// after 50ms, up to 20 times.
 //
 // One kind of change has no bulk signal: a registration that changes
 // neither the list of names and tags nor any check (a second instance

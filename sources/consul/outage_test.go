@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/xdsbridge/xdsbridge/internal/consultest"
+	"github.com/xdsbridge/xdsbridge/sources"
 )
 
 // TestAgentOutage kills the agent: nothing is published (the receiver keeps
@@ -22,6 +23,28 @@ func TestAgentOutage(t *testing.T) {
 	r := startSource(t, agent, map[string]any{"services": map[string]any{"include": []any{"out", "back"}}, "retry_max": "500ms"})
 	r.synced(10 * time.Second)
 	r.waitFor(within, "out has 2 endpoints", func() bool { return len(r.endpointsOf("out")) == 2 })
+
+	// Node maintenance (a node check) drains every instance on the node.
+	// (Here rather than in TestWatch: it would touch every test's services.)
+	allHealth := func(h sources.Health) func() bool {
+		return func() bool {
+			eps := r.endpointsOf("out")
+			for _, e := range eps {
+				if e.Health != h {
+					return false
+				}
+			}
+			return len(eps) == 2
+		}
+	}
+	if err := c.Agent().EnableNodeMaintenance("test"); err != nil {
+		t.Fatal(err)
+	}
+	r.waitFor(within, "out draining", allHealth(sources.HealthDraining))
+	if err := c.Agent().DisableNodeMaintenance(); err != nil {
+		t.Fatal(err)
+	}
+	r.waitFor(within, "out healthy after node maintenance", allHealth(sources.HealthHealthy))
 	n := r.updateCount()
 
 	agent.Kill()
@@ -49,8 +72,8 @@ func TestAgentOutage(t *testing.T) {
 		return !r.status.Snapshot().Stale && len(r.endpointsOf("back")) == 1
 	})
 	t.Logf("fresh again %v after the restart", took)
-	if got := r.published("out"); !slices.Equal(got, []int{2}) {
-		t.Errorf("out was published with endpoint counts %v, want only [2]: an endpoint was lost", got)
+	if got := r.published("out"); !slices.Equal(got, []int{2, 2, 2}) {
+		t.Errorf("out was published with endpoint counts %v, want [2 2 2] (sync, drain, undrain): an endpoint was lost", got)
 	}
 	if got := r.logs.count(msgRecovered); got != 1 {
 		t.Errorf("logged %q %d times, want once", msgRecovered, got)

@@ -12,7 +12,7 @@ type pollKind uint8
 
 const (
 	pollServices pollKind = iota // /v1/catalog/services: names and tags
-	pollChecks                   // /v1/health/state/any: every check's status
+	pollChecks                   // /v1/health/state/any: checks not passing
 	pollNodes                    // /v1/catalog/nodes: addresses and meta
 )
 
@@ -63,6 +63,11 @@ func (s *Source) poll(ctx context.Context, c *api.Client, dc int, dcName string,
 		case pollServices:
 			res.services, meta, res.err = c.Catalog().Services(q)
 		case pollChecks:
+			// Only checks that are not passing: the answer stays small in
+			// a healthy cluster while its index still moves on every
+			// check change; a check missing from it is passing (or gone,
+			// which for a passing check changes no aggregate).
+			q.Filter = `Status != "passing"`
 			res.checks, meta, res.err = c.Health().State(api.HealthAny, q)
 		case pollNodes:
 			res.nodes, meta, res.err = c.Catalog().Nodes(q)

@@ -90,13 +90,14 @@ func (l *loop) removeService(k svcKey) {
 	l.changed[st.cluster] = true
 }
 
-// onChecks applies an answer of /v1/health/state/any. A check the last
-// read of a service saw is compared with that read (so that a read which
-// caught a short-lived state is corrected even when the status went back
-// before this answer); a check no read saw (new, or of an instance the
-// filters exclude) is diffed with the previous answer, so that excluded
-// instances do not cause a read on every answer. A vanished check is a
-// change too. Only the status matters: output-only updates read nothing.
+// onChecks applies an answer of /v1/health/state/any, which lists the
+// checks that are not passing (see poll). A check the last read of a
+// service saw is compared with that read (so that a read which caught a
+// short-lived state is corrected even when the status went back before
+// this answer), a check missing from the answer counting as passing. A
+// check no read saw (new, or of an instance the filters exclude) is diffed
+// with the previous answer, so that excluded instances do not cause a read
+// on every answer. Output-only updates read nothing.
 func (l *loop) onChecks(dc int, checks api.HealthChecks) {
 	d := l.dcs[dc]
 	next := make(map[checkKey]checkInfo, len(checks))
@@ -138,8 +139,8 @@ func (l *loop) onChecks(dc int, checks api.HealthChecks) {
 		}
 	}
 	for name, st := range d.services {
-		for ck := range st.checks {
-			if _, ok := next[ck]; !ok {
+		for ck, status := range st.checks {
+			if _, ok := next[ck]; !ok && status != api.HealthPassing {
 				l.markDirty(svcKey{dc, name})
 				break
 			}
