@@ -79,6 +79,7 @@ func benchmark(ctx context.Context, cmd string, args []string, log *slog.Logger)
 	fs.IntVar(&sz.Changes, "changes", 0, "sequential single-endpoint changes (run: default 20)")
 	fs.Float64Var(&sz.Rate, "rate", 0, "changes per second (sustained churn instead of sequential changes)")
 	fs.DurationVar(&sz.Duration, "duration", 0, "how long to apply changes at --rate")
+	budget := fs.Duration("change-budget", -1, "stop sequential changes after this long (at least 5 changes); default: 30s for the quick preset, none otherwise")
 	delta := fs.Bool("delta", false, "run: delta protocol instead of SotW")
 	reconnect := fs.Bool("reconnect", false, "run: reconnect every client at the end")
 	if err := fs.Parse(args); err != nil {
@@ -108,6 +109,11 @@ func benchmark(ctx context.Context, cmd string, args []string, log *slog.Logger)
 			runs = append(runs, bench.Config{Scenario: "run", Impl: im, Delta: *delta, Clients: def(sz.Clients, 200),
 				Services: def(sz.Services, 1000), Endpoints: def(sz.Endpoints, 10), Changes: def(sz.Changes, 20),
 				Rate: sz.Rate, Duration: sz.Duration, Reconnect: *reconnect})
+		}
+	}
+	if *budget >= 0 {
+		for i := range runs {
+			runs[i].ChangeBudget = *budget
 		}
 	}
 	abs, err := filepath.Abs(*out)

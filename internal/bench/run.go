@@ -31,11 +31,16 @@ type Config struct {
 	// Changes are applied one after the other, each waiting for the whole
 	// fleet to converge, unless Rate is set: then changes are applied at
 	// Rate per second for Duration, without waiting.
-	Changes   int
-	Rate      float64
-	Duration  time.Duration
-	Reconnect bool // after the changes, every client reconnects at once
-	// Timeout bounds each wait (cold start, one change, the reconnect).
+	Changes  int
+	Rate     float64
+	Duration time.Duration
+	// ChangeBudget, if set, stops sequential changes once they have taken
+	// that long (after at least minChanges), so that a slow baseline does
+	// not hold the whole suite; Result.ChangesDone says how many ran.
+	ChangeBudget time.Duration
+	Reconnect    bool // after the changes, every client reconnects at once
+	// Timeout bounds the wait for one change; cold start and reconnect may
+	// take coldFactor times as long.
 	Timeout time.Duration
 	Bin     string // the xdsload binary (runs `serve`)
 	OutDir  string // profiles and server logs go here
@@ -109,7 +114,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return res, err
 	}
 	defer func() { f.close() }()
-	last, err := f.waitServed(ctx, cfg.Timeout)
+	last, err := f.waitServed(ctx, coldFactor*cfg.Timeout)
 	if err != nil {
 		res.fail("cold start: %v", err)
 		return res, nil
@@ -147,6 +152,11 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	return res, nil
 }
+
+const (
+	minChanges = 5 // see Config.ChangeBudget
+	coldFactor = 5 // see Config.Timeout
+)
 
 func (r *Result) fail(format string, args ...any) {
 	r.Failed = true
@@ -203,6 +213,10 @@ func runChanges(ctx context.Context, cfg Config, srv *server, f *fleet, w *workl
 	var all []*tracked
 	began := time.Now()
 	for k := 1; k <= total; k++ {
+		if interval == 0 && cfg.ChangeBudget > 0 && k > minChanges && time.Since(began) > cfg.ChangeBudget {
+			total = k - 1
+			break
+		}
 		if interval > 0 {
 			if d := time.Until(began.Add(time.Duration(k-1) * interval)); d > 0 {
 				select {
@@ -302,7 +316,7 @@ func reconnect(ctx context.Context, cfg Config, srv *server, f *fleet, w *worklo
 	if err != nil {
 		return f, err
 	}
-	last, err := nf.waitServed(ctx, cfg.Timeout)
+	last, err := nf.waitServed(ctx, coldFactor*cfg.Timeout)
 	if err != nil {
 		res.fail("reconnect: %v", err)
 		return nf, nil
