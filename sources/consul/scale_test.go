@@ -60,6 +60,7 @@ func TestScale(t *testing.T) {
 	})
 	afterCritical := codes.total()
 	// A second instance without checks: only a sweep finds it.
+	registered := time.Now()
 	if _, err := c.Catalog().Register(&api.CatalogRegistration{Node: "scale-extra", Address: "10.2.0.1",
 		Service: &api.AgentService{ID: "extra", Service: svcName(1500), Port: 20000}}, nil); err != nil {
 		t.Fatal(err)
@@ -67,6 +68,16 @@ func TestScale(t *testing.T) {
 	sweep := r.waitFor(5*time.Second, "second instance of scale-1500", func() bool { return len(r.endpointsOf(svcName(1500))) == 2 })
 
 	afterSweep := codes.total()
+	// The sweep goes on after it found the instance; it ends when the
+	// requests stop.
+	last, lastAt := codes.total(), time.Now()
+	waitFor(t, 30*time.Second, "the sweep to end", func() bool {
+		if n := codes.total(); n != last {
+			last, lastAt = n, time.Now()
+		}
+		return time.Since(lastAt) > 300*time.Millisecond
+	})
+	t.Logf("the sweep took %v and %d requests", lastAt.Sub(registered).Round(time.Millisecond), last-afterCritical)
 	t.Logf("requests: %d for the critical check, %d until the instance without checks was seen", afterCritical-before, afterSweep-afterCritical)
 	open, maxOpen, dialed := cc.figures()
 	proc := procConns(t, agent.HTTPAddr)
