@@ -56,16 +56,6 @@ type fetchResult struct {
 	err     error
 }
 
-// sweepRun is a re-read of every selected service, started when the
-// catalog changed in a way the other queries cannot attribute, or to
-// resync after a failure.
-type sweepRun struct {
-	start  time.Time
-	seq    uint64 // reads dispatched from this sequence on count
-	errSeq uint64 // failures seen when it started
-	left   map[svcKey]bool
-}
-
 // delayedRead is a read to queue at a later time.
 type delayedRead struct {
 	at  time.Time
@@ -76,11 +66,6 @@ const (
 	behindDelay   = 50 * time.Millisecond
 	behindRetries = 20
 )
-
-// sweepDutyFactor spaces sweeps: after a sweep that took d, the next one
-// starts no earlier than sweepDutyFactor*d later, so that a churning
-// catalog costs Consul at most 1/(1+factor) of one read slot's time.
-const sweepDutyFactor = 4
 
 // loop owns all the source's state; only its goroutine touches it.
 type loop struct {
@@ -237,15 +222,6 @@ func (l *loop) onPoll(r pollResult) {
 	}
 }
 
-// checkRecovery starts a resync once a failing source's blocking queries
-// answer again; the resync's end (endSweep) declares the recovery.
-func (l *loop) checkRecovery() {
-	if l.failing && l.synced && len(l.pollErr) == 0 && l.sweep == nil && !l.sweepWanted {
-		l.sweepWanted = true
-		l.nextSweep = time.Time{} // a resync does not wait
-	}
-}
-
 // markDirty queues a read of k that bypasses the agent cache.
 func (l *loop) markDirty(k svcKey) {
 	delete(l.viaCache, k)
@@ -373,36 +349,5 @@ func (l *loop) onFetch(r fetchResult) {
 		if len(sw.left) == 0 {
 			l.endSweep()
 		}
-	}
-}
-
-func (l *loop) maybeSweep() {
-	if !l.sweepWanted || l.sweep != nil || time.Now().Before(l.nextSweep) {
-		return
-	}
-	l.sweepWanted = false
-	sw := &sweepRun{start: time.Now(), seq: l.seq + 1, errSeq: l.errSeq, left: map[svcKey]bool{}}
-	l.sweep = sw
-	for i, d := range l.dcs {
-		for name := range d.services {
-			k := svcKey{i, name}
-			sw.left[k] = true
-			l.markDirty(k)
-		}
-	}
-	if len(sw.left) == 0 {
-		l.endSweep()
-	}
-}
-
-func (l *loop) endSweep() {
-	sw := l.sweep
-	l.sweep = nil
-	took := time.Since(sw.start)
-	l.nextSweep = time.Now().Add(sweepDutyFactor * took)
-	if l.failing && l.errSeq == sw.errSeq && len(l.pollErr) == 0 {
-		l.failing = false
-		l.s.status.Succeeded()
-		l.s.log.Info(msgRecovered, "resync", took.Round(time.Millisecond))
 	}
 }

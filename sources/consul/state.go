@@ -1,11 +1,7 @@
 package consul
 
 import (
-	"context"
-	"maps"
 	"slices"
-	"strings"
-	"time"
 
 	"github.com/hashicorp/consul/api"
 
@@ -195,100 +191,4 @@ func seenIn(entries []*api.ServiceEntry) (map[string]uint64, map[checkKey]string
 
 func endpointsEqual(a, b []sources.Endpoint) bool {
 	return slices.EqualFunc(a, b, sources.Endpoint.Equal)
-}
-
-// publish sends what changed: nothing before the first sync is complete,
-// then one Full update, then partial updates of the clusters whose content
-// changed. While failing it holds changes back, so that a half-read
-// registry is never served; the resync publishes them. It returns false
-// when ctx ended.
-func (l *loop) publish(ctx context.Context, up chan<- sources.Update) bool {
-	if !l.synced {
-		if !l.syncComplete() {
-			return true
-		}
-		u := sources.Update{Full: true}
-		for name := range l.members {
-			if svc, keep := l.build(name); keep {
-				l.published[name] = svc
-				u.Services = append(u.Services, svc.Clone())
-			}
-		}
-		slices.SortFunc(u.Services, func(a, b sources.Service) int { return strings.Compare(a.Name, b.Name) })
-		clear(l.changed)
-		if !send(ctx, up, u) {
-			return false
-		}
-		l.synced = true
-		if len(l.pollErr) == 0 {
-			if l.failing {
-				l.s.log.Info(msgRecovered)
-			}
-			l.failing = false
-			l.s.status.Succeeded()
-		}
-		l.s.log.Info("first sync complete", "clusters", len(u.Services), "took", time.Since(l.started).Round(time.Millisecond))
-		return true
-	}
-	if l.failing || len(l.changed) == 0 {
-		return true
-	}
-	var u sources.Update
-	for _, name := range slices.Sorted(maps.Keys(l.changed)) {
-		old, had := l.published[name]
-		svc, keep := l.build(name)
-		switch {
-		case keep && had && old.Equal(svc):
-		case keep:
-			l.published[name] = svc
-			u.Services = append(u.Services, svc.Clone())
-		case had:
-			delete(l.published, name)
-			u.Removed = append(u.Removed, name)
-		}
-	}
-	clear(l.changed)
-	if len(u.Services) == 0 && len(u.Removed) == 0 {
-		return true
-	}
-	return send(ctx, up, u)
-}
-
-// syncComplete reports whether every datacenter's catalog was read and
-// every selected service in it read once.
-func (l *loop) syncComplete() bool {
-	for _, d := range l.dcs {
-		if !d.catalogSeen {
-			return false
-		}
-		for _, st := range d.services {
-			if !st.fetched {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-// build merges the endpoints of every service feeding cluster name. keep
-// is false when the cluster is to be removed (or never published): no
-// endpoints and on_empty=remove, or no service feeds it any more and it
-// was never published.
-func (l *loop) build(name string) (svc sources.Service, keep bool) {
-	svc.Name = name
-	members := l.members[name]
-	for k := range members {
-		if st := l.dcs[k.dc].services[k.name]; st != nil && st.fetched {
-			svc.Endpoints = append(svc.Endpoints, st.eps...)
-		}
-	}
-	svc.Sort()
-	if len(svc.Endpoints) > 0 {
-		return svc, true
-	}
-	if l.s.cfg.OnEmpty == OnEmptyRemove {
-		return svc, false
-	}
-	_, had := l.published[name]
-	return svc, len(members) > 0 || had
 }

@@ -1,0 +1,63 @@
+package consul
+
+import "time"
+
+// sweepRun is a re-read of every selected service, started when the
+// catalog changed in a way the other queries cannot attribute, or to
+// resync after a failure.
+type sweepRun struct {
+	start  time.Time
+	seq    uint64 // reads dispatched from this sequence on count
+	errSeq uint64 // failures seen when it started
+	left   map[svcKey]bool
+}
+
+// sweepDutyFactor spaces sweeps: after a sweep that took d, the next one
+// starts no earlier than sweepDutyFactor*d later, so that however much the
+// catalog churns, the source sweeps at most 1/(1+sweepDutyFactor) of the
+// time.
+const sweepDutyFactor = 4
+
+// checkRecovery starts a resync once a failing source's blocking queries
+// answer again; the resync's end (endSweep) declares the recovery.
+func (l *loop) checkRecovery() {
+	if l.failing && l.synced && len(l.pollErr) == 0 && l.sweep == nil && !l.sweepWanted {
+		l.sweepWanted = true
+		l.nextSweep = time.Time{} // a resync does not wait
+	}
+}
+
+// maybeSweep starts a wanted sweep once the spacing allows: every
+// selected service is queued for a read.
+func (l *loop) maybeSweep() {
+	if !l.sweepWanted || l.sweep != nil || time.Now().Before(l.nextSweep) {
+		return
+	}
+	l.sweepWanted = false
+	sw := &sweepRun{start: time.Now(), seq: l.seq + 1, errSeq: l.errSeq, left: map[svcKey]bool{}}
+	l.sweep = sw
+	for i, d := range l.dcs {
+		for name := range d.services {
+			k := svcKey{i, name}
+			sw.left[k] = true
+			l.markDirty(k)
+		}
+	}
+	if len(sw.left) == 0 {
+		l.endSweep()
+	}
+}
+
+// endSweep records a finished sweep; a sweep that ran without failures
+// after a failing period declares the recovery.
+func (l *loop) endSweep() {
+	sw := l.sweep
+	l.sweep = nil
+	took := time.Since(sw.start)
+	l.nextSweep = time.Now().Add(sweepDutyFactor * took)
+	if l.failing && l.errSeq == sw.errSeq && len(l.pollErr) == 0 {
+		l.failing = false
+		l.s.status.Succeeded()
+		l.s.log.Info(msgRecovered, "resync", took.Round(time.Millisecond))
+	}
+}
