@@ -213,3 +213,26 @@ func TestReadiness(t *testing.T) {
 		}
 	}
 }
+
+// TestQuickstart runs the README's first command (on free ports: the admin
+// address from the environment, the xDS one from a flag, both beating the
+// file) and checks a client gets the quickstart's three services.
+func TestQuickstart(t *testing.T) {
+	xdsAddr, adminAddr := freeAddr(t), freeAddr(t)
+	p := startEnv(t, []string{"BRIDGE_ADMIN_LISTEN=" + adminAddr, "BRIDGE_XDS_LISTEN=127.0.0.1:1", "BRIDGE_LOG_FORMAT=json"},
+		"run", "--config", filepath.Join("..", "examples", "quickstart", "bridge.yaml"), "--xds-listen", xdsAddr)
+	waitReady(t, adminAddr)
+	p.waitLog(5*time.Second, `"msg":"serving xDS"`, xdsAddr)
+	c := startClient(t, xdsAddr, envoysim.Options{Node: "quickstart"})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := c.WaitFor(ctx, func(s envoysim.State) bool {
+		return len(s.Clusters) == 3 && s.Assignments["web"] != nil && s.Assignments["api"] != nil && s.Assignments["payments"] != nil
+	})
+	if err != nil {
+		t.Fatalf("quickstart client: %v; %s", err, c.State().Summary())
+	}
+	if got := len(endpoints(c.State().Assignments["web"])); got != 2 {
+		t.Errorf("web has %d endpoints, want the quickstart's 2", got)
+	}
+}

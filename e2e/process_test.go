@@ -85,8 +85,15 @@ type process struct {
 // with SIGTERM and checks that it exits 0 (a graceful stop).
 func start(t *testing.T, cfg string, args ...string) *process {
 	t.Helper()
+	return startEnv(t, nil, append([]string{"run", "--config", cfg}, args...)...)
+}
+
+// startEnv runs the bridge with args and env added to the environment.
+func startEnv(t *testing.T, env []string, args ...string) *process {
+	t.Helper()
 	p := &process{t: t, stderr: &syncBuffer{}, done: make(chan struct{})}
-	p.cmd = exec.Command(binary, append([]string{"run", "--config", cfg}, args...)...)
+	p.cmd = exec.Command(binary, args...)
+	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout = io.Discard
 	p.cmd.Stderr = p.stderr
 	if err := p.cmd.Start(); err != nil {

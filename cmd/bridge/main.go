@@ -64,6 +64,13 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		Short:         "Serve service registries to Envoy and gRPC over xDS",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// With Args set, cobra hands an unknown command to it, which makes
+		// it a usage error (exit 2) like every other.
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_ = cmd.Usage()
+			return usageError{errors.New("a command is required: run, validate or version")}
+		},
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
