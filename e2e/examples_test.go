@@ -1,0 +1,116 @@
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	"go.yaml.in/yaml/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+)
+
+// TestEnvoyBootstraps checks the example Envoy bootstraps parse strictly as
+// v3 Bootstrap protos, pass Envoy's validation rules and use the ADS variant
+// their name promises. Envoy itself is not available here.
+func TestEnvoyBootstraps(t *testing.T) {
+	cases := []struct {
+		file string
+		api  corev3.ApiConfigSource_ApiType
+		host string
+	}{
+		{"envoy/envoy.yaml", corev3.ApiConfigSource_GRPC, "127.0.0.1"},
+		{"envoy/envoy-delta.yaml", corev3.ApiConfigSource_DELTA_GRPC, "127.0.0.1"},
+		{"compose/envoy.yaml", corev3.ApiConfigSource_GRPC, "bridge"},
+	}
+	for _, c := range cases {
+		t.Run(c.file, func(t *testing.T) {
+			data, err := os.ReadFile(filepath.Join("..", "examples", c.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var doc any
+			if err := yaml.Unmarshal(data, &doc); err != nil {
+				t.Fatal(err)
+			}
+			js, err := json.Marshal(doc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var b bootstrapv3.Bootstrap
+			if err := protojson.Unmarshal(js, &b); err != nil {
+				t.Fatalf("not a v3 Bootstrap: %v", err)
+			}
+			if err := b.ValidateAll(); err != nil {
+				t.Fatalf("invalid Bootstrap: %v", err)
+			}
+			ads := b.GetDynamicResources().GetAdsConfig()
+			if ads.GetApiType() != c.api || ads.GetTransportApiVersion() != corev3.ApiVersion_V3 {
+				t.Errorf("ads_config = %v %v, want %v V3", ads.GetApiType(), ads.GetTransportApiVersion(), c.api)
+			}
+			if b.GetDynamicResources().GetCdsConfig().GetAds() == nil {
+				t.Error("cds_config does not use ADS")
+			}
+			cluster := ads.GetGrpcServices()[0].GetEnvoyGrpc().GetClusterName()
+			var found bool
+			for _, cl := range b.GetStaticResources().GetClusters() {
+				if cl.GetName() != cluster {
+					continue
+				}
+				found = true
+				sa := cl.GetLoadAssignment().GetEndpoints()[0].GetLbEndpoints()[0].GetEndpoint().GetAddress().GetSocketAddress()
+				if sa.GetAddress() != c.host || sa.GetPortValue() != 18000 {
+					t.Errorf("control plane at %s:%d, want %s:18000", sa.GetAddress(), sa.GetPortValue(), c.host)
+				}
+			}
+			if !found {
+				t.Errorf("no static cluster %q for the control plane", cluster)
+			}
+		})
+	}
+}
+
+func TestGRPCBootstrap(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "examples", "grpc", "bootstrap.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b struct {
+		XDSServers []struct {
+			ServerURI      string   `json:"server_uri"`
+			ServerFeatures []string `json:"server_features"`
+			ChannelCreds   []struct {
+				Type string `json:"type"`
+			} `json:"channel_creds"`
+		} `json:"xds_servers"`
+		Node struct {
+			ID string `json:"id"`
+		} `json:"node"`
+	}
+	if err := json.Unmarshal(data, &b); err != nil {
+		t.Fatal(err)
+	}
+	if len(b.XDSServers) != 1 || b.XDSServers[0].ServerURI != "127.0.0.1:18000" ||
+		len(b.XDSServers[0].ServerFeatures) != 1 || b.XDSServers[0].ServerFeatures[0] != "xds_v3" ||
+		len(b.XDSServers[0].ChannelCreds) == 0 || b.Node.ID == "" {
+		t.Errorf("bootstrap = %+v", b)
+	}
+}
+
+// TestExampleConfigsValidate runs `bridge validate` on every example
+// configuration, the compose one (Consul source) included.
+func TestExampleConfigsValidate(t *testing.T) {
+	for _, f := range []string{"quickstart/bridge.yaml", "compose/bridge.yaml"} {
+		code, out := runBinary(t, 30*time.Second, "validate", "--config", filepath.Join("..", "examples", f))
+		if code != 0 || !strings.Contains(out, "config OK") {
+			t.Errorf("validate %s: exit %d, output %q", f, code, out)
+		}
+	}
+}
