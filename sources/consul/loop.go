@@ -97,7 +97,6 @@ type loop struct {
 	nextSweep   time.Time
 
 	failing bool
-	errSeq  uint64
 	pollErr map[[2]int]bool
 
 	members   map[string]map[svcKey]bool // cluster -> services feeding it
@@ -200,7 +199,6 @@ func (l *loop) arm(t *time.Timer) {
 func (l *loop) fail(err error) {
 	l.s.failed(err)
 	l.failing = true
-	l.errSeq++
 }
 
 func (l *loop) onPoll(r pollResult) {

@@ -6,10 +6,9 @@ import "time"
 // catalog changed in a way the other queries cannot attribute, or to
 // resync after a failure.
 type sweepRun struct {
-	start  time.Time
-	seq    uint64 // reads dispatched from this sequence on count
-	errSeq uint64 // failures seen when it started
-	left   map[svcKey]bool
+	start time.Time
+	seq   uint64 // reads dispatched from this sequence on count
+	left  map[svcKey]bool
 }
 
 // sweepDutyFactor spaces sweeps: after a sweep that took d, the next one
@@ -34,7 +33,7 @@ func (l *loop) maybeSweep() {
 		return
 	}
 	l.sweepWanted = false
-	sw := &sweepRun{start: time.Now(), seq: l.seq + 1, errSeq: l.errSeq, left: map[svcKey]bool{}}
+	sw := &sweepRun{start: time.Now(), seq: l.seq + 1, left: map[svcKey]bool{}}
 	l.sweep = sw
 	for i, d := range l.dcs {
 		for name := range d.services {
@@ -48,14 +47,17 @@ func (l *loop) maybeSweep() {
 	}
 }
 
-// endSweep records a finished sweep; a sweep that ran without failures
-// after a failing period declares the recovery.
+// endSweep records a finished sweep. After a failing period it declares
+// the recovery if the blocking queries answer: every service was then read
+// successfully since the sweep started (a failed read stays in the sweep
+// until a retry succeeds), and a blocking query that failed meanwhile
+// restarted from index 0, so its full answer was diffed again.
 func (l *loop) endSweep() {
 	sw := l.sweep
 	l.sweep = nil
 	took := time.Since(sw.start)
 	l.nextSweep = time.Now().Add(sweepDutyFactor * took)
-	if l.failing && l.errSeq == sw.errSeq && len(l.pollErr) == 0 {
+	if l.failing && len(l.pollErr) == 0 {
 		l.failing = false
 		l.s.status.Succeeded()
 		l.s.log.Info(msgRecovered, "resync", took.Round(time.Millisecond))
