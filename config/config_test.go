@@ -86,7 +86,7 @@ func TestFileValues(t *testing.T) {
 xds:
   listen: 0.0.0.0:8000
   grpc: {enabled: false}
-  unknown_name_wait: 0s
+  unknown_name_wait: 1s
   keepalive: {time: 1m, timeout: 2s, min_client_interval: 3s}
 admin: {listen: "[::1]:9000"}
 log: {level: debug, format: json}
@@ -98,7 +98,7 @@ sources:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.XDS.Listen != "0.0.0.0:8000" || cfg.XDS.GRPC.Enabled || cfg.XDS.UnknownNameWait != 0 ||
+	if cfg.XDS.Listen != "0.0.0.0:8000" || cfg.XDS.GRPC.Enabled || cfg.XDS.UnknownNameWait != time.Second ||
 		cfg.XDS.Keepalive != (Keepalive{time.Minute, 2 * time.Second, 3 * time.Second}) ||
 		cfg.Admin.Listen != "[::1]:9000" || cfg.Log != (Log{"debug", "json"}) ||
 		cfg.Holdoff != (Holdoff{50 * time.Millisecond, 2 * time.Second}) {
@@ -140,6 +140,7 @@ func TestInvalid(t *testing.T) {
 		{"admin listen bad", "admin: {listen: '1.2.3.4:99999'}\n" + minimal, "admin.listen", "invalid address"},
 		{"bad duration", "holdoff: {min: soon}\n" + minimal, "holdoff.min", ""},
 		{"zero keepalive", "xds: {keepalive: {time: 0s}}\n" + minimal, "xds.keepalive.time", "positive"},
+		{"negative unknown name wait", "xds: {unknown_name_wait: -1s}\n" + minimal, "xds.unknown_name_wait", "positive"},
 		{"holdoff max below min", "holdoff: {min: 2s, max: 1s}\n" + minimal, "holdoff.max", "shorter"},
 		{"bad level", "log: {level: loud}\n" + minimal, "log.level", "unknown level"},
 		{"bad format", "log: {format: xml}\n" + minimal, "log.format", "unknown format"},

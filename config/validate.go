@@ -26,13 +26,11 @@ func (c *Config) Validate() error {
 		"xds.keepalive.min_client_interval": int64(c.XDS.Keepalive.MinClientInterval),
 		"holdoff.min":                       int64(c.Holdoff.Min),
 		"holdoff.max":                       int64(c.Holdoff.Max),
+		"xds.unknown_name_wait":             int64(c.XDS.UnknownNameWait),
 	} {
 		if d <= 0 {
 			return sources.Errorf(key, "must be a positive duration")
 		}
-	}
-	if c.XDS.UnknownNameWait < 0 {
-		return sources.Errorf("xds.unknown_name_wait", "must not be negative")
 	}
 	if c.Holdoff.Max < c.Holdoff.Min {
 		return sources.Errorf("holdoff.max", "%s is shorter than holdoff.min (%s)", c.Holdoff.Max, c.Holdoff.Min)
