@@ -6,6 +6,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/xdsbridge/xdsbridge/sources"
 )
@@ -20,16 +21,20 @@ func (c *Config) Validate() error {
 	if err := checkListen("admin.listen", c.Admin.Listen); err != nil {
 		return err
 	}
-	for key, d := range map[string]int64{
-		"xds.keepalive.time":                int64(c.XDS.Keepalive.Time),
-		"xds.keepalive.timeout":             int64(c.XDS.Keepalive.Timeout),
-		"xds.keepalive.min_client_interval": int64(c.XDS.Keepalive.MinClientInterval),
-		"holdoff.min":                       int64(c.Holdoff.Min),
-		"holdoff.max":                       int64(c.Holdoff.Max),
-		"xds.unknown_name_wait":             int64(c.XDS.UnknownNameWait),
+	// A list, not a map, so that the first bad key is always the same one.
+	for _, d := range []struct {
+		key string
+		val time.Duration
+	}{
+		{"xds.unknown_name_wait", c.XDS.UnknownNameWait},
+		{"xds.keepalive.time", c.XDS.Keepalive.Time},
+		{"xds.keepalive.timeout", c.XDS.Keepalive.Timeout},
+		{"xds.keepalive.min_client_interval", c.XDS.Keepalive.MinClientInterval},
+		{"holdoff.min", c.Holdoff.Min},
+		{"holdoff.max", c.Holdoff.Max},
 	} {
-		if d <= 0 {
-			return sources.Errorf(key, "must be a positive duration")
+		if d.val <= 0 {
+			return sources.Errorf(d.key, "must be a positive duration, not %s", d.val)
 		}
 	}
 	if c.Holdoff.Max < c.Holdoff.Min {
