@@ -22,6 +22,7 @@ type fakeConsul struct {
 	entries  []*api.ServiceEntry
 	changed  chan struct{}
 	requests int
+	seen     []*http.Request // every request's URL and header
 }
 
 func newFakeConsul(t *testing.T) (*fakeConsul, string) {
@@ -53,6 +54,7 @@ func (f *fakeConsul) requestCount() int {
 func (f *fakeConsul) serve(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	f.requests++
+	f.seen = append(f.seen, &http.Request{URL: r.URL, Header: r.Header.Clone()})
 	want, _ := strconv.ParseUint(r.URL.Query().Get("index"), 10, 64)
 	if want > 0 && want == f.index && f.mode == "ok" {
 		ch := f.changed
@@ -86,7 +88,7 @@ func (f *fakeConsul) serve(w http.ResponseWriter, r *http.Request) {
 	case "/v1/agent/self":
 		body = map[string]any{"Config": map[string]any{"Datacenter": "dc1"}}
 	case "/v1/catalog/services":
-		body = map[string][]string{"svc": {}}
+		body = map[string][]string{"svc": {"prod"}}
 	case "/v1/health/state/any":
 		body = []any{}
 	case "/v1/catalog/nodes":
@@ -161,4 +163,49 @@ func TestFailures(t *testing.T) {
 	// The index goes backwards again without an error: still followed.
 	f.set(func() { f.index, f.entries = 2, svcEntries(1, 2, 3) })
 	r.waitFor(5*time.Second, "svc at 3 endpoints after an index reset", func() bool { return len(r.endpointsOf("svc")) == 3 })
+}
+
+// TestRequestOptions checks what reaches Consul: token, namespace,
+// partition, stale, node meta on every query; tags, the filter expression
+// and the datacenter on service reads.
+func TestRequestOptions(t *testing.T) {
+	f, addr := newFakeConsul(t)
+	f.set(func() { f.entries = svcEntries(1) })
+	r := startSource(t, nil, map[string]any{"address": addr, "token": "tok-123", "namespace": "team-a", "partition": "part-1",
+		"node_meta": map[string]any{"rack": "r1"}, "tags": []any{"prod"}, "filter": `Service.Meta.v == "2"`,
+		"datacenters": []any{"dc9"}, "wait": "30s"})
+	r.synced(5 * time.Second)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	paths := map[string]bool{}
+	for _, req := range f.seen {
+		q := req.URL.Query()
+		paths[req.URL.Path] = true
+		for key, want := range map[string]string{"ns": "team-a", "partition": "part-1", "node-meta": "rack:r1", "dc": "dc9"} {
+			if got := q.Get(key); got != want {
+				t.Errorf("%s: %s=%q, want %q", req.URL.Path, key, got, want)
+			}
+		}
+		if !q.Has("stale") {
+			t.Errorf("%s: not a stale read", req.URL.Path)
+		}
+		if got := req.Header.Get("X-Consul-Token"); got != "tok-123" {
+			t.Errorf("%s: token header %q", req.URL.Path, got)
+		}
+		switch req.URL.Path {
+		case "/v1/health/service/svc":
+			if q.Get("tag") != "prod" || q.Get("filter") != `Service.Meta.v == "2"` || q.Has("index") {
+				t.Errorf("service read %s: want tag=prod, the filter, no index", req.URL.RawQuery)
+			}
+		case "/v1/catalog/services", "/v1/catalog/nodes", "/v1/health/state/any":
+			if q.Get("wait") != "30000ms" {
+				t.Errorf("%s: wait=%q, want 30000ms", req.URL.Path, q.Get("wait"))
+			}
+		}
+	}
+	for _, p := range []string{"/v1/catalog/services", "/v1/catalog/nodes", "/v1/health/state/any", "/v1/health/service/svc"} {
+		if !paths[p] {
+			t.Errorf("no request to %s", p)
+		}
+	}
 }
