@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/xdsbridge/xdsbridge/sources"
 )
 
@@ -75,5 +77,44 @@ func TestSelected(t *testing.T) {
 		if got := c.selected(tc.name, tc.tags); got != tc.want {
 			t.Errorf("selected(%q, %v) = %v, want %v", tc.name, tc.tags, got, tc.want)
 		}
+	}
+}
+
+// TestDocumentedKeys decodes the configuration example of the package
+// documentation: every documented key exists and its default validates.
+func TestDocumentedKeys(t *testing.T) {
+	const doc = `
+address: 127.0.0.1:8500
+scheme: http
+token_file: /run/secrets/consul
+tls: {ca_file: "", cert_file: "", key_file: "", server_name: "", insecure_skip_verify: false}
+datacenters: [dc1]
+other_datacenters_priority: 1
+namespace: ""
+partition: ""
+services: {include: ["*"], exclude: []}
+tags: []
+node_meta: {}
+filter: ""
+address_source: service
+warning: degraded
+critical: unhealthy
+locality: {region_key: "", zone_key: "", subzone_key: ""}
+cluster_name: "{{.Service}}"
+on_empty: empty
+stale: true
+cached: false
+wait: 5m
+max_concurrent_fetches: 8
+max_connections: 11
+retry_min: 250ms
+retry_max: 30s
+`
+	var raw map[string]any
+	if err := yaml.Unmarshal([]byte(doc), &raw); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(raw, sources.Options{Name: "c"}); err != nil {
+		t.Fatalf("documented configuration: %v", err)
 	}
 }

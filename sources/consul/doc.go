@@ -2,6 +2,39 @@
 // Consul service as a cluster whose endpoints follow registrations and
 // health checks.
 //
+// # Configuration
+//
+// The keys and their defaults (see Config for each key's meaning):
+//
+//	sources:
+//	  - name: consul
+//	    type: consul
+//	    address: 127.0.0.1:8500          # $CONSUL_HTTP_ADDR, else 127.0.0.1:8500
+//	    scheme: http                     # https when address starts with https://
+//	    token_file: /run/secrets/consul  # or token; default $CONSUL_HTTP_TOKEN
+//	    tls: {ca_file: "", cert_file: "", key_file: "", server_name: "", insecure_skip_verify: false}
+//	    datacenters: [dc1]               # default: the agent's own
+//	    other_datacenters_priority: 1
+//	    namespace: ""                    # Enterprise
+//	    partition: ""                    # Enterprise
+//	    services: {include: ["*"], exclude: []}   # path.Match globs
+//	    tags: []                         # tags every served instance carries
+//	    node_meta: {}                    # node metadata every served node has
+//	    filter: ""                       # Consul filter on /v1/health/service
+//	    address_source: service          # service | node | a tagged address name
+//	    warning: degraded                # degraded | healthy
+//	    critical: unhealthy              # unhealthy | drop
+//	    locality: {region_key: "", zone_key: "", subzone_key: ""}
+//	    cluster_name: "{{.Service}}"     # also .Datacenter, .Namespace, .Partition
+//	    on_empty: empty                  # empty | remove
+//	    stale: true
+//	    cached: false
+//	    wait: 5m
+//	    max_concurrent_fetches: 8
+//	    max_connections: 11              # max_concurrent_fetches + 3 per datacenter
+//	    retry_min: 250ms
+//	    retry_max: 30s
+//
 // # Watching, and what it costs Consul
 //
 // Over HTTP/1.1 each blocking query in flight holds one TCP connection, and

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -175,6 +176,15 @@ func TestRequestOptions(t *testing.T) {
 		"node_meta": map[string]any{"rack": "r1"}, "tags": []any{"prod"}, "filter": `Service.Meta.v == "2"`,
 		"datacenters": []any{"dc9"}, "wait": "30s"})
 	r.synced(5 * time.Second)
+
+	// The token appears in no error (errors are logged and shown by the
+	// admin API): it travels in a header, never in the URL.
+	f.set(func() { f.mode, f.index = "leaderless", f.index+1 })
+	r.waitFor(5*time.Second, "failing", func() bool { return r.status.Snapshot().Stale })
+	if e := r.status.Snapshot().LastError; strings.Contains(e, "tok-123") {
+		t.Errorf("the token leaks into errors: %s", e)
+	}
+
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	paths := map[string]bool{}
