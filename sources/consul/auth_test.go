@@ -10,9 +10,11 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -88,14 +90,35 @@ tls {
 	register(t, agent.Client(), &api.AgentServiceRegistration{ID: "tls-1", Name: "tls", Address: "10.0.5.1", Port: 5001})
 
 	sel := map[string]any{"include": []any{"tls"}}
+	var cc connCounter
+	var protos sync.Map
 	good := startSource(t, agent, map[string]any{"services": sel, "address": agent.HTTPSAddr, "scheme": "https",
-		"tls": map[string]any{"ca_file": pki.ca, "cert_file": pki.clientCert, "key_file": pki.clientKey, "server_name": "server.dc1.consul"}})
+		"tls": map[string]any{"ca_file": pki.ca, "cert_file": pki.clientCert, "key_file": pki.clientKey, "server_name": "server.dc1.consul"}},
+		func(s *Source) {
+			s.dial = cc.dial
+			s.wrap = func(next http.RoundTripper) http.RoundTripper {
+				return rtFunc(func(req *http.Request) (*http.Response, error) {
+					resp, err := next.RoundTrip(req)
+					if err == nil {
+						protos.Store(resp.Proto, true)
+					}
+					return resp, err
+				})
+			}
+		})
 	noCA := startSource(t, agent, map[string]any{"services": sel, "address": agent.HTTPSAddr, "scheme": "https",
 		"tls": map[string]any{"cert_file": pki.clientCert, "key_file": pki.clientKey}})
 	noCert := startSource(t, agent, map[string]any{"services": sel, "address": agent.HTTPSAddr, "scheme": "https",
 		"tls": map[string]any{"ca_file": pki.ca}})
 	good.synced(10 * time.Second)
 	good.waitFor(within, "tls visible over https", func() bool { return len(good.endpointsOf("tls")) == 1 })
+	// HTTP/2: the three blocking queries and the reads share connections.
+	_, maxOpen, _ := cc.figures()
+	_, h2 := protos.Load("HTTP/2.0")
+	t.Logf("over HTTPS: HTTP/2 %v, at most %d connections open", h2, maxOpen)
+	if !h2 || maxOpen > 2 {
+		t.Errorf("over HTTPS: HTTP/2 %v, %d connections; want HTTP/2 on one connection", h2, maxOpen)
+	}
 	noCA.waitFor(5*time.Second, "source without the CA failing", func() bool {
 		s := noCA.status.Snapshot()
 		return s.Stale && strings.Contains(s.LastError, "certificate")

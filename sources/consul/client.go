@@ -32,6 +32,9 @@ func (s *Source) newClient() (*api.Client, *http.Transport, error) {
 		Proxy:                 http.ProxyFromEnvironment,
 		DialContext:           dialer.DialContext,
 		MaxConnsPerHost:       cfg.MaxConnections,
+		// Over HTTPS, HTTP/2 carries every query as a stream of one
+		// connection (the agent's HTTPS listener speaks h2).
+		ForceAttemptHTTP2: true,
 		MaxIdleConns:          cfg.MaxConnections,
 		MaxIdleConnsPerHost:   cfg.MaxConnections,
 		IdleConnTimeout:       90 * time.Second,
