@@ -29,12 +29,12 @@ func (s *Source) newClient() (*api.Client, *http.Transport, error) {
 	}
 	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
 	tr := &http.Transport{
-		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           dialer.DialContext,
-		MaxConnsPerHost:       cfg.MaxConnections,
+		Proxy:           http.ProxyFromEnvironment,
+		DialContext:     dialer.DialContext,
+		MaxConnsPerHost: cfg.MaxConnections,
 		// Over HTTPS, HTTP/2 carries every query as a stream of one
 		// connection (the agent's HTTPS listener speaks h2).
-		ForceAttemptHTTP2: true,
+		ForceAttemptHTTP2:     true,
 		MaxIdleConns:          cfg.MaxConnections,
 		MaxIdleConnsPerHost:   cfg.MaxConnections,
 		IdleConnTimeout:       90 * time.Second,

@@ -79,6 +79,8 @@
 // datacenter: 11 for one datacenter) and keeps them alive for reuse. That
 // is the number the bridge holds, far below the agent's default limit of
 // 200; keep max_connections below the agent's http_max_conns_per_client.
+// Over HTTPS the agent speaks HTTP/2 and the source multiplexes every query
+// on a single connection.
 //
 // Consul's index rules are followed for every blocking query: an unchanged
 // index means the wait timed out (ask again); an index that went backwards
