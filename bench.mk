@@ -1,20 +1,29 @@
-# Benchmark targets (issue 4), included by the Makefile.
-# make bench       reduced S1 + S2 (about 5 minutes on 2 cores)
-# make bench-full  every scenario S1..S6 at full size (long: tens of minutes)
-# Output: out/bench/{results.md,results.csv,chart.svg,profiles/}.
-BENCH_OUT ?= out/bench
+# Benchmark targets (issue 4), included by the Makefile. See docs/benchmarks.md.
+#   make bench         reduced S1 + S2, all three servers side by side (~5 min on 2 cores)
+#   make bench-full    every scenario S1..S6 at full size, then bench-consul (long)
+#   make bench-consul  end to end: real Consul agent -> bridge binary -> clients
+# Output: out/bench/{results.md,results.csv,chart.svg,profiles/}
+# (bench-full: out/bench/full/, bench-consul: out/bench/consul/).
+BENCH_OUT   ?= out/bench
 BENCH_FLAGS ?=
 
-.PHONY: bench bench-full
+.PHONY: bench bench-full bench-consul bench-bin
 
-$(BENCH_OUT)/xdsload: FORCE
+bench-bin:
 	@mkdir -p $(BENCH_OUT)
 	go build -o $(BENCH_OUT)/xdsload ./cmd/xdsload
 
-bench: $(BENCH_OUT)/xdsload
+bench: bench-bin
 	$(BENCH_OUT)/xdsload bench --preset quick --out $(BENCH_OUT) $(BENCH_FLAGS)
 
-bench-full: $(BENCH_OUT)/xdsload
+bench-full: bench-bin
 	$(BENCH_OUT)/xdsload bench --preset full --out $(BENCH_OUT)/full $(BENCH_FLAGS)
+	$(MAKE) bench-consul
 
-FORCE:
+bench-consul: bench-bin
+	go build -o $(BENCH_OUT)/bridge ./cmd/bridge
+	set -eu; vars=$$(scripts/tools.sh); eval "$$vars"; \
+	for mode in "" --delta; do \
+	  $(BENCH_OUT)/xdsload consul --consul "$$XDSBRIDGE_CONSUL" --bridge $(BENCH_OUT)/bridge \
+	    -c 200 -n 200 --changes 30 $$mode --out $(BENCH_OUT)/consul/$${mode:-sotw}; \
+	done

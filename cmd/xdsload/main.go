@@ -2,7 +2,8 @@
 //
 //	xdsload bench [--preset quick|full] [--scenarios S1,S2] [--impls ...] [--out out/bench]
 //	xdsload run   --impl xdsbridge --delta -c 200 -n 1000 --changes 20
-//	xdsload serve --impl snapshot     (started by the two above; one server under test)
+//	xdsload consul --bridge bin/bridge --consul $XDSBRIDGE_CONSUL -c 100 -n 100
+//	xdsload serve --impl snapshot     (started by bench and run; one server under test)
 //
 // See docs/benchmarks.md.
 package main
@@ -38,7 +39,7 @@ func main() {
 	}
 }
 
-var errUsage = errors.New("usage: xdsload bench|run|serve [flags] (-h for flags)")
+var errUsage = errors.New("usage: xdsload bench|run|consul|serve [flags] (-h for flags)")
 
 func run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
@@ -50,6 +51,8 @@ func run(ctx context.Context, args []string) error {
 		return serve(ctx, args[1:], log)
 	case "bench", "run":
 		return benchmark(ctx, args[0], args[1:], log)
+	case "consul":
+		return consul(ctx, args[1:], log)
 	}
 	return errUsage
 }
@@ -152,4 +155,59 @@ func machine() string {
 		}
 	}
 	return fmt.Sprintf("%s, %d CPUs, %s %s/%s", model, runtime.NumCPU(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+}
+
+// consul runs the end-to-end scenario through a real Consul agent and the
+// bridge binary.
+func consul(ctx context.Context, args []string, log *slog.Logger) error {
+	fs := flag.NewFlagSet("consul", flag.ContinueOnError)
+	out := fs.String("out", "out/bench/consul", "output directory")
+	cache := os.Getenv("XDSBRIDGE_CACHE")
+	if cache == "" {
+		if dir, err := os.UserCacheDir(); err == nil {
+			cache = filepath.Join(dir, "xdsbridge")
+		}
+	}
+	defConsul := os.Getenv("XDSBRIDGE_CONSUL")
+	if defConsul == "" {
+		defConsul = filepath.Join(cache, "bin", "consul-1.14.11")
+	}
+	var cfg bench.ConsulConfig
+	fs.StringVar(&cfg.ConsulBin, "consul", defConsul, "consul binary (env XDSBRIDGE_CONSUL)")
+	fs.StringVar(&cfg.BridgeBin, "bridge", "out/bench/bridge", "bridge binary (go build -o out/bench/bridge ./cmd/bridge)")
+	fs.IntVar(&cfg.Clients, "c", 100, "clients")
+	fs.IntVar(&cfg.Services, "n", 100, "services registered in Consul")
+	fs.IntVar(&cfg.Instances, "instances", 5, "instances per service")
+	fs.IntVar(&cfg.Changes, "changes", 20, "sequential changes (one instance re-registered on another port)")
+	fs.BoolVar(&cfg.Delta, "delta", false, "delta protocol instead of SotW")
+	fs.DurationVar(&cfg.Timeout, "timeout", 30*time.Second, "bound of the wait for one change")
+	if err := fs.Parse(args); err != nil {
+		return errUsage
+	}
+	abs, err := filepath.Abs(*out)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(abs, 0o755); err != nil {
+		return err
+	}
+	cfg.OutDir, cfg.Logger = abs, log
+	r, err := bench.RunConsul(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	md := bench.Markdown([]bench.Result{r}, machine())
+	fmt.Println(md)
+	var csv strings.Builder
+	if err := bench.CSV(&csv, []bench.Result{r}); err != nil {
+		return err
+	}
+	if err := errors.Join(os.WriteFile(filepath.Join(abs, "results.md"), []byte(md), 0o644),
+		os.WriteFile(filepath.Join(abs, "results.csv"), []byte(csv.String()), 0o644)); err != nil {
+		return fmt.Errorf("writing results: %w", err)
+	}
+	if r.Failed {
+		return fmt.Errorf("consul scenario FAILED: %s", r.Problem)
+	}
+	return nil
 }

@@ -30,13 +30,12 @@ type fleet struct {
 
 // tracked is one change in flight.
 type tracked struct {
-	k    int
-	name string
-	hash uint64
-	t0   time.Time
-	at   []atomic.Int64 // per client: latency in ns (0 = not yet)
-	n    atomic.Int64
-	done chan struct{}
+	k     int
+	match func(*envoysim.Client) bool // whether a client holds the change
+	t0    time.Time
+	at    []atomic.Int64 // per client: latency in ns (0 = not yet)
+	n     atomic.Int64
+	done  chan struct{}
 }
 
 type fleetOptions struct {
@@ -45,6 +44,7 @@ type fleetOptions struct {
 	clients  int
 	delta    bool
 	prefix   string                         // node id prefix
+	full     bool                           // keep protos (not Light)
 	versions []map[string]map[string]string // per client InitialVersions (delta reconnect)
 	hashes   []map[string]map[string]uint64 // per client InitialHashes
 }
@@ -69,7 +69,7 @@ func startFleet(ctx context.Context, o fleetOptions) (*fleet, error) {
 				Addr:       o.addr,
 				Node:       fmt.Sprintf("%s-%05d", o.prefix, i),
 				Delta:      o.delta,
-				Light:      true,
+				Light:      !o.full,
 				OnResponse: func(c *envoysim.Client, r envoysim.Received) { f.onResponse(i, c, r) },
 			}
 			if o.versions != nil {
@@ -127,7 +127,7 @@ func (f *fleet) onResponse(i int, c *envoysim.Client, r envoysim.Received) {
 		if t.at[i].Load() != 0 {
 			continue
 		}
-		if h, _, ok := c.Hash(envoysim.EndpointType, t.name); !ok || h != t.hash {
+		if !t.match(c) {
 			continue
 		}
 		lat := max(r.Time.Sub(t.t0), 1)
@@ -154,10 +154,17 @@ func (f *fleet) waitServed(ctx context.Context, timeout time.Duration) (time.Tim
 	return time.Unix(0, last), nil
 }
 
-// track registers change k (which makes service name hash to hash) as in
-// flight from now on.
-func (f *fleet) track(k int, name string, hash uint64) *tracked {
-	t := &tracked{k: k, name: name, hash: hash, at: make([]atomic.Int64, len(f.clients)), done: make(chan struct{}), t0: time.Now()}
+// holds matches a client holding an assignment with the given hash.
+func holds(name string, hash uint64) func(*envoysim.Client) bool {
+	return func(c *envoysim.Client) bool {
+		h, _, ok := c.Hash(envoysim.EndpointType, name)
+		return ok && h == hash
+	}
+}
+
+// track registers change k as in flight from now on.
+func (f *fleet) track(k int, match func(*envoysim.Client) bool) *tracked {
+	t := &tracked{k: k, match: match, at: make([]atomic.Int64, len(f.clients)), done: make(chan struct{}), t0: time.Now()}
 	f.mu.Lock()
 	f.pending[t] = struct{}{}
 	f.mu.Unlock()

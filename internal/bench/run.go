@@ -235,7 +235,7 @@ func runChanges(ctx context.Context, cfg Config, srv *server, f *fleet, w *workl
 		if err != nil {
 			return err
 		}
-		t := f.track(k, workload.Name(i), h)
+		t := f.track(k, holds(workload.Name(i), h))
 		all = append(all, t)
 		if err := srv.post(ctx, "/change", url.Values{"k": {strconv.Itoa(k)}}); err != nil {
 			return err

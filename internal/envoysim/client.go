@@ -254,6 +254,15 @@ func (c *Client) Hash(typeURL, name string) (hash uint64, version string, ok boo
 	return e.hash, e.version, ok
 }
 
+// Resource returns the held resource (*clusterv3.Cluster,
+// *endpointv3.ClusterLoadAssignment or *anypb.Any; read-only), or nil in
+// Light mode or when not held. Cheaper than State for one name.
+func (c *Client) Resource(typeURL, name string) any {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.held[typeURL][name].msg
+}
+
 // Len returns how many resources of a type the client holds.
 func (c *Client) Len(typeURL string) int {
 	c.mu.Lock()
