@@ -109,8 +109,16 @@ func TestServeEditAndReject(t *testing.T) {
 
 	sotw := startClient(t, xdsAddr, envoysim.Options{Node: "sotw-ads"})
 	delta := startClient(t, xdsAddr, envoysim.Options{Node: "delta-ads", Delta: true})
+	// The per-type services (a CDS and an EDS stream) are served too.
+	perType := map[string]*envoysim.Client{
+		"sotw per-type":  startClient(t, xdsAddr, envoysim.Options{Node: "sotw-xds", PerType: true}),
+		"delta per-type": startClient(t, xdsAddr, envoysim.Options{Node: "delta-xds", PerType: true, Delta: true}),
+	}
 	waitState(t, sotw, "sotw", 10*time.Second, state)
 	waitState(t, delta, "delta", 10*time.Second, state)
+	for name, c := range perType {
+		waitState(t, c, name, 10*time.Second, state)
+	}
 
 	t.Run("grpc chain", func(t *testing.T) {
 		g := startClient(t, xdsAddr, envoysim.Options{Node: "grpc", UserAgent: "gRPC Go",
@@ -134,7 +142,10 @@ func TestServeEditAndReject(t *testing.T) {
 	writeFile(t, services, render(state))
 	waitState(t, sotw, "sotw", propagation, state)
 	waitState(t, delta, "delta", propagation, state)
-	t.Logf("edit reached both clients in %s", time.Since(edited))
+	t.Logf("edit reached both ADS clients in %s", time.Since(edited))
+	for name, c := range perType {
+		waitState(t, c, name, propagation, state)
+	}
 	if !slices.ContainsFunc(delta.Log(), func(r envoysim.Received) bool {
 		return r.TypeURL == envoysim.ClusterType && slices.Contains(r.Removed, "payments")
 	}) {
