@@ -186,7 +186,8 @@ func TestServeEditAndReject(t *testing.T) {
 
 	// The metrics show the source and the engine.
 	_, metrics := httpGet("http://" + adminAddr + "/metrics")
-	for _, want := range []string{`xdsbridge_source_synced{source="static"} 1`, `xdsbridge_source_stale{source="static"} 0`, "go_goroutines"} {
+	for _, want := range []string{`xdsbridge_source_synced{source="static"} 1`, `xdsbridge_source_stale{source="static"} 0`,
+		"xdsbridge_xds_clients", "xdsbridge_services 3", "go_goroutines", "process_open_fds"} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %q", want)
 		}
