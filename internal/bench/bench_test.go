@@ -142,7 +142,7 @@ func TestPlan(t *testing.T) {
 			}
 			return nil
 		}},
-		{"full has all", "full", nil, Sizes{}, (2 + 3 + 4 + 1 + 2 + 1) * 2, nil},
+		{"full has all", "full", nil, Sizes{}, (2 + 3 + 4 + 3 + 2 + 1) * 2, nil},
 		{"override clients", "quick", []string{"S1"}, Sizes{Clients: 7}, 4, func(cs []Config) error {
 			for _, c := range cs {
 				if c.Clients != 7 {
@@ -151,7 +151,7 @@ func TestPlan(t *testing.T) {
 			}
 			return nil
 		}},
-		{"S4 is a rate", "full", []string{"S4"}, Sizes{}, 2, func(cs []Config) error {
+		{"S4 is rates", "full", []string{"S4"}, Sizes{}, 6, func(cs []Config) error {
 			if cs[0].Rate != 100 || cs[0].Duration != time.Minute {
 				return errors.New("S4 is not 100/s for 60s")
 			}

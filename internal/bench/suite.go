@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -82,15 +83,18 @@ func Plan(preset string, scenarios, impls []string, over Sizes) ([]Config, error
 			for _, c := range []int{100, 500, 1000, 2000} {
 				add(sc, true, c, n, k, nil)
 			}
-		case "S4": // sustained churn
-			rate, d := over.Rate, over.Duration
-			if rate == 0 {
-				rate = 100
+		case "S4": // sustained churn: the 100/s target, then higher rates to find where it stops being bounded
+			type step struct {
+				rate float64
+				d    time.Duration
 			}
-			if d == 0 {
-				d = 60 * time.Second
+			steps := []step{{100, 60 * time.Second}, {300, 20 * time.Second}, {1000, 20 * time.Second}}
+			if over.Rate > 0 {
+				steps = []step{{over.Rate, cmp.Or(over.Duration, 60*time.Second)}}
 			}
-			add(sc, true, pick(over.Clients, 1000), pick(over.Services, 1000), 0, func(c *Config) { c.Rate, c.Duration = rate, d })
+			for _, st := range steps {
+				add(sc, true, pick(over.Clients, 1000), pick(over.Services, 1000), 0, func(c *Config) { c.Rate, c.Duration = st.rate, st.d })
+			}
 		case "S5": // everyone reconnects at once
 			for _, delta := range []bool{true, false} {
 				add(sc, delta, pick(over.Clients, 1000), pick(over.Services, 1000), pick(over.Changes, 5), func(c *Config) { c.Reconnect = true })
