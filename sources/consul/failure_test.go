@@ -219,3 +219,20 @@ func TestRequestOptions(t *testing.T) {
 		}
 	}
 }
+
+// TestIdleHeartbeat checks that an idle source still refreshes its
+// Status.LastSuccess when a blocking query times out without a change, so
+// that the admin API does not show a healthy source as old.
+func TestIdleHeartbeat(t *testing.T) {
+	f, addr := newFakeConsul(t) // blocks 2s, then answers the same index
+	f.set(func() { f.entries = svcEntries(1) })
+	r := startSource(t, nil, map[string]any{"address": addr, "wait": "1s"})
+	r.synced(5 * time.Second)
+	first := r.status.Snapshot().LastSuccess
+	r.waitFor(5*time.Second, "LastSuccess to advance while idle", func() bool {
+		return r.status.Snapshot().LastSuccess.After(first.Add(time.Second))
+	})
+	if n := r.updateCount(); n != 1 {
+		t.Errorf("%d updates while nothing changed, want only the first", n)
+	}
+}

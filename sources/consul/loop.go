@@ -210,6 +210,9 @@ func (l *loop) onPoll(r pollResult) {
 		return
 	}
 	delete(l.pollErr, key)
+	if r.unchanged {
+		return
+	}
 	switch r.kind {
 	case pollServices:
 		l.onServices(r.dc, r.services)

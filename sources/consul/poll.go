@@ -29,6 +29,9 @@ type pollResult struct {
 	checks   api.HealthChecks
 	nodes    []*api.Node
 	err      error
+	// unchanged: the wait ended without a change. It carries no data but
+	// tells the loop the agent still answers (fresh Status.LastSuccess).
+	unchanged bool
 }
 
 // minPollInterval paces a blocking query whose index keeps moving: under
@@ -39,7 +42,7 @@ const minPollInterval = 50 * time.Millisecond
 // poll runs one blocking query loop until ctx ends, sending every answer
 // whose index moved (and every failure) to out. It follows Consul's rules
 // for blocking queries: an unchanged index means the wait timed out (ask
-// again, nothing to report); an index that went backwards means the state
+// again; only a heartbeat is reported); an index that went backwards means the state
 // was reset (ask again from 0); an index of 0 is treated as 1 so that the
 // loop never spins; after an error the index restarts from 0 because the
 // agent may have come back with a fresh state.
@@ -86,7 +89,10 @@ func (s *Source) poll(ctx context.Context, c *api.Client, dc int, dcName string,
 		res.index = max(meta.LastIndex, 1)
 		switch {
 		case res.index == index:
-			continue // the wait ended without a change
+			if !send(ctx, out, pollResult{dc: dc, kind: kind, index: index, unchanged: true}) {
+				return
+			}
+			continue
 		case res.index < index:
 			index = 0 // reset: the next read does not block
 		default:
