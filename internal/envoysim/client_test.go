@@ -13,9 +13,13 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	clusterservice "github.com/envoyproxy/go-control-plane/envoy/service/cluster/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	endpointservice "github.com/envoyproxy/go-control-plane/envoy/service/endpoint/v3"
+	listenerservice "github.com/envoyproxy/go-control-plane/envoy/service/listener/v3"
+	routeservice "github.com/envoyproxy/go-control-plane/envoy/service/route/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
@@ -45,6 +49,8 @@ func startGCP(t *testing.T) *gcp {
 	discoveryv3.RegisterAggregatedDiscoveryServiceServer(g, srv)
 	clusterservice.RegisterClusterDiscoveryServiceServer(g, srv)
 	endpointservice.RegisterEndpointDiscoveryServiceServer(g, srv)
+	listenerservice.RegisterListenerDiscoveryServiceServer(g, srv)
+	routeservice.RegisterRouteDiscoveryServiceServer(g, srv)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -353,5 +359,49 @@ func TestWaitForReportsState(t *testing.T) {
 	}
 	if want := "a@v0"; !strings.Contains(err.Error(), want) {
 		t.Errorf("error %q does not describe the state (%s)", err, want)
+	}
+}
+
+// TestExtraTypes subscribes to listeners and routes by the cluster names,
+// as a proxyless gRPC client names them after the service.
+func TestExtraTypes(t *testing.T) {
+	for _, v := range variants {
+		t.Run(v.name, func(t *testing.T) {
+			g := startGCP(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			res := map[resourcev3.Type][]types.Resource{}
+			for _, name := range []string{"a", "b"} {
+				res[resourcev3.ClusterType] = append(res[resourcev3.ClusterType], cluster(name))
+				res[resourcev3.EndpointType] = append(res[resourcev3.EndpointType], assignment(name, []uint32{1}))
+				res[resourcev3.ListenerType] = append(res[resourcev3.ListenerType], &listenerv3.Listener{Name: name})
+				res[resourcev3.RouteType] = append(res[resourcev3.RouteType], &routev3.RouteConfiguration{Name: name})
+			}
+			snap, err := cachev3.NewSnapshot("v0", res)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := g.cache.SetSnapshot(ctx, "n1", snap); err != nil {
+				t.Fatal(err)
+			}
+			c, err := Start(ctx, Options{Addr: g.addr, Node: "n1", Delta: v.delta, PerType: v.perType,
+				Clusters: []string{"a", "b"}, Types: []string{ListenerType, RouteType}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			err = c.WaitFor(ctx, func(s State) bool {
+				return len(s.Resources[ListenerType]) == 2 && len(s.Resources[RouteType]) == 2 && holds(world{"a": {1}, "b": {1}})(s)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if l := c.State().Resources[ListenerType]["a"]; l.GetTypeUrl() != ListenerType {
+				t.Errorf("listener a = %v", l)
+			}
+		})
+	}
+	if _, err := Start(context.Background(), Options{Addr: "127.0.0.1:1", Types: []string{"type.googleapis.com/x"}}); err == nil {
+		t.Error("unsupported extra type accepted")
 	}
 }
