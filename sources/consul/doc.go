@@ -61,7 +61,11 @@
 // ModifyIndex (Consul bumps a service's index with its checks'); a read
 // that answers below it came from a lagging server (stale reads) or the
 // agent cache (cached: true, used only for such reads) and is repeated
-// after 50ms, up to 20 times.
+// after 50ms, up to 20 times. A read older than the one applied last (its
+// index is lower: a stale read from another server) is not served but
+// repeated likewise, and accepted only if it stays older (the cluster's
+// state was reset; a blocking query whose index goes backwards, or a
+// resync after an outage, makes any index acceptable at once).
 //
 // One kind of change has no bulk signal: a registration that changes
 // neither the list of names and tags nor any check (a second instance

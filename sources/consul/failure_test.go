@@ -24,6 +24,7 @@ type fakeConsul struct {
 	changed  chan struct{}
 	requests int
 	seen     []*http.Request // every request's URL and header
+	svcIndex uint64          // when set, the index of service reads
 }
 
 func newFakeConsul(t *testing.T) (*fakeConsul, string) {
@@ -69,6 +70,9 @@ func (f *fakeConsul) serve(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
 	}
 	mode, index, entries := f.mode, f.index, f.entries
+	if f.svcIndex != 0 && r.URL.Path == "/v1/health/service/svc" {
+		index = f.svcIndex
+	}
 	f.mu.Unlock()
 	switch mode {
 	case "leaderless":
@@ -235,4 +239,23 @@ func TestIdleHeartbeat(t *testing.T) {
 	if n := r.updateCount(); n != 1 {
 		t.Errorf("%d updates while nothing changed, want only the first", n)
 	}
+}
+
+// TestStaleReadBackwards serves a service read whose index is below the
+// one already applied (a lagging server answering a stale read): it is not
+// served at once, and only accepted when it stays so for a while (a reset
+// cluster).
+func TestStaleReadBackwards(t *testing.T) {
+	f, addr := newFakeConsul(t)
+	f.set(func() { f.entries = svcEntries(1) })
+	r := startSource(t, nil, map[string]any{"address": addr})
+	r.synced(5 * time.Second)
+	r.waitFor(within, "svc with 1 endpoint", func() bool { return len(r.endpointsOf("svc")) == 1 })
+	f.set(func() { f.index, f.svcIndex, f.entries = f.index+1, 5, svcEntries(1, 2) }) // a sweep reads index 5 < 10
+	start := time.Now()
+	took := r.waitFor(5*time.Second, "the older read accepted in the end", func() bool { return len(r.endpointsOf("svc")) == 2 })
+	if took < behindDelay*behindRetries/2 {
+		t.Errorf("a read older than the applied state was served after %v", took)
+	}
+	t.Logf("older read accepted after %v", time.Since(start))
 }

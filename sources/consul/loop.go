@@ -25,6 +25,7 @@ type svcState struct {
 	tags    []string // from /v1/catalog/services (union over instances)
 	cluster string   // rendered cluster_name
 	fetched bool     // read successfully at least once
+	index   uint64   // X-Consul-Index of the read applied last
 	eps     []sources.Endpoint
 	// What the last read showed, to tell which later health and node
 	// changes concern this service.
@@ -213,6 +214,9 @@ func (l *loop) onPoll(r pollResult) {
 	if r.unchanged {
 		return
 	}
+	if r.reset {
+		d.forgetIndexes()
+	}
 	switch r.kind {
 	case pollServices:
 		l.onServices(r.dc, r.services)
@@ -220,6 +224,14 @@ func (l *loop) onPoll(r pollResult) {
 		l.onChecks(r.dc, r.checks)
 	case pollNodes:
 		l.onNodes(r.dc, r.nodes)
+	}
+}
+
+// forgetIndexes makes the next read of every service acceptable whatever
+// its index, after the datacenter's indexes went backwards.
+func (d *dcState) forgetIndexes() {
+	for _, st := range d.services {
+		st.index = 0
 	}
 }
 
@@ -301,36 +313,51 @@ func (l *loop) dispatch(ctx context.Context) {
 
 func (l *loop) onFetch(r fetchResult) {
 	delete(l.inflight, r.key)
-	d := l.dcs[r.key.dc]
-	st := d.services[r.key.name]
-	if st != r.st {
-		// Removed (or removed and added again) meanwhile: the result is
-		// stale; a new state has its own read queued.
+	// A read queued while this one was in flight was not put in the queue
+	// (see queueRead); it goes there now, whatever happens below.
+	defer func() {
 		if l.dirty[r.key] {
 			l.queue = append(l.queue, r.key)
 		}
-		return
+	}()
+	d := l.dcs[r.key.dc]
+	st := d.services[r.key.name]
+	if st != r.st {
+		return // removed (or removed and added again) meanwhile: stale
 	}
 	if r.err != nil {
 		l.fail(r.err)
 		l.fetchAt = time.Now().Add(l.fetchBO.next())
-		delete(l.dirty, r.key)
-		l.markDirty(r.key)
+		delete(l.viaCache, r.key) // retried without the agent cache
+		l.dirty[r.key] = true
 		return
 	}
 	l.fetchBO.reset()
-	if want := l.want[r.key]; want > 0 {
-		if r.index >= want {
-			delete(l.want, r.key)
-			delete(l.behind, r.key)
-		} else if n := l.behind[r.key] + 1; n <= behindRetries {
+	if st.fetched && r.index < st.index {
+		// Older than what was applied: a stale read from a lagging
+		// server. Read again rather than serve the past, unless it stays
+		// so (then the cluster's state was reset: accept it).
+		if n := l.behind[r.key] + 1; n <= behindRetries {
 			l.behind[r.key] = n
 			l.later = append(l.later, delayedRead{at: time.Now().Add(behindDelay), key: r.key})
-		} else {
-			l.s.log.Debug("reads of a service stay behind its checks; giving up", "service", r.key.name, "index", r.index, "want", want)
-			delete(l.want, r.key)
-			delete(l.behind, r.key)
+			return
 		}
+		delete(l.behind, r.key)
+	}
+	st.index = r.index
+	switch want, n := l.want[r.key], l.behind[r.key]+1; {
+	case r.index >= want:
+		delete(l.want, r.key)
+		delete(l.behind, r.key)
+	case n <= behindRetries:
+		// Behind the check change that queued it: apply what it says
+		// and read again.
+		l.behind[r.key] = n
+		l.later = append(l.later, delayedRead{at: time.Now().Add(behindDelay), key: r.key})
+	default:
+		l.s.log.Debug("reads of a service stay behind its checks; giving up", "service", r.key.name, "index", r.index, "want", want)
+		delete(l.want, r.key)
+		delete(l.behind, r.key)
 	}
 	eps, dropped := d.m.endpoints(r.entries)
 	if dropped > 0 {
@@ -342,9 +369,6 @@ func (l *loop) onFetch(r fetchResult) {
 		l.changed[st.cluster] = true
 	}
 	st.eps, st.fetched = eps, true
-	if l.dirty[r.key] {
-		l.queue = append(l.queue, r.key)
-	}
 	if sw := l.sweep; sw != nil && r.seq >= sw.seq {
 		delete(sw.left, r.key)
 		if len(sw.left) == 0 {

@@ -32,6 +32,8 @@ type pollResult struct {
 	// unchanged: the wait ended without a change. It carries no data but
 	// tells the loop the agent still answers (fresh Status.LastSuccess).
 	unchanged bool
+	// reset: the index went backwards (a restored or restarted cluster).
+	reset bool
 }
 
 // minPollInterval paces a blocking query whose index keeps moving: under
@@ -95,6 +97,7 @@ func (s *Source) poll(ctx context.Context, c *api.Client, dc int, dcName string,
 			continue
 		case res.index < index:
 			index = 0 // reset: the next read does not block
+			res.reset = true
 		default:
 			index = res.index
 		}

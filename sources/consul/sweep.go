@@ -36,6 +36,11 @@ func (l *loop) maybeSweep() {
 	sw := &sweepRun{start: time.Now(), seq: l.seq + 1, left: map[svcKey]bool{}}
 	l.sweep = sw
 	for i, d := range l.dcs {
+		if l.failing {
+			// A resync after an outage: the cluster may have come back
+			// with a fresh state and lower indexes.
+			d.forgetIndexes()
+		}
 		for name := range d.services {
 			k := svcKey{i, name}
 			sw.left[k] = true
