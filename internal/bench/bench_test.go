@@ -233,3 +233,44 @@ func TestChartPanels(t *testing.T) {
 		t.Errorf("%d lines, want 9 (3 panels x 3 impls)", n)
 	}
 }
+
+func TestTargets(t *testing.T) {
+	mk := func(sc, impl string, delta bool, f func(*Result)) Result {
+		r := Result{Config: Config{Scenario: sc, Impl: impl, Delta: delta, Clients: 1000, Services: 1000}}
+		f(&r)
+		return r
+	}
+	rs := []Result{
+		mk("S1", "xdsbridge", true, func(r *Result) {
+			r.ConvP99, r.CPUPerClientChange, r.HeapPerClient = 5*time.Millisecond, 100*time.Microsecond, 50e3
+		}),
+		mk("S1", "snapshot", true, func(r *Result) { r.ConvP99 = 100 * time.Millisecond }),
+		mk("S1", "xdsbridge", false, func(r *Result) {
+			r.CPUPerClientChange, r.HeapPerClient, r.BytesPerClientChange = 300*time.Microsecond, 50e3, 500
+		}),
+		mk("S2", "xdsbridge", true, func(r *Result) { r.Services, r.CPUPerChange = 100, 10*time.Millisecond }),
+		mk("S2", "xdsbridge", true, func(r *Result) { r.Services, r.CPUPerChange = 1000, 11*time.Millisecond }),
+		mk("S2", "xdsbridge", true, func(r *Result) { r.Services, r.CPUPerChange = 10000, 20*time.Millisecond }),
+	}
+	out := Targets(rs)
+	for _, tc := range []struct{ name, line, verdict string }{
+		{"p99 ratio met", "S1 delta convergence p99", "| met |"},
+		{"delta CPU met", "S1 delta server CPU", "| met |"},
+		{"sotw CPU missed by 2x", "S1 sotw server CPU", "**missed** (2.00× the target)"},
+		{"sotw bytes met", "S1 SotW EDS bytes", "| met |"},
+		{"S2 flat", "N 100 → 1000", "| met |"},
+		{"S2 grows", "N 1000 → 10000", "**missed**"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, l := range strings.Split(out, "\n") {
+				if strings.Contains(l, tc.line) {
+					if !strings.Contains(l, tc.verdict) {
+						t.Errorf("line %q lacks %q", l, tc.verdict)
+					}
+					return
+				}
+			}
+			t.Errorf("no line for %q in\n%s", tc.line, out)
+		})
+	}
+}

@@ -116,12 +116,16 @@ func Markdown(results []Result, machine string) string {
 	if machine != "" {
 		fmt.Fprintf(&b, "Machine: %s\n\n", machine)
 	}
+	b.WriteString(Targets(results))
 	for _, sc := range uniq(results, func(r Result) string { return r.Scenario }) {
 		gs := groups(results, sc)
 		if len(gs) == 0 {
 			continue
 		}
 		fmt.Fprintf(&b, "## %s\n\n", sc)
+		if sc == "S4" {
+			b.WriteString(sustained(results))
+		}
 		for _, g := range gs {
 			fmt.Fprintf(&b, "### %s %s\n\n", sc, g.key)
 			impls := g.impl

@@ -1,0 +1,127 @@
+package bench
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Targets evaluates issue 4's targets for xdsbridge on the results at hand
+// (whichever sizes they were measured at) and says by how much each is met
+// or missed.
+func Targets(results []Result) string {
+	type row struct{ target, measured, verdict string }
+	var rows []row
+	verdict := func(ok bool, by float64) string {
+		if ok {
+			return "met"
+		}
+		return fmt.Sprintf("**missed** (%.2f× the target)", by)
+	}
+	find := func(sc, impl string, delta bool) (Result, bool) {
+		i := slices.IndexFunc(results, func(r Result) bool {
+			return r.Scenario == sc && r.Impl == impl && r.Delta == delta && !r.Failed && r.Rate == 0
+		})
+		if i < 0 {
+			return Result{}, false
+		}
+		return results[i], true
+	}
+	if b, ok := find("S1", "xdsbridge", true); ok {
+		if s, ok := find("S1", "snapshot", true); ok && s.ConvP99 > 0 {
+			r := float64(b.ConvP99) / float64(s.ConvP99)
+			rows = append(rows, row{"S1 delta convergence p99 ≤ 0.1× stock SnapshotCache delta",
+				fmt.Sprintf("%s vs %s = %.3f× (C=%d)", ms(b.ConvP99), ms(s.ConvP99), r, b.Clients), verdict(r <= 0.1, r/0.1)})
+		}
+	}
+	for _, delta := range []bool{true, false} {
+		b, ok := find("S1", "xdsbridge", delta)
+		if !ok {
+			continue
+		}
+		cpu := float64(b.CPUPerClientChange) / float64(time.Microsecond)
+		rows = append(rows, row{fmt.Sprintf("S1 %s server CPU ≤ 150 µs per client·change", b.Mode()),
+			fmt.Sprintf("%s (C=%d)", us(b.CPUPerClientChange), b.Clients), verdict(cpu <= 150, cpu/150)})
+		rows = append(rows, row{fmt.Sprintf("S1 %s heap ≤ 100 KB per client", b.Mode()),
+			fmt.Sprintf("%s (N=%d)", size(b.HeapPerClient), b.Services), verdict(b.HeapPerClient <= 100e3, b.HeapPerClient/100e3)})
+		if !delta {
+			line := size(b.BytesPerClientChange)
+			if s, ok := find("S1", "snapshot", false); ok {
+				line += " (stock SnapshotCache: " + size(s.BytesPerClientChange) + ")"
+			}
+			rows = append(rows, row{"S1 SotW EDS bytes ≤ 1 KB per client·change", line,
+				verdict(b.BytesPerClientChange <= 1000, b.BytesPerClientChange/1000)})
+		}
+	}
+	var s2 []Result
+	for _, r := range results {
+		if r.Scenario == "S2" && r.Impl == "xdsbridge" && r.Delta && !r.Failed {
+			s2 = append(s2, r)
+		}
+	}
+	slices.SortFunc(s2, func(a, b Result) int { return a.Services - b.Services })
+	for i := 1; i < len(s2); i++ {
+		a, b := s2[i-1], s2[i]
+		if a.CPUPerChange == 0 {
+			continue
+		}
+		g := float64(b.CPUPerChange) / float64(a.CPUPerChange)
+		per10 := math.Pow(g, 1/math.Log10(float64(b.Services)/float64(a.Services)))
+		rows = append(rows, row{fmt.Sprintf("S2 CPU per change grows < 1.2× per 10× N (N %d → %d)", a.Services, b.Services),
+			fmt.Sprintf("%s → %s: %.2f× per 10×", ms(a.CPUPerChange), ms(b.CPUPerChange), per10), verdict(per10 < 1.2, per10/1.2)})
+	}
+	for _, r := range results {
+		if r.Scenario == "S4" && r.Impl == "xdsbridge" && r.Rate == 100 {
+			ok := !r.Failed && r.ConvP99 < 250*time.Millisecond
+			rows = append(rows, row{"S4 convergence p99 < 250 ms at 100 changes/s",
+				fmt.Sprintf("%s (C=%d)", ms(r.ConvP99), r.Clients), verdict(ok, float64(r.ConvP99)/float64(250*time.Millisecond))})
+		}
+	}
+	if len(rows) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("## Targets of issue 4 (xdsbridge)\n\nEvaluated at the sizes of this run; the issue states them for S1 at C=1,000.\n\n| target | measured | verdict |\n|---|---|---|\n")
+	for _, r := range rows {
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", r.target, r.measured, r.verdict)
+	}
+	b.WriteString("\n")
+	return b.String()
+}
+
+// sustained lists, per implementation, the highest S4 rate whose run
+// converged with a p99 under 1 s and no change lost.
+func sustained(results []Result) string {
+	best := map[string]float64{}
+	var impls []string
+	for _, r := range results {
+		if r.Scenario != "S4" {
+			continue
+		}
+		if !slices.Contains(impls, r.Impl) {
+			impls = append(impls, r.Impl)
+		}
+		if !r.Failed && r.ConvP99 < time.Second && r.Rate > best[r.Impl] {
+			best[r.Impl] = r.Rate
+		}
+	}
+	if len(impls) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("Highest sustained rate with convergence p99 < 1 s and every change delivered: ")
+	for i, im := range impls {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		if best[im] == 0 {
+			fmt.Fprintf(&b, "%s: none of the rates tried", im)
+		} else {
+			fmt.Fprintf(&b, "%s: %g/s", im, best[im])
+		}
+	}
+	b.WriteString(".\n\n")
+	return b.String()
+}
