@@ -67,6 +67,7 @@ type Result struct {
 	ColdCPU   time.Duration // server CPU during the cold start
 
 	ChangesDone          int
+	AchievedRate         float64       // changes/s actually applied (rate mode); below Rate when the server's apply is slower
 	ConvP50, ConvP99     time.Duration // per change: until every client holds it
 	ConvMax              time.Duration
 	ClientP50, ClientP99 time.Duration // per client·change
@@ -246,6 +247,7 @@ func runChanges(ctx context.Context, cfg Config, srv *server, f *fleet, w *workl
 		}
 	}
 	if interval > 0 {
+		res.AchievedRate = float64(len(all)) / time.Since(began).Seconds()
 		for _, t := range all {
 			waitTracked(ctx, t, cfg.Timeout)
 			f.untrack(t)
