@@ -12,9 +12,9 @@ import (
 
 // publish sends what changed: nothing before the first sync is complete,
 // then one Full update, then partial updates of the clusters whose content
-// changed. While failing it holds changes back, so that a half-read
-// registry is never served; the resync publishes them. It returns false
-// when ctx ended.
+// changed. Only successful reads change anything, so while some reads fail
+// (one datacenter unreachable, say) the others' changes still flow. It
+// returns false when ctx ended.
 func (l *loop) publish(ctx context.Context, up chan<- sources.Update) bool {
 	if !l.synced {
 		if !l.syncComplete() {
@@ -43,7 +43,7 @@ func (l *loop) publish(ctx context.Context, up chan<- sources.Update) bool {
 		l.s.log.Info("first sync complete", "clusters", len(u.Services), "took", time.Since(l.started).Round(time.Millisecond))
 		return true
 	}
-	if l.failing || len(l.changed) == 0 {
+	if len(l.changed) == 0 {
 		return true
 	}
 	var u sources.Update
@@ -67,10 +67,16 @@ func (l *loop) publish(ctx context.Context, up chan<- sources.Update) bool {
 	return send(ctx, up, u)
 }
 
-// syncComplete reports whether every datacenter's catalog was read and
-// every selected service in it read once.
+// syncComplete reports whether the first datacenter's catalog was read and
+// every selected service in it read once, and likewise for each other
+// datacenter unless its catalog cannot be read (a WAN partition must not
+// keep the local datacenter from being served; the other joins when it
+// answers).
 func (l *loop) syncComplete() bool {
-	for _, d := range l.dcs {
+	for i, d := range l.dcs {
+		if i > 0 && !d.catalogSeen && l.pollErr[[2]int{i, int(pollServices)}] {
+			continue
+		}
 		if !d.catalogSeen {
 			return false
 		}

@@ -3,6 +3,7 @@ package consul
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -52,8 +53,11 @@ func TestWatch(t *testing.T) {
 		if e := r.endpointsOf("api")[9091]; e.Address != "127.0.0.1" {
 			t.Errorf("api-1 = %+v, want the node address 127.0.0.1", e)
 		}
-		if d := r.status.Snapshot().Dropped; d == 0 {
-			t.Error("the instance with a host name address was not counted as dropped")
+		r.waitFor(within, "the instance with a host name address counted as dropped", func() bool {
+			return r.status.Snapshot().Dropped > 0
+		})
+		if n := len(r.endpointsOf("api")); n != 1 {
+			t.Errorf("api has %d endpoints, want 1 (the bad one dropped)", n)
 		}
 
 		// A second instance of a known service, without checks, changes
@@ -169,6 +173,21 @@ func TestWatch(t *testing.T) {
 			t.Errorf("no read went through the agent cache: %v", cacheAnswers)
 		}
 		t.Logf("agent cache answers: %v", cacheAnswers)
+	})
+
+	t.Run("an unreachable other datacenter does not hold back the local one", func(t *testing.T) {
+		register(t, c, &api.AgentServiceRegistration{ID: "local-1", Name: "local", Address: "10.0.8.1", Port: 8101})
+		r := startSource(t, agent, map[string]any{"services": map[string]any{"include": []any{"local"}},
+			"datacenters": []any{"dc1", "nowhere"}})
+		r.synced(10 * time.Second)
+		r.waitFor(within, "local served", func() bool { return len(r.endpointsOf("local")) == 1 })
+		r.waitFor(5*time.Second, "stale: nowhere cannot be read", func() bool {
+			s := r.status.Snapshot()
+			return s.Stale && strings.Contains(s.LastError, "nowhere")
+		})
+		// Changes of the datacenter that answers still flow.
+		register(t, c, &api.AgentServiceRegistration{ID: "local-2", Name: "local", Address: "10.0.8.2", Port: 8102})
+		r.waitFor(within, "local-2 served", func() bool { return len(r.endpointsOf("local")) == 2 })
 	})
 
 	t.Run("deregister and new service", func(t *testing.T) {
