@@ -252,3 +252,27 @@ func wantNames(t testing.TB, got []string, want ...string) {
 func deltaReq(typ string, sub ...string) *discoveryv3.DeltaDiscoveryRequest {
 	return &discoveryv3.DeltaDiscoveryRequest{Node: envoyNode, TypeUrl: typ, ResourceNamesSubscribe: sub}
 }
+
+// serveBench serves s for a benchmark and returns its address.
+func serveBench(b *testing.B, s *Server) string {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	g := grpc.NewServer()
+	s.Register(g)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = g.Serve(lis) }()
+	b.Cleanup(func() { g.Stop(); <-done })
+	return lis.Addr().String()
+}
+
+func dialBench(b *testing.B, addr string) *grpc.ClientConn {
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(1<<30)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cc.Close() })
+	return cc
+}
