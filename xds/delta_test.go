@@ -151,3 +151,31 @@ func TestDeltaWildcardWithNames(t *testing.T) {
 	wantNames(t, deltaNames(c.recv()), "svc-0")
 	// Unknown explicit names are reported as removed after the wait.
 }
+
+func TestDeltaUnknownName(t *testing.T) {
+	s := NewServer(Options{UnknownNameWait: 200 * time.Millisecond})
+	cc := serve(t, s)
+	s.Apply(services(1), nil)
+	c := openDeltaADS(t, cc)
+	start := time.Now()
+	c.send(deltaReq(EndpointType, "svc-0", "nope"))
+	wantNames(t, deltaNames(c.recv()), "svc-0")
+	r := c.recv()
+	if el := time.Since(start); el < 150*time.Millisecond {
+		t.Fatalf("unknown name answered after %v, want ≥ the 200ms wait", el)
+	}
+	if len(r.Resources) != 0 || len(r.RemovedResources) != 1 || r.RemovedResources[0] != "nope" {
+		t.Fatalf("got %v, want nope in removed_resources", r)
+	}
+}
+
+func TestApplySkipsBadResources(t *testing.T) {
+	s := NewServer(Options{})
+	cc := serve(t, s)
+	bad := cluster("mislabelled", time.Second)
+	bad.Type = EndpointType
+	s.Apply(append(services(1), bad, Resource{Type: ClusterType, Name: "nil"}), nil)
+	c := openADS(t, cc)
+	c.send(req(ClusterType))
+	wantNames(t, names(t, c.recv()), "svc-0")
+}
