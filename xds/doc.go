@@ -78,4 +78,5 @@
 // as held, so the rejected content is not sent to that client again; the
 // next different version is. Stale nonces change nothing, but a changed
 // resource_names list on any SotW request still updates the subscription.
+
 package xds
