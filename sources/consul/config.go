@@ -77,6 +77,10 @@ type Config struct {
 	// MaxConcurrentFetches bounds the non-blocking service reads in flight
 	// (default 8).
 	MaxConcurrentFetches int `mapstructure:"max_concurrent_fetches"`
+	// MaxReadRate paces the non-blocking reads: at most this many start
+	// per second, evenly spaced. 0 (default) leaves them bounded by
+	// MaxConcurrentFetches only.
+	MaxReadRate float64 `mapstructure:"max_read_rate"`
 	// MaxConnections caps the HTTP connections to the agent; default
 	// MaxConcurrentFetches + 3 per datacenter. Keep it well under the
 	// agent's http_max_conns_per_client (200 by default).
@@ -224,6 +228,9 @@ func (c *Config) validate(baseDir string) (*template.Template, error) {
 	}
 	if c.Wait < time.Second || c.Wait > 10*time.Minute {
 		return nil, sources.Errorf("wait", "%v is outside 1s..10m", c.Wait)
+	}
+	if c.MaxReadRate < 0 {
+		return nil, sources.Errorf("max_read_rate", "must not be negative")
 	}
 	if c.MaxConcurrentFetches < 1 {
 		return nil, sources.Errorf("max_concurrent_fetches", "must be at least 1")

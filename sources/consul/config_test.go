@@ -26,6 +26,7 @@ func TestNewConfigErrors(t *testing.T) {
 		{"wait too long", map[string]any{"wait": "11m"}, "wait"},
 		{"wait not a duration", map[string]any{"wait": "soon"}, "wait"},
 		{"no room for reads", map[string]any{"max_connections": 3}, "max_connections"},
+		{"negative read rate", map[string]any{"max_read_rate": -1}, "max_read_rate"},
 		{"cert without key", map[string]any{"tls": map[string]any{"cert_file": "c.pem"}}, "tls.key_file"},
 		{"empty datacenter", map[string]any{"datacenters": []any{"dc1", ""}}, "datacenters[1]"},
 		{"datacenter twice", map[string]any{"datacenters": []any{"dc1", "dc2", "dc1"}}, "datacenters[2]"},
@@ -106,6 +107,7 @@ stale: true
 cached: false
 wait: 5m
 max_concurrent_fetches: 8
+max_read_rate: 0
 max_connections: 11
 retry_min: 250ms
 retry_max: 30s

@@ -31,6 +31,7 @@
 //	    cached: false
 //	    wait: 5m
 //	    max_concurrent_fetches: 8
+//	    max_read_rate: 0                 # reads per second; 0: no pacing
 //	    max_connections: 11              # max_concurrent_fetches + 3 per datacenter
 //	    retry_min: 250ms
 //	    retry_max: 30s
@@ -55,7 +56,8 @@
 //
 // When one of them names a service, the source reads that service once,
 // non-blocking, with /v1/health/service/<name>, at most
-// max_concurrent_fetches (default 8) reads at a time, and compares the
+// max_concurrent_fetches (default 8) reads at a time (and, with
+// max_read_rate, at most that many per second), and compares the
 // result by content: an index bump without a real change publishes nothing.
 // A read queued by a check change must answer at least that check's
 // ModifyIndex (Consul bumps a service's index with its checks'); a read

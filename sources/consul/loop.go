@@ -82,7 +82,9 @@ type loop struct {
 	inflight map[svcKey]bool
 	seq      uint64
 	fetchBO  backoff
-	fetchAt  time.Time // no reads dispatched before this (backoff)
+	fetchAt  time.Time // no reads dispatched before this (backoff, pacing)
+	readGap  time.Duration
+	nextRead time.Time // pacing: the earliest start of the next read
 	// want is the index a read must reach to reflect the check change
 	// that queued it; a read answering below it (a lagging server, or the
 	// agent cache not yet refreshed) is repeated after behindDelay, up to
@@ -116,6 +118,7 @@ func newLoop(s *Source, c *api.Client, dcNames []string, wg *sync.WaitGroup) *lo
 		viaCache:  map[svcKey]bool{},
 		inflight:  map[svcKey]bool{},
 		fetchBO:   backoff{min: s.cfg.RetryMin, max: s.cfg.RetryMax},
+		readGap:   readGap(s.cfg.MaxReadRate),
 		pollErr:   map[[2]int]bool{},
 		members:   map[string]map[svcKey]bool{},
 		changed:   map[string]bool{},
@@ -227,6 +230,15 @@ func (l *loop) onPoll(r pollResult) {
 	}
 }
 
+// readGap is the spacing of reads for a rate (reads per second; 0 means
+// unpaced).
+func readGap(rate float64) time.Duration {
+	if rate <= 0 {
+		return 0
+	}
+	return time.Duration(float64(time.Second) / rate)
+}
+
 // forgetIndexes makes the next read of every service acceptable whatever
 // its index, after the datacenter's indexes went backwards.
 func (d *dcState) forgetIndexes() {
@@ -280,18 +292,27 @@ func (l *loop) queueRead(k svcKey) {
 }
 
 // dispatch starts queued reads while fewer than max_concurrent_fetches are
-// in flight.
+// in flight, spaced by max_read_rate when set.
 func (l *loop) dispatch(ctx context.Context) {
-	if time.Now().Before(l.fetchAt) {
+	now := time.Now()
+	if now.Before(l.fetchAt) {
 		return
 	}
 	for len(l.inflight) < l.s.cfg.MaxConcurrentFetches && len(l.queue) > 0 {
 		k := l.queue[0]
-		l.queue = l.queue[1:]
 		st := l.dcs[k.dc].services[k.name]
 		if !l.dirty[k] || l.inflight[k] || st == nil {
+			l.queue = l.queue[1:]
 			continue
 		}
+		if l.readGap > 0 {
+			if now.Before(l.nextRead) {
+				l.fetchAt = l.nextRead // arm wakes the loop then
+				return
+			}
+			l.nextRead = now.Add(l.readGap)
+		}
+		l.queue = l.queue[1:]
 		delete(l.dirty, k)
 		cached := l.s.cfg.Cached && l.viaCache[k]
 		delete(l.viaCache, k)

@@ -190,6 +190,22 @@ func TestWatch(t *testing.T) {
 		r.waitFor(within, "local-2 served", func() bool { return len(r.endpointsOf("local")) == 2 })
 	})
 
+	t.Run("max_read_rate paces reads", func(t *testing.T) {
+		for i := range 10 {
+			register(t, c, &api.AgentServiceRegistration{ID: fmt.Sprintf("paced-%d", i), Name: fmt.Sprintf("paced-%d", i), Port: 100 + i})
+		}
+		start := time.Now()
+		r := startSource(t, agent, map[string]any{"services": map[string]any{"include": []any{"paced-*"}}, "max_read_rate": 20})
+		r.synced(10 * time.Second)
+		r.mu.Lock()
+		took, n := r.full.Sub(start), len(r.state)
+		r.mu.Unlock()
+		// 10 reads 50ms apart: the last starts 450ms after the first.
+		if n != 10 || took < 400*time.Millisecond {
+			t.Errorf("first sync of %d services took %v; want 10 services, paced to at least 400ms", n, took)
+		}
+	})
+
 	t.Run("deregister and new service", func(t *testing.T) {
 		sel := map[string]any{"include": []any{"gone", "late"}}
 		keep := startSource(t, agent, map[string]any{"services": sel})
