@@ -85,6 +85,12 @@ type Config struct {
 	// MaxConcurrentFetches + 3 per datacenter. Keep it well under the
 	// agent's http_max_conns_per_client (200 by default).
 	MaxConnections int `mapstructure:"max_connections"`
+	// ResyncGrace is how long, after a datacenter's blocking queries
+	// answer again following a failure, removals there are held back (a
+	// Consul that comes back empty and refills, such as a restarted dev
+	// agent or a restored cluster, must not make endpoints flap). Default
+	// 5s; 0s disables it.
+	ResyncGrace *time.Duration `mapstructure:"resync_grace"`
 	// RetryMin and RetryMax bound the exponential backoff after errors
 	// (defaults 250ms and 30s).
 	RetryMin time.Duration `mapstructure:"retry_min"`
@@ -180,6 +186,10 @@ func (c *Config) defaults() {
 	if c.MaxConnections == 0 {
 		c.MaxConnections = c.MaxConcurrentFetches + pollsPerDatacenter*max(1, len(c.Datacenters))
 	}
+	if c.ResyncGrace == nil {
+		g := 5 * time.Second
+		c.ResyncGrace = &g
+	}
 	if c.RetryMin == 0 {
 		c.RetryMin = 250 * time.Millisecond
 	}
@@ -238,6 +248,9 @@ func (c *Config) validate(baseDir string) (*template.Template, error) {
 	polls := pollsPerDatacenter * max(1, len(c.Datacenters))
 	if c.MaxConnections < polls+1 {
 		return nil, sources.Errorf("max_connections", "%d leaves no connection for reads: the source holds %d blocking queries", c.MaxConnections, polls)
+	}
+	if *c.ResyncGrace < 0 {
+		return nil, sources.Errorf("resync_grace", "must not be negative")
 	}
 	if c.RetryMin <= 0 || c.RetryMax < c.RetryMin {
 		return nil, sources.Errorf("retry_max", "retry_min (%v) must be positive and at most retry_max (%v)", c.RetryMin, c.RetryMax)

@@ -3,6 +3,7 @@ package consul
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -27,6 +28,7 @@ func TestNewConfigErrors(t *testing.T) {
 		{"wait not a duration", map[string]any{"wait": "soon"}, "wait"},
 		{"no room for reads", map[string]any{"max_connections": 3}, "max_connections"},
 		{"negative read rate", map[string]any{"max_read_rate": -1}, "max_read_rate"},
+		{"negative grace", map[string]any{"resync_grace": "-1s"}, "resync_grace"},
 		{"cert without key", map[string]any{"tls": map[string]any{"cert_file": "c.pem"}}, "tls.key_file"},
 		{"empty datacenter", map[string]any{"datacenters": []any{"dc1", ""}}, "datacenters[1]"},
 		{"datacenter twice", map[string]any{"datacenters": []any{"dc1", "dc2", "dc1"}}, "datacenters[2]"},
@@ -54,6 +56,13 @@ func TestNewDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := s.cfg
+	if *c.ResyncGrace != 5*time.Second {
+		t.Errorf("resync_grace default = %v", *c.ResyncGrace)
+	}
+	off, err := New(map[string]any{"resync_grace": "0s"}, sources.Options{Name: "c"})
+	if err != nil || *off.cfg.ResyncGrace != 0 {
+		t.Errorf("resync_grace 0s: %v, %v", err, off)
+	}
 	if c.Address != "10.0.0.9:8500" || c.Token != "secret" || !*c.Stale || c.Wait.Minutes() != 5 ||
 		c.MaxConcurrentFetches != 8 || c.MaxConnections != 8+2*3 || c.OnEmpty != OnEmptyEmpty ||
 		c.OtherDatacentersPriority != 1 || c.AddressSource != AddressService {
@@ -109,6 +118,7 @@ wait: 5m
 max_concurrent_fetches: 8
 max_read_rate: 0
 max_connections: 11
+resync_grace: 5s
 retry_min: 250ms
 retry_max: 30s
 `

@@ -33,6 +33,7 @@
 //	    max_concurrent_fetches: 8
 //	    max_read_rate: 0                 # reads per second; 0: no pacing
 //	    max_connections: 11              # max_concurrent_fetches + 3 per datacenter
+//	    resync_grace: 5s                 # 0s: no grace
 //	    retry_min: 250ms
 //	    retry_max: 30s
 //
@@ -100,7 +101,14 @@
 // The source records it in its Status (stale), logs once when the failing
 // period starts, retries with exponential backoff and jitter (retry_min to
 // retry_max), and, once the blocking queries answer again, re-reads every
-// service before it declares the recovery and publishes what changed.
+// service before it declares the recovery. Only successful reads change
+// what is served, so while one datacenter fails the others' changes still
+// flow. For resync_grace (5s) after a datacenter's queries answer again,
+// removals there are held back (a service missing from the catalog, an
+// instance missing from a read): a Consul that comes back empty and refills
+// (a restarted dev agent, a restored cluster) does not make endpoints flap.
+// When the grace ends, the datacenter is read again and what is really
+// gone is removed.
 //
 // # Mapping
 //

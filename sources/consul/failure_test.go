@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,6 +26,7 @@ type fakeConsul struct {
 	requests int
 	seen     []*http.Request // every request's URL and header
 	svcIndex uint64          // when set, the index of service reads
+	catalog  map[string][]string
 }
 
 func newFakeConsul(t *testing.T) (*fakeConsul, string) {
@@ -69,7 +71,7 @@ func (f *fakeConsul) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		f.mu.Lock()
 	}
-	mode, index, entries := f.mode, f.index, f.entries
+	mode, index, entries, catalog := f.mode, f.index, f.entries, f.catalog
 	if f.svcIndex != 0 && r.URL.Path == "/v1/health/service/svc" {
 		index = f.svcIndex
 	}
@@ -93,13 +95,19 @@ func (f *fakeConsul) serve(w http.ResponseWriter, r *http.Request) {
 	case "/v1/agent/self":
 		body = map[string]any{"Config": map[string]any{"Datacenter": "dc1"}}
 	case "/v1/catalog/services":
-		body = map[string][]string{"svc": {"prod"}}
+		body = catalog
+		if catalog == nil {
+			body = map[string][]string{"svc": {"prod"}}
+		}
 	case "/v1/health/state/any":
 		body = []any{}
 	case "/v1/catalog/nodes":
 		body = []*api.Node{{Node: "n1", Address: "10.0.0.1", ModifyIndex: 5}}
 	case "/v1/health/service/svc":
 		body = entries
+	case "/v1/health/service/other":
+		body = []*api.ServiceEntry{{Node: &api.Node{Node: "n1", Address: "10.0.0.1", ModifyIndex: 5},
+			Service: &api.AgentService{ID: "other-1", Service: "other", Port: 9}}}
 	default:
 		http.NotFound(w, r)
 		return
@@ -258,4 +266,54 @@ func TestStaleReadBackwards(t *testing.T) {
 		t.Errorf("a read older than the applied state was served after %v", took)
 	}
 	t.Logf("older read accepted after %v", time.Since(start))
+}
+
+// TestResyncGrace: after an outage Consul answers with fewer instances and
+// without a service (it is refilling); for resync_grace nothing is removed,
+// additions flow at once, and after the grace what is really gone goes.
+func TestResyncGrace(t *testing.T) {
+	f, addr := newFakeConsul(t)
+	f.set(func() {
+		f.entries = svcEntries(1, 2)
+		f.catalog = map[string][]string{"svc": {}, "other": {}}
+	})
+	r := startSource(t, nil, map[string]any{"address": addr, "resync_grace": "1s", "retry_min": "50ms", "retry_max": "100ms",
+		"on_empty": "remove"})
+	r.synced(5 * time.Second)
+	r.waitFor(within, "svc with 2 endpoints, other present", func() bool {
+		_, ok := r.service("other")
+		return len(r.endpointsOf("svc")) == 2 && ok
+	})
+	f.set(func() { f.mode, f.index = "leaderless", f.index+1 })
+	r.waitFor(5*time.Second, "failing", func() bool { return r.status.Snapshot().Stale })
+	// Back, refilling: one instance of svc missing, a new one there, other
+	// missing from the catalog.
+	f.set(func() {
+		f.mode, f.index = "ok", f.index+1
+		f.entries = svcEntries(2, 3)
+		f.catalog = map[string][]string{"svc": {}}
+	})
+	back := time.Now()
+	r.waitFor(within, "the new instance at once", func() bool { return r.endpointsOf("svc")[3].Port == 3 })
+	if time.Since(back) < 900*time.Millisecond {
+		if _, ok := r.endpointsOf("svc")[1]; !ok {
+			t.Error("instance 1 removed during the grace")
+		}
+		if _, ok := r.service("other"); !ok {
+			t.Error("service other removed during the grace")
+		}
+	}
+	took := r.waitFor(5*time.Second, "removals after the grace", func() bool {
+		_, ok := r.service("other")
+		eps := r.endpointsOf("svc")
+		_, has1 := eps[1]
+		return !ok && !has1 && len(eps) == 2
+	})
+	if got := r.published("other"); !slices.Equal(got, []int{1, -1}) {
+		t.Errorf("other published as %v, want [1 -1] (served, then removed once)", got)
+	}
+	if since := time.Since(back); since < time.Second {
+		t.Errorf("removals applied %v after the agent answered again, before the 1s grace", since)
+	}
+	t.Logf("removals applied %v after the grace started", took)
 }

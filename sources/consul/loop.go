@@ -3,6 +3,7 @@ package consul
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -25,6 +26,7 @@ type svcState struct {
 	tags    []string // from /v1/catalog/services (union over instances)
 	cluster string   // rendered cluster_name
 	fetched bool     // read successfully at least once
+	absent  bool     // gone from the catalog during a resync grace
 	index   uint64   // X-Consul-Index of the read applied last
 	eps     []sources.Endpoint
 	// What the last read showed, to tell which later health and node
@@ -40,6 +42,8 @@ type dcState struct {
 	catalogSeen bool
 	services    map[string]*svcState
 	checks      map[checkKey]checkInfo // last /v1/health/state/any; nil before the first
+	// graceUntil: removals are held back until then (see resync_grace).
+	graceUntil time.Time
 }
 
 type checkInfo struct {
@@ -95,7 +99,7 @@ type loop struct {
 	viaCache map[svcKey]bool
 	later    []delayedRead
 
-	sweepWanted bool
+	sweepWanted map[int]bool // datacenters to sweep
 	sweep       *sweepRun
 	nextSweep   time.Time
 
@@ -111,18 +115,19 @@ type loop struct {
 func newLoop(s *Source, c *api.Client, dcNames []string, wg *sync.WaitGroup) *loop {
 	l := &loop{
 		s: s, c: c, wg: wg, started: time.Now(),
-		results:   make(chan fetchResult),
-		dirty:     map[svcKey]bool{},
-		want:      map[svcKey]uint64{},
-		behind:    map[svcKey]int{},
-		viaCache:  map[svcKey]bool{},
-		inflight:  map[svcKey]bool{},
-		fetchBO:   backoff{min: s.cfg.RetryMin, max: s.cfg.RetryMax},
-		readGap:   readGap(s.cfg.MaxReadRate),
-		pollErr:   map[[2]int]bool{},
-		members:   map[string]map[svcKey]bool{},
-		changed:   map[string]bool{},
-		published: map[string]sources.Service{},
+		results:     make(chan fetchResult),
+		dirty:       map[svcKey]bool{},
+		want:        map[svcKey]uint64{},
+		behind:      map[svcKey]int{},
+		viaCache:    map[svcKey]bool{},
+		inflight:    map[svcKey]bool{},
+		fetchBO:     backoff{min: s.cfg.RetryMin, max: s.cfg.RetryMax},
+		readGap:     readGap(s.cfg.MaxReadRate),
+		pollErr:     map[[2]int]bool{},
+		sweepWanted: map[int]bool{},
+		members:     map[string]map[svcKey]bool{},
+		changed:     map[string]bool{},
+		published:   map[string]sources.Service{},
 	}
 	for i, name := range dcNames {
 		prio := uint32(0)
@@ -150,6 +155,7 @@ func (l *loop) run(ctx context.Context, polls <-chan pollResult, up chan<- sourc
 	defer timer.Stop()
 	for {
 		l.checkRecovery()
+		l.endGraces()
 		l.promoteDue()
 		l.maybeSweep()
 		l.dispatch(ctx)
@@ -179,12 +185,17 @@ func (l *loop) arm(t *time.Timer) {
 	if len(l.queue) > 0 && l.fetchAt.After(time.Now()) {
 		next = l.fetchAt
 	}
-	if l.sweepWanted && l.sweep == nil && (next.IsZero() || l.nextSweep.Before(next)) {
+	if len(l.sweepWanted) > 0 && l.sweep == nil && (next.IsZero() || l.nextSweep.Before(next)) {
 		next = l.nextSweep
 	}
 	for _, d := range l.later {
 		if next.IsZero() || d.at.Before(next) {
 			next = d.at
+		}
+	}
+	for _, d := range l.dcs {
+		if !d.graceUntil.IsZero() && (next.IsZero() || d.graceUntil.Before(next)) {
+			next = d.graceUntil
 		}
 	}
 	d := time.Hour
@@ -213,7 +224,12 @@ func (l *loop) onPoll(r pollResult) {
 		l.fail(fmt.Errorf("reading %s in %s: %w", r.kind, d.name, r.err))
 		return
 	}
-	delete(l.pollErr, key)
+	if l.pollErr[key] {
+		delete(l.pollErr, key)
+		if !l.dcFailing(r.dc) && *l.s.cfg.ResyncGrace > 0 {
+			d.graceUntil = time.Now().Add(*l.s.cfg.ResyncGrace)
+		}
+	}
 	if r.unchanged {
 		return
 	}
@@ -230,6 +246,42 @@ func (l *loop) onPoll(r pollResult) {
 	}
 }
 
+// dcFailing reports whether a blocking query of datacenter dc fails.
+func (l *loop) dcFailing(dc int) bool {
+	for k := range l.pollErr {
+		if k[0] == dc {
+			return true
+		}
+	}
+	return false
+}
+
+// holding reports whether removals in datacenter dc are held back: while
+// its blocking queries fail, and for resync_grace after they answer again.
+func (l *loop) holding(dc int) bool {
+	return l.dcFailing(dc) || time.Now().Before(l.dcs[dc].graceUntil)
+}
+
+// endGraces ends the resync graces that are over: services still absent
+// from the catalog are removed, and the datacenter is swept, so that what
+// the grace held back is applied.
+func (l *loop) endGraces() {
+	now := time.Now()
+	for i, d := range l.dcs {
+		if d.graceUntil.IsZero() || now.Before(d.graceUntil) {
+			continue
+		}
+		d.graceUntil = time.Time{}
+		for name, st := range d.services {
+			if st.absent {
+				l.removeService(svcKey{i, name})
+			}
+		}
+		l.sweepWanted[i] = true
+		l.nextSweep = time.Time{}
+	}
+}
+
 // readGap is the spacing of reads for a rate (reads per second; 0 means
 // unpaced).
 func readGap(rate float64) time.Duration {
@@ -237,6 +289,30 @@ func readGap(rate float64) time.Duration {
 		return 0
 	}
 	return time.Duration(float64(time.Second) / rate)
+}
+
+// keepMissing adds to eps the endpoints of old whose address and port eps
+// lacks: what a read during a resync grace may not remove yet.
+func keepMissing(eps, old []sources.Endpoint) []sources.Endpoint {
+	type ap struct {
+		addr string
+		port uint32
+	}
+	have := make(map[ap]bool, len(eps))
+	for _, e := range eps {
+		have[ap{e.Address, e.Port}] = true
+	}
+	added := false
+	for _, e := range old {
+		if !have[ap{e.Address, e.Port}] {
+			eps = append(eps, e)
+			added = true
+		}
+	}
+	if added {
+		slices.SortFunc(eps, sources.Endpoint.Compare)
+	}
+	return eps
 }
 
 // forgetIndexes makes the next read of every service acceptable whatever
@@ -381,6 +457,9 @@ func (l *loop) onFetch(r fetchResult) {
 		delete(l.behind, r.key)
 	}
 	eps, dropped := d.m.endpoints(r.entries)
+	if l.holding(r.key.dc) {
+		eps = keepMissing(eps, st.eps)
+	}
 	if dropped > 0 {
 		l.s.status.Dropped(dropped)
 		l.s.log.Debug("dropped instances that cannot be served", "service", r.key.name, "datacenter", d.name, "dropped", dropped)

@@ -31,18 +31,24 @@ func (l *loop) onServices(dc int, services map[string][]string) {
 			l.addService(k, tags)
 			continue
 		}
+		st.absent = false
 		if !slices.Equal(st.tags, tags) {
 			st.tags = tags
 			l.markDirty(k)
 		}
 	}
-	for name := range d.services {
+	holding := l.holding(dc)
+	for name, st := range d.services {
 		if _, ok := services[name]; !ok {
+			if holding {
+				st.absent = true // removed when the grace ends
+				continue
+			}
 			l.removeService(svcKey{dc, name})
 		}
 	}
 	if d.catalogSeen {
-		l.sweepWanted = true
+		l.sweepWanted[dc] = true
 	}
 	d.catalogSeen = true
 }

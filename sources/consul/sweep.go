@@ -2,10 +2,11 @@ package consul
 
 import "time"
 
-// sweepRun is a re-read of every selected service, started when the
-// catalog changed in a way the other queries cannot attribute, or to
-// resync after a failure.
+// sweepRun is a re-read of every selected service of some datacenters,
+// started when their catalog changed in a way the other queries cannot
+// attribute, or of all datacenters to resync after a failure.
 type sweepRun struct {
+	full  bool // every datacenter: a resync
 	start time.Time
 	seq   uint64 // reads dispatched from this sequence on count
 	left  map[svcKey]bool
@@ -20,22 +21,26 @@ const sweepDutyFactor = 4
 // checkRecovery starts a resync once a failing source's blocking queries
 // answer again; the resync's end (endSweep) declares the recovery.
 func (l *loop) checkRecovery() {
-	if l.failing && l.synced && len(l.pollErr) == 0 && l.sweep == nil && !l.sweepWanted {
-		l.sweepWanted = true
+	if l.failing && l.synced && len(l.pollErr) == 0 && l.sweep == nil && len(l.sweepWanted) < len(l.dcs) {
+		for i := range l.dcs {
+			l.sweepWanted[i] = true
+		}
 		l.nextSweep = time.Time{} // a resync does not wait
 	}
 }
 
 // maybeSweep starts a wanted sweep once the spacing allows: every
-// selected service is queued for a read.
+// selected service of the wanted datacenters is queued for a read.
 func (l *loop) maybeSweep() {
-	if !l.sweepWanted || l.sweep != nil || time.Now().Before(l.nextSweep) {
+	if len(l.sweepWanted) == 0 || l.sweep != nil || time.Now().Before(l.nextSweep) {
 		return
 	}
-	l.sweepWanted = false
-	sw := &sweepRun{start: time.Now(), seq: l.seq + 1, left: map[svcKey]bool{}}
+	sw := &sweepRun{full: len(l.sweepWanted) == len(l.dcs), start: time.Now(), seq: l.seq + 1, left: map[svcKey]bool{}}
 	l.sweep = sw
 	for i, d := range l.dcs {
+		if !l.sweepWanted[i] {
+			continue
+		}
 		if l.failing {
 			// A resync after an outage: the cluster may have come back
 			// with a fresh state and lower indexes.
@@ -47,6 +52,7 @@ func (l *loop) maybeSweep() {
 			l.markDirty(k)
 		}
 	}
+	clear(l.sweepWanted)
 	if len(sw.left) == 0 {
 		l.endSweep()
 	}
@@ -62,7 +68,7 @@ func (l *loop) endSweep() {
 	l.sweep = nil
 	took := time.Since(sw.start)
 	l.nextSweep = time.Now().Add(sweepDutyFactor * took)
-	if l.failing && len(l.pollErr) == 0 {
+	if l.failing && sw.full && len(l.pollErr) == 0 {
 		l.failing = false
 		l.s.status.Succeeded()
 		l.s.log.Info(msgRecovered, "resync", took.Round(time.Millisecond))
