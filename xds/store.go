@@ -151,7 +151,8 @@ type typeState struct {
 func (t *typeState) get(name string) *slot {
 	sl := t.slots[name]
 	if sl == nil {
-		sl = &slot{name: name}
+		// A copy: a request's names may share one buffer (see Codec).
+		sl = &slot{name: strings.Clone(name)}
 		t.slots[name] = sl
 	}
 	return sl
