@@ -40,7 +40,7 @@ func (l *loop) publish(ctx context.Context, up chan<- sources.Update) bool {
 			l.failing = false
 			l.s.status.Succeeded()
 		}
-		l.s.log.Info("first sync complete", "clusters", len(u.Services), "took", time.Since(l.started).Round(time.Millisecond))
+		l.s.log.Debug("first sync complete", "clusters", len(u.Services), "took", time.Since(l.started).Round(time.Millisecond))
 		return true
 	}
 	if len(l.changed) == 0 {
