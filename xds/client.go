@@ -65,7 +65,7 @@ type watch struct {
 
 	// held is what the client holds: name → entry sent (nil = subscribed,
 	// nothing sent yet). Without wildcard its keys are the subscription.
-	held map[*slot]*entry
+	held heldSet
 	// named are the explicit names while wildcard is on.
 	named   map[*slot]struct{}
 	dirty   map[*slot]pend
@@ -100,7 +100,6 @@ func (c *client) watchFor(t *typeState) *watch {
 	w := &watch{
 		c:       c,
 		t:       t,
-		held:    make(map[*slot]*entry),
 		dirty:   make(map[*slot]pend),
 		waiting: make(map[*slot]waitSince),
 	}
@@ -123,8 +122,7 @@ func (w *watch) explicit(sl *slot) bool {
 		_, ok := w.named[sl]
 		return ok
 	}
-	_, ok := w.held[sl]
-	return ok
+	return w.held.has(sl)
 }
 
 // mark records that sl now has entry e (nil = removed). Coalesces: only the
@@ -139,7 +137,7 @@ func (w *watch) mark(sl *slot, e *entry, force bool) {
 // queues the difference; a subscribed name without a visible entry starts
 // its bounded wait. Server.mu and client.mu held.
 func (w *watch) reconcile(sl *slot, now time.Time) {
-	h, ok := w.held[sl]
+	h, ok := w.held.get(sl)
 	if !ok {
 		return
 	}
@@ -161,8 +159,8 @@ func (w *watch) subscribe(sl *slot, now time.Time) {
 	if w.wildcard {
 		w.named[sl] = struct{}{}
 	}
-	if _, ok := w.held[sl]; !ok {
-		w.held[sl] = nil
+	if !w.held.has(sl) {
+		w.held.put(sl, nil, w.t.total())
 	}
 	w.reconcile(sl, now)
 }
@@ -177,7 +175,7 @@ func (w *watch) unsubscribe(sl *slot) {
 			return // still delivered through the wildcard
 		}
 	}
-	delete(w.held, sl)
+	w.held.del(sl)
 	delete(w.dirty, sl)
 	delete(w.waiting, sl)
 	w.t.release(sl)
@@ -189,8 +187,8 @@ func (w *watch) setWildcard(on bool, now time.Time) {
 		return
 	}
 	if on {
-		w.named = make(map[*slot]struct{}, len(w.held))
-		for sl := range w.held {
+		w.named = make(map[*slot]struct{}, w.held.len())
+		for sl := range w.held.all(w.t) {
 			w.named[sl] = struct{}{}
 		}
 		w.wildcard = true
@@ -199,14 +197,14 @@ func (w *watch) setWildcard(on bool, now time.Time) {
 			if sl.cur == nil {
 				continue
 			}
-			if _, ok := w.held[sl]; !ok {
-				w.held[sl] = nil
+			if !w.held.has(sl) {
+				w.held.put(sl, nil, w.t.total())
 			}
 			w.reconcile(sl, now)
 		}
 		// Names the client claims (delta initial versions) that no longer
 		// exist are removed.
-		for sl, h := range w.held {
+		for sl, h := range w.held.all(w.t) {
 			if h != nil && sl.cur == nil {
 				w.mark(sl, nil, false)
 			}
@@ -215,9 +213,9 @@ func (w *watch) setWildcard(on bool, now time.Time) {
 	}
 	delete(w.t.wild, w)
 	w.wildcard = false
-	for sl := range w.held {
+	for sl := range w.held.all(w.t) {
 		if _, ok := w.named[sl]; !ok {
-			delete(w.held, sl)
+			w.held.del(sl)
 			delete(w.dirty, sl)
 			delete(w.waiting, sl)
 		}
@@ -228,7 +226,7 @@ func (w *watch) setWildcard(on bool, now time.Time) {
 // drop removes the watch from every index (stream end). Both locks held.
 func (w *watch) drop() {
 	delete(w.t.wild, w)
-	for sl := range w.held {
+	for sl := range w.held.all(w.t) {
 		delete(sl.subs, w)
 		w.t.release(sl)
 	}

@@ -71,14 +71,14 @@ func (w *watch) upserts(now, readyAt time.Time, wait time.Duration) *out {
 			continue // a removal: second phase
 		}
 		delete(w.dirty, sl)
-		h, ok := w.held[sl]
+		h, ok := w.held.get(sl)
 		if !ok && !w.wildcard {
 			continue // unsubscribed meanwhile
 		}
 		if same(h, p.e) && !p.force {
 			continue // coalesced back to what the client has (or NACKed)
 		}
-		w.held[sl] = p.e
+		w.held.put(sl, p.e, w.t.total())
 		delete(w.waiting, sl)
 		ups = append(ups, p.e)
 	}
@@ -91,7 +91,7 @@ func (w *watch) upserts(now, readyAt time.Time, wait time.Duration) *out {
 			continue
 		}
 		delete(w.waiting, sl)
-		if h, ok := w.held[sl]; ok && h == nil {
+		if h, ok := w.held.get(sl); ok && h == nil {
 			gone = append(gone, sl)
 		}
 	}
@@ -110,14 +110,14 @@ func (w *watch) removals() *out {
 			continue
 		}
 		delete(w.dirty, sl)
-		h, ok := w.held[sl]
+		h, ok := w.held.get(sl)
 		if !ok || h == nil {
 			continue
 		}
 		if w.explicit(sl) {
-			w.held[sl] = nil
+			w.held.put(sl, nil, w.t.total())
 		} else {
-			delete(w.held, sl)
+			w.held.del(sl)
 		}
 		rem = append(rem, sl)
 	}
@@ -162,16 +162,14 @@ func (w *watch) build(ups []*entry, gone []*slot) *out {
 	list := ups
 	switch {
 	case w.t.full:
-		list = make([]*entry, 0, len(w.held))
-		for _, h := range w.held {
-			if h != nil {
-				list = append(list, h)
-			}
+		list = make([]*entry, 0, w.held.len())
+		for h := range w.held.entries() {
+			list = append(list, h)
 		}
 	case w.t.url == EndpointType:
 		for _, sl := range gone {
 			e := emptyAssignment(sl.name)
-			w.held[sl] = e
+			w.held.put(sl, e, w.t.total())
 			list = append(list, e)
 		}
 	}

@@ -91,16 +91,15 @@ func (s *Server) onSotW(c *client, fixed string, req *discoveryv3.DiscoveryReque
 
 // unsubscribeExcept drops every explicit name not in want. Both locks held.
 func (w *watch) unsubscribeExcept(want map[*slot]struct{}) {
-	cur := w.held
 	if w.wildcard {
-		cur = nil
 		for sl := range w.named {
 			if _, ok := want[sl]; !ok {
 				w.unsubscribe(sl)
 			}
 		}
+		return
 	}
-	for sl := range cur {
+	for sl := range w.held.all(w.t) {
 		if _, ok := want[sl]; !ok {
 			w.unsubscribe(sl)
 		}
@@ -204,9 +203,9 @@ func (s *Server) firstDelta(w *watch, req *discoveryv3.DeltaDiscoveryRequest, no
 		sl := t.get(name)
 		sl.tomb = true // held by this watch even if it never existed here
 		if e := c.visible(sl.cur); e != nil && e.version == ver {
-			w.held[sl] = e
+			w.held.put(sl, e, t.total())
 		} else {
-			w.held[sl] = stale
+			w.held.put(sl, stale, t.total())
 		}
 	}
 	if wild {
@@ -220,7 +219,7 @@ func (s *Server) firstDelta(w *watch, req *discoveryv3.DeltaDiscoveryRequest, no
 		}
 	}
 	// Explicit names whose claimed version is gone here are removed.
-	for sl, h := range w.held {
+	for sl, h := range w.held.all(t) {
 		if h == stale && c.visible(sl.cur) == nil {
 			w.mark(sl, nil, false)
 		}

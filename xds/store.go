@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/cespare/xxhash/v2"
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -129,6 +130,7 @@ func same(h, e *entry) bool {
 // that subscribed to it by name. All fields are guarded by Server.mu.
 type slot struct {
 	name string
+	idx  int // dense index within its type, reused after release
 	cur  *entry
 	subs map[*watch]struct{}
 	// tomb keeps a slot that once had an entry alive after its removal, so
@@ -144,6 +146,9 @@ type typeState struct {
 	rank  int
 	full  bool
 	slots map[string]*slot
+	byIdx []*slot // by slot.idx; nil = free
+	free  []int
+	count atomic.Int64 // len(byIdx), readable by writers without Server.mu
 	wild  map[*watch]struct{}
 	m     *typeMetrics
 }
@@ -152,7 +157,14 @@ func (t *typeState) get(name string) *slot {
 	sl := t.slots[name]
 	if sl == nil {
 		// A copy: a request's names may share one buffer (see Codec).
-		sl = &slot{name: strings.Clone(name)}
+		sl = &slot{name: strings.Clone(name), idx: len(t.byIdx)}
+		if n := len(t.free); n > 0 {
+			sl.idx, t.free = t.free[n-1], t.free[:n-1]
+			t.byIdx[sl.idx] = sl
+		} else {
+			t.byIdx = append(t.byIdx, sl)
+			t.count.Store(int64(len(t.byIdx)))
+		}
 		t.slots[name] = sl
 	}
 	return sl
@@ -160,7 +172,12 @@ func (t *typeState) get(name string) *slot {
 
 // release drops a slot nobody subscribes to and that never had an entry.
 func (t *typeState) release(sl *slot) {
-	if sl.cur == nil && !sl.tomb && len(sl.subs) == 0 {
+	if sl.cur == nil && !sl.tomb && len(sl.subs) == 0 && t.slots[sl.name] == sl {
 		delete(t.slots, sl.name)
+		t.byIdx[sl.idx] = nil
+		t.free = append(t.free, sl.idx)
 	}
 }
+
+// total is the size of the type's slot table, for heldSet's dense form.
+func (t *typeState) total() int { return int(t.count.Load()) }
