@@ -24,12 +24,16 @@ import (
 	"github.com/xdsbridge/xdsbridge/xds"
 )
 
-// Impls are the implementations a target can host.
+// Impls are the implementations compared by default. A target can also
+// host "xdsbridge-stdcodec" (the engine with gRPC's default codec) and
+// "stale" (a deliberately wrong server, for the benchmark's own tests).
 var Impls = []string{"xdsbridge", "snapshot", "linear"}
 
 // impl is one server implementation. load is called once before any client
 // connects; change applies change k of the workload. Calls are serialized.
+// serverOptions are added to the gRPC server's common options.
 type impl interface {
+	serverOptions() []grpc.ServerOption
 	register(g *grpc.Server)
 	load(w *workload.World) error
 	change(w *workload.World, k int) error
@@ -38,6 +42,8 @@ type impl interface {
 func newImpl(ctx context.Context, name string, log *slog.Logger) (impl, error) {
 	switch name {
 	case "xdsbridge":
+		return &bridge{srv: xds.NewServer(xds.Options{Logger: log}), codec: true}, nil
+	case "xdsbridge-stdcodec":
 		return &bridge{srv: xds.NewServer(xds.Options{Logger: log})}, nil
 	case "snapshot":
 		return newSnapshot(ctx), nil
@@ -49,8 +55,19 @@ func newImpl(ctx context.Context, name string, log *slog.Logger) (impl, error) {
 	return nil, fmt.Errorf("unknown implementation %q (want one of %v)", name, Impls)
 }
 
-// bridge is xdsbridge's own engine.
-type bridge struct{ srv *xds.Server }
+// bridge is xdsbridge's own engine, with its gRPC codec (xds.Codec, which
+// decodes repeated SotW name lists once) unless run as xdsbridge-stdcodec.
+type bridge struct {
+	srv   *xds.Server
+	codec bool
+}
+
+func (b *bridge) serverOptions() []grpc.ServerOption {
+	if b.codec {
+		return []grpc.ServerOption{grpc.ForceServerCodecV2(xds.Codec())}
+	}
+	return nil
+}
 
 func (b *bridge) register(g *grpc.Server) { b.srv.Register(g) }
 
@@ -90,6 +107,11 @@ type fleetHash struct{}
 
 func (fleetHash) ID(*corev3.Node) string { return "fleet" }
 
+// gcp is what the two go-control-plane servers share.
+type gcp struct{}
+
+func (gcp) serverOptions() []grpc.ServerOption { return nil }
+
 func registerGCP(g *grpc.Server, srv serverv3.Server) {
 	discoveryv3.RegisterAggregatedDiscoveryServiceServer(g, srv)
 	clusterservice.RegisterClusterDiscoveryServiceServer(g, srv)
@@ -99,6 +121,7 @@ func registerGCP(g *grpc.Server, srv serverv3.Server) {
 // snapshot is stock go-control-plane with a SnapshotCache: every change is a
 // new whole snapshot, as its users do.
 type snapshot struct {
+	gcp
 	cache    cachev3.SnapshotCache
 	srv      serverv3.Server
 	clusters []types.Resource
@@ -158,6 +181,7 @@ func (s *snapshot) publish() error {
 // linear is stock go-control-plane with one LinearCache per type behind a
 // MuxCache: per-resource versions, so a change updates one resource.
 type linear struct {
+	gcp
 	cds, eds *cachev3.LinearCache
 	srv      serverv3.Server
 }

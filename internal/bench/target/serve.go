@@ -68,7 +68,7 @@ func Serve(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
-	g := grpc.NewServer(grpc.MaxConcurrentStreams(1 << 20))
+	g := grpc.NewServer(append([]grpc.ServerOption{grpc.MaxConcurrentStreams(1 << 20)}, im.serverOptions()...)...)
 	im.register(g)
 	xl, err := net.Listen("tcp", opts.XDS)
 	if err != nil {

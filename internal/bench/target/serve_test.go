@@ -66,7 +66,7 @@ func post(t *testing.T, control, path string) {
 // initial world, then a change, reach an Envoy-like client intact.
 func TestImplsServeTheWorkload(t *testing.T) {
 	spec := workload.Spec{Services: 20, Endpoints: 3}
-	for _, impl := range Impls {
+	for _, impl := range append(Impls, "xdsbridge-stdcodec") {
 		for _, delta := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/delta=%v", impl, delta), func(t *testing.T) {
 				xdsAddr, control := serve(t, impl)
