@@ -53,8 +53,9 @@ type waitSince struct {
 
 // watch is a client's subscription to one type.
 type watch struct {
-	c *client
-	t *typeState
+	c   *client
+	t   *typeState
+	idx int // in t.watches; Server.mu
 
 	// Reader-goroutine state (the only writer of subscriptions), also read
 	// under Server.mu and client.mu.
@@ -103,6 +104,7 @@ func (c *client) watchFor(t *typeState) *watch {
 		dirty:   make(map[*slot]pend),
 		waiting: make(map[*slot]waitSince),
 	}
+	t.addWatch(w)
 	c.watches[t.url] = w
 	c.order = append(c.order, w)
 	slices.SortStableFunc(c.order, func(a, b *watch) int { return a.t.rank - b.t.rank })
@@ -152,10 +154,7 @@ func (w *watch) reconcile(sl *slot, now time.Time) {
 
 // subscribe adds sl to the explicit subscription. Both locks held.
 func (w *watch) subscribe(sl *slot, now time.Time) {
-	if sl.subs == nil {
-		sl.subs = make(map[*watch]struct{})
-	}
-	sl.subs[w] = struct{}{}
+	sl.subs.add(w.idx)
 	if w.wildcard {
 		w.named[sl] = struct{}{}
 	}
@@ -168,7 +167,7 @@ func (w *watch) subscribe(sl *slot, now time.Time) {
 // unsubscribe drops sl from the explicit subscription. The client forgets
 // the resource itself, so nothing is sent. Both locks held.
 func (w *watch) unsubscribe(sl *slot) {
-	delete(sl.subs, w)
+	sl.subs.remove(w.idx)
 	if w.wildcard {
 		delete(w.named, sl)
 		if w.c.visible(sl.cur) != nil {
@@ -227,11 +226,12 @@ func (w *watch) setWildcard(on bool, now time.Time) {
 func (w *watch) drop() {
 	delete(w.t.wild, w)
 	for sl := range w.held.all(w.t) {
-		delete(sl.subs, w)
+		sl.subs.remove(w.idx)
 		w.t.release(sl)
 	}
 	for sl := range w.named {
-		delete(sl.subs, w)
+		sl.subs.remove(w.idx)
 		w.t.release(sl)
 	}
+	w.t.removeWatch(w)
 }

@@ -170,3 +170,39 @@ func TestPerTypeStreams(t *testing.T) {
 	wantNames(t, names(t, eds.recv()), "svc-2")
 	wantNames(t, deltaNames(de.recv()), "svc-2")
 }
+
+// TestIndexReuse checks that watch and slot indexes freed by a disconnect or
+// an unsubscribe carry nothing over to their next owner.
+func TestIndexReuse(t *testing.T) {
+	s := NewServer(Options{UnknownNameWait: time.Minute})
+	cc := serve(t, s)
+	s.Apply(services(3), nil)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	old, err := discoveryv3.NewAggregatedDiscoveryServiceClient(cc).StreamAggregatedResources(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Send(req(EndpointType, "svc-0")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	waitFor(t, func() bool { return len(s.Clients()) == 0 })
+
+	c := openADS(t, cc) // takes the freed watch index
+	c.send(req(EndpointType, "svc-1", "x"))
+	r := c.recv()
+	wantNames(t, names(t, r), "svc-1")
+	c.send(ack(r, "svc-1", "y", "z")) // x's slot is released, y may take its index
+	waitFor(t, func() bool { return subscribed(s, EndpointType) == 3 })
+
+	s.Apply([]Resource{assignment("svc-0", 5), assignment("x", 1)}, nil)
+	c.none(100 * time.Millisecond)
+	s.Apply([]Resource{assignment("y", 2)}, nil)
+	wantNames(t, names(t, c.recv()), "y")
+	s.Apply([]Resource{assignment("svc-1", 6)}, nil)
+	wantNames(t, names(t, c.recv()), "svc-1")
+}

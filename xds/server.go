@@ -216,11 +216,9 @@ func (s *Server) markAll(t *typeState, sl *slot, e *entry, force bool, touched [
 			touched = append(touched, c)
 		}
 	}
-	for w := range sl.subs {
-		mark(w)
-	}
+	sl.subs.each(func(i int) { mark(t.watches[i]) })
 	for w := range t.wild {
-		if _, dup := sl.subs[w]; !dup {
+		if !sl.subs.has(w.idx) {
 			mark(w)
 		}
 	}

@@ -132,7 +132,7 @@ type slot struct {
 	name string
 	idx  int // dense index within its type, reused after release
 	cur  *entry
-	subs map[*watch]struct{}
+	subs subscribers
 	// tomb keeps a slot that once had an entry alive after its removal, so
 	// that a wildcard watch still holding it never sees two slots of one
 	// name. The cost is one small struct per name ever served.
@@ -150,7 +150,10 @@ type typeState struct {
 	free  []int
 	count atomic.Int64 // len(byIdx), readable by writers without Server.mu
 	wild  map[*watch]struct{}
-	m     *typeMetrics
+	// watches by watch.idx (nil = free), for subscribers bitmaps.
+	watches []*watch
+	wfree   []int
+	m       *typeMetrics
 }
 
 func (t *typeState) get(name string) *slot {
@@ -172,7 +175,7 @@ func (t *typeState) get(name string) *slot {
 
 // release drops a slot nobody subscribes to and that never had an entry.
 func (t *typeState) release(sl *slot) {
-	if sl.cur == nil && !sl.tomb && len(sl.subs) == 0 && t.slots[sl.name] == sl {
+	if sl.cur == nil && !sl.tomb && sl.subs.len() == 0 && t.slots[sl.name] == sl {
 		delete(t.slots, sl.name)
 		t.byIdx[sl.idx] = nil
 		t.free = append(t.free, sl.idx)
