@@ -62,6 +62,9 @@ type watch struct {
 	wildcard  bool
 	started   bool
 	namesHash uint64
+	// lastNames is the previous SotW resource_names when it was a shared
+	// list from Codec: the same list again is recognised by identity.
+	lastNames []string
 	initial   bool // a first response is owed (wildcard), even if empty
 
 	// held is what the client holds: name → entry sent (nil = subscribed,

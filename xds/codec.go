@@ -2,6 +2,7 @@ package xds
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"sync"
 	"unicode/utf8"
@@ -87,11 +88,29 @@ func (c *codec) unmarshalRequest(b []byte, r *discoveryv3.DiscoveryRequest) erro
 	return nil
 }
 
+// tagResourceNames is the key byte of a resource_names record.
+const tagResourceNames = fieldResourceNames<<3 | byte(protowire.BytesType)
+
 // namesSpan finds the contiguous run of resource_names records. start is -1
 // if there is none or if the records are interleaved with other fields.
 func namesSpan(b []byte) (start, end, count int, err error) {
 	start, end = -1, -1
 	for off := 0; off < len(b); {
+		if b[off] == tagResourceNames && (start < 0 || end == off) {
+			// The common case, thousands of times per request: a short
+			// name in one record, skipped without the generic decoder.
+			l, n := protowire.ConsumeVarint(b[off+1:])
+			if n < 0 || l > uint64(len(b)-off-1-n) {
+				return -1, -1, 0, errors.New("resource_names: truncated")
+			}
+			if start < 0 {
+				start = off
+			}
+			off += 1 + n + int(l)
+			end = off
+			count++
+			continue
+		}
 		num, typ, n := protowire.ConsumeTag(b[off:])
 		if n < 0 {
 			return -1, -1, 0, protowire.ParseError(n)
@@ -142,17 +161,36 @@ func (c *codec) names(raw []byte, count int) ([]string, error) {
 		for k, old := range c.cache { // evict an arbitrary entry
 			delete(c.cache, k)
 			c.bytes -= len(old.raw)
+			shared.Delete(&old.names[0])
 			break
 		}
 	}
 	if len(raw) <= maxCacheBytes/4 {
 		if old := c.cache[h]; old != nil {
 			c.bytes -= len(old.raw)
+			shared.Delete(&old.names[0])
 		}
 		c.cache[h] = e
 		c.bytes += len(raw)
+		shared.Store(&names[0], struct{}{})
 	}
 	return names, nil
+}
+
+// shared holds &names[0] of every list the codecs hand out to several
+// requests. Such a list is immutable, so a watch that got the same list
+// last time knows its subscription is unchanged without hashing 1,000
+// names (see onSotW). An evicted list leaves the map; a watch that still
+// references it compares by identity only, which stays correct.
+var shared sync.Map
+
+// isShared reports whether names is a list handed out by a codec cache.
+func isShared(names []string) bool {
+	if len(names) == 0 {
+		return false
+	}
+	_, ok := shared.Load(&names[0])
+	return ok
 }
 
 // decodeNames converts the records with a single string allocation: the

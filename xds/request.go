@@ -40,15 +40,26 @@ func (s *Server) onSotW(c *client, fixed string, req *discoveryv3.DiscoveryReque
 		s.log.Debug("ignoring request without type_url", "peer", c.peer)
 		return
 	}
-	h := hashNames(req.GetResourceNames())
+	names := req.GetResourceNames()
 	c.mu.Lock()
 	w := c.watches[typ]
 	if w != nil {
 		w.ackSotW(req)
-		if w.started && h == w.namesHash {
+		if w.started && len(names) > 0 && len(names) == len(w.lastNames) && &names[0] == &w.lastNames[0] {
 			c.mu.Unlock()
-			return // fast path: an ACK/NACK with an unchanged subscription
+			return // fastest path: the very same shared list (see Codec)
 		}
+	}
+	c.mu.Unlock()
+	h := hashNames(names)
+	c.mu.Lock()
+	if w != nil && w.started && h == w.namesHash {
+		w.lastNames = nil
+		if isShared(names) {
+			w.lastNames = names
+		}
+		c.mu.Unlock()
+		return // fast path: an ACK/NACK with an unchanged subscription
 	}
 	c.mu.Unlock()
 
@@ -64,9 +75,11 @@ func (s *Server) onSotW(c *client, fixed string, req *discoveryv3.DiscoveryReque
 	t := s.typeFor(typ)
 	w = c.watchFor(t)
 	first := !w.started
-	w.started, w.namesHash = true, h
+	w.started, w.namesHash, w.lastNames = true, h, nil
+	if isShared(names) {
+		w.lastNames = names
+	}
 
-	names := req.GetResourceNames()
 	// An empty list is the legacy wildcard for CDS/LDS on the first request
 	// and keeps it afterwards; otherwise it unsubscribes everything.
 	wild := slices.Contains(names, "*") || (len(names) == 0 && t.full && (first || w.wildcard))
