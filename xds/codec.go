@@ -58,6 +58,9 @@ func (c *codec) Unmarshal(data mem.BufferSlice, v any) error {
 	if !ok {
 		return c.base.Unmarshal(data, v)
 	}
+	if len(data) == 1 {
+		return c.unmarshalRequest(data[0].ReadOnlyData(), r)
+	}
 	buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
 	defer buf.Free()
 	return c.unmarshalRequest(buf.ReadOnlyData(), r)
