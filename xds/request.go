@@ -171,7 +171,9 @@ func (s *Server) onDelta(c *client, fixed string, req *discoveryv3.DeltaDiscover
 		c.poke()
 		return
 	}
-	// A subscription change: its response_nonce, if any, is not an ACK.
+	// Envoy folds a pending ACK/NACK into its next subscription change;
+	// a nonce that is not the latest one records nothing but a NACK.
+	w.ackDelta(req)
 	if slices.Contains(sub, "*") {
 		w.setWildcard(true, now)
 	}
