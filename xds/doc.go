@@ -30,6 +30,24 @@
 // holds at most one pending entry per subscribed name, and only its own
 // writer is blocked by gRPC flow control.
 //
+// # Memory per client
+//
+// Per client and type the engine keeps what the client holds (heldSet: a
+// map for sparse subscriptions, a slice indexed by the slot's dense index
+// once the watch covers a quarter of its type) and one bit per subscribed
+// name in the name's subscriber bitmap (indexed by the watch's dense index
+// in its type). An Envoy with wildcard CDS and EDS for 1,000 clusters costs
+// about 10 KB of engine heap (BenchmarkApply); with gRPC's own buffers the
+// bench harness measures ~34 KB of server heap per client (issue 4, S1).
+//
+// # SotW ACK decoding
+//
+// Every SotW EDS ACK repeats all subscribed names. Decoding them with the
+// standard codec was about half of the server CPU per change; Codec decodes
+// each distinct list once and shares it, and a watch that receives the very
+// same shared list skips even the hashing of its names. Delta ACKs carry no
+// names, so delta does not need it.
+//
 // # What a response carries
 //
 // SotW CDS/LDS: everything the client subscribes to (wildcard = all visible
