@@ -100,6 +100,9 @@ func New(cfg *config.Config, log *slog.Logger) (*Instance, error) {
 			PermitWithoutStream: true,
 		}),
 		grpc.MaxConcurrentStreams(maxConcurrentStreams),
+		// The engine's codec decodes the name lists that SotW ACKs repeat
+		// once per distinct list (see xds.Codec).
+		grpc.ForceServerCodecV2(xds.Codec()),
 	)
 	server.Register(in.grpc)
 	in.http = &http.Server{
