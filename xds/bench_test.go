@@ -12,6 +12,7 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -70,21 +71,84 @@ func heapInUse() uint64 {
 	return m.HeapAlloc
 }
 
+// benchCase is one benchmark shape.
+type benchCase struct {
+	clients, names int
+	delta          bool
+}
+
+// runCases runs bench as a sub-benchmark per case.
+func runCases(b *testing.B, cases []benchCase, bench func(b *testing.B, nc, n int, delta bool)) {
+	for _, tc := range cases {
+		proto := map[bool]string{false: "sotw", true: "delta"}[tc.delta]
+		b.Run(fmt.Sprintf("%s/C=%d/N=%d", proto, tc.clients, tc.names), func(b *testing.B) {
+			bench(b, tc.clients, tc.names, tc.delta)
+		})
+	}
+}
+
+// benchRig is an engine holding n services, with a count of the responses
+// the clients still have to receive before a step is done.
+type benchRig struct {
+	s       *Server
+	all     []string // every assignment name
+	nc      int
+	base    uint64 // heap before the clients connected
+	pending atomic.Pointer[sync.WaitGroup]
+	bytes   atomic.Int64 // response bytes sent during the timed changes
+}
+
+// newBenchRig expects the initial response of each of nc clients.
+func newBenchRig(nc, n int) *benchRig {
+	r := &benchRig{s: NewServer(Options{}), nc: nc}
+	r.s.Apply(benchServices(n), nil)
+	r.all = make([]string, n)
+	for i := range r.all {
+		r.all[i] = svcName(i)
+	}
+	r.base = heapInUse()
+	initial := &sync.WaitGroup{}
+	initial.Add(nc)
+	r.pending.Store(initial)
+	return r
+}
+
+// done counts a response received by one client.
+func (r *benchRig) done() {
+	if wg := r.pending.Load(); wg != nil {
+		wg.Done()
+	}
+}
+
+// run waits for the initial responses, then times b.N single-endpoint
+// changes, each until every client has received it. It returns the heap the
+// engine holds per client and the CPU time of the changes.
+func (r *benchRig) run(b *testing.B) (heapPerClient float64, cpu time.Duration) {
+	r.pending.Load().Wait()
+	heapPerClient = float64(heapInUse()-r.base) / float64(r.nc)
+	changes := benchChanges(b, len(r.all))
+	r.bytes.Store(0)
+	b.ResetTimer()
+	cpu0 := cpuNow()
+	for i := range b.N {
+		wg := &sync.WaitGroup{}
+		wg.Add(r.nc)
+		r.pending.Store(wg)
+		r.s.Apply(changes[i], nil)
+		wg.Wait()
+	}
+	cpu = cpuNow() - cpu0
+	b.StopTimer()
+	return heapPerClient, cpu
+}
+
 func BenchmarkApply(b *testing.B) {
-	for _, tc := range []struct {
-		clients, names int
-		delta          bool
-	}{
+	runCases(b, []benchCase{
 		{1000, 1000, false},
 		{1000, 1000, true},
 		{200, 100, false},
 		{200, 10000, false},
-	} {
-		proto := map[bool]string{false: "sotw", true: "delta"}[tc.delta]
-		b.Run(fmt.Sprintf("%s/C=%d/N=%d", proto, tc.clients, tc.names), func(b *testing.B) {
-			benchEngine(b, tc.clients, tc.names, tc.delta)
-		})
-	}
+	}, benchEngine)
 }
 
 func benchEngine(b *testing.B, nc, n int, delta bool) {
@@ -92,44 +156,26 @@ func benchEngine(b *testing.B, nc, n int, delta bool) {
 	var writers sync.WaitGroup
 	defer func() { cancel(); writers.Wait() }()
 
-	s := NewServer(Options{})
-	s.Apply(benchServices(n), nil)
-	all := make([]string, n)
-	for i := range all {
-		all[i] = svcName(i)
-	}
-	base := heapInUse()
-
-	var (
-		pending atomic.Pointer[sync.WaitGroup]
-		bytes   atomic.Int64
-	)
-	done := func() {
-		if wg := pending.Load(); wg != nil {
-			wg.Done()
-		}
-	}
-	initial := &sync.WaitGroup{}
-	initial.Add(nc)
-	pending.Store(initial)
+	r := newBenchRig(nc, n)
+	s, all := r.s, r.all
 	for i := range nc {
 		c := s.connect(ctx, "bench", delta)
 		var send func(*out) error
 		if delta {
 			send = func(o *out) error {
 				buf, err := proto.Marshal(o.delta)
-				bytes.Add(int64(len(buf)))
+				r.bytes.Add(int64(len(buf)))
 				s.onDelta(c, "", &discoveryv3.DeltaDiscoveryRequest{TypeUrl: o.delta.TypeUrl, ResponseNonce: o.delta.Nonce})
-				done()
+				r.done()
 				return err
 			}
 			s.onDelta(c, "", &discoveryv3.DeltaDiscoveryRequest{Node: envoyNode, TypeUrl: EndpointType, ResourceNamesSubscribe: all})
 		} else {
 			send = func(o *out) error {
 				buf, err := proto.Marshal(o.sotw)
-				bytes.Add(int64(len(buf)))
+				r.bytes.Add(int64(len(buf)))
 				s.onSotW(c, "", &discoveryv3.DiscoveryRequest{TypeUrl: o.sotw.TypeUrl, VersionInfo: o.sotw.VersionInfo, ResponseNonce: o.sotw.Nonce, ResourceNames: all})
-				done()
+				r.done()
 				return err
 			}
 			s.onSotW(c, "", &discoveryv3.DiscoveryRequest{Node: &corev3.Node{Id: fmt.Sprint("c", i)}, TypeUrl: EndpointType, ResourceNames: all})
@@ -137,72 +183,35 @@ func benchEngine(b *testing.B, nc, n int, delta bool) {
 		writers.Add(1)
 		go func() { defer writers.Done(); _ = s.push(ctx, c, send) }()
 	}
-	initial.Wait()
-	perClient := float64(heapInUse()-base) / float64(nc)
-
-	changes := benchChanges(b, n)
-	bytes.Store(0)
 	b.ReportAllocs()
-	b.ResetTimer()
-	cpu0 := cpuNow()
-	for i := range b.N {
-		wg := &sync.WaitGroup{}
-		wg.Add(nc)
-		pending.Store(wg)
-		s.Apply(changes[i], nil)
-		wg.Wait()
-	}
-	cpu := cpuNow() - cpu0
-	b.StopTimer()
+	perClient, cpu := r.run(b)
 	perOp := float64(b.N * nc)
 	b.ReportMetric(float64(cpu.Nanoseconds())/perOp/1e3, "cpu-µs/client·change")
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/perOp/1e3, "wall-µs/client·change")
-	b.ReportMetric(float64(bytes.Load())/perOp, "B/client·change")
+	b.ReportMetric(float64(r.bytes.Load())/perOp, "B/client·change")
 	b.ReportMetric(perClient/1024, "heap-KB/client")
 }
 
 func BenchmarkApplyGRPC(b *testing.B) {
-	for _, tc := range []struct {
-		clients, names int
-		delta          bool
-	}{
+	runCases(b, []benchCase{
 		{200, 1000, false},
 		{200, 1000, true},
-	} {
-		proto := map[bool]string{false: "sotw", true: "delta"}[tc.delta]
-		b.Run(fmt.Sprintf("%s/C=%d/N=%d", proto, tc.clients, tc.names), func(b *testing.B) {
-			benchGRPC(b, tc.clients, tc.names, tc.delta)
-		})
-	}
+	}, benchGRPC)
 }
 
 func benchGRPC(b *testing.B, nc, n int, delta bool) {
-	s := NewServer(Options{})
-	s.Apply(benchServices(n), nil)
-	all := make([]string, n)
-	for i := range all {
-		all[i] = svcName(i)
-	}
-	base := heapInUse()
-	var pending atomic.Pointer[sync.WaitGroup]
-	done := func() {
-		if wg := pending.Load(); wg != nil {
-			wg.Done()
-		}
-	}
-	initial := &sync.WaitGroup{}
-	initial.Add(nc)
-	pending.Store(initial)
-	lis := serveBench(b, s)
+	r := newBenchRig(nc, n)
+	all := r.all
+	addr := listen(b, r.s)
 	for range nc {
-		cc := dialBench(b, lis)
+		cc := dial(b, addr, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(1<<30)))
 		if delta {
 			st := openDeltaADS(b, cc)
 			st.send(deltaReq(EndpointType, all...))
 			go func() { // ends with the stream (cleanup)
-				for r := range st.resp {
-					_ = st.st.Send(deltaAck(r))
-					done()
+				for resp := range st.resp {
+					_ = st.st.Send(deltaAck(resp))
+					r.done()
 				}
 			}()
 			continue
@@ -210,26 +219,13 @@ func benchGRPC(b *testing.B, nc, n int, delta bool) {
 		st := openADS(b, cc)
 		st.send(req(EndpointType, all...))
 		go func() { // ends with the stream (cleanup)
-			for r := range st.resp {
-				_ = st.st.Send(ack(r, all...))
-				done()
+			for resp := range st.resp {
+				_ = st.st.Send(ack(resp, all...))
+				r.done()
 			}
 		}()
 	}
-	initial.Wait()
-	perClient := float64(heapInUse()-base) / float64(nc)
-	changes := benchChanges(b, n)
-	b.ResetTimer()
-	cpu0 := cpuNow()
-	for i := range b.N {
-		wg := &sync.WaitGroup{}
-		wg.Add(nc)
-		pending.Store(wg)
-		s.Apply(changes[i], nil)
-		wg.Wait()
-	}
-	cpu := cpuNow() - cpu0
-	b.StopTimer()
+	perClient, cpu := r.run(b)
 	perOp := float64(b.N * nc)
 	b.ReportMetric(float64(cpu.Nanoseconds())/perOp/1e3, "cpu-µs/client·change")
 	b.ReportMetric(perClient/1024, "heap-KB/client")

@@ -1,7 +1,6 @@
 package xds
 
 import (
-	"net"
 	"testing"
 	"time"
 
@@ -113,23 +112,7 @@ func TestCodecEdgeCases(t *testing.T) {
 // TestCodecServes runs a SotW client against a server using the codec.
 func TestCodecServes(t *testing.T) {
 	s := NewServer(Options{})
-	s.Apply(services(50), nil)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := grpc.NewServer(grpc.ForceServerCodecV2(Codec()))
-	s.Register(g)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = g.Serve(lis) }()
-	defer func() { g.Stop(); <-done }()
-	f := &fixture{t: t, s: s, addr: lis.Addr().String(), state: map[string]map[string]proto.Message{}}
-	for _, r := range services(50) {
-		if f.state[r.Type] == nil {
-			f.state[r.Type] = map[string]proto.Message{}
-		}
-		f.state[r.Type][r.Name] = r.Message
-	}
+	f := serveFixture(t, s, services(50), grpc.ForceServerCodecV2(Codec()))
 	c := f.client(variant{name: "sotw-codec"}, envoysim.Options{})
 	f.converge(c)
 	mark := len(c.Log())

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"maps"
-	"net"
 	"slices"
 	"testing"
 	"time"
@@ -41,17 +40,12 @@ type fixture struct {
 }
 
 func newFixture(t *testing.T, rs []Resource) *fixture {
-	s := NewServer(Options{UnknownNameWait: 500 * time.Millisecond})
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := grpc.NewServer()
-	s.Register(g)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = g.Serve(lis) }()
-	t.Cleanup(func() { g.Stop(); <-done })
-	f := &fixture{t: t, s: s, addr: lis.Addr().String(), state: map[string]map[string]proto.Message{}}
+	return serveFixture(t, NewServer(Options{UnknownNameWait: 500 * time.Millisecond}), rs)
+}
+
+// serveFixture serves s with opts on loopback and applies rs to it.
+func serveFixture(t *testing.T, s *Server, rs []Resource, opts ...grpc.ServerOption) *fixture {
+	f := &fixture{t: t, s: s, addr: listen(t, s, opts...), state: map[string]map[string]proto.Message{}}
 	f.apply(rs, nil)
 	return f
 }

@@ -23,23 +23,33 @@ import (
 // serve starts s on a loopback port and returns a client connection to it.
 func serve(t testing.TB, s *Server) *grpc.ClientConn {
 	t.Helper()
+	return dial(t, listen(t, s))
+}
+
+// listen serves s with opts on a loopback port until the test ends and
+// returns its address.
+func listen(t testing.TB, s *Server, opts ...grpc.ServerOption) string {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := grpc.NewServer()
+	g := grpc.NewServer(opts...)
 	s.Register(g)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = g.Serve(lis) }()
-	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	t.Cleanup(func() { g.Stop(); <-done })
+	return lis.Addr().String()
+}
+
+// dial returns a client connection to addr, closed when the test ends.
+func dial(t testing.TB, addr string, opts ...grpc.DialOption) *grpc.ClientConn {
+	t.Helper()
+	cc, err := grpc.NewClient(addr, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		cc.Close()
-		g.Stop()
-		<-done
-	})
+	t.Cleanup(func() { cc.Close() })
 	return cc
 }
 
@@ -251,28 +261,4 @@ func wantNames(t testing.TB, got []string, want ...string) {
 
 func deltaReq(typ string, sub ...string) *discoveryv3.DeltaDiscoveryRequest {
 	return &discoveryv3.DeltaDiscoveryRequest{Node: envoyNode, TypeUrl: typ, ResourceNamesSubscribe: sub}
-}
-
-// serveBench serves s for a benchmark and returns its address.
-func serveBench(b *testing.B, s *Server) string {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	g := grpc.NewServer()
-	s.Register(g)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = g.Serve(lis) }()
-	b.Cleanup(func() { g.Stop(); <-done })
-	return lis.Addr().String()
-}
-
-func dialBench(b *testing.B, addr string) *grpc.ClientConn {
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(1<<30)))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { cc.Close() })
-	return cc
 }

@@ -30,14 +30,49 @@ func (c *client) identify(n *corev3.Node) {
 	}
 }
 
-// onSotW handles one SotW request; fixed is the type of a per-type stream.
-func (s *Server) onSotW(c *client, fixed string, req *discoveryv3.DiscoveryRequest) {
-	typ := fixed
-	if typ == "" {
-		typ = req.GetTypeUrl()
+// request is what onSotW and onDelta read alike from either request type.
+type request interface {
+	GetTypeUrl() string
+	GetNode() *corev3.Node
+}
+
+// typeOf is the type a request is for: the per-type stream's fixed type,
+// else the request's type_url. "" (logged) means the request is ignored.
+func (s *Server) typeOf(c *client, fixed string, req request) string {
+	if fixed != "" {
+		return fixed
 	}
+	typ := req.GetTypeUrl()
 	if typ == "" {
 		s.log.Debug("ignoring request without type_url", "peer", c.peer)
+	}
+	return typ
+}
+
+// lock takes Server.mu and client.mu for a subscription change, records the
+// client's node and returns its watch of typ; release both with unlock. It
+// returns nil, with nothing held, when the client has disconnected.
+func (s *Server) lock(c *client, typ string, req request) *watch {
+	s.mu.Lock()
+	if c.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	c.mu.Lock()
+	c.identify(req.GetNode())
+	return c.watchFor(s.typeFor(typ))
+}
+
+// unlock releases what lock took.
+func (s *Server) unlock(c *client) {
+	c.mu.Unlock()
+	s.mu.Unlock()
+}
+
+// onSotW handles one SotW request; fixed is the type of a per-type stream.
+func (s *Server) onSotW(c *client, fixed string, req *discoveryv3.DiscoveryRequest) {
+	typ := s.typeOf(c, fixed, req)
+	if typ == "" {
 		return
 	}
 	names := req.GetResourceNames()
@@ -64,16 +99,11 @@ func (s *Server) onSotW(c *client, fixed string, req *discoveryv3.DiscoveryReque
 	c.mu.Unlock()
 
 	now := time.Now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if c.closed {
+	if w = s.lock(c, typ, req); w == nil {
 		return
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.identify(req.GetNode())
-	t := s.typeFor(typ)
-	w = c.watchFor(t)
+	defer s.unlock(c)
+	t := w.t
 	first := !w.started
 	w.started, w.namesHash, w.lastNames = true, h, nil
 	if isShared(names) {
@@ -136,12 +166,8 @@ func (w *watch) ackSotW(req *discoveryv3.DiscoveryRequest) {
 
 // onDelta handles one delta request; fixed is the type of a per-type stream.
 func (s *Server) onDelta(c *client, fixed string, req *discoveryv3.DeltaDiscoveryRequest) {
-	typ := fixed
+	typ := s.typeOf(c, fixed, req)
 	if typ == "" {
-		typ = req.GetTypeUrl()
-	}
-	if typ == "" {
-		s.log.Debug("ignoring request without type_url", "peer", c.peer)
 		return
 	}
 	sub, unsub := req.GetResourceNamesSubscribe(), req.GetResourceNamesUnsubscribe()
@@ -155,16 +181,11 @@ func (s *Server) onDelta(c *client, fixed string, req *discoveryv3.DeltaDiscover
 	c.mu.Unlock()
 
 	now := time.Now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if c.closed {
+	if w = s.lock(c, typ, req); w == nil {
 		return
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.identify(req.GetNode())
-	t := s.typeFor(typ)
-	w = c.watchFor(t)
+	defer s.unlock(c)
+	t := w.t
 	if !w.started {
 		w.started = true
 		s.firstDelta(w, req, now)

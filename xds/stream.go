@@ -33,34 +33,28 @@ type (
 	deltaStream = grpc.BidiStreamingServer[discoveryv3.DeltaDiscoveryRequest, discoveryv3.DeltaDiscoveryResponse]
 )
 
-// serveSotW runs one SotW stream: a goroutine reads requests while the
-// handler goroutine is the stream's only writer.
+// serveSotW runs one SotW stream.
 func (s *Server) serveSotW(st sotwStream, variant, typ string) error {
-	ctx, cancel := context.WithCancel(st.Context())
-	defer cancel()
-	c := s.connect(ctx, variant, false)
-	defer s.disconnect(c)
-	errc := make(chan error, 1)
-	go func() {
-		defer cancel()
-		for {
-			req, err := st.Recv()
-			if err != nil {
-				errc <- err
-				return
-			}
-			s.onSotW(c, typ, req)
-		}
-	}()
-	err := s.push(ctx, c, func(o *out) error { return st.Send(o.sotw) })
-	return streamErr(err, errc)
+	return serveStream(s, st, variant, false,
+		func(c *client, req *discoveryv3.DiscoveryRequest) { s.onSotW(c, typ, req) },
+		func(o *out) *discoveryv3.DiscoveryResponse { return o.sotw })
 }
 
-// serveDelta is serveSotW for the delta protocol.
+// serveDelta runs one delta stream.
 func (s *Server) serveDelta(st deltaStream, variant, typ string) error {
+	return serveStream(s, st, variant, true,
+		func(c *client, req *discoveryv3.DeltaDiscoveryRequest) { s.onDelta(c, typ, req) },
+		func(o *out) *discoveryv3.DeltaDiscoveryResponse { return o.delta })
+}
+
+// serveStream runs one stream of either protocol: a goroutine reads
+// requests and hands each to on, while the handler goroutine is the
+// stream's only writer and sends the part of each response that resp picks.
+func serveStream[Req, Resp any](s *Server, st grpc.BidiStreamingServer[Req, Resp], variant string, delta bool,
+	on func(*client, *Req), resp func(*out) *Resp) error {
 	ctx, cancel := context.WithCancel(st.Context())
 	defer cancel()
-	c := s.connect(ctx, variant, true)
+	c := s.connect(ctx, variant, delta)
 	defer s.disconnect(c)
 	errc := make(chan error, 1)
 	go func() {
@@ -71,10 +65,10 @@ func (s *Server) serveDelta(st deltaStream, variant, typ string) error {
 				errc <- err
 				return
 			}
-			s.onDelta(c, typ, req)
+			on(c, req)
 		}
 	}()
-	err := s.push(ctx, c, func(o *out) error { return st.Send(o.delta) })
+	err := s.push(ctx, c, func(o *out) error { return st.Send(resp(o)) })
 	return streamErr(err, errc)
 }
 
