@@ -3,18 +3,10 @@ package xds_test
 import (
 	"context"
 	"fmt"
-	"net"
-	"strconv"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/health"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/peer"
-	grpcxds "google.golang.org/grpc/xds" // registers the xds resolver and balancers
-
+	"github.com/xdsbridge/xdsbridge/internal/grpcxdstest"
 	"github.com/xdsbridge/xdsbridge/sources"
 	"github.com/xdsbridge/xdsbridge/translate"
 	"github.com/xdsbridge/xdsbridge/xds"
@@ -36,21 +28,6 @@ func resources(t *testing.T, svc sources.Service) []xds.Resource {
 	}
 }
 
-func backend(t *testing.T) (addr string, port uint32) {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := grpc.NewServer()
-	healthpb.RegisterHealthServer(s, health.NewServer())
-	go func() { _ = s.Serve(lis) }()
-	t.Cleanup(s.Stop)
-	_, p, _ := net.SplitHostPort(lis.Addr().String())
-	n, _ := strconv.Atoi(p)
-	return lis.Addr().String(), uint32(n)
-}
-
 func web(ports ...uint32) sources.Service {
 	svc := sources.Service{Name: "web"}
 	for _, p := range ports {
@@ -69,19 +46,12 @@ func TestGRPCClient(t *testing.T) {
 	var addrs []string
 	var ports []uint32
 	for range 3 {
-		a, p := backend(t)
+		a, p := grpcxdstest.Backend(t)
 		addrs, ports = append(addrs, a), append(ports, p)
 	}
 
 	s := xds.NewServer(xds.Options{UnknownNameWait: time.Second})
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := grpc.NewServer()
-	s.Register(g)
-	go func() { _ = g.Serve(lis) }()
-	defer g.Stop()
+	xdsAddr := grpcxdstest.Serve(t, s.Register)
 
 	// Other services too, so that the client's named CDS/LDS requests are a
 	// strict subset of what the server has (XDS.md: SnapshotCache never
@@ -93,39 +63,14 @@ func TestGRPCClient(t *testing.T) {
 	}
 	s.Apply(up, nil)
 
-	bootstrap := fmt.Sprintf(`{
-		"xds_servers": [{"server_uri": %q, "channel_creds": [{"type": "insecure"}], "server_features": ["xds_v3"]}],
-		"node": {"id": "grpc-test"}
-	}`, lis.Addr().String())
-	resolver, err := grpcxds.NewXDSResolverWithConfigForTesting([]byte(bootstrap))
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := grpc.NewClient("xds:///web", grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithResolvers(resolver))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	client := healthpb.NewHealthClient(conn)
+	client := grpcxdstest.Dial(t, xdsAddr, "grpc-test", "web")
 
-	// rpcs makes n RPCs and counts them per backend.
-	rpcs := func(n int) map[string]int {
-		hits := map[string]int{}
-		for range n {
-			var p peer.Peer
-			if _, err := client.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.Peer(&p), grpc.WaitForReady(true)); err != nil {
-				t.Fatalf("RPC through xds:///web: %v", err)
-			}
-			hits[p.Addr.String()]++
-		}
-		return hits
-	}
 	// within polls until cond holds for a batch of RPCs, failing after d.
 	within := func(what string, d time.Duration, cond func(map[string]int) bool) {
 		t.Helper()
 		deadline := time.Now().Add(d)
 		for {
-			hits := rpcs(20)
+			hits := client.Hits(ctx, 20)
 			if cond(hits) {
 				return
 			}
