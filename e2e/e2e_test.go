@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
 	"github.com/xdsbridge/xdsbridge/internal/envoysim"
 )
 
@@ -105,7 +106,7 @@ func TestServeEditAndReject(t *testing.T) {
 	state := quickstart()
 	writeFile(t, services, render(state))
 	p := start(t, cfg)
-	waitReady(t, adminAddr)
+	bridgetest.WaitReady(t, adminAddr, 20*time.Second)
 
 	sotw := startClient(t, xdsAddr, envoysim.Options{Node: "sotw-ads"})
 	delta := startClient(t, xdsAddr, envoysim.Options{Node: "delta-ads", Delta: true})
@@ -161,8 +162,8 @@ func TestServeEditAndReject(t *testing.T) {
 	if !strings.Contains(line, "level=ERROR") {
 		t.Errorf("rejection logged as %q, want level=ERROR", line)
 	}
-	eventually(t, 5*time.Second, "/sources to report the source stale", func() bool {
-		_, body := httpGet("http://" + adminAddr + "/sources")
+	bridgetest.Eventually(t, 5*time.Second, "/sources to report the source stale", func() bool {
+		_, body := bridgetest.Get("http://" + adminAddr + "/sources")
 		return strings.Contains(body, `"stale": true`) && strings.Contains(body, "services[0].endpoints[0].port")
 	})
 	late := startClient(t, xdsAddr, envoysim.Options{Node: "late-sotw"})
@@ -172,7 +173,7 @@ func TestServeEditAndReject(t *testing.T) {
 			t.Errorf("%s client changed after invalid content: %s", name, d)
 		}
 	}
-	if code, _ := httpGet("http://" + adminAddr + "/readyz"); code != http.StatusOK {
+	if code, _ := bridgetest.Get("http://" + adminAddr + "/readyz"); code != http.StatusOK {
 		t.Errorf("/readyz = %d after a rejected file, want 200 (the source synced before)", code)
 	}
 
@@ -185,14 +186,14 @@ func TestServeEditAndReject(t *testing.T) {
 	t.Logf("fix reached both clients in %s", time.Since(fixed))
 
 	// The metrics show the source and the engine.
-	_, metrics := httpGet("http://" + adminAddr + "/metrics")
+	_, metrics := bridgetest.Get("http://" + adminAddr + "/metrics")
 	for _, want := range []string{`xdsbridge_source_synced{source="static"} 1`, `xdsbridge_source_stale{source="static"} 0`,
 		"xdsbridge_xds_clients", "xdsbridge_services 3", "go_goroutines", "process_open_fds"} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %q", want)
 		}
 	}
-	if code, body := httpGet("http://" + adminAddr + "/clients"); code != http.StatusOK || !strings.Contains(body, "delta-ads") {
+	if code, body := bridgetest.Get("http://" + adminAddr + "/clients"); code != http.StatusOK || !strings.Contains(body, "delta-ads") {
 		t.Errorf("/clients = %d %.300q, want the delta-ads client listed", code, body)
 	}
 }
@@ -203,11 +204,11 @@ func TestReadiness(t *testing.T) {
 	dir := t.TempDir()
 	cfg, xdsAddr, adminAddr := writeConfig(t, dir)
 	start(t, cfg)
-	eventually(t, 20*time.Second, "the admin listener", func() bool {
-		code, _ := httpGet("http://" + adminAddr + "/healthz")
+	bridgetest.Eventually(t, 20*time.Second, "the admin listener", func() bool {
+		code, _ := bridgetest.Get("http://" + adminAddr + "/healthz")
 		return code == http.StatusOK
 	})
-	code, body := httpGet("http://" + adminAddr + "/readyz")
+	code, body := bridgetest.Get("http://" + adminAddr + "/readyz")
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, "static") {
 		t.Fatalf("/readyz without services file = %d %q, want 503 naming static", code, body)
 	}
@@ -217,7 +218,7 @@ func TestReadiness(t *testing.T) {
 
 	state := quickstart()[:1]
 	writeFile(t, filepath.Join(dir, "services.yaml"), render(state))
-	waitReady(t, adminAddr)
+	bridgetest.WaitReady(t, adminAddr, 20*time.Second)
 	waitState(t, early, "early", 10*time.Second, state)
 	for _, r := range early.Log() {
 		if r.TypeURL == envoysim.ClusterType && len(r.Names) == 0 {
@@ -230,10 +231,10 @@ func TestReadiness(t *testing.T) {
 // address from the environment, the xDS one from a flag, both beating the
 // file) and checks a client gets the quickstart's three services.
 func TestQuickstart(t *testing.T) {
-	xdsAddr, adminAddr := freeAddr(t), freeAddr(t)
+	xdsAddr, adminAddr := bridgetest.FreeAddr(t), bridgetest.FreeAddr(t)
 	p := startEnv(t, []string{"BRIDGE_ADMIN_LISTEN=" + adminAddr, "BRIDGE_XDS_LISTEN=127.0.0.1:1", "BRIDGE_LOG_FORMAT=json"},
 		"run", "--config", filepath.Join("..", "examples", "quickstart", "bridge.yaml"), "--xds-listen", xdsAddr)
-	waitReady(t, adminAddr)
+	bridgetest.WaitReady(t, adminAddr, 20*time.Second)
 	p.waitLog(5*time.Second, `"msg":"serving xDS"`, xdsAddr)
 	c := startClient(t, xdsAddr, envoysim.Options{Node: "quickstart"})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
 )
 
 // binary is the bridge built once by TestMain.
@@ -42,19 +42,6 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
-}
-
-// freeAddr returns a loopback address with a port that was free a moment
-// ago. The bridge runs as another process, so it cannot be handed an open
-// listener; a collision is unlikely and fails loudly.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // syncBuffer is an io.Writer safe for the process's output copier and the
@@ -136,7 +123,7 @@ func startEnv(t *testing.T, env []string, args ...string) *process {
 func (p *process) waitLog(timeout time.Duration, parts ...string) string {
 	p.t.Helper()
 	var line string
-	eventually(p.t, timeout, fmt.Sprintf("a log line with %q", parts), func() bool {
+	bridgetest.Eventually(p.t, timeout, fmt.Sprintf("a log line with %q", parts), func() bool {
 		for l := range strings.Lines(p.stderr.String()) {
 			if containsAll(l, parts...) {
 				line = l
@@ -155,44 +142,6 @@ func containsAll(s string, parts ...string) bool {
 		}
 	}
 	return true
-}
-
-// eventually polls cond every 20ms until it holds or timeout passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		<-tick.C
-	}
-}
-
-// httpGet returns the status and body of a GET, or 0 and the error text if
-// the request failed (the listener not being up yet).
-func httpGet(url string) (int, string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err.Error()
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(body)
-}
-
-// waitReady waits until /readyz answers 200.
-func waitReady(t *testing.T, admin string) {
-	t.Helper()
-	eventually(t, 20*time.Second, "/readyz to answer 200", func() bool {
-		code, _ := httpGet("http://" + admin + "/readyz")
-		return code == http.StatusOK
-	})
 }
 
 // runBinary runs the bridge with args to completion and returns its exit
@@ -229,7 +178,7 @@ func writeFile(t *testing.T, path, content string) {
 // ports and returns its path and the xDS and admin addresses.
 func writeConfig(t *testing.T, dir string) (cfg, xdsAddr, adminAddr string) {
 	t.Helper()
-	xdsAddr, adminAddr = freeAddr(t), freeAddr(t)
+	xdsAddr, adminAddr = bridgetest.FreeAddr(t), bridgetest.FreeAddr(t)
 	cfg = filepath.Join(dir, "bridge.yaml")
 	writeFile(t, cfg, fmt.Sprintf(`
 xds:

@@ -3,12 +3,6 @@ package consul_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
-	"net"
-	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -17,8 +11,7 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	"github.com/hashicorp/consul/api"
 
-	"github.com/xdsbridge/xdsbridge/bridge"
-	"github.com/xdsbridge/xdsbridge/config"
+	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
 	"github.com/xdsbridge/xdsbridge/internal/consultest"
 	"github.com/xdsbridge/xdsbridge/internal/envoysim"
 )
@@ -30,40 +23,18 @@ import (
 func TestBridge(t *testing.T) {
 	agent := consultest.Start(t)
 	c := agent.Client()
-	dir := t.TempDir()
-	xdsAddr, adminAddr := freeAddr(t), freeAddr(t)
-	cfgPath := filepath.Join(dir, "bridge.yaml")
-	cfgYAML := fmt.Sprintf(`
-xds: {listen: %q}
-admin: {listen: %q}
+	in := bridgetest.Start(t, fmt.Sprintf(`
+xds: {listen: "127.0.0.1:0"}
+admin: {listen: "127.0.0.1:0"}
 sources:
   - name: consul
     type: consul
     address: %q
     retry_max: 500ms
     services: {exclude: [consul]}
-`, xdsAddr, adminAddr, agent.HTTPAddr)
-	if err := os.WriteFile(cfgPath, []byte(cfgYAML), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(cfgPath, nil)
-	if err != nil {
-		t.Fatalf("loading config: %v", err)
-	}
-	in, err := bridge.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- in.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("bridge Run: %v", err)
-		}
-	})
-	waitFor(t, 10*time.Second, "/readyz 200", func() bool { code, _ := get("http://" + adminAddr + "/readyz"); return code == 200 })
+`, agent.HTTPAddr))
+	xdsAddr, adminAddr := in.XDSAddr().String(), in.AdminAddr().String()
+	bridgetest.WaitReady(t, adminAddr, 10*time.Second)
 
 	clients := map[string]*envoysim.Client{}
 	for name, delta := range map[string]bool{"sotw": false, "delta": true} {
@@ -133,8 +104,8 @@ sources:
 	})
 
 	agent.Kill()
-	waitFor(t, 5*time.Second, "/sources reports consul stale", func() bool {
-		_, body := get("http://" + adminAddr + "/sources")
+	bridgetest.Eventually(t, 5*time.Second, "/sources to report consul stale", func() bool {
+		_, body := bridgetest.Get("http://" + adminAddr + "/sources")
 		return strings.Contains(body, `"stale": true`)
 	})
 	for name, cl := range clients {
@@ -152,37 +123,4 @@ func lbEndpoints(cla *endpointv3.ClusterLoadAssignment) map[uint32]*endpointv3.L
 		}
 	}
 	return m
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-func get(url string) (int, string) {
-	resp, err := http.Get(url)
-	if err != nil {
-		return 0, err.Error()
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
-}
-
-func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", within, what)
-		}
-		<-tick.C
-	}
 }

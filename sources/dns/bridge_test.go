@@ -3,10 +3,6 @@ package dns_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -14,8 +10,7 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	mdns "github.com/miekg/dns"
 
-	"github.com/xdsbridge/xdsbridge/bridge"
-	"github.com/xdsbridge/xdsbridge/config"
+	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
 	"github.com/xdsbridge/xdsbridge/internal/dnstest"
 	"github.com/xdsbridge/xdsbridge/internal/envoysim"
 )
@@ -59,9 +54,7 @@ func TestBridgeDNSToEnvoy(t *testing.T) {
 	s := dnstest.Start(t, "example.org", base+
 		"_api._tcp 2 IN SRV 10 0 8080 a\n_api._tcp 2 IN SRV 10 10 8081 b\n_api._tcp 2 IN SRV 20 60 8082 c\n")
 
-	dir := t.TempDir()
-	cfgPath := filepath.Join(dir, "bridge.yaml")
-	yaml := fmt.Sprintf(`xds: {listen: "127.0.0.1:0"}
+	in := bridgetest.Start(t, fmt.Sprintf(`xds: {listen: "127.0.0.1:0"}
 admin: {listen: "127.0.0.1:0"}
 sources:
   - name: legacy-dns
@@ -71,27 +64,8 @@ sources:
     refresh: {min: 100ms, max: 30s}
     services:
       - {cluster: api, srv: _api._tcp.example.org}
-`, s.Addr)
-	if err := os.WriteFile(cfgPath, []byte(yaml), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(cfgPath, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err := bridge.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- in.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("bridge Run: %v", err)
-		}
-	})
+`, s.Addr))
+	ctx := t.Context()
 
 	client, err := envoysim.Start(ctx, envoysim.Options{Addr: in.XDSAddr().String()})
 	if err != nil {

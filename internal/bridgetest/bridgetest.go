@@ -1,0 +1,104 @@
+// Package bridgetest runs the whole bridge for end-to-end tests, in-process
+// (Start) or as another process's neighbour (FreeAddr, Get, Eventually), and
+// waits on what it serves.
+package bridgetest
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/xdsbridge/xdsbridge/bridge"
+	"github.com/xdsbridge/xdsbridge/config"
+)
+
+// Start writes yaml as the bridge's config file in a temporary directory,
+// loads it and runs the bridge in-process, its log discarded, until the test
+// ends; a cleanup stops it and fails the test if Run returned an error.
+// Listen on 127.0.0.1:0 and ask the instance for its addresses.
+func Start(t testing.TB, yaml string) *bridge.Instance {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "bridge.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(path, nil)
+	if err != nil {
+		t.Fatalf("loading config: %v", err)
+	}
+	in, err := bridge.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- in.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("bridge Run: %v", err)
+		}
+	})
+	return in
+}
+
+// FreeAddr returns a loopback address with a port that was free a moment
+// ago, for a bridge running as another process, which cannot be handed an
+// open listener; a collision is unlikely and fails loudly.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// Get returns the status and body of a GET, or 0 and the error text if the
+// request failed (the listener not being up yet, say).
+func Get(url string) (int, string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, err.Error()
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+// Eventually polls cond every 10ms until it holds, failing the test when
+// timeout passes first.
+func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		<-tick.C
+	}
+}
+
+// WaitReady waits until the admin listener at addr answers /readyz with 200.
+func WaitReady(t testing.TB, addr string, timeout time.Duration) {
+	t.Helper()
+	Eventually(t, timeout, "/readyz to answer 200", func() bool {
+		code, _ := Get("http://" + addr + "/readyz")
+		return code == http.StatusOK
+	})
+}
