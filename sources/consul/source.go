@@ -50,15 +50,8 @@ func New(raw map[string]any, opts sources.Options) (*Source, error) {
 	if err != nil {
 		return nil, err
 	}
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	st := opts.Status
-	if st == nil {
-		st = sources.NewStatus(opts.Name)
-	}
-	return &Source{cfg: cfg, name: tmpl, log: log, status: st}, nil
+	opts = opts.WithDefaults()
+	return &Source{cfg: cfg, name: tmpl, log: opts.Logger, status: opts.Status}, nil
 }
 
 // Run watches Consul until ctx ends; see sources.Source.

@@ -52,15 +52,8 @@ func New(cfg map[string]any, opts sources.Options) (sources.Source, error) {
 	if err != nil {
 		return nil, err
 	}
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	st := opts.Status
-	if st == nil {
-		st = sources.NewStatus(opts.Name)
-	}
-	return &Source{cfg: c, entries: entries, servers: servers, family: fam, log: log, status: st}, nil
+	opts = opts.WithDefaults()
+	return &Source{cfg: c, entries: entries, servers: servers, family: fam, log: opts.Logger, status: opts.Status}, nil
 }
 
 // outcome is the result of one lookup of entry i.
