@@ -31,12 +31,7 @@ func TestGRPCClientAcceptsChain(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 
-	var addrs []string
-	var ports []uint32
-	for range 4 {
-		addr, port := grpcxdstest.Backend(t)
-		addrs, ports = append(addrs, addr), append(ports, port)
-	}
+	addrs, ports := grpcxdstest.Backends(t, 4)
 	svc := sources.Service{Name: "greeter"}
 	for i, h := range []sources.Health{sources.HealthHealthy, sources.HealthUnknown, sources.HealthUnhealthy, sources.HealthHealthy} {
 		svc.Endpoints = append(svc.Endpoints, sources.Endpoint{

@@ -43,12 +43,7 @@ func TestGRPCClient(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	var addrs []string
-	var ports []uint32
-	for range 3 {
-		a, p := grpcxdstest.Backend(t)
-		addrs, ports = append(addrs, a), append(ports, p)
-	}
+	addrs, ports := grpcxdstest.Backends(t, 3)
 
 	s := xds.NewServer(xds.Options{UnknownNameWait: time.Second})
 	xdsAddr := grpcxdstest.Serve(t, s.Register)

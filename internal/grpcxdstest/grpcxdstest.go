@@ -50,6 +50,17 @@ func Backend(t testing.TB) (addr string, port uint32) {
 	return addr, uint32(n)
 }
 
+// Backends starts n backends (see Backend) and returns their addresses and
+// ports, in the same order.
+func Backends(t testing.TB, n int) (addrs []string, ports []uint32) {
+	t.Helper()
+	for range n {
+		a, p := Backend(t)
+		addrs, ports = append(addrs, a), append(ports, p)
+	}
+	return addrs, ports
+}
+
 // Client is a channel to xds:///<service> resolved through grpc-go's xDS
 // client, bootstrapped against the server at xdsAddr as node nodeID.
 type Client struct {
