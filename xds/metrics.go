@@ -27,22 +27,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "xdsbridge_xds_clients",
 			Help: "Connected xDS streams by variant (sotw|delta _ ads|cds|eds|lds|rds).",
 		}, []string{"variant"}),
-		pushes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "xdsbridge_xds_pushes_total",
-			Help: "Responses sent, by resource type.",
-		}, []string{"type"}),
-		resources: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "xdsbridge_xds_resources_sent_total",
-			Help: "Resources carried by the responses sent, by resource type.",
-		}, []string{"type"}),
-		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "xdsbridge_xds_bytes_sent_total",
-			Help: "Marshalled resource bytes carried by the responses sent, by resource type.",
-		}, []string{"type"}),
-		nacks: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "xdsbridge_xds_nacks_total",
-			Help: "Responses rejected by clients (NACK), by resource type.",
-		}, []string{"type"}),
+		pushes:    perType("xdsbridge_xds_pushes_total", "Responses sent, by resource type."),
+		resources: perType("xdsbridge_xds_resources_sent_total", "Resources carried by the responses sent, by resource type."),
+		bytes:     perType("xdsbridge_xds_bytes_sent_total", "Marshalled resource bytes carried by the responses sent, by resource type."),
+		nacks:     perType("xdsbridge_xds_nacks_total", "Responses rejected by clients (NACK), by resource type."),
 		apply: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "xdsbridge_xds_apply_duration_seconds",
 			Help:    "Time to apply one change to the store and mark it on subscribed clients.",
@@ -58,6 +46,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.apply = register(reg, m.apply)
 	}
 	return m
+}
+
+// perType is a counter labelled by resource type.
+func perType(name, help string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, []string{"type"})
 }
 
 // register registers c, or returns the collector already registered under
