@@ -113,6 +113,7 @@ func New(cfg map[string]any, opts sources.Options) (sources.Source, error) {
 }
 
 func newSource(c Config, opts sources.Options) *Source {
+	opts = opts.WithDefaults()
 	path := c.Path
 	if !filepath.IsAbs(path) {
 		path = filepath.Join(opts.BaseDir, path)
@@ -125,12 +126,6 @@ func newSource(c Config, opts sources.Options) *Source {
 		debounce: debounce,
 		log:      opts.Logger,
 		status:   opts.Status,
-	}
-	if s.log == nil {
-		s.log = slog.New(slog.DiscardHandler)
-	}
-	if s.status == nil {
-		s.status = sources.NewStatus(opts.Name)
 	}
 	return s
 }
