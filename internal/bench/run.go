@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -212,6 +213,7 @@ func runChanges(ctx context.Context, cfg Config, srv *server, f *fleet, w *workl
 	}
 	c0, l0 := f.stats(), selfCPU()
 	var all []*tracked
+	var wg sync.WaitGroup
 	began := time.Now()
 	for k := 1; k <= total; k++ {
 		if interval == 0 && cfg.ChangeBudget > 0 && k > minChanges && time.Since(began) > cfg.ChangeBudget {
@@ -244,14 +246,21 @@ func runChanges(ctx context.Context, cfg Config, srv *server, f *fleet, w *workl
 		if interval == 0 {
 			waitTracked(ctx, t, cfg.Timeout)
 			f.untrack(t)
+			continue
 		}
+		// At a fixed rate changes overlap; each leaves the pending set as
+		// soon as it has converged, so that every response is checked
+		// against the changes in flight only.
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			waitTracked(ctx, t, cfg.Timeout)
+			f.untrack(t)
+		}()
 	}
 	if interval > 0 {
 		res.AchievedRate = float64(len(all)) / time.Since(began).Seconds()
-		for _, t := range all {
-			waitTracked(ctx, t, cfg.Timeout)
-			f.untrack(t)
-		}
+		wg.Wait()
 	}
 	c1, l1 := f.stats(), selfCPU()
 	s1, err := srv.stats(ctx)
