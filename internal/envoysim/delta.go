@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sync"
 	"time"
 
 	clusterservice "github.com/envoyproxy/go-control-plane/envoy/service/cluster/v3"
@@ -13,20 +12,15 @@ import (
 	endpointservice "github.com/envoyproxy/go-control-plane/envoy/service/endpoint/v3"
 	listenerservice "github.com/envoyproxy/go-control-plane/envoy/service/listener/v3"
 	routeservice "github.com/envoyproxy/go-control-plane/envoy/service/route/v3"
-	"google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 )
 
-type deltaClient = grpc.BidiStreamingClient[discoveryv3.DeltaDiscoveryRequest, discoveryv3.DeltaDiscoveryResponse]
-
-type deltaStream struct {
-	s        deltaClient
-	sendMu   sync.Mutex
-	sentNode bool
-}
+type (
+	deltaClient = grpc.BidiStreamingClient[discoveryv3.DeltaDiscoveryRequest, discoveryv3.DeltaDiscoveryResponse]
+	deltaStream = stream[discoveryv3.DeltaDiscoveryRequest, discoveryv3.DeltaDiscoveryResponse]
+)
 
 // deltaType is the client's protocol state for one type; guarded by
 // Client.mu.
@@ -101,7 +95,7 @@ func (c *Client) startDelta(ctx context.Context) error {
 	}
 	for _, s := range streams {
 		c.wg.Add(1)
-		go c.recvDelta(s)
+		go receive(c, s, c.handleDelta)
 	}
 	return nil
 }
@@ -130,32 +124,12 @@ func (c *Client) sendDelta(dt *deltaType, r deltaReq) error {
 	}
 	c.stats.Requests++
 	c.mu.Unlock()
-	if r.nack != nil {
-		req.ErrorDetail = &status.Status{Code: int32(codes.InvalidArgument), Message: r.nack.Error()}
-	}
-	if !dt.stream.sentNode || !c.opts.NodeOnFirstOnly {
-		req.Node = c.node
-		dt.stream.sentNode = true
-	}
+	req.ErrorDetail = nackStatus(r.nack)
+	req.Node = c.nodeLocked(&dt.stream.sentNode)
 	if err := dt.stream.s.Send(req); err != nil {
 		return fmt.Errorf("sending %s delta request: %w", dt.url, err)
 	}
 	return nil
-}
-
-func (c *Client) recvDelta(s *deltaStream) {
-	defer c.wg.Done()
-	for {
-		resp, err := s.s.Recv()
-		if err != nil {
-			c.fail(fmt.Errorf("receiving: %w", err))
-			return
-		}
-		if err := c.handleDelta(resp); err != nil {
-			c.fail(err)
-			return
-		}
-	}
 }
 
 func (c *Client) handleDelta(resp *discoveryv3.DeltaDiscoveryResponse) error {
@@ -171,10 +145,7 @@ func (c *Client) handleDelta(resp *discoveryv3.DeltaDiscoveryResponse) error {
 	dt := c.delta[r.TypeURL]
 	c.mu.Unlock()
 	if dt == nil {
-		c.log.Warn("response for a type not subscribed", "type", r.TypeURL)
-		c.mu.Lock()
-		c.recordLocked(r)
-		c.mu.Unlock()
+		c.ignore(r)
 		return nil
 	}
 	rs := make([]decoded, 0, len(resp.GetResources()))
@@ -209,12 +180,7 @@ func (c *Client) handleDelta(resp *discoveryv3.DeltaDiscoveryResponse) error {
 	c.recordLocked(r)
 	c.mu.Unlock()
 
-	if reject != nil {
-		c.log.Debug("NACK", "type", r.TypeURL, "nonce", r.Nonce, "err", reject)
-	}
-	if c.opts.OnResponse != nil {
-		c.opts.OnResponse(c, r)
-	}
+	c.observed(r, reject)
 	if edsReq != nil {
 		if err := c.sendDelta(c.delta[EndpointType], *edsReq); err != nil {
 			return err

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	clusterservice "github.com/envoyproxy/go-control-plane/envoy/service/cluster/v3"
@@ -12,21 +11,14 @@ import (
 	endpointservice "github.com/envoyproxy/go-control-plane/envoy/service/endpoint/v3"
 	listenerservice "github.com/envoyproxy/go-control-plane/envoy/service/listener/v3"
 	routeservice "github.com/envoyproxy/go-control-plane/envoy/service/route/v3"
-	"google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 )
 
-type sotwClient = grpc.BidiStreamingClient[discoveryv3.DiscoveryRequest, discoveryv3.DiscoveryResponse]
-
-// sotwStream is one SotW gRPC stream; sends are serialized because the CDS
-// handler sends EDS subscription updates on the EDS stream.
-type sotwStream struct {
-	s        sotwClient
-	sendMu   sync.Mutex
-	sentNode bool
-}
+type (
+	sotwClient = grpc.BidiStreamingClient[discoveryv3.DiscoveryRequest, discoveryv3.DiscoveryResponse]
+	sotwStream = stream[discoveryv3.DiscoveryRequest, discoveryv3.DiscoveryResponse]
+)
 
 // sotwType is the client's protocol state for one type; fields are guarded
 // by Client.mu.
@@ -93,7 +85,7 @@ func (c *Client) startSotW(ctx context.Context) error {
 	}
 	for _, s := range streams {
 		c.wg.Add(1)
-		go c.recvSotW(s)
+		go receive(c, s, c.handleSotW)
 	}
 	return nil
 }
@@ -113,32 +105,12 @@ func (c *Client) sendSotW(st *sotwType, nack error) error {
 	st.started = true
 	c.stats.Requests++
 	c.mu.Unlock()
-	if nack != nil {
-		req.ErrorDetail = &status.Status{Code: int32(codes.InvalidArgument), Message: nack.Error()}
-	}
-	if !st.stream.sentNode || !c.opts.NodeOnFirstOnly {
-		req.Node = c.node
-		st.stream.sentNode = true
-	}
+	req.ErrorDetail = nackStatus(nack)
+	req.Node = c.nodeLocked(&st.stream.sentNode)
 	if err := st.stream.s.Send(req); err != nil {
 		return fmt.Errorf("sending %s request: %w", st.url, err)
 	}
 	return nil
-}
-
-func (c *Client) recvSotW(s *sotwStream) {
-	defer c.wg.Done()
-	for {
-		resp, err := s.s.Recv()
-		if err != nil {
-			c.fail(fmt.Errorf("receiving: %w", err))
-			return
-		}
-		if err := c.handleSotW(resp); err != nil {
-			c.fail(err)
-			return
-		}
-	}
 }
 
 func (c *Client) handleSotW(resp *discoveryv3.DiscoveryResponse) error {
@@ -153,11 +125,7 @@ func (c *Client) handleSotW(resp *discoveryv3.DiscoveryResponse) error {
 	st := c.sotw[r.TypeURL]
 	c.mu.Unlock()
 	if st == nil {
-		// Envoy ignores a response of a type it has no subscription for.
-		c.log.Warn("response for a type not subscribed", "type", r.TypeURL)
-		c.mu.Lock()
-		c.recordLocked(r)
-		c.mu.Unlock()
+		c.ignore(r)
 		return nil
 	}
 	rs := make([]decoded, 0, len(resp.GetResources()))
@@ -187,12 +155,7 @@ func (c *Client) handleSotW(resp *discoveryv3.DiscoveryResponse) error {
 	c.recordLocked(r)
 	c.mu.Unlock()
 
-	if reject != nil {
-		c.log.Debug("NACK", "type", r.TypeURL, "version", r.Version, "err", reject)
-	}
-	if c.opts.OnResponse != nil {
-		c.opts.OnResponse(c, r)
-	}
+	c.observed(r, reject)
 	if eds != nil {
 		if err := c.sendSotW(eds, nil); err != nil {
 			return err
