@@ -62,10 +62,11 @@ func serve(ctx context.Context, args []string, log *slog.Logger) error {
 	impl := fs.String("impl", "xdsbridge", "implementation: "+strings.Join(target.Impls, ", "))
 	xds := fs.String("xds", "127.0.0.1:0", "xDS listen address")
 	control := fs.String("control", "127.0.0.1:0", "control API listen address")
+	holdoff := fs.Duration("holdoff", 0, "coalesce changes as the bridge's source manager does (flush this long after the latest change, at most 10× after the first); 0 applies each at once")
 	if err := fs.Parse(args); err != nil {
 		return errUsage
 	}
-	return target.Serve(ctx, target.Options{Impl: *impl, XDS: *xds, Control: *control, Ready: os.Stdout, Logger: log.With("impl", *impl)})
+	return target.Serve(ctx, target.Options{Impl: *impl, XDS: *xds, Control: *control, Holdoff: *holdoff, Ready: os.Stdout, Logger: log.With("impl", *impl)})
 }
 
 func benchmark(ctx context.Context, cmd string, args []string, log *slog.Logger) error {
@@ -83,6 +84,7 @@ func benchmark(ctx context.Context, cmd string, args []string, log *slog.Logger)
 	fs.Float64Var(&sz.Rate, "rate", 0, "changes per second (sustained churn instead of sequential changes)")
 	fs.DurationVar(&sz.Duration, "duration", 0, "how long to apply changes at --rate")
 	budget := fs.Duration("change-budget", -1, "stop sequential changes after this long (at least 5 changes); default: 30s for the quick preset, none otherwise")
+	fs.DurationVar(&sz.Holdoff, "holdoff", 0, "server-side coalescing of changes, as the bridge's source manager (default: 100ms for S4, none otherwise; negative: none)")
 	delta := fs.Bool("delta", false, "run: delta protocol instead of SotW")
 	reconnect := fs.Bool("reconnect", false, "run: reconnect every client at the end")
 	if err := fs.Parse(args); err != nil {
@@ -111,7 +113,7 @@ func benchmark(ctx context.Context, cmd string, args []string, log *slog.Logger)
 		for _, im := range strings.Split(*impls, ",") {
 			runs = append(runs, bench.Config{Scenario: "run", Impl: im, Delta: *delta, Clients: def(sz.Clients, 200),
 				Services: def(sz.Services, 1000), Endpoints: def(sz.Endpoints, 10), Changes: def(sz.Changes, 20),
-				Rate: sz.Rate, Duration: sz.Duration, Reconnect: *reconnect})
+				Rate: sz.Rate, Duration: sz.Duration, Reconnect: *reconnect, Holdoff: max(sz.Holdoff, 0)})
 		}
 	}
 	if *budget >= 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/xml"
 	"errors"
+	"flag"
 	"io"
 	"log/slog"
 	"os"
@@ -24,9 +25,13 @@ import (
 const serveEnv = "XDSLOAD_TEST_SERVE"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(serveEnv) != "" && len(os.Args) == 4 && os.Args[1] == "serve" {
+	if os.Getenv(serveEnv) != "" && len(os.Args) > 1 && os.Args[1] == "serve" {
+		fs := flag.NewFlagSet("serve", flag.ExitOnError)
+		impl := fs.String("impl", "", "")
+		holdoff := fs.Duration("holdoff", 0, "")
+		_ = fs.Parse(os.Args[2:])
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-		err := target.Serve(ctx, target.Options{Impl: os.Args[3], XDS: "127.0.0.1:0", Control: "127.0.0.1:0", Ready: os.Stdout})
+		err := target.Serve(ctx, target.Options{Impl: *impl, Holdoff: *holdoff, XDS: "127.0.0.1:0", Control: "127.0.0.1:0", Ready: os.Stdout})
 		stop()
 		if err != nil {
 			os.Exit(1)

@@ -28,6 +28,9 @@ func groups(results []Result, scenario string) []*group {
 		if r.Rate > 0 {
 			key += fmt.Sprintf(" %g/s", r.Rate)
 		}
+		if r.Holdoff > 0 {
+			key += " holdoff " + r.Holdoff.String()
+		}
 		i := slices.IndexFunc(out, func(g *group) bool { return g.key == key })
 		if i < 0 {
 			out = append(out, &group{key: key, runs: map[string]Result{}})
@@ -90,6 +93,7 @@ type metric struct {
 
 var metrics = []metric{
 	{"changes applied / s", func(r Result) float64 { return r.AchievedRate }, func(r Result) string { return fmt.Sprintf("%.0f", r.AchievedRate) }},
+	{"server publishes", func(r Result) float64 { return float64(r.Flushes) }, func(r Result) string { return strconv.Itoa(r.Flushes) }},
 	{"cold start", func(r Result) float64 { return float64(r.ColdStart) }, func(r Result) string { return ms(r.ColdStart) }},
 	{"convergence p50", func(r Result) float64 { return float64(r.ConvP50) }, func(r Result) string { return ms(r.ConvP50) }},
 	{"convergence p99", func(r Result) float64 { return float64(r.ConvP99) }, func(r Result) string { return ms(r.ConvP99) }},
@@ -195,7 +199,7 @@ func CSV(w io.Writer, results []Result) error {
 		"cold_start_ns", "cold_cpu_ns", "conv_p50_ns", "conv_p99_ns", "conv_max_ns", "client_p50_ns", "client_p99_ns",
 		"cpu_per_change_ns", "cpu_per_client_change_ns", "bytes_per_client_change", "resources_per_client_change",
 		"heap_per_client", "rss_per_client", "server_rss", "reconnect_ns", "reconnect_cpu_ns", "reconnect_bytes_per_client",
-		"loadgen_cpu_per_change_ns", "achieved_rate", "failed", "problem"}
+		"loadgen_cpu_per_change_ns", "achieved_rate", "holdoff_ns", "flushes", "failed", "problem"}
 	if err := cw.Write(head); err != nil {
 		return err
 	}
@@ -207,7 +211,7 @@ func CSV(w io.Writer, results []Result) error {
 			i(int64(r.ConvMax)), i(int64(r.ClientP50)), i(int64(r.ClientP99)), i(int64(r.CPUPerChange)), i(int64(r.CPUPerClientChange)),
 			f(r.BytesPerClientChange), f(r.ResPerClientChange), f(r.HeapPerClient), f(r.RSSPerClient), i(r.ServerRSS),
 			i(int64(r.ReconnectTime)), i(int64(r.ReconnectCPU)), f(r.ReconnectBytesClient), i(int64(r.LoadgenCPUPerChange)),
-			f(r.AchievedRate), strconv.FormatBool(r.Failed), r.Problem}
+			f(r.AchievedRate), i(int64(r.Holdoff)), i(int64(r.Flushes)), strconv.FormatBool(r.Failed), r.Problem}
 		if err := cw.Write(row); err != nil {
 			return err
 		}

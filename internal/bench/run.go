@@ -40,6 +40,10 @@ type Config struct {
 	// not hold the whole suite; Result.ChangesDone says how many ran.
 	ChangeBudget time.Duration
 	Reconnect    bool // after the changes, every client reconnects at once
+	// Holdoff is passed to the server (target.Options.Holdoff): changes
+	// are coalesced as the bridge's source manager does, and convergence
+	// is measured from the change at the source, holdoff included.
+	Holdoff time.Duration
 	// Timeout bounds the wait for one change; cold start and reconnect may
 	// take coldFactor times as long.
 	Timeout time.Duration
@@ -69,6 +73,7 @@ type Result struct {
 
 	ChangesDone          int
 	AchievedRate         float64       // changes/s actually applied (rate mode); below Rate when the server's apply is slower
+	Flushes              int           // publishes the server made for the changes (fewer than changes with Holdoff)
 	ConvP50, ConvP99     time.Duration // per change: until every client holds it
 	ConvMax              time.Duration
 	ClientP50, ClientP99 time.Duration // per client·change
@@ -95,7 +100,7 @@ type Result struct {
 func Run(ctx context.Context, cfg Config) (Result, error) {
 	log := cfg.Logger.With("run", cfg.ID())
 	res := Result{Config: cfg}
-	srv, err := startServer(ctx, cfg.Bin, cfg.Impl, filepath.Join(cfg.OutDir, cfg.ID()+".server.log"))
+	srv, err := startServer(ctx, cfg.Bin, cfg.Impl, cfg.Holdoff, filepath.Join(cfg.OutDir, cfg.ID()+".server.log"))
 	if err != nil {
 		return res, err
 	}
@@ -287,6 +292,7 @@ func runChanges(ctx context.Context, cfg Config, srv *server, f *fleet, w *workl
 	}
 	cc := float64(cfg.Clients * total)
 	res.ChangesDone = total
+	res.Flushes = s1.Flushes - s0.Flushes
 	res.ConvP50, res.ConvP99, res.ConvMax = pct(perChange, 50), pct(perChange, 99), pct(perChange, 100)
 	res.ClientP50, res.ClientP99 = pct(perClient, 50), pct(perClient, 99)
 	cpu := s1.CPU() - s0.CPU()

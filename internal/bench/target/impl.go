@@ -30,13 +30,31 @@ import (
 var Impls = []string{"xdsbridge", "snapshot", "linear"}
 
 // impl is one server implementation. load is called once before any client
-// connects; change applies change k of the workload. Calls are serialized.
-// serverOptions are added to the gRPC server's common options.
+// connects; change applies changes ks of the workload (one or a coalesced
+// batch, in order) as one publish: one Apply, one SetSnapshot, one
+// UpdateResources. Calls are serialized. serverOptions are added to the
+// gRPC server's common options.
 type impl interface {
 	serverOptions() []grpc.ServerOption
 	register(g *grpc.Server)
 	load(w *workload.World) error
-	change(w *workload.World, k int) error
+	change(w *workload.World, ks []int) error
+}
+
+// built applies changes ks to the world and returns the resulting
+// resources of each service they modified, once per service (a batch may
+// change one service twice; only its last state is published).
+func built(w *workload.World, ks []int) (map[int]workload.Resources, error) {
+	out := make(map[int]workload.Resources, len(ks))
+	for _, k := range ks {
+		i := w.Apply(k)
+		r, err := w.Spec.Build(i, k)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = r
+	}
+	return out, nil
 }
 
 func newImpl(ctx context.Context, name string, log *slog.Logger) (impl, error) {
@@ -86,18 +104,20 @@ func (b *bridge) load(w *workload.World) error {
 	return nil
 }
 
-func (b *bridge) change(w *workload.World, k int) error {
-	i := w.Apply(k)
-	r, err := w.Spec.Build(i, k)
+func (b *bridge) change(w *workload.World, ks []int) error {
+	rs, err := built(w, ks)
 	if err != nil {
 		return err
 	}
-	// As the bridge's pipeline does, the whole service is re-applied; the
-	// unchanged cluster costs a hash comparison.
-	b.srv.Apply([]xds.Resource{
-		{Type: resourcev3.ClusterType, Name: r.Cluster.GetName(), Message: r.Cluster},
-		{Type: resourcev3.EndpointType, Name: r.Assignment.GetClusterName(), Message: r.Assignment},
-	}, nil)
+	// As the bridge's pipeline does, each changed service is re-applied
+	// whole; the unchanged cluster costs a hash comparison.
+	ups := make([]xds.Resource, 0, 2*len(rs))
+	for _, r := range rs {
+		ups = append(ups,
+			xds.Resource{Type: resourcev3.ClusterType, Name: r.Cluster.GetName(), Message: r.Cluster},
+			xds.Resource{Type: resourcev3.EndpointType, Name: r.Assignment.GetClusterName(), Message: r.Assignment})
+	}
+	b.srv.Apply(ups, nil)
 	return nil
 }
 
@@ -149,13 +169,14 @@ func (s *snapshot) load(w *workload.World) error {
 	return s.publish()
 }
 
-func (s *snapshot) change(w *workload.World, k int) error {
-	i := w.Apply(k)
-	r, err := w.Spec.Build(i, k)
+func (s *snapshot) change(w *workload.World, ks []int) error {
+	rs, err := built(w, ks)
 	if err != nil {
 		return err
 	}
-	s.clusters[i], s.assigns[i] = r.Cluster, r.Assignment
+	for i, r := range rs {
+		s.clusters[i], s.assigns[i] = r.Cluster, r.Assignment
+	}
 	return s.publish()
 }
 
@@ -220,14 +241,18 @@ func (l *linear) load(w *workload.World) error {
 	return nil
 }
 
-func (l *linear) change(w *workload.World, k int) error {
-	i := w.Apply(k)
-	r, err := w.Spec.Build(i, k)
+func (l *linear) change(w *workload.World, ks []int) error {
+	rs, err := built(w, ks)
 	if err != nil {
 		return err
 	}
-	if err := l.eds.UpdateResource(r.Assignment.GetClusterName(), r.Assignment); err != nil {
-		return fmt.Errorf("updating assignment: %w", err)
+	eds := make(map[string]types.Resource, len(rs))
+	for _, r := range rs {
+		eds[r.Assignment.GetClusterName()] = r.Assignment
+	}
+	// One call notifies the watches once for the whole batch.
+	if err := l.eds.UpdateResources(eds, nil); err != nil {
+		return fmt.Errorf("updating assignments: %w", err)
 	}
 	return nil
 }
@@ -237,7 +262,9 @@ func (l *linear) change(w *workload.World, k int) error {
 // reported as failed.
 type stale struct{ *snapshot }
 
-func (s *stale) change(w *workload.World, k int) error {
-	w.Apply(k)
+func (s *stale) change(w *workload.World, ks []int) error {
+	for _, k := range ks {
+		w.Apply(k)
+	}
 	return nil
 }

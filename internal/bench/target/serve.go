@@ -28,6 +28,11 @@ type Options struct {
 	Impl    string
 	XDS     string // listen address of the xDS server, e.g. 127.0.0.1:0
 	Control string // listen address of the control API
+	// Holdoff, if positive, coalesces changes as the bridge's source
+	// manager does: /change only records the change, and the batch is
+	// applied holdoff after the latest change (at most 10× holdoff after
+	// the first). Zero applies each change within its /change call.
+	Holdoff time.Duration
 	// Ready receives one line "READY xds=ADDR control=ADDR" once both
 	// listen.
 	Ready  io.Writer
@@ -41,7 +46,8 @@ type Stats struct {
 	HeapInuse     uint64
 	HeapAlloc     uint64
 	Goroutines    int
-	Changes       int
+	Changes       int // applied
+	Flushes       int // calls to the implementation's change (one publish each)
 }
 
 // CPU is user + system time.
@@ -53,6 +59,7 @@ func (s Stats) CPU() time.Duration { return time.Duration(s.UserNs + s.SysNs) }
 //
 //	POST /load?services=N&endpoints=E   build and apply the initial world
 //	POST /change?k=K                    apply change K; returns when applied
+//	                                    (with Holdoff: when recorded)
 //	GET  /stats                         Stats as JSON
 //	POST /gc                            run the garbage collector
 //	POST /cpuprofile/start?path=P       start a CPU profile written to P
@@ -79,7 +86,13 @@ func Serve(ctx context.Context, opts Options) error {
 		xl.Close()
 		return fmt.Errorf("listening for control: %w", err)
 	}
-	c := &control{impl: im}
+	c := &control{impl: im, log: opts.Logger}
+	if opts.Holdoff > 0 {
+		c.batch = newBatcher(opts.Holdoff, c.flush)
+		var wg sync.WaitGroup
+		wg.Go(func() { c.batch.run(ctx) })
+		defer func() { cancel(); wg.Wait() }()
+	}
 	hs := &http.Server{Handler: c.mux(), ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 2)
 	go func() { errc <- g.Serve(xl) }()
@@ -100,10 +113,14 @@ func Serve(ctx context.Context, opts Options) error {
 }
 
 type control struct {
+	log   *slog.Logger
+	batch *batcher // nil without holdoff
+
 	mu      sync.Mutex
 	impl    impl
 	world   *workload.World
 	changes int
+	flushes int
 	prof    *os.File
 }
 
@@ -148,16 +165,39 @@ func (c *control) change(w http.ResponseWriter, r *http.Request) {
 	k, err := intParam(r, "k")
 	if err == nil {
 		c.mu.Lock()
-		if c.world == nil {
-			err = errors.New("no workload loaded")
-		} else {
-			err = c.impl.change(c.world, k)
-			c.changes++
-		}
+		loaded := c.world != nil
 		c.mu.Unlock()
+		switch {
+		case !loaded:
+			err = errors.New("no workload loaded")
+		case c.batch != nil:
+			c.batch.add(k)
+		default:
+			err = c.apply([]int{k})
+		}
 	}
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
+	}
+}
+
+// apply hands changes ks to the implementation as one publish.
+func (c *control) apply(ks []int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.impl.change(c.world, ks); err != nil {
+		return fmt.Errorf("applying %d changes: %w", len(ks), err)
+	}
+	c.changes += len(ks)
+	c.flushes++
+	return nil
+}
+
+// flush applies a coalesced batch. Nobody waits for it, so a failure is
+// logged; the load generator then sees the changes never converge.
+func (c *control) flush(ks []int) {
+	if err := c.apply(ks); err != nil {
+		c.log.Error("flushing changes", "err", err)
 	}
 }
 
@@ -175,6 +215,7 @@ func (c *control) stats(w http.ResponseWriter, _ *http.Request) {
 		HeapAlloc:  ms.HeapAlloc,
 		Goroutines: runtime.NumGoroutine(),
 		Changes:    c.changes,
+		Flushes:    c.flushes,
 	}
 	c.mu.Unlock()
 	_ = json.NewEncoder(w).Encode(s)

@@ -20,12 +20,13 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // serve runs Serve in the background and returns its addresses.
-func serve(t *testing.T, impl string) (xdsAddr, control string) {
+func serve(t *testing.T, impl string, holdoff time.Duration) (xdsAddr, control string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
-	go func() { done <- Serve(ctx, Options{Impl: impl, XDS: "127.0.0.1:0", Control: "127.0.0.1:0", Ready: pw}) }()
+	opts := Options{Impl: impl, XDS: "127.0.0.1:0", Control: "127.0.0.1:0", Ready: pw, Holdoff: holdoff}
+	go func() { done <- Serve(ctx, opts) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -69,7 +70,7 @@ func TestImplsServeTheWorkload(t *testing.T) {
 	for _, impl := range append(Impls, "xdsbridge-stdcodec") {
 		for _, delta := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/delta=%v", impl, delta), func(t *testing.T) {
-				xdsAddr, control := serve(t, impl)
+				xdsAddr, control := serve(t, impl, 0)
 				post(t, control, fmt.Sprintf("/load?services=%d&endpoints=%d", spec.Services, spec.Endpoints))
 				ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 				defer cancel()
@@ -84,26 +85,7 @@ func TestImplsServeTheWorkload(t *testing.T) {
 						w.Apply(k)
 						post(t, control, fmt.Sprintf("/change?k=%d", k))
 					}
-					want := map[string]uint64{}
-					for i := range spec.Services {
-						r, err := spec.Build(i, w.Last(i))
-						if err != nil {
-							t.Fatal(err)
-						}
-						want[workload.Name(i)], _ = envoysim.Hash(r.Assignment)
-					}
-					err := c.WaitFor(ctx, func(s envoysim.State) bool {
-						if len(s.Clusters) != spec.Services {
-							return false
-						}
-						for name, h := range want {
-							if s.Hashes[envoysim.EndpointType][name] != h {
-								return false
-							}
-						}
-						return true
-					})
-					if err != nil {
+					if err := waitWorld(ctx, c, w); err != nil {
 						t.Fatalf("after change %d: %v", k, err)
 					}
 				}
@@ -112,8 +94,84 @@ func TestImplsServeTheWorkload(t *testing.T) {
 	}
 }
 
+// waitWorld waits until client c holds every service of w as it is now.
+func waitWorld(ctx context.Context, c *envoysim.Client, w *workload.World) error {
+	want := map[string]uint64{}
+	for i := range w.Spec.Services {
+		r, err := w.Spec.Build(i, w.Last(i))
+		if err != nil {
+			return err
+		}
+		if want[workload.Name(i)], err = envoysim.Hash(r.Assignment); err != nil {
+			return err
+		}
+	}
+	return c.WaitFor(ctx, func(s envoysim.State) bool {
+		if len(s.Clusters) != w.Spec.Services {
+			return false
+		}
+		for name, h := range want {
+			if s.Hashes[envoysim.EndpointType][name] != h {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// TestHoldoffCoalesces checks that with a holdoff a burst of changes is
+// applied in fewer publishes than changes, by every implementation, and
+// that the client still ends up with the world's final state (a service
+// changed twice in one batch must carry its later change).
+func TestHoldoffCoalesces(t *testing.T) {
+	spec := workload.Spec{Services: 20, Endpoints: 3}
+	const burst = 30 // more than Services: some services change twice
+	for _, impl := range Impls {
+		t.Run(impl, func(t *testing.T) {
+			xdsAddr, control := serve(t, impl, 200*time.Millisecond)
+			post(t, control, fmt.Sprintf("/load?services=%d&endpoints=%d", spec.Services, spec.Endpoints))
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			defer cancel()
+			c, err := envoysim.Start(ctx, envoysim.Options{Addr: xdsAddr, Delta: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			w := workload.NewWorld(spec)
+			if err := waitWorld(ctx, c, w); err != nil {
+				t.Fatalf("initial world: %v", err)
+			}
+			for k := 1; k <= burst; k++ {
+				w.Apply(k)
+				post(t, control, fmt.Sprintf("/change?k=%d", k))
+			}
+			if err := waitWorld(ctx, c, w); err != nil {
+				t.Fatalf("after the burst: %v", err)
+			}
+			s := stats(t, control)
+			if s.Changes != burst || s.Flushes < 1 || s.Flushes >= burst/2 {
+				t.Errorf("%d changes applied in %d flushes, want %d in a few", s.Changes, s.Flushes, burst)
+			}
+		})
+	}
+}
+
+func stats(t *testing.T, control string) Stats {
+	t.Helper()
+	resp, err := http.Get("http://" + control + "/stats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var s Stats
+	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 func TestControlAPI(t *testing.T) {
-	_, control := serve(t, "snapshot")
+	_, control := serve(t, "snapshot", 0)
 	for _, tc := range []struct {
 		name, path string
 		status     int
@@ -136,16 +194,7 @@ func TestControlAPI(t *testing.T) {
 			}
 		})
 	}
-	resp, err := http.Get("http://" + control + "/stats")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var s Stats
-	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
-		t.Fatal(err)
-	}
-	if s.Changes != 1 || s.CPU() <= 0 || s.RSS <= 0 || s.HeapInuse == 0 {
+	if s := stats(t, control); s.Changes != 1 || s.CPU() <= 0 || s.RSS <= 0 || s.HeapInuse == 0 {
 		t.Errorf("stats = %+v", s)
 	}
 }
