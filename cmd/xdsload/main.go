@@ -63,10 +63,11 @@ func serve(ctx context.Context, args []string, log *slog.Logger) error {
 	xds := fs.String("xds", "127.0.0.1:0", "xDS listen address")
 	control := fs.String("control", "127.0.0.1:0", "control API listen address")
 	holdoff := fs.Duration("holdoff", 0, "coalesce changes as the bridge's source manager does (flush this long after the latest change, at most 10× after the first); 0 applies each at once")
+	maxHoldoff := fs.Duration("max-holdoff", 0, "bound of a batch's wait with --holdoff (default 10× holdoff)")
 	if err := fs.Parse(args); err != nil {
 		return errUsage
 	}
-	return target.Serve(ctx, target.Options{Impl: *impl, XDS: *xds, Control: *control, Holdoff: *holdoff, Ready: os.Stdout, Logger: log.With("impl", *impl)})
+	return target.Serve(ctx, target.Options{Impl: *impl, XDS: *xds, Control: *control, Holdoff: *holdoff, MaxHoldoff: *maxHoldoff, Ready: os.Stdout, Logger: log.With("impl", *impl)})
 }
 
 func benchmark(ctx context.Context, cmd string, args []string, log *slog.Logger) error {
@@ -85,6 +86,7 @@ func benchmark(ctx context.Context, cmd string, args []string, log *slog.Logger)
 	fs.DurationVar(&sz.Duration, "duration", 0, "how long to apply changes at --rate")
 	budget := fs.Duration("change-budget", -1, "stop sequential changes after this long (at least 5 changes); default: 30s for the quick preset, none otherwise")
 	fs.DurationVar(&sz.Holdoff, "holdoff", 0, "server-side coalescing of changes, as the bridge's source manager (default: 100ms for S4, none otherwise; negative: none)")
+	maxHoldoff := fs.Duration("max-holdoff", 0, "bound of a batch's wait with --holdoff (default 10× holdoff, as the bridge)")
 	delta := fs.Bool("delta", false, "run: delta protocol instead of SotW")
 	reconnect := fs.Bool("reconnect", false, "run: reconnect every client at the end")
 	if err := fs.Parse(args); err != nil {
@@ -116,10 +118,11 @@ func benchmark(ctx context.Context, cmd string, args []string, log *slog.Logger)
 				Rate: sz.Rate, Duration: sz.Duration, Reconnect: *reconnect, Holdoff: max(sz.Holdoff, 0)})
 		}
 	}
-	if *budget >= 0 {
-		for i := range runs {
+	for i := range runs {
+		if *budget >= 0 {
 			runs[i].ChangeBudget = *budget
 		}
+		runs[i].MaxHoldoff = *maxHoldoff
 	}
 	abs, err := filepath.Abs(*out)
 	if err != nil {

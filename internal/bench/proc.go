@@ -29,13 +29,13 @@ type server struct {
 
 // startServer starts the server process and waits for its READY line.
 // Its stderr goes to logPath.
-func startServer(ctx context.Context, bin, impl string, holdoff time.Duration, logPath string) (*server, error) {
+func startServer(ctx context.Context, bin, impl string, holdoff, maxHoldoff time.Duration, logPath string) (*server, error) {
 	logf, err := os.Create(logPath)
 	if err != nil {
 		return nil, fmt.Errorf("creating server log: %w", err)
 	}
 	defer logf.Close() // the child keeps its own descriptor
-	cmd := exec.Command(bin, "serve", "--impl", impl, "--holdoff", holdoff.String())
+	cmd := exec.Command(bin, "serve", "--impl", impl, "--holdoff", holdoff.String(), "--max-holdoff", maxHoldoff.String())
 	cmd.Stderr = logf
 	out, err := cmd.StdoutPipe()
 	if err != nil {

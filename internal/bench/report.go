@@ -30,6 +30,9 @@ func groups(results []Result, scenario string) []*group {
 		}
 		if r.Holdoff > 0 {
 			key += " holdoff " + r.Holdoff.String()
+			if r.MaxHoldoff > 0 {
+				key += " max " + r.MaxHoldoff.String()
+			}
 		}
 		i := slices.IndexFunc(out, func(g *group) bool { return g.key == key })
 		if i < 0 {

@@ -43,7 +43,8 @@ type Config struct {
 	// Holdoff is passed to the server (target.Options.Holdoff): changes
 	// are coalesced as the bridge's source manager does, and convergence
 	// is measured from the change at the source, holdoff included.
-	Holdoff time.Duration
+	Holdoff    time.Duration
+	MaxHoldoff time.Duration // bound of a batch's wait; zero: 10 × Holdoff
 	// Timeout bounds the wait for one change; cold start and reconnect may
 	// take coldFactor times as long.
 	Timeout time.Duration
@@ -100,7 +101,7 @@ type Result struct {
 func Run(ctx context.Context, cfg Config) (Result, error) {
 	log := cfg.Logger.With("run", cfg.ID())
 	res := Result{Config: cfg}
-	srv, err := startServer(ctx, cfg.Bin, cfg.Impl, cfg.Holdoff, filepath.Join(cfg.OutDir, cfg.ID()+".server.log"))
+	srv, err := startServer(ctx, cfg.Bin, cfg.Impl, cfg.Holdoff, cfg.MaxHoldoff, filepath.Join(cfg.OutDir, cfg.ID()+".server.log"))
 	if err != nil {
 		return res, err
 	}

@@ -26,8 +26,12 @@ type batcher struct {
 // defaults (sources.DefaultHoldoff 100ms, DefaultMaxHoldoff 1s).
 const maxFactor = 10
 
-func newBatcher(holdoff time.Duration, flush func([]int)) *batcher {
-	return &batcher{holdoff: holdoff, maxHoldoff: maxFactor * holdoff, flush: flush, kick: make(chan struct{}, 1)}
+// newBatcher returns a batcher; maxHoldoff <= 0 means maxFactor × holdoff.
+func newBatcher(holdoff, maxHoldoff time.Duration, flush func([]int)) *batcher {
+	if maxHoldoff <= 0 {
+		maxHoldoff = maxFactor * holdoff
+	}
+	return &batcher{holdoff: holdoff, maxHoldoff: max(maxHoldoff, holdoff), flush: flush, kick: make(chan struct{}, 1)}
 }
 
 // add records change k and returns at once.

@@ -33,6 +33,9 @@ type Options struct {
 	// applied holdoff after the latest change (at most 10× holdoff after
 	// the first). Zero applies each change within its /change call.
 	Holdoff time.Duration
+	// MaxHoldoff bounds a batch's wait; zero means 10 × Holdoff, as the
+	// bridge's defaults.
+	MaxHoldoff time.Duration
 	// Ready receives one line "READY xds=ADDR control=ADDR" once both
 	// listen.
 	Ready  io.Writer
@@ -88,7 +91,7 @@ func Serve(ctx context.Context, opts Options) error {
 	}
 	c := &control{impl: im, log: opts.Logger}
 	if opts.Holdoff > 0 {
-		c.batch = newBatcher(opts.Holdoff, c.flush)
+		c.batch = newBatcher(opts.Holdoff, opts.MaxHoldoff, c.flush)
 		var wg sync.WaitGroup
 		wg.Go(func() { c.batch.run(ctx) })
 		defer func() { cancel(); wg.Wait() }()
