@@ -274,30 +274,25 @@ func (c *Client) Len(typeURL string) int {
 // what a reconnecting delta client lists in InitialVersions. Cheaper than
 // State.
 func (c *Client) Versions() map[string]map[string]string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := make(map[string]map[string]string, len(c.held))
-	for t, m := range c.held {
-		vs := make(map[string]string, len(m))
-		for name, e := range m {
-			vs[name] = e.version
-		}
-		out[t] = vs
-	}
-	return out
+	return project(c, func(e entry) string { return e.version })
 }
 
 // Hashes returns typeURL -> name -> hash of what the client holds.
 func (c *Client) Hashes() map[string]map[string]uint64 {
+	return project(c, func(e entry) uint64 { return e.hash })
+}
+
+// project returns typeURL -> name -> f(entry) of what the client holds.
+func project[V any](c *Client, f func(entry) V) map[string]map[string]V {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make(map[string]map[string]uint64, len(c.held))
+	out := make(map[string]map[string]V, len(c.held))
 	for t, m := range c.held {
-		hs := make(map[string]uint64, len(m))
+		vs := make(map[string]V, len(m))
 		for name, e := range m {
-			hs[name] = e.hash
+			vs[name] = f(e)
 		}
-		out[t] = hs
+		out[t] = vs
 	}
 	return out
 }
