@@ -23,6 +23,7 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/xdsbridge/xdsbridge/sources"
+	"github.com/xdsbridge/xdsbridge/xds"
 )
 
 // Config is the whole configuration of one bridge.
@@ -53,6 +54,7 @@ type XDS struct {
 	// waits before it is answered without it.
 	UnknownNameWait time.Duration `mapstructure:"unknown_name_wait"`
 	Keepalive       Keepalive     `mapstructure:"keepalive"`
+	Limits          Limits        `mapstructure:"limits"`
 }
 
 // Keepalive configures gRPC keepalive: the server pings an idle client
@@ -104,6 +106,12 @@ var defaults = map[string]any{
 	"xds.keepalive.time":                "30s",
 	"xds.keepalive.timeout":             "10s",
 	"xds.keepalive.min_client_interval": "10s",
+	"xds.limits.names_per_request":      xds.DefaultLimits.NamesPerRequest,
+	"xds.limits.names_per_subscription": xds.DefaultLimits.NamesPerSubscription,
+	"xds.limits.unknown_names":          xds.DefaultLimits.UnknownNames,
+	"xds.limits.streams":                xds.DefaultLimits.Streams,
+	"xds.limits.streams_per_connection": xds.DefaultLimits.StreamsPerConnection,
+	"xds.limits.request_bytes":          xds.DefaultLimits.RequestBytes,
 	"admin.listen":                      "127.0.0.1:19000",
 	"log.level":                         "info",
 	"log.format":                        "text",

@@ -159,7 +159,7 @@ func benchEngine(b *testing.B, nc, n int, delta bool) {
 	r := newBenchRig(nc, n)
 	s, all := r.s, r.all
 	for i := range nc {
-		c := s.connect(ctx, "bench", delta)
+		c, _ := s.connect(ctx, "bench", delta)
 		var send func(*out) error
 		if delta {
 			send = func(o *out) error {

@@ -47,7 +47,7 @@ func benchReconnect(b *testing.B, n int) {
 	var hold, applyMax time.Duration
 	b.ResetTimer()
 	for range b.N {
-		c := s.connect(ctx, "bench", true)
+		c, _ := s.connect(ctx, "bench", true)
 		stop, started, worst := make(chan struct{}), make(chan struct{}), make(chan time.Duration)
 		go func() { // unrelated changes, back to back, during the reconnect
 			var max time.Duration
