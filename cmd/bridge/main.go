@@ -24,6 +24,7 @@ import (
 	"github.com/xdsbridge/xdsbridge/bridge"
 	"github.com/xdsbridge/xdsbridge/config"
 	_ "github.com/xdsbridge/xdsbridge/plugins" // the built-in source types
+	"github.com/xdsbridge/xdsbridge/sources"
 )
 
 // version is set at build time with -ldflags "-X main.version=v1.2.3".
@@ -131,6 +132,9 @@ func validateCmd(stdout io.Writer) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if err := reportProblems(stdout, cfg.Check()); err != nil {
+				return err
+			}
 			fmt.Fprintln(stdout, "config OK")
 			fmt.Fprintf(stdout, "  xds.listen    %s (grpc chain: %t)\n", cfg.XDS.Listen, cfg.XDS.GRPC.Enabled)
 			fmt.Fprintf(stdout, "  admin.listen  %s\n", cfg.Admin.Listen)
@@ -145,6 +149,22 @@ func validateCmd(stdout io.Writer) *cobra.Command {
 	}
 	configFlags(cmd)
 	return cmd
+}
+
+// reportProblems prints what Check found, warnings included, and returns a
+// usage error if any of it is an error.
+func reportProblems(w io.Writer, problems []sources.Problem) error {
+	var errs int
+	for _, p := range problems {
+		fmt.Fprintln(w, p)
+		if !p.Warning {
+			errs++
+		}
+	}
+	if errs > 0 {
+		return usageError{fmt.Errorf("invalid configuration: %d error(s) above", errs)}
+	}
+	return nil
 }
 
 func versionCmd(stdout io.Writer) *cobra.Command {
