@@ -5,9 +5,11 @@ package bridge
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"sync"
@@ -90,10 +92,16 @@ func New(cfg *config.Config, log *slog.Logger) (*Instance, error) {
 		Registerer:      reg,
 	})
 	in.pub = newPublisher(server, cfg.XDS.GRPC.Enabled, log.With("component", "publish"), reg)
-	in.grpc = grpc.NewServer(
+	sec, err := newSecurity(cfg, log, reg)
+	if err != nil {
+		return nil, err
+	}
+	in.grpc = grpc.NewServer(append(sec.grpcOpts,
 		grpc.KeepaliveParams(keepalive.ServerParameters{
-			Time:    cfg.XDS.Keepalive.Time,
-			Timeout: cfg.XDS.Keepalive.Timeout,
+			Time:                  cfg.XDS.Keepalive.Time,
+			Timeout:               cfg.XDS.Keepalive.Timeout,
+			MaxConnectionAge:      orInfinity(cfg.XDS.Keepalive.MaxConnectionAge),
+			MaxConnectionAgeGrace: orInfinity(cfg.XDS.Keepalive.MaxConnectionAgeGrace),
 		}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
 			MinTime:             cfg.XDS.Keepalive.MinClientInterval,
@@ -103,19 +111,24 @@ func New(cfg *config.Config, log *slog.Logger) (*Instance, error) {
 		// The engine's codec decodes the name lists that SotW ACKs repeat
 		// once per distinct list (see xds.Codec).
 		grpc.ForceServerCodecV2(xds.Codec()),
-	)
+	)...)
 	server.Register(in.grpc)
-	in.http = &http.Server{
-		Handler: admin.Handler(admin.Options{
-			Pending:  in.manager.Pending,
-			Sources:  in.snapshots,
-			Gatherer: reg,
-			Clients:  func() any { return server.Clients() },
-		}),
-		ReadHeaderTimeout: 10 * time.Second,
+	var handler http.Handler = admin.Handler(admin.Options{
+		Pending:  in.manager.Pending,
+		Sources:  in.snapshots,
+		Gatherer: reg,
+		Clients:  func() any { return server.Clients() },
+		PProf:    cfg.Admin.PProf,
+	})
+	if cfg.Admin.TokenFile != "" {
+		requireToken, err := admin.RequireToken(cfg.Admin.TokenFile, log.With("component", "admin"))
+		if err != nil {
+			return nil, sources.Prefix("admin.token_file", err)
+		}
+		handler = requireToken(handler)
 	}
+	in.http = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 
-	var err error
 	if in.xdsLis, err = net.Listen("tcp", cfg.XDS.Listen); err != nil {
 		return nil, sources.Prefix("xds.listen", err)
 	}
@@ -123,7 +136,18 @@ func New(cfg *config.Config, log *slog.Logger) (*Instance, error) {
 		in.xdsLis.Close()
 		return nil, sources.Prefix("admin.listen", err)
 	}
+	if sec.adminTLS != nil {
+		in.adminLis = tls.NewListener(in.adminLis, sec.adminTLS)
+	}
 	return in, nil
+}
+
+// orInfinity maps 0, the configuration's "off", to gRPC's "never".
+func orInfinity(d time.Duration) time.Duration {
+	if d == 0 {
+		return time.Duration(math.MaxInt64)
+	}
+	return d
 }
 
 // XDSAddr returns the address the xDS listener is bound to.
