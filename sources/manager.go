@@ -69,6 +69,11 @@ type Manager struct {
 	unsynced []bool // by source index, until the first publish
 	ready    bool   // the first publish returned
 	running  bool
+
+	// What Reconfigure needs (reconfigure.go): requests to the loop, and
+	// the loop's record of the running sources.
+	reconf chan reconfiguration
+	run    runState
 }
 
 // NewManager returns a manager for opts.
@@ -93,12 +98,15 @@ func NewManager(opts ManagerOptions) *Manager {
 		restartMin: restartMin,
 		restartMax: restartMax,
 		unsynced:   unsynced,
+		reconf:     make(chan reconfiguration),
 	}
 }
 
-// event is one update relayed from source number src.
+// event is one update relayed from source number src, or from the source
+// of slot sl, whose index may change when the manager is reconfigured.
 type event struct {
 	src int
+	sl  *slot
 	up  Update
 }
 
@@ -121,10 +129,9 @@ func (m *Manager) Run(ctx context.Context, publish func(Changes)) error {
 	ctx, cancel := context.WithCancel(ctx)
 	events := make(chan event)
 	var wg sync.WaitGroup
+	m.run = runState{ctx: ctx, wg: &wg, events: events}
 	for i, n := range m.opts.Sources {
-		up := make(chan Update)
-		wg.Go(func() { m.supervise(ctx, n, up) })
-		wg.Go(func() { forward(ctx, i, up, events) })
+		m.run.slots = append(m.run.slots, m.startSource(i, n))
 	}
 	m.loop(ctx, events, publish)
 	cancel()
@@ -132,15 +139,15 @@ func (m *Manager) Run(ctx context.Context, publish func(Changes)) error {
 	return nil
 }
 
-// forward relays the updates of source i to the manager's loop.
-func forward(ctx context.Context, i int, up <-chan Update, events chan<- event) {
+// forward relays the updates of the source of sl to the manager's loop.
+func forward(ctx context.Context, sl *slot, up <-chan Update, events chan<- event) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case u := <-up:
 			select {
-			case events <- event{src: i, up: u}:
+			case events <- event{sl: sl, up: u}:
 			case <-ctx.Done():
 				return
 			}
@@ -167,11 +174,32 @@ func (m *Manager) loop(ctx context.Context, events <-chan event, publish func(Ch
 		m.firstPublish(st, publish)
 		started = true
 	}
+	arm := func() {
+		now := time.Now()
+		if armed == nil {
+			batchFrom = now
+		}
+		timer.Reset(min(m.opts.Holdoff, batchFrom.Add(m.opts.MaxHoldoff).Sub(now)))
+		armed = timer.C
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case r := <-m.reconf:
+			changed, err := m.reconfigure(st, r.next)
+			r.done <- err
+			switch {
+			case started && changed:
+				arm()
+			case !started && err == nil && st.allSynced():
+				m.firstPublish(st, publish)
+				started = true
+			}
 		case ev := <-events:
+			if !m.current(&ev) {
+				continue
+			}
 			if !st.synced[ev.src] && !ev.up.Full {
 				m.log.Warn("first update of a source is not full; treating it as its complete state",
 					"source", m.opts.Sources[ev.src].Name)
@@ -183,15 +211,9 @@ func (m *Manager) loop(ctx context.Context, events <-chan event, publish func(Ch
 				m.log.Info("source synced", "source", m.opts.Sources[ev.src].Name, "services", len(st.bySource[ev.src]))
 			}
 			if started {
-				if !changed {
-					continue
+				if changed {
+					arm()
 				}
-				now := time.Now()
-				if armed == nil {
-					batchFrom = now
-				}
-				timer.Reset(min(m.opts.Holdoff, batchFrom.Add(m.opts.MaxHoldoff).Sub(now)))
-				armed = timer.C
 				continue
 			}
 			if st.allSynced() {
