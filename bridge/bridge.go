@@ -42,7 +42,7 @@ const (
 type Instance struct {
 	log      *slog.Logger
 	manager  *sources.Manager
-	statuses []*sources.Status
+	reload   *reloader
 	pub      *publisher
 	grpc     *grpc.Server
 	http     *http.Server
@@ -76,7 +76,6 @@ func New(cfg *config.Config, log *slog.Logger) (*Instance, error) {
 			return nil, err
 		}
 		named = append(named, sources.Named{Name: e.Name, Source: src, Status: st})
-		in.statuses = append(in.statuses, st)
 	}
 	in.manager = sources.NewManager(sources.ManagerOptions{
 		Sources:    named,
@@ -85,6 +84,7 @@ func New(cfg *config.Config, log *slog.Logger) (*Instance, error) {
 		Logger:     log.With("component", "manager"),
 	})
 	reg.MustRegister(admin.SourceCollector{Sources: in.snapshots})
+	in.reload = newReloader(cfg, in.manager, log, reg)
 
 	server := xds.NewServer(xds.Options{
 		Logger:          log.With("component", "xds"),
@@ -157,9 +157,10 @@ func (in *Instance) XDSAddr() net.Addr { return in.xdsLis.Addr() }
 func (in *Instance) AdminAddr() net.Addr { return in.adminLis.Addr() }
 
 func (in *Instance) snapshots() []sources.StatusSnapshot {
-	out := make([]sources.StatusSnapshot, len(in.statuses))
-	for i, st := range in.statuses {
-		out[i] = st.Snapshot()
+	named := in.manager.Sources()
+	out := make([]sources.StatusSnapshot, len(named))
+	for i, n := range named {
+		out[i] = n.Status.Snapshot()
 	}
 	return out
 }

@@ -1,7 +1,7 @@
 // Command bridge serves the services of registries (Consul, DNS SRV, files)
 // to Envoy and proxyless gRPC clients over xDS.
 //
-//	bridge run --config FILE        serve until SIGINT or SIGTERM
+//	bridge run --config FILE        serve until SIGINT or SIGTERM; SIGHUP reloads FILE
 //	bridge validate --config FILE   check a configuration and exit
 //	bridge version                  print the version
 //
@@ -21,7 +21,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/xdsbridge/xdsbridge/bridge"
 	"github.com/xdsbridge/xdsbridge/config"
 	_ "github.com/xdsbridge/xdsbridge/plugins" // the built-in source types
 	"github.com/xdsbridge/xdsbridge/sources"
@@ -38,6 +37,9 @@ func (e usageError) Error() string { return e.err.Error() }
 func (e usageError) Unwrap() error { return e.err }
 
 func main() {
+	// SIGHUP reloads the configuration once the bridge runs (see serve);
+	// until then it is ignored rather than fatal, its default action.
+	signal.Ignore(syscall.SIGHUP)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := execute(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
@@ -111,7 +113,8 @@ func runCmd(stderr io.Writer) *cobra.Command {
 			}
 			log := cfg.Log.NewLogger(stderr)
 			log.Info("starting xdsbridge", "version", version, "config", cmd.Flag("config").Value.String())
-			if err := bridge.Run(cmd.Context(), cfg, log); err != nil {
+			load := func() (*config.Config, error) { return config.Load(cmd.Flag("config").Value.String(), cmd.Flags()) }
+			if err := serve(cmd.Context(), cfg, load, log); err != nil {
 				return err
 			}
 			log.Info("stopped")
