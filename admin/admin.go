@@ -32,10 +32,14 @@ type Options struct {
 	// off by default: profiles expose memory contents and the command line,
 	// and a CPU profile costs the process while it runs.
 	PProf bool
+	// Status returns what the HTML status page at / shows; nil leaves the
+	// page out.
+	Status func() Page
 }
 
 // Handler returns the admin HTTP handler:
 //
+//	/               the HTML status page
 //	/healthz        200 while the process runs
 //	/readyz         200 once every source synced, else 503 naming the pending ones
 //	/sources        JSON status of every source
@@ -65,6 +69,9 @@ func Handler(opts Options) http.Handler {
 		mux.HandleFunc("GET /clients", func(w http.ResponseWriter, _ *http.Request) {
 			writeJSON(w, opts.Clients())
 		})
+	}
+	if opts.Status != nil {
+		mux.HandleFunc("GET /{$}", statusPage(opts.Status))
 	}
 	if opts.PProf {
 		// The profiler is registered on this mux only: importing

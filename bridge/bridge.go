@@ -43,6 +43,7 @@ type Instance struct {
 	log      *slog.Logger
 	manager  *sources.Manager
 	reload   *reloader
+	services *serviceView
 	pub      *publisher
 	grpc     *grpc.Server
 	http     *http.Server
@@ -64,7 +65,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 // Configuration errors are *sources.KeyError values; a listen error names
 // its key too (`xds.listen: listen tcp ...: address already in use`).
 func New(cfg *config.Config, log *slog.Logger) (*Instance, error) {
-	in := &Instance{log: log}
+	in := &Instance{log: log, services: newServiceView()}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
@@ -119,6 +120,7 @@ func New(cfg *config.Config, log *slog.Logger) (*Instance, error) {
 		Gatherer: reg,
 		Clients:  func() any { return server.Clients() },
 		PProf:    cfg.Admin.PProf,
+		Status:   func() admin.Page { return in.page(server.Clients) },
 	})
 	if cfg.Admin.TokenFile != "" {
 		requireToken, err := admin.RequireToken(cfg.Admin.TokenFile, log.With("component", "admin"))
@@ -176,7 +178,11 @@ func (in *Instance) Run(ctx context.Context) error {
 
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		if err := in.manager.Run(ctx, in.pub.publish); err != nil {
+		publish := func(c sources.Changes) {
+			in.pub.publish(c)
+			in.services.record(c)
+		}
+		if err := in.manager.Run(ctx, publish); err != nil {
 			cancel(fmt.Errorf("running sources: %w", err))
 		}
 	})
