@@ -107,11 +107,23 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 // checks for leaked goroutines, when the test ends.
 func startManager(t *testing.T, opts ManagerOptions, names ...string) (*Manager, []*fakeSource, *publishRecorder) {
 	t.Helper()
-	t.Cleanup(func() { goleak.VerifyNone(t) })
-	fakes := make([]*fakeSource, len(names))
+	named := make([]Named, len(names))
 	for i, n := range names {
+		named[i] = Named{Name: n}
+	}
+	return startNamed(t, opts, named...)
+}
+
+// startNamed is startManager for sources with policies: each gets a fake
+// source and a status.
+func startNamed(t *testing.T, opts ManagerOptions, named ...Named) (*Manager, []*fakeSource, *publishRecorder) {
+	t.Helper()
+	t.Cleanup(func() { goleak.VerifyNone(t) })
+	fakes := make([]*fakeSource, len(named))
+	for i, n := range named {
 		fakes[i] = newFake()
-		opts.Sources = append(opts.Sources, Named{Name: n, Source: fakes[i], Status: NewStatus(n)})
+		n.Source, n.Status = fakes[i], NewStatus(n.Name)
+		opts.Sources = append(opts.Sources, n)
 	}
 	m := NewManager(opts)
 	m.restartMin, m.restartMax = 5*time.Millisecond, 20*time.Millisecond
