@@ -19,6 +19,10 @@ import (
 type Changes struct {
 	Upserted []Service
 	Removed  []string
+	// Failed, when set, records that the receiver could not serve the new
+	// version of service: /sources shows it for the sources reporting it.
+	// Call it only before the publish returns.
+	Failed func(service string, err error)
 }
 
 // empty reports whether c carries nothing.
@@ -181,6 +185,7 @@ func (m *Manager) loop(ctx context.Context, events <-chan event, publish func(Ch
 	st := newMerger(len(m.opts.Sources))
 	pol := newPolicy(m, time.Now())
 	defer pol.timer.Stop()
+	publish = pol.reporting(publish)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()

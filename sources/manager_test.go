@@ -64,6 +64,11 @@ type publishRecorder struct {
 func (r *publishRecorder) publish(c Changes) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	for _, svc := range c.Upserted {
+		if strings.HasPrefix(svc.Name, "bad") && c.Failed != nil {
+			c.Failed(svc.Name, errors.New("cannot translate"))
+		}
+	}
 	r.got = append(r.got, c)
 }
 

@@ -227,3 +227,22 @@ func TestGuard(t *testing.T) {
 		}
 	})
 }
+
+func TestServiceErrorsShownPerSource(t *testing.T) {
+	m, fakes, rec := startNamed(t, ManagerOptions{Holdoff: time.Millisecond}, Named{Name: "a"}, Named{Name: "b"})
+	fakes[0].send(t, fullUp(testSvc("bad1", "10.0.0.1"), testSvc("web", "10.0.0.2")))
+	fakes[1].send(t, fullUp())
+	rec.wait(t, 0)
+	errs := func(i int) map[string]string { return m.opts.Sources[i].Status.Snapshot().ServiceErrors }
+	if got := errs(0); len(got) != 1 || got["bad1"] != "cannot translate" {
+		t.Errorf("service errors of a = %v", got)
+	}
+	if got := errs(1); len(got) != 0 {
+		t.Errorf("service errors of b = %v", got)
+	}
+	fakes[0].send(t, removeUp("bad1"))
+	rec.wait(t, 1)
+	if got := errs(0); len(got) != 0 {
+		t.Errorf("service errors of a after the removal = %v", got)
+	}
+}

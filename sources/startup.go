@@ -191,3 +191,37 @@ func (p *policy) rearm(now time.Time) {
 		p.timer.Reset(max(next.Sub(now), 0))
 	}
 }
+
+// reporting wraps publish so that the receiver can say which services it
+// could not serve (Changes.Failed): the error is recorded in the status of
+// every source that reports the service, until a new version of it is
+// published or it is removed.
+func (p *policy) reporting(publish func(Changes)) func(Changes) {
+	return func(c Changes) {
+		names := func(yield func(string) bool) {
+			for _, s := range c.Upserted {
+				if !yield(s.Name) {
+					return
+				}
+			}
+			for _, n := range c.Removed {
+				if !yield(n) {
+					return
+				}
+			}
+		}
+		for _, n := range p.m.opts.Sources {
+			if n.Status != nil {
+				n.Status.forgetServices(names)
+			}
+		}
+		c.Failed = func(service string, err error) {
+			for i, g := range p.guards {
+				if _, ok := g.eff[service]; ok && p.m.opts.Sources[i].Status != nil {
+					p.m.opts.Sources[i].Status.ServiceFailed(service, err)
+				}
+			}
+		}
+		publish(c)
+	}
+}

@@ -87,3 +87,16 @@ func (s *Status) ServiceFailed(service string, err error) {
 	}
 	s.policy.ServiceErrors[service] = err.Error()
 }
+
+// forgetServices clears the errors of the named services, whose new
+// version is about to be served or which are gone.
+func (s *Status) forgetServices(names func(yield func(string) bool)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.policy.ServiceErrors) == 0 {
+		return
+	}
+	for n := range names {
+		delete(s.policy.ServiceErrors, n)
+	}
+}
