@@ -26,6 +26,7 @@ type policy struct {
 	start   time.Time
 	phases  []string
 	guards  []*sourceGuard
+	clean   []sanitizer
 	loaded  map[string][]Service // persisted state, by source name
 	warmed  bool                 // warmWait passed
 	open    bool                 // the gate opened
@@ -39,6 +40,7 @@ func newPolicy(m *Manager, now time.Time) *policy {
 	for _, n := range m.opts.Sources {
 		p.phases = append(p.phases, PhaseWaiting)
 		p.guards = append(p.guards, newGuard(n.Guard, n.Status))
+		p.clean = append(p.clean, sanitizer{status: n.Status})
 		p.setPhase(len(p.phases)-1, PhaseWaiting)
 	}
 	if m.opts.Store != nil {
@@ -66,6 +68,9 @@ func (p *policy) receive(i int, u Update, now time.Time) Update {
 		}
 		p.m.log.Info("source synced", "source", n.Name, "services", len(u.Services), "was", p.phases[i])
 		p.setPhase(i, PhaseSynced)
+	}
+	if dropped := p.clean[i].clean(&u); dropped > 0 {
+		p.m.log.Warn("dropped endpoints that cannot be served", "source", n.Name, "dropped", dropped)
 	}
 	for k := range u.Services {
 		u.Services[k].Sort()
