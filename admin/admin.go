@@ -3,6 +3,7 @@
 package admin
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -35,6 +36,9 @@ type Options struct {
 	// Status returns what the HTML status page at / shows; nil leaves the
 	// page out.
 	Status func() Page
+	// Confirm applies the removals a source's guard holds (POST
+	// /guard/confirm?source=NAME); nil leaves it out.
+	Confirm func(ctx context.Context, source string) error
 }
 
 // Handler returns the admin HTTP handler:
@@ -45,6 +49,7 @@ type Options struct {
 //	/sources        JSON status of every source
 //	/metrics        Prometheus metrics
 //	/clients        JSON status of the xDS clients
+//	/guard/confirm  POST ?source=NAME: apply the removals the guard holds
 //	/debug/pprof/   the Go profiler, with PProf
 func Handler(opts Options) http.Handler {
 	mux := http.NewServeMux()
@@ -69,6 +74,9 @@ func Handler(opts Options) http.Handler {
 		mux.HandleFunc("GET /clients", func(w http.ResponseWriter, _ *http.Request) {
 			writeJSON(w, opts.Clients())
 		})
+	}
+	if opts.Confirm != nil {
+		mux.HandleFunc("POST /guard/confirm", confirmHandler(opts.Confirm))
 	}
 	if opts.Status != nil {
 		mux.HandleFunc("GET /{$}", statusPage(opts.Status))

@@ -76,13 +76,14 @@ func New(cfg *config.Config, log *slog.Logger) (*Instance, error) {
 		if err != nil {
 			return nil, err
 		}
-		named = append(named, sources.Named{Name: e.Name, Source: src, Status: st})
+		named = append(named, sources.Named{Name: e.Name, Source: src, Status: st, Startup: e.Startup, Guard: e.Guard})
 	}
 	in.manager = sources.NewManager(sources.ManagerOptions{
 		Sources:    named,
 		Holdoff:    cfg.Holdoff.Min,
 		MaxHoldoff: cfg.Holdoff.Max,
 		Logger:     log.With("component", "manager"),
+		Store:      warmStore(cfg, log),
 	})
 	reg.MustRegister(admin.SourceCollector{Sources: in.snapshots})
 	in.reload = newReloader(cfg, in.manager, log, reg)
@@ -119,6 +120,7 @@ func New(cfg *config.Config, log *slog.Logger) (*Instance, error) {
 		Sources:  in.snapshots,
 		Gatherer: reg,
 		Clients:  func() any { return server.Clients() },
+		Confirm:  in.manager.ConfirmRemovals,
 		PProf:    cfg.Admin.PProf,
 		Status:   func() admin.Page { return in.page(server.Clients) },
 	})

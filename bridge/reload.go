@@ -103,7 +103,7 @@ func (r *reloader) apply(ctx context.Context, load func() (*config.Config, error
 		if err != nil {
 			return ReloadResult{}, err
 		}
-		named = append(named, sources.Named{Name: e.Name, Source: src, Status: st})
+		named = append(named, sources.Named{Name: e.Name, Source: src, Status: st, Startup: e.Startup, Guard: e.Guard})
 		res.Started = append(res.Started, e.Name)
 	}
 	for _, e := range old.Entries {
@@ -123,10 +123,11 @@ func (r *reloader) apply(ctx context.Context, load func() (*config.Config, error
 }
 
 // sameSource reports whether a source entry is unchanged: same type, same
-// settings, and (since relative paths resolve against it) the same
-// configuration directory.
+// settings and policies, and (since relative paths resolve against it) the
+// same configuration directory.
 func sameSource(oldCfg *config.Config, a config.Source, newCfg *config.Config, b config.Source) bool {
-	return a.Type == b.Type && oldCfg.Dir == newCfg.Dir && reflect.DeepEqual(a.Settings, b.Settings)
+	return a.Type == b.Type && oldCfg.Dir == newCfg.Dir && reflect.DeepEqual(a.Settings, b.Settings) &&
+		reflect.DeepEqual(a.Startup, b.Startup) && reflect.DeepEqual(a.Guard, b.Guard)
 }
 
 // restartKeys names the top-level settings other than sources that differ.
@@ -140,6 +141,7 @@ func restartKeys(a, b *config.Config) []string {
 		{"admin", a.Admin, b.Admin},
 		{"log", a.Log, b.Log},
 		{"holdoff", a.Holdoff, b.Holdoff},
+		{"state_dir", a.StateDir, b.StateDir},
 	} {
 		if !reflect.DeepEqual(f.a, f.b) {
 			out = append(out, f.key)

@@ -78,7 +78,7 @@ func (m *Manager) Reconfigure(ctx context.Context, next []Named) error {
 
 // reconfigure applies next on the loop's goroutine and reports whether the
 // merged state may have changed.
-func (m *Manager) reconfigure(st *merger, next []Named) (bool, error) {
+func (m *Manager) reconfigure(st *merger, pol *policy, next []Named) (bool, error) {
 	running := make(map[string]*slot, len(m.run.slots))
 	for _, sl := range m.run.slots {
 		running[sl.named.Name] = sl
@@ -131,7 +131,29 @@ func (m *Manager) reconfigure(st *merger, next []Named) (bool, error) {
 	m.opts.Sources, m.unsynced = named, unsynced
 	m.mu.Unlock()
 	m.run.slots = slots
+	pol.reorder(from)
 	return st.reorder(from), nil
+}
+
+// reorder rebuilds the per-source policy state like merger.reorder: a kept
+// source keeps its phase and guard (a hold in progress goes on), a new one
+// starts waiting with a fresh guard. A removed source's hold ends with it:
+// the operator removed the source, which is confirmation enough.
+func (p *policy) reorder(from []int) {
+	phases, guards, clean := p.phases, p.guards, p.clean
+	p.phases = make([]string, len(from))
+	p.guards = make([]*sourceGuard, len(from))
+	p.clean = make([]sanitizer, len(from))
+	for j, i := range from {
+		if i >= 0 {
+			p.phases[j], p.guards[j], p.clean[j] = phases[i], guards[i], clean[i]
+			continue
+		}
+		n := p.m.opts.Sources[j]
+		p.guards[j] = newGuard(n.Guard, n.Status)
+		p.clean[j] = sanitizer{status: n.Status}
+		p.setPhase(j, PhaseWaiting)
+	}
 }
 
 // Sources returns the running sources in precedence order. It is safe for
