@@ -24,6 +24,7 @@ type Status struct {
 	failures    uint64
 	dropped     uint64
 	notes       map[string]string
+	policy      PolicySnapshot
 }
 
 // NewStatus returns the status of the source called name.
@@ -94,6 +95,7 @@ type StatusSnapshot struct {
 	Failures    uint64            `json:"failures"`
 	Dropped     uint64            `json:"dropped_endpoints"`
 	Notes       map[string]string `json:"notes,omitempty"`
+	PolicySnapshot
 }
 
 // Snapshot returns a copy of the current status.
@@ -101,14 +103,15 @@ func (s *Status) Snapshot() StatusSnapshot {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return StatusSnapshot{
-		Name:        s.name,
-		Synced:      s.synced,
-		Stale:       !s.failingFrom.IsZero(),
-		LastSuccess: s.lastSuccess,
-		FailingFrom: s.failingFrom,
-		LastError:   s.lastError,
-		Failures:    s.failures,
-		Dropped:     s.dropped,
-		Notes:       maps.Clone(s.notes),
+		Name:           s.name,
+		Synced:         s.synced,
+		Stale:          !s.failingFrom.IsZero() || s.policy.stale(),
+		LastSuccess:    s.lastSuccess,
+		FailingFrom:    s.failingFrom,
+		LastError:      s.lastError,
+		Failures:       s.failures,
+		Dropped:        s.dropped,
+		PolicySnapshot: s.policy.clone(),
+		Notes:          maps.Clone(s.notes),
 	}
 }
