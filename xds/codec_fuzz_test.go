@@ -29,7 +29,7 @@ func FuzzCodecRequest(f *testing.F) {
 		}
 		f.Add(b)
 	}
-	f.Add([]byte{0x1a, 0x05, 'a'})                  // truncated name
+	f.Add([]byte{0x1a, 0x05, 'a'})                   // truncated name
 	f.Add([]byte{0x1a, 0x01, 'a', 0x12, 0x00, 0x1a}) // interleaved, then cut
 	c := Codec().(*codec)
 	f.Fuzz(func(t *testing.T, b []byte) {
