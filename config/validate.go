@@ -40,6 +40,9 @@ func (c *Config) Validate() error {
 	if err := c.XDS.Limits.validate(); err != nil {
 		return err
 	}
+	if err := checkGuard("guard", c.Guard.MaxRemovedFraction, c.Guard.Hold); err != nil {
+		return err
+	}
 	if c.Holdoff.Max < c.Holdoff.Min {
 		return sources.Errorf("holdoff.max", "%s is shorter than holdoff.min (%s)", c.Holdoff.Max, c.Holdoff.Min)
 	}
@@ -48,6 +51,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Log.Format != "text" && c.Log.Format != "json" {
 		return sources.Errorf("log.format", "unknown format %q (want text or json)", c.Log.Format)
+	}
+	if err := c.validateSecurity(); err != nil {
+		return err
 	}
 	return c.validateSources()
 }

@@ -59,6 +59,11 @@ type Options struct {
 	// Limits bound what one client can make the server hold; zero fields
 	// take DefaultLimits.
 	Limits Limits
+	// ConfigCluster is the name of the static cluster through which Envoys
+	// on per-type streams reach this server (their bootstrap's); clusters
+	// sent on those streams name it in their EDS config source. Default
+	// DefaultConfigCluster.
+	ConfigCluster string
 }
 
 // Server is the xDS serving engine.
@@ -66,6 +71,7 @@ type Server struct {
 	opts    Options
 	log     *slog.Logger
 	m       *metrics
+	sv      streamVariants
 	readyNs atomic.Int64  // unix nanos of the first Apply; 0 = not ready
 	ready   chan struct{} // closed by the first Apply
 
@@ -86,11 +92,15 @@ func NewServer(opts Options) *Server {
 		opts.UnknownNameWait = 5 * time.Second
 	}
 	opts.Limits = opts.Limits.withDefaults()
+	if opts.ConfigCluster == "" {
+		opts.ConfigCluster = DefaultConfigCluster
+	}
 	return &Server{
 		opts:    opts,
 		log:     opts.Logger,
 		m:       newMetrics(opts.Registerer),
 		ready:   make(chan struct{}),
+		sv:      newStreamVariants(opts.ConfigCluster),
 		types:   make(map[string]*typeState),
 		clients: make(map[*client]struct{}),
 		conns:   make(map[string]int),
