@@ -24,6 +24,15 @@ import (
 // answered at once (see deadline).
 func pastWindow(s *Server) { s.readyNs.Store(time.Now().Add(-time.Hour).UnixNano()) }
 
+// served is a server of Options o on loopback holding services(n), and a
+// connection to it.
+func served(t *testing.T, o Options, n int) (*Server, *grpc.ClientConn) {
+	s := NewServer(o)
+	cc := serve(t, s)
+	s.Apply(services(n), nil)
+	return s, cc
+}
+
 // endpointVersions are the content-hash versions of every assignment s holds.
 func endpointVersions(s *Server) map[string]string {
 	s.mu.Lock()
@@ -107,9 +116,7 @@ func reconnectTime(t *testing.T, n int) time.Duration {
 }
 
 func TestClaimedNamesAreNotKept(t *testing.T) {
-	s := NewServer(Options{})
-	cc := serve(t, s)
-	s.Apply(services(2), nil)
+	s, cc := served(t, Options{}, 2)
 	for round := range 3 {
 		claims := map[string]string{}
 		for i := range 5000 {
@@ -143,9 +150,7 @@ func streamStatus[Resp any](st interface{ Recv() (*Resp, error) }) *status.Statu
 }
 
 func TestUnknownTypes(t *testing.T) {
-	s := NewServer(Options{})
-	cc := serve(t, s)
-	s.Apply(services(1), nil)
+	s, cc := served(t, Options{}, 1)
 	pastWindow(s)
 
 	// A type the server does not serve is answered, empty, and holds
@@ -186,9 +191,7 @@ func TestUnknownTypes(t *testing.T) {
 }
 
 func TestDeltaUnsubscribeUnderWildcard(t *testing.T) {
-	s := NewServer(Options{})
-	cc := serve(t, s)
-	s.Apply(services(2), nil)
+	s, cc := served(t, Options{}, 2)
 	pastWindow(s)
 	c := openDeltaADS(t, cc)
 	c.send(deltaReq(ClusterType, "*", "svc-0", "nope"))
@@ -211,9 +214,7 @@ func wantDelta(t *testing.T, r *discoveryv3.DeltaDiscoveryResponse, names []stri
 }
 
 func TestDeltaResubscribeIsAnswered(t *testing.T) {
-	s := NewServer(Options{})
-	cc := serve(t, s)
-	s.Apply(services(2), nil)
+	s, cc := served(t, Options{}, 2)
 	pastWindow(s)
 	c := openDeltaADS(t, cc)
 	c.send(deltaReq(EndpointType, "svc-0", "nope"))
@@ -255,9 +256,7 @@ func TestDeltaReconnectBeforeReady(t *testing.T) {
 }
 
 func TestSotWEmptyListAfterNames(t *testing.T) {
-	s := NewServer(Options{})
-	cc := serve(t, s)
-	s.Apply(services(2), nil)
+	s, cc := served(t, Options{}, 2)
 	c := openADS(t, cc)
 	c.send(req(ClusterType, "*"))
 	r := c.recv()
@@ -277,9 +276,7 @@ func TestSotWEmptyListAfterNames(t *testing.T) {
 }
 
 func TestNamedCDSUnknownNameAnsweredOnce(t *testing.T) {
-	s := NewServer(Options{UnknownNameWait: 200 * time.Millisecond})
-	cc := serve(t, s)
-	s.Apply(services(1), nil)
+	_, cc := served(t, Options{UnknownNameWait: 200 * time.Millisecond}, 1)
 	c := openADS(t, cc)
 	c.send(req(ClusterType, "svc-0", "nope"))
 	r := c.recv()
@@ -321,9 +318,7 @@ func TestRemovalOrder(t *testing.T) {
 }
 
 func TestADSWithoutTypeURL(t *testing.T) {
-	s := NewServer(Options{})
-	cc := serve(t, s)
-	s.Apply(services(1), nil)
+	_, cc := served(t, Options{}, 1)
 	for _, delta := range []bool{false, true} {
 		ads := discoveryv3.NewAggregatedDiscoveryServiceClient(cc)
 		var got *status.Status
