@@ -140,6 +140,14 @@ func TestClaimedNamesAreNotKept(t *testing.T) {
 	}
 }
 
+// shortCtx is a stream context that ends after 5s, so that a stream the
+// server fails to end fails the test instead of hanging it.
+func shortCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
 // streamStatus reads st until it ends and returns its status.
 func streamStatus[Resp any](st interface{ Recv() (*Resp, error) }) *status.Status {
 	for {
@@ -167,7 +175,7 @@ func TestUnknownTypes(t *testing.T) {
 	}
 
 	// 500 of them on one stream: refused after a few, nothing kept.
-	st, err := discoveryv3.NewAggregatedDiscoveryServiceClient(cc).StreamAggregatedResources(ctxFor(t))
+	st, err := discoveryv3.NewAggregatedDiscoveryServiceClient(cc).StreamAggregatedResources(shortCtx(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,14 +331,14 @@ func TestADSWithoutTypeURL(t *testing.T) {
 		ads := discoveryv3.NewAggregatedDiscoveryServiceClient(cc)
 		var got *status.Status
 		if delta {
-			st, err := ads.DeltaAggregatedResources(ctxFor(t))
+			st, err := ads.DeltaAggregatedResources(shortCtx(t))
 			if err != nil {
 				t.Fatal(err)
 			}
 			_ = st.Send(&discoveryv3.DeltaDiscoveryRequest{Node: envoyNode})
 			got = streamStatus[discoveryv3.DeltaDiscoveryResponse](st)
 		} else {
-			st, err := ads.StreamAggregatedResources(ctxFor(t))
+			st, err := ads.StreamAggregatedResources(shortCtx(t))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -361,7 +369,7 @@ func TestDeltaUnknownNameAfterWindow(t *testing.T) {
 // it ends with.
 func refusedWith(t *testing.T, cc *grpc.ClientConn, reqs ...*discoveryv3.DeltaDiscoveryRequest) *status.Status {
 	t.Helper()
-	st, err := discoveryv3.NewAggregatedDiscoveryServiceClient(cc).DeltaAggregatedResources(ctxFor(t))
+	st, err := discoveryv3.NewAggregatedDiscoveryServiceClient(cc).DeltaAggregatedResources(shortCtx(t))
 	if err != nil {
 		t.Fatal(err)
 	}
