@@ -1,18 +1,15 @@
 package bridge_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"log/slog"
 	"math/big"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,8 +20,6 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
-	"github.com/xdsbridge/xdsbridge/bridge"
-	"github.com/xdsbridge/xdsbridge/config"
 	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
 	"github.com/xdsbridge/xdsbridge/internal/grpcxdstest"
 	"github.com/xdsbridge/xdsbridge/internal/tlstest"
@@ -39,7 +34,7 @@ type mtlsFixture struct {
 	server  tlstest.Pair
 	xds     string
 	admin   string
-	logs    *syncBuffer
+	logs    *bridgetest.LogBuffer
 	backend string
 }
 
@@ -57,8 +52,8 @@ func startMTLS(t *testing.T) *mtlsFixture {
 	if err := os.WriteFile(filepath.Join(dir, "admin-token"), []byte("admin-t0ken-value\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	f.logs = &syncBuffer{}
-	in := startWithLog(t, dir, fmt.Sprintf(`
+	f.logs = &bridgetest.LogBuffer{}
+	in := bridgetest.StartIn(t, dir, fmt.Sprintf(`
 xds:
   listen: 127.0.0.1:0
   tls: {cert_file: server.pem, key_file: server-key.pem, client_ca_file: %s, require_client_cert: true}
@@ -70,34 +65,6 @@ sources: [{name: static, type: file, path: services.yaml}]
 `, f.ca.CertFile), f.logs)
 	f.xds, f.admin = in.XDSAddr().String(), in.AdminAddr().String()
 	return f
-}
-
-// startWithLog is bridgetest.Start with the config file in dir and the log
-// kept in logs.
-func startWithLog(t *testing.T, dir, yaml string, logs *syncBuffer) *bridge.Instance {
-	t.Helper()
-	path := filepath.Join(dir, "bridge.yaml")
-	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err := bridge.New(cfg, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- in.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("bridge Run: %v", err)
-		}
-	})
-	return in
 }
 
 // adsStatus opens an ADS stream as node id with the given client pair (or
@@ -216,24 +183,6 @@ func servedSerial(t *testing.T, f *mtlsFixture) *big.Int {
 	}
 	defer conn.Close()
 	return conn.ConnectionState().PeerCertificates[0].SerialNumber
-}
-
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestSecretsNotLogged runs a bridge with every secret configured (TLS
