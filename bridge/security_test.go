@@ -38,7 +38,9 @@ type mtlsFixture struct {
 	backend string
 }
 
-func startMTLS(t *testing.T) *mtlsFixture {
+// startMTLS starts the bridge with a file source and the sources in
+// extraSources (YAML list items).
+func startMTLS(t *testing.T, extraSources string) *mtlsFixture {
 	t.Helper()
 	dir := t.TempDir()
 	f := &mtlsFixture{dir: dir, ca: tlstest.NewCA(t, dir, "xds")}
@@ -61,8 +63,9 @@ xds:
     - {peer: "spiffe://test/node/*", node_id: "$1"}
 admin: {listen: 127.0.0.1:0, token_file: admin-token}
 log: {level: debug}
-sources: [{name: static, type: file, path: services.yaml}]
-`, f.ca.CertFile), f.logs)
+sources:
+  - {name: static, type: file, path: services.yaml}
+%s`, f.ca.CertFile, extraSources), f.logs)
 	f.xds, f.admin = in.XDSAddr().String(), in.AdminAddr().String()
 	return f
 }
@@ -113,7 +116,7 @@ func (f *mtlsFixture) adsStatus(t *testing.T, client *tlstest.Pair, id string) c
 // rotated on disk is served by the next handshake while the established
 // channel keeps working.
 func TestMTLSIdentity(t *testing.T) {
-	f := startMTLS(t)
+	f := startMTLS(t, "")
 	good := f.ca.Issue(f.dir, "client-a", "spiffe://test/node/a")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -189,7 +192,13 @@ func servedSerial(t *testing.T, f *mtlsFixture) *big.Int {
 // keys, the admin token, a Consul token file) at debug level, exercises
 // it, and greps its log for the secrets.
 func TestSecretsNotLogged(t *testing.T) {
-	f := startMTLS(t)
+	consulToken := filepath.Join(t.TempDir(), "consul-token")
+	if err := os.WriteFile(consulToken, []byte("c0nsul-t0ken-value\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// A Consul source that cannot connect logs its failures; they must not
+	// carry its token.
+	f := startMTLS(t, fmt.Sprintf("  - {name: consul, type: consul, address: 127.0.0.1:1, token_file: %s, retry_max: 500ms, startup: {required: false, timeout: 1s}}\n", consulToken))
 	bridgetest.WaitReady(t, f.admin, 10*time.Second)
 	if code, _ := bridgetest.GetAuth("http://"+f.admin+"/sources", ""); code != http.StatusUnauthorized {
 		t.Errorf("/sources without the token = %d, want 401", code)
@@ -201,13 +210,16 @@ func TestSecretsNotLogged(t *testing.T) {
 		t.Errorf("/debug/pprof/ by default = %d, want 404", code)
 	}
 	_ = f.adsStatus(t, nil, "a")
-	logs := f.logs.String()
 	key, err := os.ReadFile(f.server.KeyFile)
 	if err != nil {
 		t.Fatal(err)
 	}
 	keyBody := strings.Split(string(key), "\n")[1] // a line of the key's base64
-	for _, secret := range []string{"admin-t0ken-value", keyBody, "PRIVATE KEY"} {
+	bridgetest.Eventually(t, 10*time.Second, "the consul source to log a failure", func() bool {
+		return strings.Contains(f.logs.String(), "source=consul")
+	})
+	logs := f.logs.String()
+	for _, secret := range []string{"admin-t0ken-value", "c0nsul-t0ken-value", keyBody, "PRIVATE KEY"} {
 		if strings.Contains(logs, secret) {
 			t.Errorf("the log holds a secret (%.12s...):\n%s", secret, logs)
 		}
