@@ -70,8 +70,9 @@ sources:
 	return f
 }
 
-// adsStatus opens an ADS stream as node id with the given client pair (or
-// none) and returns the status it ends with, or OK once it got a response.
+// adsStatus opens an ADS stream as node id (none if empty) with the given
+// client pair (or none) and returns the status it ends with, or OK once it
+// got a response.
 func (f *mtlsFixture) adsStatus(t *testing.T, client *tlstest.Pair, id string) codes.Code {
 	t.Helper()
 	pool := x509.NewCertPool()
@@ -97,11 +98,14 @@ func (f *mtlsFixture) adsStatus(t *testing.T, client *tlstest.Pair, id string) c
 	defer cancel()
 	st, err := discoveryv3.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(ctx)
 	if err == nil {
-		err = st.Send(&discoveryv3.DiscoveryRequest{
-			Node:          &corev3.Node{Id: id},
+		req := &discoveryv3.DiscoveryRequest{
 			TypeUrl:       "type.googleapis.com/envoy.config.cluster.v3.Cluster",
 			ResourceNames: []string{"greeter"},
-		})
+		}
+		if id != "" {
+			req.Node = &corev3.Node{Id: id}
+		}
+		err = st.Send(req)
 	}
 	if err == nil {
 		_, err = st.Recv()
@@ -135,6 +139,9 @@ func TestMTLSIdentity(t *testing.T) {
 	if code := f.adsStatus(t, &good, "b"); code != codes.PermissionDenied {
 		t.Errorf("second try: %v, want PermissionDenied", code)
 	}
+	if code := f.adsStatus(t, &good, ""); code != codes.PermissionDenied {
+		t.Errorf("no node: %v, want PermissionDenied", code)
+	}
 	if code := f.adsStatus(t, nil, "a"); code != codes.Unavailable {
 		t.Errorf("no client certificate: %v, want Unavailable (handshake refused)", code)
 	}
@@ -142,12 +149,12 @@ func TestMTLSIdentity(t *testing.T) {
 	if code := f.adsStatus(t, &other, "a"); code != codes.Unavailable {
 		t.Errorf("certificate of another CA: %v, want Unavailable", code)
 	}
-	if n := strings.Count(f.logs.String(), "refusing an xDS stream"); n != 1 {
-		t.Errorf("refusal logged %d times, want once:\n%s", n, f.logs)
+	if n := strings.Count(f.logs.String(), "refusing an xDS stream"); n != 2 {
+		t.Errorf("refusals logged %d times, want once per node (2):\n%s", n, f.logs)
 	}
 	_, metrics := bridgetest.GetAuth("http://"+f.admin+"/metrics", "admin-t0ken-value")
-	if !strings.Contains(metrics, "xdsbridge_xds_identity_denied_total 2") {
-		t.Errorf("metrics lack xdsbridge_xds_identity_denied_total 2")
+	if !strings.Contains(metrics, "xdsbridge_xds_identity_denied_total 3") {
+		t.Errorf("metrics lack xdsbridge_xds_identity_denied_total 3")
 	}
 
 	// Rotation: the next handshake presents the new certificate.
