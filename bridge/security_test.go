@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"io"
 	"math/big"
 	"net/http"
 	"os"
@@ -233,5 +234,36 @@ func TestSecretsNotLogged(t *testing.T) {
 	}
 	if !strings.Contains(logs, "serving xDS") {
 		t.Errorf("log = %q, want the usual startup lines", logs)
+	}
+}
+
+// TestAdminTLS checks the admin listener serves HTTPS with its own pair
+// and nothing in plaintext.
+func TestAdminTLS(t *testing.T) {
+	dir := t.TempDir()
+	ca := tlstest.NewCA(t, dir, "admin")
+	ca.Issue(dir, "admin", "127.0.0.1")
+	in := bridgetest.StartIn(t, dir, `
+xds: {listen: 127.0.0.1:0}
+admin: {listen: 127.0.0.1:0, tls: {cert_file: admin.pem, key_file: admin-key.pem}}
+sources: [{name: empty, type: file, path: /dev/null}]
+`, io.Discard)
+	pem, err := os.ReadFile(ca.CertFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	resp, err := client.Get("https://" + in.AdminAddr().String() + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("https /healthz = %d", resp.StatusCode)
+	}
+	if code, _ := bridgetest.Get("http://" + in.AdminAddr().String() + "/healthz"); code == http.StatusOK {
+		t.Error("plaintext /healthz answered 200 on a TLS listener")
 	}
 }
