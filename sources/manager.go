@@ -124,7 +124,7 @@ func (m *Manager) Run(ctx context.Context, publish func(Changes)) error {
 	for i, n := range m.opts.Sources {
 		up := make(chan Update)
 		wg.Go(func() { m.supervise(ctx, n, up) })
-		wg.Go(func() { forward(ctx, i, up, events) })
+		wg.Go(func() { forward(ctx, i, n.Name, up, events) })
 	}
 	m.loop(ctx, events, publish)
 	cancel()
@@ -132,13 +132,15 @@ func (m *Manager) Run(ctx context.Context, publish func(Changes)) error {
 	return nil
 }
 
-// forward relays the updates of source i to the manager's loop.
-func forward(ctx context.Context, i int, up <-chan Update, events chan<- event) {
+// forward relays the updates of source i to the manager's loop, stamped
+// with the source's name (provenance for /debug/why and shaping rules).
+func forward(ctx context.Context, i int, name string, up <-chan Update, events chan<- event) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case u := <-up:
+			u.stamp(name)
 			select {
 			case events <- event{src: i, up: u}:
 			case <-ctx.Done():

@@ -87,10 +87,16 @@ func isGRPC(n *corev3.Node) bool {
 	return strings.Contains(strings.ToLower(n.GetUserAgentName()), "grpc")
 }
 
-// visible hides gRPC-only resources from clients that are not gRPC.
+// visible hides gRPC-only resources from clients that are not gRPC and
+// gives gRPC clients the gRPC variant where there is one (as Resource.For).
 func (c *client) visible(e *entry) *entry {
-	if e != nil && e.grpcOnly && !c.grpc {
+	switch {
+	case e == nil:
 		return nil
+	case e.grpcOnly && !c.grpc:
+		return nil
+	case c.grpc && e.grpc != nil:
+		return e.grpc
 	}
 	return e
 }
