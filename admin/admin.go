@@ -28,6 +28,9 @@ type Options struct {
 	// Clients returns a JSON-encodable view of the connected xDS clients
 	// for /clients; nil leaves it out.
 	Clients func() any
+	// Handlers are further endpoints by mux pattern, such as
+	// "GET /debug/why".
+	Handlers map[string]http.Handler
 }
 
 // Handler returns the admin HTTP handler:
@@ -52,15 +55,18 @@ func Handler(opts Options) http.Handler {
 		fmt.Fprintln(w, "ready")
 	})
 	mux.HandleFunc("GET /sources", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, opts.Sources())
+		WriteJSON(w, opts.Sources())
 	})
 	if opts.Gatherer != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{}))
 	}
 	if opts.Clients != nil {
 		mux.HandleFunc("GET /clients", func(w http.ResponseWriter, _ *http.Request) {
-			writeJSON(w, opts.Clients())
+			WriteJSON(w, opts.Clients())
 		})
+	}
+	for pattern, h := range opts.Handlers {
+		mux.Handle(pattern, h)
 	}
 	// The profiler is registered on this mux only: importing net/http/pprof
 	// also registers it on http.DefaultServeMux, which nothing here serves.
@@ -72,7 +78,8 @@ func Handler(opts Options) http.Handler {
 	return mux
 }
 
-func writeJSON(w http.ResponseWriter, v any) {
+// WriteJSON answers v as indented JSON.
+func WriteJSON(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")

@@ -66,16 +66,11 @@ func New(cfg *config.Config, log *slog.Logger) (*Instance, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	named := make([]sources.Named, 0, len(cfg.Entries))
-	for _, e := range cfg.Entries {
-		st := sources.NewStatus(e.Name)
-		src, err := cfg.NewSource(e, sources.Options{Logger: log.With("source", e.Name), Status: st})
-		if err != nil {
-			return nil, err
-		}
-		named = append(named, sources.Named{Name: e.Name, Source: src, Status: st})
-		in.statuses = append(in.statuses, st)
+	named, statuses, err := buildSources(cfg, log)
+	if err != nil {
+		return nil, err
 	}
+	in.statuses = statuses
 	in.manager = sources.NewManager(sources.ManagerOptions{
 		Sources:    named,
 		Holdoff:    cfg.Holdoff.Min,
@@ -89,7 +84,7 @@ func New(cfg *config.Config, log *slog.Logger) (*Instance, error) {
 		UnknownNameWait: cfg.XDS.UnknownNameWait,
 		Registerer:      reg,
 	})
-	in.pub = newPublisher(server, cfg.XDS.GRPC.Enabled, log.With("component", "publish"), reg)
+	in.pub = newPublisher(server, cfg.XDS.GRPC.Enabled, log.With("component", "publish"), reg).shape(cfg.Shaping, cfg.Chain)
 	in.grpc = grpc.NewServer(
 		grpc.KeepaliveParams(keepalive.ServerParameters{
 			Time:    cfg.XDS.Keepalive.Time,
@@ -111,11 +106,11 @@ func New(cfg *config.Config, log *slog.Logger) (*Instance, error) {
 			Sources:  in.snapshots,
 			Gatherer: reg,
 			Clients:  func() any { return server.Clients() },
+			Handlers: debugHandlers(in.pub.why, server),
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 
-	var err error
 	if in.xdsLis, err = net.Listen("tcp", cfg.XDS.Listen); err != nil {
 		return nil, sources.Prefix("xds.listen", err)
 	}
@@ -124,6 +119,22 @@ func New(cfg *config.Config, log *slog.Logger) (*Instance, error) {
 		return nil, sources.Prefix("admin.listen", err)
 	}
 	return in, nil
+}
+
+// buildSources builds the configured sources, each with its status.
+func buildSources(cfg *config.Config, log *slog.Logger) ([]sources.Named, []*sources.Status, error) {
+	named := make([]sources.Named, 0, len(cfg.Entries))
+	statuses := make([]*sources.Status, 0, len(cfg.Entries))
+	for _, e := range cfg.Entries {
+		st := sources.NewStatus(e.Name)
+		src, err := cfg.NewSource(e, sources.Options{Logger: log.With("source", e.Name), Status: st})
+		if err != nil {
+			return nil, nil, err
+		}
+		named = append(named, sources.Named{Name: e.Name, Source: src, Status: st})
+		statuses = append(statuses, st)
+	}
+	return named, statuses, nil
 }
 
 // XDSAddr returns the address the xDS listener is bound to.

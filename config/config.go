@@ -23,6 +23,8 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/xdsbridge/xdsbridge/sources"
+	"github.com/xdsbridge/xdsbridge/transform"
+	"github.com/xdsbridge/xdsbridge/translate"
 )
 
 // Config is the whole configuration of one bridge.
@@ -32,6 +34,10 @@ type Config struct {
 	Log     Log              `mapstructure:"log"`
 	Holdoff Holdoff          `mapstructure:"holdoff"`
 	Sources []map[string]any `mapstructure:"sources"`
+	// Clusters are the cluster shaping rules and Transforms the transform
+	// list, as written (see shaping.go).
+	Clusters   []map[string]any `mapstructure:"clusters"`
+	Transforms []map[string]any `mapstructure:"transforms"`
 
 	// Entries are the parsed Sources, in configuration order (which is
 	// their precedence order).
@@ -39,6 +45,9 @@ type Config struct {
 	// Dir is the absolute directory of the configuration file; relative
 	// paths in source settings are relative to it.
 	Dir string `mapstructure:"-"`
+	// Shaping and Chain are the built Clusters and Transforms.
+	Shaping *translate.Shaping `mapstructure:"-"`
+	Chain   *transform.Chain   `mapstructure:"-"`
 }
 
 // XDS configures the xDS gRPC listener.
@@ -164,6 +173,9 @@ func parse(data []byte, dir string, fs *pflag.FlagSet) (*Config, error) {
 	}
 	cfg := &Config{Dir: dir}
 	if err := sources.Decode(v.AllSettings(), cfg); err != nil {
+		return nil, err
+	}
+	if err := cfg.rawLists(data); err != nil {
 		return nil, err
 	}
 	if err := cfg.parseSources(); err != nil {
