@@ -51,6 +51,7 @@ func (m mapping) endpoints(entries []*api.ServiceEntry) (eps []sources.Endpoint,
 			Health:   health,
 			Locality: m.localityOf(e.Node),
 			Metadata: metadata(e.Service),
+			Origin:   sources.Origin{Record: "node " + e.Node.Node + " service " + e.Service.ID + " in " + m.datacenter},
 		}
 		if port <= 0 || port > 65535 || ep.Validate() != nil {
 			dropped++
