@@ -141,6 +141,8 @@ func validateCmd(stdout io.Writer) *cobra.Command {
 			for _, e := range cfg.Entries {
 				fmt.Fprintf(stdout, "    - %s (%s)\n", e.Name, e.Type)
 			}
+			fmt.Fprintf(stdout, "  transforms    %d\n", cfg.Chain.Len())
+			fmt.Fprintf(stdout, "  clusters      %d shaping rules\n", len(cfg.Shaping.Rules))
 			return nil
 		},
 	}
