@@ -3,6 +3,7 @@
 package admin
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -31,6 +32,9 @@ type Options struct {
 	// Handlers are further endpoints by mux pattern, such as
 	// "GET /debug/why".
 	Handlers map[string]http.Handler
+	// Confirm applies the removals a source's guard holds (POST
+	// /guard/confirm?source=NAME); nil leaves it out.
+	Confirm func(ctx context.Context, source string) error
 }
 
 // Handler returns the admin HTTP handler:
@@ -40,6 +44,7 @@ type Options struct {
 //	/sources        JSON status of every source
 //	/metrics        Prometheus metrics
 //	/clients        JSON status of the xDS clients
+//	/guard/confirm  POST ?source=NAME: apply the removals the guard holds
 //	/debug/pprof/   the Go profiler
 func Handler(opts Options) http.Handler {
 	mux := http.NewServeMux()
@@ -64,6 +69,9 @@ func Handler(opts Options) http.Handler {
 		mux.HandleFunc("GET /clients", func(w http.ResponseWriter, _ *http.Request) {
 			WriteJSON(w, opts.Clients())
 		})
+	}
+	if opts.Confirm != nil {
+		mux.HandleFunc("POST /guard/confirm", confirmHandler(opts.Confirm))
 	}
 	for pattern, h := range opts.Handlers {
 		mux.Handle(pattern, h)

@@ -76,6 +76,7 @@ func New(cfg *config.Config, log *slog.Logger) (*Instance, error) {
 		Holdoff:    cfg.Holdoff.Min,
 		MaxHoldoff: cfg.Holdoff.Max,
 		Logger:     log.With("component", "manager"),
+		Store:      warmStore(cfg, log),
 	})
 	reg.MustRegister(admin.SourceCollector{Sources: in.snapshots})
 
@@ -107,6 +108,7 @@ func New(cfg *config.Config, log *slog.Logger) (*Instance, error) {
 			Gatherer: reg,
 			Clients:  func() any { return server.Clients() },
 			Handlers: debugHandlers(in.pub.why, server),
+			Confirm:  in.manager.ConfirmRemovals,
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
@@ -131,7 +133,7 @@ func buildSources(cfg *config.Config, log *slog.Logger) ([]sources.Named, []*sou
 		if err != nil {
 			return nil, nil, err
 		}
-		named = append(named, sources.Named{Name: e.Name, Source: src, Status: st})
+		named = append(named, sources.Named{Name: e.Name, Source: src, Status: st, Startup: e.Startup, Guard: e.Guard})
 		statuses = append(statuses, st)
 	}
 	return named, statuses, nil
