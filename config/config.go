@@ -196,6 +196,21 @@ func parse(data []byte, dir string, fs *pflag.FlagSet) (*Config, error) {
 	return cfg, nil
 }
 
+// setNameOrType stores val, which must be a string, in *name or *typ as k
+// is "name" or "type"; key is the list entry's key, for the error.
+func setNameOrType(key, k string, val any, name, typ *string) error {
+	str, ok := val.(string)
+	if !ok {
+		return sources.Errorf(fmt.Sprintf("%s.%s", key, k), "must be a string, not %T", val)
+	}
+	if k == "name" {
+		*name = str
+	} else {
+		*typ = str
+	}
+	return nil
+}
+
 // parseSources splits each raw sources entry into name, type and settings.
 func (c *Config) parseSources() error {
 	c.Entries = make([]Source, 0, len(c.Sources))
@@ -207,14 +222,8 @@ func (c *Config) parseSources() error {
 			case policyKeys[k]:
 				policy[k] = val
 			case k == "name" || k == "type":
-				str, ok := val.(string)
-				if !ok {
-					return sources.Errorf(fmt.Sprintf("%s.%s", s.Key(), k), "must be a string, not %T", val)
-				}
-				if k == "name" {
-					s.Name = str
-				} else {
-					s.Type = str
+				if err := setNameOrType(s.Key(), k, val, &s.Name, &s.Type); err != nil {
+					return err
 				}
 			default:
 				s.Settings[k] = val

@@ -64,14 +64,8 @@ func (c *Config) validateShaping() error {
 		for k, val := range raw {
 			switch k {
 			case "name", "type":
-				str, ok := val.(string)
-				if !ok {
-					return sources.Errorf(fmt.Sprintf("%s.%s", e.Key(), k), "must be a string, not %T", val)
-				}
-				if k == "name" {
-					e.Name = str
-				} else {
-					e.Type = str
+				if err := setNameOrType(e.Key(), k, val, &e.Name, &e.Type); err != nil {
+					return err
 				}
 			default:
 				e.Settings[k] = val

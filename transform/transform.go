@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/xdsbridge/xdsbridge/sources"
 )
@@ -32,36 +31,19 @@ type Type struct {
 	New func(cfg map[string]any, opts Options) (Transform, error)
 }
 
-var registry = struct {
-	sync.RWMutex
-	types map[string]Type
-}{types: map[string]Type{}}
+var registry = sources.NewRegistry[Type]("transform", "type")
 
 // Register makes a transform type available to configurations. It is
 // called from init(); registering a name twice panics.
 func Register(t Type) {
-	registry.Lock()
-	defer registry.Unlock()
-	if t.Name == "" || t.New == nil {
-		panic("transform: Register needs a name and a constructor")
+	if t.New == nil {
+		panic("transform: Register needs a constructor")
 	}
-	if _, dup := registry.types[t.Name]; dup {
-		panic(fmt.Sprintf("transform: type %q registered twice", t.Name))
-	}
-	registry.types[t.Name] = t
+	registry.Register(t.Name, t)
 }
 
 // Types returns the registered type names, sorted.
-func Types() []string {
-	registry.RLock()
-	defer registry.RUnlock()
-	names := make([]string, 0, len(registry.types))
-	for n := range registry.types {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
-}
+func Types() []string { return registry.Names() }
 
 // Entry is one item of the `transforms` list.
 type Entry struct {
@@ -93,9 +75,7 @@ func NewChain(entries []Entry) (*Chain, error) {
 		if e.Type == "" {
 			return nil, sources.Errorf(e.Key()+".type", "is required")
 		}
-		registry.RLock()
-		t, ok := registry.types[e.Type]
-		registry.RUnlock()
+		t, ok := registry.Lookup(e.Type)
 		if !ok {
 			return nil, sources.Errorf(e.Key()+".type", "unknown transform type %q (known: %s)",
 				e.Type, strings.Join(Types(), ", "))
