@@ -19,6 +19,7 @@ import (
 	"github.com/xdsbridge/xdsbridge/internal/envoysim"
 	"github.com/xdsbridge/xdsbridge/internal/grpcxdstest"
 	_ "github.com/xdsbridge/xdsbridge/plugins"
+	"github.com/xdsbridge/xdsbridge/xds"
 )
 
 // shapedConfig is a bridge serving the file at services with the
@@ -164,5 +165,51 @@ func TestShapedClusterForAllClients(t *testing.T) {
 	getJSON(t, "http://"+in.AdminAddr().String()+"/debug/config_dump?node=grpc-1", &dump)
 	if len(dump.Clusters) != 1 || !strings.Contains(string(dump.Clusters[0]), "LEAST_REQUEST") {
 		t.Errorf("grpc-go holds clusters %s; want greeter shaped", dump.Clusters)
+	}
+}
+
+// TestEnvoyTLSIsNACKedByGRPC backs the documentation's advice to limit an
+// Envoy-style TLS transport socket to Envoy clients: grpc-go rejects the
+// cluster (it wants certificate-provider instances), and the bridge records
+// the NACK.
+func TestEnvoyTLSIsNACKedByGRPC(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, ports := grpcxdstest.Backends(t, 1)
+	cfg := strings.Replace(shapedConfig(writeServices(t, ports), "all"), "      lb_policy: LEAST_REQUEST\n", `      transport_socket:
+        name: envoy.transport_sockets.tls
+        typed_config:
+          "@type": type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext
+          sni: greeter.internal.example
+          common_tls_context: {validation_context: {trusted_ca: {filename: /etc/ssl/certs/ca.pem}}}
+`, 1)
+	in := bridgetest.Start(t, cfg)
+	admin := "http://" + in.AdminAddr().String()
+	bridgetest.WaitReady(t, in.AdminAddr().String(), 10*time.Second)
+
+	rpc := make(chan error, 1)
+	rctx, rcancel := context.WithTimeout(ctx, 20*time.Second)
+	defer rcancel()
+	go func() { rpc <- grpcxdstest.Dial(t, in.XDSAddr().String(), "grpc-1", "greeter").Try(rctx) }()
+	var nack string
+	bridgetest.Eventually(t, 20*time.Second, "grpc-go to NACK the cluster", func() bool {
+		var clients []xds.ClientStatus
+		getJSON(t, admin+"/clients", &clients)
+		for _, c := range clients {
+			for _, ts := range c.Types {
+				if c.ID == "grpc-1" && ts.TypeURL == xds.ClusterType && ts.NACK != nil {
+					nack = ts.NACK.Error
+					return true
+				}
+			}
+		}
+		return false
+	})
+	if !strings.Contains(nack, "ca_certificate_provider_instance") {
+		t.Errorf("NACK %q, want it to be about the missing certificate provider", nack)
+	}
+	rcancel()
+	if err := <-rpc; err == nil {
+		t.Error("an RPC succeeded through a cluster grpc-go rejected")
 	}
 }
