@@ -113,7 +113,8 @@ func (c *Chain) Service(svc sources.Service) (sources.Service, bool) {
 			return sources.Service{}, false
 		}
 	}
-	svc.Sort()
+	// Not sorted here: svc may still be the manager's own copy, and
+	// translation does not depend on the order.
 	return svc, true
 }
 

@@ -54,6 +54,8 @@ func show(svc sources.Service, ok bool) string {
 	if !ok {
 		return "dropped"
 	}
+	svc = svc.Clone()
+	svc.Sort() // in the order translation emits them
 	var b strings.Builder
 	b.WriteString(svc.Name)
 	for _, e := range svc.Endpoints {
