@@ -125,6 +125,16 @@ func TestShapedClusterPerClientClass(t *testing.T) {
 	if len(dump.Clusters) != 1 || !strings.Contains(string(dump.Clusters[0]), "LEAST_REQUEST") {
 		t.Errorf("the Envoy holds clusters %s; want greeter shaped", dump.Clusters)
 	}
+	for _, c := range []struct {
+		query  string
+		shaped bool
+	}{{"", true}, {"?grpc=1", false}} {
+		var all bridge.Document
+		getJSON(t, admin+"/debug/config_dump"+c.query, &all)
+		if len(all.Clusters) != 1 || len(all.Endpoints) != 1 || strings.Contains(string(all.Clusters[0]), "LEAST_REQUEST") != c.shaped {
+			t.Errorf("config_dump%s = %s %s; want greeter's cluster (shaped: %t) and endpoints", c.query, all.Clusters, all.Endpoints, c.shaped)
+		}
+	}
 	if code, _ := bridgetest.Get(admin + "/debug/config_dump?node=nobody"); code != http.StatusNotFound {
 		t.Errorf("config_dump of an unknown node: %d, want 404", code)
 	}
