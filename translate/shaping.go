@@ -105,13 +105,13 @@ func NewRule(match sources.Selector, clients Clients, fragment map[string]any) (
 	return r, nil
 }
 
-// apply returns a copy of c with the rule's fields replacing c's. Each field
-// is replaced whole, not merged: a later rule's outlier_detection replaces
-// an earlier one's instead of mixing with it, and a scalar written as its
-// default (lb_policy: ROUND_ROBIN) does override.
+// apply replaces c's fields by the rule's. Each field is replaced whole,
+// not merged: a later rule's outlier_detection replaces an earlier one's
+// instead of mixing with it, and a scalar written as its default
+// (lb_policy: ROUND_ROBIN) does override. The fields set share the rule's
+// messages, which are never modified.
 func (r Rule) apply(c *clusterv3.Cluster) *clusterv3.Cluster {
-	out := proto.Clone(c).(*clusterv3.Cluster)
-	dst, src := out.ProtoReflect(), r.fragment.ProtoReflect()
+	dst, src := c.ProtoReflect(), r.fragment.ProtoReflect()
 	for _, fd := range r.fields {
 		if src.Has(fd) {
 			dst.Set(fd, src.Get(fd))
@@ -119,7 +119,7 @@ func (r Rule) apply(c *clusterv3.Cluster) *clusterv3.Cluster {
 			dst.Clear(fd)
 		}
 	}
-	return out
+	return c
 }
 
 // Shape returns c shaped by every rule matching svc for that client class,
@@ -132,6 +132,11 @@ func (s *Shaping) Shape(c *clusterv3.Cluster, svc sources.Service, grpc bool) (*
 	var applied []int
 	for i, r := range s.Rules {
 		if r.Clients.has(grpc) && r.Match.MatchService(svc) {
+			if applied == nil {
+				// One copy per call: c is shared with the other client
+				// class, and with the caller.
+				c = proto.Clone(c).(*clusterv3.Cluster)
+			}
 			c = r.apply(c)
 			applied = append(applied, i)
 		}
@@ -213,9 +218,18 @@ func checkValue(fd protoreflect.FieldDescriptor, v any, key string) error {
 // gRPC clients get (nil otherwise).
 func shape(c *clusterv3.Cluster, svc sources.Service, s *Shaping) (envoy, grpc *clusterv3.Cluster) {
 	envoy, er := s.Shape(c, svc, false)
+	if !s.limited() {
+		return envoy, nil
+	}
 	grpc, gr := s.Shape(c, svc, true)
 	if slices.Equal(er, gr) {
 		return envoy, nil
 	}
 	return envoy, grpc
+}
+
+// limited reports whether a rule is limited to one client class, so that
+// the two classes may get different clusters.
+func (s *Shaping) limited() bool {
+	return s != nil && slices.ContainsFunc(s.Rules, func(r Rule) bool { return r.Clients != AllClients })
 }

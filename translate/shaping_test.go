@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -140,6 +141,33 @@ func TestNewRuleErrors(t *testing.T) {
 			_, err := NewRule(tt.match, AllClients, fragment(t, tt.fragment))
 			if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
 				t.Fatalf("NewRule error = %v, want one starting with %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// BenchmarkShaped measures the translation of a service of 10 endpoints
+// with no rule and with the three rules of the shaped-override golden case.
+func BenchmarkShaped(b *testing.B) {
+	svc := sources.Service{Name: "payments", Source: "consul"}
+	for i := range 10 {
+		svc.Endpoints = append(svc.Endpoints, sources.Endpoint{Address: fmt.Sprintf("10.0.0.%d", i+1), Port: 8443, Health: sources.HealthHealthy})
+	}
+	rules := &Shaping{Rules: []Rule{
+		mustRule(b, sources.Selector{}, AllClients, grpcShape),
+		mustRule(b, sources.Selector{Sources: []string{"consul"}}, AllClients, edgeShape),
+		mustRule(b, sources.Selector{Services: []string{"pay*"}}, EnvoyClients, "lb_policy: ROUND_ROBIN"),
+	}}
+	for _, bc := range []struct {
+		name string
+		s    *Shaping
+	}{{"none", nil}, {"three-rules", rules}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := Service(svc, Options{Shaping: bc.s}); err != nil {
+					b.Fatal(err)
+				}
 			}
 		})
 	}
