@@ -32,7 +32,7 @@ func (c *collector) Apply(upserts []xds.Resource, _ []xds.Key) {
 // bridge does, and returns the resources it would serve. When ctx ends
 // first, the error names the sources that had not reported.
 func Snapshot(ctx context.Context, cfg *config.Config, log *slog.Logger) ([]xds.Resource, error) {
-	named, _, err := buildSources(cfg, log)
+	named, err := buildSources(cfg, log)
 	if err != nil {
 		return nil, err
 	}
