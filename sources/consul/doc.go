@@ -31,6 +31,7 @@
 //	    stale: true
 //	    max_stale: 10s                   # older stale answers are read again from the leader
 //	    cached: false
+//	    sweep_cached: true                # sweeps read the agent cache (no server reads on a client agent)
 //	    wait: 5m
 //	    max_concurrent_fetches: 8
 //	    max_read_rate: 0                 # reads per second; 0: no pacing
