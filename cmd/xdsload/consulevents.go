@@ -27,6 +27,19 @@ func defaultConsulBin() string {
 	return filepath.Join(cache, "bin", "consul-1.14.11")
 }
 
+// parseOut parses the flags and creates the output directory out (its
+// value after parsing); it returns its absolute path.
+func parseOut(fs *flag.FlagSet, args []string, out *string) (string, error) {
+	if err := fs.Parse(args); err != nil {
+		return "", errUsage
+	}
+	abs, err := filepath.Abs(*out)
+	if err != nil {
+		return "", err
+	}
+	return abs, os.MkdirAll(abs, 0o755)
+}
+
 // consulEvents runs the Consul source's scenario: every kind of registry
 // change timed until every client has it, under churn, with the reads
 // that reach the Consul server counted.
@@ -43,14 +56,8 @@ func consulEvents(ctx context.Context, args []string, log *slog.Logger) error {
 	fs.IntVar(&cfg.PerEvent, "per-event", 10, "repetitions of each kind of change")
 	fs.StringVar(&cfg.SourceYAML, "source", "", `extra keys of the consul source, flow style ("sweep_cached: false")`)
 	fs.DurationVar(&cfg.Timeout, "timeout", 15*time.Second, "bound of the wait for one change")
-	if err := fs.Parse(args); err != nil {
-		return errUsage
-	}
-	abs, err := filepath.Abs(*out)
+	abs, err := parseOut(fs, args, out)
 	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(abs, 0o755); err != nil {
 		return err
 	}
 	cfg.OutDir = abs

@@ -178,14 +178,8 @@ func consul(ctx context.Context, args []string, log *slog.Logger) error {
 	fs.IntVar(&cfg.Changes, "changes", 20, "sequential changes (one instance re-registered on another port)")
 	fs.BoolVar(&cfg.Delta, "delta", false, "delta protocol instead of SotW")
 	fs.DurationVar(&cfg.Timeout, "timeout", 30*time.Second, "bound of the wait for one change")
-	if err := fs.Parse(args); err != nil {
-		return errUsage
-	}
-	abs, err := filepath.Abs(*out)
+	abs, err := parseOut(fs, args, out)
 	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(abs, 0o755); err != nil {
 		return err
 	}
 	cfg.OutDir, cfg.Logger = abs, log

@@ -122,15 +122,7 @@ func RunConsulEvents(ctx context.Context, cfg ConsulEventsConfig) (*ConsulEvents
 			}
 		}
 	}()
-	ready := func() bool {
-		resp, err := http.Get("http://" + adminAddr + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}
-	if err := poll(ctx, 10*time.Minute, ready); err != nil {
+	if err := poll(ctx, 10*time.Minute, bridgeReady(adminAddr)); err != nil {
 		return nil, fmt.Errorf("waiting for the bridge to be ready: %w", err)
 	}
 	res.FirstSync = time.Since(start)

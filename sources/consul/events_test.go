@@ -55,18 +55,10 @@ func eventMatrix(t *testing.T, agent *consultest.Agent) {
 	reg(&api.AgentServiceRegistration{ID: "ev-2", Name: "ev", Address: "10.2.0.2", Port: 7002, Check: ttlCheck("ev-2")})
 	reg(&api.AgentServiceRegistration{ID: "ev-3", Name: "ev", Address: "10.2.0.3", Port: 7003})
 
-	in := bridgetest.Start(t, fmt.Sprintf(`
-xds: {listen: "127.0.0.1:0"}
-admin: {listen: "127.0.0.1:0"}
-sources:
-  - name: consul
-    type: consul
-    address: %q
-    # The manager's removal guard holds a change that empties a service
-    # (what a half-restarted registry looks like); here emptying one is
-    # the event under test, so the guard lets any fraction through.
-    guard: {max_removed_fraction: 1}
-`, agent.HTTPAddr))
+	// The manager's removal guard holds a change that empties a service
+	// (what a half-restarted registry looks like); here emptying one is
+	// the event under test, so the guard lets any fraction through.
+	in := bridgetest.Start(t, bridgeConfig(agent.HTTPAddr, "    guard: {max_removed_fraction: 1}\n"))
 	bridgetest.WaitReady(t, in.AdminAddr().String(), 10*time.Second)
 	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
 	cl, err := envoysim.Start(sctx, envoysim.Options{Addr: in.XDSAddr().String(), Node: "events", Delta: true})
