@@ -78,7 +78,7 @@ func RunConsulEvents(ctx context.Context, cfg ConsulEventsConfig) (*ConsulEvents
 	if err := poll(ctx, 60*time.Second, func() bool { l, err := capi.Status().Leader(); return err == nil && l != "" }); err != nil {
 		return nil, fmt.Errorf("waiting for a Consul leader: %w", err)
 	}
-	if err := registerAll(capi, cfg.Services); err != nil {
+	if err := registerAll(capi, cfg); err != nil {
 		return nil, err
 	}
 
@@ -212,32 +212,72 @@ func startConsulTopology(cfg ConsulEventsConfig, dir string) (server, agent stri
 	return server, agent, stop, err
 }
 
-// registerAll registers services × 3 instances, 8 at a time: instances 0
-// and 1 with a passing TTL check, instance 2 without checks.
-func registerAll(c *api.Client, services int) error {
-	var next atomic.Int64
-	errs := make(chan error, 8)
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= services {
-					return
-				}
-				for j := range consulInstances {
-					if err := c.Agent().ServiceRegister(instance(i, j, basePort(j), j < 2)); err != nil {
-						errs <- fmt.Errorf("registering %s: %w", workload.Name(i), err)
-						return
-					}
+// bulkNode is the catalog node holding the services no event touches,
+// as a catalog sync (consul-k8s, ESM) registers them: written in
+// transactions of txnServices services, which a loaded machine does at
+// hundreds of services a second where agent registrations manage a few
+// dozen. The services the events change are registered through the agent
+// (their TTL checks and maintenance need it).
+const (
+	bulkNode    = "bench-sync"
+	txnServices = 12 // 5 operations each; Consul allows 64 per transaction
+)
+
+// registerAll registers services × 3 instances: instances 0 and 1 with a
+// passing check, instance 2 without checks.
+func registerAll(c *api.Client, cfg ConsulEventsConfig) error {
+	targets := map[int]bool{}
+	for n := range cfg.PerEvent {
+		targets[eventTarget(n, cfg.Services)] = true
+	}
+	if _, err := c.Catalog().Register(&api.CatalogRegistration{Node: bulkNode, Address: "10.255.0.1", SkipNodeUpdate: true}, nil); err != nil {
+		return fmt.Errorf("registering node %s: %w", bulkNode, err)
+	}
+	var ops api.TxnOps
+	flush := func() error {
+		if len(ops) == 0 {
+			return nil
+		}
+		ok, resp, _, err := c.Txn().Txn(ops, nil)
+		ops = ops[:0]
+		switch {
+		case err != nil:
+			return fmt.Errorf("registering services: %w", err)
+		case !ok:
+			return fmt.Errorf("registering services: transaction failed: %v", resp.Errors)
+		}
+		return nil
+	}
+	for i := range cfg.Services {
+		if targets[i] {
+			for j := range consulInstances {
+				if err := c.Agent().ServiceRegister(instance(i, j, basePort(j), j < 2)); err != nil {
+					return fmt.Errorf("registering %s: %w", workload.Name(i), err)
 				}
 			}
-		})
+			continue
+		}
+		for j := range consulInstances {
+			r := instance(i, j, basePort(j), false)
+			ops = append(ops, &api.TxnOp{Service: &api.ServiceTxnOp{Verb: api.ServiceSet, Node: bulkNode,
+				Service: api.AgentService{ID: r.ID, Service: r.Name, Address: r.Address, Port: r.Port}}})
+			if j < 2 {
+				ops = append(ops, &api.TxnOp{Check: &api.CheckTxnOp{Verb: api.CheckSet, Check: api.HealthCheck{
+					Node: bulkNode, CheckID: r.ID + "-check", Name: "bench", Status: api.HealthPassing, ServiceID: r.ID}}})
+			}
+		}
+		if (i+1)%txnServices == 0 {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
 	}
-	wg.Wait()
-	close(errs)
-	return <-errs
+	return flush()
 }
+
+// eventTarget is the service the n-th round of events changes (in the
+// first half; churn stays in the second).
+func eventTarget(n, services int) int { return (n*7919 + 13) % max(1, services/2) }
 
 func basePort(j int) int { return 8000 + j }
 
@@ -342,7 +382,7 @@ func consulEvents() []consulEvent {
 func runEvents(ctx context.Context, c *api.Client, f *fleet, cfg ConsulEventsConfig, res *ConsulEventsResult) {
 	k := 0
 	for n := range cfg.PerEvent {
-		i := (n*7919 + 13) % max(1, cfg.Services/2)
+		i := eventTarget(n, cfg.Services)
 		for _, ev := range consulEvents() {
 			k++
 			t := f.track(k, ev.done(i))
