@@ -25,6 +25,7 @@ type client struct {
 	variant string
 	delta   bool
 	peer    string
+	conn    string // the TCP peer the stream counts against (Server.conns)
 	since   time.Time
 	wake    chan struct{} // buffered(1): "state changed, look again"
 	// cancel ends the stream (nil for in-process clients); refused is the

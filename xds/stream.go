@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"strings"
 	"time"
 
@@ -161,22 +162,28 @@ func (s *Server) connect(ctx context.Context, variant string, delta bool) (*clie
 		watches: make(map[string]*watch),
 		src:     s.sv.forStream(strings.HasSuffix(variant, "_ads"), delta),
 	}
+	var conn string // the connection's key in Server.conns: its TCP peer
 	if p, ok := peer.FromContext(ctx); ok {
 		c.peer = p.Addr.String()
+		if _, ok := p.Addr.(*net.TCPAddr); ok {
+			conn = c.peer
+		}
 	}
+	c.conn = conn
 	l := s.opts.Limits
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.clients) >= l.Streams {
 		return nil, refuse(reasonStreams, codes.ResourceExhausted, "the server already serves %d streams", l.Streams)
 	}
-	// In-process clients have no peer; a connection is one peer address.
-	if c.peer != "" {
-		if s.conns[c.peer] >= l.StreamsPerConnection {
+	// A TCP connection is one peer address; other transports (in-process
+	// clients, Unix sockets) have no address per connection to count by.
+	if conn != "" {
+		if s.conns[conn] >= l.StreamsPerConnection {
 			return nil, refuse(reasonStreamsPerConn, codes.ResourceExhausted,
 				"this connection already has %d streams open", l.StreamsPerConnection)
 		}
-		s.conns[c.peer]++
+		s.conns[conn]++
 	}
 	s.clients[c] = struct{}{}
 	s.m.clients.WithLabelValues(variant).Inc()
@@ -195,9 +202,9 @@ func (s *Server) disconnect(c *client) {
 	c.mu.Unlock()
 	c.private = nil
 	delete(s.clients, c)
-	if c.peer != "" {
-		if s.conns[c.peer]--; s.conns[c.peer] <= 0 {
-			delete(s.conns, c.peer)
+	if c.conn != "" {
+		if s.conns[c.conn]--; s.conns[c.conn] <= 0 {
+			delete(s.conns, c.conn)
 		}
 	}
 	s.mu.Unlock()
