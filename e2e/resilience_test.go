@@ -54,19 +54,21 @@ func register(t *testing.T, c *api.Client, id, name, addr string, port int) {
 	}
 }
 
-// TestWarmStartDuringConsulOutage: a bridge with state_dir, restarted while
-// its only source (Consul) is down, serves the last good endpoints to a
-// fresh client at once; without state_dir, it stays not ready, saying why.
-func TestWarmStartDuringConsulOutage(t *testing.T) {
-	agent := consultest.Start(t)
-	c := agent.Client()
-	register(t, c, "web-1", "web", "10.0.0.1", 8080)
-	register(t, c, "web-2", "web", "10.0.0.2", 8080)
+// consulBridge is the configuration of a bridge on free ports whose one
+// source is the Consul agent at agentAddr: write(top, source) writes it
+// with extra top-level keys and extra keys of the source entry.
+type consulBridge struct {
+	dir, cfg, xdsAddr, adminAddr, agentAddr string
+}
+
+func newConsulBridge(t *testing.T, agentAddr string) *consulBridge {
 	dir := t.TempDir()
-	xdsAddr, adminAddr := bridgetest.FreeAddr(t), bridgetest.FreeAddr(t)
-	cfg := filepath.Join(dir, "bridge.yaml")
-	config := func(state string) string {
-		return fmt.Sprintf(`
+	return &consulBridge{dir: dir, cfg: filepath.Join(dir, "bridge.yaml"), agentAddr: agentAddr,
+		xdsAddr: bridgetest.FreeAddr(t), adminAddr: bridgetest.FreeAddr(t)}
+}
+
+func (b *consulBridge) write(t *testing.T, top, source string) {
+	writeFile(t, b.cfg, fmt.Sprintf(`
 xds: {listen: %s}
 admin: {listen: %s}
 %s
@@ -75,10 +77,22 @@ sources:
     type: consul
     address: %s
     services: {exclude: [consul]}
-    startup: {timeout: 500ms}
-`, xdsAddr, adminAddr, state, agent.HTTPAddr)
-	}
-	writeFile(t, cfg, config("state_dir: state"))
+    %s
+`, b.xdsAddr, b.adminAddr, top, b.agentAddr, source))
+}
+
+// TestWarmStartDuringConsulOutage: a bridge with state_dir, restarted while
+// its only source (Consul) is down, serves the last good endpoints to a
+// fresh client at once; without state_dir, it stays not ready, saying why.
+func TestWarmStartDuringConsulOutage(t *testing.T) {
+	agent := consultest.Start(t)
+	c := agent.Client()
+	register(t, c, "web-1", "web", "10.0.0.1", 8080)
+	register(t, c, "web-2", "web", "10.0.0.2", 8080)
+	b := newConsulBridge(t, agent.HTTPAddr)
+	dir, cfg, xdsAddr, adminAddr := b.dir, b.cfg, b.xdsAddr, b.adminAddr
+	const startup = "startup: {timeout: 500ms}"
+	b.write(t, "state_dir: state", startup)
 	p := start(t, cfg)
 	bridgetest.WaitReady(t, adminAddr, 20*time.Second)
 	web := func(s envoysim.State) bool { return len(endpoints(s.Assignments["web"])) == 2 }
@@ -107,7 +121,7 @@ sources:
 
 	// Without state_dir the only source cannot sync: not ready, and the
 	// timeout does not open the gate on an empty world.
-	writeFile(t, cfg, config(""))
+	b.write(t, "", startup)
 	p = start(t, cfg)
 	waitListening(t, adminAddr, 10*time.Second)
 	bridgetest.Eventually(t, 10*time.Second, "the startup timeout", func() bool {
@@ -130,22 +144,11 @@ func TestGuardAgentRestartedEmpty(t *testing.T) {
 	for i := range n {
 		register(t, c, name(i), name(i), fmt.Sprintf("10.0.1.%d", i+1), 8080)
 	}
-	dir := t.TempDir()
-	xdsAddr, adminAddr := bridgetest.FreeAddr(t), bridgetest.FreeAddr(t)
-	cfg := filepath.Join(dir, "bridge.yaml")
+	b := newConsulBridge(t, agent.HTTPAddr)
+	xdsAddr, adminAddr := b.xdsAddr, b.adminAddr
 	const hold = 3 * time.Second
-	writeFile(t, cfg, fmt.Sprintf(`
-xds: {listen: %s}
-admin: {listen: %s}
-guard: {hold: %s}
-sources:
-  - name: consul
-    type: consul
-    address: %s
-    services: {exclude: [consul]}
-    resync_grace: 1s
-`, xdsAddr, adminAddr, hold, agent.HTTPAddr))
-	start(t, cfg)
+	b.write(t, fmt.Sprintf("guard: {hold: %s}", hold), "resync_grace: 1s")
+	start(t, b.cfg)
 	bridgetest.WaitReady(t, adminAddr, 20*time.Second)
 
 	var (
