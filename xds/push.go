@@ -3,7 +3,6 @@ package xds
 import (
 	"strconv"
 	"time"
-
 )
 
 // out is one response ready to send, with what it carries for metrics.
