@@ -106,8 +106,12 @@
 // Per-service blocking queries (?index on each /v1/health/service) would
 // be precise, but over HTTP/1.1 each holds a connection, so at most
 // max_connections of them (16 is far from 10,000), and over HTTP/2 Go's
-// client opens a connection per 250 streams (the agent's limit), beyond
-// max_connections again at 10,000 services; they are not used.
+// client opens another connection whenever one carries the server's
+// stream limit (250 by Go's default, which the agent's HTTPS listener
+// uses; not measured here), beyond max_connections again at 10,000
+// services; they are not used. The price is latency: a change without a
+// bulk signal waits for a sweep, and at 2,000 services on a starved 2-CPU
+// machine that was 4 to 14 s (docs/benchmarks.md).
 //
 // Connections: the HTTP transport allows at most max_connections
 // connections to the agent (default max_concurrent_fetches + 3 per
