@@ -57,7 +57,10 @@
 //     service with an instance on that node). Its index moves on every
 //     check change while its answer stays small in a healthy cluster; a
 //     check missing from it is passing;
-//   - /v1/catalog/nodes: nodes whose address or meta changed.
+//   - /v1/catalog/nodes: nodes whose address or meta changed, and nodes
+//     that appeared: the services of a new node are read once from
+//     /v1/catalog/node-services/<node> (up to 8 new nodes per answer), so
+//     an instance on a new machine or sync node is found without a sweep.
 //
 // When one of them names a service, the source reads that service once,
 // non-blocking, with /v1/health/service/<name>, at most
