@@ -12,6 +12,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -31,10 +32,6 @@ const (
 	// live as long as their clients, so GracefulStop would wait forever for
 	// them; after this long the remaining streams are cut.
 	shutdownTimeout = 3 * time.Second
-	// maxConcurrentStreams per connection: an xDS client opens one ADS
-	// stream, or one per type (four types, SotW or delta), so this leaves
-	// plenty of room while bounding a misbehaving client.
-	maxConcurrentStreams = 64
 )
 
 // Instance is a bridge ready to run: its listeners are bound and its
@@ -69,14 +66,9 @@ func New(cfg *config.Config, log *slog.Logger) (*Instance, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	named := make([]sources.Named, 0, len(cfg.Entries))
-	for _, e := range cfg.Entries {
-		st := sources.NewStatus(e.Name)
-		src, err := cfg.NewSource(e, sources.Options{Logger: log.With("source", e.Name), Status: st})
-		if err != nil {
-			return nil, err
-		}
-		named = append(named, sources.Named{Name: e.Name, Source: src, Status: st, Startup: e.Startup, Guard: e.Guard})
+	named, err := buildSources(cfg, log)
+	if err != nil {
+		return nil, err
 	}
 	in.manager = sources.NewManager(sources.ManagerOptions{
 		Sources:    named,
@@ -92,13 +84,14 @@ func New(cfg *config.Config, log *slog.Logger) (*Instance, error) {
 		Logger:          log.With("component", "xds"),
 		UnknownNameWait: cfg.XDS.UnknownNameWait,
 		Registerer:      reg,
+		Limits:          xds.Limits(cfg.XDS.Limits),
 	})
-	in.pub = newPublisher(server, cfg.XDS.GRPC.Enabled, log.With("component", "publish"), reg)
+	in.pub = newPublisher(server, cfg.XDS.GRPC.Enabled, log.With("component", "publish"), reg).shape(cfg.Shaping, cfg.Chain)
 	sec, err := newSecurity(cfg, log, reg)
 	if err != nil {
 		return nil, err
 	}
-	in.grpc = grpc.NewServer(append(sec.grpcOpts,
+	in.grpc = grpc.NewServer(append(slices.Concat(sec.grpcOpts, server.GRPCOptions()),
 		grpc.KeepaliveParams(keepalive.ServerParameters{
 			Time:                  cfg.XDS.Keepalive.Time,
 			Timeout:               cfg.XDS.Keepalive.Timeout,
@@ -109,7 +102,6 @@ func New(cfg *config.Config, log *slog.Logger) (*Instance, error) {
 			MinTime:             cfg.XDS.Keepalive.MinClientInterval,
 			PermitWithoutStream: true,
 		}),
-		grpc.MaxConcurrentStreams(maxConcurrentStreams),
 		// The engine's codec decodes the name lists that SotW ACKs repeat
 		// once per distinct list (see xds.Codec).
 		grpc.ForceServerCodecV2(xds.Codec()),
@@ -121,6 +113,7 @@ func New(cfg *config.Config, log *slog.Logger) (*Instance, error) {
 		Gatherer: reg,
 		Clients:  func() any { return server.Clients() },
 		Confirm:  in.manager.ConfirmRemovals,
+		Handlers: debugHandlers(in.pub.why, server),
 		PProf:    cfg.Admin.PProf,
 		Status:   func() admin.Page { return in.page(server.Clients) },
 	})
@@ -144,6 +137,20 @@ func New(cfg *config.Config, log *slog.Logger) (*Instance, error) {
 		in.adminLis = tls.NewListener(in.adminLis, sec.adminTLS)
 	}
 	return in, nil
+}
+
+// buildSources builds the configured sources, each with its status.
+func buildSources(cfg *config.Config, log *slog.Logger) ([]sources.Named, error) {
+	named := make([]sources.Named, 0, len(cfg.Entries))
+	for _, e := range cfg.Entries {
+		st := sources.NewStatus(e.Name)
+		src, err := cfg.NewSource(e, sources.Options{Logger: log.With("source", e.Name), Status: st})
+		if err != nil {
+			return nil, err
+		}
+		named = append(named, sources.Named{Name: e.Name, Source: src, Status: st, Startup: e.Startup, Guard: e.Guard})
+	}
+	return named, nil
 }
 
 // orInfinity maps 0, the configuration's "off", to gRPC's "never".

@@ -1,0 +1,90 @@
+package transform
+
+import (
+	"cmp"
+	"maps"
+	"slices"
+
+	"github.com/xdsbridge/xdsbridge/sources"
+)
+
+// Stream applies a Chain to the manager's successive Changes. It remembers
+// which name each service is published under, because a transform may drop
+// or rename a service: the removal of a service, or its move to another
+// name, must remove what was published before.
+//
+// Two services renamed to one name conflict: the one already publishing it
+// keeps it and the other is held back (listed in Conflicts) until the name
+// is free, when it is published without waiting for a change of its own.
+// Held-back services are kept (transformed) until then; there are at most
+// as many as services. Not safe for concurrent use.
+type Stream struct {
+	chain *Chain
+	out   map[string]string          // input name -> published name
+	owner map[string]string          // published name -> input name
+	held  map[string]sources.Service // input name -> its transformed version, held back
+	// Conflicts are the input names held back after the latest Apply.
+	Conflicts []string
+}
+
+// NewStream returns a stream of chain (nil: no transforms).
+func NewStream(chain *Chain) *Stream {
+	return &Stream{chain: chain, out: map[string]string{}, owner: map[string]string{}, held: map[string]sources.Service{}}
+}
+
+// Apply transforms c and returns what to publish: the transformed upserts
+// and the published names to remove. c is not modified; its services are
+// shared with the result where no transform changed them.
+func (s *Stream) Apply(c sources.Changes) sources.Changes {
+	if s.chain.Len() == 0 {
+		return c
+	}
+	up := map[string]sources.Service{} // published name -> service
+	removed := map[string]bool{}
+	unpublish := func(in string) {
+		delete(s.held, in)
+		if name, ok := s.out[in]; ok {
+			delete(s.out, in)
+			delete(s.owner, name)
+			delete(up, name)
+			removed[name] = true
+		}
+	}
+	publish := func(in string, t sources.Service) {
+		if o, taken := s.owner[t.Name]; taken && o != in {
+			s.held[in] = t
+			return
+		}
+		delete(s.held, in)
+		s.out[in], s.owner[t.Name] = t.Name, in
+		delete(removed, t.Name)
+		up[t.Name] = t
+	}
+	for _, in := range c.Removed {
+		unpublish(in)
+	}
+	for _, svc := range c.Upserted {
+		t, ok := s.chain.Service(svc)
+		if name, had := s.out[svc.Name]; had && (!ok || t.Name != name) {
+			unpublish(svc.Name)
+		}
+		if !ok {
+			delete(s.held, svc.Name)
+			continue
+		}
+		publish(svc.Name, t)
+	}
+	// Names freed above go to the services waiting for them, in name order.
+	for _, in := range slices.Sorted(maps.Keys(s.held)) {
+		if t := s.held[in]; removed[t.Name] {
+			publish(in, t)
+		}
+	}
+	s.Conflicts = slices.Sorted(maps.Keys(s.held))
+	res := sources.Changes{
+		Upserted: slices.Collect(maps.Values(up)),
+		Removed:  slices.Sorted(maps.Keys(removed)),
+	}
+	slices.SortFunc(res.Upserted, func(a, b sources.Service) int { return cmp.Compare(a.Name, b.Name) })
+	return res
+}
