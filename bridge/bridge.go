@@ -46,6 +46,7 @@ type Instance struct {
 	http     *http.Server
 	xdsLis   net.Listener
 	adminLis net.Listener
+	views    *views
 }
 
 // Run builds the bridge of cfg and runs it until ctx is done; see New and
@@ -88,7 +89,12 @@ func New(cfg *config.Config, log *slog.Logger) (*Instance, error) {
 		Logger:          log.With("component", "xds"),
 		UnknownNameWait: cfg.XDS.UnknownNameWait,
 		Registerer:      reg,
+		ConfigCluster:   cfg.XDS.ConfigCluster,
 	})
+	var err error
+	if in.views, err = newViews(cfg, server, log); err != nil {
+		return nil, err
+	}
 	in.pub = newPublisher(server, cfg.XDS.GRPC.Enabled, log.With("component", "publish"), reg)
 	in.grpc = grpc.NewServer(
 		grpc.KeepaliveParams(keepalive.ServerParameters{
@@ -106,21 +112,22 @@ func New(cfg *config.Config, log *slog.Logger) (*Instance, error) {
 	)
 	server.Register(in.grpc)
 	in.http = &http.Server{
-		Handler: admin.Handler(admin.Options{
+		Handler: in.views.adminHandler(admin.Handler(admin.Options{
 			Pending:  in.manager.Pending,
 			Sources:  in.snapshots,
 			Gatherer: reg,
-			Clients:  func() any { return server.Clients() },
-		}),
+			Clients:  func() any { return in.views.clients(server.Clients()) },
+		})),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 
-	var err error
 	if in.xdsLis, err = net.Listen("tcp", cfg.XDS.Listen); err != nil {
+		in.views.close()
 		return nil, sources.Prefix("xds.listen", err)
 	}
 	if in.adminLis, err = net.Listen("tcp", cfg.Admin.Listen); err != nil {
 		in.xdsLis.Close()
+		in.views.close()
 		return nil, sources.Prefix("admin.listen", err)
 	}
 	return in, nil
@@ -150,6 +157,7 @@ func (in *Instance) Run(ctx context.Context) error {
 	in.log.Info("serving admin", "addr", in.adminLis.Addr().String())
 
 	var wg sync.WaitGroup
+	in.views.run(ctx, &wg, cancel)
 	wg.Go(func() {
 		if err := in.manager.Run(ctx, in.pub.publish); err != nil {
 			cancel(fmt.Errorf("running sources: %w", err))

@@ -32,6 +32,7 @@ type Config struct {
 	Log     Log              `mapstructure:"log"`
 	Holdoff Holdoff          `mapstructure:"holdoff"`
 	Sources []map[string]any `mapstructure:"sources"`
+	Outputs []Output         `mapstructure:"outputs"`
 
 	// Entries are the parsed Sources, in configuration order (which is
 	// their precedence order).
@@ -53,6 +54,11 @@ type XDS struct {
 	// waits before it is answered without it.
 	UnknownNameWait time.Duration `mapstructure:"unknown_name_wait"`
 	Keepalive       Keepalive     `mapstructure:"keepalive"`
+	// ConfigCluster is the static cluster of the Envoys' bootstrap that
+	// leads to this server, named in the config sources of clusters sent
+	// to clients without ADS (per-type streams, REST).
+	ConfigCluster string `mapstructure:"config_cluster"`
+	REST          REST   `mapstructure:"rest"`
 }
 
 // Keepalive configures gRPC keepalive: the server pings an idle client
@@ -104,6 +110,11 @@ var defaults = map[string]any{
 	"xds.keepalive.time":                "30s",
 	"xds.keepalive.timeout":             "10s",
 	"xds.keepalive.min_client_interval": "10s",
+	"xds.config_cluster":                "xds_cluster",
+	"xds.rest.enabled":                  false,
+	"xds.rest.listen":                   RESTOnAdmin,
+	"xds.rest.refresh_delay":            "1s",
+	"xds.rest.max_request_bytes":        1 << 20,
 	"admin.listen":                      "127.0.0.1:19000",
 	"log.level":                         "info",
 	"log.format":                        "text",
