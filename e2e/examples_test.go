@@ -32,25 +32,7 @@ func TestEnvoyBootstraps(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.file, func(t *testing.T) {
-			data, err := os.ReadFile(filepath.Join("..", "examples", c.file))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var doc any
-			if err := yaml.Unmarshal(data, &doc); err != nil {
-				t.Fatal(err)
-			}
-			js, err := json.Marshal(doc)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var b bootstrapv3.Bootstrap
-			if err := protojson.Unmarshal(js, &b); err != nil {
-				t.Fatalf("not a v3 Bootstrap: %v", err)
-			}
-			if err := b.ValidateAll(); err != nil {
-				t.Fatalf("invalid Bootstrap: %v", err)
-			}
+			b := loadBootstrap(t, c.file)
 			ads := b.GetDynamicResources().GetAdsConfig()
 			if ads.GetApiType() != c.api || ads.GetTransportApiVersion() != corev3.ApiVersion_V3 {
 				t.Errorf("ads_config = %v %v, want %v V3", ads.GetApiType(), ads.GetTransportApiVersion(), c.api)
@@ -59,22 +41,50 @@ func TestEnvoyBootstraps(t *testing.T) {
 				t.Error("cds_config does not use ADS")
 			}
 			cluster := ads.GetGrpcServices()[0].GetEnvoyGrpc().GetClusterName()
-			var found bool
-			for _, cl := range b.GetStaticResources().GetClusters() {
-				if cl.GetName() != cluster {
-					continue
-				}
-				found = true
-				sa := cl.GetLoadAssignment().GetEndpoints()[0].GetLbEndpoints()[0].GetEndpoint().GetAddress().GetSocketAddress()
-				if sa.GetAddress() != c.host || sa.GetPortValue() != 18000 {
-					t.Errorf("control plane at %s:%d, want %s:18000", sa.GetAddress(), sa.GetPortValue(), c.host)
-				}
-			}
-			if !found {
-				t.Errorf("no static cluster %q for the control plane", cluster)
+			if host, port := controlPlane(t, b, cluster); host != c.host || port != 18000 {
+				t.Errorf("control plane at %s:%d, want %s:18000", host, port, c.host)
 			}
 		})
 	}
+}
+
+// loadBootstrap reads an example Envoy bootstrap (a path under examples/)
+// strictly as a v3 Bootstrap proto that passes Envoy's validation rules.
+func loadBootstrap(t *testing.T, file string) *bootstrapv3.Bootstrap {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "examples", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc any
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	js, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bootstrapv3.Bootstrap
+	if err := protojson.Unmarshal(js, &b); err != nil {
+		t.Fatalf("not a v3 Bootstrap: %v", err)
+	}
+	if err := b.ValidateAll(); err != nil {
+		t.Fatalf("invalid Bootstrap: %v", err)
+	}
+	return &b
+}
+
+// controlPlane returns the address of the bootstrap's static cluster name.
+func controlPlane(t *testing.T, b *bootstrapv3.Bootstrap, name string) (string, uint32) {
+	t.Helper()
+	for _, cl := range b.GetStaticResources().GetClusters() {
+		if cl.GetName() == name {
+			sa := cl.GetLoadAssignment().GetEndpoints()[0].GetLbEndpoints()[0].GetEndpoint().GetAddress().GetSocketAddress()
+			return sa.GetAddress(), sa.GetPortValue()
+		}
+	}
+	t.Fatalf("no static cluster %q for the control plane", name)
+	return "", 0
 }
 
 func TestGRPCBootstrap(t *testing.T) {
