@@ -27,12 +27,15 @@ import (
 
 // Config is the whole configuration of one bridge.
 type Config struct {
-	XDS     XDS              `mapstructure:"xds"`
-	Admin   Admin            `mapstructure:"admin"`
-	Log     Log              `mapstructure:"log"`
-	Holdoff Holdoff          `mapstructure:"holdoff"`
-	Sources []map[string]any `mapstructure:"sources"`
-	Outputs []Output         `mapstructure:"outputs"`
+	XDS     XDS     `mapstructure:"xds"`
+	Admin   Admin   `mapstructure:"admin"`
+	Log     Log     `mapstructure:"log"`
+	Holdoff Holdoff `mapstructure:"holdoff"`
+	// StateDir, when set, is where the state is persisted for warm starts.
+	StateDir string           `mapstructure:"state_dir"`
+	Guard    GuardDefaults    `mapstructure:"guard"`
+	Sources  []map[string]any `mapstructure:"sources"`
+	Outputs  []Output         `mapstructure:"outputs"`
 
 	// Entries are the parsed Sources, in configuration order (which is
 	// their precedence order).
@@ -54,6 +57,10 @@ type XDS struct {
 	// waits before it is answered without it.
 	UnknownNameWait time.Duration `mapstructure:"unknown_name_wait"`
 	Keepalive       Keepalive     `mapstructure:"keepalive"`
+	TLS             TLS           `mapstructure:"tls"`
+	// Identity binds client certificates to the nodes they may claim;
+	// empty binds nothing.
+	Identity []Binding `mapstructure:"identity"`
 	// ConfigCluster is the static cluster of the Envoys' bootstrap that
 	// leads to this server, named in the config sources of clusters sent
 	// to clients without ADS (per-type streams, REST).
@@ -68,11 +75,22 @@ type Keepalive struct {
 	Time              time.Duration `mapstructure:"time"`
 	Timeout           time.Duration `mapstructure:"timeout"`
 	MinClientInterval time.Duration `mapstructure:"min_client_interval"`
+	// MaxConnectionAge closes a connection (GOAWAY) after about this long,
+	// gRPC adding ±10 % jitter, so that clients spread over new replicas;
+	// its streams get MaxConnectionAgeGrace to move. 0 disables it.
+	MaxConnectionAge      time.Duration `mapstructure:"max_connection_age"`
+	MaxConnectionAgeGrace time.Duration `mapstructure:"max_connection_age_grace"`
 }
 
 // Admin configures the HTTP admin listener.
 type Admin struct {
 	Listen string `mapstructure:"listen"`
+	TLS    TLS    `mapstructure:"tls"`
+	// TokenFile holds a bearer token that every request but /healthz and
+	// /readyz must present; empty requires none.
+	TokenFile string `mapstructure:"token_file"`
+	// PProf serves /debug/pprof/ (GET only).
+	PProf bool `mapstructure:"pprof"`
 }
 
 // Log configures logging.
@@ -96,6 +114,9 @@ type Source struct {
 	Settings map[string]any
 	// Index is the entry's position, used to name keys in errors.
 	Index int
+	// Startup and Guard are the entry's policies (keys startup, guard).
+	Startup sources.Startup
+	Guard   sources.Guard
 }
 
 // Key returns the configuration key of the entry, such as "sources[1]".
@@ -104,22 +125,37 @@ func (s Source) Key() string { return fmt.Sprintf("sources[%d]", s.Index) }
 // defaults holds the default of every scalar key. Every key must be here:
 // viper binds environment variables only for keys it already knows.
 var defaults = map[string]any{
-	"xds.listen":                        "127.0.0.1:18000",
-	"xds.grpc.enabled":                  true,
-	"xds.unknown_name_wait":             "5s",
-	"xds.keepalive.time":                "30s",
-	"xds.keepalive.timeout":             "10s",
-	"xds.keepalive.min_client_interval": "10s",
-	"xds.config_cluster":                "xds_cluster",
-	"xds.rest.enabled":                  false,
-	"xds.rest.listen":                   RESTOnAdmin,
-	"xds.rest.refresh_delay":            "1s",
-	"xds.rest.max_request_bytes":        1 << 20,
-	"admin.listen":                      "127.0.0.1:19000",
-	"log.level":                         "info",
-	"log.format":                        "text",
-	"holdoff.min":                       sources.DefaultHoldoff.String(),
-	"holdoff.max":                       sources.DefaultMaxHoldoff.String(),
+	"xds.listen":                             "127.0.0.1:18000",
+	"xds.grpc.enabled":                       true,
+	"xds.unknown_name_wait":                  "5s",
+	"xds.keepalive.time":                     "30s",
+	"xds.keepalive.timeout":                  "10s",
+	"xds.keepalive.min_client_interval":      "10s",
+	"xds.keepalive.max_connection_age":       "30m",
+	"xds.keepalive.max_connection_age_grace": "10s",
+	"xds.tls.cert_file":                      "",
+	"xds.tls.key_file":                       "",
+	"xds.tls.client_ca_file":                 "",
+	"xds.tls.require_client_cert":            false,
+	"xds.config_cluster":                     "xds_cluster",
+	"xds.rest.enabled":                       false,
+	"xds.rest.listen":                        RESTOnAdmin,
+	"xds.rest.refresh_delay":                 "1s",
+	"xds.rest.max_request_bytes":             1 << 20,
+	"admin.listen":                           "127.0.0.1:19000",
+	"admin.tls.cert_file":                    "",
+	"admin.tls.key_file":                     "",
+	"admin.tls.client_ca_file":               "",
+	"admin.tls.require_client_cert":          false,
+	"admin.token_file":                       "",
+	"admin.pprof":                            false,
+	"log.level":                              "info",
+	"log.format":                             "text",
+	"holdoff.min":                            sources.DefaultHoldoff.String(),
+	"holdoff.max":                            sources.DefaultMaxHoldoff.String(),
+	"state_dir":                              "",
+	"guard.max_removed_fraction":             sources.DefaultMaxRemovedFraction,
+	"guard.hold":                             sources.DefaultGuardHold.String(),
 }
 
 // Flags maps the command-line flags that override settings to their keys.
@@ -180,6 +216,7 @@ func parse(data []byte, dir string, fs *pflag.FlagSet) (*Config, error) {
 	if err := cfg.parseSources(); err != nil {
 		return nil, err
 	}
+	cfg.resolvePaths()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -191,9 +228,12 @@ func (c *Config) parseSources() error {
 	c.Entries = make([]Source, 0, len(c.Sources))
 	for i, raw := range c.Sources {
 		s := Source{Index: i, Settings: map[string]any{}}
+		policy := map[string]any{}
 		for k, val := range raw {
-			switch k {
-			case "name", "type":
+			switch {
+			case policyKeys[k]:
+				policy[k] = val
+			case k == "name" || k == "type":
 				str, ok := val.(string)
 				if !ok {
 					return sources.Errorf(fmt.Sprintf("%s.%s", s.Key(), k), "must be a string, not %T", val)
@@ -206,6 +246,9 @@ func (c *Config) parseSources() error {
 			default:
 				s.Settings[k] = val
 			}
+		}
+		if err := c.parsePolicy(&s, policy); err != nil {
+			return err
 		}
 		c.Entries = append(c.Entries, s)
 	}

@@ -29,11 +29,13 @@ type Config struct {
 	TokenFile string    `mapstructure:"token_file"`
 	TLS       TLSConfig `mapstructure:"tls"`
 
-	// Datacenters to watch; default the agent's own. The first is the
-	// local one (priority 0); the others are served at
-	// OtherDatacentersPriority for failover.
-	Datacenters              []string `mapstructure:"datacenters"`
-	OtherDatacentersPriority uint32   `mapstructure:"other_datacenters_priority"`
+	// Datacenters to watch; default the agent's own. They are the
+	// failover order: the first is served at priority 0, the second at 1,
+	// and so on; DatacenterPriority sets a datacenter's priority
+	// explicitly (two datacenters at the same priority share the traffic
+	// of that tier).
+	Datacenters        []string          `mapstructure:"datacenters"`
+	DatacenterPriority map[string]uint32 `mapstructure:"datacenter_priority"`
 	// Namespace and Partition (Consul Enterprise) are passed to every query.
 	Namespace string `mapstructure:"namespace"`
 	Partition string `mapstructure:"partition"`
@@ -52,8 +54,8 @@ type Config struct {
 	// lan_ipv4 or wan (the service's tagged address, else the node's, else
 	// as for "service").
 	AddressSource string `mapstructure:"address_source"`
-	// Warning is how instances with a warning check are served: degraded
-	// (default) or healthy.
+	// Warning is how instances with a warning check are served: healthy
+	// (default, at Weights.Warning, as Consul's own xDS does) or degraded.
 	Warning string `mapstructure:"warning"`
 	// Critical is how instances with a critical check are served:
 	// unhealthy (default) or drop.
@@ -64,6 +66,11 @@ type Config struct {
 	// {{.Namespace}}, {{.Partition}}; default "{{.Service}}". Instances of
 	// services that render the same name are served as one cluster.
 	ClusterName string `mapstructure:"cluster_name"`
+	// KeepMesh serves Connect sidecar proxies, mesh, terminating,
+	// ingress and API gateways and the consul service itself as ordinary
+	// clusters; by default they are left out (they are not what a client
+	// means by the service's name).
+	KeepMesh bool `mapstructure:"keep_mesh"`
 	// OnEmpty is what happens to a service with no instances left: "empty"
 	// (default: the cluster stays, with no endpoints) or "remove".
 	OnEmpty string `mapstructure:"on_empty"`
@@ -72,6 +79,10 @@ type Config struct {
 	// agent's cache for service reads (default false).
 	Stale  *bool `mapstructure:"stale"`
 	Cached bool  `mapstructure:"cached"`
+	// MaxStale bounds a stale read: an answer whose server last heard
+	// from the leader longer ago (X-Consul-LastContact) is read again from
+	// the leader (default 10s).
+	MaxStale time.Duration `mapstructure:"max_stale"`
 	// Wait is the blocking query wait time (default 5m, at most 10m).
 	Wait time.Duration `mapstructure:"wait"`
 	// MaxConcurrentFetches bounds the non-blocking service reads in flight
@@ -91,10 +102,16 @@ type Config struct {
 	// agent or a restored cluster, must not make endpoints flap). Default
 	// 5s; 0s disables it.
 	ResyncGrace *time.Duration `mapstructure:"resync_grace"`
-	// RetryMin and RetryMax bound the exponential backoff after errors
-	// (defaults 250ms and 30s).
+	// RetryMin and RetryMax bound the exponential backoff of each failed
+	// read and blocking query (defaults 250ms and 30s).
 	RetryMin time.Duration `mapstructure:"retry_min"`
 	RetryMax time.Duration `mapstructure:"retry_max"`
+	// ReadTimeout is the deadline of every request that does not block
+	// (default 5s), and the margin a blocking query gets beyond its wait
+	// and Consul's jitter (wait/16). A request past its deadline counts as
+	// a failure. It is also the interval of the liveness probe while the
+	// source is healthy, so a hung agent is noticed within twice this.
+	ReadTimeout time.Duration `mapstructure:"read_timeout"`
 }
 
 // TLSConfig configures HTTPS to the agent.
@@ -139,6 +156,20 @@ const (
 // (catalog services, health state, catalog nodes).
 const pollsPerDatacenter = 3
 
+// probeConns is the connection the liveness probe needs (see probe.go).
+const probeConns = 1
+
+// fixedConns is the number of connections the source holds whatever the
+// reads: the blocking queries of n datacenters and the probe.
+func fixedConns(n int) int { return pollsPerDatacenter*max(1, n) + probeConns }
+
+// readSlots is how many reads may be in flight: max_concurrent_fetches,
+// lowered so that reads, blocking queries and the probe together never
+// need more than max_connections.
+func (c *Config) readSlots() int {
+	return max(1, min(c.MaxConcurrentFetches, c.MaxConnections-fixedConns(len(c.Datacenters))))
+}
+
 func (c *Config) defaults() {
 	if c.Address == "" {
 		c.Address = os.Getenv("CONSUL_HTTP_ADDR")
@@ -155,14 +186,11 @@ func (c *Config) defaults() {
 	if c.Token == "" && c.TokenFile == "" {
 		c.Token = os.Getenv("CONSUL_HTTP_TOKEN")
 	}
-	if c.OtherDatacentersPriority == 0 {
-		c.OtherDatacentersPriority = 1
-	}
 	if c.AddressSource == "" {
 		c.AddressSource = AddressService
 	}
 	if c.Warning == "" {
-		c.Warning = WarningDegrade
+		c.Warning = WarningHealthy
 	}
 	if c.Critical == "" {
 		c.Critical = CriticalUnhlth
@@ -184,7 +212,7 @@ func (c *Config) defaults() {
 		c.MaxConcurrentFetches = 8
 	}
 	if c.MaxConnections == 0 {
-		c.MaxConnections = c.MaxConcurrentFetches + pollsPerDatacenter*max(1, len(c.Datacenters))
+		c.MaxConnections = c.MaxConcurrentFetches + fixedConns(len(c.Datacenters))
 	}
 	if c.ResyncGrace == nil {
 		g := 5 * time.Second
@@ -195,6 +223,12 @@ func (c *Config) defaults() {
 	}
 	if c.RetryMax == 0 {
 		c.RetryMax = 30 * time.Second
+	}
+	if c.ReadTimeout == 0 {
+		c.ReadTimeout = 5 * time.Second
+	}
+	if c.MaxStale == 0 {
+		c.MaxStale = 10 * time.Second
 	}
 }
 
@@ -229,6 +263,14 @@ func (c *Config) validate(baseDir string) (*template.Template, error) {
 			return nil, sources.Errorf(fmt.Sprintf("datacenters[%d]", i), "%q listed twice", dc)
 		}
 	}
+	for dc := range c.DatacenterPriority {
+		if !slices.Contains(c.Datacenters, dc) {
+			return nil, sources.Errorf("datacenter_priority."+dc, "%q is not in datacenters", dc)
+		}
+	}
+	if c.MaxStale < 0 {
+		return nil, sources.Errorf("max_stale", "must not be negative")
+	}
 	for key, globs := range map[string][]string{"services.include": c.Services.Include, "services.exclude": c.Services.Exclude} {
 		for i, g := range globs {
 			if _, err := path.Match(g, ""); err != nil {
@@ -245,12 +287,14 @@ func (c *Config) validate(baseDir string) (*template.Template, error) {
 	if c.MaxConcurrentFetches < 1 {
 		return nil, sources.Errorf("max_concurrent_fetches", "must be at least 1")
 	}
-	polls := pollsPerDatacenter * max(1, len(c.Datacenters))
-	if c.MaxConnections < polls+1 {
-		return nil, sources.Errorf("max_connections", "%d leaves no connection for reads: the source holds %d blocking queries", c.MaxConnections, polls)
+	if fixed := fixedConns(len(c.Datacenters)); c.MaxConnections < fixed+1 {
+		return nil, sources.Errorf("max_connections", "%d leaves no connection for reads: the source holds %d blocking queries and a probe", c.MaxConnections, fixed)
 	}
 	if *c.ResyncGrace < 0 {
 		return nil, sources.Errorf("resync_grace", "must not be negative")
+	}
+	if c.ReadTimeout < 100*time.Millisecond || c.ReadTimeout > time.Minute {
+		return nil, sources.Errorf("read_timeout", "%v is outside 100ms..1m", c.ReadTimeout)
 	}
 	if c.RetryMin <= 0 || c.RetryMax < c.RetryMin {
 		return nil, sources.Errorf("retry_max", "retry_min (%v) must be positive and at most retry_max (%v)", c.RetryMin, c.RetryMax)
@@ -289,9 +333,25 @@ func renderName(t *template.Template, d nameData) (string, error) {
 	return b.String(), nil
 }
 
+// priority is the failover priority of the i-th datacenter.
+func (c *Config) priority(i int, dc string) uint32 {
+	if p, ok := c.DatacenterPriority[dc]; ok {
+		return p
+	}
+	return uint32(i)
+}
+
+// consulService is the name under which Consul servers register
+// themselves.
+const consulService = "consul"
+
 // selected reports whether the service name passes the include/exclude
-// globs and its catalog tags can satisfy the required tags.
+// globs and its catalog tags can satisfy the required tags; the consul
+// service only with keep_mesh.
 func (c *Config) selected(name string, tags []string) bool {
+	if name == consulService && !c.KeepMesh {
+		return false
+	}
 	if len(c.Services.Include) > 0 && !matchAny(c.Services.Include, name) {
 		return false
 	}

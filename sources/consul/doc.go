@@ -13,8 +13,8 @@
 //	    scheme: http                     # https when address starts with https://
 //	    token_file: /run/secrets/consul  # or token; default $CONSUL_HTTP_TOKEN
 //	    tls: {ca_file: "", cert_file: "", key_file: "", server_name: "", insecure_skip_verify: false}
-//	    datacenters: [dc1]               # default: the agent's own
-//	    other_datacenters_priority: 1
+//	    datacenters: [dc1]               # default: the agent's own; failover order
+//	    datacenter_priority: {}          # e.g. {dc3: 1}: dc3 shares priority 1 with dc2
 //	    namespace: ""                    # Enterprise
 //	    partition: ""                    # Enterprise
 //	    services: {include: ["*"], exclude: []}   # path.Match globs
@@ -22,20 +22,23 @@
 //	    node_meta: {}                    # node metadata every served node has
 //	    filter: ""                       # Consul filter on /v1/health/service
 //	    address_source: service          # service | node | a tagged address name
-//	    warning: degraded                # degraded | healthy
+//	    warning: healthy                 # healthy | degraded
+//	    keep_mesh: false                 # serve proxies, gateways and the consul service too
 //	    critical: unhealthy              # unhealthy | drop
 //	    locality: {region_key: "", zone_key: "", subzone_key: ""}
 //	    cluster_name: "{{.Service}}"     # also .Datacenter, .Namespace, .Partition
 //	    on_empty: empty                  # empty | remove
 //	    stale: true
+//	    max_stale: 10s                   # older stale answers are read again from the leader
 //	    cached: false
 //	    wait: 5m
 //	    max_concurrent_fetches: 8
 //	    max_read_rate: 0                 # reads per second; 0: no pacing
-//	    max_connections: 11              # max_concurrent_fetches + 3 per datacenter
+//	    max_connections: 12              # max_concurrent_fetches + 3 per datacenter + 1
 //	    resync_grace: 5s                 # 0s: no grace
 //	    retry_min: 250ms
 //	    retry_max: 30s
+//	    read_timeout: 5s                 # deadline of a read; blocking: wait + wait/16 + this
 //
 // # Watching, and what it costs Consul
 //
@@ -85,7 +88,7 @@
 //
 // Connections: the HTTP transport allows at most max_connections
 // connections to the agent (default max_concurrent_fetches + 3 per
-// datacenter: 11 for one datacenter) and keeps them alive for reuse. That
+// datacenter + 1 for the probe: 12 for one datacenter) and keeps them alive for reuse. That
 // is the number the bridge holds, far below the agent's default limit of
 // 200; keep max_connections below the agent's http_max_conns_per_client.
 // Over HTTPS the agent speaks HTTP/2 and the source multiplexes every query
@@ -99,38 +102,108 @@
 // # Failures
 //
 // A failed read (agent unreachable, 5xx such as "No cluster leader", 429,
-// malformed JSON) publishes nothing: the receiver keeps the last good state.
-// The source records it in its Status (stale), logs once when the failing
-// period starts, retries with exponential backoff and jitter (retry_min to
-// retry_max), and, once the blocking queries answer again, re-reads every
-// service before it declares the recovery. Only successful reads change
-// what is served, so while one datacenter fails the others' changes still
-// flow. For resync_grace (5s) after a datacenter's queries answer again,
-// removals there are held back (a service missing from the catalog, an
-// instance missing from a read): a Consul that comes back empty and refills
-// (a restarted dev agent, a restored cluster) does not make endpoints flap.
-// When the grace ends, the datacenter is read again and what is really
-// gone is removed.
+// 403, malformed JSON, no answer within its deadline) publishes nothing:
+// the receiver keeps the last good state. The source records it in its
+// Status (stale, with the error naming the read and why), logs once when
+// the failing period starts and once when it ends. Failures are handled
+// where they happen:
+//
+//   - A failed read of one service is retried alone, with exponential
+//     backoff and jitter (retry_min to retry_max) of its own, which only
+//     its own success resets. It causes no other read: a 429 costs one
+//     read more, not a resync.
+//   - A failed blocking query backs off likewise and restarts from index
+//     0; an answer at the index it saw last is no change, a higher one is
+//     diffed as any answer, a lower one is a reset (below).
+//   - Every request has a deadline: read_timeout (5s) for reads, wait +
+//     wait/16 (Consul's jitter) + read_timeout for blocking queries. A
+//     request past it is a failure like any other; a hung agent cannot
+//     freeze the source silently. This includes /v1/agent/self at
+//     startup, retried with a backoff capped at 1s.
+//   - A probe asks /v1/status/leader every read_timeout/2 while the source
+//     is healthy (an idle source holds only blocking queries, which may
+//     rightly stay silent): a hung agent makes the source stale within 1.5
+//     read_timeout. While something fails without an HTTP answer, it asks
+//     every 200ms (each with a 500ms deadline) and no read starts; once it
+//     answers, requests in flight are cut (they may hang on connections
+//     of the failed period) and asked again with every pending retry, so
+//     a returning agent is noticed within about 200ms instead of a 30s
+//     backoff. A probe costs the servers one Status.Leader RPC, which
+//     reads no state: 24 a minute.
+//   - token_file is read again every 500ms and after any 403; a new token
+//     applies to the next request and makes every failed read due at once,
+//     so a token rotated by Vault Agent or consul-template is picked up
+//     without a restart. An unreadable or empty file keeps the current
+//     token.
+//
+// Only successful reads change what is served, so while one datacenter
+// fails the others' changes still flow. For resync_grace (5s) after a
+// datacenter's blocking queries answer again, and after any of them
+// answers with an index lower than before without an error (a snapshot
+// restore, a rebuilt cluster), removals there are held back (a service
+// missing from the catalog, an instance missing from a read): a Consul
+// that comes back empty and refills does not make endpoints flap. When
+// the grace ends, the datacenter is read again and what is really gone is
+// removed.
 //
 // # Mapping
 //
 // The address follows address_source: "service" (default; the service
 // address, else the node address), "node", or a tagged address name such as
 // lan_ipv4 or wan (the service's tagged address and its port, else the
-// node's, else as for "service"). Non-IP addresses and ports outside
-// 1..65535 are dropped and counted (Status.Dropped). Health aggregates the
-// node's and the instance's checks: maintenance (_node_maintenance,
-// _service_maintenance:<id>) gives DRAINING, else the worst status:
-// passing HEALTHY, warning DEGRADED (or HEALTHY with warning: healthy),
-// critical UNHEALTHY (or the endpoint is left out with critical: drop).
-// The weight is Weights.Passing, or Weights.Warning for warning instances.
-// The instance's tags become metadata key "tags" (sorted, deduplicated,
-// comma-joined) and its service meta is copied as is. The locality's region
-// is the node meta value of locality.region_key or else the datacenter; its
-// zone and sub-zone come from locality.zone_key and locality.subzone_key.
-// The first datacenter is served at priority 0, the others at
-// other_datacenters_priority; services whose cluster_name renders the same
-// name are merged into one cluster.
+// node's, else as for "service"). Instances that cannot be served are
+// dropped and counted (Status.Dropped): ports outside 1..65535, and host
+// names where EDS needs an IP (ESM external services, synced cloud load
+// balancers), which are also logged once per service at info.
+//
+// Health aggregates the node's and the instance's checks: maintenance
+// (_node_maintenance, _service_maintenance:<id>) gives DRAINING, else the
+// worst status: passing HEALTHY, warning HEALTHY at Weights.Warning (or
+// DEGRADED with warning: degraded), critical UNHEALTHY (or left out with
+// critical: drop). Weights are clamped to 1..128; a weight of 0 (usually
+// Weights.Warning 0: "no traffic while warning") serves the instance
+// UNHEALTHY. An instance registered without weights counts as weight 1.
+//
+// Metadata (filter_metadata["envoy.lb"], for Envoy's subset load
+// balancer): the service meta as is; "tags", the sorted tags
+// comma-joined; "tag:<tag>" = "true" for each tag, so that a subset
+// selector can use one tag as a key; "node:<key>" for each node meta
+// entry; "datacenter". These keys win over service meta of the same name.
+// The locality's region is the node meta value of locality.region_key or
+// else the datacenter; its zone and sub-zone come from locality.zone_key
+// and locality.subzone_key.
+//
+// Datacenters are the failover order: the i-th listed is served at
+// priority i, unless datacenter_priority names its priority (two
+// datacenters at the same priority form one tier). Services whose
+// cluster_name renders the same name are merged into one cluster.
+//
+// Connect sidecar proxies and mesh, terminating, ingress and API gateways
+// (instances whose Kind is set) and the consul service itself are not
+// served (a service of only such instances gets no cluster); keep_mesh:
+// true serves them like any other.
+//
+// Answers are checked for what they say about themselves. A stale answer
+// (stale: true) whose server last heard from the leader more than
+// max_stale ago (X-Consul-LastContact) is read again from the leader. An
+// answer with X-Consul-KnownLeader: false is applied but makes the source
+// stale until an answer knows a leader again. An answer with
+// X-Consul-Results-Filtered-By-ACLs (a token that lost rights sees
+// services vanish with a 200) is logged once per read, listed in the
+// status notes ("acl_filtered" in /sources), and removes nothing while it
+// says so.
+//
+// Where this differs from Consul's own xDS (agent/xds): Consul serves a
+// mesh through proxies and decides failover with service-resolver config
+// entries and prepared queries; this source serves plain names to
+// proxyless clients and ordinary Envoys, so failover follows the order of
+// datacenters and priorities are contiguous from 0. Consul leaves
+// endpoint metadata empty and builds subsets from service-resolver
+// filters; here tags and meta are exported for the subset load balancer
+// instead. Consul serves warning instances HEALTHY too and clamps weights
+// to 1..128 with 0 as UNHEALTHY, as here; Consul serves critical
+// instances not at all, here they are UNHEALTHY by default (critical:
+// drop matches Consul) so that Envoy's panic threshold still has them.
 //
 // A service with no instances left (deregistered, or all filtered out) is
 // kept as a cluster without endpoints (on_empty: empty, the default, so
