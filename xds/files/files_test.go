@@ -16,38 +16,15 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/xdsbridge/xdsbridge/internal/xdstest"
 	"github.com/xdsbridge/xdsbridge/xds"
 )
 
-func cluster(name string) xds.Resource {
-	return xds.Resource{Type: xds.ClusterType, Name: name, Message: &clusterv3.Cluster{
-		Name:                 name,
-		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS},
-		ConnectTimeout:       durationpb.New(time.Second),
-		EdsClusterConfig: &clusterv3.Cluster_EdsClusterConfig{EdsConfig: &corev3.ConfigSource{
-			ResourceApiVersion:    corev3.ApiVersion_V3,
-			ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}},
-		}},
-	}}
-}
-
-func assignment(name string, port uint32) xds.Resource {
-	return xds.Resource{Type: xds.EndpointType, Name: name, Message: &endpointv3.ClusterLoadAssignment{
-		ClusterName: name,
-		Endpoints: []*endpointv3.LocalityLbEndpoints{{LbEndpoints: []*endpointv3.LbEndpoint{{
-			HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
-				Address: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
-					Address: "127.0.0.1", PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: port},
-				}}},
-			}},
-		}}}},
-	}}
-}
 
 func service(name string, port uint32) []xds.Resource {
-	return []xds.Resource{cluster(name), assignment(name, port)}
+	c, a := xdstest.Service(name, port, 0)
+	return []xds.Resource{c, a}
 }
 
 // read decodes a file as Envoy's filesystem subscription does: a whole
@@ -134,7 +111,7 @@ func TestFiles(t *testing.T) {
 	}
 	eds := read(t, filepath.Join(dir, EDSDir, "b%2Fx.json"))
 	var cla endpointv3.ClusterLoadAssignment
-	if len(eds.Resources) != 1 || eds.Resources[0].UnmarshalTo(&cla) != nil || !proto.Equal(&cla, assignment("b/x", 2).Message) {
+	if len(eds.Resources) != 1 || eds.Resources[0].UnmarshalTo(&cla) != nil || !proto.Equal(&cla, xdstest.Assignment("b/x", 2).Message) {
 		t.Fatalf("eds file: %v", eds)
 	}
 	delta, _ := s.Select(xds.EndpointType, []string{"b/x"}, xds.View{})
@@ -143,7 +120,7 @@ func TestFiles(t *testing.T) {
 	}
 
 	// An endpoint change rewrites its file only.
-	s.Apply([]xds.Resource{assignment("a", 3)}, nil)
+	s.Apply([]xds.Resource{xdstest.Assignment("a", 3)}, nil)
 	if err := w.Sync(); err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +206,7 @@ func TestRunNeverPartial(t *testing.T) {
 	for i := range 10 {
 		start := time.Now()
 		port := uint32(1000 + i)
-		s.Apply([]xds.Resource{assignment("svc-0", port)}, nil)
+		s.Apply([]xds.Resource{xdstest.Assignment("svc-0", port)}, nil)
 		waitFile(t, edsPath, func(r *discoveryv3.DiscoveryResponse) bool {
 			var cla endpointv3.ClusterLoadAssignment
 			return r.Resources[0].UnmarshalTo(&cla) == nil &&
@@ -237,7 +214,7 @@ func TestRunNeverPartial(t *testing.T) {
 		})
 		lat = append(lat, time.Since(start))
 		// A cluster change too, read whole each time.
-		s.Apply([]xds.Resource{cluster("new-" + strconv.Itoa(i))}, nil)
+		s.Apply([]xds.Resource{xdstest.Cluster("new-"+strconv.Itoa(i), 0)}, nil)
 		waitFile(t, cdsPath, func(r *discoveryv3.DiscoveryResponse) bool { return len(r.Resources) == 51+i })
 	}
 	slices.Sort(lat)
@@ -280,4 +257,46 @@ func TestFileName(t *testing.T) {
 	if _, ok := nameOf("a%2f.json"); ok {
 		t.Error("a lower-case escape is not one FileName writes")
 	}
+}
+
+// BenchmarkSync measures a first sync of 1,000 services into an empty
+// directory (1,001 files) and a pass after one endpoint change (one file).
+func BenchmarkSync(b *testing.B) {
+	var rs []xds.Resource
+	for i := range 1000 {
+		rs = append(rs, service("svc-"+strconv.Itoa(i), uint32(i+1))...)
+	}
+	b.Run("first-1000", func(b *testing.B) {
+		for range b.N {
+			b.StopTimer()
+			s := xds.NewServer(xds.Options{})
+			s.Apply(rs, nil)
+			w, err := New(Options{Server: s, Dir: b.TempDir(), CDS: true})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+			if err := w.Sync(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("one-change-of-1000", func(b *testing.B) {
+		s := xds.NewServer(xds.Options{})
+		s.Apply(rs, nil)
+		w, err := New(Options{Server: s, Dir: b.TempDir(), CDS: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := w.Sync(); err != nil {
+			b.Fatal(err)
+		}
+		b.ResetTimer()
+		for i := range b.N {
+			s.Apply([]xds.Resource{xdstest.Assignment("svc-7", uint32(5000+i%2))}, nil)
+			if err := w.Sync(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

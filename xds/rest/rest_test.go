@@ -17,35 +17,11 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/xdsbridge/xdsbridge/internal/xdstest"
 	"github.com/xdsbridge/xdsbridge/xds"
 )
 
-func cluster(name string, timeout time.Duration) xds.Resource {
-	return xds.Resource{Type: xds.ClusterType, Name: name, Message: &clusterv3.Cluster{
-		Name:                 name,
-		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS},
-		ConnectTimeout:       durationpb.New(timeout),
-		EdsClusterConfig: &clusterv3.Cluster_EdsClusterConfig{EdsConfig: &corev3.ConfigSource{
-			ResourceApiVersion:    corev3.ApiVersion_V3,
-			ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}},
-		}},
-	}}
-}
-
-func assignment(name string, port uint32) xds.Resource {
-	return xds.Resource{Type: xds.EndpointType, Name: name, Message: &endpointv3.ClusterLoadAssignment{
-		ClusterName: name,
-		Endpoints: []*endpointv3.LocalityLbEndpoints{{LbEndpoints: []*endpointv3.LbEndpoint{{
-			HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
-				Address: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
-					Address: "127.0.0.1", PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: port},
-				}}},
-			}},
-		}}}},
-	}}
-}
 
 // restClient is a REST client as Envoy's http subscription is: it POSTs JSON
 // DiscoveryRequests and decodes the JSON DiscoveryResponses.
@@ -103,7 +79,7 @@ func TestPolling(t *testing.T) {
 	if code, _ := p.poll(cds, &discoveryv3.DiscoveryRequest{}); code != http.StatusServiceUnavailable {
 		t.Fatalf("before readiness: %d, want 503", code)
 	}
-	s.Apply([]xds.Resource{cluster("a", time.Second), assignment("a", 1), cluster("b", time.Second), assignment("b", 2)}, nil)
+	s.Apply([]xds.Resource{xdstest.Cluster("a", time.Second), xdstest.Assignment("a", 1), xdstest.Cluster("b", time.Second), xdstest.Assignment("b", 2)}, nil)
 
 	code, r := p.poll(cds, &discoveryv3.DiscoveryRequest{})
 	if code != http.StatusOK || len(r.Resources) != 2 || r.TypeUrl != xds.ClusterType || r.VersionInfo == "" {
@@ -136,7 +112,7 @@ func TestPolling(t *testing.T) {
 	if err := e.Resources[0].UnmarshalTo(&cla); err != nil {
 		t.Fatal(err)
 	}
-	if !proto.Equal(&cla, assignment("a", 1).Message) {
+	if !proto.Equal(&cla, xdstest.Assignment("a", 1).Message) {
 		t.Fatalf("assignment %v", &cla)
 	}
 	items, _ := s.Select(xds.EndpointType, []string{"a"}, xds.View{})
@@ -144,17 +120,17 @@ func TestPolling(t *testing.T) {
 		t.Fatalf("version_info %q, want the store's %q", e.VersionInfo, xds.VersionOf(items))
 	}
 	// An endpoint change of b does not modify a's answer; of a it does.
-	s.Apply([]xds.Resource{assignment("b", 3)}, nil)
+	s.Apply([]xds.Resource{xdstest.Assignment("b", 3)}, nil)
 	if code, _ := p.poll(eds, &discoveryv3.DiscoveryRequest{VersionInfo: e.VersionInfo, ResourceNames: []string{"a", "unknown"}}); code != http.StatusNotModified {
 		t.Fatalf("EDS poll after an unrelated change: %d, want 304", code)
 	}
-	s.Apply([]xds.Resource{assignment("a", 4)}, nil)
+	s.Apply([]xds.Resource{xdstest.Assignment("a", 4)}, nil)
 	if code, e2 := p.poll(eds, &discoveryv3.DiscoveryRequest{VersionInfo: e.VersionInfo, ResourceNames: []string{"a"}}); code != http.StatusOK || e2.VersionInfo == e.VersionInfo {
 		t.Fatalf("EDS poll after a change of a: %d %v", code, e2)
 	}
 
 	// A NACK is recorded, and the rejected version is not sent again.
-	s.Apply([]xds.Resource{cluster("b", 13*time.Second)}, nil)
+	s.Apply([]xds.Resource{xdstest.Cluster("b", 13*time.Second)}, nil)
 	code, bad := p.poll(cds, &discoveryv3.DiscoveryRequest{VersionInfo: r.VersionInfo})
 	if code != http.StatusOK {
 		t.Fatalf("CDS poll after a change: %d", code)
@@ -176,7 +152,7 @@ func TestPolling(t *testing.T) {
 	if ts.NACK == nil || ts.NACK.Version != bad.VersionInfo || ts.NACK.Error != "connect_timeout 13s refused" || ts.AckedVersion != r.VersionInfo {
 		t.Fatalf("CDS status %+v (NACK %+v)", ts, ts.NACK)
 	}
-	s.Apply([]xds.Resource{cluster("b", 14*time.Second)}, nil)
+	s.Apply([]xds.Resource{xdstest.Cluster("b", 14*time.Second)}, nil)
 	if code, _ := p.poll(cds, nack); code != http.StatusOK {
 		t.Fatalf("poll after a fix: %d, want 200", code)
 	}
@@ -184,7 +160,7 @@ func TestPolling(t *testing.T) {
 
 func TestPollingErrors(t *testing.T) {
 	s, _, p := setup(t)
-	s.Apply([]xds.Resource{cluster("a", time.Second)}, nil)
+	s.Apply([]xds.Resource{xdstest.Cluster("a", time.Second)}, nil)
 	cases := []struct {
 		name, path, method, body string
 		want                     int
@@ -218,7 +194,7 @@ func TestPollingErrors(t *testing.T) {
 // stays within MaxClients.
 func TestPollersBounded(t *testing.T) {
 	s := xds.NewServer(xds.Options{})
-	s.Apply([]xds.Resource{cluster("a", time.Second)}, nil)
+	s.Apply([]xds.Resource{xdstest.Cluster("a", time.Second)}, nil)
 	h := New(Options{Server: s, MaxClients: 10})
 	for i := range 50 {
 		p := &restClient{t: t, node: &corev3.Node{Id: strconv.Itoa(i) + strings.Repeat("n", 1000)}}
@@ -247,7 +223,7 @@ func BenchmarkPoll(b *testing.B) {
 	var rs []xds.Resource
 	for i := range 1000 {
 		name := "svc-" + strings.Repeat("x", i%7) + string(rune('a'+i%26)) + itoa(i)
-		rs = append(rs, cluster(name, time.Second), assignment(name, uint32(i+1)))
+		rs = append(rs, xdstest.Cluster(name, time.Second), xdstest.Assignment(name, uint32(i+1)))
 	}
 	s.Apply(rs, nil)
 	h := New(Options{Server: s})
