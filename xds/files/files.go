@@ -20,8 +20,9 @@
 // rewrites only the files whose content changed.
 //
 // Every file is replaced atomically: written to a temporary file in the same
-// directory, fsynced, then renamed over the old one, so a reader never sees
-// a partial file. Writes follow make-before-break across files: first the
+// directory, made durable (fsync; one syncfs for a batch of EDS files on
+// Linux), then renamed over the old one, so a reader never sees a partial
+// file, not even after a crash. Writes follow make-before-break across files: first the
 // EDS files that are new or changed, then cds.json, and only then the EDS
 // files of assignments that are gone are deleted. The EDS file of a new
 // cluster is thus in place before cds.json names it: Envoy reads it as
@@ -47,7 +48,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -111,7 +111,7 @@ func New(o Options) (*Writer, error) {
 	}
 	// Prove both directories writable now rather than at the first change.
 	for _, d := range []string{o.Dir, w.edsDir} {
-		probe, err := writeTemp(d, nil)
+		probe, err := writeTemp(d, nil, false)
 		if err != nil {
 			return nil, err
 		}
@@ -223,7 +223,7 @@ func (w *Writer) Sync() error {
 			if err != nil {
 				return err
 			}
-			tmp, err := writeTemp(w.opts.Dir, b)
+			tmp, err := writeTemp(w.opts.Dir, b, true)
 			if err != nil {
 				return fmt.Errorf("writing %s: %w", CDSFile, err)
 			}
@@ -251,49 +251,50 @@ func (w *Writer) Sync() error {
 	return errors.Join(errs...)
 }
 
-// writeEDS replaces the EDS files of items. The temporary files are
-// written and fsynced concurrently (a filesystem commits concurrent fsyncs
-// together: a cold start of thousands of files costs a few commits, not one
-// each), then renamed into place one by one in name order.
+// writeEDS replaces the EDS files of items: every temporary file is
+// written, all of them are made durable at once (one fsync for one file,
+// else one flush of the filesystem: a cold start of thousands of files
+// costs one disk commit, not one each), then they are renamed into place
+// one by one in name order.
 func (w *Writer) writeEDS(items []xds.Item) error {
-	tmps := make([]string, len(items))
-	errs := make([]error, len(items))
-	sem := make(chan struct{}, syncParallelism)
-	var wg sync.WaitGroup
-	for i, it := range items {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			b, err := xds.ResponseJSON(xds.EndpointType, it.Version, []xds.Item{it})
-			if err == nil {
-				tmps[i], err = writeTemp(w.edsDir, b)
-			}
-			if err != nil {
-				errs[i] = fmt.Errorf("writing the EDS file of %q: %w", it.Name, err)
-			}
-		})
-	}
-	wg.Wait()
-	err := errors.Join(errs...)
-	for i, it := range items {
-		if tmps[i] == "" {
-			continue
-		}
+	tmps := make([]string, 0, len(items))
+	for _, it := range items {
+		b, err := xds.ResponseJSON(xds.EndpointType, it.Version, []xds.Item{it})
 		if err == nil {
-			if err = os.Rename(tmps[i], filepath.Join(w.edsDir, FileName(it.Name))); err == nil {
-				w.eds[it.Name] = it.Version
-				w.trace("write", FileName(it.Name))
-				continue
-			}
-			err = fmt.Errorf("writing the EDS file of %q: %w", it.Name, err)
+			var tmp string
+			tmp, err = writeTemp(w.edsDir, b, len(items) == 1)
+			tmps = append(tmps, tmp)
 		}
-		os.Remove(tmps[i])
+		if err != nil {
+			removeAll(tmps)
+			return fmt.Errorf("writing the EDS file of %q: %w", it.Name, err)
+		}
 	}
-	return err
+	if len(items) > 1 {
+		if err := flush(w.edsDir, tmps); err != nil {
+			removeAll(tmps)
+			return fmt.Errorf("flushing the EDS files: %w", err)
+		}
+	}
+	for i, it := range items {
+		if err := os.Rename(tmps[i], filepath.Join(w.edsDir, FileName(it.Name))); err != nil {
+			removeAll(tmps[i:])
+			return fmt.Errorf("writing the EDS file of %q: %w", it.Name, err)
+		}
+		w.eds[it.Name] = it.Version
+		w.trace("write", FileName(it.Name))
+	}
+	return nil
 }
 
-// syncParallelism bounds the EDS files written at once.
-const syncParallelism = 16
+func removeAll(paths []string) {
+	for _, p := range paths {
+		if p != "" {
+			os.Remove(p)
+		}
+	}
+}
+
 
 func (w *Writer) trace(op, name string) {
 	if w.written != nil {
@@ -301,10 +302,11 @@ func (w *Writer) trace(op, name string) {
 	}
 }
 
-// writeTemp writes data to a new temporary file in dir, fsynced, and
-// returns its path: renamed over the real file, it replaces it atomically
-// (readers see the old or the new content, never a part).
-func writeTemp(dir string, data []byte) (path string, err error) {
+// writeTemp writes data to a new temporary file in dir, fsynced if sync
+// (else the caller flushes it), and returns its path: renamed over the real
+// file, it replaces it atomically (readers see the old or the new content,
+// never a part, also after a crash once it is durable).
+func writeTemp(dir string, data []byte, sync bool) (path string, err error) {
 	f, err := os.CreateTemp(dir, tmpPref+"*")
 	if err != nil {
 		return "", err
@@ -323,8 +325,10 @@ func writeTemp(dir string, data []byte) (path string, err error) {
 	if err = f.Chmod(0o644); err != nil {
 		return "", err
 	}
-	if err = f.Sync(); err != nil {
-		return "", err
+	if sync {
+		if err = f.Sync(); err != nil {
+			return "", err
+		}
 	}
 	return f.Name(), f.Close()
 }
