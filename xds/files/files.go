@@ -295,7 +295,6 @@ func removeAll(paths []string) {
 	}
 }
 
-
 func (w *Writer) trace(op, name string) {
 	if w.written != nil {
 		w.written(op, name)

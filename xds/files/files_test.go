@@ -21,7 +21,6 @@ import (
 	"github.com/xdsbridge/xdsbridge/xds"
 )
 
-
 func service(name string, port uint32) []xds.Resource {
 	c, a := xdstest.Service(name, port, 0)
 	return []xds.Resource{c, a}
