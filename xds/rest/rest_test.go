@@ -217,7 +217,8 @@ func TestPollersBounded(t *testing.T) {
 }
 
 // BenchmarkPoll measures the cost of a poll of 1,000 clusters at the
-// current version (304) and of one named assignment.
+// current version (304), of one built after a cluster change (200), and
+// of one named assignment (304).
 func BenchmarkPoll(b *testing.B) {
 	s := xds.NewServer(xds.Options{})
 	var rs []xds.Resource
@@ -248,6 +249,19 @@ func BenchmarkPoll(b *testing.B) {
 	}
 	b.Run("cds-1000-not-modified", func(b *testing.B) {
 		run(b, "/v3/discovery:clusters", &discoveryv3.DiscoveryRequest{Node: &corev3.Node{Id: "n"}})
+	})
+	b.Run("cds-1000-after-a-cluster-change", func(b *testing.B) {
+		body, _ := protojson.Marshal(&discoveryv3.DiscoveryRequest{Node: &corev3.Node{Id: "n"}})
+		for i := range b.N {
+			b.StopTimer()
+			s.Apply([]xds.Resource{xdstest.Cluster(rs[0].Name, time.Duration(1+i%2)*time.Second)}, nil)
+			b.StartTimer()
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, httptest.NewRequest("POST", "/v3/discovery:clusters", bytes.NewReader(body)))
+			if w.Code != http.StatusOK {
+				b.Fatalf("status %d", w.Code)
+			}
+		}
 	})
 	b.Run("eds-1-not-modified", func(b *testing.B) {
 		run(b, "/v3/discovery:endpoints", &discoveryv3.DiscoveryRequest{Node: &corev3.Node{Id: "n"}, ResourceNames: []string{rs[0].Name}})
