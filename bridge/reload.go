@@ -143,6 +143,10 @@ func restartKeys(a, b *config.Config) []string {
 		{"holdoff", a.Holdoff, b.Holdoff},
 		{"state_dir", a.StateDir, b.StateDir},
 		{"outputs", a.Outputs, b.Outputs},
+		// Shaping rules and transforms apply to every service: a change
+		// would re-translate them all, which a restart does as cheaply.
+		{"clusters", a.Clusters, b.Clusters},
+		{"transforms", a.Transforms, b.Transforms},
 	} {
 		if !reflect.DeepEqual(f.a, f.b) {
 			out = append(out, f.key)

@@ -30,7 +30,7 @@ func TestEnvoyBootstrapsWithoutADS(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.file, func(t *testing.T) {
-			b := loadBootstrap(t, c.file)
+			b := bootstrap(t, filepath.Join("..", "examples", c.file))
 			if b.GetDynamicResources().GetAdsConfig() != nil {
 				t.Error("has ads_config")
 			}
@@ -57,7 +57,7 @@ func TestEnvoyBootstrapsWithoutADS(t *testing.T) {
 // TestEnvoyFilesBootstrap checks the watched-files bootstrap reads the
 // cds.json that examples/views/bridge.yaml writes, watching its directory.
 func TestEnvoyFilesBootstrap(t *testing.T) {
-	b := loadBootstrap(t, "envoy/envoy-files.yaml")
+	b := bootstrap(t, filepath.Join("..", "examples", "envoy", "envoy-files.yaml"))
 	if b.GetDynamicResources().GetAdsConfig() != nil {
 		t.Error("has ads_config")
 	}

@@ -89,14 +89,10 @@ func isGRPC(n *corev3.Node) bool {
 	return strings.Contains(strings.ToLower(n.GetUserAgentName()), "grpc")
 }
 
-// visible hides gRPC-only resources from clients that are not gRPC, and
+// visible hides gRPC-only resources from clients that are not gRPC, gives
+// gRPC clients the gRPC variant where there is one (as Resource.For), and
 // gives a client that is not on ADS its variant of the entry.
-func (c *client) visible(e *entry) *entry {
-	if e != nil && e.grpcOnly && !c.grpc {
-		return nil
-	}
-	return c.src.of(e)
-}
+func (c *client) visible(e *entry) *entry { return shape(e, c.grpc, c.src) }
 
 // watchFor returns the client's watch of t, creating it. Server.mu and
 // client.mu held.

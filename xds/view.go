@@ -121,14 +121,28 @@ func (s *Server) collect(typeURL string, names []string, es []*entry) []*entry {
 func (v View) items(es []*entry) []Item {
 	out := make([]Item, 0, len(es))
 	for _, e := range es {
-		if e.grpcOnly && !v.GRPC {
+		if e = shape(e, v.GRPC, v.Variant); e == nil {
 			continue
 		}
-		e = v.Variant.of(e)
 		out = append(out, Item{Name: e.name, Version: e.version, Resource: e.any})
 	}
 	slices.SortFunc(out, func(a, b Item) int { return cmp.Compare(a.Name, b.Name) })
 	return slices.CompactFunc(out, func(a, b Item) bool { return a.Name == b.Name })
+}
+
+// shape is e as a client sees it, nil if hidden: gRPC-only resources only
+// for gRPC clients, which get the gRPC shape of a resource when it has one,
+// and in the client's variant. The streams and the views share this rule.
+func shape(e *entry, grpc bool, v *Variant) *entry {
+	switch {
+	case e == nil:
+		return nil
+	case e.grpcOnly && !grpc:
+		return nil
+	case grpc && e.grpc != nil:
+		e = e.grpc
+	}
+	return v.of(e)
 }
 
 // Generation counts the Applies that changed resources of typeURL (0 until

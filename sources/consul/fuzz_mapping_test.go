@@ -30,15 +30,16 @@ func FuzzMapping(f *testing.F) {
 			return
 		}
 		m := mapping{
-			addressSource:  []string{AddressService, AddressNode}[opts%2],
-			warningHealthy: opts&2 != 0,
-			criticalDrop:   opts&4 != 0,
-			locality:       LocalityConfig{ZoneKey: "zone"},
-			datacenter:     "dc1",
-			priority:       uint32(opts >> 4),
+			addressSource:   []string{AddressService, AddressNode}[opts%2],
+			warningDegraded: opts&2 != 0,
+			keepMesh:        opts&8 != 0,
+			criticalDrop:    opts&4 != 0,
+			locality:        LocalityConfig{ZoneKey: "zone"},
+			datacenter:      "dc1",
+			priority:        uint32(opts >> 4),
 		}
-		eps, dropped := m.endpoints(entries)
-		if len(eps)+dropped > len(entries) || dropped < 0 {
+		eps, dropped, hostnames := m.endpoints(entries)
+		if len(eps)+dropped > len(entries) || dropped < 0 || hostnames > dropped {
 			t.Fatalf("%d endpoints and %d dropped from %d entries", len(eps), dropped, len(entries))
 		}
 		for i, e := range eps {

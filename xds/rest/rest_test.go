@@ -22,7 +22,6 @@ import (
 	"github.com/xdsbridge/xdsbridge/xds"
 )
 
-
 // restClient is a REST client as Envoy's http subscription is: it POSTs JSON
 // DiscoveryRequests and decodes the JSON DiscoveryResponses.
 type restClient struct {
