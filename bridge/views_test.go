@@ -108,10 +108,14 @@ func TestViews(t *testing.T) {
 }
 
 func TestViewsBadDir(t *testing.T) {
-	cfg := viewsConfig(config.RESTOnAdmin, filepath.Join(t.TempDir(), "missing"))
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := viewsConfig(config.RESTOnAdmin, filepath.Join(file, "xds"))
 	_, err := New(cfg, slog.New(slog.DiscardHandler))
 	<-gates
 	if err == nil || !strings.HasPrefix(err.Error(), "outputs[0].dir: ") {
-		t.Fatalf("missing output dir: error %v, want it to name outputs[0].dir", err)
+		t.Fatalf("output dir under a file: error %v, want it to name outputs[0].dir", err)
 	}
 }

@@ -1,7 +1,10 @@
 package config
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
 	"time"
@@ -30,7 +33,8 @@ const RESTOnAdmin = "admin"
 // path_config_source).
 type Output struct {
 	Type string `mapstructure:"type"`
-	// Dir is where the files go; relative to the configuration file.
+	// Dir is where the files go (created if missing); relative to the
+	// configuration file.
 	Dir string `mapstructure:"dir"`
 	// EnvoyDir is Dir as the Envoys see it; default Dir.
 	EnvoyDir string `mapstructure:"envoy_dir"`
@@ -47,7 +51,10 @@ var outputDefaults = Output{Types: []string{"cds", "eds"}}
 func (o Output) CDS() bool { return slices.Contains(o.Types, "cds") }
 
 // validateOutputs fills in defaults, makes directories absolute and checks
-// each entry. The directory itself is checked when the bridge is built.
+// each entry. Unlike the rest of validation it looks at the disk: a dir
+// that is (or lies under) a file is a configuration error, caught by
+// `bridge validate` too; a missing dir is fine (the bridge creates it),
+// and writability is checked when the bridge starts.
 func (c *Config) validateOutputs() error {
 	for i := range c.Outputs {
 		o := &c.Outputs[i]
@@ -60,6 +67,9 @@ func (c *Config) validateOutputs() error {
 		}
 		if !filepath.IsAbs(o.Dir) {
 			o.Dir = filepath.Join(c.Dir, o.Dir)
+		}
+		if err := checkDir(o.Dir); err != nil {
+			return sources.Prefix(key+".dir", err)
 		}
 		if o.EnvoyDir == "" {
 			o.EnvoyDir = o.Dir
@@ -104,4 +114,22 @@ func (c *Config) validateREST() error {
 		return sources.Errorf("xds.rest.max_request_bytes", "must be at least 1024, not %d", r.MaxRequestBytes)
 	}
 	return nil
+}
+
+// checkDir reports an error if dir, or its nearest existing ancestor, is
+// not a directory.
+func checkDir(dir string) error {
+	for p := dir; ; p = filepath.Dir(p) {
+		fi, err := os.Stat(p)
+		switch {
+		case err == nil && fi.IsDir():
+			return nil
+		case err == nil:
+			return fmt.Errorf("%s is not a directory", p)
+		case !errors.Is(err, fs.ErrNotExist):
+			return err
+		case filepath.Dir(p) == p:
+			return nil
+		}
+	}
 }

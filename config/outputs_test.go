@@ -1,6 +1,8 @@
 package config
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -23,6 +25,10 @@ func TestViewsDefaults(t *testing.T) {
 }
 
 func TestViewsInvalid(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct{ name, yaml, key string }{
 		{"output type", "outputs: [{type: s3, dir: x}]", "outputs[0].type: "},
 		{"output dir", "outputs: [{type: files}]", "outputs[0].dir: "},
@@ -35,6 +41,7 @@ func TestViewsInvalid(t *testing.T) {
 		{"rest refresh", "xds: {rest: {refresh_delay: 0s}}", "xds.rest.refresh_delay: "},
 		{"rest body", "xds: {rest: {max_request_bytes: 10}}", "xds.rest.max_request_bytes: "},
 		{"config cluster", "xds: {config_cluster: ''}", "xds.config_cluster: "},
+		{"dir under a file", "outputs: [{type: files, dir: " + file + "/xds}]", "outputs[0].dir: "},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

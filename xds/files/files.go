@@ -66,7 +66,7 @@ const (
 // Options configure a Writer.
 type Options struct {
 	Server *xds.Server
-	// Dir is where the files are written. It must exist and be writable.
+	// Dir is where the files are written; it is created if missing.
 	Dir string
 	// EnvoyDir is Dir as the Envoys see it (a volume may be mounted
 	// elsewhere); the clusters' EDS paths are under it. Default Dir.
@@ -88,22 +88,15 @@ type Writer struct {
 	written func(op, name string) // test hook, after each completed step
 }
 
-// New checks that o.Dir is a writable directory, creates its eds
-// subdirectory, and reads the versions of the files already there. The
-// error says what is wrong with the directory; the caller names the key.
+// New creates o.Dir (if missing) and its eds subdirectory, checks both are
+// writable, and reads the versions of the files already there. The error
+// says what is wrong with the directory; the caller names the key.
 func New(o Options) (*Writer, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.EnvoyDir == "" {
 		o.EnvoyDir = o.Dir
-	}
-	fi, err := os.Stat(o.Dir)
-	if err != nil {
-		return nil, err
-	}
-	if !fi.IsDir() {
-		return nil, fmt.Errorf("%s is not a directory", o.Dir)
 	}
 	w := &Writer{opts: o, log: o.Logger, eds: map[string]string{}, edsDir: filepath.Join(o.Dir, EDSDir)}
 	if err := os.MkdirAll(w.edsDir, 0o755); err != nil {

@@ -156,6 +156,9 @@ func TestFiles(t *testing.T) {
 }
 
 func TestBadDir(t *testing.T) {
+	if _, err := New(Options{Server: xds.NewServer(xds.Options{}), Dir: filepath.Join(t.TempDir(), "new", "dir")}); err != nil {
+		t.Fatalf("a missing directory is created: %v", err)
+	}
 	dir := t.TempDir()
 	file := filepath.Join(dir, "f")
 	if err := os.WriteFile(file, nil, 0o644); err != nil {
@@ -165,7 +168,7 @@ func TestBadDir(t *testing.T) {
 	if err := os.Mkdir(ro, 0o555); err != nil {
 		t.Fatal(err)
 	}
-	cases := map[string]string{"missing": filepath.Join(dir, "nope"), "a file": file}
+	cases := map[string]string{"a file": file, "under a file": filepath.Join(file, "x")}
 	if os.Geteuid() != 0 { // root writes anywhere
 		cases["read-only"] = ro
 	}
