@@ -142,6 +142,7 @@ func restartKeys(a, b *config.Config) []string {
 		{"log", a.Log, b.Log},
 		{"holdoff", a.Holdoff, b.Holdoff},
 		{"state_dir", a.StateDir, b.StateDir},
+		{"outputs", a.Outputs, b.Outputs},
 		// Shaping rules and transforms apply to every service: a change
 		// would re-translate them all, which a restart does as cheaply.
 		{"clusters", a.Clusters, b.Clusters},

@@ -42,6 +42,7 @@ type Config struct {
 	// list, as written (see shaping.go).
 	Clusters   []map[string]any `mapstructure:"clusters"`
 	Transforms []map[string]any `mapstructure:"transforms"`
+	Outputs    []Output         `mapstructure:"outputs"`
 
 	// Entries are the parsed Sources, in configuration order (which is
 	// their precedence order).
@@ -71,6 +72,11 @@ type XDS struct {
 	// Identity binds client certificates to the nodes they may claim;
 	// empty binds nothing.
 	Identity []Binding `mapstructure:"identity"`
+	// ConfigCluster is the static cluster of the Envoys' bootstrap that
+	// leads to this server, named in the config sources of clusters sent
+	// to clients without ADS (per-type streams, REST).
+	ConfigCluster string `mapstructure:"config_cluster"`
+	REST          REST   `mapstructure:"rest"`
 }
 
 // Keepalive configures gRPC keepalive: the server pings an idle client
@@ -142,6 +148,11 @@ var defaults = map[string]any{
 	"xds.tls.key_file":                       "",
 	"xds.tls.client_ca_file":                 "",
 	"xds.tls.require_client_cert":            false,
+	"xds.config_cluster":                     "xds_cluster",
+	"xds.rest.enabled":                       false,
+	"xds.rest.listen":                        RESTOnAdmin,
+	"xds.rest.refresh_delay":                 "1s",
+	"xds.rest.max_request_bytes":             1 << 20,
 	"xds.limits.names_per_request":           xds.DefaultLimits.NamesPerRequest,
 	"xds.limits.names_per_subscription":      xds.DefaultLimits.NamesPerSubscription,
 	"xds.limits.unknown_names":               xds.DefaultLimits.UnknownNames,
