@@ -40,7 +40,11 @@ type ManagerOptions struct {
 	// before it publishes (reset by each change); MaxHoldoff bounds the total
 	// delay of a burst. Defaults: 100ms and 1s.
 	Holdoff, MaxHoldoff time.Duration
-	Logger              *slog.Logger
+	// Merge sets how the versions of a service reported by several sources
+	// are combined (see MergeConfig); the zero value is MergeFirst for
+	// every service. It must have passed MergeConfig.Validate.
+	Merge  MergeConfig
+	Logger *slog.Logger
 }
 
 // Defaults of ManagerOptions and of the restart backoff of failed sources.
@@ -64,6 +68,8 @@ type Manager struct {
 	// restartMin and restartMax bound the backoff between restarts of a
 	// source whose Run failed; tests shorten them.
 	restartMin, restartMax time.Duration
+
+	merges chan MergeConfig // see SetMerge
 
 	mu       sync.Mutex
 	unsynced []bool // by source index, until the first publish
@@ -93,6 +99,7 @@ func NewManager(opts ManagerOptions) *Manager {
 		restartMin: restartMin,
 		restartMax: restartMax,
 		unsynced:   unsynced,
+		merges:     make(chan MergeConfig),
 	}
 }
 
@@ -154,7 +161,7 @@ func forward(ctx context.Context, i int, up <-chan Update, events chan<- event) 
 // arm one timer whose deadline is the holdoff after the latest change,
 // capped at MaxHoldoff after the first unpublished one.
 func (m *Manager) loop(ctx context.Context, events <-chan event, publish func(Changes)) {
-	st := newMerger(len(m.opts.Sources))
+	st := m.newMerger()
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
@@ -200,6 +207,8 @@ func (m *Manager) loop(ctx context.Context, events <-chan event, publish func(Ch
 			} else if !wasSynced {
 				m.removePending(ev.src)
 			}
+		case mc := <-m.merges:
+			m.applyMerge(st, mc, started, publish)
 		case <-armed:
 			armed = nil
 			if c := st.flush(); !c.empty() {

@@ -22,6 +22,7 @@ type Status struct {
 	failingFrom time.Time
 	failures    uint64
 	dropped     uint64
+	shadowed    map[string]struct{}
 }
 
 // NewStatus returns the status of the source called name.
@@ -76,6 +77,10 @@ type StatusSnapshot struct {
 	LastError   string    `json:"last_error,omitempty"`
 	Failures    uint64    `json:"failures"`
 	Dropped     uint64    `json:"dropped_endpoints"`
+	// Shadowed counts the services whose endpoints this source reports but
+	// the merge does not serve; ShadowedServices names the first few.
+	Shadowed         int      `json:"shadowed"`
+	ShadowedServices []string `json:"shadowed_services,omitempty"`
 }
 
 // Snapshot returns a copy of the current status.
@@ -91,5 +96,8 @@ func (s *Status) Snapshot() StatusSnapshot {
 		LastError:   s.lastError,
 		Failures:    s.failures,
 		Dropped:     s.dropped,
+
+		Shadowed:         len(s.shadowed),
+		ShadowedServices: s.shadowedNames(),
 	}
 }

@@ -1,0 +1,52 @@
+package sources
+
+import (
+	"context"
+	"fmt"
+)
+
+// newMerger returns the merger of the manager's sources and merge policy.
+func (m *Manager) newMerger() *merger {
+	st := newMerger(len(m.opts.Sources))
+	for i, n := range m.opts.Sources {
+		st.names[i] = n.Name
+		st.statuses[i] = n.Status
+	}
+	st.policy = m.opts.Merge.compile(st.names)
+	st.log = m.log
+	return st
+}
+
+// SetMerge replaces the merge policy of the running manager, as a changed
+// configuration would: the services whose rule changed are merged anew and
+// published at once, without holdoff (a configuration change is one
+// deliberate event). mc must pass MergeConfig.Validate with the manager's
+// source names; SetMerge checks it again and returns that error otherwise.
+// It waits until the manager's loop takes the change, or ctx is done.
+func (m *Manager) SetMerge(ctx context.Context, mc MergeConfig) error {
+	names := make([]string, len(m.opts.Sources))
+	for i, n := range m.opts.Sources {
+		names[i] = n.Name
+	}
+	if err := mc.Validate(names); err != nil {
+		return fmt.Errorf("changing the merge policy: %w", Prefix("merge", err))
+	}
+	select {
+	case m.merges <- mc:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("changing the merge policy: %w", ctx.Err())
+	}
+}
+
+// applyMerge installs mc in st; once the first publish happened, what it
+// changes is published at once.
+func (m *Manager) applyMerge(st *merger, mc MergeConfig, started bool, publish func(Changes)) {
+	if !st.setPolicy(mc.compile(st.names)) || !started {
+		return
+	}
+	m.log.Info("merge policy changed", "services", len(mc.Services), "default", mc.Default)
+	if c := st.flush(); !c.empty() {
+		publish(c)
+	}
+}
