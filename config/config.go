@@ -32,6 +32,8 @@ type Config struct {
 	Log     Log              `mapstructure:"log"`
 	Holdoff Holdoff          `mapstructure:"holdoff"`
 	Sources []map[string]any `mapstructure:"sources"`
+	// Merge sets how a service reported by several sources is served.
+	Merge sources.MergeConfig `mapstructure:"merge"`
 
 	// Entries are the parsed Sources, in configuration order (which is
 	// their precedence order).
@@ -109,6 +111,7 @@ var defaults = map[string]any{
 	"log.format":                        "text",
 	"holdoff.min":                       sources.DefaultHoldoff.String(),
 	"holdoff.max":                       sources.DefaultMaxHoldoff.String(),
+	"merge.default":                     sources.MergeFirst,
 }
 
 // Flags maps the command-line flags that override settings to their keys.

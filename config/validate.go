@@ -46,7 +46,10 @@ func (c *Config) Validate() error {
 	if c.Log.Format != "text" && c.Log.Format != "json" {
 		return sources.Errorf("log.format", "unknown format %q (want text or json)", c.Log.Format)
 	}
-	return c.validateSources()
+	if err := c.validateSources(); err != nil {
+		return err
+	}
+	return c.validateMerge()
 }
 
 func (c *Config) validateSources() error {

@@ -73,6 +73,7 @@ func build(svc sources.Service, opts Options) (Resources, error) {
 	var r Resources
 	var err error
 	r.Cluster = Cluster(svc.Name, opts.ConnectTimeout)
+	withLocalityWeights(r.Cluster, svc)
 	if r.Assignment, err = Assignment(svc); err != nil {
 		return Resources{}, err
 	}
