@@ -80,6 +80,7 @@ func New(cfg *config.Config, log *slog.Logger) (*Instance, error) {
 		Sources:    named,
 		Holdoff:    cfg.Holdoff.Min,
 		MaxHoldoff: cfg.Holdoff.Max,
+		Merge:      cfg.Merge,
 		Logger:     log.With("component", "manager"),
 	})
 	reg.MustRegister(admin.SourceCollector{Sources: in.snapshots})
