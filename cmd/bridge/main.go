@@ -101,7 +101,7 @@ func configFlags(cmd *cobra.Command) {
 func runCmd(stderr io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run --config FILE",
-		Short: "Run the bridge until SIGINT or SIGTERM",
+		Short: "Run the bridge until SIGINT or SIGTERM (SIGHUP reloads the merge section)",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := loadConfig(cmd)
@@ -110,7 +110,16 @@ func runCmd(stderr io.Writer) *cobra.Command {
 			}
 			log := cfg.Log.NewLogger(stderr)
 			log.Info("starting xdsbridge", "version", version, "config", cmd.Flag("config").Value.String())
-			if err := bridge.Run(cmd.Context(), cfg, log); err != nil {
+			in, err := bridge.New(cfg, log)
+			if err != nil {
+				return err
+			}
+			// SIGHUP applies a changed merge section (a cutover's next step).
+			hup := make(chan os.Signal, 1)
+			signal.Notify(hup, syscall.SIGHUP)
+			defer signal.Stop(hup)
+			go in.ReloadMerge(cmd.Context(), hup, func() (*config.Config, error) { return loadConfig(cmd) })
+			if err := in.Run(cmd.Context()); err != nil {
 				return err
 			}
 			log.Info("stopped")
