@@ -32,7 +32,10 @@ func TestReloadMerge(t *testing.T) {
 	next := make(chan func() (*config.Config, error), 1)
 	hup := make(chan os.Signal)
 	reloaded := make(chan struct{})
-	go func() { in.ReloadMerge(ctx, hup, func() (*config.Config, error) { return (<-next)() }); close(reloaded) }()
+	go func() {
+		in.ReloadMerge(ctx, hup, func() (*config.Config, error) { return (<-next)() })
+		close(reloaded)
+	}()
 	defer func() { cancel(); <-reloaded }()
 	reload := func(load func() (*config.Config, error)) {
 		next <- load

@@ -19,8 +19,7 @@ func (m *Manager) newMerger() *merger {
 
 // SetMerge replaces the merge policy of the running manager, as a changed
 // configuration would: the services whose rule changed are merged anew and
-// published at once, without holdoff (a configuration change is one
-// deliberate event). mc must pass MergeConfig.Validate with the manager's
+// published with the next batch (after the holdoff). mc must pass MergeConfig.Validate with the manager's
 // source names; SetMerge checks it again and returns that error otherwise.
 // It waits until the manager's loop takes the change, or ctx is done.
 func (m *Manager) SetMerge(ctx context.Context, mc MergeConfig) error {
@@ -39,14 +38,9 @@ func (m *Manager) SetMerge(ctx context.Context, mc MergeConfig) error {
 	}
 }
 
-// applyMerge installs mc in st; once the first publish happened, what it
-// changes is published at once.
-func (m *Manager) applyMerge(st *merger, mc MergeConfig, started bool, publish func(Changes)) {
-	if !st.setPolicy(mc.compile(st.names)) || !started {
-		return
-	}
-	m.log.Info("merge policy changed", "services", len(mc.Services), "default", mc.Default)
-	if c := st.flush(); !c.empty() {
-		publish(c)
-	}
+// applyMerge installs mc in st and reports whether that may change the
+// merged state.
+func (m *Manager) applyMerge(st *merger, mc MergeConfig) bool {
+	m.log.Info("merge policy changed", "rules", len(mc.Services), "default", mc.Default)
+	return st.setPolicy(mc.compile(st.names))
 }

@@ -22,6 +22,7 @@ type Status struct {
 	failingFrom time.Time
 	failures    uint64
 	dropped     uint64
+	policy      PolicySnapshot
 	shadowed    map[string]struct{}
 }
 
@@ -77,6 +78,7 @@ type StatusSnapshot struct {
 	LastError   string    `json:"last_error,omitempty"`
 	Failures    uint64    `json:"failures"`
 	Dropped     uint64    `json:"dropped_endpoints"`
+	PolicySnapshot
 	// Shadowed counts the services whose endpoints this source reports but
 	// the merge does not serve; ShadowedServices names the first few.
 	Shadowed         int      `json:"shadowed"`
@@ -88,14 +90,15 @@ func (s *Status) Snapshot() StatusSnapshot {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return StatusSnapshot{
-		Name:        s.name,
-		Synced:      s.synced,
-		Stale:       !s.failingFrom.IsZero(),
-		LastSuccess: s.lastSuccess,
-		FailingFrom: s.failingFrom,
-		LastError:   s.lastError,
-		Failures:    s.failures,
-		Dropped:     s.dropped,
+		Name:           s.name,
+		Synced:         s.synced,
+		Stale:          !s.failingFrom.IsZero() || s.policy.stale(),
+		LastSuccess:    s.lastSuccess,
+		FailingFrom:    s.failingFrom,
+		LastError:      s.lastError,
+		Failures:       s.failures,
+		Dropped:        s.dropped,
+		PolicySnapshot: s.policy.clone(),
 
 		Shadowed:         len(s.shadowed),
 		ShadowedServices: s.shadowedNames(),

@@ -13,7 +13,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
-	"google.golang.org/protobuf/proto"
+	"google.golang.org/grpc/mem"
 )
 
 // Benchmarks of issue 4's S1 shape: C clients each subscribed to N
@@ -21,7 +21,8 @@ import (
 // assignment and waits until every client has been sent the change.
 //
 // BenchmarkApply drives the engine with in-process clients: the writer's
-// send marshals the response exactly as gRPC would (and counts its bytes)
+// send encodes the response exactly as gRPC does with Codec (and counts its
+// bytes)
 // and the client's ACK is handed straight to the request handler, so the
 // figures are the engine's own cost without the HTTP/2 transport.
 // BenchmarkApplyGRPC runs real streams over loopback; its CPU figure also
@@ -158,23 +159,36 @@ func benchEngine(b *testing.B, nc, n int, delta bool) {
 
 	r := newBenchRig(nc, n)
 	s, all := r.s, r.all
+	codec := Codec()
+	// wireBytes encodes o as gRPC does with Codec and copies the bytes
+	// once, as the transport does into its frames.
+	wireBytes := func(o *out) error {
+		bs, err := codec.Marshal(o.msg)
+		if err != nil {
+			return err
+		}
+		buf := bs.MaterializeToBuffer(mem.DefaultBufferPool())
+		r.bytes.Add(int64(buf.Len()))
+		buf.Free()
+		return nil
+	}
 	for i := range nc {
 		c := s.connect(ctx, "bench", delta)
 		var send func(*out) error
 		if delta {
 			send = func(o *out) error {
-				buf, err := proto.Marshal(o.delta)
-				r.bytes.Add(int64(len(buf)))
-				s.onDelta(c, "", &discoveryv3.DeltaDiscoveryRequest{TypeUrl: o.delta.TypeUrl, ResponseNonce: o.delta.Nonce})
+				err := wireBytes(o)
+				env := o.msg.(*deltaMsg).env
+				s.onDelta(c, "", &discoveryv3.DeltaDiscoveryRequest{TypeUrl: env.typeURL, ResponseNonce: env.nonce})
 				r.done()
 				return err
 			}
 			s.onDelta(c, "", &discoveryv3.DeltaDiscoveryRequest{Node: envoyNode, TypeUrl: EndpointType, ResourceNamesSubscribe: all})
 		} else {
 			send = func(o *out) error {
-				buf, err := proto.Marshal(o.sotw)
-				r.bytes.Add(int64(len(buf)))
-				s.onSotW(c, "", &discoveryv3.DiscoveryRequest{TypeUrl: o.sotw.TypeUrl, VersionInfo: o.sotw.VersionInfo, ResponseNonce: o.sotw.Nonce, ResourceNames: all})
+				err := wireBytes(o)
+				env := o.msg.(*sotwMsg).env
+				s.onSotW(c, "", &discoveryv3.DiscoveryRequest{TypeUrl: env.typeURL, VersionInfo: env.version, ResponseNonce: env.nonce, ResourceNames: all})
 				r.done()
 				return err
 			}

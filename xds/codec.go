@@ -17,14 +17,17 @@ import (
 )
 
 // Codec returns the gRPC codec to serve xDS with, as
-// grpc.ForceServerCodecV2(xds.Codec()). It is the standard proto codec
-// except for SotW DiscoveryRequests: every SotW EDS ACK repeats all the
+// grpc.ForceServerCodecV2(xds.Codec()). It sends the engine's responses
+// from bytes encoded once per resource version (see wire.go) and decodes
+// SotW DiscoveryRequests its own way; all else is the standard proto codec.
+// Every SotW EDS ACK repeats all the
 // names the client subscribes to (1,000 strings for 1,000 clusters), and
 // decoding them was half of the server's CPU per change (profile of issue
 // 4's S1). Identical name lists, which a homogeneous fleet sends over and
 // over, are decoded once and shared (read-only) from a small cache; other
 // lists are decoded with one string allocation instead of one per name.
-// Using it is optional: the engine works with the default codec.
+// Using it is optional: the engine works with the default codec, which then
+// marshals every response for every client.
 func Codec() encoding.CodecV2 {
 	return &codec{base: encoding.GetCodecV2(protoenc.Name), cache: map[uint64]*namesEntry{}}
 }
@@ -51,7 +54,15 @@ type namesEntry struct {
 
 func (c *codec) Name() string { return protoenc.Name }
 
-func (c *codec) Marshal(v any) (mem.BufferSlice, error) { return c.base.Marshal(v) }
+// Marshal sends the engine's responses (wireMsg) as their pre-encoded
+// buffers, shared by every client (see wire.go); anything else goes to the
+// standard codec.
+func (c *codec) Marshal(v any) (mem.BufferSlice, error) {
+	if m, ok := v.(wireMsg); ok {
+		return m.buffers(), nil
+	}
+	return c.base.Marshal(v)
+}
 
 func (c *codec) Unmarshal(data mem.BufferSlice, v any) error {
 	r, ok := v.(*discoveryv3.DiscoveryRequest)

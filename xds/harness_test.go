@@ -26,15 +26,15 @@ func serve(t testing.TB, s *Server) *grpc.ClientConn {
 	return dial(t, listen(t, s))
 }
 
-// listen serves s with opts on a loopback port until the test ends and
-// returns its address.
+// listen serves s with Codec, as the bridge does, and opts on a loopback
+// port until the test ends and returns its address.
 func listen(t testing.TB, s *Server, opts ...grpc.ServerOption) string {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := grpc.NewServer(opts...)
+	g := grpc.NewServer(append([]grpc.ServerOption{grpc.ForceServerCodecV2(Codec())}, opts...)...)
 	s.Register(g)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = g.Serve(lis) }()

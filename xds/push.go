@@ -4,14 +4,11 @@ import (
 	"strconv"
 	"time"
 
-	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	"google.golang.org/protobuf/types/known/anypb"
 )
 
 // out is one response ready to send, with what it carries for metrics.
 type out struct {
-	sotw      *discoveryv3.DiscoveryResponse
-	delta     *discoveryv3.DeltaDiscoveryResponse
+	msg       wireMsg // a *sotwMsg or *deltaMsg
 	t         *typeState
 	resources int
 	bytes     int
@@ -140,25 +137,19 @@ func (w *watch) build(ups []*entry, gone []*slot) *out {
 	w.lastNonce = strconv.FormatUint(c.nonce, 10)
 	w.lastVersion = strconv.FormatUint(w.version, 10)
 	o := &out{t: w.t}
+	env := envelope{version: w.lastVersion, typeURL: w.t.url, nonce: w.lastNonce}
 	if c.delta {
-		r := &discoveryv3.DeltaDiscoveryResponse{
-			TypeUrl:           w.t.url,
-			Nonce:             w.lastNonce,
-			SystemVersionInfo: w.lastVersion,
-			Resources:         make([]*discoveryv3.Resource, len(ups)),
-		}
-		for i, e := range ups {
-			r.Resources[i] = e.delta
+		m := &deltaMsg{env: env, list: ups}
+		for _, e := range ups {
 			o.bytes += e.size + len(e.name) + len(e.version)
 		}
 		for _, sl := range gone {
-			r.RemovedResources = append(r.RemovedResources, sl.name)
+			m.removed = append(m.removed, sl.name)
 			o.bytes += len(sl.name)
 		}
-		o.delta, o.resources = r, len(ups)
+		o.msg, o.resources = m, len(ups)
 		return o
 	}
-	r := &discoveryv3.DiscoveryResponse{TypeUrl: w.t.url, Nonce: w.lastNonce, VersionInfo: w.lastVersion}
 	list := ups
 	switch {
 	case w.t.full:
@@ -173,11 +164,9 @@ func (w *watch) build(ups []*entry, gone []*slot) *out {
 			list = append(list, e)
 		}
 	}
-	r.Resources = make([]*anypb.Any, len(list))
-	for i, e := range list {
-		r.Resources[i] = e.any
+	for _, e := range list {
 		o.bytes += e.size
 	}
-	o.sotw, o.resources = r, len(list)
+	o.msg, o.resources = &sotwMsg{env: env, list: list}, len(list)
 	return o
 }

@@ -53,6 +53,11 @@ type Options struct {
 	// Registerer, if set, receives the engine's metrics
 	// (xdsbridge_xds_*).
 	Registerer prometheus.Registerer
+	// ConfigCluster is the name of the static cluster through which Envoys
+	// on per-type streams reach this server (their bootstrap's); clusters
+	// sent on those streams name it in their EDS config source. Default
+	// DefaultConfigCluster.
+	ConfigCluster string
 }
 
 // Server is the xDS serving engine.
@@ -60,6 +65,7 @@ type Server struct {
 	opts    Options
 	log     *slog.Logger
 	m       *metrics
+	sv      streamVariants
 	readyNs atomic.Int64 // unix nanos of the first Apply; 0 = not ready
 
 	mu      sync.Mutex
@@ -77,10 +83,14 @@ func NewServer(opts Options) *Server {
 	if opts.UnknownNameWait <= 0 {
 		opts.UnknownNameWait = 5 * time.Second
 	}
+	if opts.ConfigCluster == "" {
+		opts.ConfigCluster = DefaultConfigCluster
+	}
 	return &Server{
 		opts:    opts,
 		log:     opts.Logger,
 		m:       newMetrics(opts.Registerer),
+		sv:      newStreamVariants(opts.ConfigCluster),
 		types:   make(map[string]*typeState),
 		clients: make(map[*client]struct{}),
 	}

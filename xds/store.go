@@ -9,7 +9,6 @@ import (
 	"github.com/cespare/xxhash/v2"
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
-	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 )
@@ -59,19 +58,21 @@ func shortType(typeURL string) string {
 }
 
 // entry is one version of one resource. It is built once per version and
-// shared read-only by every client: the marshalled Any and the delta wrapper
-// are never mutated after newEntry returns, so concurrent sends only read
-// them.
+// shared read-only by every client: the marshalled Any and the encoded
+// records (wire.go) are never mutated after newEntry returns, so concurrent
+// sends only read them.
 type entry struct {
 	name     string
 	version  string // hex of xxhash64 over the deterministic marshal
 	any      *anypb.Any
-	delta    *discoveryv3.Resource
+	wire     wire
 	size     int
 	grpcOnly bool
 	// edsName is, for an EDS cluster, the assignment it warms with; a change
 	// of the cluster re-sends that assignment.
 	edsName string
+	// alt holds the entry's variants for non-ADS clients (variant.go).
+	alt altCache
 }
 
 var marshal = proto.MarshalOptions{Deterministic: true}
@@ -92,12 +93,12 @@ func newEntry(r Resource) (*entry, error) {
 		return nil, fmt.Errorf("marshalling %s %q: %w", r.Type, r.Name, err)
 	}
 	v := strconv.FormatUint(xxhash.Sum64(b), 16)
-	a := &anypb.Any{TypeUrl: r.Type, Value: b}
+	w, a := encodeEntry(r.Type, r.Name, v, b)
 	e := &entry{
 		name:     r.Name,
 		version:  v,
 		any:      a,
-		delta:    &discoveryv3.Resource{Name: r.Name, Version: v, Resource: a},
+		wire:     w,
 		size:     len(b),
 		grpcOnly: r.GRPCOnly,
 	}

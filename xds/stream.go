@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	clusterservice "github.com/envoyproxy/go-control-plane/envoy/service/cluster/v3"
@@ -36,22 +37,22 @@ type (
 // serveSotW runs one SotW stream.
 func (s *Server) serveSotW(st sotwStream, variant, typ string) error {
 	return serveStream(s, st, variant, false,
-		func(c *client, req *discoveryv3.DiscoveryRequest) { s.onSotW(c, typ, req) },
-		func(o *out) *discoveryv3.DiscoveryResponse { return o.sotw })
+		func(c *client, req *discoveryv3.DiscoveryRequest) { s.onSotW(c, typ, req) })
 }
 
 // serveDelta runs one delta stream.
 func (s *Server) serveDelta(st deltaStream, variant, typ string) error {
 	return serveStream(s, st, variant, true,
-		func(c *client, req *discoveryv3.DeltaDiscoveryRequest) { s.onDelta(c, typ, req) },
-		func(o *out) *discoveryv3.DeltaDiscoveryResponse { return o.delta })
+		func(c *client, req *discoveryv3.DeltaDiscoveryRequest) { s.onDelta(c, typ, req) })
 }
 
 // serveStream runs one stream of either protocol: a goroutine reads
 // requests and hands each to on, while the handler goroutine is the
-// stream's only writer and sends the part of each response that resp picks.
+// stream's only writer. It sends each response as the engine's wireMsg
+// through SendMsg (the typed Send would need a *Resp): Codec writes its
+// pre-encoded bytes, another codec marshals it as the Resp it stands for.
 func serveStream[Req, Resp any](s *Server, st grpc.BidiStreamingServer[Req, Resp], variant string, delta bool,
-	on func(*client, *Req), resp func(*out) *Resp) error {
+	on func(*client, *Req)) error {
 	ctx, cancel := context.WithCancel(st.Context())
 	defer cancel()
 	c := s.connect(ctx, variant, delta)
@@ -68,7 +69,7 @@ func serveStream[Req, Resp any](s *Server, st grpc.BidiStreamingServer[Req, Resp
 			on(c, req)
 		}
 	}()
-	err := s.push(ctx, c, func(o *out) error { return st.Send(resp(o)) })
+	err := s.push(ctx, c, func(o *out) error { return st.SendMsg(o.msg) })
 	return streamErr(err, errc)
 }
 
@@ -131,6 +132,7 @@ func (s *Server) connect(ctx context.Context, variant string, delta bool) *clien
 		since:   time.Now(),
 		wake:    make(chan struct{}, 1),
 		watches: make(map[string]*watch),
+		src:     s.sv.forStream(strings.HasSuffix(variant, "_ads"), delta),
 	}
 	if p, ok := peer.FromContext(ctx); ok {
 		c.peer = p.Addr.String()
