@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // describe renders a merged service compactly: each endpoint as
@@ -292,5 +293,28 @@ func TestShadowedNamesBounded(t *testing.T) {
 	}
 	if snap.Shadowed != 999 || !slices.Equal(snap.ShadowedServices, want) {
 		t.Errorf("shadowed %d %v, want 999 %v", snap.Shadowed, snap.ShadowedServices, want)
+	}
+}
+
+// TestManagerSetMerge changes the merge policy of a running manager: an
+// invalid policy is refused with its key, a valid one republishes the
+// services it changes.
+func TestManagerSetMerge(t *testing.T) {
+	m, fakes, rec := startManager(t, ManagerOptions{Holdoff: time.Millisecond}, "a", "b")
+	fakes[0].send(t, fullUp(testSvc("web", "10.0.0.1")))
+	fakes[1].send(t, fullUp(testSvc("web", "10.0.0.2")))
+	if got := changesString(rec.wait(t, 0)); got != "+web[10.0.0.1:80]" {
+		t.Fatalf("first publish %q", got)
+	}
+	ctx := t.Context()
+	err := m.SetMerge(ctx, MergeConfig{Default: "newest"})
+	if err == nil || !strings.Contains(err.Error(), `merge.default: unknown mode "newest"`) {
+		t.Errorf("SetMerge(invalid) = %v", err)
+	}
+	if err := m.SetMerge(ctx, MergeConfig{Default: MergeUnion}); err != nil {
+		t.Fatal(err)
+	}
+	if got := changesString(rec.wait(t, 1)); got != "+web[10.0.0.1:80 10.0.0.2:80]" {
+		t.Errorf("publish after SetMerge(union) %q", got)
 	}
 }
