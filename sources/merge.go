@@ -175,15 +175,15 @@ func (m *merger) first(name string) (Service, bool) {
 // address:port reported twice keeps the copy of higher precedence.
 func (m *merger) union(name string) (Service, bool) {
 	var out Service
-	n, only := 0, -1
+	n := 0
 	for i, state := range m.bySource {
 		if s, ok := state[name]; ok {
 			m.served[i] = true
-			n, only, out = n+1, i, s
+			n, out = n+1, s
 		}
 	}
 	if n <= 1 {
-		return out, n == 1 && only >= 0
+		return out, n == 1 // one version: served as it is, without a copy
 	}
 	out = Service{Name: name, Endpoints: []Endpoint{}}
 	seen := map[addrPort]struct{}{}
