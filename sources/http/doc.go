@@ -41,4 +41,9 @@
 //
 // A document is all or nothing, as a file is: one bad endpoint rejects the
 // whole answer with an error naming the field.
+//
+// The document is parsed by the file source's own parser (file.Parse), so
+// the two formats cannot drift apart; linking this source in therefore
+// links in sources/file too, whose type stays registered even in a binary
+// built with no_file.
 package http
