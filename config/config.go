@@ -175,6 +175,9 @@ func parse(data []byte, dir string, fs *pflag.FlagSet) (*Config, error) {
 		return nil, fmt.Errorf("parsing config file: %w", err)
 	}
 	cfg := &Config{Dir: dir}
+	if err := checkMergeShape(v.Get("merge.services")); err != nil {
+		return nil, err
+	}
 	if err := sources.Decode(v.AllSettings(), cfg); err != nil {
 		return nil, err
 	}

@@ -10,3 +10,15 @@ func (c *Config) validateMerge() error {
 	}
 	return sources.Prefix("merge", c.Merge.Validate(names))
 }
+
+// checkMergeShape rejects merge.services written as a mapping keyed by
+// service name, before decoding would turn it into a one-item list with a
+// puzzling "unknown key": the loader lower-cases mapping keys and splits
+// them at dots, so service names must be list values.
+func checkMergeShape(services any) error {
+	if _, isMap := services.(map[string]any); isMap {
+		return sources.Errorf("merge.services", "want a list of {service, mode, weights} entries, not a mapping "+
+			"(service names are list values because mapping keys lose their case and dots)")
+	}
+	return nil
+}

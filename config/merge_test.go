@@ -33,7 +33,7 @@ func TestMergeSection(t *testing.T) {
 		{"unknown rule key", "merge: {services: [{service: web, mode: union, weight: 3}]}", "merge.services[0].weight", "unknown key"},
 		{"unknown weight key", "merge: {services: [{service: web, mode: weighted, weights: [{source: consul, weigth: 3}]}]}",
 			"merge.services[0].weights[0].weigth", "unknown key"},
-		{"services not a list", "merge: {services: {web: union}}", "merge.services[0].web", "unknown key"},
+		{"services as a mapping", "merge: {services: {web: {mode: union}}}", "merge.services", "want a list of {service, mode, weights} entries"},
 		{"bad default", "merge: {default: last}", "merge.default", `unknown mode "last"`},
 		{"weighted default", "merge: {default: weighted}", "merge.default", "needs weights"},
 		{"missing service", "merge: {services: [{mode: union}]}", "merge.services[0].service", "is required"},
