@@ -22,7 +22,8 @@ type merger struct {
 	published map[string]Service
 	dirty     map[string]struct{}
 
-	policy mergePolicy
+	mergeCfg MergeConfig // what policy was compiled from, against names
+	policy   mergePolicy
 	// names and statuses are the sources' names and Status (nil entries
 	// allowed) by index; shadowed holds, by source, the services whose
 	// endpoints that source reports but the merge does not serve.
@@ -106,9 +107,9 @@ func (m *merger) touch(_ int, name string) bool {
 
 // setPolicy replaces the merge policy and marks dirty every service whose
 // rule may have changed: all of them when the default did.
-func (m *merger) setPolicy(p mergePolicy) (changed bool) {
-	old := m.policy
-	m.policy = p
+func (m *merger) setPolicy(mc MergeConfig) (changed bool) {
+	old, p := m.policy, mc.compile(m.names)
+	m.mergeCfg, m.policy = mc, p
 	if !sameRule(old.def, p.def) {
 		for _, state := range m.bySource {
 			for name := range state {

@@ -166,7 +166,7 @@ func TestMergeModes(t *testing.T) {
 			for i := range m.statuses {
 				m.statuses[i] = NewStatus(names[i])
 			}
-			m.policy = tt.merge.compile(names)
+			m.setPolicy(tt.merge)
 			for i, ss := range tt.state {
 				m.apply(i, fullUp(ss...))
 			}
@@ -213,11 +213,11 @@ func TestMergeTransitions(t *testing.T) {
 		}, "", [2]int{0, 1}},
 		{"a removes web", func() { m.apply(0, removeUp("web")) }, "+web[10.0.0.3:80]", [2]int{0, 0}},
 		{"switch to weighted b only", func() {
-			m.setPolicy(MergeConfig{Services: []MergeRule{weightedRule("web", "a", 1, "b", 1)}}.compile(names))
+			m.setPolicy(MergeConfig{Services: []MergeRule{weightedRule("web", "a", 1, "b", 1)}})
 			m.apply(0, upsertUp(web1))
 		}, "+web[10.0.0.1:80 10.0.0.3:80]", [2]int{0, 0}},
-		{"back to first", func() { m.setPolicy(MergeConfig{}.compile(names)) }, "+web[10.0.0.1:80]", [2]int{0, 1}},
-		{"an unchanged policy changes nothing", func() { m.setPolicy(MergeConfig{}.compile(names)) }, "", [2]int{0, 1}},
+		{"back to first", func() { m.setPolicy(MergeConfig{}) }, "+web[10.0.0.1:80]", [2]int{0, 1}},
+		{"an unchanged policy changes nothing", func() { m.setPolicy(MergeConfig{}) }, "", [2]int{0, 1}},
 	}
 	for _, s := range steps {
 		s.act()
@@ -316,5 +316,45 @@ func TestManagerSetMerge(t *testing.T) {
 	}
 	if got := changesString(rec.wait(t, 1)); got != "+web[10.0.0.1:80 10.0.0.2:80]" {
 		t.Errorf("publish after SetMerge(union) %q", got)
+	}
+}
+
+// TestMergeFollowsReconfigure reorders and removes sources of a running
+// manager: the weights of a weighted rule stay with the sources they name,
+// and the shadowing follows the new precedence.
+func TestMergeFollowsReconfigure(t *testing.T) {
+	mc := MergeConfig{Services: []MergeRule{weightedRule("web", "a", 3, "b", 1)}}
+	m, fakes, rec := startManager(t, ManagerOptions{Holdoff: time.Millisecond, Merge: mc}, "a", "b")
+	fakes[0].send(t, fullUp(testSvc("web", "10.0.0.1"), testSvc("api", "10.0.1.1")))
+	fakes[1].send(t, fullUp(testSvc("web", "10.0.0.2"), testSvc("api", "10.0.1.2")))
+	webOf := func(c Changes) string {
+		for _, s := range c.Upserted {
+			if s.Name == "web" {
+				return describe(s)
+			}
+		}
+		return ""
+	}
+	const weighted = "web[10.0.0.1/a/p0/w0 10.0.0.2/b/p0/w0] loc{p0/a=3000 p0/b=1000}"
+	if got := webOf(rec.wait(t, 0)); got != weighted {
+		t.Fatalf("first publish web = %s", got)
+	}
+	ctx := t.Context()
+	if err := m.Reconfigure(ctx, []Named{{Name: "b"}, {Name: "a"}}); err != nil {
+		t.Fatal(err)
+	}
+	// web is unchanged; api now comes from b, which shadows a's.
+	if got := changesString(rec.wait(t, 1)); got != "+api[10.0.1.2:80]" {
+		t.Errorf("publish after the reorder %q", got)
+	}
+	snap := m.Sources()[1].Status.Snapshot() // a, now second
+	if snap.Shadowed != 1 || snap.ShadowedServices[0] != "api" {
+		t.Errorf("a shadows %d %v, want api", snap.Shadowed, snap.ShadowedServices)
+	}
+	if err := m.Reconfigure(ctx, []Named{{Name: "a"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := webOf(rec.wait(t, 2)); got != "web[10.0.0.1/a/p0/w0] loc{p0/a=3000}" {
+		t.Errorf("web after removing b = %s", got)
 	}
 }

@@ -56,11 +56,12 @@ func TestWeightedCutover(t *testing.T) {
 		"127.0.0.1:5353", dns.Addr,
 		"127.0.0.1:8500", agent.HTTPAddr,
 	).Replace(string(text))
-	in := bridgetest.Start(t, yaml)
+	path := writeConfig(t, t.TempDir(), yaml)
+	in := bridgetest.StartFile(t, path)
 	bridgetest.WaitReady(t, in.AdminAddr().String(), 20*time.Second)
 	client := grpcxdstest.Dial(t, in.XDSAddr().String(), "cutover-test", "web")
 
-	runSteps(ctx, t, in, client, legacy, yaml)
+	runSteps(ctx, t, in, client, legacy, path, yaml)
 }
 
 // TestWeightedCutoverFiles is the same cutover between two file sources,
@@ -92,16 +93,17 @@ merge:
         - {source: legacy-dns, weight: 90}
         - {source: consul, weight: 10}
 `, filepath.Join(dir, "legacy.yaml"), filepath.Join(dir, "consul.yaml"))
-	in := bridgetest.Start(t, yaml)
+	path := writeConfig(t, dir, yaml)
+	in := bridgetest.StartFile(t, path)
 	bridgetest.WaitReady(t, in.AdminAddr().String(), 10*time.Second)
 	client := grpcxdstest.Dial(t, in.XDSAddr().String(), "cutover-test", "web")
-	runSteps(ctx, t, in, client, legacy, yaml)
+	runSteps(ctx, t, in, client, legacy, path, yaml)
 }
 
 // runSteps moves the weights of the configuration yaml through 90/10,
 // 10/90, 50/50 and 0/100 and checks, at each step, that 1,000 RPCs split
 // within 5 points of the weights between the legacy backends and the rest.
-func runSteps(ctx context.Context, t *testing.T, in *bridge.Instance, client *grpcxdstest.Client, legacy map[string]bool, yaml string) {
+func runSteps(ctx context.Context, t *testing.T, in *bridge.Instance, client *grpcxdstest.Client, legacy map[string]bool, path, yaml string) {
 	t.Helper()
 	// legacyShare makes n RPCs and returns the share that reached the
 	// legacy backends.
@@ -130,7 +132,7 @@ func runSteps(ctx context.Context, t *testing.T, in *bridge.Instance, client *gr
 	steps := []struct{ legacy, consul int }{{90, 10}, {10, 90}, {50, 50}, {0, 100}}
 	for i, st := range steps {
 		if i > 0 {
-			setWeights(ctx, t, in, yaml, st.legacy, st.consul)
+			setWeights(ctx, t, in, path, yaml, st.legacy, st.consul)
 		}
 		want := float64(st.legacy) / 100
 		got := measure(want)
@@ -141,23 +143,31 @@ func runSteps(ctx context.Context, t *testing.T, in *bridge.Instance, client *gr
 	}
 }
 
-// setWeights edits the weights of the configuration text as an operator
-// would, loads it and applies its merge section to the running bridge.
-func setWeights(ctx context.Context, t *testing.T, in *bridge.Instance, yaml string, legacy, consul int) {
+// writeConfig writes yaml as dir/bridge.yaml and returns its path.
+func writeConfig(t *testing.T, dir, yaml string) string {
+	t.Helper()
+	path := filepath.Join(dir, "bridge.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// setWeights edits the weights of the configuration file at path (whose
+// original text is yaml) as an operator would, and reloads the running
+// bridge with it, as SIGHUP does: no source restarts.
+func setWeights(ctx context.Context, t *testing.T, in *bridge.Instance, path, yaml string, legacy, consul int) {
 	t.Helper()
 	edited := strings.NewReplacer(
 		"{source: legacy-dns, weight: 90}", fmt.Sprintf("{source: legacy-dns, weight: %d}", legacy),
 		"{source: consul, weight: 10}", fmt.Sprintf("{source: consul, weight: %d}", consul),
 	).Replace(yaml)
-	path := filepath.Join(t.TempDir(), "bridge.yaml")
-	if err := os.WriteFile(path, []byte(edited), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(path, nil)
+	writeConfig(t, filepath.Dir(path), edited)
+	res, err := in.Reload(ctx, func() (*config.Config, error) { return config.Load(path, nil) })
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := in.SetMerge(ctx, cfg.Merge); err != nil {
-		t.Fatal(err)
+	if len(res.Started) > 0 || len(res.Stopped) > 0 {
+		t.Errorf("a change of weights restarted sources: %+v", res)
 	}
 }

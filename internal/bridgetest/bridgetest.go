@@ -28,6 +28,13 @@ func Start(t testing.TB, yaml string) *bridge.Instance {
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return StartFile(t, path)
+}
+
+// StartFile is Start with the configuration file at path, which a test may
+// then rewrite and reload (Instance.Reload) as an operator would.
+func StartFile(t testing.TB, path string) *bridge.Instance {
+	t.Helper()
 	cfg, err := config.Load(path, nil)
 	if err != nil {
 		t.Fatalf("loading config: %v", err)
@@ -63,12 +70,18 @@ func FreeAddr(t testing.TB) string {
 
 // Get returns the status and body of a GET, or 0 and the error text if the
 // request failed (the listener not being up yet, say).
-func Get(url string) (int, string) {
+func Get(url string) (int, string) { return GetAuth(url, "") }
+
+// GetAuth is Get with a bearer token (none if empty).
+func GetAuth(url, token string) (int, string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return 0, err.Error()
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -169,7 +169,7 @@ func waitStale(t *testing.T, st *sources.Status, want bool) sources.StatusSnapsh
 // an authoritative empty one, and failures that keep the last good state.
 func TestOutcomes(t *testing.T) {
 	reg, srv := newRegistry(t, false, webDoc)
-	up, st := run(t, map[string]any{"url": srv.URL, "timeout": "1s", "max_body_bytes": 1 << 20})
+	up, st := run(t, map[string]any{"url": srv.URL, "timeout": "2s", "max_body_bytes": 64 << 10})
 	if got := addresses(nextUpdate(t, up)); got != "full=true [web=10.0.0.1]" {
 		t.Fatalf("first update %s", got)
 	}
@@ -198,7 +198,7 @@ func TestOutcomes(t *testing.T) {
 					return // the client gave up, as it should
 				}
 			}
-		}, "body exceeds max_body_bytes (1048576)"},
+		}, "body exceeds max_body_bytes (65536)"},
 		{"slow body", func(w nethttp.ResponseWriter, r *nethttp.Request) {
 			fmt.Fprint(w, `{"services": [`)
 			w.(nethttp.Flusher).Flush()
