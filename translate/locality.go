@@ -9,21 +9,20 @@ import (
 	"github.com/xdsbridge/xdsbridge/sources"
 )
 
-// localityWeighted asks Envoy to pick a locality by its weight before an
-// endpoint in it; without it Envoy ignores locality weights and picks among
-// all the endpoints of a priority. gRPC always weighs localities. Shared by
-// every cluster that uses it: never modify it.
-var localityWeighted = &clusterv3.Cluster_CommonLbConfig{
-	LocalityConfigSpecifier: &clusterv3.Cluster_CommonLbConfig_LocalityWeightedLbConfig_{
-		LocalityWeightedLbConfig: &clusterv3.Cluster_CommonLbConfig_LocalityWeightedLbConfig{},
-	},
-}
-
 // withLocalityWeights sets locality-weighted load balancing on c, fresh
-// from Cluster, when svc fixes its locality weights (Service.Localities).
+// from Cluster, when svc fixes its locality weights (Service.Localities):
+// Envoy then picks a locality by its weight before an endpoint in it;
+// without it Envoy ignores locality weights and picks among all the
+// endpoints of a priority. gRPC always weighs localities. The message is
+// allocated per cluster rather than shared, because cluster shaping merges
+// fragments into common_lb_config.
 func withLocalityWeights(c *clusterv3.Cluster, svc sources.Service) {
 	if svc.Localities != nil {
-		c.CommonLbConfig = localityWeighted
+		c.CommonLbConfig = &clusterv3.Cluster_CommonLbConfig{
+			LocalityConfigSpecifier: &clusterv3.Cluster_CommonLbConfig_LocalityWeightedLbConfig_{
+				LocalityWeightedLbConfig: &clusterv3.Cluster_CommonLbConfig_LocalityWeightedLbConfig{},
+			},
+		}
 	}
 }
 
