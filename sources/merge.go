@@ -176,17 +176,18 @@ func (m *merger) first(name string) (Service, bool) {
 // address:port reported twice keeps the copy of higher precedence.
 func (m *merger) union(name string) (Service, bool) {
 	var out Service
-	n := 0
+	n, first := 0, ""
 	for i, state := range m.bySource {
 		if s, ok := state[name]; ok {
 			m.served[i] = true
 			n, out = n+1, s
+			first = cmp.Or(first, s.Source)
 		}
 	}
 	if n <= 1 {
 		return out, n == 1 // one version: served as it is, without a copy
 	}
-	out = Service{Name: name, Endpoints: []Endpoint{}}
+	out = Service{Name: name, Source: first, Endpoints: []Endpoint{}}
 	seen := map[addrPort]struct{}{}
 	for _, state := range m.bySource {
 		for _, e := range state[name].Endpoints {

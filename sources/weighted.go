@@ -45,6 +45,7 @@ func (m *merger) weighted(name string, weights []uint32) (Service, bool) {
 			continue
 		}
 		m.served[i] = true
+		out.Source = cmp.Or(out.Source, s.Source)
 		for _, e := range s.Endpoints {
 			k := addrPort{e.Address, e.Port}
 			if _, dup := seen[k]; dup {

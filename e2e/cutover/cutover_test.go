@@ -7,6 +7,7 @@ package cutover_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,7 +25,7 @@ import (
 	_ "github.com/xdsbridge/xdsbridge/plugins"
 )
 
-const example = "../../examples/cutover/bridge.yaml"
+const example = "../../examples/migration/weighted-cutover/bridge.yaml"
 
 // TestWeightedCutover is the acceptance test of the weighted merge: 1,000
 // RPCs split 90/10 within 5 points between the DNS and the Consul backends,
@@ -56,8 +57,9 @@ func TestWeightedCutover(t *testing.T) {
 		"127.0.0.1:5353", dns.Addr,
 		"127.0.0.1:8500", agent.HTTPAddr,
 	).Replace(string(text))
-	path := writeConfig(t, t.TempDir(), yaml)
-	in := bridgetest.StartFile(t, path)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "bridge.yaml")
+	in := bridgetest.StartIn(t, dir, yaml, io.Discard)
 	bridgetest.WaitReady(t, in.AdminAddr().String(), 20*time.Second)
 	client := grpcxdstest.Dial(t, in.XDSAddr().String(), "cutover-test", "web")
 
@@ -93,8 +95,8 @@ merge:
         - {source: legacy-dns, weight: 90}
         - {source: consul, weight: 10}
 `, filepath.Join(dir, "legacy.yaml"), filepath.Join(dir, "consul.yaml"))
-	path := writeConfig(t, dir, yaml)
-	in := bridgetest.StartFile(t, path)
+	path := filepath.Join(dir, "bridge.yaml")
+	in := bridgetest.StartIn(t, dir, yaml, io.Discard)
 	bridgetest.WaitReady(t, in.AdminAddr().String(), 10*time.Second)
 	client := grpcxdstest.Dial(t, in.XDSAddr().String(), "cutover-test", "web")
 	runSteps(ctx, t, in, client, legacy, path, yaml)
@@ -143,16 +145,6 @@ func runSteps(ctx context.Context, t *testing.T, in *bridge.Instance, client *gr
 	}
 }
 
-// writeConfig writes yaml as dir/bridge.yaml and returns its path.
-func writeConfig(t *testing.T, dir, yaml string) string {
-	t.Helper()
-	path := filepath.Join(dir, "bridge.yaml")
-	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
 // setWeights edits the weights of the configuration file at path (whose
 // original text is yaml) as an operator would, and reloads the running
 // bridge with it, as SIGHUP does: no source restarts.
@@ -162,7 +154,9 @@ func setWeights(ctx context.Context, t *testing.T, in *bridge.Instance, path, ya
 		"{source: legacy-dns, weight: 90}", fmt.Sprintf("{source: legacy-dns, weight: %d}", legacy),
 		"{source: consul, weight: 10}", fmt.Sprintf("{source: consul, weight: %d}", consul),
 	).Replace(yaml)
-	writeConfig(t, filepath.Dir(path), edited)
+	if err := os.WriteFile(path, []byte(edited), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	res, err := in.Reload(ctx, func() (*config.Config, error) { return config.Load(path, nil) })
 	if err != nil {
 		t.Fatal(err)
