@@ -37,6 +37,9 @@ func (c *Config) Validate() error {
 			return sources.Errorf(d.key, "must be a positive duration, not %s", d.val)
 		}
 	}
+	if err := c.XDS.Limits.validate(); err != nil {
+		return err
+	}
 	if err := checkGuard("guard", c.Guard.MaxRemovedFraction, c.Guard.Hold); err != nil {
 		return err
 	}
