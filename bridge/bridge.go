@@ -75,6 +75,7 @@ func New(cfg *config.Config, log *slog.Logger) (*Instance, error) {
 		Sources:    named,
 		Holdoff:    cfg.Holdoff.Min,
 		MaxHoldoff: cfg.Holdoff.Max,
+		Merge:      cfg.Merge,
 		Logger:     log.With("component", "manager"),
 		Store:      warmStore(cfg, log),
 	})

@@ -43,6 +43,8 @@ type Config struct {
 	Clusters   []map[string]any `mapstructure:"clusters"`
 	Transforms []map[string]any `mapstructure:"transforms"`
 	Outputs    []Output         `mapstructure:"outputs"`
+	// Merge sets how a service reported by several sources is served.
+	Merge sources.MergeConfig `mapstructure:"merge"`
 
 	// Entries are the parsed Sources, in configuration order (which is
 	// their precedence order).
@@ -173,6 +175,7 @@ var defaults = map[string]any{
 	"state_dir":                              "",
 	"guard.max_removed_fraction":             sources.DefaultMaxRemovedFraction,
 	"guard.hold":                             sources.DefaultGuardHold.String(),
+	"merge.default":                          sources.MergeFirst,
 }
 
 // Flags maps the command-line flags that override settings to their keys.
@@ -227,6 +230,9 @@ func parse(data []byte, dir string, fs *pflag.FlagSet) (*Config, error) {
 		return nil, fmt.Errorf("parsing config file: %w", err)
 	}
 	cfg := &Config{Dir: dir}
+	if err := checkMergeShape(v.Get("merge.services")); err != nil {
+		return nil, err
+	}
 	if err := sources.Decode(v.AllSettings(), cfg); err != nil {
 		return nil, err
 	}

@@ -64,7 +64,10 @@ func (c *Config) Validate() error {
 	if err := c.validateSources(); err != nil {
 		return err
 	}
-	return c.validateShaping()
+	if err := c.validateShaping(); err != nil {
+		return err
+	}
+	return c.validateMerge()
 }
 
 func (c *Config) validateSources() error {
