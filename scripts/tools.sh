@@ -8,6 +8,9 @@
 # graphs never enter the project's go.mod, and cached in
 # ${XDSBRIDGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/xdsbridge}/bin.
 # A cold Consul build takes about 10 minutes on 2 cores, CoreDNS about 5.
+# The status page test renders the admin page in a real headless Chromium:
+# when none is on PATH and apt-get can install one (as root), it is
+# installed from the distribution's packages (about a minute).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cache=${XDSBRIDGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/xdsbridge}
@@ -26,6 +29,15 @@ ensure() {
 	fi
 	echo "$bin"
 }
+
+if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
+	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+		echo "installing chromium from the distribution's packages" >&2
+		(apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium) >&2
+	else
+		echo "no chromium on PATH: install it (apt-get install chromium) for the status page test" >&2
+	fi
+fi
 
 consul=$(ensure consul 1.14.11 tools/consul github.com/hashicorp/consul)
 coredns=$(ensure coredns 1.15.0 tools/coredns github.com/coredns/coredns)
