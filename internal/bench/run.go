@@ -115,7 +115,11 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return res, err
 	}
 
-	// Cold start.
+	// Cold start, profiled apart from the changes: it is where the cost of
+	// full initial states shows.
+	if err := srv.post(ctx, "/cpuprofile/start", url.Values{"path": {filepath.Join(cfg.OutDir, cfg.ID()+".cold.cpu.pprof")}}); err != nil {
+		return res, err
+	}
 	start := time.Now()
 	f, err := startFleet(ctx, fleetOptions{addr: srv.xds, spec: spec, clients: cfg.Clients, delta: cfg.Delta, prefix: "envoy"})
 	if err != nil {
@@ -130,6 +134,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	res.ColdStart = last.Sub(start)
 	loaded, err := settledStats(ctx, srv)
 	if err != nil {
+		return res, err
+	}
+	if err := srv.post(ctx, "/cpuprofile/stop", nil); err != nil {
 		return res, err
 	}
 	res.ColdCPU = loaded.CPU() - base.CPU()
