@@ -85,9 +85,10 @@ func New(cfg *config.Config, log *slog.Logger) (*Instance, error) {
 	reg.MustRegister(admin.SourceCollector{Sources: in.snapshots})
 
 	server := xds.NewServer(xds.Options{
-		Logger:          log.With("component", "xds"),
-		UnknownNameWait: cfg.XDS.UnknownNameWait,
-		Registerer:      reg,
+		Logger:           log.With("component", "xds"),
+		UnknownNameWait:  cfg.XDS.UnknownNameWait,
+		MaxResponseBytes: cfg.XDS.MaxResponseBytes,
+		Registerer:       reg,
 	})
 	in.pub = newPublisher(server, cfg.XDS.GRPC.Enabled, log.With("component", "publish"), reg)
 	in.grpc = grpc.NewServer(

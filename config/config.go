@@ -23,6 +23,7 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/xdsbridge/xdsbridge/sources"
+	"github.com/xdsbridge/xdsbridge/xds"
 )
 
 // Config is the whole configuration of one bridge.
@@ -53,6 +54,8 @@ type XDS struct {
 	// waits before it is answered without it.
 	UnknownNameWait time.Duration `mapstructure:"unknown_name_wait"`
 	Keepalive       Keepalive     `mapstructure:"keepalive"`
+	// MaxResponseBytes bounds every xDS response (xds.Options).
+	MaxResponseBytes int `mapstructure:"max_response_bytes"`
 }
 
 // Keepalive configures gRPC keepalive: the server pings an idle client
@@ -104,6 +107,7 @@ var defaults = map[string]any{
 	"xds.keepalive.time":                "30s",
 	"xds.keepalive.timeout":             "10s",
 	"xds.keepalive.min_client_interval": "10s",
+	"xds.max_response_bytes":            xds.DefaultMaxResponseBytes,
 	"admin.listen":                      "127.0.0.1:19000",
 	"log.level":                         "info",
 	"log.format":                        "text",

@@ -53,6 +53,12 @@ type Options struct {
 	// Registerer, if set, receives the engine's metrics
 	// (xdsbridge_xds_*).
 	Registerer prometheus.Registerer
+	// MaxResponseBytes bounds every response (see limits); default
+	// DefaultMaxResponseBytes.
+	MaxResponseBytes int
+	// OnRefused, if set, is told of every resource version Apply refuses
+	// because it alone exceeds MaxResponseBytes; it runs inside Apply.
+	OnRefused func(Key, error)
 }
 
 // Server is the xDS serving engine.
@@ -60,6 +66,7 @@ type Server struct {
 	opts    Options
 	log     *slog.Logger
 	m       *metrics
+	lim     *limits
 	readyNs atomic.Int64 // unix nanos of the first Apply; 0 = not ready
 
 	mu      sync.Mutex
@@ -77,10 +84,14 @@ func NewServer(opts Options) *Server {
 	if opts.UnknownNameWait <= 0 {
 		opts.UnknownNameWait = 5 * time.Second
 	}
+	if opts.MaxResponseBytes <= 0 {
+		opts.MaxResponseBytes = DefaultMaxResponseBytes
+	}
 	return &Server{
 		opts:    opts,
 		log:     opts.Logger,
 		m:       newMetrics(opts.Registerer),
+		lim:     newLimits(opts.MaxResponseBytes, opts.Registerer),
 		types:   make(map[string]*typeState),
 		clients: make(map[*client]struct{}),
 	}
@@ -134,6 +145,10 @@ func (s *Server) Apply(upserts []Resource, removals []Key) {
 		e, err := newEntry(r)
 		if err != nil {
 			s.log.Error("skipping resource", "err", err)
+			continue
+		}
+		if err := s.lim.check(e); err != nil {
+			s.refuse(e, err)
 			continue
 		}
 		entries = append(entries, e)
