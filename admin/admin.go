@@ -3,6 +3,7 @@
 package admin
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -28,6 +29,9 @@ type Options struct {
 	// Clients returns a JSON-encodable view of the connected xDS clients
 	// for /clients; nil leaves it out.
 	Clients func() any
+	// Confirm applies the removals a source's guard holds (POST
+	// /guard/confirm?source=NAME); nil leaves it out.
+	Confirm func(ctx context.Context, source string) error
 }
 
 // Handler returns the admin HTTP handler:
@@ -37,6 +41,7 @@ type Options struct {
 //	/sources        JSON status of every source
 //	/metrics        Prometheus metrics
 //	/clients        JSON status of the xDS clients
+//	/guard/confirm  POST ?source=NAME: apply the removals the guard holds
 //	/debug/pprof/   the Go profiler
 func Handler(opts Options) http.Handler {
 	mux := http.NewServeMux()
@@ -61,6 +66,9 @@ func Handler(opts Options) http.Handler {
 		mux.HandleFunc("GET /clients", func(w http.ResponseWriter, _ *http.Request) {
 			writeJSON(w, opts.Clients())
 		})
+	}
+	if opts.Confirm != nil {
+		mux.HandleFunc("POST /guard/confirm", confirmHandler(opts.Confirm))
 	}
 	// The profiler is registered on this mux only: importing net/http/pprof
 	// also registers it on http.DefaultServeMux, which nothing here serves.

@@ -26,11 +26,20 @@ var (
 		"Failed reads of the source.", []string{"source"}, nil)
 	droppedDesc = prometheus.NewDesc("xdsbridge_source_dropped_endpoints_total",
 		"Endpoints the source could not serve and left out.", []string{"source"}, nil)
+	heldDesc = prometheus.NewDesc("xdsbridge_source_guard_held",
+		"Services and endpoints the removal guard keeps serving although the source no longer reports them.", []string{"source", "kind"}, nil)
+	holdsDesc = prometheus.NewDesc("xdsbridge_source_guard_holds_total",
+		"Changes the removal guard held because they removed too much.", []string{"source"}, nil)
+	phaseDesc = prometheus.NewDesc("xdsbridge_source_startup_phase",
+		"1 for the source's startup phase: waiting, synced, warm (serving persisted state) or timed_out (served empty).", []string{"source", "phase"}, nil)
+	serviceErrorsDesc = prometheus.NewDesc("xdsbridge_source_service_errors",
+		"Services of the source whose latest version cannot be served (their last good version is).", []string{"source"}, nil)
 )
 
 // Describe implements prometheus.Collector.
 func (SourceCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{staleDesc, syncedDesc, lastSuccessDesc, failuresDesc, droppedDesc} {
+	for _, d := range []*prometheus.Desc{staleDesc, syncedDesc, lastSuccessDesc, failuresDesc, droppedDesc,
+		heldDesc, holdsDesc, phaseDesc, serviceErrorsDesc} {
 		ch <- d
 	}
 }
@@ -47,6 +56,7 @@ func (c SourceCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(lastSuccessDesc, prometheus.GaugeValue, last, s.Name)
 		ch <- prometheus.MustNewConstMetric(failuresDesc, prometheus.CounterValue, float64(s.Failures), s.Name)
 		ch <- prometheus.MustNewConstMetric(droppedDesc, prometheus.CounterValue, float64(s.Dropped), s.Name)
+		collectPolicy(ch, s)
 	}
 }
 
@@ -55,4 +65,20 @@ func bool01(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// collectPolicy exports what the manager records about a source: its
+// startup phase, removal guard and failing services.
+func collectPolicy(ch chan<- prometheus.Metric, s sources.StatusSnapshot) {
+	var svcs, eps float64
+	if g := s.Guard; g != nil {
+		svcs, eps = float64(g.HeldServices), float64(g.HeldEndpoints)
+	}
+	ch <- prometheus.MustNewConstMetric(heldDesc, prometheus.GaugeValue, svcs, s.Name, "services")
+	ch <- prometheus.MustNewConstMetric(heldDesc, prometheus.GaugeValue, eps, s.Name, "endpoints")
+	ch <- prometheus.MustNewConstMetric(holdsDesc, prometheus.CounterValue, float64(s.GuardHolds), s.Name)
+	for _, p := range []string{sources.PhaseWaiting, sources.PhaseSynced, sources.PhaseWarm, sources.PhaseTimedOut} {
+		ch <- prometheus.MustNewConstMetric(phaseDesc, prometheus.GaugeValue, bool01(s.Startup == p), s.Name, p)
+	}
+	ch <- prometheus.MustNewConstMetric(serviceErrorsDesc, prometheus.GaugeValue, float64(len(s.ServiceErrors)), s.Name)
 }

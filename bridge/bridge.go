@@ -73,7 +73,7 @@ func New(cfg *config.Config, log *slog.Logger) (*Instance, error) {
 		if err != nil {
 			return nil, err
 		}
-		named = append(named, sources.Named{Name: e.Name, Source: src, Status: st})
+		named = append(named, sources.Named{Name: e.Name, Source: src, Status: st, Startup: e.Startup, Guard: e.Guard})
 		in.statuses = append(in.statuses, st)
 	}
 	in.manager = sources.NewManager(sources.ManagerOptions{
@@ -81,6 +81,7 @@ func New(cfg *config.Config, log *slog.Logger) (*Instance, error) {
 		Holdoff:    cfg.Holdoff.Min,
 		MaxHoldoff: cfg.Holdoff.Max,
 		Logger:     log.With("component", "manager"),
+		Store:      warmStore(cfg, log),
 	})
 	reg.MustRegister(admin.SourceCollector{Sources: in.snapshots})
 
@@ -112,6 +113,7 @@ func New(cfg *config.Config, log *slog.Logger) (*Instance, error) {
 			Sources:  in.snapshots,
 			Gatherer: reg,
 			Clients:  func() any { return server.Clients() },
+			Confirm:  in.manager.ConfirmRemovals,
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
 	}

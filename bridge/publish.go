@@ -63,6 +63,9 @@ func (p *publisher) publish(c sources.Changes) {
 		r, err := translate.Service(svc, p.opts)
 		if err != nil {
 			p.errors.Inc()
+			if c.Failed != nil {
+				c.Failed(svc.Name, err)
+			}
 			p.log.Error("cannot serve the new version of a service; keeping its last good resources",
 				"service", svc.Name, "err", err)
 			continue

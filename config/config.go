@@ -28,11 +28,14 @@ import (
 
 // Config is the whole configuration of one bridge.
 type Config struct {
-	XDS     XDS              `mapstructure:"xds"`
-	Admin   Admin            `mapstructure:"admin"`
-	Log     Log              `mapstructure:"log"`
-	Holdoff Holdoff          `mapstructure:"holdoff"`
-	Sources []map[string]any `mapstructure:"sources"`
+	XDS     XDS     `mapstructure:"xds"`
+	Admin   Admin   `mapstructure:"admin"`
+	Log     Log     `mapstructure:"log"`
+	Holdoff Holdoff `mapstructure:"holdoff"`
+	// StateDir, when set, is where the state is persisted for warm starts.
+	StateDir string           `mapstructure:"state_dir"`
+	Guard    GuardDefaults    `mapstructure:"guard"`
+	Sources  []map[string]any `mapstructure:"sources"`
 
 	// Entries are the parsed Sources, in configuration order (which is
 	// their precedence order).
@@ -93,6 +96,9 @@ type Source struct {
 	Settings map[string]any
 	// Index is the entry's position, used to name keys in errors.
 	Index int
+	// Startup and Guard are the entry's policies (keys startup, guard).
+	Startup sources.Startup
+	Guard   sources.Guard
 }
 
 // Key returns the configuration key of the entry, such as "sources[1]".
@@ -113,6 +119,9 @@ var defaults = map[string]any{
 	"log.format":                        "text",
 	"holdoff.min":                       sources.DefaultHoldoff.String(),
 	"holdoff.max":                       sources.DefaultMaxHoldoff.String(),
+	"state_dir":                         "",
+	"guard.max_removed_fraction":        sources.DefaultMaxRemovedFraction,
+	"guard.hold":                        sources.DefaultGuardHold.String(),
 }
 
 // Flags maps the command-line flags that override settings to their keys.
@@ -184,9 +193,12 @@ func (c *Config) parseSources() error {
 	c.Entries = make([]Source, 0, len(c.Sources))
 	for i, raw := range c.Sources {
 		s := Source{Index: i, Settings: map[string]any{}}
+		policy := map[string]any{}
 		for k, val := range raw {
-			switch k {
-			case "name", "type":
+			switch {
+			case policyKeys[k]:
+				policy[k] = val
+			case k == "name" || k == "type":
 				str, ok := val.(string)
 				if !ok {
 					return sources.Errorf(fmt.Sprintf("%s.%s", s.Key(), k), "must be a string, not %T", val)
@@ -199,6 +211,9 @@ func (c *Config) parseSources() error {
 			default:
 				s.Settings[k] = val
 			}
+		}
+		if err := c.parsePolicy(&s, policy); err != nil {
+			return err
 		}
 		c.Entries = append(c.Entries, s)
 	}

@@ -147,6 +147,15 @@ func TestInvalid(t *testing.T) {
 		{"bad level", "log: {level: loud}\n" + minimal, "log.level", "unknown level"},
 		{"bad format", "log: {format: xml}\n" + minimal, "log.format", "unknown format"},
 		{"bad grpc flag", "xds: {grpc: {enabled: perhaps}}\n" + minimal, "xds.grpc.enabled", ""},
+		{"guard fraction", "guard: {max_removed_fraction: 1.5}\n" + minimal, "guard.max_removed_fraction", "(0, 1]"},
+		{"guard hold", "guard: {hold: 0s}\n" + minimal, "guard.hold", "positive"},
+		{"source guard fraction", "sources: [{name: n, type: fake, path: p, guard: {max_removed_fraction: 0}}]",
+			"sources[0].guard.max_removed_fraction", "(0, 1]"},
+		{"source guard key", "sources: [{name: n, type: fake, path: p, guard: {off: true}}]", "sources[0].guard.off", "unknown key"},
+		{"source startup timeout", "sources: [{name: n, type: fake, path: p, startup: {timeout: -1s}}]",
+			"sources[0].startup.timeout", "positive"},
+		{"source startup required", "sources: [{name: n, type: fake, path: p, startup: {required: maybe}}]",
+			"sources[0].startup.required", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -162,6 +171,39 @@ func TestInvalid(t *testing.T) {
 				t.Errorf("error = %q, want it to contain %q", err, c.wantMsg)
 			}
 		})
+	}
+}
+
+func TestSourcePolicies(t *testing.T) {
+	cfg, err := parse([]byte(`
+state_dir: /var/lib/xdsbridge
+guard: {max_removed_fraction: 0.25, hold: 1m}
+sources:
+  - {name: a, type: fake, path: p}
+  - {name: b, type: fake, path: p, startup: {timeout: 5s, required: true}, guard: {hold: 10s}}
+  - {name: c, type: fake, path: p, guard: {enabled: false}}
+`), "/d", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		startup sources.Startup
+		guard   sources.Guard
+	}{
+		{sources.Startup{Timeout: 30 * time.Second}, sources.Guard{MaxRemovedFraction: 0.25, Hold: time.Minute}},
+		{sources.Startup{Timeout: 5 * time.Second, Required: true}, sources.Guard{MaxRemovedFraction: 0.25, Hold: 10 * time.Second}},
+		{sources.Startup{Timeout: 30 * time.Second}, sources.Guard{}},
+	}
+	for i, w := range want {
+		if e := cfg.Entries[i]; e.Startup != w.startup || e.Guard != w.guard {
+			t.Errorf("%s: startup %+v guard %+v, want %+v %+v", e.Name, e.Startup, e.Guard, w.startup, w.guard)
+		}
+		if _, ok := cfg.Entries[i].Settings["guard"]; ok {
+			t.Errorf("%s: guard left in the type's settings", cfg.Entries[i].Name)
+		}
+	}
+	if cfg.StateDir != "/var/lib/xdsbridge" {
+		t.Errorf("state_dir = %q", cfg.StateDir)
 	}
 }
 

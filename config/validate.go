@@ -45,6 +45,9 @@ func (c *Config) Validate() error {
 	if n := c.XDS.MaxResponseBytes; n < minResponseBytes || n > math.MaxInt32 {
 		return sources.Errorf("xds.max_response_bytes", "%d is out of range (%d to %d)", n, minResponseBytes, math.MaxInt32)
 	}
+	if err := checkGuard("guard", c.Guard.MaxRemovedFraction, c.Guard.Hold); err != nil {
+		return err
+	}
 	if c.Holdoff.Max < c.Holdoff.Min {
 		return sources.Errorf("holdoff.max", "%s is shorter than holdoff.min (%s)", c.Holdoff.Max, c.Holdoff.Min)
 	}

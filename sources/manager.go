@@ -19,6 +19,10 @@ import (
 type Changes struct {
 	Upserted []Service
 	Removed  []string
+	// Failed, when set, records that the receiver could not serve the new
+	// version of service: /sources shows it for the sources reporting it.
+	// Call it only before the publish returns.
+	Failed func(service string, err error)
 }
 
 // empty reports whether c carries nothing.
@@ -29,6 +33,10 @@ type Named struct {
 	Name   string
 	Source Source
 	Status *Status
+	// Startup and Guard are the source's readiness and removal-guard
+	// policies; their zero values wait for ever and guard nothing.
+	Startup Startup
+	Guard   Guard
 }
 
 // ManagerOptions configure a Manager.
@@ -41,6 +49,10 @@ type ManagerOptions struct {
 	// delay of a burst. Defaults: 100ms and 1s.
 	Holdoff, MaxHoldoff time.Duration
 	Logger              *slog.Logger
+	// Store, when set, persists the state for warm starts, at most once
+	// per PersistInterval (default DefaultPersistInterval).
+	Store           Store
+	PersistInterval time.Duration
 }
 
 // Defaults of ManagerOptions and of the restart backoff of failed sources.
@@ -69,6 +81,9 @@ type Manager struct {
 	unsynced []bool // by source index, until the first publish
 	ready    bool   // the first publish returned
 	running  bool
+
+	confirms chan confirmation
+	saver    *saver
 }
 
 // NewManager returns a manager for opts.
@@ -83,6 +98,9 @@ func NewManager(opts ManagerOptions) *Manager {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opts.PersistInterval <= 0 {
+		opts.PersistInterval = DefaultPersistInterval
+	}
 	unsynced := make([]bool, len(opts.Sources))
 	for i := range unsynced {
 		unsynced[i] = true
@@ -93,6 +111,7 @@ func NewManager(opts ManagerOptions) *Manager {
 		restartMin: restartMin,
 		restartMax: restartMax,
 		unsynced:   unsynced,
+		confirms:   make(chan confirmation),
 	}
 }
 
@@ -126,9 +145,17 @@ func (m *Manager) Run(ctx context.Context, publish func(Changes)) error {
 		wg.Go(func() { m.supervise(ctx, n, up) })
 		wg.Go(func() { forward(ctx, i, up, events) })
 	}
-	m.loop(ctx, events, publish)
+	if m.opts.Store != nil {
+		m.saver = &saver{store: m.opts.Store, pending: make(chan map[string][]Service, 1), m: m}
+		wg.Go(func() { m.saver.run(ctx) })
+	}
+	pol := m.loop(ctx, events, publish)
 	cancel()
 	wg.Wait()
+	if m.saver != nil && !pol.saveDue.IsZero() {
+		// The last changes, which the rate limit held back.
+		m.saver.save(pol.snapshot(), false)
+	}
 	return nil
 }
 
@@ -148,84 +175,93 @@ func forward(ctx context.Context, i int, up <-chan Update, events chan<- event) 
 	}
 }
 
-// loop applies updates and publishes until ctx is done. The first publish
-// happens as soon as the last source syncs, without holdoff: every source
-// has delivered its whole state, and readiness waits for it. Later changes
-// arm one timer whose deadline is the holdoff after the latest change,
-// capped at MaxHoldoff after the first unpublished one.
-func (m *Manager) loop(ctx context.Context, events <-chan event, publish func(Changes)) {
+// loop applies updates and publishes until ctx is done, and returns its
+// policy state for a last save. The first publish happens as soon as the
+// readiness gate opens (see startup.go), without holdoff: every source it
+// waits for has delivered its whole state, and readiness waits for it.
+// Later changes arm one timer whose deadline is the holdoff after the
+// latest change, capped at MaxHoldoff after the first unpublished one.
+func (m *Manager) loop(ctx context.Context, events <-chan event, publish func(Changes)) *policy {
 	st := newMerger(len(m.opts.Sources))
+	pol := newPolicy(m, time.Now())
+	defer pol.timer.Stop()
+	publish = pol.reporting(publish)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
 	var (
 		armed     <-chan time.Time // timer.C while a batch waits, else nil
 		batchFrom time.Time        // first unpublished change of the batch
-		started   bool             // the first publish happened
 	)
-	if len(m.opts.Sources) == 0 {
-		m.firstPublish(st, publish)
-		started = true
+	// settle publishes or arms the holdoff after updates were merged.
+	settle := func(changed bool, now time.Time) {
+		switch {
+		case pol.open:
+			if !changed {
+				return
+			}
+			if armed == nil {
+				batchFrom = now
+			}
+			timer.Reset(min(m.opts.Holdoff, batchFrom.Add(m.opts.MaxHoldoff).Sub(now)))
+			armed = timer.C
+		case pol.gate():
+			m.firstPublish(st, publish)
+			pol.open = true
+			pol.published(now)
+		default:
+			m.setPending(pol.pending())
+		}
 	}
+	settle(false, time.Now())
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return pol
 		case ev := <-events:
-			if !st.synced[ev.src] && !ev.up.Full {
-				m.log.Warn("first update of a source is not full; treating it as its complete state",
-					"source", m.opts.Sources[ev.src].Name)
-				ev.up.Full = true
+			now := time.Now()
+			changed := st.apply(ev.src, pol.receive(ev.src, ev.up, now))
+			settle(changed, now)
+			pol.rearm(now)
+		case now := <-pol.timer.C:
+			changed := false
+			for src, u := range pol.due(now) {
+				changed = st.apply(src, u) || changed
 			}
-			wasSynced := st.synced[ev.src]
-			changed := st.apply(ev.src, ev.up)
-			if !wasSynced {
-				m.log.Info("source synced", "source", m.opts.Sources[ev.src].Name, "services", len(st.bySource[ev.src]))
-			}
-			if started {
-				if !changed {
-					continue
-				}
-				now := time.Now()
-				if armed == nil {
-					batchFrom = now
-				}
-				timer.Reset(min(m.opts.Holdoff, batchFrom.Add(m.opts.MaxHoldoff).Sub(now)))
-				armed = timer.C
-				continue
-			}
-			if st.allSynced() {
-				m.firstPublish(st, publish)
-				started = true
-			} else if !wasSynced {
-				m.removePending(ev.src)
-			}
+			settle(changed, now)
+			pol.rearm(now)
+		case c := <-m.confirms:
+			now := time.Now()
+			c.reply <- m.confirm(pol, st, c.source)
+			settle(true, now)
+			pol.rearm(now)
 		case <-armed:
 			armed = nil
 			if c := st.flush(); !c.empty() {
 				m.log.Debug("publishing changes", "upserted", len(c.Upserted), "removed", len(c.Removed))
 				publish(c)
+				pol.published(time.Now())
+				pol.rearm(time.Now())
 			}
 		}
 	}
 }
 
 // firstPublish hands the complete merged state over and only then marks the
-// last sources synced, so that an empty Pending means the state was
-// published.
+// bridge ready, so that an empty Pending means the state was published.
 func (m *Manager) firstPublish(st *merger, publish func(Changes)) {
 	c := st.flush()
-	m.log.Info("all sources synced; publishing the merged state", "services", len(c.Upserted))
+	m.log.Info("readiness gate open; publishing the merged state", "services", len(c.Upserted))
 	publish(c)
 	m.mu.Lock()
 	m.ready = true
 	m.mu.Unlock()
 }
 
-func (m *Manager) removePending(src int) {
+func (m *Manager) setPending(pending []bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.unsynced[src] = false
+	copy(m.unsynced, pending)
 }
 
 // Pending returns the names of the sources that have not completed their

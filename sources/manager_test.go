@@ -64,6 +64,11 @@ type publishRecorder struct {
 func (r *publishRecorder) publish(c Changes) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	for _, svc := range c.Upserted {
+		if strings.HasPrefix(svc.Name, "bad") && c.Failed != nil {
+			c.Failed(svc.Name, errors.New("cannot translate"))
+		}
+	}
 	r.got = append(r.got, c)
 }
 
@@ -107,11 +112,23 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 // checks for leaked goroutines, when the test ends.
 func startManager(t *testing.T, opts ManagerOptions, names ...string) (*Manager, []*fakeSource, *publishRecorder) {
 	t.Helper()
-	t.Cleanup(func() { goleak.VerifyNone(t) })
-	fakes := make([]*fakeSource, len(names))
+	named := make([]Named, len(names))
 	for i, n := range names {
+		named[i] = Named{Name: n}
+	}
+	return startNamed(t, opts, named...)
+}
+
+// startNamed is startManager for sources with policies: each gets a fake
+// source and a status.
+func startNamed(t *testing.T, opts ManagerOptions, named ...Named) (*Manager, []*fakeSource, *publishRecorder) {
+	t.Helper()
+	t.Cleanup(func() { goleak.VerifyNone(t) })
+	fakes := make([]*fakeSource, len(named))
+	for i, n := range named {
 		fakes[i] = newFake()
-		opts.Sources = append(opts.Sources, Named{Name: n, Source: fakes[i], Status: NewStatus(n)})
+		n.Source, n.Status = fakes[i], NewStatus(n.Name)
+		opts.Sources = append(opts.Sources, n)
 	}
 	m := NewManager(opts)
 	m.restartMin, m.restartMax = 5*time.Millisecond, 20*time.Millisecond

@@ -72,11 +72,17 @@ type Endpoint struct {
 	Metadata map[string]string
 }
 
-// Validate reports why an endpoint cannot be served: a non-IP address, or a
-// port outside 1..65535. Sources drop (and count) endpoints that fail it.
+// Validate reports why an endpoint cannot be served: a non-IP address, one
+// that cannot be an upstream (see CheckUpstream), or a port outside
+// 1..65535. Sources drop (and count) endpoints that fail it; the manager
+// drops whatever a source let through.
 func (e Endpoint) Validate() error {
-	if _, err := netip.ParseAddr(e.Address); err != nil {
+	addr, err := netip.ParseAddr(e.Address)
+	if err != nil {
 		return fmt.Errorf("address %q is not an IP address", e.Address)
+	}
+	if err := CheckUpstream(addr); err != nil {
+		return fmt.Errorf("address %q cannot be an upstream: %w", e.Address, err)
 	}
 	if e.Port == 0 || e.Port > 65535 {
 		return fmt.Errorf("port %d is outside 1..65535", e.Port)

@@ -22,6 +22,7 @@ type Status struct {
 	failingFrom time.Time
 	failures    uint64
 	dropped     uint64
+	policy      PolicySnapshot
 }
 
 // NewStatus returns the status of the source called name.
@@ -76,6 +77,7 @@ type StatusSnapshot struct {
 	LastError   string    `json:"last_error,omitempty"`
 	Failures    uint64    `json:"failures"`
 	Dropped     uint64    `json:"dropped_endpoints"`
+	PolicySnapshot
 }
 
 // Snapshot returns a copy of the current status.
@@ -83,13 +85,14 @@ func (s *Status) Snapshot() StatusSnapshot {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return StatusSnapshot{
-		Name:        s.name,
-		Synced:      s.synced,
-		Stale:       !s.failingFrom.IsZero(),
-		LastSuccess: s.lastSuccess,
-		FailingFrom: s.failingFrom,
-		LastError:   s.lastError,
-		Failures:    s.failures,
-		Dropped:     s.dropped,
+		Name:           s.name,
+		Synced:         s.synced,
+		Stale:          !s.failingFrom.IsZero() || s.policy.stale(),
+		LastSuccess:    s.lastSuccess,
+		FailingFrom:    s.failingFrom,
+		LastError:      s.lastError,
+		Failures:       s.failures,
+		Dropped:        s.dropped,
+		PolicySnapshot: s.policy.clone(),
 	}
 }

@@ -24,6 +24,8 @@ type client struct {
 	peer    string
 	since   time.Time
 	wake    chan struct{} // buffered(1): "state changed, look again"
+	// src is the variant the stream is served (nil: ADS); see variant.go.
+	src *Variant
 
 	// Set under Server.mu before the first subscription, then read-only.
 	grpc   bool
@@ -87,12 +89,13 @@ func isGRPC(n *corev3.Node) bool {
 	return strings.Contains(strings.ToLower(n.GetUserAgentName()), "grpc")
 }
 
-// visible hides gRPC-only resources from clients that are not gRPC.
+// visible hides gRPC-only resources from clients that are not gRPC, and
+// gives a client that is not on ADS its variant of the entry.
 func (c *client) visible(e *entry) *entry {
 	if e != nil && e.grpcOnly && !c.grpc {
 		return nil
 	}
-	return e
+	return c.src.of(e)
 }
 
 // watchFor returns the client's watch of t, creating it. Server.mu and

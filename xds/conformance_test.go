@@ -9,6 +9,7 @@ import (
 	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -37,6 +38,9 @@ type fixture struct {
 	s     *Server
 	addr  string
 	state map[string]map[string]proto.Message
+	// perType records the clients on per-type streams, which hold the
+	// clusters' per-type variant (EDS over api_config_source).
+	perType map[*envoysim.Client]corev3.ApiConfigSource_ApiType
 }
 
 func newFixture(t *testing.T, rs []Resource) *fixture {
@@ -45,7 +49,8 @@ func newFixture(t *testing.T, rs []Resource) *fixture {
 
 // serveFixture serves s with opts on loopback and applies rs to it.
 func serveFixture(t *testing.T, s *Server, rs []Resource, opts ...grpc.ServerOption) *fixture {
-	f := &fixture{t: t, s: s, addr: listen(t, s, opts...), state: map[string]map[string]proto.Message{}}
+	f := &fixture{t: t, s: s, addr: listen(t, s, opts...), state: map[string]map[string]proto.Message{},
+		perType: map[*envoysim.Client]corev3.ApiConfigSource_ApiType{}}
 	f.apply(rs, nil)
 	return f
 }
@@ -74,6 +79,12 @@ func (f *fixture) client(v variant, o envoysim.Options) *envoysim.Client {
 		f.t.Fatal(err)
 	}
 	f.t.Cleanup(c.Close)
+	if v.perType {
+		f.perType[c] = corev3.ApiConfigSource_GRPC
+		if v.delta {
+			f.perType[c] = corev3.ApiConfigSource_DELTA_GRPC
+		}
+	}
 	return c
 }
 
@@ -87,6 +98,11 @@ func (f *fixture) converge(c *envoysim.Client, clusters ...string) {
 		for name, m := range f.state[typ] {
 			if len(clusters) > 0 && !slices.Contains(clusters, name) {
 				continue
+			}
+			if api, ok := f.perType[c]; ok && typ == ClusterType {
+				pc := proto.Clone(m).(*clusterv3.Cluster)
+				pc.EdsClusterConfig.EdsConfig = APISource(api, DefaultConfigCluster)
+				m = pc
 			}
 			h, err := envoysim.Hash(m)
 			if err != nil {
@@ -167,7 +183,7 @@ func TestConformance(t *testing.T) {
 			reject := func(typ string, rs []*anypb.Any) error {
 				for _, a := range rs {
 					var m clusterv3.Cluster
-					if a.UnmarshalTo(&m) == nil && proto.Equal(&m, bad.Message) {
+					if a.UnmarshalTo(&m) == nil && m.GetConnectTimeout().AsDuration() == 13*time.Second {
 						return errors.New("connect_timeout 13s refused")
 					}
 				}

@@ -59,6 +59,11 @@ type Options struct {
 	// OnRefused, if set, is told of every resource version Apply refuses
 	// because it alone exceeds MaxResponseBytes; it runs inside Apply.
 	OnRefused func(Key, error)
+	// ConfigCluster is the name of the static cluster through which Envoys
+	// on per-type streams reach this server (their bootstrap's); clusters
+	// sent on those streams name it in their EDS config source. Default
+	// DefaultConfigCluster.
+	ConfigCluster string
 }
 
 // Server is the xDS serving engine.
@@ -67,6 +72,7 @@ type Server struct {
 	log     *slog.Logger
 	m       *metrics
 	lim     *limits
+	sv      streamVariants
 	readyNs atomic.Int64 // unix nanos of the first Apply; 0 = not ready
 
 	mu      sync.Mutex
@@ -87,11 +93,15 @@ func NewServer(opts Options) *Server {
 	if opts.MaxResponseBytes <= 0 {
 		opts.MaxResponseBytes = DefaultMaxResponseBytes
 	}
+	if opts.ConfigCluster == "" {
+		opts.ConfigCluster = DefaultConfigCluster
+	}
 	return &Server{
 		opts:    opts,
 		log:     opts.Logger,
 		m:       newMetrics(opts.Registerer),
 		lim:     newLimits(opts.MaxResponseBytes, opts.Registerer),
+		sv:      newStreamVariants(opts.ConfigCluster),
 		types:   make(map[string]*typeState),
 		clients: make(map[*client]struct{}),
 	}

@@ -71,6 +71,8 @@ type entry struct {
 	// edsName is, for an EDS cluster, the assignment it warms with; a change
 	// of the cluster re-sends that assignment.
 	edsName string
+	// alt holds the entry's variants for non-ADS clients (variant.go).
+	alt altCache
 }
 
 var marshal = proto.MarshalOptions{Deterministic: true}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	clusterservice "github.com/envoyproxy/go-control-plane/envoy/service/cluster/v3"
@@ -131,6 +132,7 @@ func (s *Server) connect(ctx context.Context, variant string, delta bool) *clien
 		since:   time.Now(),
 		wake:    make(chan struct{}, 1),
 		watches: make(map[string]*watch),
+		src:     s.sv.forStream(strings.HasSuffix(variant, "_ads"), delta),
 	}
 	if p, ok := peer.FromContext(ctx); ok {
 		c.peer = p.Addr.String()

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
-	"strings"
 	"time"
 
 	"github.com/hashicorp/consul/api"
@@ -19,14 +17,6 @@ import (
 // lingers in TIME_WAIT and still counts against some limits).
 func (s *Source) newClient() (*api.Client, *http.Transport, error) {
 	cfg := s.cfg
-	token := cfg.Token
-	if cfg.TokenFile != "" {
-		b, err := os.ReadFile(cfg.TokenFile)
-		if err != nil {
-			return nil, nil, fmt.Errorf("reading token_file: %w", err)
-		}
-		token = strings.TrimSpace(string(b))
-	}
 	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
 	tr := &http.Transport{
 		Proxy:           http.ProxyFromEnvironment,
@@ -40,9 +30,9 @@ func (s *Source) newClient() (*api.Client, *http.Transport, error) {
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,
-		// A blocking query answers after up to wait + wait/16; headers of
-		// any other request come fast. No ResponseHeaderTimeout: the
-		// context of each request bounds it instead.
+		// No ResponseHeaderTimeout: a blocking query answers after up to
+		// wait + wait/16, any other request within read_timeout; the
+		// context of each request carries its own deadline (request).
 	}
 	if s.dial != nil {
 		tr.DialContext = s.dial
@@ -65,7 +55,6 @@ func (s *Source) newClient() (*api.Client, *http.Transport, error) {
 	c, err := api.NewClient(&api.Config{
 		Address:    cfg.Address,
 		Scheme:     cfg.Scheme,
-		Token:      token,
 		Namespace:  cfg.Namespace,
 		Partition:  cfg.Partition,
 		Transport:  tr,
@@ -77,9 +66,12 @@ func (s *Source) newClient() (*api.Client, *http.Transport, error) {
 	return c, tr, nil
 }
 
-// queryOptions are the options common to every read in datacenter dc.
+// queryOptions are the options common to every read in datacenter dc. The
+// token goes with each request, so that a rotated token_file applies to
+// the next one.
 func (s *Source) queryOptions(ctx context.Context, dc string) *api.QueryOptions {
 	q := &api.QueryOptions{
+		Token:      s.tok.get(),
 		Datacenter: dc,
 		Namespace:  s.cfg.Namespace,
 		Partition:  s.cfg.Partition,
@@ -90,15 +82,24 @@ func (s *Source) queryOptions(ctx context.Context, dc string) *api.QueryOptions 
 }
 
 // agentDatacenter asks the agent for its datacenter; with a token lacking
-// agent:read it falls back to the nearest datacenter of the catalog.
-func agentDatacenter(c *api.Client) (string, error) {
-	self, err := c.Agent().Self()
+// agent:read it falls back to the nearest datacenter of the catalog. Both
+// requests have the deadline of non-blocking reads.
+func (s *Source) agentDatacenter(ctx context.Context, c *api.Client) (string, error) {
+	var self map[string]map[string]any
+	err := s.request(ctx, false, func(ctx context.Context) error {
+		_, err := c.Raw().Query("/v1/agent/self", &self, s.queryOptions(ctx, ""))
+		return err
+	})
 	if err == nil {
 		if dc, ok := self["Config"]["Datacenter"].(string); ok && dc != "" {
 			return dc, nil
 		}
 	}
-	dcs, err2 := c.Catalog().Datacenters()
+	var dcs []string
+	err2 := s.request(ctx, false, func(ctx context.Context) error {
+		_, err := c.Raw().Query("/v1/catalog/datacenters", &dcs, s.queryOptions(ctx, ""))
+		return err
+	})
 	if err2 != nil {
 		return "", fmt.Errorf("finding the agent's datacenter: %w", errors.Join(err, err2))
 	}

@@ -91,10 +91,16 @@ type Config struct {
 	// agent or a restored cluster, must not make endpoints flap). Default
 	// 5s; 0s disables it.
 	ResyncGrace *time.Duration `mapstructure:"resync_grace"`
-	// RetryMin and RetryMax bound the exponential backoff after errors
-	// (defaults 250ms and 30s).
+	// RetryMin and RetryMax bound the exponential backoff of each failed
+	// read and blocking query (defaults 250ms and 30s).
 	RetryMin time.Duration `mapstructure:"retry_min"`
 	RetryMax time.Duration `mapstructure:"retry_max"`
+	// ReadTimeout is the deadline of every request that does not block
+	// (default 5s), and the margin a blocking query gets beyond its wait
+	// and Consul's jitter (wait/16). A request past its deadline counts as
+	// a failure. It is also the interval of the liveness probe while the
+	// source is healthy, so a hung agent is noticed within twice this.
+	ReadTimeout time.Duration `mapstructure:"read_timeout"`
 }
 
 // TLSConfig configures HTTPS to the agent.
@@ -138,6 +144,20 @@ const (
 // pollsPerDatacenter is the number of blocking queries held per datacenter
 // (catalog services, health state, catalog nodes).
 const pollsPerDatacenter = 3
+
+// probeConns is the connection the liveness probe needs (see probe.go).
+const probeConns = 1
+
+// fixedConns is the number of connections the source holds whatever the
+// reads: the blocking queries of n datacenters and the probe.
+func fixedConns(n int) int { return pollsPerDatacenter*max(1, n) + probeConns }
+
+// readSlots is how many reads may be in flight: max_concurrent_fetches,
+// lowered so that reads, blocking queries and the probe together never
+// need more than max_connections.
+func (c *Config) readSlots() int {
+	return max(1, min(c.MaxConcurrentFetches, c.MaxConnections-fixedConns(len(c.Datacenters))))
+}
 
 func (c *Config) defaults() {
 	if c.Address == "" {
@@ -184,7 +204,7 @@ func (c *Config) defaults() {
 		c.MaxConcurrentFetches = 8
 	}
 	if c.MaxConnections == 0 {
-		c.MaxConnections = c.MaxConcurrentFetches + pollsPerDatacenter*max(1, len(c.Datacenters))
+		c.MaxConnections = c.MaxConcurrentFetches + fixedConns(len(c.Datacenters))
 	}
 	if c.ResyncGrace == nil {
 		g := 5 * time.Second
@@ -195,6 +215,9 @@ func (c *Config) defaults() {
 	}
 	if c.RetryMax == 0 {
 		c.RetryMax = 30 * time.Second
+	}
+	if c.ReadTimeout == 0 {
+		c.ReadTimeout = 5 * time.Second
 	}
 }
 
@@ -245,12 +268,14 @@ func (c *Config) validate(baseDir string) (*template.Template, error) {
 	if c.MaxConcurrentFetches < 1 {
 		return nil, sources.Errorf("max_concurrent_fetches", "must be at least 1")
 	}
-	polls := pollsPerDatacenter * max(1, len(c.Datacenters))
-	if c.MaxConnections < polls+1 {
-		return nil, sources.Errorf("max_connections", "%d leaves no connection for reads: the source holds %d blocking queries", c.MaxConnections, polls)
+	if fixed := fixedConns(len(c.Datacenters)); c.MaxConnections < fixed+1 {
+		return nil, sources.Errorf("max_connections", "%d leaves no connection for reads: the source holds %d blocking queries and a probe", c.MaxConnections, fixed)
 	}
 	if *c.ResyncGrace < 0 {
 		return nil, sources.Errorf("resync_grace", "must not be negative")
+	}
+	if c.ReadTimeout < 100*time.Millisecond || c.ReadTimeout > time.Minute {
+		return nil, sources.Errorf("read_timeout", "%v is outside 100ms..1m", c.ReadTimeout)
 	}
 	if c.RetryMin <= 0 || c.RetryMax < c.RetryMin {
 		return nil, sources.Errorf("retry_max", "retry_min (%v) must be positive and at most retry_max (%v)", c.RetryMin, c.RetryMax)

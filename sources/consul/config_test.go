@@ -29,6 +29,7 @@ func TestNewConfigErrors(t *testing.T) {
 		{"no room for reads", map[string]any{"max_connections": 3}, "max_connections"},
 		{"negative read rate", map[string]any{"max_read_rate": -1}, "max_read_rate"},
 		{"negative grace", map[string]any{"resync_grace": "-1s"}, "resync_grace"},
+		{"read timeout too short", map[string]any{"read_timeout": "10ms"}, "read_timeout"},
 		{"cert without key", map[string]any{"tls": map[string]any{"cert_file": "c.pem"}}, "tls.key_file"},
 		{"empty datacenter", map[string]any{"datacenters": []any{"dc1", ""}}, "datacenters[1]"},
 		{"datacenter twice", map[string]any{"datacenters": []any{"dc1", "dc2", "dc1"}}, "datacenters[2]"},
@@ -64,7 +65,7 @@ func TestNewDefaults(t *testing.T) {
 		t.Errorf("resync_grace 0s: %v, %v", err, off)
 	}
 	if c.Address != "10.0.0.9:8500" || c.Token != "secret" || !*c.Stale || c.Wait.Minutes() != 5 ||
-		c.MaxConcurrentFetches != 8 || c.MaxConnections != 8+2*3 || c.OnEmpty != OnEmptyEmpty ||
+		c.MaxConcurrentFetches != 8 || c.MaxConnections != 8+2*3+1 || c.OnEmpty != OnEmptyEmpty ||
 		c.OtherDatacentersPriority != 1 || c.AddressSource != AddressService {
 		t.Errorf("defaults = %+v", c)
 	}
@@ -117,10 +118,11 @@ cached: false
 wait: 5m
 max_concurrent_fetches: 8
 max_read_rate: 0
-max_connections: 11
+max_connections: 12
 resync_grace: 5s
 retry_min: 250ms
 retry_max: 30s
+read_timeout: 5s
 `
 	var raw map[string]any
 	if err := yaml.Unmarshal([]byte(doc), &raw); err != nil {

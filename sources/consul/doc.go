@@ -32,10 +32,11 @@
 //	    wait: 5m
 //	    max_concurrent_fetches: 8
 //	    max_read_rate: 0                 # reads per second; 0: no pacing
-//	    max_connections: 11              # max_concurrent_fetches + 3 per datacenter
+//	    max_connections: 12              # max_concurrent_fetches + 3 per datacenter + 1
 //	    resync_grace: 5s                 # 0s: no grace
 //	    retry_min: 250ms
 //	    retry_max: 30s
+//	    read_timeout: 5s                 # deadline of a read; blocking: wait + wait/16 + this
 //
 // # Watching, and what it costs Consul
 //
@@ -85,7 +86,7 @@
 //
 // Connections: the HTTP transport allows at most max_connections
 // connections to the agent (default max_concurrent_fetches + 3 per
-// datacenter: 11 for one datacenter) and keeps them alive for reuse. That
+// datacenter + 1 for the probe: 12 for one datacenter) and keeps them alive for reuse. That
 // is the number the bridge holds, far below the agent's default limit of
 // 200; keep max_connections below the agent's http_max_conns_per_client.
 // Over HTTPS the agent speaks HTTP/2 and the source multiplexes every query
@@ -99,18 +100,49 @@
 // # Failures
 //
 // A failed read (agent unreachable, 5xx such as "No cluster leader", 429,
-// malformed JSON) publishes nothing: the receiver keeps the last good state.
-// The source records it in its Status (stale), logs once when the failing
-// period starts, retries with exponential backoff and jitter (retry_min to
-// retry_max), and, once the blocking queries answer again, re-reads every
-// service before it declares the recovery. Only successful reads change
-// what is served, so while one datacenter fails the others' changes still
-// flow. For resync_grace (5s) after a datacenter's queries answer again,
-// removals there are held back (a service missing from the catalog, an
-// instance missing from a read): a Consul that comes back empty and refills
-// (a restarted dev agent, a restored cluster) does not make endpoints flap.
-// When the grace ends, the datacenter is read again and what is really
-// gone is removed.
+// 403, malformed JSON, no answer within its deadline) publishes nothing:
+// the receiver keeps the last good state. The source records it in its
+// Status (stale, with the error naming the read and why), logs once when
+// the failing period starts and once when it ends. Failures are handled
+// where they happen:
+//
+//   - A failed read of one service is retried alone, with exponential
+//     backoff and jitter (retry_min to retry_max) of its own, which only
+//     its own success resets. It causes no other read: a 429 costs one
+//     read more, not a resync.
+//   - A failed blocking query backs off likewise and restarts from index
+//     0; an answer at the index it saw last is no change, a higher one is
+//     diffed as any answer, a lower one is a reset (below).
+//   - Every request has a deadline: read_timeout (5s) for reads, wait +
+//     wait/16 (Consul's jitter) + read_timeout for blocking queries. A
+//     request past it is a failure like any other; a hung agent cannot
+//     freeze the source silently. This includes /v1/agent/self at
+//     startup, retried with a backoff capped at 1s.
+//   - A probe asks /v1/status/leader every read_timeout/2 while the source
+//     is healthy (an idle source holds only blocking queries, which may
+//     rightly stay silent): a hung agent makes the source stale within 1.5
+//     read_timeout. While something fails without an HTTP answer, it asks
+//     every 200ms (each with a 500ms deadline) and no read starts; once it
+//     answers, requests in flight are cut (they may hang on connections
+//     of the failed period) and asked again with every pending retry, so
+//     a returning agent is noticed within about 200ms instead of a 30s
+//     backoff. A probe costs the servers one Status.Leader RPC, which
+//     reads no state: 24 a minute.
+//   - token_file is read again every 500ms and after any 403; a new token
+//     applies to the next request and makes every failed read due at once,
+//     so a token rotated by Vault Agent or consul-template is picked up
+//     without a restart. An unreadable or empty file keeps the current
+//     token.
+//
+// Only successful reads change what is served, so while one datacenter
+// fails the others' changes still flow. For resync_grace (5s) after a
+// datacenter's blocking queries answer again, and after any of them
+// answers with an index lower than before without an error (a snapshot
+// restore, a rebuilt cluster), removals there are held back (a service
+// missing from the catalog, an instance missing from a read): a Consul
+// that comes back empty and refills does not make endpoints flap. When
+// the grace ends, the datacenter is read again and what is really gone is
+// removed.
 //
 // # Mapping
 //

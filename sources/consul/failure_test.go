@@ -27,13 +27,38 @@ type fakeConsul struct {
 	seen     []*http.Request // every request's URL and header
 	svcIndex uint64          // when set, the index of service reads
 	catalog  map[string][]string
+	// Failures of some paths only: hung paths get no answer until
+	// unhung (or the request is cancelled); throttled paths get 429.
+	hung      map[string]bool
+	unhung    chan struct{}
+	throttled map[string]bool
+	// token, when set, is the only token accepted: others get 403.
+	token string
+	// checks is the answer of /v1/health/state/any; catIndex, when set,
+	// the index of /v1/catalog/services.
+	checks   []*api.HealthCheck
+	catIndex uint64
+}
+
+// indexOf returns the index the fake answers path with; the caller holds
+// f.mu.
+func (f *fakeConsul) indexOf(path string) uint64 {
+	switch {
+	case f.svcIndex != 0 && path == "/v1/health/service/svc":
+		return f.svcIndex
+	case f.catIndex != 0 && path == "/v1/catalog/services":
+		return f.catIndex
+	}
+	return f.index
 }
 
 func newFakeConsul(t *testing.T) (*fakeConsul, string) {
-	f := &fakeConsul{mode: "ok", index: 10, changed: make(chan struct{})}
+	f := &fakeConsul{mode: "ok", index: 10, changed: make(chan struct{}), unhung: make(chan struct{}),
+		hung: map[string]bool{}, throttled: map[string]bool{}}
 	srv := httptest.NewServer(http.HandlerFunc(f.serve))
 	t.Cleanup(func() {
 		f.set(func() {}) // wake blocked requests
+		f.unhang()
 		srv.CloseClientConnections()
 		srv.Close()
 	})
@@ -49,6 +74,28 @@ func (f *fakeConsul) set(change func()) {
 	f.changed = make(chan struct{})
 }
 
+// unhang answers the hung requests and stops hanging.
+func (f *fakeConsul) unhang() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	clear(f.hung)
+	close(f.unhung)
+	f.unhung = make(chan struct{})
+}
+
+// count returns how many requests asked for path.
+func (f *fakeConsul) count(path string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, r := range f.seen {
+		if r.URL.Path == path {
+			n++
+		}
+	}
+	return n
+}
+
 func (f *fakeConsul) requestCount() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -59,8 +106,28 @@ func (f *fakeConsul) serve(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	f.requests++
 	f.seen = append(f.seen, &http.Request{URL: r.URL, Header: r.Header.Clone()})
+	if f.hung[r.URL.Path] || f.hung["*"] {
+		ch := f.unhung
+		f.mu.Unlock()
+		select {
+		case <-ch:
+		case <-r.Context().Done():
+			return
+		}
+		f.mu.Lock()
+	}
+	if f.throttled[r.URL.Path] {
+		f.mu.Unlock()
+		http.Error(w, "rate limit exceeded", http.StatusTooManyRequests)
+		return
+	}
+	if f.token != "" && r.Header.Get("X-Consul-Token") != f.token {
+		f.mu.Unlock()
+		http.Error(w, "ACL not found", http.StatusForbidden)
+		return
+	}
 	want, _ := strconv.ParseUint(r.URL.Query().Get("index"), 10, 64)
-	if want > 0 && want == f.index && f.mode == "ok" {
+	if want > 0 && want == f.indexOf(r.URL.Path) && f.mode == "ok" {
 		ch := f.changed
 		f.mu.Unlock()
 		select {
@@ -71,10 +138,7 @@ func (f *fakeConsul) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		f.mu.Lock()
 	}
-	mode, index, entries, catalog := f.mode, f.index, f.entries, f.catalog
-	if f.svcIndex != 0 && r.URL.Path == "/v1/health/service/svc" {
-		index = f.svcIndex
-	}
+	mode, index, entries, catalog, checks := f.mode, f.indexOf(r.URL.Path), f.entries, f.catalog, f.checks
 	f.mu.Unlock()
 	switch mode {
 	case "leaderless":
@@ -92,6 +156,8 @@ func (f *fakeConsul) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	var body any
 	switch r.URL.Path {
+	case "/v1/status/leader":
+		body = "127.0.0.1:8300"
 	case "/v1/agent/self":
 		body = map[string]any{"Config": map[string]any{"Datacenter": "dc1"}}
 	case "/v1/catalog/services":
@@ -100,7 +166,10 @@ func (f *fakeConsul) serve(w http.ResponseWriter, r *http.Request) {
 			body = map[string][]string{"svc": {"prod"}}
 		}
 	case "/v1/health/state/any":
-		body = []any{}
+		body = checks
+		if checks == nil {
+			body = []any{}
+		}
 	case "/v1/catalog/nodes":
 		body = []*api.Node{{Node: "n1", Address: "10.0.0.1", ModifyIndex: 5}}
 	case "/v1/health/service/svc":

@@ -2,8 +2,9 @@ package consul
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/consul/api"
@@ -56,6 +57,7 @@ type fetchResult struct {
 	st      *svcState // the state the read was started for
 	seq     uint64    // dispatch sequence number
 	entries []*api.ServiceEntry
+	meta    *api.QueryMeta
 	index   uint64
 	err     error
 }
@@ -80,13 +82,18 @@ type loop struct {
 	results chan fetchResult
 	started time.Time
 
-	dirty    map[svcKey]bool
-	queue    []svcKey
+	// dirty holds the reads to make and their priority; queue the same
+	// keys in order, one queue per priority (see queueRead).
+	dirty    map[svcKey]readPrio
+	queue    [prioCount][]svcKey
 	inflight map[svcKey]bool
+	slots    int // reads in flight at most (Config.readSlots)
 	seq      uint64
-	fetchBO  backoff
-	fetchAt  time.Time // no reads dispatched before this (backoff, pacing)
+	// retries holds the reads that failed: each has its own backoff,
+	// which only its own success resets (see retry.go).
+	retries  map[svcKey]*readRetry
 	readGap  time.Duration
+	paceAt   time.Time // pacing: no read starts before this
 	nextRead time.Time // pacing: the earliest start of the next read
 	// want is the index a read must reach to reflect the check change
 	// that queued it; a read answering below it (a lagging server, or the
@@ -102,8 +109,18 @@ type loop struct {
 	sweep       *sweepRun
 	nextSweep   time.Time
 
-	failing bool
-	pollErr map[[2]int]bool
+	// failing: a failing period started (logged) and has not ended.
+	// pollErr and the retries say what fails now; probeErr is the last
+	// probe's failure. probeFailing mirrors it for the probe goroutine,
+	// and kick asks it for a probe now.
+	failing      bool
+	pollErr      map[[2]int]bool
+	probeErr     error
+	probeFailing atomic.Bool
+	kick         chan struct{}
+	// rewake: a request failed without an HTTP answer since the last
+	// renewal; the next good probe renews the generation.
+	rewake bool
 
 	members   map[string]map[svcKey]bool // cluster -> services feeding it
 	changed   map[string]bool            // clusters to compare and publish
@@ -115,12 +132,14 @@ func newLoop(s *Source, c *api.Client, dcNames []string, wg *sync.WaitGroup) *lo
 	l := &loop{
 		s: s, c: c, wg: wg, started: time.Now(),
 		results:     make(chan fetchResult),
-		dirty:       map[svcKey]bool{},
+		dirty:       map[svcKey]readPrio{},
 		want:        map[svcKey]uint64{},
 		behind:      map[svcKey]int{},
 		viaCache:    map[svcKey]bool{},
 		inflight:    map[svcKey]bool{},
-		fetchBO:     backoff{min: s.cfg.RetryMin, max: s.cfg.RetryMax},
+		slots:       s.cfg.readSlots(),
+		retries:     map[svcKey]*readRetry{},
+		kick:        make(chan struct{}, 1),
 		readGap:     readGap(s.cfg.MaxReadRate),
 		pollErr:     map[[2]int]bool{},
 		sweepWanted: map[int]bool{},
@@ -149,11 +168,16 @@ func newLoop(s *Source, c *api.Client, dcNames []string, wg *sync.WaitGroup) *lo
 	return l
 }
 
-func (l *loop) run(ctx context.Context, polls <-chan pollResult, up chan<- sources.Update) error {
+func (l *loop) run(ctx context.Context, polls <-chan pollResult, probes <-chan probeResult, up chan<- sources.Update) error {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	var tokenTick <-chan time.Time
+	if l.s.cfg.TokenFile != "" {
+		t := time.NewTicker(tokenCheckInterval)
+		defer t.Stop()
+		tokenTick = t.C
+	}
 	for {
-		l.checkRecovery()
 		l.endGraces()
 		l.promoteDue()
 		l.maybeSweep()
@@ -161,9 +185,7 @@ func (l *loop) run(ctx context.Context, polls <-chan pollResult, up chan<- sourc
 		if !l.publish(ctx, up) {
 			return ctx.Err()
 		}
-		if l.synced && !l.failing && len(l.dirty) == 0 && len(l.inflight) == 0 {
-			l.s.status.Succeeded()
-		}
+		l.checkRecovered()
 		l.arm(timer)
 		select {
 		case <-ctx.Done():
@@ -172,6 +194,10 @@ func (l *loop) run(ctx context.Context, polls <-chan pollResult, up chan<- sourc
 			l.onPoll(r)
 		case r := <-l.results:
 			l.onFetch(r)
+		case r := <-probes:
+			l.onProbe(r)
+		case <-tokenTick:
+			l.reloadToken()
 		case <-timer.C:
 		}
 	}
@@ -181,8 +207,13 @@ func (l *loop) run(ctx context.Context, polls <-chan pollResult, up chan<- sourc
 // itself: the end of a read backoff or the start of a deferred sweep.
 func (l *loop) arm(t *time.Timer) {
 	var next time.Time
-	if len(l.queue) > 0 && l.fetchAt.After(time.Now()) {
-		next = l.fetchAt
+	if l.queued() && l.paceAt.After(time.Now()) {
+		next = l.paceAt
+	}
+	for _, r := range l.retries {
+		if !r.at.IsZero() && (next.IsZero() || r.at.Before(next)) {
+			next = r.at
+		}
 	}
 	if len(l.sweepWanted) > 0 && l.sweep == nil && (next.IsZero() || l.nextSweep.Before(next)) {
 		next = l.nextSweep
@@ -210,30 +241,29 @@ func (l *loop) arm(t *time.Timer) {
 	t.Reset(d)
 }
 
-func (l *loop) fail(err error) {
-	l.s.failed(err)
-	l.failing = true
-}
-
 func (l *loop) onPoll(r pollResult) {
 	key := [2]int{r.dc, int(r.kind)}
 	d := l.dcs[r.dc]
 	if r.err != nil {
 		l.pollErr[key] = true
-		l.fail(fmt.Errorf("reading %s in %s: %w", r.kind, d.name, r.err))
+		l.fail(r.err)
 		return
 	}
 	if l.pollErr[key] {
 		delete(l.pollErr, key)
-		if !l.dcFailing(r.dc) && *l.s.cfg.ResyncGrace > 0 {
-			d.graceUntil = time.Now().Add(*l.s.cfg.ResyncGrace)
+		if !l.dcFailing(r.dc) {
+			l.openGrace(r.dc)
 		}
 	}
 	if r.unchanged {
 		return
 	}
 	if r.reset {
+		// The index went backwards without an error (a snapshot
+		// restore, a cluster rebuilt): the state may be refilling, so
+		// removals wait as after an outage.
 		d.forgetIndexes()
+		l.openGrace(r.dc)
 	}
 	switch r.kind {
 	case pollServices:
@@ -249,24 +279,23 @@ func (l *loop) onFetch(r fetchResult) {
 	delete(l.inflight, r.key)
 	// A read queued while this one was in flight was not put in the queue
 	// (see queueRead); it goes there now, whatever happens below.
-	defer func() {
-		if l.dirty[r.key] {
-			l.queue = append(l.queue, r.key)
-		}
-	}()
+	defer l.requeue(r.key)
 	d := l.dcs[r.key.dc]
 	st := d.services[r.key.name]
 	if st != r.st {
 		return // removed (or removed and added again) meanwhile: stale
 	}
-	if r.err != nil {
-		l.fail(r.err)
-		l.fetchAt = time.Now().Add(l.fetchBO.next())
-		delete(l.viaCache, r.key) // retried without the agent cache
-		l.dirty[r.key] = true
+	if errors.Is(r.err, errRenewed) {
+		l.markDirty(r.key)
 		return
 	}
-	l.fetchBO.reset()
+	if r.err != nil {
+		l.fail(r.err)
+		l.retryLater(r.key)
+		l.sweptOne(r.key, r.seq)
+		return
+	}
+	l.readSucceeded(r.key)
 	if st.fetched && r.index < st.index {
 		// Older than what was applied: a stale read from a lagging
 		// server. Read again rather than serve the past, unless it stays
@@ -306,8 +335,14 @@ func (l *loop) onFetch(r fetchResult) {
 		l.changed[st.cluster] = true
 	}
 	st.eps, st.fetched = eps, true
-	if sw := l.sweep; sw != nil && r.seq >= sw.seq {
-		delete(sw.left, r.key)
+	l.sweptOne(r.key, r.seq)
+}
+
+// sweptOne records that a read dispatched as seq answered or failed (a
+// failed read is retried on its own; the sweep does not wait for it).
+func (l *loop) sweptOne(k svcKey, seq uint64) {
+	if sw := l.sweep; sw != nil && seq >= sw.seq {
+		delete(sw.left, k)
 		if len(sw.left) == 0 {
 			l.endSweep()
 		}

@@ -2,6 +2,8 @@ package consul
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/hashicorp/consul/api"
@@ -28,6 +30,7 @@ type pollResult struct {
 	services map[string][]string
 	checks   api.HealthChecks
 	nodes    []*api.Node
+	meta     *api.QueryMeta
 	err      error
 	// unchanged: the wait ended without a change. It carries no data but
 	// tells the loop the agent still answers (fresh Status.LastSuccess).
@@ -44,67 +47,92 @@ const minPollInterval = 50 * time.Millisecond
 // poll runs one blocking query loop until ctx ends, sending every answer
 // whose index moved (and every failure) to out. It follows Consul's rules
 // for blocking queries: an unchanged index means the wait timed out (ask
-// again; only a heartbeat is reported); an index that went backwards means the state
-// was reset (ask again from 0); an index of 0 is treated as 1 so that the
-// loop never spins; after an error the index restarts from 0 because the
-// agent may have come back with a fresh state.
+// again; only a heartbeat is reported); an index that went backwards means
+// the state was reset (reported as such); an index of 0 is treated as 1 so
+// that the loop never spins. After an error the query restarts from index
+// 0, because the agent may have come back with a fresh state whose index
+// is lower (a query blocking on the old index would then wait out its
+// wait); an answer at the index seen last is still reported unchanged.
+// Each request has a deadline of wait + wait/16 + read_timeout. A renewed
+// generation (probe.go) cuts the request or the backoff short and asks
+// again at once.
 func (s *Source) poll(ctx context.Context, c *api.Client, dc int, dcName string, kind pollKind, out chan<- pollResult) {
-	var index uint64
+	var index, last uint64
 	bo := backoff{min: s.cfg.RetryMin, max: s.cfg.RetryMax}
-	var last time.Time
+	var started time.Time
 	for {
-		if wait := time.Until(last.Add(minPollInterval)); wait > 0 {
+		if wait := time.Until(started.Add(minPollInterval)); wait > 0 {
 			if !sleep(ctx, wait) {
 				return
 			}
 		}
-		last = time.Now()
-		q := s.queryOptions(ctx, dcName)
-		q.WaitIndex = index
-		q.WaitTime = s.cfg.Wait
+		started = time.Now()
 		res := pollResult{dc: dc, kind: kind}
 		var meta *api.QueryMeta
-		switch kind {
-		case pollServices:
-			res.services, meta, res.err = c.Catalog().Services(q)
-		case pollChecks:
-			// Only checks that are not passing: the answer stays small in
-			// a healthy cluster while its index still moves on every
-			// check change; a check missing from it is passing (or gone,
-			// which for a passing check changes no aggregate).
-			q.Filter = `Status != "passing"`
-			res.checks, meta, res.err = c.Health().State(api.HealthAny, q)
-		case pollNodes:
-			res.nodes, meta, res.err = c.Catalog().Nodes(q)
-		}
+		res.err = s.request(ctx, index > 0, func(rctx context.Context) error {
+			q := s.queryOptions(rctx, dcName)
+			q.WaitIndex = index
+			q.WaitTime = s.cfg.Wait
+			var err error
+			switch kind {
+			case pollServices:
+				res.services, meta, err = c.Catalog().Services(q)
+			case pollChecks:
+				// Only checks that are not passing: the answer stays small
+				// in a healthy cluster while its index still moves on every
+				// check change; a check missing from it is passing (or
+				// gone, which for a passing check changes no aggregate).
+				q.Filter = `Status != "passing"`
+				res.checks, meta, err = c.Health().State(api.HealthAny, q)
+			case pollNodes:
+				res.nodes, meta, err = c.Catalog().Nodes(q)
+			}
+			return err
+		})
 		if ctx.Err() != nil {
 			return
 		}
+		if errors.Is(res.err, errRenewed) {
+			bo.reset()
+			continue
+		}
 		if res.err != nil {
 			index = 0
-			if !send(ctx, out, res) || !sleep(ctx, bo.next()) {
+			res.err = fmt.Errorf("reading %s in %s: %w", kind, dcName, res.err)
+			if !send(ctx, out, res) || !s.pause(ctx, bo.next()) {
 				return
 			}
 			continue
 		}
 		bo.reset()
-		res.index = max(meta.LastIndex, 1)
+		res.index, res.meta = max(meta.LastIndex, 1), meta
 		switch {
-		case res.index == index:
-			if !send(ctx, out, pollResult{dc: dc, kind: kind, index: index, unchanged: true}) {
+		case res.index == last:
+			index = last
+			if !send(ctx, out, pollResult{dc: dc, kind: kind, index: index, meta: meta, unchanged: true}) {
 				return
 			}
 			continue
-		case res.index < index:
-			index = 0 // reset: the next read does not block
+		case res.index < last:
 			res.reset = true
-		default:
-			index = res.index
 		}
+		index, last = res.index, res.index
 		if !send(ctx, out, res) {
 			return
 		}
 	}
+}
+
+// pause waits d, or less when the generation is renewed meanwhile; it
+// returns false when ctx ended.
+func (s *Source) pause(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-s.gen.current().Done():
+	}
+	return ctx.Err() == nil
 }
 
 func send[T any](ctx context.Context, ch chan<- T, v T) bool {

@@ -22,23 +22,42 @@ func (d *dcState) forgetIndexes() {
 	}
 }
 
+// readPrio orders reads: a read that follows a precise signal (a check
+// change, a new service, a retry) goes ahead of the reads of a sweep, so a
+// critical check is served in milliseconds even while a sweep of
+// thousands of services runs.
+type readPrio uint8
+
+const (
+	prioNone readPrio = iota
+	prioSweep
+	prioChange
+	prioCount
+)
+
 // markDirty queues a read of k that bypasses the agent cache.
 func (l *loop) markDirty(k svcKey) {
 	delete(l.viaCache, k)
-	l.queueRead(k)
+	l.queueRead(k, prioChange)
+}
+
+// markSwept queues a read of k for a sweep.
+func (l *loop) markSwept(k svcKey) {
+	delete(l.viaCache, k)
+	l.queueRead(k, prioSweep)
 }
 
 // markChanged queues a read of k for a check change at index: a read that
 // may use the agent cache, and must answer at least index.
 func (l *loop) markChanged(k svcKey, index uint64) {
-	if !l.dirty[k] {
+	if l.dirty[k] == prioNone {
 		l.viaCache[k] = true
 	}
 	l.want[k] = max(l.want[k], index)
-	l.queueRead(k)
+	l.queueRead(k, prioChange)
 }
 
-// promoteDue queues the delayed reads whose time has come.
+// promoteDue queues the delayed reads and the retries whose time has come.
 func (l *loop) promoteDue() {
 	now := time.Now()
 	keep := l.later[:0]
@@ -52,42 +71,76 @@ func (l *loop) promoteDue() {
 		}
 	}
 	l.later = keep
+	l.promoteRetries(now)
 }
 
-// queueRead queues a read of k unless one is queued already; a read in
-// flight is repeated when it returns, because it may predate the change.
-func (l *loop) queueRead(k svcKey) {
-	if l.dirty[k] {
+// queueRead queues a read of k at priority p unless one is queued already
+// at p or higher (a sweep read raised to a change read is queued again;
+// the entry met first is dispatched, the other skipped). A read in flight
+// is repeated when it returns, because it may predate the change; a read
+// waiting for its retry backoff is left to the retry.
+func (l *loop) queueRead(k svcKey, p readPrio) {
+	if l.dirty[k] >= p || l.retryPending(k) {
 		return
 	}
-	l.dirty[k] = true
+	l.dirty[k] = p
 	if !l.inflight[k] {
-		l.queue = append(l.queue, k)
+		l.queue[p] = append(l.queue[p], k)
 	}
 }
 
-// dispatch starts queued reads while fewer than max_concurrent_fetches are
-// in flight, spaced by max_read_rate when set.
+// requeue puts a read that became dirty while in flight in its queue.
+func (l *loop) requeue(k svcKey) {
+	if p := l.dirty[k]; p != prioNone {
+		l.queue[p] = append(l.queue[p], k)
+	}
+}
+
+func (l *loop) queued() bool {
+	return len(l.queue[prioChange]) > 0 || len(l.queue[prioSweep]) > 0
+}
+
+// next pops the next read to start, change reads first.
+func (l *loop) next() (svcKey, bool) {
+	for p := prioCount - 1; p > prioNone; p-- {
+		for len(l.queue[p]) > 0 {
+			k := l.queue[p][0]
+			l.queue[p] = l.queue[p][1:]
+			if len(l.queue[p]) == 0 {
+				l.queue[p] = nil // let the backing array go
+			}
+			if l.dirty[k] != prioNone && !l.inflight[k] && l.dcs[k.dc].services[k.name] != nil {
+				return k, true
+			}
+		}
+	}
+	return svcKey{}, false
+}
+
+// dispatch starts queued reads while fewer than the read slots are in
+// flight, spaced by max_read_rate when set. Nothing starts while the probe
+// finds the agent down: the reads would only fail; the probe's recovery
+// starts them.
 func (l *loop) dispatch(ctx context.Context) {
 	now := time.Now()
-	if now.Before(l.fetchAt) {
+	if l.probeErr != nil || now.Before(l.paceAt) {
 		return
 	}
-	for len(l.inflight) < l.s.cfg.MaxConcurrentFetches && len(l.queue) > 0 {
-		k := l.queue[0]
-		st := l.dcs[k.dc].services[k.name]
-		if !l.dirty[k] || l.inflight[k] || st == nil {
-			l.queue = l.queue[1:]
-			continue
-		}
+	for len(l.inflight) < l.slots && l.queued() {
 		if l.readGap > 0 {
 			if now.Before(l.nextRead) {
-				l.fetchAt = l.nextRead // arm wakes the loop then
+				l.paceAt = l.nextRead // arm wakes the loop then
 				return
 			}
+		}
+		k, ok := l.next()
+		if !ok {
+			return
+		}
+		if l.readGap > 0 {
 			l.nextRead = now.Add(l.readGap)
 		}
-		l.queue = l.queue[1:]
+		st := l.dcs[k.dc].services[k.name]
 		delete(l.dirty, k)
 		cached := l.s.cfg.Cached && l.viaCache[k]
 		delete(l.viaCache, k)
@@ -95,14 +148,15 @@ func (l *loop) dispatch(ctx context.Context) {
 		l.seq++
 		seq, dc := l.seq, l.dcs[k.dc].name
 		l.wg.Go(func() {
-			entries, index, err := l.s.fetch(ctx, l.c, dc, k.name, cached)
+			entries, meta, err := l.s.fetch(ctx, l.c, dc, k.name, cached)
 			if ctx.Err() != nil {
 				return // shutting down: not a failure to report
 			}
-			send(ctx, l.results, fetchResult{key: k, st: st, seq: seq, entries: entries, index: index, err: err})
+			r := fetchResult{key: k, st: st, seq: seq, entries: entries, meta: meta, err: err}
+			if meta != nil {
+				r.index = meta.LastIndex
+			}
+			send(ctx, l.results, r)
 		})
-	}
-	if len(l.queue) == 0 {
-		l.queue = nil // let the backing array go
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"sync"
 	"text/template"
+	"time"
 
 	"github.com/hashicorp/consul/api"
 
@@ -31,6 +32,11 @@ type Source struct {
 	name   *template.Template
 	log    *slog.Logger
 	status *sources.Status
+
+	// Set by Run: the token sent with each request, and the generation
+	// every read runs under (see probe.go).
+	tok *token
+	gen *generation
 
 	// Test seams: dial replaces the transport's dialer (to count
 	// connections), wrap wraps the round tripper (to see responses).
@@ -56,18 +62,24 @@ func New(raw map[string]any, opts sources.Options) (*Source, error) {
 
 // Run watches Consul until ctx ends; see sources.Source.
 func (s *Source) Run(ctx context.Context, up chan<- sources.Update) error {
+	s.tok = newToken(s.cfg)
+	if _, err := s.tok.reload(); err != nil {
+		s.failed(err)
+		return err
+	}
 	c, tr, err := s.newClient()
 	if err != nil {
 		s.failed(err)
 		return err
 	}
 	defer tr.CloseIdleConnections()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s.gen = newGeneration(ctx)
 	dcs, err := s.datacenters(ctx, c)
 	if err != nil {
 		return ctx.Err()
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
@@ -79,22 +91,37 @@ func (s *Source) Run(ctx context.Context, up chan<- sources.Update) error {
 		}
 	}
 	l := newLoop(s, c, dcs, &wg)
-	return l.run(ctx, polls, up)
+	probes := make(chan probeResult)
+	wg.Go(func() { s.probe(ctx, c, dcs[0], l.probeFailing.Load, l.kick, probes) })
+	return l.run(ctx, polls, probes, up)
 }
 
+// startupRetryMax bounds the backoff while the agent's datacenter is not
+// known yet: nothing is served before it is, so a returning agent must be
+// noticed within a second.
+const startupRetryMax = time.Second
+
 // datacenters returns the configured datacenters, or asks the agent for its
-// own, retrying with backoff until it answers or ctx ends.
+// own, retrying with backoff until it answers or ctx ends. Each attempt
+// has the deadline of a non-blocking read, so a hung agent is a logged
+// failure, not a silent wait.
 func (s *Source) datacenters(ctx context.Context, c *api.Client) ([]string, error) {
 	if len(s.cfg.Datacenters) > 0 {
 		return s.cfg.Datacenters, nil
 	}
-	bo := backoff{min: s.cfg.RetryMin, max: s.cfg.RetryMax}
+	bo := backoff{min: s.cfg.RetryMin, max: min(s.cfg.RetryMax, startupRetryMax)}
 	for {
-		dc, err := agentDatacenter(c)
+		dc, err := s.agentDatacenter(ctx, c)
 		if err == nil {
 			return []string{dc}, nil
 		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		s.failed(err)
+		if statusCode(err) == http.StatusForbidden {
+			_, _ = s.tok.reload()
+		}
 		if !sleep(ctx, bo.next()) {
 			return nil, ctx.Err()
 		}
@@ -116,13 +143,19 @@ func (s *Source) failed(err error) {
 
 // fetch reads one service's instances (non-blocking), from the agent cache
 // when cached.
-func (s *Source) fetch(ctx context.Context, c *api.Client, dc, service string, cached bool) ([]*api.ServiceEntry, uint64, error) {
-	q := s.queryOptions(ctx, dc)
-	q.UseCache = cached
-	q.Filter = s.cfg.Filter
-	entries, meta, err := c.Health().ServiceMultipleTags(service, s.cfg.Tags, false, q)
+func (s *Source) fetch(ctx context.Context, c *api.Client, dc, service string, cached bool) ([]*api.ServiceEntry, *api.QueryMeta, error) {
+	var entries []*api.ServiceEntry
+	var meta *api.QueryMeta
+	err := s.request(ctx, false, func(rctx context.Context) error {
+		q := s.queryOptions(rctx, dc)
+		q.UseCache = cached
+		q.Filter = s.cfg.Filter
+		var err error
+		entries, meta, err = c.Health().ServiceMultipleTags(service, s.cfg.Tags, false, q)
+		return err
+	})
 	if err != nil {
-		return nil, 0, fmt.Errorf("reading health of service %q in %s: %w", service, dc, err)
+		return nil, nil, fmt.Errorf("reading health of service %q in %s: %w", service, dc, err)
 	}
-	return entries, meta.LastIndex, nil
+	return entries, meta, nil
 }

@@ -79,6 +79,7 @@ func (l *loop) removeService(k svcKey) {
 	delete(l.want, k)
 	delete(l.behind, k)
 	delete(l.viaCache, k)
+	delete(l.retries, k)
 	if l.sweep != nil {
 		delete(l.sweep.left, k)
 		if len(l.sweep.left) == 0 {

@@ -89,11 +89,12 @@ func (s *Source) apply(state []nameState, o outcome) bool {
 		s.log.Info("DNS lookup recovered", "cluster", e.cluster, "name", e.name)
 	}
 	st.failing = false
-	s.status.Dropped(o.res.Dropped)
 	svc := sources.Service{Name: e.cluster, Endpoints: o.res.Endpoints}
 	if st.resolved && st.svc.Equal(svc) {
+		// The same answer again: what it dropped was counted when it came.
 		return false
 	}
+	s.status.Dropped(o.res.Dropped)
 	if o.res.Dropped > 0 {
 		s.log.Warn("DNS records without usable endpoints dropped", "cluster", e.cluster, "name", e.name, "dropped", o.res.Dropped)
 	}

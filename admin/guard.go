@@ -1,0 +1,27 @@
+package admin
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// confirmHandler serves POST /guard/confirm?source=NAME: the operator says
+// the removals the source's guard holds are real, and they apply at once.
+func confirmHandler(confirm func(ctx context.Context, source string) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		source := r.URL.Query().Get("source")
+		if source == "" {
+			http.Error(w, "the source parameter is required", http.StatusBadRequest)
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+		defer cancel()
+		if err := confirm(ctx, source); err != nil {
+			http.Error(w, err.Error(), http.StatusConflict)
+			return
+		}
+		fmt.Fprintf(w, "applied the held removals of %s\n", source)
+	}
+}

@@ -1,0 +1,245 @@
+package consul
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+)
+
+// TestOneReadThrottled: a 429 on the reads of one service retries those
+// reads alone, with their own backoff, while the other service's changes
+// still flow; no other service is read again because of it.
+func TestOneReadThrottled(t *testing.T) {
+	f, addr := newFakeConsul(t)
+	f.set(func() {
+		f.entries = svcEntries(1)
+		f.catalog = map[string][]string{"svc": {}, "other": {}}
+		f.catIndex = 5 // the catalog does not move: no sweep
+	})
+	r := startSource(t, nil, map[string]any{"address": addr, "retry_min": "100ms", "retry_max": "400ms"})
+	r.synced(5 * time.Second)
+	const svcPath, otherPath = "/v1/health/service/svc", "/v1/health/service/other"
+	f.set(func() { f.throttled[svcPath] = true })
+	// A check change names svc only: its read fails, nothing else is read.
+	otherBefore := f.count(otherPath)
+	f.set(func() {
+		f.index++
+		f.entries = svcEntries(1, 2)
+		f.checks = []*api.HealthCheck{{Node: "n1", CheckID: "c1", ServiceName: "svc", Status: "critical", ModifyIndex: f.index}}
+	})
+	r.waitFor(5*time.Second, "stale", func() bool { return r.status.Snapshot().Stale })
+	start, svcBefore := time.Now(), f.count(svcPath)
+	waitFor(t, 5*time.Second, "1.2s of retries", func() bool { return time.Since(start) >= 1200*time.Millisecond })
+	retries := f.count(svcPath) - svcBefore
+	// Backoff 100ms doubling to 400ms with jitter: 2 to 7 retries in 1.2s.
+	if retries < 2 || retries > 8 {
+		t.Errorf("%d retries of the throttled read in 1.2s, want 2..8 (its own backoff)", retries)
+	}
+	if got := f.count(otherPath) - otherBefore; got != 0 {
+		t.Errorf("the other service was read %d times because one read failed", got)
+	}
+	if !strings.Contains(r.status.Snapshot().LastError, "429") {
+		t.Errorf("last error %q does not say 429", r.status.Snapshot().LastError)
+	}
+	f.set(func() { delete(f.throttled, svcPath) })
+	r.waitFor(2*time.Second, "svc read once the throttling ends", func() bool {
+		return len(r.endpointsOf("svc")) == 2 && !r.status.Snapshot().Stale
+	})
+	if got := r.logs.count(msgRecovered); got != 1 {
+		t.Errorf("logged %q %d times, want once", msgRecovered, got)
+	}
+}
+
+// TestIndexBackwardsGrace: an index that goes backwards without any error
+// (a snapshot restore) opens resync_grace: what the restored state lacks
+// is removed only when the grace ends; what it adds is served at once.
+func TestIndexBackwardsGrace(t *testing.T) {
+	f, addr := newFakeConsul(t)
+	f.set(func() {
+		f.index = 100
+		f.entries = svcEntries(1, 2)
+		f.catalog = map[string][]string{"svc": {}, "other": {}}
+	})
+	r := startSource(t, nil, map[string]any{"address": addr, "resync_grace": "1s", "on_empty": "remove"})
+	r.synced(5 * time.Second)
+	r.waitFor(within, "svc with 2 endpoints", func() bool { return len(r.endpointsOf("svc")) == 2 })
+	f.set(func() {
+		f.index = 40
+		f.entries = svcEntries(2, 3)
+		f.catalog = map[string][]string{"svc": {}}
+	})
+	back := time.Now()
+	r.waitFor(within, "the new instance", func() bool { return r.endpointsOf("svc")[3].Port == 3 })
+	if time.Since(back) < 900*time.Millisecond {
+		if _, ok := r.endpointsOf("svc")[1]; !ok {
+			t.Error("instance 1 removed during the grace")
+		}
+		if _, ok := r.service("other"); !ok {
+			t.Error("service other removed during the grace")
+		}
+	}
+	r.waitFor(3*time.Second, "removals after the grace", func() bool {
+		_, ok := r.service("other")
+		_, has1 := r.endpointsOf("svc")[1]
+		return !ok && !has1
+	})
+	if since := time.Since(back); since < time.Second {
+		t.Errorf("removals applied %v after the index reset, before the 1s grace", since)
+	}
+}
+
+// TestHungAgent: an agent that accepts connections and never answers.
+// The source turns stale within twice read_timeout and says why; it
+// recovers within a second of the agent answering again.
+func TestHungAgent(t *testing.T) {
+	f, addr := newFakeConsul(t)
+	f.set(func() { f.entries = svcEntries(1) })
+	const deadline = 400 * time.Millisecond
+	r := startSource(t, nil, map[string]any{"address": addr, "read_timeout": deadline.String(), "retry_max": "30s"})
+	r.synced(5 * time.Second)
+	f.set(func() { f.hung["*"] = true })
+	hung := time.Now()
+	r.waitFor(2*deadline+200*time.Millisecond, "stale", func() bool { return r.status.Snapshot().Stale })
+	t.Logf("stale %v after the agent hung", time.Since(hung).Round(time.Millisecond))
+	if e := r.status.Snapshot().LastError; !strings.Contains(e, "within") {
+		t.Errorf("last error %q does not say the request timed out", e)
+	}
+	// While hung, a change is made; once the agent answers it is served.
+	waitFor(t, 5*time.Second, "several timed out probes", func() bool { return r.status.Snapshot().Failures >= 3 })
+	f.set(func() { f.index++; f.entries = svcEntries(1, 2) })
+	f.unhang()
+	back := time.Now()
+	r.waitFor(time.Second, "fresh again", func() bool { return !r.status.Snapshot().Stale })
+	r.waitFor(time.Second, "the change made during the hang", func() bool { return len(r.endpointsOf("svc")) == 2 })
+	t.Logf("fresh and changed %v after the agent answered", time.Since(back).Round(time.Millisecond))
+	if got := r.logs.count(msgFailing); got != 1 {
+		t.Errorf("logged %q %d times, want once", msgFailing, got)
+	}
+}
+
+// TestOneReadHung: a service read that hangs times out after read_timeout
+// and counts as a failure; the read is retried, the source is stale, the
+// other reads go on.
+func TestOneReadHung(t *testing.T) {
+	f, addr := newFakeConsul(t)
+	f.set(func() { f.entries = svcEntries(1) })
+	const deadline = 300 * time.Millisecond
+	r := startSource(t, nil, map[string]any{"address": addr, "read_timeout": deadline.String()})
+	r.synced(5 * time.Second)
+	f.set(func() {
+		f.hung["/v1/health/service/svc"] = true
+		f.index++
+		f.entries = svcEntries(1, 2)
+	})
+	hung := time.Now()
+	r.waitFor(2*deadline+200*time.Millisecond, "stale", func() bool { return r.status.Snapshot().Stale })
+	if e := r.status.Snapshot().LastError; !strings.Contains(e, `service "svc"`) || !strings.Contains(e, "no answer within") {
+		t.Errorf("last error %q does not name the read and the timeout", e)
+	}
+	t.Logf("stale %v after the read hung", time.Since(hung).Round(time.Millisecond))
+	f.unhang()
+	r.waitFor(2*time.Second, "the retried read served", func() bool {
+		return len(r.endpointsOf("svc")) == 2 && !r.status.Snapshot().Stale
+	})
+}
+
+// TestHungStartup: a /v1/agent/self that never answers is a logged
+// failure, retried; the source syncs once the agent answers.
+func TestHungStartup(t *testing.T) {
+	f, addr := newFakeConsul(t)
+	f.set(func() {
+		f.entries = svcEntries(1)
+		f.hung["/v1/agent/self"] = true
+	})
+	r := startSource(t, nil, map[string]any{"address": addr, "read_timeout": "200ms"})
+	r.waitFor(2*time.Second, "the hang logged", func() bool { return r.logs.count(msgFailing) == 1 })
+	if e := r.status.Snapshot().LastError; !strings.Contains(e, "no answer within") {
+		t.Errorf("last error %q does not say the request timed out", e)
+	}
+	f.unhang()
+	back := time.Now()
+	r.synced(2 * time.Second)
+	t.Logf("synced %v after the agent answered", time.Since(back).Round(time.Millisecond))
+}
+
+// TestTokenRotation: the token is revoked (every request gets 403) and a
+// new one written to token_file; the source is stale meanwhile, removes
+// nothing, and recovers within 2s of the new file.
+func TestTokenRotation(t *testing.T) {
+	f, addr := newFakeConsul(t)
+	path := filepath.Join(t.TempDir(), "token")
+	writeToken := func(v string) {
+		// Written aside and renamed, as Vault Agent and consul-template do.
+		tmp := path + ".tmp"
+		if err := os.WriteFile(tmp, []byte(v+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeToken("old")
+	f.set(func() { f.entries, f.token = svcEntries(1, 2), "old" })
+	r := startSource(t, nil, map[string]any{"address": addr, "token_file": path, "retry_max": "30s"})
+	r.synced(5 * time.Second)
+	n := r.updateCount()
+	f.set(func() { f.token, f.index = "new", f.index+1 })
+	r.waitFor(3*time.Second, "stale after the revocation", func() bool { return r.status.Snapshot().Stale })
+	if e := r.status.Snapshot().LastError; !strings.Contains(e, "403") {
+		t.Errorf("last error %q does not say 403", e)
+	}
+	// Let the retries back off a while.
+	waitFor(t, 5*time.Second, "failures", func() bool { return r.status.Snapshot().Failures >= 5 })
+	writeToken("new")
+	rotated := time.Now()
+	r.waitFor(2*time.Second, "recovered with the new token", func() bool { return !r.status.Snapshot().Stale })
+	t.Logf("recovered %v after the new token_file", time.Since(rotated).Round(time.Millisecond))
+	if got := r.updateCount(); got != n {
+		t.Errorf("%d updates published while the token was revoked", got-n)
+	}
+	if got := len(r.endpointsOf("svc")); got != 2 {
+		t.Errorf("svc has %d endpoints after the rotation, want 2", got)
+	}
+}
+
+// TestChangeReadsFirst: a read queued by a check change is dispatched
+// before the reads of a running sweep, and queued once however often it
+// is asked for.
+func TestChangeReadsFirst(t *testing.T) {
+	s := &Source{cfg: Config{MaxConcurrentFetches: 8, MaxConnections: 12, RetryMin: time.Second, RetryMax: time.Second}}
+	l := newLoop(s, nil, []string{"dc1"}, nil)
+	for i := range 100 {
+		name := svcName(i)
+		l.dcs[0].services[name] = &svcState{}
+		l.markSwept(svcKey{0, name})
+	}
+	hot := svcKey{0, svcName(57)}
+	l.markChanged(hot, 1)
+	l.markChanged(hot, 2)
+	l.markDirty(hot)
+	if k, ok := l.next(); !ok || k != hot {
+		t.Fatalf("first read %v, want the changed service %v", k, hot)
+	}
+	delete(l.dirty, hot)
+	seen := map[svcKey]int{hot: 1}
+	for {
+		k, ok := l.next()
+		if !ok {
+			break
+		}
+		delete(l.dirty, k)
+		seen[k]++
+	}
+	if len(seen) != 100 {
+		t.Errorf("%d services read, want 100", len(seen))
+	}
+	for k, n := range seen {
+		if n != 1 {
+			t.Errorf("%v read %d times", k, n)
+		}
+	}
+}

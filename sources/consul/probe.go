@@ -1,0 +1,142 @@
+package consul
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+)
+
+// Probing. Reads alone cannot tell a hung agent from an idle one (an idle
+// source holds only blocking queries, which may rightly stay silent for
+// wait), nor notice quickly that a failing agent answers again (a read in
+// backoff waits up to retry_max). So one goroutine asks the agent for
+// /v1/status/leader, a tiny answer that needs no ACL: every half
+// read_timeout while the source is healthy, so that a hang is seen within
+// 1.5 times read_timeout,
+// and every probeFailingInterval while it fails, so that the recovery is
+// seen within a second.
+const (
+	probeFailingInterval = 200 * time.Millisecond
+	// probeFailingTimeout bounds a probe while the source already fails:
+	// a probe caught on a connection the agent never answers must not
+	// delay noticing that it answers new ones.
+	probeFailingTimeout = 500 * time.Millisecond
+)
+
+// probeResult is the outcome of one probe: err is nil when the agent
+// answered with a leader.
+type probeResult struct{ err error }
+
+// probe runs until ctx ends. failing is read at each round: the loop sets
+// it; kick asks for a probe now (the loop just saw a failure).
+func (s *Source) probe(ctx context.Context, c *api.Client, dc string, failing func() bool, kick <-chan struct{}, out chan<- probeResult) {
+	t := time.NewTimer(s.cfg.ReadTimeout / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-kick:
+		case <-t.C:
+		}
+		limit, every := s.cfg.ReadTimeout, s.cfg.ReadTimeout/2
+		if failing() {
+			limit, every = min(limit, probeFailingTimeout), probeFailingInterval
+		}
+		err := s.probeOnce(ctx, c, dc, limit)
+		if ctx.Err() != nil || !send(ctx, out, probeResult{err: err}) {
+			return
+		}
+		t.Reset(every)
+	}
+}
+
+func (s *Source) probeOnce(parent context.Context, c *api.Client, dc string, limit time.Duration) error {
+	ctx, cancel := context.WithTimeout(parent, limit)
+	defer cancel()
+	leader, err := c.Status().LeaderWithQueryOptions((&api.QueryOptions{Datacenter: dc, Token: s.tok.get()}).WithContext(ctx))
+	switch {
+	case err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) && parent.Err() == nil:
+		return fmt.Errorf("probing the agent: no answer to /v1/status/leader within %v", limit)
+	case err != nil:
+		return fmt.Errorf("probing the agent: %w", err)
+	case leader == "":
+		return errors.New("probing the agent: no cluster leader")
+	}
+	return nil
+}
+
+// generation is the context every read and blocking query runs under,
+// renewed when the source learns that what failed may now work (the agent
+// answers a probe again, the token changed): renewing cancels requests
+// stuck on connections of the failed period and ends every backoff wait,
+// so that everything is asked again at once.
+type generation struct {
+	parent context.Context
+
+	mu     sync.Mutex
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+func newGeneration(parent context.Context) *generation {
+	g := &generation{parent: parent}
+	g.ctx, g.cancel = context.WithCancel(parent)
+	return g
+}
+
+func (g *generation) current() context.Context {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.ctx
+}
+
+func (g *generation) renew() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.cancel()
+	g.ctx, g.cancel = context.WithCancel(g.parent)
+}
+
+// errRenewed marks a request cut short by a renewed generation: not a
+// failure, the request is repeated at once.
+var errRenewed = errors.New("request restarted")
+
+// errTimeout marks a request that passed its deadline.
+var errTimeout = errors.New("timed out")
+
+// request runs do with the deadline of its kind (see Config.ReadTimeout)
+// under the current generation, and names a timeout and a renewal as such.
+func (s *Source) request(ctx context.Context, blocking bool, do func(ctx context.Context) error) error {
+	gctx := s.gen.current()
+	limit := s.cfg.ReadTimeout
+	if blocking {
+		limit += s.cfg.Wait + s.cfg.Wait/16
+	}
+	rctx, cancel := context.WithTimeout(gctx, limit)
+	defer cancel()
+	err := do(rctx)
+	switch {
+	case err == nil, ctx.Err() != nil:
+		return err
+	case gctx.Err() != nil:
+		return errRenewed
+	case errors.Is(rctx.Err(), context.DeadlineExceeded):
+		return fmt.Errorf("no answer within %v: %w", limit, errTimeout)
+	}
+	return err
+}
+
+// statusCode returns the HTTP status of a failed request, 0 when it got
+// none (connection refused, timeout, malformed answer).
+func statusCode(err error) int {
+	var se api.StatusError
+	if errors.As(err, &se) {
+		return se.Code
+	}
+	return 0
+}

@@ -1,0 +1,57 @@
+package consul
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+)
+
+// tokenCheckInterval is how often token_file is read again. Vault Agent and
+// consul-template rotate tokens by replacing the file; reading a file of a
+// few dozen bytes twice a second costs nothing and needs no file watch
+// (which misses renames onto a watched path on some systems).
+const tokenCheckInterval = 500 * time.Millisecond
+
+// token holds the ACL token sent with every request: the token key, or the
+// content of token_file, re-read when it changes and after a 403.
+type token struct {
+	file string
+
+	mu  sync.Mutex
+	cur string
+}
+
+func newToken(cfg Config) *token {
+	return &token{file: cfg.TokenFile, cur: cfg.Token}
+}
+
+func (t *token) get() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.cur
+}
+
+// reload reads token_file again and reports whether the token changed. An
+// unreadable or empty file keeps the current token: a rotation that
+// replaces the file is not a revocation, and the next read will see the
+// new content.
+func (t *token) reload() (changed bool, err error) {
+	if t.file == "" {
+		return false, nil
+	}
+	b, err := os.ReadFile(t.file)
+	if err != nil {
+		return false, fmt.Errorf("reading token_file: %w", err)
+	}
+	v := strings.TrimSpace(string(b))
+	if v == "" {
+		return false, fmt.Errorf("reading token_file: %s is empty", t.file)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	changed = v != t.cur
+	t.cur = v
+	return changed, nil
+}

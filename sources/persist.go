@@ -1,0 +1,95 @@
+package sources
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"time"
+)
+
+// Store keeps what every source last reported across restarts (warm
+// start): after a restart, a source that cannot sync serves what it served
+// before, flagged stale, rather than nothing. See the state package.
+type Store interface {
+	// Load returns the persisted services of each source, by source name.
+	// State that cannot be trusted (corrupt, written by another format
+	// version, for a source configured differently) is left out, and the
+	// implementation says so in its log.
+	Load() map[string][]Service
+	// Save persists the services of each source, replacing what was saved
+	// before, atomically: a crash leaves the old state or the new one.
+	Save(map[string][]Service) error
+}
+
+// DefaultPersistInterval is the shortest time between two saves of the
+// state: a save costs a write of the whole state, and the changes of the
+// last interval at most are lost to a crash.
+const DefaultPersistInterval = 2 * time.Second
+
+// saver writes snapshots of the state on its own goroutine, so that a slow
+// disk never delays a publish; only the newest pending snapshot is kept.
+type saver struct {
+	store   Store
+	pending chan map[string][]Service
+	m       *Manager
+}
+
+func (s *saver) run(ctx context.Context) {
+	failing := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case snap := <-s.pending:
+			failing = s.save(snap, failing)
+		}
+	}
+}
+
+// save stores snap, logging a failure once per failing period.
+func (s *saver) save(snap map[string][]Service, failing bool) bool {
+	if err := s.store.Save(snap); err != nil {
+		if !failing {
+			s.m.log.Error("cannot persist the state for warm starts", "err", err)
+		}
+		return true
+	}
+	if failing {
+		s.m.log.Info("persisting the state for warm starts again")
+	}
+	return false
+}
+
+// offer queues snap, replacing a snapshot not yet written.
+func (s *saver) offer(snap map[string][]Service) {
+	for {
+		select {
+		case s.pending <- snap:
+			return
+		default:
+		}
+		select {
+		case <-s.pending:
+		default:
+		}
+	}
+}
+
+// snapshot returns what to persist: the services served for each source
+// that synced or serves warm state, and the loaded state of the others, so
+// that a source still waiting keeps what it had.
+func (p *policy) snapshot() map[string][]Service {
+	out := make(map[string][]Service, len(p.guards))
+	for i, g := range p.guards {
+		name := p.m.opts.Sources[i].Name
+		switch p.phases[i] {
+		case PhaseSynced, PhaseWarm:
+			out[name] = slices.Collect(maps.Values(g.eff))
+		default:
+			if old, ok := p.loaded[name]; ok {
+				out[name] = old
+			}
+		}
+	}
+	return out
+}

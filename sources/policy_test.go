@@ -1,0 +1,248 @@
+package sources
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// expectPublish fails unless publish number n is want.
+func expectPublish(t *testing.T, rec *publishRecorder, n int, want Changes) {
+	t.Helper()
+	if got := rec.wait(t, n); !equalChanges(got, want) {
+		t.Fatalf("publish #%d = %q, want %q", n, changesString(got), changesString(want))
+	}
+}
+
+// quiet proves that source fakes[0]'s last update published nothing: the
+// sentinel's next change must be published alone as publish number n.
+func quiet(t *testing.T, sentinel *fakeSource, rec *publishRecorder, n int, mark string) {
+	t.Helper()
+	svc := testSvc(mark, "10.9.9.9")
+	sentinel.send(t, upsertUp(svc))
+	expectPublish(t, rec, n, Changes{Upserted: []Service{svc}})
+}
+
+func TestStartupOptionalSourceTimesOut(t *testing.T) {
+	began := time.Now()
+	m, fakes, rec := startNamed(t, ManagerOptions{Holdoff: time.Millisecond},
+		Named{Name: "a"}, Named{Name: "slow", Startup: Startup{Timeout: 100 * time.Millisecond}})
+	fakes[0].send(t, fullUp(testSvc("web", "10.0.0.1")))
+	expectPublish(t, rec, 0, Changes{Upserted: []Service{testSvc("web", "10.0.0.1")}})
+	if took := time.Since(began); took < 100*time.Millisecond {
+		t.Errorf("published after %v, before the slow source's timeout", took)
+	}
+	if p := m.Pending(); len(p) != 0 {
+		t.Errorf("Pending() = %q after the gate opened", p)
+	}
+	snap := m.opts.Sources[1].Status.Snapshot()
+	if snap.Startup != PhaseTimedOut || !snap.Stale {
+		t.Errorf("slow source status = %+v, want timed_out and stale", snap)
+	}
+	fakes[1].send(t, fullUp(testSvc("api", "10.0.0.2")))
+	expectPublish(t, rec, 1, Changes{Upserted: []Service{testSvc("api", "10.0.0.2")}})
+	if snap := m.opts.Sources[1].Status.Snapshot(); snap.Startup != PhaseSynced || snap.Stale {
+		t.Errorf("slow source status after its sync = %+v", snap)
+	}
+}
+
+func TestStartupGateStaysClosed(t *testing.T) {
+	tests := []struct {
+		name string
+		srcs []Named
+		sync []int // sources that sync
+	}{
+		{"required source", []Named{{Name: "a"}, {Name: "req", Startup: Startup{Timeout: 20 * time.Millisecond, Required: true}}}, []int{0}},
+		{"only source timed out", []Named{{Name: "only", Startup: Startup{Timeout: 20 * time.Millisecond}}}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, fakes, rec := startNamed(t, ManagerOptions{}, tt.srcs...)
+			for _, i := range tt.sync {
+				fakes[i].send(t, fullUp())
+			}
+			last := tt.srcs[len(tt.srcs)-1]
+			waitUntil(t, "the timeout to pass", func() bool {
+				return m.opts.Sources[len(tt.srcs)-1].Status.Snapshot().Startup != PhaseWaiting || last.Startup.Required
+			})
+			time.Sleep(3 * last.Startup.Timeout) // nothing to wait for: proving an absence
+			if rec.count() != 0 || !slices.Equal(m.Pending(), []string{last.Name}) {
+				t.Fatalf("published %d times, Pending() = %q; want nothing published, pending %q", rec.count(), m.Pending(), last.Name)
+			}
+			fakes[len(fakes)-1].send(t, fullUp(testSvc("web", "10.0.0.1")))
+			expectPublish(t, rec, 0, Changes{Upserted: []Service{testSvc("web", "10.0.0.1")}})
+		})
+	}
+}
+
+// memStore is a Store in memory.
+type memStore struct {
+	mu    sync.Mutex
+	state map[string][]Service
+	saves int
+}
+
+func (s *memStore) Load() map[string][]Service {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state
+}
+
+func (s *memStore) Save(st map[string][]Service) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.state, s.saves = st, s.saves+1
+	return nil
+}
+
+func (s *memStore) get(name string) ([]Service, int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state[name], s.saves
+}
+
+func TestWarmStart(t *testing.T) {
+	store := &memStore{state: map[string][]Service{"consul": {testSvc("web", "10.0.0.1")}}}
+	m, fakes, rec := startNamed(t, ManagerOptions{Holdoff: time.Millisecond, Store: store, PersistInterval: 10 * time.Millisecond},
+		Named{Name: "consul", Startup: Startup{Timeout: time.Minute}}, Named{Name: "file"})
+	began := time.Now()
+	fakes[1].send(t, fullUp(testSvc("api", "10.0.0.2")))
+	expectPublish(t, rec, 0, Changes{Upserted: []Service{testSvc("api", "10.0.0.2"), testSvc("web", "10.0.0.1")}})
+	if took := time.Since(began); took > time.Second {
+		t.Errorf("warm state served after %v", took)
+	}
+	if snap := m.opts.Sources[0].Status.Snapshot(); snap.Startup != PhaseWarm || !snap.Stale {
+		t.Errorf("status = %+v, want warm and stale", snap)
+	}
+	// What was restored is persisted again, with the other source's.
+	waitUntil(t, "a save", func() bool { _, n := store.get("file"); return n > 0 })
+	if got, _ := store.get("consul"); len(got) != 1 || got[0].Name != "web" {
+		t.Errorf("persisted %v for the warm source", got)
+	}
+	fakes[0].send(t, fullUp(testSvc("web", "10.0.0.3")))
+	expectPublish(t, rec, 1, Changes{Upserted: []Service{testSvc("web", "10.0.0.3")}})
+	waitUntil(t, "the new state saved", func() bool {
+		got, _ := store.get("consul")
+		return len(got) == 1 && got[0].Endpoints[0].Address == "10.0.0.3"
+	})
+}
+
+func TestWarmStartNotForRequired(t *testing.T) {
+	store := &memStore{state: map[string][]Service{"consul": {testSvc("web", "10.0.0.1")}}}
+	m, _, rec := startNamed(t, ManagerOptions{Store: store}, Named{Name: "consul", Startup: Startup{Required: true}})
+	time.Sleep(2 * warmWait) // proving an absence
+	if rec.count() != 0 || m.opts.Sources[0].Status.Snapshot().Startup != PhaseWaiting {
+		t.Fatalf("a required source's persisted state was served")
+	}
+}
+
+func TestGuard(t *testing.T) {
+	four := []Service{testSvc("s1", "10.0.0.1"), testSvc("s2", "10.0.0.2"), testSvc("s3", "10.0.0.3"), testSvc("s4", "10.0.0.4")}
+	guard := Guard{MaxRemovedFraction: 0.5, Hold: 150 * time.Millisecond}
+	startWith := func(t *testing.T, guard Guard) (*Manager, []*fakeSource, *publishRecorder) {
+		m, fakes, rec := startNamed(t, ManagerOptions{Holdoff: time.Millisecond},
+			Named{Name: "consul", Guard: guard}, Named{Name: "sentinel"})
+		fakes[1].send(t, fullUp())
+		fakes[0].send(t, fullUp(four...))
+		expectPublish(t, rec, 0, Changes{Upserted: four})
+		return m, fakes, rec
+	}
+	start := func(t *testing.T) (*Manager, []*fakeSource, *publishRecorder) { return startWith(t, guard) }
+	held := func(t *testing.T, m *Manager) *GuardSnapshot {
+		t.Helper()
+		return m.opts.Sources[0].Status.Snapshot().Guard
+	}
+
+	t.Run("emptied source empties after the hold", func(t *testing.T) {
+		m, fakes, rec := start(t)
+		began := time.Now()
+		fakes[0].send(t, fullUp())
+		quiet(t, fakes[1], rec, 1, "mark")
+		if g := held(t, m); g == nil || g.HeldServices != 4 {
+			t.Fatalf("guard status = %+v, want 4 services held", g)
+		}
+		expectPublish(t, rec, 2, Changes{Removed: []string{"s1", "s2", "s3", "s4"}})
+		if took := time.Since(began); took < guard.Hold {
+			t.Errorf("removed after %v, before the hold of %v", took, guard.Hold)
+		}
+		snap := m.opts.Sources[0].Status.Snapshot()
+		if snap.Guard != nil || snap.GuardHolds != 1 {
+			t.Errorf("status after the hold = %+v", snap.PolicySnapshot)
+		}
+	})
+	t.Run("refill ends the hold with nothing removed", func(t *testing.T) {
+		m, fakes, rec := startWith(t, Guard{MaxRemovedFraction: 0.5, Hold: 5 * time.Second})
+		fakes[0].send(t, fullUp(four[0]))
+		quiet(t, fakes[1], rec, 1, "mark")
+		until := held(t, m).Until
+		// Additions flow during the hold; what comes back extends it.
+		for i := 2; i <= 3; i++ {
+			time.Sleep(5 * time.Millisecond) // lets the clock move on
+			fakes[0].send(t, fullUp(append(slices.Clone(four[:i]), testSvc("new", "10.1.1.1"))...))
+			if i == 2 {
+				expectPublish(t, rec, 2, Changes{Upserted: []Service{testSvc("new", "10.1.1.1")}})
+			}
+		}
+		waitUntil(t, "the hold extended", func() bool { g := held(t, m); return g != nil && g.Until.After(until) && g.HeldServices == 1 })
+		fakes[0].send(t, fullUp(append(slices.Clone(four), testSvc("new", "10.1.1.1"))...))
+		waitUntil(t, "the hold to end", func() bool { return held(t, m) == nil })
+		quiet(t, fakes[1], rec, 3, "mark2")
+	})
+	t.Run("endpoints of one service", func(t *testing.T) {
+		m, fakes, rec := start(t)
+		big := testSvc("s1", "10.0.0.1", "10.0.0.5", "10.0.0.6", "10.0.0.7")
+		fakes[0].send(t, upsertUp(big))
+		expectPublish(t, rec, 1, Changes{Upserted: []Service{big}})
+		fakes[0].send(t, upsertUp(testSvc("s1", "10.0.0.1", "10.0.0.8")))
+		union := testSvc("s1", "10.0.0.1", "10.0.0.5", "10.0.0.6", "10.0.0.7", "10.0.0.8")
+		expectPublish(t, rec, 2, Changes{Upserted: []Service{union}})
+		if g := held(t, m); g == nil || g.HeldEndpoints != 3 || !strings.Contains(g.Reason, "s1") {
+			t.Fatalf("guard status = %+v, want 3 endpoints of s1 held", g)
+		}
+		expectPublish(t, rec, 3, Changes{Upserted: []Service{testSvc("s1", "10.0.0.1", "10.0.0.8")}})
+	})
+	t.Run("small removals apply at once", func(t *testing.T) {
+		_, fakes, rec := start(t)
+		fakes[0].send(t, fullUp(four[:2]...))
+		expectPublish(t, rec, 1, Changes{Removed: []string{"s3", "s4"}})
+	})
+	t.Run("operator confirms", func(t *testing.T) {
+		m, fakes, rec := startWith(t, Guard{MaxRemovedFraction: 0.5, Hold: time.Hour})
+		fakes[0].send(t, fullUp())
+		quiet(t, fakes[1], rec, 1, "mark")
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := m.ConfirmRemovals(ctx, "nope"); err == nil {
+			t.Error("confirming an unknown source succeeded")
+		}
+		if err := m.ConfirmRemovals(ctx, "consul"); err != nil {
+			t.Fatal(err)
+		}
+		expectPublish(t, rec, 2, Changes{Removed: []string{"s1", "s2", "s3", "s4"}})
+		if err := m.ConfirmRemovals(ctx, "consul"); err == nil {
+			t.Error("confirming without a hold succeeded")
+		}
+	})
+}
+
+func TestServiceErrorsShownPerSource(t *testing.T) {
+	m, fakes, rec := startNamed(t, ManagerOptions{Holdoff: time.Millisecond}, Named{Name: "a"}, Named{Name: "b"})
+	fakes[0].send(t, fullUp(testSvc("bad1", "10.0.0.1"), testSvc("web", "10.0.0.2")))
+	fakes[1].send(t, fullUp())
+	rec.wait(t, 0)
+	errs := func(i int) map[string]string { return m.opts.Sources[i].Status.Snapshot().ServiceErrors }
+	if got := errs(0); len(got) != 1 || got["bad1"] != "cannot translate" {
+		t.Errorf("service errors of a = %v", got)
+	}
+	if got := errs(1); len(got) != 0 {
+		t.Errorf("service errors of b = %v", got)
+	}
+	fakes[0].send(t, removeUp("bad1"))
+	rec.wait(t, 1)
+	if got := errs(0); len(got) != 0 {
+		t.Errorf("service errors of a after the removal = %v", got)
+	}
+}
