@@ -82,7 +82,7 @@ type Log struct {
 }
 
 // Holdoff configures how the source manager coalesces bursts of changes:
-// it publishes Min after the latest change, at most Max after the first.
+// it publishes a batch Min after its first change; Max only bounds Min.
 type Holdoff struct {
 	Min time.Duration `mapstructure:"min"`
 	Max time.Duration `mapstructure:"max"`
