@@ -89,6 +89,7 @@ func New(cfg *config.Config, log *slog.Logger) (*Instance, error) {
 		Logger:           log.With("component", "xds"),
 		UnknownNameWait:  cfg.XDS.UnknownNameWait,
 		MaxResponseBytes: cfg.XDS.MaxResponseBytes,
+		SendBudget:       cfg.XDS.SendBudgetBytes,
 		Registerer:       reg,
 	})
 	in.pub = newPublisher(server, cfg.XDS.GRPC.Enabled, log.With("component", "publish"), reg)

@@ -59,6 +59,8 @@ type XDS struct {
 	Keepalive       Keepalive     `mapstructure:"keepalive"`
 	// MaxResponseBytes bounds every xDS response (xds.Options).
 	MaxResponseBytes int `mapstructure:"max_response_bytes"`
+	// SendBudgetBytes bounds the large responses in flight (xds.Options).
+	SendBudgetBytes int `mapstructure:"send_budget_bytes"`
 }
 
 // Keepalive configures gRPC keepalive: the server pings an idle client
@@ -114,6 +116,7 @@ var defaults = map[string]any{
 	"xds.keepalive.timeout":             "10s",
 	"xds.keepalive.min_client_interval": "10s",
 	"xds.max_response_bytes":            xds.DefaultMaxResponseBytes,
+	"xds.send_budget_bytes":             xds.DefaultSendBudget,
 	"admin.listen":                      "127.0.0.1:19000",
 	"log.level":                         "info",
 	"log.format":                        "text",

@@ -45,6 +45,9 @@ func (c *Config) Validate() error {
 	if n := c.XDS.MaxResponseBytes; n < minResponseBytes || n > math.MaxInt32 {
 		return sources.Errorf("xds.max_response_bytes", "%d is out of range (%d to %d)", n, minResponseBytes, math.MaxInt32)
 	}
+	if n := c.XDS.SendBudgetBytes; n < c.XDS.MaxResponseBytes {
+		return sources.Errorf("xds.send_budget_bytes", "%d is less than xds.max_response_bytes (%d)", n, c.XDS.MaxResponseBytes)
+	}
 	if err := checkGuard("guard", c.Guard.MaxRemovedFraction, c.Guard.Hold); err != nil {
 		return err
 	}

@@ -59,6 +59,9 @@ type Options struct {
 	// OnRefused, if set, is told of every resource version Apply refuses
 	// because it alone exceeds MaxResponseBytes; it runs inside Apply.
 	OnRefused func(Key, error)
+	// SendBudget bounds the bytes of large responses in flight to all
+	// clients together (see budget); default DefaultSendBudget.
+	SendBudget int
 	// ConfigCluster is the name of the static cluster through which Envoys
 	// on per-type streams reach this server (their bootstrap's); clusters
 	// sent on those streams name it in their EDS config source. Default
@@ -72,6 +75,7 @@ type Server struct {
 	log     *slog.Logger
 	m       *metrics
 	lim     *limits
+	budget  *budget
 	sv      streamVariants
 	readyNs atomic.Int64 // unix nanos of the first Apply; 0 = not ready
 
@@ -93,6 +97,9 @@ func NewServer(opts Options) *Server {
 	if opts.MaxResponseBytes <= 0 {
 		opts.MaxResponseBytes = DefaultMaxResponseBytes
 	}
+	if opts.SendBudget <= 0 {
+		opts.SendBudget = DefaultSendBudget
+	}
 	if opts.ConfigCluster == "" {
 		opts.ConfigCluster = DefaultConfigCluster
 	}
@@ -101,6 +108,7 @@ func NewServer(opts Options) *Server {
 		log:     opts.Logger,
 		m:       newMetrics(opts.Registerer),
 		lim:     newLimits(opts.MaxResponseBytes, opts.Registerer),
+		budget:  newBudget(opts.SendBudget),
 		sv:      newStreamVariants(opts.ConfigCluster),
 		types:   make(map[string]*typeState),
 		clients: make(map[*client]struct{}),
