@@ -9,10 +9,9 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-
-	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"time"
 
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"go.uber.org/goleak"
 
 	"github.com/xdsbridge/xdsbridge/internal/bench/workload"
