@@ -1,7 +1,18 @@
 # syntax=docker/dockerfile:1
 # Build: docker build -t xdsbridge --build-arg VERSION=$(git describe --always) .
-# Run:   docker run -p 18000:18000 -p 19000:19000 xdsbridge
+# Run:   docker run -p 18000:18000 -p 127.0.0.1:19000:19000 xdsbridge
 #        (serves examples/quickstart; mount your own /etc/xdsbridge/bridge.yaml)
+# The defaults are plaintext, no admin token and no profiler. To turn on:
+#   mutual TLS on xDS: mount the PEM files and set them in bridge.yaml, e.g.
+#       xds: {tls: {cert_file: /run/secrets/xds.pem, key_file: /run/secrets/xds-key.pem,
+#                   client_ca_file: /run/secrets/ca.pem, require_client_cert: true}}
+#     (or -e BRIDGE_XDS_TLS_CERT_FILE=... and the other BRIDGE_XDS_TLS_* variables)
+#   an admin bearer token: -v ./token:/run/secrets/admin-token:ro
+#       -e BRIDGE_ADMIN_TOKEN_FILE=/run/secrets/admin-token
+#   TLS on the admin listener: BRIDGE_ADMIN_TLS_CERT_FILE / BRIDGE_ADMIN_TLS_KEY_FILE
+#   the profiler (GET /debug/pprof/): -e BRIDGE_ADMIN_PPROF=true; keep the admin
+#     port published on loopback only, as above
+# Reload the configuration with: docker kill --signal HUP <container>
 FROM golang:1.26 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
@@ -13,7 +24,8 @@ RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}"
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/bridge /usr/local/bin/bridge
 COPY examples/quickstart/ /etc/xdsbridge/
-# Inside a container the listeners must not be bound to loopback only.
+# Inside a container the listeners must not be bound to loopback only. The
+# admin listener serves no profiler unless admin.pprof is true.
 ENV BRIDGE_XDS_LISTEN=0.0.0.0:18000 \
     BRIDGE_ADMIN_LISTEN=0.0.0.0:19000
 USER nonroot:nonroot

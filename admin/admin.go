@@ -29,6 +29,13 @@ type Options struct {
 	// Clients returns a JSON-encodable view of the connected xDS clients
 	// for /clients; nil leaves it out.
 	Clients func() any
+	// PProf serves the Go profiler under /debug/pprof/ (GET only). It is
+	// off by default: profiles expose memory contents and the command line,
+	// and a CPU profile costs the process while it runs.
+	PProf bool
+	// Status returns what the HTML status page at / shows; nil leaves the
+	// page out.
+	Status func() Page
 	// Confirm applies the removals a source's guard holds (POST
 	// /guard/confirm?source=NAME); nil leaves it out.
 	Confirm func(ctx context.Context, source string) error
@@ -36,13 +43,14 @@ type Options struct {
 
 // Handler returns the admin HTTP handler:
 //
+//	/               the HTML status page
 //	/healthz        200 while the process runs
 //	/readyz         200 once every source synced, else 503 naming the pending ones
 //	/sources        JSON status of every source
 //	/metrics        Prometheus metrics
 //	/clients        JSON status of the xDS clients
 //	/guard/confirm  POST ?source=NAME: apply the removals the guard holds
-//	/debug/pprof/   the Go profiler
+//	/debug/pprof/   the Go profiler, with PProf
 func Handler(opts Options) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -70,13 +78,19 @@ func Handler(opts Options) http.Handler {
 	if opts.Confirm != nil {
 		mux.HandleFunc("POST /guard/confirm", confirmHandler(opts.Confirm))
 	}
-	// The profiler is registered on this mux only: importing net/http/pprof
-	// also registers it on http.DefaultServeMux, which nothing here serves.
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	if opts.Status != nil {
+		mux.HandleFunc("GET /{$}", statusPage(opts.Status))
+	}
+	if opts.PProf {
+		// The profiler is registered on this mux only: importing
+		// net/http/pprof also registers it on http.DefaultServeMux, which
+		// nothing here serves. GET only: nothing here should change state.
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	}
 	return mux
 }
 

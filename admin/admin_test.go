@@ -88,14 +88,11 @@ func TestEndpoints(t *testing.T) {
 	if code, body := get(t, h, "/clients"); code != http.StatusOK || !strings.Contains(body, "node-1") {
 		t.Errorf("/clients = %d %q", code, body)
 	}
-	if code, _ := get(t, h, "/debug/pprof/"); code != http.StatusOK {
-		t.Errorf("/debug/pprof/ = %d", code)
-	}
 }
 
 func TestOptionalEndpointsAbsent(t *testing.T) {
 	h := Handler(Options{Pending: func() []string { return nil }, Sources: func() []sources.StatusSnapshot { return nil }})
-	for _, path := range []string{"/metrics", "/clients"} {
+	for _, path := range []string{"/metrics", "/clients", "/debug/pprof/", "/debug/pprof/cmdline"} {
 		if code, _ := get(t, h, path); code != http.StatusNotFound {
 			t.Errorf("%s = %d, want 404", path, code)
 		}

@@ -5,9 +5,11 @@ package bridge
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"sync"
@@ -40,7 +42,8 @@ const (
 type Instance struct {
 	log      *slog.Logger
 	manager  *sources.Manager
-	statuses []*sources.Status
+	reload   *reloader
+	services *serviceView
 	pub      *publisher
 	grpc     *grpc.Server
 	http     *http.Server
@@ -62,7 +65,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 // Configuration errors are *sources.KeyError values; a listen error names
 // its key too (`xds.listen: listen tcp ...: address already in use`).
 func New(cfg *config.Config, log *slog.Logger) (*Instance, error) {
-	in := &Instance{log: log}
+	in := &Instance{log: log, services: newServiceView()}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
@@ -74,7 +77,6 @@ func New(cfg *config.Config, log *slog.Logger) (*Instance, error) {
 			return nil, err
 		}
 		named = append(named, sources.Named{Name: e.Name, Source: src, Status: st, Startup: e.Startup, Guard: e.Guard})
-		in.statuses = append(in.statuses, st)
 	}
 	in.manager = sources.NewManager(sources.ManagerOptions{
 		Sources:    named,
@@ -84,6 +86,7 @@ func New(cfg *config.Config, log *slog.Logger) (*Instance, error) {
 		Store:      warmStore(cfg, log),
 	})
 	reg.MustRegister(admin.SourceCollector{Sources: in.snapshots})
+	in.reload = newReloader(cfg, in.manager, log, reg)
 
 	server := xds.NewServer(xds.Options{
 		Logger:           log.With("component", "xds"),
@@ -93,10 +96,16 @@ func New(cfg *config.Config, log *slog.Logger) (*Instance, error) {
 		Registerer:       reg,
 	})
 	in.pub = newPublisher(server, cfg.XDS.GRPC.Enabled, log.With("component", "publish"), reg)
-	in.grpc = grpc.NewServer(
+	sec, err := newSecurity(cfg, log, reg)
+	if err != nil {
+		return nil, err
+	}
+	in.grpc = grpc.NewServer(append(sec.grpcOpts,
 		grpc.KeepaliveParams(keepalive.ServerParameters{
-			Time:    cfg.XDS.Keepalive.Time,
-			Timeout: cfg.XDS.Keepalive.Timeout,
+			Time:                  cfg.XDS.Keepalive.Time,
+			Timeout:               cfg.XDS.Keepalive.Timeout,
+			MaxConnectionAge:      orInfinity(cfg.XDS.Keepalive.MaxConnectionAge),
+			MaxConnectionAgeGrace: orInfinity(cfg.XDS.Keepalive.MaxConnectionAgeGrace),
 		}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
 			MinTime:             cfg.XDS.Keepalive.MinClientInterval,
@@ -106,20 +115,26 @@ func New(cfg *config.Config, log *slog.Logger) (*Instance, error) {
 		// The engine's codec decodes the name lists that SotW ACKs repeat
 		// once per distinct list (see xds.Codec).
 		grpc.ForceServerCodecV2(xds.Codec()),
-	)
+	)...)
 	server.Register(in.grpc)
-	in.http = &http.Server{
-		Handler: admin.Handler(admin.Options{
-			Pending:  in.manager.Pending,
-			Sources:  in.snapshots,
-			Gatherer: reg,
-			Clients:  func() any { return server.Clients() },
-			Confirm:  in.manager.ConfirmRemovals,
-		}),
-		ReadHeaderTimeout: 10 * time.Second,
+	var handler http.Handler = admin.Handler(admin.Options{
+		Pending:  in.manager.Pending,
+		Sources:  in.snapshots,
+		Gatherer: reg,
+		Clients:  func() any { return server.Clients() },
+		Confirm:  in.manager.ConfirmRemovals,
+		PProf:    cfg.Admin.PProf,
+		Status:   func() admin.Page { return in.page(server.Clients) },
+	})
+	if cfg.Admin.TokenFile != "" {
+		requireToken, err := admin.RequireToken(cfg.Admin.TokenFile, log.With("component", "admin"))
+		if err != nil {
+			return nil, sources.Prefix("admin.token_file", err)
+		}
+		handler = requireToken(handler)
 	}
+	in.http = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 
-	var err error
 	if in.xdsLis, err = net.Listen("tcp", cfg.XDS.Listen); err != nil {
 		return nil, sources.Prefix("xds.listen", err)
 	}
@@ -127,7 +142,18 @@ func New(cfg *config.Config, log *slog.Logger) (*Instance, error) {
 		in.xdsLis.Close()
 		return nil, sources.Prefix("admin.listen", err)
 	}
+	if sec.adminTLS != nil {
+		in.adminLis = tls.NewListener(in.adminLis, sec.adminTLS)
+	}
 	return in, nil
+}
+
+// orInfinity maps 0, the configuration's "off", to gRPC's "never".
+func orInfinity(d time.Duration) time.Duration {
+	if d == 0 {
+		return time.Duration(math.MaxInt64)
+	}
+	return d
 }
 
 // XDSAddr returns the address the xDS listener is bound to.
@@ -137,9 +163,10 @@ func (in *Instance) XDSAddr() net.Addr { return in.xdsLis.Addr() }
 func (in *Instance) AdminAddr() net.Addr { return in.adminLis.Addr() }
 
 func (in *Instance) snapshots() []sources.StatusSnapshot {
-	out := make([]sources.StatusSnapshot, len(in.statuses))
-	for i, st := range in.statuses {
-		out[i] = st.Snapshot()
+	named := in.manager.Sources()
+	out := make([]sources.StatusSnapshot, len(named))
+	for i, n := range named {
+		out[i] = n.Status.Snapshot()
 	}
 	return out
 }
@@ -155,7 +182,11 @@ func (in *Instance) Run(ctx context.Context) error {
 
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		if err := in.manager.Run(ctx, in.pub.publish); err != nil {
+		publish := func(c sources.Changes) {
+			in.pub.publish(c)
+			in.services.record(c)
+		}
+		if err := in.manager.Run(ctx, publish); err != nil {
 			cancel(fmt.Errorf("running sources: %w", err))
 		}
 	})

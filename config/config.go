@@ -57,6 +57,10 @@ type XDS struct {
 	// waits before it is answered without it.
 	UnknownNameWait time.Duration `mapstructure:"unknown_name_wait"`
 	Keepalive       Keepalive     `mapstructure:"keepalive"`
+	TLS             TLS           `mapstructure:"tls"`
+	// Identity binds client certificates to the nodes they may claim;
+	// empty binds nothing.
+	Identity []Binding `mapstructure:"identity"`
 	// MaxResponseBytes bounds every xDS response (xds.Options).
 	MaxResponseBytes int `mapstructure:"max_response_bytes"`
 	// SendBudgetBytes bounds the large responses in flight (xds.Options).
@@ -70,11 +74,22 @@ type Keepalive struct {
 	Time              time.Duration `mapstructure:"time"`
 	Timeout           time.Duration `mapstructure:"timeout"`
 	MinClientInterval time.Duration `mapstructure:"min_client_interval"`
+	// MaxConnectionAge closes a connection (GOAWAY) after about this long,
+	// gRPC adding ±10 % jitter, so that clients spread over new replicas;
+	// its streams get MaxConnectionAgeGrace to move. 0 disables it.
+	MaxConnectionAge      time.Duration `mapstructure:"max_connection_age"`
+	MaxConnectionAgeGrace time.Duration `mapstructure:"max_connection_age_grace"`
 }
 
 // Admin configures the HTTP admin listener.
 type Admin struct {
 	Listen string `mapstructure:"listen"`
+	TLS    TLS    `mapstructure:"tls"`
+	// TokenFile holds a bearer token that every request but /healthz and
+	// /readyz must present; empty requires none.
+	TokenFile string `mapstructure:"token_file"`
+	// PProf serves /debug/pprof/ (GET only).
+	PProf bool `mapstructure:"pprof"`
 }
 
 // Log configures logging.
@@ -109,22 +124,34 @@ func (s Source) Key() string { return fmt.Sprintf("sources[%d]", s.Index) }
 // defaults holds the default of every scalar key. Every key must be here:
 // viper binds environment variables only for keys it already knows.
 var defaults = map[string]any{
-	"xds.listen":                        "127.0.0.1:18000",
-	"xds.grpc.enabled":                  true,
-	"xds.unknown_name_wait":             "5s",
-	"xds.keepalive.time":                "30s",
-	"xds.keepalive.timeout":             "10s",
-	"xds.keepalive.min_client_interval": "10s",
-	"xds.max_response_bytes":            xds.DefaultMaxResponseBytes,
-	"xds.send_budget_bytes":             xds.DefaultSendBudget,
-	"admin.listen":                      "127.0.0.1:19000",
-	"log.level":                         "info",
-	"log.format":                        "text",
-	"holdoff.min":                       sources.DefaultHoldoff.String(),
-	"holdoff.max":                       sources.DefaultMaxHoldoff.String(),
-	"state_dir":                         "",
-	"guard.max_removed_fraction":        sources.DefaultMaxRemovedFraction,
-	"guard.hold":                        sources.DefaultGuardHold.String(),
+	"xds.listen":                             "127.0.0.1:18000",
+	"xds.grpc.enabled":                       true,
+	"xds.unknown_name_wait":                  "5s",
+	"xds.keepalive.time":                     "30s",
+	"xds.keepalive.timeout":                  "10s",
+	"xds.keepalive.min_client_interval":      "10s",
+	"xds.keepalive.max_connection_age":       "30m",
+	"xds.keepalive.max_connection_age_grace": "10s",
+	"xds.max_response_bytes":                 xds.DefaultMaxResponseBytes,
+	"xds.send_budget_bytes":                  xds.DefaultSendBudget,
+	"xds.tls.cert_file":                      "",
+	"xds.tls.key_file":                       "",
+	"xds.tls.client_ca_file":                 "",
+	"xds.tls.require_client_cert":            false,
+	"admin.listen":                           "127.0.0.1:19000",
+	"admin.tls.cert_file":                    "",
+	"admin.tls.key_file":                     "",
+	"admin.tls.client_ca_file":               "",
+	"admin.tls.require_client_cert":          false,
+	"admin.token_file":                       "",
+	"admin.pprof":                            false,
+	"log.level":                              "info",
+	"log.format":                             "text",
+	"holdoff.min":                            sources.DefaultHoldoff.String(),
+	"holdoff.max":                            sources.DefaultMaxHoldoff.String(),
+	"state_dir":                              "",
+	"guard.max_removed_fraction":             sources.DefaultMaxRemovedFraction,
+	"guard.hold":                             sources.DefaultGuardHold.String(),
 }
 
 // Flags maps the command-line flags that override settings to their keys.
@@ -185,6 +212,7 @@ func parse(data []byte, dir string, fs *pflag.FlagSet) (*Config, error) {
 	if err := cfg.parseSources(); err != nil {
 		return nil, err
 	}
+	cfg.resolvePaths()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

@@ -101,7 +101,7 @@ sources:
 		t.Fatal(err)
 	}
 	if cfg.XDS.Listen != "0.0.0.0:8000" || cfg.XDS.GRPC.Enabled || cfg.XDS.UnknownNameWait != time.Second ||
-		cfg.XDS.Keepalive != (Keepalive{time.Minute, 2 * time.Second, 3 * time.Second}) ||
+		cfg.XDS.Keepalive != (Keepalive{time.Minute, 2 * time.Second, 3 * time.Second, 30 * time.Minute, 10 * time.Second}) ||
 		cfg.Admin.Listen != "[::1]:9000" || cfg.Log != (Log{"debug", "json"}) ||
 		cfg.Holdoff != (Holdoff{50 * time.Millisecond, 2 * time.Second}) {
 		t.Errorf("config = %+v", cfg)

@@ -60,6 +60,9 @@ func (c *Config) Validate() error {
 	if c.Log.Format != "text" && c.Log.Format != "json" {
 		return sources.Errorf("log.format", "unknown format %q (want text or json)", c.Log.Format)
 	}
+	if err := c.validateSecurity(); err != nil {
+		return err
+	}
 	return c.validateSources()
 }
 

@@ -85,6 +85,11 @@ type Manager struct {
 
 	confirms chan confirmation
 	saver    *saver
+
+	// What Reconfigure needs (reconfigure.go): requests to the loop, and
+	// the loop's record of the running sources.
+	reconf chan reconfiguration
+	run    runState
 }
 
 // NewManager returns a manager for opts.
@@ -113,12 +118,15 @@ func NewManager(opts ManagerOptions) *Manager {
 		restartMax: restartMax,
 		unsynced:   unsynced,
 		confirms:   make(chan confirmation),
+		reconf:     make(chan reconfiguration),
 	}
 }
 
-// event is one update relayed from source number src.
+// event is one update relayed from source number src, or from the source
+// of slot sl, whose index may change when the manager is reconfigured.
 type event struct {
 	src int
+	sl  *slot
 	up  Update
 }
 
@@ -141,10 +149,9 @@ func (m *Manager) Run(ctx context.Context, publish func(Changes)) error {
 	ctx, cancel := context.WithCancel(ctx)
 	events := make(chan event)
 	var wg sync.WaitGroup
+	m.run = runState{ctx: ctx, wg: &wg, events: events}
 	for i, n := range m.opts.Sources {
-		up := make(chan Update)
-		wg.Go(func() { m.supervise(ctx, n, up) })
-		wg.Go(func() { forward(ctx, i, up, events) })
+		m.run.slots = append(m.run.slots, m.startSource(i, n))
 	}
 	if m.opts.Store != nil {
 		m.saver = &saver{store: m.opts.Store, pending: make(chan map[string][]Service, 1), m: m}
@@ -160,15 +167,15 @@ func (m *Manager) Run(ctx context.Context, publish func(Changes)) error {
 	return nil
 }
 
-// forward relays the updates of source i to the manager's loop.
-func forward(ctx context.Context, i int, up <-chan Update, events chan<- event) {
+// forward relays the updates of the source of sl to the manager's loop.
+func forward(ctx context.Context, sl *slot, up <-chan Update, events chan<- event) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case u := <-up:
 			select {
-			case events <- event{src: i, up: u}:
+			case events <- event{sl: sl, up: u}:
 			case <-ctx.Done():
 				return
 			}
@@ -215,7 +222,16 @@ func (m *Manager) loop(ctx context.Context, events <-chan event, publish func(Ch
 		select {
 		case <-ctx.Done():
 			return pol
+		case r := <-m.reconf:
+			now := time.Now()
+			changed, err := m.reconfigure(st, pol, r.next)
+			r.done <- err
+			settle(changed, now)
+			pol.rearm(now)
 		case ev := <-events:
+			if !m.current(&ev) {
+				continue // from a source removed meanwhile
+			}
 			now := time.Now()
 			changed := st.apply(ev.src, pol.receive(ev.src, ev.up, now))
 			settle(changed, now)

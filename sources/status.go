@@ -1,6 +1,7 @@
 package sources
 
 import (
+	"maps"
 	"sync"
 	"time"
 )
@@ -22,6 +23,7 @@ type Status struct {
 	failingFrom time.Time
 	failures    uint64
 	dropped     uint64
+	notes       map[string]string
 	policy      PolicySnapshot
 }
 
@@ -67,16 +69,32 @@ func (s *Status) Dropped(n int) {
 	s.mu.Unlock()
 }
 
+// Note sets a standing remark about the source's data that is not a
+// failure (results hidden by ACLs, say) under key; an empty msg clears it.
+func (s *Status) Note(key, msg string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if msg == "" {
+		delete(s.notes, key)
+		return
+	}
+	if s.notes == nil {
+		s.notes = map[string]string{}
+	}
+	s.notes[key] = msg
+}
+
 // StatusSnapshot is a copy of a Status at one moment.
 type StatusSnapshot struct {
-	Name        string    `json:"name"`
-	Synced      bool      `json:"synced"`
-	Stale       bool      `json:"stale"`
-	LastSuccess time.Time `json:"last_success,omitzero"`
-	FailingFrom time.Time `json:"failing_since,omitzero"`
-	LastError   string    `json:"last_error,omitempty"`
-	Failures    uint64    `json:"failures"`
-	Dropped     uint64    `json:"dropped_endpoints"`
+	Name        string            `json:"name"`
+	Synced      bool              `json:"synced"`
+	Stale       bool              `json:"stale"`
+	LastSuccess time.Time         `json:"last_success,omitzero"`
+	FailingFrom time.Time         `json:"failing_since,omitzero"`
+	LastError   string            `json:"last_error,omitempty"`
+	Failures    uint64            `json:"failures"`
+	Dropped     uint64            `json:"dropped_endpoints"`
+	Notes       map[string]string `json:"notes,omitempty"`
 	PolicySnapshot
 }
 
@@ -94,5 +112,6 @@ func (s *Status) Snapshot() StatusSnapshot {
 		Failures:       s.failures,
 		Dropped:        s.dropped,
 		PolicySnapshot: s.policy.clone(),
+		Notes:          maps.Clone(s.notes),
 	}
 }

@@ -1,7 +1,7 @@
 // Command bridge serves the services of registries (Consul, DNS SRV, files)
 // to Envoy and proxyless gRPC clients over xDS.
 //
-//	bridge run --config FILE        serve until SIGINT or SIGTERM
+//	bridge run --config FILE        serve until SIGINT or SIGTERM; SIGHUP reloads FILE
 //	bridge validate --config FILE   check a configuration and exit
 //	bridge version                  print the version
 //
@@ -21,9 +21,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/xdsbridge/xdsbridge/bridge"
 	"github.com/xdsbridge/xdsbridge/config"
 	_ "github.com/xdsbridge/xdsbridge/plugins" // the built-in source types
+	"github.com/xdsbridge/xdsbridge/sources"
 )
 
 // version is set at build time with -ldflags "-X main.version=v1.2.3".
@@ -37,6 +37,9 @@ func (e usageError) Error() string { return e.err.Error() }
 func (e usageError) Unwrap() error { return e.err }
 
 func main() {
+	// SIGHUP reloads the configuration once the bridge runs (see serve);
+	// until then it is ignored rather than fatal, its default action.
+	signal.Ignore(syscall.SIGHUP)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := execute(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
@@ -110,7 +113,8 @@ func runCmd(stderr io.Writer) *cobra.Command {
 			}
 			log := cfg.Log.NewLogger(stderr)
 			log.Info("starting xdsbridge", "version", version, "config", cmd.Flag("config").Value.String())
-			if err := bridge.Run(cmd.Context(), cfg, log); err != nil {
+			load := func() (*config.Config, error) { return config.Load(cmd.Flag("config").Value.String(), cmd.Flags()) }
+			if err := serve(cmd.Context(), cfg, load, log); err != nil {
 				return err
 			}
 			log.Info("stopped")
@@ -131,6 +135,9 @@ func validateCmd(stdout io.Writer) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if err := reportProblems(stdout, cfg.Check()); err != nil {
+				return err
+			}
 			fmt.Fprintln(stdout, "config OK")
 			fmt.Fprintf(stdout, "  xds.listen    %s (grpc chain: %t)\n", cfg.XDS.Listen, cfg.XDS.GRPC.Enabled)
 			fmt.Fprintf(stdout, "  admin.listen  %s\n", cfg.Admin.Listen)
@@ -145,6 +152,22 @@ func validateCmd(stdout io.Writer) *cobra.Command {
 	}
 	configFlags(cmd)
 	return cmd
+}
+
+// reportProblems prints what Check found, warnings included, and returns a
+// usage error if any of it is an error.
+func reportProblems(w io.Writer, problems []sources.Problem) error {
+	var errs int
+	for _, p := range problems {
+		fmt.Fprintln(w, p)
+		if !p.Warning {
+			errs++
+		}
+	}
+	if errs > 0 {
+		return usageError{fmt.Errorf("invalid configuration: %d error(s) above", errs)}
+	}
+	return nil
 }
 
 func versionCmd(stdout io.Writer) *cobra.Command {

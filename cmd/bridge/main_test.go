@@ -13,9 +13,15 @@ func TestExitCodes(t *testing.T) {
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.yaml")
 	bad := filepath.Join(dir, "bad.yaml")
+	consulURL := filepath.Join(dir, "consul-url.yaml")
+	noToken := filepath.Join(dir, "no-token.yaml")
+	noCert := filepath.Join(dir, "no-cert.yaml")
 	for path, content := range map[string]string{
-		good: "sources: [{name: static, type: file, path: services.yaml}]\n",
-		bad:  "sources: [{name: static, type: nope}]\n",
+		good:      "sources: [{name: static, type: file, path: services.yaml}]\n",
+		bad:       "sources: [{name: static, type: nope}]\n",
+		consulURL: "sources: [{name: c, type: consul, address: 'http://[::1'}]\n",
+		noToken:   "sources: [{name: c, type: consul, token_file: missing-token}]\n",
+		noCert:    "xds: {tls: {cert_file: c.pem, key_file: k.pem}}\nsources: [{name: c, type: consul}]\n",
 	} {
 		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 			t.Fatal(err)
@@ -30,6 +36,10 @@ func TestExitCodes(t *testing.T) {
 		{"version", []string{"version"}, 0, "xdsbridge dev (go"},
 		{"validate ok", []string{"validate", "--config", good}, 0, "config OK"},
 		{"validate bad", []string{"validate", "--config", bad}, 2, `sources[0].type: unknown source type "nope"`},
+		{"validate missing services file warns", []string{"validate", "--config", good}, 0, "warning: sources[0].path: file " + filepath.Join(dir, "services.yaml") + " does not exist"},
+		{"validate consul url", []string{"validate", "--config", consulURL}, 2, `error: sources[0].address: invalid address "http://[::1"`},
+		{"validate token file", []string{"validate", "--config", noToken}, 2, "error: sources[0].token_file: file " + filepath.Join(dir, "missing-token") + " does not exist"},
+		{"validate tls files", []string{"validate", "--config", noCert}, 2, "error: xds.tls.cert_file: file " + filepath.Join(dir, "c.pem")},
 		{"run bad", []string{"run", "-c", bad}, 2, `sources[0].type: unknown source type "nope"`},
 		{"missing config flag", []string{"validate"}, 2, "--config is required"},
 		{"unknown flag", []string{"run", "--nope"}, 2, "unknown flag: --nope"},

@@ -63,12 +63,18 @@ func FreeAddr(t testing.TB) string {
 
 // Get returns the status and body of a GET, or 0 and the error text if the
 // request failed (the listener not being up yet, say).
-func Get(url string) (int, string) {
+func Get(url string) (int, string) { return GetAuth(url, "") }
+
+// GetAuth is Get with a bearer token (none if empty).
+func GetAuth(url, token string) (int, string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return 0, err.Error()
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -1,5 +1,6 @@
-// Package consultest starts a real Consul agent in -dev mode for integration
-// tests: every port on a free loopback port (so that agents of parallel tests
+// Package consultest starts a real Consul agent in -dev mode (Start), or the
+// topology users run, a server agent and a client agent joined to it
+// (StartCluster), for integration tests: every port on a free loopback port (so that agents of parallel tests
 // never collide), a unique node name, logs in the test's temporary directory
 // (printed when the test fails), and Stop/Kill/Restart so that tests can take
 // the agent away and bring it back on the same ports and data directory.
@@ -97,13 +98,13 @@ func WithArgs(args ...string) Option {
 	return func(o *options) { o.extraArgs = append(o.extraArgs, args...) }
 }
 
-// Agent is a running (or stopped) Consul dev agent.
+// Agent is a running (or stopped) Consul agent.
 type Agent struct {
 	// HTTPAddr is host:port of the HTTP API; HTTPSAddr that of the HTTPS API
 	// when WithHTTPS was given; DNSAddr that of the DNS interface;
-	// SerfWANAddr that of the WAN gossip (to federate two agents with
-	// JoinWAN).
-	HTTPAddr, HTTPSAddr, DNSAddr, SerfWANAddr string
+	// SerfLANAddr that of the LAN gossip (clients join it); SerfWANAddr
+	// that of the WAN gossip (to federate two agents with JoinWAN).
+	HTTPAddr, HTTPSAddr, DNSAddr, SerfLANAddr, SerfWANAddr string
 	// Datacenter is the agent's datacenter (dc1 unless WithDatacenter).
 	Datacenter string
 	// Node is the agent's unique node name; DataDir its data directory.
@@ -125,6 +126,17 @@ var nodeSeq atomic.Int64
 // is stopped when the test ends.
 func Start(t testing.TB, opts ...Option) *Agent {
 	t.Helper()
+	a, o := newAgent(t, opts)
+	a.args = append([]string{"agent", "-dev"}, a.args...)
+	a.launch(o)
+	return a
+}
+
+// newAgent prepares an agent: binary, node name, data directory, every
+// port on a free loopback port, the options' configuration files. The
+// caller adds the mode (-dev, -server, ...) and calls launch.
+func newAgent(t testing.TB, opts []Option) (*Agent, options) {
+	t.Helper()
 	bin := Binary(t)
 	o := options{startLimit: 30 * time.Second, datacenter: "dc1"}
 	for _, f := range opts {
@@ -141,6 +153,7 @@ func Start(t testing.TB, opts ...Option) *Agent {
 	ports := freePorts(t, 8)
 	a.HTTPAddr = "127.0.0.1:" + strconv.Itoa(ports[0])
 	a.DNSAddr = "127.0.0.1:" + strconv.Itoa(ports[1])
+	a.SerfLANAddr = "127.0.0.1:" + strconv.Itoa(ports[2])
 	a.SerfWANAddr = "127.0.0.1:" + strconv.Itoa(ports[3])
 	a.Datacenter = o.datacenter
 	https := "-1"
@@ -148,7 +161,7 @@ func Start(t testing.TB, opts ...Option) *Agent {
 		https = strconv.Itoa(ports[7])
 		a.HTTPSAddr = "127.0.0.1:" + https
 	}
-	a.args = []string{"agent", "-dev",
+	a.args = []string{
 		"-bind", "127.0.0.1", "-client", "127.0.0.1", "-advertise", "127.0.0.1",
 		"-node", a.Node, "-data-dir", a.DataDir, "-log-level", "info", "-datacenter", o.datacenter,
 		"-http-port", strconv.Itoa(ports[0]),
@@ -168,6 +181,14 @@ func Start(t testing.TB, opts ...Option) *Agent {
 		a.args = append(a.args, "-config-file", p)
 	}
 	a.args = append(a.args, o.extraArgs...)
+	return a, o
+}
+
+// launch starts a prepared agent, waits for a leader, and stops it when
+// the test ends.
+func (a *Agent) launch(o options) {
+	a.t.Helper()
+	t := a.t
 	t.Cleanup(func() {
 		a.Stop()
 		if t.Failed() {
@@ -175,7 +196,6 @@ func Start(t testing.TB, opts ...Option) *Agent {
 		}
 	})
 	a.start(o.startLimit)
-	return a
 }
 
 // Client returns an API client for the agent's HTTP port with the given

@@ -69,13 +69,29 @@ type Client struct {
 	health healthpb.HealthClient
 }
 
-// Dial opens the channel; it is closed when the test ends.
+// Dial opens the channel over plaintext; it is closed when the test ends.
 func Dial(t testing.TB, xdsAddr, nodeID, service string) *Client {
 	t.Helper()
+	return DialCreds(t, xdsAddr, nodeID, service, `{"type": "insecure"}`)
+}
+
+// TLSCreds returns the bootstrap channel_creds entry for TLS to the xDS
+// server: the CA file to verify it against and, unless empty, the client
+// certificate pair to present (grpc-go re-reads the files every
+// refreshInterval, "1s" say).
+func TLSCreds(caFile, certFile, keyFile, refreshInterval string) string {
+	return fmt.Sprintf(`{"type": "tls", "config": {"ca_certificate_file": %q, "certificate_file": %q, "private_key_file": %q, "refresh_interval": %q}}`,
+		caFile, certFile, keyFile, refreshInterval)
+}
+
+// DialCreds is Dial with the bootstrap's channel_creds entry given, such as
+// TLSCreds returns.
+func DialCreds(t testing.TB, xdsAddr, nodeID, service, channelCreds string) *Client {
+	t.Helper()
 	bootstrap := fmt.Sprintf(`{
-		"xds_servers": [{"server_uri": %q, "channel_creds": [{"type": "insecure"}], "server_features": ["xds_v3"]}],
+		"xds_servers": [{"server_uri": %q, "channel_creds": [%s], "server_features": ["xds_v3"]}],
 		"node": {"id": %q}
-	}`, xdsAddr, nodeID)
+	}`, xdsAddr, channelCreds, nodeID)
 	resolver, err := xds.NewXDSResolverWithConfigForTesting([]byte(bootstrap))
 	if err != nil {
 		t.Fatal(err)

@@ -108,3 +108,18 @@ func (s *Source) agentDatacenter(ctx context.Context, c *api.Client) (string, er
 	}
 	return dcs[0], nil
 }
+
+// boundedStale runs read, and when a stale answer came from a server that
+// last heard from the leader more than max_stale ago
+// (X-Consul-LastContact), runs it again from the leader, without the
+// agent cache and without blocking: a lagging server must not hold the
+// source in the past.
+func (s *Source) boundedStale(q *api.QueryOptions, read func(q *api.QueryOptions) (*api.QueryMeta, error)) (*api.QueryMeta, error) {
+	meta, err := read(q)
+	if err != nil || !q.AllowStale || meta.LastContact <= s.cfg.MaxStale {
+		return meta, err
+	}
+	again := *q
+	again.AllowStale, again.UseCache, again.WaitIndex, again.WaitTime = false, false, 0, 0
+	return read(&again)
+}

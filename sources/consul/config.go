@@ -29,11 +29,13 @@ type Config struct {
 	TokenFile string    `mapstructure:"token_file"`
 	TLS       TLSConfig `mapstructure:"tls"`
 
-	// Datacenters to watch; default the agent's own. The first is the
-	// local one (priority 0); the others are served at
-	// OtherDatacentersPriority for failover.
-	Datacenters              []string `mapstructure:"datacenters"`
-	OtherDatacentersPriority uint32   `mapstructure:"other_datacenters_priority"`
+	// Datacenters to watch; default the agent's own. They are the
+	// failover order: the first is served at priority 0, the second at 1,
+	// and so on; DatacenterPriority sets a datacenter's priority
+	// explicitly (two datacenters at the same priority share the traffic
+	// of that tier).
+	Datacenters        []string          `mapstructure:"datacenters"`
+	DatacenterPriority map[string]uint32 `mapstructure:"datacenter_priority"`
 	// Namespace and Partition (Consul Enterprise) are passed to every query.
 	Namespace string `mapstructure:"namespace"`
 	Partition string `mapstructure:"partition"`
@@ -52,8 +54,8 @@ type Config struct {
 	// lan_ipv4 or wan (the service's tagged address, else the node's, else
 	// as for "service").
 	AddressSource string `mapstructure:"address_source"`
-	// Warning is how instances with a warning check are served: degraded
-	// (default) or healthy.
+	// Warning is how instances with a warning check are served: healthy
+	// (default, at Weights.Warning, as Consul's own xDS does) or degraded.
 	Warning string `mapstructure:"warning"`
 	// Critical is how instances with a critical check are served:
 	// unhealthy (default) or drop.
@@ -64,6 +66,11 @@ type Config struct {
 	// {{.Namespace}}, {{.Partition}}; default "{{.Service}}". Instances of
 	// services that render the same name are served as one cluster.
 	ClusterName string `mapstructure:"cluster_name"`
+	// KeepMesh serves Connect sidecar proxies, mesh, terminating,
+	// ingress and API gateways and the consul service itself as ordinary
+	// clusters; by default they are left out (they are not what a client
+	// means by the service's name).
+	KeepMesh bool `mapstructure:"keep_mesh"`
 	// OnEmpty is what happens to a service with no instances left: "empty"
 	// (default: the cluster stays, with no endpoints) or "remove".
 	OnEmpty string `mapstructure:"on_empty"`
@@ -72,6 +79,10 @@ type Config struct {
 	// agent's cache for service reads (default false).
 	Stale  *bool `mapstructure:"stale"`
 	Cached bool  `mapstructure:"cached"`
+	// MaxStale bounds a stale read: an answer whose server last heard
+	// from the leader longer ago (X-Consul-LastContact) is read again from
+	// the leader (default 10s).
+	MaxStale time.Duration `mapstructure:"max_stale"`
 	// Wait is the blocking query wait time (default 5m, at most 10m).
 	Wait time.Duration `mapstructure:"wait"`
 	// MaxConcurrentFetches bounds the non-blocking service reads in flight
@@ -175,14 +186,11 @@ func (c *Config) defaults() {
 	if c.Token == "" && c.TokenFile == "" {
 		c.Token = os.Getenv("CONSUL_HTTP_TOKEN")
 	}
-	if c.OtherDatacentersPriority == 0 {
-		c.OtherDatacentersPriority = 1
-	}
 	if c.AddressSource == "" {
 		c.AddressSource = AddressService
 	}
 	if c.Warning == "" {
-		c.Warning = WarningDegrade
+		c.Warning = WarningHealthy
 	}
 	if c.Critical == "" {
 		c.Critical = CriticalUnhlth
@@ -219,6 +227,9 @@ func (c *Config) defaults() {
 	if c.ReadTimeout == 0 {
 		c.ReadTimeout = 5 * time.Second
 	}
+	if c.MaxStale == 0 {
+		c.MaxStale = 10 * time.Second
+	}
 }
 
 // validate checks the defaulted configuration; baseDir resolves relative
@@ -251,6 +262,14 @@ func (c *Config) validate(baseDir string) (*template.Template, error) {
 		if slices.Contains(c.Datacenters[:i], dc) {
 			return nil, sources.Errorf(fmt.Sprintf("datacenters[%d]", i), "%q listed twice", dc)
 		}
+	}
+	for dc := range c.DatacenterPriority {
+		if !slices.Contains(c.Datacenters, dc) {
+			return nil, sources.Errorf("datacenter_priority."+dc, "%q is not in datacenters", dc)
+		}
+	}
+	if c.MaxStale < 0 {
+		return nil, sources.Errorf("max_stale", "must not be negative")
 	}
 	for key, globs := range map[string][]string{"services.include": c.Services.Include, "services.exclude": c.Services.Exclude} {
 		for i, g := range globs {
@@ -314,9 +333,25 @@ func renderName(t *template.Template, d nameData) (string, error) {
 	return b.String(), nil
 }
 
+// priority is the failover priority of the i-th datacenter.
+func (c *Config) priority(i int, dc string) uint32 {
+	if p, ok := c.DatacenterPriority[dc]; ok {
+		return p
+	}
+	return uint32(i)
+}
+
+// consulService is the name under which Consul servers register
+// themselves.
+const consulService = "consul"
+
 // selected reports whether the service name passes the include/exclude
-// globs and its catalog tags can satisfy the required tags.
+// globs and its catalog tags can satisfy the required tags; the consul
+// service only with keep_mesh.
 func (c *Config) selected(name string, tags []string) bool {
+	if name == consulService && !c.KeepMesh {
+		return false
+	}
 	if len(c.Services.Include) > 0 && !matchAny(c.Services.Include, name) {
 		return false
 	}

@@ -29,6 +29,7 @@ func TestNewConfigErrors(t *testing.T) {
 		{"no room for reads", map[string]any{"max_connections": 3}, "max_connections"},
 		{"negative read rate", map[string]any{"max_read_rate": -1}, "max_read_rate"},
 		{"negative grace", map[string]any{"resync_grace": "-1s"}, "resync_grace"},
+		{"priority of an unlisted datacenter", map[string]any{"datacenters": []any{"dc1"}, "datacenter_priority": map[string]any{"dc2": 1}}, "datacenter_priority.dc2"},
 		{"read timeout too short", map[string]any{"read_timeout": "10ms"}, "read_timeout"},
 		{"cert without key", map[string]any{"tls": map[string]any{"cert_file": "c.pem"}}, "tls.key_file"},
 		{"empty datacenter", map[string]any{"datacenters": []any{"dc1", ""}}, "datacenters[1]"},
@@ -66,7 +67,8 @@ func TestNewDefaults(t *testing.T) {
 	}
 	if c.Address != "10.0.0.9:8500" || c.Token != "secret" || !*c.Stale || c.Wait.Minutes() != 5 ||
 		c.MaxConcurrentFetches != 8 || c.MaxConnections != 8+2*3+1 || c.OnEmpty != OnEmptyEmpty ||
-		c.OtherDatacentersPriority != 1 || c.AddressSource != AddressService {
+		c.priority(1, "dc2") != 1 || c.AddressSource != AddressService || c.Warning != WarningHealthy ||
+		c.MaxStale != 10*time.Second || c.ReadTimeout != 5*time.Second {
 		t.Errorf("defaults = %+v", c)
 	}
 }
@@ -100,7 +102,7 @@ scheme: http
 token_file: /run/secrets/consul
 tls: {ca_file: "", cert_file: "", key_file: "", server_name: "", insecure_skip_verify: false}
 datacenters: [dc1]
-other_datacenters_priority: 1
+datacenter_priority: {}
 namespace: ""
 partition: ""
 services: {include: ["*"], exclude: []}
@@ -108,12 +110,14 @@ tags: []
 node_meta: {}
 filter: ""
 address_source: service
-warning: degraded
+warning: healthy
+keep_mesh: false
 critical: unhealthy
 locality: {region_key: "", zone_key: "", subzone_key: ""}
 cluster_name: "{{.Service}}"
 on_empty: empty
 stale: true
+max_stale: 10s
 cached: false
 wait: 5m
 max_concurrent_fetches: 8

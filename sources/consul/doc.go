@@ -13,8 +13,8 @@
 //	    scheme: http                     # https when address starts with https://
 //	    token_file: /run/secrets/consul  # or token; default $CONSUL_HTTP_TOKEN
 //	    tls: {ca_file: "", cert_file: "", key_file: "", server_name: "", insecure_skip_verify: false}
-//	    datacenters: [dc1]               # default: the agent's own
-//	    other_datacenters_priority: 1
+//	    datacenters: [dc1]               # default: the agent's own; failover order
+//	    datacenter_priority: {}          # e.g. {dc3: 1}: dc3 shares priority 1 with dc2
 //	    namespace: ""                    # Enterprise
 //	    partition: ""                    # Enterprise
 //	    services: {include: ["*"], exclude: []}   # path.Match globs
@@ -22,12 +22,14 @@
 //	    node_meta: {}                    # node metadata every served node has
 //	    filter: ""                       # Consul filter on /v1/health/service
 //	    address_source: service          # service | node | a tagged address name
-//	    warning: degraded                # degraded | healthy
+//	    warning: healthy                 # healthy | degraded
+//	    keep_mesh: false                 # serve proxies, gateways and the consul service too
 //	    critical: unhealthy              # unhealthy | drop
 //	    locality: {region_key: "", zone_key: "", subzone_key: ""}
 //	    cluster_name: "{{.Service}}"     # also .Datacenter, .Namespace, .Partition
 //	    on_empty: empty                  # empty | remove
 //	    stale: true
+//	    max_stale: 10s                   # older stale answers are read again from the leader
 //	    cached: false
 //	    wait: 5m
 //	    max_concurrent_fetches: 8
@@ -149,20 +151,59 @@
 // The address follows address_source: "service" (default; the service
 // address, else the node address), "node", or a tagged address name such as
 // lan_ipv4 or wan (the service's tagged address and its port, else the
-// node's, else as for "service"). Non-IP addresses and ports outside
-// 1..65535 are dropped and counted (Status.Dropped). Health aggregates the
-// node's and the instance's checks: maintenance (_node_maintenance,
-// _service_maintenance:<id>) gives DRAINING, else the worst status:
-// passing HEALTHY, warning DEGRADED (or HEALTHY with warning: healthy),
-// critical UNHEALTHY (or the endpoint is left out with critical: drop).
-// The weight is Weights.Passing, or Weights.Warning for warning instances.
-// The instance's tags become metadata key "tags" (sorted, deduplicated,
-// comma-joined) and its service meta is copied as is. The locality's region
-// is the node meta value of locality.region_key or else the datacenter; its
-// zone and sub-zone come from locality.zone_key and locality.subzone_key.
-// The first datacenter is served at priority 0, the others at
-// other_datacenters_priority; services whose cluster_name renders the same
-// name are merged into one cluster.
+// node's, else as for "service"). Instances that cannot be served are
+// dropped and counted (Status.Dropped): ports outside 1..65535, and host
+// names where EDS needs an IP (ESM external services, synced cloud load
+// balancers), which are also logged once per service at info.
+//
+// Health aggregates the node's and the instance's checks: maintenance
+// (_node_maintenance, _service_maintenance:<id>) gives DRAINING, else the
+// worst status: passing HEALTHY, warning HEALTHY at Weights.Warning (or
+// DEGRADED with warning: degraded), critical UNHEALTHY (or left out with
+// critical: drop). Weights are clamped to 1..128; a weight of 0 (usually
+// Weights.Warning 0: "no traffic while warning") serves the instance
+// UNHEALTHY. An instance registered without weights counts as weight 1.
+//
+// Metadata (filter_metadata["envoy.lb"], for Envoy's subset load
+// balancer): the service meta as is; "tags", the sorted tags
+// comma-joined; "tag:<tag>" = "true" for each tag, so that a subset
+// selector can use one tag as a key; "node:<key>" for each node meta
+// entry; "datacenter". These keys win over service meta of the same name.
+// The locality's region is the node meta value of locality.region_key or
+// else the datacenter; its zone and sub-zone come from locality.zone_key
+// and locality.subzone_key.
+//
+// Datacenters are the failover order: the i-th listed is served at
+// priority i, unless datacenter_priority names its priority (two
+// datacenters at the same priority form one tier). Services whose
+// cluster_name renders the same name are merged into one cluster.
+//
+// Connect sidecar proxies and mesh, terminating, ingress and API gateways
+// (instances whose Kind is set) and the consul service itself are not
+// served (a service of only such instances gets no cluster); keep_mesh:
+// true serves them like any other.
+//
+// Answers are checked for what they say about themselves. A stale answer
+// (stale: true) whose server last heard from the leader more than
+// max_stale ago (X-Consul-LastContact) is read again from the leader. An
+// answer with X-Consul-KnownLeader: false is applied but makes the source
+// stale until an answer knows a leader again. An answer with
+// X-Consul-Results-Filtered-By-ACLs (a token that lost rights sees
+// services vanish with a 200) is logged once per read, listed in the
+// status notes ("acl_filtered" in /sources), and removes nothing while it
+// says so.
+//
+// Where this differs from Consul's own xDS (agent/xds): Consul serves a
+// mesh through proxies and decides failover with service-resolver config
+// entries and prepared queries; this source serves plain names to
+// proxyless clients and ordinary Envoys, so failover follows the order of
+// datacenters and priorities are contiguous from 0. Consul leaves
+// endpoint metadata empty and builds subsets from service-resolver
+// filters; here tags and meta are exported for the subset load balancer
+// instead. Consul serves warning instances HEALTHY too and clamps weights
+// to 1..128 with 0 as UNHEALTHY, as here; Consul serves critical
+// instances not at all, here they are UNHEALTHY by default (critical:
+// drop matches Consul) so that Envoy's panic threshold still has them.
 //
 // A service with no instances left (deregistered, or all filtered out) is
 // kept as a cluster without endpoints (on_empty: empty, the default, so

@@ -243,3 +243,59 @@ func TestChangeReadsFirst(t *testing.T) {
 		}
 	}
 }
+
+// TestAnswerHeaders: answers without a known leader make the source stale
+// until a leader is known again; answers with results hidden by ACLs
+// remove nothing and show in the status; an answer from a server that
+// lost the leader longer than max_stale ago is read again from the leader.
+func TestAnswerHeaders(t *testing.T) {
+	f, addr := newFakeConsul(t)
+	f.set(func() {
+		f.entries = svcEntries(1, 2)
+		f.catalog = map[string][]string{"svc": {}, "other": {}}
+	})
+	r := startSource(t, nil, map[string]any{"address": addr, "max_stale": "2s", "on_empty": "remove"})
+	r.synced(5 * time.Second)
+
+	f.set(func() { f.index++; f.headers = map[string]string{"X-Consul-KnownLeader": "false"} })
+	r.waitFor(2*time.Second, "stale without a leader", func() bool { return r.status.Snapshot().Stale })
+	f.set(func() { f.index++; f.headers = nil })
+	r.waitFor(2*time.Second, "fresh with a leader", func() bool { return !r.status.Snapshot().Stale })
+
+	f.set(func() {
+		f.index++
+		f.entries = svcEntries(2)
+		f.catalog = map[string][]string{"svc": {}}
+		f.headers = map[string]string{"X-Consul-Results-Filtered-By-ACLs": "true"}
+	})
+	r.waitFor(2*time.Second, "the ACL filtering noted", func() bool { return r.status.Snapshot().Notes["acl_filtered"] != "" })
+	quiet(t, 300*time.Millisecond, func() bool {
+		_, ok := r.service("other")
+		return !ok || len(r.endpointsOf("svc")) != 2
+	})
+	f.set(func() { f.index++; f.headers = nil })
+	r.waitFor(2*time.Second, "removed once no longer filtered", func() bool {
+		_, ok := r.service("other")
+		return !ok && len(r.endpointsOf("svc")) == 1 && r.status.Snapshot().Notes["acl_filtered"] == ""
+	})
+
+	// Stale answers 5s behind the leader: every read is repeated
+	// consistently (no stale parameter).
+	f.set(func() {
+		f.index++
+		f.entries = svcEntries(3)
+		f.headers = map[string]string{"X-Consul-LastContact": "5000"}
+	})
+	r.waitFor(2*time.Second, "svc changed", func() bool { return len(r.endpointsOf("svc")) == 1 && r.endpointsOf("svc")[3].Port == 3 })
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	consistent := 0
+	for _, req := range f.seen {
+		if req.URL.Path == "/v1/health/service/svc" && !req.URL.Query().Has("stale") {
+			consistent++
+		}
+	}
+	if consistent == 0 {
+		t.Error("no consistent read after an answer 5s behind the leader")
+	}
+}

@@ -38,6 +38,8 @@ type fakeConsul struct {
 	// the index of /v1/catalog/services.
 	checks   []*api.HealthCheck
 	catIndex uint64
+	// headers are set on every answer (after the defaults).
+	headers map[string]string
 }
 
 // indexOf returns the index the fake answers path with; the caller holds
@@ -149,6 +151,13 @@ func (f *fakeConsul) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("X-Consul-Index", strconv.FormatUint(index, 10))
+	w.Header().Set("X-Consul-KnownLeader", "true")
+	w.Header().Set("X-Consul-LastContact", "0")
+	f.mu.Lock()
+	for k, v := range f.headers {
+		w.Header().Set(k, v)
+	}
+	f.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	if mode == "garbage" {
 		w.Write([]byte(`{"svc": [`))

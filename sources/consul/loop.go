@@ -27,6 +27,7 @@ type svcState struct {
 	cluster string   // rendered cluster_name
 	fetched bool     // read successfully at least once
 	absent  bool     // gone from the catalog during a resync grace
+	mesh    bool     // only proxies or gateways: not served (keep_mesh)
 	index   uint64   // X-Consul-Index of the read applied last
 	eps     []sources.Endpoint
 	// What the last read showed, to tell which later health and node
@@ -58,6 +59,7 @@ type fetchResult struct {
 	seq     uint64    // dispatch sequence number
 	entries []*api.ServiceEntry
 	meta    *api.QueryMeta
+	cached  bool // read from the agent cache
 	index   uint64
 	err     error
 }
@@ -121,6 +123,12 @@ type loop struct {
 	// rewake: a request failed without an HTTP answer since the last
 	// renewal; the next good probe renews the generation.
 	rewake bool
+	// leaderless: the last answer said X-Consul-KnownLeader: false.
+	leaderless bool
+	// aclFiltered: reads whose last answer had results hidden by ACLs;
+	// hostLogged: services whose host-name instances were logged.
+	aclFiltered map[string]bool
+	hostLogged  map[svcKey]bool
 
 	members   map[string]map[svcKey]bool // cluster -> services feeding it
 	changed   map[string]bool            // clusters to compare and publish
@@ -140,6 +148,8 @@ func newLoop(s *Source, c *api.Client, dcNames []string, wg *sync.WaitGroup) *lo
 		slots:       s.cfg.readSlots(),
 		retries:     map[svcKey]*readRetry{},
 		kick:        make(chan struct{}, 1),
+		aclFiltered: map[string]bool{},
+		hostLogged:  map[svcKey]bool{},
 		readGap:     readGap(s.cfg.MaxReadRate),
 		pollErr:     map[[2]int]bool{},
 		sweepWanted: map[int]bool{},
@@ -148,20 +158,18 @@ func newLoop(s *Source, c *api.Client, dcNames []string, wg *sync.WaitGroup) *lo
 		published:   map[string]sources.Service{},
 	}
 	for i, name := range dcNames {
-		prio := uint32(0)
-		if i > 0 {
-			prio = s.cfg.OtherDatacentersPriority
-		}
+		prio := s.cfg.priority(i, name)
 		l.dcs = append(l.dcs, &dcState{
 			name:     name,
 			services: map[string]*svcState{},
 			m: mapping{
-				addressSource:  s.cfg.AddressSource,
-				warningHealthy: s.cfg.Warning == WarningHealthy,
-				criticalDrop:   s.cfg.Critical == CriticalDrop,
-				locality:       s.cfg.Locality,
-				datacenter:     name,
-				priority:       prio,
+				addressSource:   s.cfg.AddressSource,
+				warningDegraded: s.cfg.Warning == WarningDegrade,
+				criticalDrop:    s.cfg.Critical == CriticalDrop,
+				keepMesh:        s.cfg.KeepMesh,
+				locality:        s.cfg.Locality,
+				datacenter:      name,
+				priority:        prio,
 			},
 		})
 	}
@@ -255,6 +263,7 @@ func (l *loop) onPoll(r pollResult) {
 			l.openGrace(r.dc)
 		}
 	}
+	l.noteLeader(r.meta)
 	if r.unchanged {
 		return
 	}
@@ -267,7 +276,8 @@ func (l *loop) onPoll(r pollResult) {
 	}
 	switch r.kind {
 	case pollServices:
-		l.onServices(r.dc, r.services)
+		l.noteACLFiltered(r.meta.ResultsFilteredByACLs, "catalog services in "+d.name)
+		l.onServices(r.dc, r.services, r.meta.ResultsFilteredByACLs)
 	case pollChecks:
 		l.onChecks(r.dc, r.checks)
 	case pollNodes:
@@ -296,6 +306,9 @@ func (l *loop) onFetch(r fetchResult) {
 		return
 	}
 	l.readSucceeded(r.key)
+	if !r.cached {
+		l.noteLeader(r.meta)
+	}
 	if st.fetched && r.index < st.index {
 		// Older than what was applied: a stale read from a lagging
 		// server. Read again rather than serve the past, unless it stays
@@ -322,13 +335,20 @@ func (l *loop) onFetch(r fetchResult) {
 		delete(l.want, r.key)
 		delete(l.behind, r.key)
 	}
-	eps, dropped := d.m.endpoints(r.entries)
-	if l.holding(r.key.dc) {
+	eps, dropped, hostnames := d.m.endpoints(r.entries)
+	if l.holding(r.key.dc) || r.meta.ResultsFilteredByACLs {
+		// During a grace, or when the token may have lost rights to some
+		// instances: additions are served, removals wait.
 		eps = keepMissing(eps, st.eps)
 	}
+	l.noteACLFiltered(r.meta.ResultsFilteredByACLs, "service "+r.key.name+" in "+d.name)
 	if dropped > 0 {
 		l.s.status.Dropped(dropped)
-		l.s.log.Debug("dropped instances that cannot be served", "service", r.key.name, "datacenter", d.name, "dropped", dropped)
+		l.noteDropped(r.key, dropped, hostnames)
+	}
+	if mesh := !l.s.cfg.KeepMesh && meshOnly(r.entries); mesh != st.mesh {
+		st.mesh = mesh
+		l.changed[st.cluster] = true
 	}
 	st.nodes, st.checks = seenIn(r.entries)
 	if !st.fetched || !endpointsEqual(st.eps, eps) {

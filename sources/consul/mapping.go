@@ -10,33 +10,55 @@ import (
 	"github.com/xdsbridge/xdsbridge/sources"
 )
 
-// MetaTags is the endpoint metadata key holding the instance's Consul tags,
-// sorted, deduplicated and comma-joined ("a,b,c"). Service meta entries are
-// copied under their own keys; a service meta key named "tags" is shadowed
-// by the tags.
-const MetaTags = "tags"
+// Endpoint metadata keys (filter_metadata["envoy.lb"]). Service meta
+// entries are copied under their own keys and lose to these where the
+// names collide.
+const (
+	// MetaTags holds the instance's Consul tags, sorted, deduplicated and
+	// comma-joined ("a,b,c").
+	MetaTags = "tags"
+	// MetaTagPrefix + a tag is a key of its own with the value "true", so
+	// that Envoy's subset load balancer can select on one tag
+	// (subset_selectors keys: ["tag:canary"]).
+	MetaTagPrefix = "tag:"
+	// MetaNodePrefix + a node meta key holds the node's value.
+	MetaNodePrefix = "node:"
+	// MetaDatacenter holds the instance's datacenter.
+	MetaDatacenter = "datacenter"
+)
+
+// maxWeight is the largest weight served, as Consul's own xDS does: the
+// weights of a locality then never overflow Envoy's 32-bit sum.
+const maxWeight = 128
 
 // mapping turns the health entries of one service in one datacenter into
 // endpoints. It is a pure function of its fields and the entries.
 type mapping struct {
-	addressSource  string
-	warningHealthy bool
-	criticalDrop   bool
-	locality       LocalityConfig
-	datacenter     string
-	priority       uint32
+	addressSource   string
+	warningDegraded bool
+	criticalDrop    bool
+	keepMesh        bool
+	locality        LocalityConfig
+	datacenter      string
+	priority        uint32
 }
 
 // endpoints maps entries to endpoints in canonical order. Instances
 // that cannot be served (no IP address, port outside 1..65535) are left out
-// and counted in dropped; instances left out because critical=drop are not
-// counted (that is configuration, not bad data).
-func (m mapping) endpoints(entries []*api.ServiceEntry) (eps []sources.Endpoint, dropped int) {
+// and counted in dropped, those with a host name instead of an IP (ESM
+// external services, synced cloud load balancers) also in hostnames;
+// instances left out because critical=drop, and proxies and gateways
+// without keep_mesh, are not counted (that is configuration, not bad
+// data).
+func (m mapping) endpoints(entries []*api.ServiceEntry) (eps []sources.Endpoint, dropped, hostnames int) {
 	eps = make([]sources.Endpoint, 0, len(entries))
 	for _, e := range entries {
 		if e == nil || e.Service == nil || e.Node == nil {
 			dropped++
 			continue
+		}
+		if !m.keepMesh && e.Service.Kind != api.ServiceKindTypical {
+			continue // a proxy or gateway: not an ordinary cluster member
 		}
 		health, weight, keep := m.health(e)
 		if !keep {
@@ -50,10 +72,13 @@ func (m mapping) endpoints(entries []*api.ServiceEntry) (eps []sources.Endpoint,
 			Priority: m.priority,
 			Health:   health,
 			Locality: m.localityOf(e.Node),
-			Metadata: metadata(e.Service),
+			Metadata: m.metadata(e),
 		}
 		if port <= 0 || port > 65535 || ep.Validate() != nil {
 			dropped++
+			if _, err := netip.ParseAddr(addr); err != nil && addr != "" {
+				hostnames++
+			}
 			continue
 		}
 		// Canonical IP text, so that "::0001" and "::1" compare equal.
@@ -61,40 +86,61 @@ func (m mapping) endpoints(entries []*api.ServiceEntry) (eps []sources.Endpoint,
 		eps = append(eps, ep)
 	}
 	slices.SortFunc(eps, sources.Endpoint.Compare)
-	return eps, dropped
+	return eps, dropped, hostnames
+}
+
+// meshOnly reports whether entries hold instances and all of them are
+// proxies or gateways: the service is not served without keep_mesh.
+func meshOnly(entries []*api.ServiceEntry) bool {
+	for _, e := range entries {
+		if e == nil || e.Service == nil || e.Service.Kind == api.ServiceKindTypical {
+			return false
+		}
+	}
+	return len(entries) > 0
 }
 
 // health aggregates node and service checks (Consul's own rule: any
-// maintenance check, else the worst status) and picks the weight Consul's
-// DNS interface would use.
+// maintenance check, else the worst status) and picks the weight as
+// Consul's own xDS does: Weights.Warning for a warning instance, else
+// Weights.Passing, clamped to 1..128, and a weight of 0 (set on purpose:
+// Weights.Warning 0 is the usual way to say "no traffic while warning")
+// serves the instance UNHEALTHY. A warning instance is HEALTHY by default
+// (Consul's behaviour: Envoy sends a DEGRADED host nothing while enough
+// healthy ones exist), DEGRADED with warning: degraded.
 func (m mapping) health(e *api.ServiceEntry) (h sources.Health, weight uint32, keep bool) {
 	w := e.Service.Weights
+	if w == (api.AgentWeights{}) {
+		w = api.AgentWeights{Passing: 1, Warning: 1} // registered without weights
+	}
+	weight = clampWeight(w.Passing)
 	switch e.Checks.AggregatedStatus() {
 	case api.HealthMaint:
-		return sources.HealthDraining, clampWeight(w.Passing), true
+		h = sources.HealthDraining
 	case api.HealthPassing:
-		return sources.HealthHealthy, clampWeight(w.Passing), true
+		h = sources.HealthHealthy
 	case api.HealthWarning:
-		if m.warningHealthy {
-			return sources.HealthHealthy, clampWeight(w.Warning), true
+		h, weight = sources.HealthHealthy, clampWeight(w.Warning)
+		if m.warningDegraded {
+			h = sources.HealthDegraded
 		}
-		return sources.HealthDegraded, clampWeight(w.Warning), true
 	case api.HealthCritical:
 		if m.criticalDrop {
 			return 0, 0, false
 		}
-		return sources.HealthUnhealthy, clampWeight(w.Passing), true
+		h = sources.HealthUnhealthy
 	default: // a check status Consul does not document
-		return sources.HealthUnknown, clampWeight(w.Passing), true
+		h = sources.HealthUnknown
 	}
+	if weight == 0 {
+		return sources.HealthUnhealthy, 1, true
+	}
+	return h, weight, true
 }
 
-// clampWeight maps Consul's int weight onto the model (0 = unset = 1).
+// clampWeight maps Consul's int weight onto 0..maxWeight (0: no traffic).
 func clampWeight(w int) uint32 {
-	if w <= 0 {
-		return 0
-	}
-	return uint32(min(w, 1<<31))
+	return uint32(min(max(w, 0), maxWeight))
 }
 
 // address picks the address and port per address_source; the fallbacks
@@ -139,19 +185,26 @@ func (m mapping) localityOf(n *api.Node) sources.Locality {
 	return l
 }
 
-// metadata copies service meta and the tags (see MetaTags).
-func metadata(s *api.AgentService) map[string]string {
-	if len(s.Meta) == 0 && len(s.Tags) == 0 {
-		return nil
-	}
-	md := make(map[string]string, len(s.Meta)+1)
+// metadata copies service meta, then the tags (see MetaTags and
+// MetaTagPrefix), the node meta (MetaNodePrefix) and the datacenter.
+func (m mapping) metadata(e *api.ServiceEntry) map[string]string {
+	s := e.Service
+	md := make(map[string]string, len(s.Meta)+2*len(s.Tags)+len(e.Node.Meta)+2)
 	for k, v := range s.Meta {
 		md[k] = v
 	}
 	if len(s.Tags) > 0 {
 		tags := slices.Clone(s.Tags)
 		slices.Sort(tags)
-		md[MetaTags] = strings.Join(slices.Compact(tags), ",")
+		tags = slices.Compact(tags)
+		md[MetaTags] = strings.Join(tags, ",")
+		for _, t := range tags {
+			md[MetaTagPrefix+t] = "true"
+		}
 	}
+	for k, v := range e.Node.Meta {
+		md[MetaNodePrefix+k] = v
+	}
+	md[MetaDatacenter] = m.datacenter
 	return md
 }

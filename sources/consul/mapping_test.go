@@ -1,6 +1,7 @@
 package consul
 
 import (
+	"maps"
 	"testing"
 
 	"github.com/hashicorp/consul/api"
@@ -23,16 +24,21 @@ func check(id, status string) *api.HealthCheck { return &api.HealthCheck{CheckID
 
 func TestMappingEndpoints(t *testing.T) {
 	base := mapping{addressSource: AddressService, locality: LocalityConfig{ZoneKey: "zone"}, datacenter: "dc1"}
+	// ep builds an endpoint with the metadata every one gets (datacenter,
+	// the node meta) besides md.
 	ep := func(addr string, port uint32, h sources.Health, w uint32, node string, md map[string]string) sources.Endpoint {
+		all := map[string]string{MetaDatacenter: "dc1", MetaNodePrefix + "zone": "z-" + node}
+		maps.Copy(all, md)
 		return sources.Endpoint{Address: addr, Port: port, Weight: w, Health: h,
-			Locality: sources.Locality{Region: "dc1", Zone: "z-" + node}, Metadata: md}
+			Locality: sources.Locality{Region: "dc1", Zone: "z-" + node}, Metadata: all}
 	}
 	tests := []struct {
-		name        string
-		m           func(mapping) mapping
-		entries     []*api.ServiceEntry
-		want        []sources.Endpoint
-		wantDropped int
+		name          string
+		m             func(mapping) mapping
+		entries       []*api.ServiceEntry
+		want          []sources.Endpoint
+		wantDropped   int
+		wantHostnames int
 	}{
 		{
 			name: "service address, tags and meta, passing weight",
@@ -42,7 +48,7 @@ func TestMappingEndpoints(t *testing.T) {
 				Weights: api.AgentWeights{Passing: 7, Warning: 2},
 			}, check("serfHealth", api.HealthPassing))},
 			want: []sources.Endpoint{ep("10.1.0.1", 8080, sources.HealthHealthy, 7, "n1",
-				map[string]string{"tags": "canary,v2", "version": "2"})},
+				map[string]string{"tags": "canary,v2", "tag:canary": "true", "tag:v2": "true", "version": "2"})},
 		},
 		{
 			name:    "no service address falls back to the node's",
@@ -75,17 +81,46 @@ func TestMappingEndpoints(t *testing.T) {
 			want: []sources.Endpoint{ep("10.9.9.9", 80, sources.HealthHealthy, 1, "n1", nil)},
 		},
 		{
-			name: "warning is degraded with the warning weight",
+			name: "warning is healthy with the warning weight",
 			entries: []*api.ServiceEntry{entry("n1", "10.0.0.1", &api.AgentService{Service: "web", Port: 80,
 				Weights: api.AgentWeights{Passing: 5, Warning: 2}}, check("c", api.HealthWarning), check("d", api.HealthPassing))},
-			want: []sources.Endpoint{ep("10.0.0.1", 80, sources.HealthDegraded, 2, "n1", nil)},
+			want: []sources.Endpoint{ep("10.0.0.1", 80, sources.HealthHealthy, 2, "n1", nil)},
 		},
 		{
-			name: "warning: healthy",
-			m:    func(m mapping) mapping { m.warningHealthy = true; return m },
+			name: "warning: degraded",
+			m:    func(m mapping) mapping { m.warningDegraded = true; return m },
 			entries: []*api.ServiceEntry{entry("n1", "10.0.0.1", &api.AgentService{Service: "web", Port: 80},
 				check("c", api.HealthWarning))},
+			want: []sources.Endpoint{ep("10.0.0.1", 80, sources.HealthDegraded, 1, "n1", nil)},
+		},
+		{
+			name: "warning weight 0 means no traffic: unhealthy",
+			entries: []*api.ServiceEntry{entry("n1", "10.0.0.1", &api.AgentService{Service: "web", Port: 80,
+				Weights: api.AgentWeights{Passing: 3, Warning: 0}}, check("c", api.HealthWarning))},
+			want: []sources.Endpoint{ep("10.0.0.1", 80, sources.HealthUnhealthy, 1, "n1", nil)},
+		},
+		{
+			name: "weights clamped to 128",
+			entries: []*api.ServiceEntry{entry("n1", "10.0.0.1", &api.AgentService{Service: "web", Port: 80,
+				Weights: api.AgentWeights{Passing: 1 << 20, Warning: 1}})},
+			want: []sources.Endpoint{ep("10.0.0.1", 80, sources.HealthHealthy, 128, "n1", nil)},
+		},
+		{
+			name: "proxies and gateways are left out without counting them",
+			entries: []*api.ServiceEntry{
+				entry("n1", "10.0.0.1", &api.AgentService{Service: "web", Port: 80}),
+				entry("n1", "10.0.0.1", &api.AgentService{Service: "web", Port: 21000, Kind: api.ServiceKindConnectProxy}),
+				entry("n1", "10.0.0.1", &api.AgentService{Service: "web", Port: 8443, Kind: api.ServiceKindMeshGateway}),
+			},
 			want: []sources.Endpoint{ep("10.0.0.1", 80, sources.HealthHealthy, 1, "n1", nil)},
+		},
+		{
+			name: "keep_mesh keeps them",
+			m:    func(m mapping) mapping { m.keepMesh = true; return m },
+			entries: []*api.ServiceEntry{
+				entry("n1", "10.0.0.1", &api.AgentService{Service: "web", Port: 21000, Kind: api.ServiceKindConnectProxy}),
+			},
+			want: []sources.Endpoint{ep("10.0.0.1", 21000, sources.HealthHealthy, 1, "n1", nil)},
 		},
 		{
 			name: "a critical node check makes the instance unhealthy",
@@ -123,8 +158,9 @@ func TestMappingEndpoints(t *testing.T) {
 				nil,
 				entry("n4", "10.0.0.4", &api.AgentService{Service: "web", Port: 80}),
 			},
-			want:        []sources.Endpoint{ep("10.0.0.4", 80, sources.HealthHealthy, 1, "n4", nil)},
-			wantDropped: 4,
+			want:          []sources.Endpoint{ep("10.0.0.4", 80, sources.HealthHealthy, 1, "n4", nil)},
+			wantDropped:   4,
+			wantHostnames: 1,
 		},
 		{
 			name: "IPv6 is canonicalised and endpoints come sorted (locality first)",
@@ -150,7 +186,8 @@ func TestMappingEndpoints(t *testing.T) {
 				return e
 			}()},
 			want: []sources.Endpoint{{Address: "10.0.0.1", Port: 80, Weight: 1, Priority: 2, Health: sources.HealthHealthy,
-				Locality: sources.Locality{Region: "eu", Zone: "z-n1"}}},
+				Locality: sources.Locality{Region: "eu", Zone: "z-n1"},
+				Metadata: map[string]string{MetaDatacenter: "dc1", "node:zone": "z-n1", "node:region": "eu"}}},
 		},
 	}
 	for _, tc := range tests {
@@ -159,9 +196,9 @@ func TestMappingEndpoints(t *testing.T) {
 			if tc.m != nil {
 				m = tc.m(m)
 			}
-			got, dropped := m.endpoints(tc.entries)
-			if dropped != tc.wantDropped {
-				t.Errorf("dropped = %d, want %d", dropped, tc.wantDropped)
+			got, dropped, hostnames := m.endpoints(tc.entries)
+			if dropped != tc.wantDropped || hostnames != tc.wantHostnames {
+				t.Errorf("dropped = %d, hostnames %d, want %d, %d", dropped, hostnames, tc.wantDropped, tc.wantHostnames)
 			}
 			if !endpointsEqual(got, tc.want) {
 				t.Errorf("endpoints:\n got %+v\nwant %+v", got, tc.want)

@@ -74,19 +74,23 @@ func (s *Source) poll(ctx context.Context, c *api.Client, dc int, dcName string,
 			q.WaitIndex = index
 			q.WaitTime = s.cfg.Wait
 			var err error
-			switch kind {
-			case pollServices:
-				res.services, meta, err = c.Catalog().Services(q)
-			case pollChecks:
-				// Only checks that are not passing: the answer stays small
-				// in a healthy cluster while its index still moves on every
-				// check change; a check missing from it is passing (or
-				// gone, which for a passing check changes no aggregate).
-				q.Filter = `Status != "passing"`
-				res.checks, meta, err = c.Health().State(api.HealthAny, q)
-			case pollNodes:
-				res.nodes, meta, err = c.Catalog().Nodes(q)
-			}
+			meta, err = s.boundedStale(q, func(q *api.QueryOptions) (m *api.QueryMeta, err error) {
+				switch kind {
+				case pollServices:
+					res.services, m, err = c.Catalog().Services(q)
+				case pollChecks:
+					// Only checks that are not passing: the answer stays
+					// small in a healthy cluster while its index still
+					// moves on every check change; a check missing from
+					// it is passing (or gone, which for a passing check
+					// changes no aggregate).
+					q.Filter = `Status != "passing"`
+					res.checks, m, err = c.Health().State(api.HealthAny, q)
+				case pollNodes:
+					res.nodes, m, err = c.Catalog().Nodes(q)
+				}
+				return m, err
+			})
 			return err
 		})
 		if ctx.Err() != nil {

@@ -58,7 +58,7 @@ func (s *Source) probe(ctx context.Context, c *api.Client, dc string, failing fu
 func (s *Source) probeOnce(parent context.Context, c *api.Client, dc string, limit time.Duration) error {
 	ctx, cancel := context.WithTimeout(parent, limit)
 	defer cancel()
-	leader, err := c.Status().LeaderWithQueryOptions((&api.QueryOptions{Datacenter: dc, Token: s.tok.get()}).WithContext(ctx))
+	leader, err := c.Status().LeaderWithQueryOptions(s.queryOptions(ctx, dc))
 	switch {
 	case err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) && parent.Err() == nil:
 		return fmt.Errorf("probing the agent: no answer to /v1/status/leader within %v", limit)

@@ -97,7 +97,7 @@ func (l *loop) build(name string) (svc sources.Service, keep bool) {
 	svc.Name = name
 	members := l.members[name]
 	for k := range members {
-		if st := l.dcs[k.dc].services[k.name]; st != nil && st.fetched {
+		if st := l.dcs[k.dc].services[k.name]; st != nil && st.fetched && !st.mesh {
 			svc.Endpoints = append(svc.Endpoints, st.eps...)
 		}
 	}
@@ -109,5 +109,16 @@ func (l *loop) build(name string) (svc sources.Service, keep bool) {
 		return svc, false
 	}
 	_, had := l.published[name]
-	return svc, len(members) > 0 || had
+	return svc, l.ordinary(members) || had
+}
+
+// ordinary reports whether some member of a cluster is an ordinary
+// service (not only proxies or gateways, see keep_mesh).
+func (l *loop) ordinary(members map[svcKey]bool) bool {
+	for k := range members {
+		if st := l.dcs[k.dc].services[k.name]; st != nil && !st.mesh {
+			return true
+		}
+	}
+	return false
 }

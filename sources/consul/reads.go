@@ -152,7 +152,7 @@ func (l *loop) dispatch(ctx context.Context) {
 			if ctx.Err() != nil {
 				return // shutting down: not a failure to report
 			}
-			r := fetchResult{key: k, st: st, seq: seq, entries: entries, meta: meta, err: err}
+			r := fetchResult{key: k, st: st, seq: seq, entries: entries, meta: meta, cached: cached, err: err}
 			if meta != nil {
 				r.index = meta.LastIndex
 			}

@@ -151,7 +151,12 @@ func (s *Source) fetch(ctx context.Context, c *api.Client, dc, service string, c
 		q.UseCache = cached
 		q.Filter = s.cfg.Filter
 		var err error
-		entries, meta, err = c.Health().ServiceMultipleTags(service, s.cfg.Tags, false, q)
+		meta, err = s.boundedStale(q, func(q *api.QueryOptions) (*api.QueryMeta, error) {
+			var m *api.QueryMeta
+			var err error
+			entries, m, err = c.Health().ServiceMultipleTags(service, s.cfg.Tags, false, q)
+			return m, err
+		})
 		return err
 	})
 	if err != nil {

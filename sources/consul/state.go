@@ -15,7 +15,7 @@ import (
 // (a second instance, a new address), and no bulk endpoint says which
 // service moved; so any later answer also asks for a sweep, spaced by
 // sweepDutyFactor (see the package documentation).
-func (l *loop) onServices(dc int, services map[string][]string) {
+func (l *loop) onServices(dc int, services map[string][]string, aclFiltered bool) {
 	d := l.dcs[dc]
 	for name, tags := range services {
 		k := svcKey{dc, name}
@@ -37,7 +37,9 @@ func (l *loop) onServices(dc int, services map[string][]string) {
 			l.markDirty(k)
 		}
 	}
-	holding := l.holding(dc)
+	// During a grace, or when ACLs hid some services (a token that lost
+	// rights), services missing from the answer are not removed yet.
+	holding := l.holding(dc) || aclFiltered
 	for name, st := range d.services {
 		if _, ok := services[name]; !ok {
 			if holding {
@@ -80,6 +82,8 @@ func (l *loop) removeService(k svcKey) {
 	delete(l.behind, k)
 	delete(l.viaCache, k)
 	delete(l.retries, k)
+	delete(l.hostLogged, k)
+	l.noteACLFiltered(false, "service "+k.name+" in "+d.name)
 	if l.sweep != nil {
 		delete(l.sweep.left, k)
 		if len(l.sweep.left) == 0 {

@@ -43,7 +43,13 @@ func TestWatch(t *testing.T) {
 		t.Logf("visible after %v", took)
 		web := r.endpointsOf("web")
 		want1 := sources.Endpoint{Address: "10.0.0.1", Port: 8081, Weight: 5, Health: sources.HealthHealthy,
-			Locality: sources.Locality{Region: "dc1"}, Metadata: map[string]string{"tags": "primary,v1", "version": "1"}}
+			Locality: sources.Locality{Region: "dc1"}, Metadata: map[string]string{"tags": "primary,v1", "version": "1",
+				"tag:primary": "true", "tag:v1": "true", "datacenter": "dc1"}}
+		for k, v := range web[8081].Metadata {
+			if strings.HasPrefix(k, MetaNodePrefix) {
+				want1.Metadata[k] = v // the dev agent's node meta
+			}
+		}
 		if !web[8081].Equal(want1) {
 			t.Errorf("web-1 = %+v, want %+v", web[8081], want1)
 		}
@@ -115,10 +121,10 @@ func TestWatch(t *testing.T) {
 		t.Logf("critical visible after %v", took)
 
 		ttl(api.HealthWarning)
-		unhealthy.waitFor(within, "hc-1 degraded", is(unhealthy, 7001, sources.HealthDegraded))
-		if e := unhealthy.endpointsOf("hc")[7001]; e.Weight != 2 {
-			t.Errorf("warning weight = %d, want Weights.Warning 2", e.Weight)
-		}
+		unhealthy.waitFor(within, "hc-1 healthy at Weights.Warning 2", func() bool {
+			e, ok := unhealthy.endpointsOf("hc")[7001]
+			return ok && e.Health == sources.HealthHealthy && e.Weight == 2
+		})
 		ttl(api.HealthPassing)
 		unhealthy.waitFor(within, "hc-1 healthy again", is(unhealthy, 7001, sources.HealthHealthy))
 		drop.waitFor(within, "hc-1 back", is(drop, 7001, sources.HealthHealthy))
@@ -139,7 +145,7 @@ func TestWatch(t *testing.T) {
 		// yet refreshed) is repeated, so no flip is missed.
 		var mu sync.Mutex
 		cacheAnswers := map[string]int{} // X-Cache header -> count
-		r := startSource(t, agent, map[string]any{"services": map[string]any{"include": []any{"cached"}}, "cached": true},
+		r := startSource(t, agent, map[string]any{"services": map[string]any{"include": []any{"cached"}}, "cached": true, "warning": "degraded"},
 			func(s *Source) {
 				s.wrap = func(next http.RoundTripper) http.RoundTripper {
 					return rtFunc(func(req *http.Request) (*http.Response, error) {
@@ -246,7 +252,7 @@ func quiet(t testing.TB, d time.Duration, changed func() bool) {
 
 // TestDatacenters federates two agents (dc1, dc2) and watches both: with
 // the default cluster_name the instances of both merge into one cluster,
-// dc2's at other_datacenters_priority; with a template naming the
+// dc2's at the priority datacenter_priority gives it; with a template naming the
 // datacenter they stay apart.
 func TestDatacenters(t *testing.T) {
 	dc1 := consultest.Start(t)
@@ -255,7 +261,7 @@ func TestDatacenters(t *testing.T) {
 	register(t, dc1.Client(), &api.AgentServiceRegistration{ID: "multi-1", Name: "multi", Address: "10.0.6.1", Port: 6101})
 	register(t, dc2.Client(), &api.AgentServiceRegistration{ID: "multi-2", Name: "multi", Address: "10.0.6.2", Port: 6102})
 	sel := map[string]any{"include": []any{"multi"}}
-	merged := startSource(t, dc1, map[string]any{"services": sel, "datacenters": []any{"dc1", "dc2"}, "other_datacenters_priority": 3})
+	merged := startSource(t, dc1, map[string]any{"services": sel, "datacenters": []any{"dc1", "dc2"}, "datacenter_priority": map[string]any{"dc2": 3}})
 	apart := startSource(t, dc1, map[string]any{"services": sel, "datacenters": []any{"dc1", "dc2"}, "cluster_name": "{{.Service}}.{{.Datacenter}}"})
 	merged.synced(10 * time.Second)
 	apart.synced(10 * time.Second)

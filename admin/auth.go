@@ -1,0 +1,91 @@
+package admin
+
+import (
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+
+	"github.com/xdsbridge/xdsbridge/internal/filestamp"
+)
+
+// tokenAuth requires a bearer token read from a file, re-read when the file
+// changes so that a rotated token takes effect without a restart. A file
+// that becomes unreadable or empty keeps the last good token (logged once):
+// locking operators out in the middle of an incident helps nobody. The
+// token itself is never logged.
+type tokenAuth struct {
+	log *slog.Logger
+
+	mu      sync.Mutex
+	file    filestamp.Cache[string]
+	lastErr string
+}
+
+// RequireToken returns a middleware that requires the bearer token held in
+// the file at path on every request but /healthz and /readyz (probes carry
+// no secrets). It reads the token once now and fails if the file cannot be
+// read or holds no token.
+func RequireToken(path string, log *slog.Logger) (func(http.Handler) http.Handler, error) {
+	a, err := newTokenAuth(path, log)
+	if err != nil {
+		return nil, err
+	}
+	return func(h http.Handler) http.Handler { return a.wrap(h, "/healthz", "/readyz") }, nil
+}
+
+func newTokenAuth(path string, log *slog.Logger) (*tokenAuth, error) {
+	a := &tokenAuth{log: log}
+	a.file = filestamp.Cache[string]{Paths: []string{path}, Parse: func() (string, error) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return "", err
+		}
+		tok := strings.TrimSpace(string(b))
+		if tok == "" {
+			return "", errors.New("the token file " + path + " is empty")
+		}
+		return tok, nil
+	}}
+	if _, err := a.file.Get(); err != nil {
+		return nil, fmt.Errorf("reading the admin token: %w", err)
+	}
+	return a, nil
+}
+
+func (a *tokenAuth) token() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	tok, err := a.file.Get()
+	if err != nil && err.Error() != a.lastErr {
+		a.log.Error("re-reading the admin token file failed; the previous token stays valid", "err", err)
+	}
+	a.lastErr = ""
+	if err != nil {
+		a.lastErr = err.Error()
+	}
+	return tok
+}
+
+// wrap requires the token on every path but the open ones.
+func (a *tokenAuth) wrap(next http.Handler, open ...string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for _, p := range open {
+			if r.URL.Path == p {
+				next.ServeHTTP(w, r)
+				return
+			}
+		}
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(a.token())) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="xdsbridge admin"`)
+			http.Error(w, "unauthorized: a bearer token is required", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}

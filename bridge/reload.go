@@ -1,0 +1,156 @@
+package bridge
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"strings"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/xdsbridge/xdsbridge/config"
+	"github.com/xdsbridge/xdsbridge/sources"
+)
+
+// reloader applies a new configuration to a running bridge. Only the
+// sources change at run time; a change anywhere else (listeners, TLS,
+// identity, admin, log, holdoff) needs a restart, which a reload reports
+// without applying any of it. Open xDS streams are never touched: the
+// manager publishes what the new set of sources changes, like any other
+// change.
+type reloader struct {
+	log     *slog.Logger
+	manager *sources.Manager
+	total   *prometheus.CounterVec
+
+	mu  sync.Mutex // one reload at a time
+	cfg *config.Config
+}
+
+func newReloader(cfg *config.Config, m *sources.Manager, log *slog.Logger, reg prometheus.Registerer) *reloader {
+	r := &reloader{log: log.With("component", "reload"), manager: m, cfg: cfg,
+		total: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "xdsbridge_config_reloads_total",
+			Help: "Configuration reloads by result: applied, or rejected (invalid; the running configuration stays).",
+		}, []string{"result"}),
+	}
+	r.total.WithLabelValues("applied")
+	r.total.WithLabelValues("rejected")
+	reg.MustRegister(r.total)
+	return r
+}
+
+// ReloadResult says what a reload did.
+type ReloadResult struct {
+	// Kept, Started and Stopped name the sources left running untouched,
+	// started (new or changed) and stopped (removed or changed).
+	Kept, Started, Stopped []string
+	// NeedRestart lists the changed settings a reload does not apply.
+	NeedRestart []string
+}
+
+// Reload loads the configuration with load and applies it. A load error,
+// or a source that cannot be built, rejects the new configuration whole:
+// it is logged and counted, and the running one stays. It must be called
+// while Run runs.
+func (in *Instance) Reload(ctx context.Context, load func() (*config.Config, error)) (ReloadResult, error) {
+	return in.reload.reload(ctx, load)
+}
+
+func (r *reloader) reload(ctx context.Context, load func() (*config.Config, error)) (ReloadResult, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	res, err := r.apply(ctx, load)
+	if err != nil {
+		r.total.WithLabelValues("rejected").Inc()
+		r.log.Error("configuration reload rejected; the running configuration stays", "err", err)
+		return res, err
+	}
+	r.total.WithLabelValues("applied").Inc()
+	if len(res.NeedRestart) > 0 {
+		r.log.Warn("configuration reloaded, but these settings changed and need a restart to take effect; they were not applied",
+			"keys", strings.Join(res.NeedRestart, ", "))
+	}
+	r.log.Info("configuration reloaded", "kept", strings.Join(res.Kept, ","),
+		"started", strings.Join(res.Started, ","), "stopped", strings.Join(res.Stopped, ","))
+	return res, nil
+}
+
+func (r *reloader) apply(ctx context.Context, load func() (*config.Config, error)) (ReloadResult, error) {
+	var res ReloadResult
+	next, err := load()
+	if err != nil {
+		return res, err
+	}
+	old := r.cfg
+	res.NeedRestart = restartKeys(old, next)
+	running := map[string]config.Source{}
+	for _, e := range old.Entries {
+		running[e.Name] = e
+	}
+	named := make([]sources.Named, 0, len(next.Entries))
+	for _, e := range next.Entries {
+		if prev, ok := running[e.Name]; ok && sameSource(old, prev, next, e) {
+			named = append(named, sources.Named{Name: e.Name})
+			res.Kept = append(res.Kept, e.Name)
+			delete(running, e.Name)
+			continue
+		}
+		st := sources.NewStatus(e.Name)
+		src, err := next.NewSource(e, sources.Options{Logger: r.log.With("source", e.Name), Status: st})
+		if err != nil {
+			return ReloadResult{}, err
+		}
+		named = append(named, sources.Named{Name: e.Name, Source: src, Status: st, Startup: e.Startup, Guard: e.Guard})
+		res.Started = append(res.Started, e.Name)
+	}
+	for _, e := range old.Entries {
+		if _, gone := running[e.Name]; gone {
+			res.Stopped = append(res.Stopped, e.Name)
+		}
+	}
+	if err := r.manager.Reconfigure(ctx, named); err != nil {
+		return ReloadResult{}, err
+	}
+	// The settings that need a restart stay as they run: the next reload
+	// compares against what is really in force.
+	applied := *old
+	applied.Sources, applied.Entries, applied.Dir = next.Sources, next.Entries, next.Dir
+	r.cfg = &applied
+	return res, nil
+}
+
+// sameSource reports whether a source entry is unchanged: same type, same
+// settings and policies, and (since relative paths resolve against it) the
+// same configuration directory.
+func sameSource(oldCfg *config.Config, a config.Source, newCfg *config.Config, b config.Source) bool {
+	return a.Type == b.Type && oldCfg.Dir == newCfg.Dir && reflect.DeepEqual(a.Settings, b.Settings) &&
+		reflect.DeepEqual(a.Startup, b.Startup) && reflect.DeepEqual(a.Guard, b.Guard)
+}
+
+// restartKeys names the top-level settings other than sources that differ.
+func restartKeys(a, b *config.Config) []string {
+	var out []string
+	for _, f := range []struct {
+		key  string
+		a, b any
+	}{
+		{"xds", a.XDS, b.XDS},
+		{"admin", a.Admin, b.Admin},
+		{"log", a.Log, b.Log},
+		{"holdoff", a.Holdoff, b.Holdoff},
+		{"state_dir", a.StateDir, b.StateDir},
+	} {
+		if !reflect.DeepEqual(f.a, f.b) {
+			out = append(out, f.key)
+		}
+	}
+	return out
+}
+
+// String summarises the result for logs and tests.
+func (r ReloadResult) String() string {
+	return fmt.Sprintf("kept %v, started %v, stopped %v, need restart %v", r.Kept, r.Started, r.Stopped, r.NeedRestart)
+}

@@ -1,0 +1,46 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+
+	"github.com/xdsbridge/xdsbridge/bridge"
+	"github.com/xdsbridge/xdsbridge/config"
+)
+
+// serve runs the bridge of cfg until ctx is done and reloads the
+// configuration with load on every SIGHUP. The signal is caught from the
+// start, so that a SIGHUP sent before the bridge is up never terminates it
+// (the default action for SIGHUP); one that arrives before Run is applied
+// once Run runs.
+func serve(ctx context.Context, cfg *config.Config, load func() (*config.Config, error), log *slog.Logger) error {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	in, err := bridge.New(cfg, log)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				log.Info("SIGHUP: reloading the configuration")
+				// Reload logs and counts its outcome itself.
+				_, _ = in.Reload(ctx, load)
+			}
+		}
+	})
+	err = in.Run(ctx)
+	cancel()
+	wg.Wait()
+	return err
+}

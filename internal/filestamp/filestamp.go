@@ -1,0 +1,80 @@
+// Package filestamp tells whether files changed since they were last read,
+// cheaply enough to ask on every TLS handshake or request: a stat per file,
+// no read. Certificates and tokens rotated on disk are picked up this way
+// without a restart and without a watcher goroutine.
+package filestamp
+
+import (
+	"os"
+	"time"
+)
+
+// Stamp identifies one version of a file: its identity (device and inode,
+// which a rename-into-place changes), size and modification time (which an
+// in-place write changes, at the file system's clock granularity).
+type Stamp struct {
+	info os.FileInfo
+	size int64
+	mod  time.Time
+}
+
+// Of returns the stamp of each of paths; an empty path has the zero stamp.
+// A file that cannot be stat'ed makes an error.
+func Of(paths ...string) ([]Stamp, error) {
+	out := make([]Stamp, len(paths))
+	for i, p := range paths {
+		if p == "" {
+			continue
+		}
+		st, err := os.Stat(p)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = Stamp{info: st, size: st.Size(), mod: st.ModTime()}
+	}
+	return out, nil
+}
+
+// Equal reports whether two lists of stamps are the same.
+func Equal(a, b []Stamp) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if (a[i].info == nil) != (b[i].info == nil) || a[i].size != b[i].size || !a[i].mod.Equal(b[i].mod) ||
+			(a[i].info != nil && !os.SameFile(a[i].info, b[i].info)) {
+			return false
+		}
+	}
+	return true
+}
+
+// Cache holds a value parsed from files and reparses it when a stamp
+// changes. It is not safe for concurrent use; callers hold their own lock.
+type Cache[T any] struct {
+	Paths []string
+	// Parse reads the files and builds the value.
+	Parse  func() (T, error)
+	stamps []Stamp
+	value  T
+	loaded bool
+}
+
+// Get returns the value, reparsed if a file changed. When a reparse
+// fails, it returns the last good value together with the error, so the
+// caller keeps serving and reports; it fails outright only before the
+// first good parse.
+func (c *Cache[T]) Get() (T, error) {
+	stamps, err := Of(c.Paths...)
+	if err == nil && c.loaded && Equal(stamps, c.stamps) {
+		return c.value, nil
+	}
+	if err == nil {
+		var v T
+		if v, err = c.Parse(); err == nil {
+			c.value, c.stamps, c.loaded = v, stamps, true
+			return v, nil
+		}
+	}
+	return c.value, err
+}

@@ -1,0 +1,62 @@
+package sources
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+)
+
+// Checker is implemented by sources whose settings name things outside the
+// configuration that can be checked without contacting a registry: files
+// that must be readable, URLs that must parse. `bridge validate` calls
+// Check; the bridge itself does not (a source finds out at run time and
+// reports through its Status).
+type Checker interface {
+	// Check returns what is wrong, with keys relative to the source's
+	// entry (such as "token_file"); nil when all is well.
+	Check() []Problem
+}
+
+// Problem is what a check found wrong with one key.
+type Problem struct {
+	Key string
+	Err error
+	// Warning marks a problem the running bridge copes with, such as a
+	// file that may legitimately appear later; the others keep it from
+	// ever working as configured.
+	Warning bool
+}
+
+func (p Problem) String() string {
+	kind := "error"
+	if p.Warning {
+		kind = "warning"
+	}
+	return fmt.Sprintf("%s: %s: %v", kind, p.Key, p.Err)
+}
+
+// Readable checks that path names a readable regular file.
+func Readable(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("file %s does not exist", path)
+		}
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !st.Mode().IsRegular() {
+		return fmt.Errorf("%s is not a regular file", path)
+	}
+	var b [1]byte
+	if _, err := f.Read(b[:]); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("reading %s: %w", path, err)
+	}
+	return nil
+}

@@ -1,0 +1,49 @@
+package xds
+
+import (
+	"testing"
+
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/protobuf/proto"
+)
+
+// FuzzCodecRequest feeds arbitrary client bytes to the codec's own
+// DiscoveryRequest decoder and checks it against proto.Unmarshal: both
+// accept the same inputs and decode them to equal messages, the first time
+// and again from the cache of name lists. In CI:
+//
+//	go test -run='^$' -fuzz='^FuzzCodecRequest$' -fuzztime=10s ./xds/
+func FuzzCodecRequest(f *testing.F) {
+	names := make([]string, 20)
+	for i := range names {
+		names[i] = string(rune('a'+i)) + "-cluster"
+	}
+	for _, r := range []*discoveryv3.DiscoveryRequest{
+		{TypeUrl: "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment", ResourceNames: names, VersionInfo: "v1", ResponseNonce: "n1"},
+		{ResourceNames: []string{"a", "", "b"}},
+		{},
+	} {
+		b, err := proto.Marshal(r)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte{0x1a, 0x05, 'a'})                   // truncated name
+	f.Add([]byte{0x1a, 0x01, 'a', 0x12, 0x00, 0x1a}) // interleaved, then cut
+	c := Codec().(*codec)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var want discoveryv3.DiscoveryRequest
+		wantErr := proto.Unmarshal(b, &want)
+		for pass := range 2 {
+			var got discoveryv3.DiscoveryRequest
+			err := c.unmarshalRequest(b, &got)
+			if (err != nil) != (wantErr != nil) {
+				t.Fatalf("pass %d: codec error %v, proto error %v", pass, err, wantErr)
+			}
+			if err == nil && !proto.Equal(&got, &want) {
+				t.Fatalf("pass %d: codec decoded %v, proto %v", pass, &got, &want)
+			}
+		}
+	})
+}
