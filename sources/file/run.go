@@ -18,6 +18,7 @@ type reader struct {
 	published bool
 	sum       [sha256.Size]byte // content last published
 	logged    string            // last error logged, to log each once
+	items     itemCache         // parsed services by item text, for edits
 }
 
 // Run reads the file, sends its services, and re-reads it on watch events
@@ -120,7 +121,7 @@ func (s *Source) load(r *reader) (sources.Update, bool) {
 	sum := sha256.Sum256(data)
 	var svcs []sources.Service
 	if !r.published || sum != r.sum {
-		if svcs, err = Parse(data, s.json); err != nil {
+		if svcs, err = r.items.parse(data, s.json); err != nil {
 			s.fail(r, fmt.Errorf("%s: %w", s.name, err))
 			return sources.Update{}, false
 		}
