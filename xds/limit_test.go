@@ -37,47 +37,46 @@ func TestResponsesSplitUnderLimit(t *testing.T) {
 	cc := dial(t, listen(t, s), grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(limit)))
 
 	slices.Sort(all)
-	check := func(t *testing.T, got []string, sizes []int) {
+	// receive reads responses until every name arrived, checking each
+	// response's size; next returns a response's names and ACKs it.
+	receive := func(t *testing.T, next func() ([]string, proto.Message)) {
 		t.Helper()
+		var got []string
+		responses := 0
+		for len(got) < len(all) {
+			ns, r := next()
+			got = append(got, ns...)
+			responses++
+			if n := proto.Size(r); n > limit {
+				t.Errorf("a response of %d bytes, over the limit %d", n, limit)
+			}
+		}
 		slices.Sort(got)
 		if !slices.Equal(got, all) {
 			t.Fatalf("got %d names %v, want the %d assignments once each", len(got), got, len(all))
 		}
-		if len(sizes) < 7 {
-			t.Errorf("%d responses, want the state split in at least 7", len(sizes))
-		}
-		for _, n := range sizes {
-			if n > limit {
-				t.Errorf("a response of %d bytes, over the limit %d", n, limit)
-			}
+		if responses < 7 {
+			t.Errorf("%d responses, want the state split in at least 7", responses)
 		}
 	}
 	t.Run("delta", func(t *testing.T) {
 		st := openDeltaADS(t, cc)
 		st.send(deltaReq(EndpointType, all...))
-		var got []string
-		var sizes []int
-		for len(got) < len(all) {
+		receive(t, func() ([]string, proto.Message) {
 			r := st.recv()
-			got = append(got, deltaNames(r)...)
-			sizes = append(sizes, proto.Size(r))
 			st.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: r.TypeUrl, ResponseNonce: r.Nonce})
-		}
-		check(t, got, sizes)
+			return deltaNames(r), r
+		})
 		st.none(100 * time.Millisecond)
 	})
 	t.Run("sotw", func(t *testing.T) {
 		st := openADS(t, cc)
 		st.send(req(EndpointType, all...))
-		var got []string
-		var sizes []int
-		for len(got) < len(all) {
+		receive(t, func() ([]string, proto.Message) {
 			r := st.recv()
-			got = append(got, names(t, r)...)
-			sizes = append(sizes, proto.Size(r))
 			st.send(ack(r, all...))
-		}
-		check(t, got, sizes)
+			return names(t, r), r
+		})
 		st.none(100 * time.Millisecond)
 	})
 }
