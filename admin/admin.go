@@ -29,6 +29,9 @@ type Options struct {
 	// Clients returns a JSON-encodable view of the connected xDS clients
 	// for /clients; nil leaves it out.
 	Clients func() any
+	// Handlers are further endpoints by mux pattern, such as
+	// "GET /debug/why".
+	Handlers map[string]http.Handler
 	// PProf serves the Go profiler under /debug/pprof/ (GET only). It is
 	// off by default: profiles expose memory contents and the command line,
 	// and a CPU profile costs the process while it runs.
@@ -65,18 +68,21 @@ func Handler(opts Options) http.Handler {
 		fmt.Fprintln(w, "ready")
 	})
 	mux.HandleFunc("GET /sources", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, opts.Sources())
+		WriteJSON(w, opts.Sources())
 	})
 	if opts.Gatherer != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{}))
 	}
 	if opts.Clients != nil {
 		mux.HandleFunc("GET /clients", func(w http.ResponseWriter, _ *http.Request) {
-			writeJSON(w, opts.Clients())
+			WriteJSON(w, opts.Clients())
 		})
 	}
 	if opts.Confirm != nil {
 		mux.HandleFunc("POST /guard/confirm", confirmHandler(opts.Confirm))
+	}
+	for pattern, h := range opts.Handlers {
+		mux.Handle(pattern, h)
 	}
 	if opts.Status != nil {
 		mux.HandleFunc("GET /{$}", statusPage(opts.Status))
@@ -94,7 +100,8 @@ func Handler(opts Options) http.Handler {
 	return mux
 }
 
-func writeJSON(w http.ResponseWriter, v any) {
+// WriteJSON answers v as indented JSON.
+func WriteJSON(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")

@@ -18,7 +18,10 @@ func TestStatusPage(t *testing.T) {
 				Now: now,
 				Sources: []sources.StatusSnapshot{
 					{Name: "consul", Synced: true, Stale: true, LastSuccess: now.Add(-time.Minute), FailingFrom: now.Add(-30 * time.Second),
-						LastError: "connection refused", Failures: 4, Dropped: 2},
+						LastError: "connection refused", Failures: 4, Dropped: 2, PolicySnapshot: sources.PolicySnapshot{
+							Startup:       sources.PhaseWarm,
+							Guard:         &sources.GuardSnapshot{Until: now.Add(20 * time.Second), Reason: "removes 3 of 4 services", HeldServices: 3},
+							ServiceErrors: map[string]string{"api": "weights sum past uint32"}}},
 					{Name: "static", Synced: true, LastSuccess: now.Add(-5 * time.Second)},
 				},
 				Services: []ServiceRow{{Name: "web", Endpoints: 3, Healthy: 2, Priorities: 1}},
@@ -34,7 +37,8 @@ func TestStatusPage(t *testing.T) {
 	}
 	for _, want := range []string{
 		`<span class="ok" id="readiness">ready</span>`,
-		`<span class="bad">stale</span>`, "connection refused", "30s ago",
+		`<span class="bad">stale</span>`, "connection refused", "30s ago", "startup: " + sources.PhaseWarm,
+		"holding 3 services, 0 endpoints until 03:00:20", "removes 3 of 4 services", "weights sum past uint32",
 		"<td>web</td>", "2 unacked, 1 pending", "bad weight", "v6 2s ago",
 		"&lt;script&gt;alert(1)&lt;/script&gt;",
 	} {

@@ -69,14 +69,9 @@ func New(cfg *config.Config, log *slog.Logger) (*Instance, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	named := make([]sources.Named, 0, len(cfg.Entries))
-	for _, e := range cfg.Entries {
-		st := sources.NewStatus(e.Name)
-		src, err := cfg.NewSource(e, sources.Options{Logger: log.With("source", e.Name), Status: st})
-		if err != nil {
-			return nil, err
-		}
-		named = append(named, sources.Named{Name: e.Name, Source: src, Status: st, Startup: e.Startup, Guard: e.Guard})
+	named, err := buildSources(cfg, log)
+	if err != nil {
+		return nil, err
 	}
 	in.manager = sources.NewManager(sources.ManagerOptions{
 		Sources:    named,
@@ -95,7 +90,7 @@ func New(cfg *config.Config, log *slog.Logger) (*Instance, error) {
 		SendBudget:       cfg.XDS.SendBudgetBytes,
 		Registerer:       reg,
 	})
-	in.pub = newPublisher(server, cfg.XDS.GRPC.Enabled, log.With("component", "publish"), reg)
+	in.pub = newPublisher(server, cfg.XDS.GRPC.Enabled, log.With("component", "publish"), reg).shape(cfg.Shaping, cfg.Chain)
 	sec, err := newSecurity(cfg, log, reg)
 	if err != nil {
 		return nil, err
@@ -123,6 +118,7 @@ func New(cfg *config.Config, log *slog.Logger) (*Instance, error) {
 		Gatherer: reg,
 		Clients:  func() any { return server.Clients() },
 		Confirm:  in.manager.ConfirmRemovals,
+		Handlers: debugHandlers(in.pub.why, server),
 		PProf:    cfg.Admin.PProf,
 		Status:   func() admin.Page { return in.page(server.Clients) },
 	})
@@ -146,6 +142,20 @@ func New(cfg *config.Config, log *slog.Logger) (*Instance, error) {
 		in.adminLis = tls.NewListener(in.adminLis, sec.adminTLS)
 	}
 	return in, nil
+}
+
+// buildSources builds the configured sources, each with its status.
+func buildSources(cfg *config.Config, log *slog.Logger) ([]sources.Named, error) {
+	named := make([]sources.Named, 0, len(cfg.Entries))
+	for _, e := range cfg.Entries {
+		st := sources.NewStatus(e.Name)
+		src, err := cfg.NewSource(e, sources.Options{Logger: log.With("source", e.Name), Status: st})
+		if err != nil {
+			return nil, err
+		}
+		named = append(named, sources.Named{Name: e.Name, Source: src, Status: st, Startup: e.Startup, Guard: e.Guard})
+	}
+	return named, nil
 }
 
 // orInfinity maps 0, the configuration's "off", to gRPC's "never".

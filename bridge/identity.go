@@ -81,7 +81,14 @@ func (s *checkedStream) RecvMsg(m any) error {
 		return nil
 	}
 	node := req.GetNode()
-	if node == nil || node == s.last ||
+	if node == nil {
+		if s.last != nil {
+			return nil // later requests may leave the node out
+		}
+		// A first request without a node claims the empty one.
+		node = &corev3.Node{}
+	}
+	if node == s.last ||
 		(s.last != nil && node.GetId() == s.last.GetId() && node.GetCluster() == s.last.GetCluster()) {
 		return nil
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/xdsbridge/xdsbridge/sources"
+	"github.com/xdsbridge/xdsbridge/transform"
 	"github.com/xdsbridge/xdsbridge/translate"
 	"github.com/xdsbridge/xdsbridge/xds"
 )
@@ -32,6 +33,10 @@ type publisher struct {
 	services prometheus.Gauge
 	// served holds the names whose resources are currently applied.
 	served map[string]bool
+	// stream runs the configured transforms; why keeps what was served,
+	// with its provenance (see debug.go).
+	stream *transform.Stream
+	why    *why
 }
 
 func newPublisher(server applier, grpc bool, log *slog.Logger, reg prometheus.Registerer) *publisher {
@@ -48,8 +53,18 @@ func newPublisher(server applier, grpc bool, log *slog.Logger, reg prometheus.Re
 			Help: "Services whose resources are served.",
 		}),
 		served: map[string]bool{},
+		stream: transform.NewStream(nil),
+		why:    &why{services: map[string]sources.Service{}},
 	}
 	reg.MustRegister(p.errors, p.services)
+	return p
+}
+
+// shape sets the cluster shaping rules and the transforms (nil: none).
+func (p *publisher) shape(s *translate.Shaping, chain *transform.Chain) *publisher {
+	p.opts.Shaping = s
+	p.stream = transform.NewStream(chain)
+	p.why.shaping = s
 	return p
 }
 
@@ -57,6 +72,11 @@ func newPublisher(server applier, grpc bool, log *slog.Logger, reg prometheus.Re
 // in one Apply. It is called for the first publish too, even when empty,
 // because the first Apply marks the engine ready.
 func (p *publisher) publish(c sources.Changes) {
+	c = p.stream.Apply(c)
+	if len(p.stream.Conflicts) > 0 {
+		p.log.Warn("transforms renamed services to a name another service already has; not serving them",
+			"services", p.stream.Conflicts)
+	}
 	var upserts []xds.Resource
 	var removals []xds.Key
 	for _, svc := range c.Upserted {
@@ -72,12 +92,14 @@ func (p *publisher) publish(c sources.Changes) {
 		}
 		upserts = append(upserts, resources(svc.Name, r)...)
 		p.served[svc.Name] = true
+		p.why.set(svc)
 	}
 	for _, name := range c.Removed {
 		if !p.served[name] {
 			continue // never translated successfully: nothing to remove
 		}
 		delete(p.served, name)
+		p.why.remove(name)
 		removals = append(removals, xds.Key{Type: resource.ClusterType, Name: name},
 			xds.Key{Type: resource.EndpointType, Name: name})
 		if p.opts.GRPC {
@@ -95,6 +117,9 @@ func resources(name string, r translate.Resources) []xds.Resource {
 	out := []xds.Resource{
 		{Type: resource.ClusterType, Name: name, Message: r.Cluster},
 		{Type: resource.EndpointType, Name: name, Message: r.Assignment},
+	}
+	if r.GRPCCluster != nil {
+		out[0].GRPC = r.GRPCCluster
 	}
 	if r.Listener != nil {
 		out = append(out, xds.Resource{Type: resource.ListenerType, Name: name, Message: r.Listener, GRPCOnly: true})

@@ -142,6 +142,10 @@ func restartKeys(a, b *config.Config) []string {
 		{"log", a.Log, b.Log},
 		{"holdoff", a.Holdoff, b.Holdoff},
 		{"state_dir", a.StateDir, b.StateDir},
+		// Shaping rules and transforms apply to every service: a change
+		// would re-translate them all, which a restart does as cheaply.
+		{"clusters", a.Clusters, b.Clusters},
+		{"transforms", a.Transforms, b.Transforms},
 	} {
 		if !reflect.DeepEqual(f.a, f.b) {
 			out = append(out, f.key)

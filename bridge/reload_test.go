@@ -3,6 +3,7 @@ package bridge_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -26,7 +27,7 @@ func TestReload(t *testing.T) {
 		}
 	}
 	base := "xds: {listen: 127.0.0.1:0}\nadmin: {listen: 127.0.0.1:0}\nsources:\n"
-	in := startWithLog(t, dir, base+"  - {name: a, type: file, path: one.yaml}\n  - {name: b, type: file, path: two.yaml}\n", &syncBuffer{})
+	in := bridgetest.StartIn(t, dir, base+"  - {name: a, type: file, path: one.yaml}\n  - {name: b, type: file, path: two.yaml}\n", io.Discard)
 	admin := "http://" + in.AdminAddr().String()
 	bridgetest.WaitReady(t, in.AdminAddr().String(), 10*time.Second)
 

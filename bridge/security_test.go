@@ -1,18 +1,16 @@
 package bridge_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"log/slog"
+	"io"
 	"math/big"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,8 +21,6 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
-	"github.com/xdsbridge/xdsbridge/bridge"
-	"github.com/xdsbridge/xdsbridge/config"
 	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
 	"github.com/xdsbridge/xdsbridge/internal/grpcxdstest"
 	"github.com/xdsbridge/xdsbridge/internal/tlstest"
@@ -39,11 +35,13 @@ type mtlsFixture struct {
 	server  tlstest.Pair
 	xds     string
 	admin   string
-	logs    *syncBuffer
+	logs    *bridgetest.LogBuffer
 	backend string
 }
 
-func startMTLS(t *testing.T) *mtlsFixture {
+// startMTLS starts the bridge with a file source and the sources in
+// extraSources (YAML list items).
+func startMTLS(t *testing.T, extraSources string) *mtlsFixture {
 	t.Helper()
 	dir := t.TempDir()
 	f := &mtlsFixture{dir: dir, ca: tlstest.NewCA(t, dir, "xds")}
@@ -57,8 +55,8 @@ func startMTLS(t *testing.T) *mtlsFixture {
 	if err := os.WriteFile(filepath.Join(dir, "admin-token"), []byte("admin-t0ken-value\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	f.logs = &syncBuffer{}
-	in := startWithLog(t, dir, fmt.Sprintf(`
+	f.logs = &bridgetest.LogBuffer{}
+	in := bridgetest.StartIn(t, dir, fmt.Sprintf(`
 xds:
   listen: 127.0.0.1:0
   tls: {cert_file: server.pem, key_file: server-key.pem, client_ca_file: %s, require_client_cert: true}
@@ -66,42 +64,16 @@ xds:
     - {peer: "spiffe://test/node/*", node_id: "$1"}
 admin: {listen: 127.0.0.1:0, token_file: admin-token}
 log: {level: debug}
-sources: [{name: static, type: file, path: services.yaml}]
-`, f.ca.CertFile), f.logs)
+sources:
+  - {name: static, type: file, path: services.yaml}
+%s`, f.ca.CertFile, extraSources), f.logs)
 	f.xds, f.admin = in.XDSAddr().String(), in.AdminAddr().String()
 	return f
 }
 
-// startWithLog is bridgetest.Start with the config file in dir and the log
-// kept in logs.
-func startWithLog(t *testing.T, dir, yaml string, logs *syncBuffer) *bridge.Instance {
-	t.Helper()
-	path := filepath.Join(dir, "bridge.yaml")
-	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err := bridge.New(cfg, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- in.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("bridge Run: %v", err)
-		}
-	})
-	return in
-}
-
-// adsStatus opens an ADS stream as node id with the given client pair (or
-// none) and returns the status it ends with, or OK once it got a response.
+// adsStatus opens an ADS stream as node id (none if empty) with the given
+// client pair (or none) and returns the status it ends with, or OK once it
+// got a response.
 func (f *mtlsFixture) adsStatus(t *testing.T, client *tlstest.Pair, id string) codes.Code {
 	t.Helper()
 	pool := x509.NewCertPool()
@@ -127,11 +99,14 @@ func (f *mtlsFixture) adsStatus(t *testing.T, client *tlstest.Pair, id string) c
 	defer cancel()
 	st, err := discoveryv3.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(ctx)
 	if err == nil {
-		err = st.Send(&discoveryv3.DiscoveryRequest{
-			Node:          &corev3.Node{Id: id},
+		req := &discoveryv3.DiscoveryRequest{
 			TypeUrl:       "type.googleapis.com/envoy.config.cluster.v3.Cluster",
 			ResourceNames: []string{"greeter"},
-		})
+		}
+		if id != "" {
+			req.Node = &corev3.Node{Id: id}
+		}
+		err = st.Send(req)
 	}
 	if err == nil {
 		_, err = st.Recv()
@@ -146,7 +121,7 @@ func (f *mtlsFixture) adsStatus(t *testing.T, client *tlstest.Pair, id string) c
 // rotated on disk is served by the next handshake while the established
 // channel keeps working.
 func TestMTLSIdentity(t *testing.T) {
-	f := startMTLS(t)
+	f := startMTLS(t, "")
 	good := f.ca.Issue(f.dir, "client-a", "spiffe://test/node/a")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -165,6 +140,9 @@ func TestMTLSIdentity(t *testing.T) {
 	if code := f.adsStatus(t, &good, "b"); code != codes.PermissionDenied {
 		t.Errorf("second try: %v, want PermissionDenied", code)
 	}
+	if code := f.adsStatus(t, &good, ""); code != codes.PermissionDenied {
+		t.Errorf("no node: %v, want PermissionDenied", code)
+	}
 	if code := f.adsStatus(t, nil, "a"); code != codes.Unavailable {
 		t.Errorf("no client certificate: %v, want Unavailable (handshake refused)", code)
 	}
@@ -172,12 +150,12 @@ func TestMTLSIdentity(t *testing.T) {
 	if code := f.adsStatus(t, &other, "a"); code != codes.Unavailable {
 		t.Errorf("certificate of another CA: %v, want Unavailable", code)
 	}
-	if n := strings.Count(f.logs.String(), "refusing an xDS stream"); n != 1 {
-		t.Errorf("refusal logged %d times, want once:\n%s", n, f.logs)
+	if n := strings.Count(f.logs.String(), "refusing an xDS stream"); n != 2 {
+		t.Errorf("refusals logged %d times, want once per node (2):\n%s", n, f.logs)
 	}
 	_, metrics := bridgetest.GetAuth("http://"+f.admin+"/metrics", "admin-t0ken-value")
-	if !strings.Contains(metrics, "xdsbridge_xds_identity_denied_total 2") {
-		t.Errorf("metrics lack xdsbridge_xds_identity_denied_total 2")
+	if !strings.Contains(metrics, "xdsbridge_xds_identity_denied_total 3") {
+		t.Errorf("metrics lack xdsbridge_xds_identity_denied_total 3")
 	}
 
 	// Rotation: the next handshake presents the new certificate.
@@ -218,29 +196,17 @@ func servedSerial(t *testing.T, f *mtlsFixture) *big.Int {
 	return conn.ConnectionState().PeerCertificates[0].SerialNumber
 }
 
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestSecretsNotLogged runs a bridge with every secret configured (TLS
 // keys, the admin token, a Consul token file) at debug level, exercises
 // it, and greps its log for the secrets.
 func TestSecretsNotLogged(t *testing.T) {
-	f := startMTLS(t)
+	consulToken := filepath.Join(t.TempDir(), "consul-token")
+	if err := os.WriteFile(consulToken, []byte("c0nsul-t0ken-value\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// A Consul source that cannot connect logs its failures; they must not
+	// carry its token.
+	f := startMTLS(t, fmt.Sprintf("  - {name: consul, type: consul, address: 127.0.0.1:1, token_file: %s, retry_max: 500ms, startup: {required: false, timeout: 1s}}\n", consulToken))
 	bridgetest.WaitReady(t, f.admin, 10*time.Second)
 	if code, _ := bridgetest.GetAuth("http://"+f.admin+"/sources", ""); code != http.StatusUnauthorized {
 		t.Errorf("/sources without the token = %d, want 401", code)
@@ -252,18 +218,52 @@ func TestSecretsNotLogged(t *testing.T) {
 		t.Errorf("/debug/pprof/ by default = %d, want 404", code)
 	}
 	_ = f.adsStatus(t, nil, "a")
-	logs := f.logs.String()
 	key, err := os.ReadFile(f.server.KeyFile)
 	if err != nil {
 		t.Fatal(err)
 	}
 	keyBody := strings.Split(string(key), "\n")[1] // a line of the key's base64
-	for _, secret := range []string{"admin-t0ken-value", keyBody, "PRIVATE KEY"} {
+	bridgetest.Eventually(t, 10*time.Second, "the consul source to log a failure", func() bool {
+		return strings.Contains(f.logs.String(), "source=consul")
+	})
+	logs := f.logs.String()
+	for _, secret := range []string{"admin-t0ken-value", "c0nsul-t0ken-value", keyBody, "PRIVATE KEY"} {
 		if strings.Contains(logs, secret) {
 			t.Errorf("the log holds a secret (%.12s...):\n%s", secret, logs)
 		}
 	}
 	if !strings.Contains(logs, "serving xDS") {
 		t.Errorf("log = %q, want the usual startup lines", logs)
+	}
+}
+
+// TestAdminTLS checks the admin listener serves HTTPS with its own pair
+// and nothing in plaintext.
+func TestAdminTLS(t *testing.T) {
+	dir := t.TempDir()
+	ca := tlstest.NewCA(t, dir, "admin")
+	ca.Issue(dir, "admin", "127.0.0.1")
+	in := bridgetest.StartIn(t, dir, `
+xds: {listen: 127.0.0.1:0}
+admin: {listen: 127.0.0.1:0, tls: {cert_file: admin.pem, key_file: admin-key.pem}}
+sources: [{name: empty, type: file, path: /dev/null}]
+`, io.Discard)
+	pem, err := os.ReadFile(ca.CertFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	resp, err := client.Get("https://" + in.AdminAddr().String() + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("https /healthz = %d", resp.StatusCode)
+	}
+	if code, _ := bridgetest.Get("http://" + in.AdminAddr().String() + "/healthz"); code == http.StatusOK {
+		t.Error("plaintext /healthz answered 200 on a TLS listener")
 	}
 }

@@ -23,6 +23,8 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/xdsbridge/xdsbridge/sources"
+	"github.com/xdsbridge/xdsbridge/transform"
+	"github.com/xdsbridge/xdsbridge/translate"
 	"github.com/xdsbridge/xdsbridge/xds"
 )
 
@@ -36,6 +38,10 @@ type Config struct {
 	StateDir string           `mapstructure:"state_dir"`
 	Guard    GuardDefaults    `mapstructure:"guard"`
 	Sources  []map[string]any `mapstructure:"sources"`
+	// Clusters are the cluster shaping rules and Transforms the transform
+	// list, as written (see shaping.go).
+	Clusters   []map[string]any `mapstructure:"clusters"`
+	Transforms []map[string]any `mapstructure:"transforms"`
 
 	// Entries are the parsed Sources, in configuration order (which is
 	// their precedence order).
@@ -43,6 +49,9 @@ type Config struct {
 	// Dir is the absolute directory of the configuration file; relative
 	// paths in source settings are relative to it.
 	Dir string `mapstructure:"-"`
+	// Shaping and Chain are the built Clusters and Transforms.
+	Shaping *translate.Shaping `mapstructure:"-"`
+	Chain   *transform.Chain   `mapstructure:"-"`
 }
 
 // XDS configures the xDS gRPC listener.
@@ -209,6 +218,9 @@ func parse(data []byte, dir string, fs *pflag.FlagSet) (*Config, error) {
 	if err := sources.Decode(v.AllSettings(), cfg); err != nil {
 		return nil, err
 	}
+	if err := cfg.rawLists(data); err != nil {
+		return nil, err
+	}
 	if err := cfg.parseSources(); err != nil {
 		return nil, err
 	}
@@ -217,6 +229,21 @@ func parse(data []byte, dir string, fs *pflag.FlagSet) (*Config, error) {
 		return nil, err
 	}
 	return cfg, nil
+}
+
+// setNameOrType stores val, which must be a string, in *name or *typ as k
+// is "name" or "type"; key is the list entry's key, for the error.
+func setNameOrType(key, k string, val any, name, typ *string) error {
+	str, ok := val.(string)
+	if !ok {
+		return sources.Errorf(fmt.Sprintf("%s.%s", key, k), "must be a string, not %T", val)
+	}
+	if k == "name" {
+		*name = str
+	} else {
+		*typ = str
+	}
+	return nil
 }
 
 // parseSources splits each raw sources entry into name, type and settings.
@@ -230,14 +257,8 @@ func (c *Config) parseSources() error {
 			case policyKeys[k]:
 				policy[k] = val
 			case k == "name" || k == "type":
-				str, ok := val.(string)
-				if !ok {
-					return sources.Errorf(fmt.Sprintf("%s.%s", s.Key(), k), "must be a string, not %T", val)
-				}
-				if k == "name" {
-					s.Name = str
-				} else {
-					s.Type = str
+				if err := setNameOrType(s.Key(), k, val, &s.Name, &s.Type); err != nil {
+					return err
 				}
 			default:
 				s.Settings[k] = val

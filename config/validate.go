@@ -63,7 +63,10 @@ func (c *Config) Validate() error {
 	if err := c.validateSecurity(); err != nil {
 		return err
 	}
-	return c.validateSources()
+	if err := c.validateSources(); err != nil {
+		return err
+	}
+	return c.validateShaping()
 }
 
 func (c *Config) validateSources() error {

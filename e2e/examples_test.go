@@ -8,13 +8,10 @@ import (
 	"testing"
 	"time"
 
-	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
-	"go.yaml.in/yaml/v3"
-	"google.golang.org/protobuf/encoding/protojson"
 )
 
 // TestEnvoyBootstraps checks the example Envoy bootstraps parse strictly as
@@ -32,25 +29,7 @@ func TestEnvoyBootstraps(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.file, func(t *testing.T) {
-			data, err := os.ReadFile(filepath.Join("..", "examples", c.file))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var doc any
-			if err := yaml.Unmarshal(data, &doc); err != nil {
-				t.Fatal(err)
-			}
-			js, err := json.Marshal(doc)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var b bootstrapv3.Bootstrap
-			if err := protojson.Unmarshal(js, &b); err != nil {
-				t.Fatalf("not a v3 Bootstrap: %v", err)
-			}
-			if err := b.ValidateAll(); err != nil {
-				t.Fatalf("invalid Bootstrap: %v", err)
-			}
+			b := bootstrap(t, filepath.Join("..", "examples", c.file))
 			ads := b.GetDynamicResources().GetAdsConfig()
 			if ads.GetApiType() != c.api || ads.GetTransportApiVersion() != corev3.ApiVersion_V3 {
 				t.Errorf("ads_config = %v %v, want %v V3", ads.GetApiType(), ads.GetTransportApiVersion(), c.api)

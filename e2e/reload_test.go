@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -24,7 +26,9 @@ import (
 
 // consulCounter is a reverse proxy in front of a Consul agent that counts
 // the connections the bridge opens and the reads that start a watch (those
-// without an index: a source that restarts makes them again).
+// without an index: a source that restarts makes them again). The
+// source's liveness probes (/v1/status/leader) are not counted: they come
+// periodically anyway.
 type consulCounter struct {
 	addr         string
 	conns, fresh atomic.Int64
@@ -38,13 +42,15 @@ func countConsul(t *testing.T, agentAddr string) *consulCounter {
 		t.Fatal(err)
 	}
 	proxy := httputil.NewSingleHostReverseProxy(target)
+	// Blocking queries cut by the end of the test are no news.
+	proxy.ErrorLog = log.New(io.Discard, "", 0)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.URL.Query().Get("index") == "" {
+			if r.URL.Query().Get("index") == "" && !strings.HasPrefix(r.URL.Path, "/v1/status/") {
 				c.fresh.Add(1)
 			}
 			proxy.ServeHTTP(w, r)
@@ -78,7 +84,7 @@ func TestReloadSIGHUP(t *testing.T) {
 	dir := t.TempDir()
 	xdsAddr, adminAddr := bridgetest.FreeAddr(t), bridgetest.FreeAddr(t)
 	cfg := filepath.Join(dir, "bridge.yaml")
-	config := func(host string) string {
+	config := func(host, consulExtra string) string {
 		return fmt.Sprintf(`
 xds: {listen: %s}
 admin: {listen: %s}
@@ -86,15 +92,15 @@ sources:
   - name: consul
     type: consul
     address: %s
-    services: {exclude: [consul]}
+    services: {exclude: [consul]}%s
   - name: legacy
     type: dns
     servers: [%s]
     services:
       - {cluster: legacy, host: %s.example.org, port: 80}
-`, xdsAddr, adminAddr, counter.addr, dns.Addr, host)
+`, xdsAddr, adminAddr, counter.addr, consulExtra, dns.Addr, host)
 	}
-	writeFile(t, cfg, config("a"))
+	writeFile(t, cfg, config("a", ""))
 	p := start(t, cfg)
 	bridgetest.WaitReady(t, adminAddr, 20*time.Second)
 	clients := []*envoysim.Client{
@@ -115,7 +121,7 @@ sources:
 	_, before := bridgetest.Get("http://" + adminAddr + "/clients")
 	conns, fresh := counter.conns.Load(), counter.fresh.Load()
 
-	writeFile(t, cfg, config("b"))
+	writeFile(t, cfg, config("b", ""))
 	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
@@ -149,6 +155,19 @@ sources:
 	if code, _ := bridgetest.Get("http://" + adminAddr + "/healthz"); code != http.StatusOK {
 		t.Errorf("/healthz = %d after the reloads", code)
 	}
+
+	// The measure can fail: a changed Consul entry does restart the source,
+	// which opens a connection and starts its watches again.
+	conns, fresh = counter.conns.Load(), counter.fresh.Load()
+	writeFile(t, cfg, config("b", "\n    retry_max: 5s"))
+	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	p.waitLog(10*time.Second, "configuration reloaded", "kept=legacy", "started=consul")
+	bridgetest.Eventually(t, 10*time.Second, "the changed Consul source to start its watches", func() bool {
+		return counter.conns.Load() > conns && counter.fresh.Load() > fresh
+	})
+	serves("the same state from the restarted Consul source", "10.0.2.2")
 }
 
 // connectedTimes extracts the "Connected" fields of /clients, one per stream.

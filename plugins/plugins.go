@@ -1,4 +1,5 @@
-// Package plugins fixes which source types a bridge binary contains.
+// Package plugins fixes which source types (and transform types, see
+// transforms.go) a bridge binary contains.
 //
 // Every source type registers itself with sources.Register from its
 // package's init function, so a type is available exactly when its package

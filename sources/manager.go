@@ -167,13 +167,16 @@ func (m *Manager) Run(ctx context.Context, publish func(Changes)) error {
 	return nil
 }
 
-// forward relays the updates of the source of sl to the manager's loop.
+// forward relays the updates of the source of sl to the manager's loop,
+// stamped with the source's name (provenance for /debug/why and shaping
+// rules).
 func forward(ctx context.Context, sl *slot, up <-chan Update, events chan<- event) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case u := <-up:
+			u.stamp(sl.named.Name)
 			select {
 			case events <- event{sl: sl, up: u}:
 			case <-ctx.Done():

@@ -70,6 +70,9 @@ type Endpoint struct {
 	Locality Locality
 	// Metadata is copied into the endpoint's filter_metadata["envoy.lb"].
 	Metadata map[string]string
+	// Origin says where the endpoint came from; it is never served (see
+	// provenance.go).
+	Origin Origin
 }
 
 // Validate reports why an endpoint cannot be served: a non-IP address, one
@@ -97,7 +100,10 @@ func (e Endpoint) Compare(o Endpoint) int {
 		cmp.Compare(e.Address, o.Address), cmp.Compare(e.Port, o.Port))
 }
 
-// Equal reports whether two endpoints are identical, metadata included.
+// Equal reports whether two endpoints are served identically, metadata
+// included. Origin is left out: it is not served, and a change of
+// provenance alone (an identical copy from another source showing through)
+// is no change to publish.
 func (e Endpoint) Equal(o Endpoint) bool {
 	return e.Address == o.Address && e.Port == o.Port && e.Weight == o.Weight &&
 		e.Priority == o.Priority && e.Health == o.Health && e.Locality == o.Locality &&
@@ -110,6 +116,9 @@ func (e Endpoint) Equal(o Endpoint) bool {
 type Service struct {
 	Name      string
 	Endpoints []Endpoint
+	// Source is the configured name of the source that reported the
+	// service; the manager sets it (see Update.stamp).
+	Source string
 }
 
 // Sort puts the endpoints in their canonical order (see Endpoint.Compare) so
@@ -119,7 +128,8 @@ func (s *Service) Sort() {
 }
 
 // Equal reports whether two services have the same name and the same
-// endpoints in the same order. Sort both first to compare as sets.
+// endpoints in the same order (see Endpoint.Equal; Source is left out like
+// Origin). Sort both first to compare as sets.
 func (s Service) Equal(o Service) bool {
 	return s.Name == o.Name && slices.EqualFunc(s.Endpoints, o.Endpoints, Endpoint.Equal)
 }
@@ -127,9 +137,10 @@ func (s Service) Equal(o Service) bool {
 // Clone returns a deep copy, so that a receiver may keep it while the sender
 // goes on mutating its own.
 func (s Service) Clone() Service {
-	c := Service{Name: s.Name, Endpoints: slices.Clone(s.Endpoints)}
+	c := Service{Name: s.Name, Source: s.Source, Endpoints: slices.Clone(s.Endpoints)}
 	for i := range c.Endpoints {
 		c.Endpoints[i].Metadata = maps.Clone(c.Endpoints[i].Metadata)
+		c.Endpoints[i].Origin.Transforms = slices.Clone(c.Endpoints[i].Origin.Transforms)
 	}
 	return c
 }

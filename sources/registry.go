@@ -2,6 +2,7 @@ package sources
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 )
@@ -18,41 +19,62 @@ type Type struct {
 	New func(cfg map[string]any, opts Options) (Source, error)
 }
 
-var registry = struct {
-	sync.RWMutex
-	types map[string]Type
-}{types: map[string]Type{}}
+var registry = NewRegistry[Type]("sources", "type")
 
 // Register makes a source type available to configurations. It is called
 // from init(); registering a name twice is a programming error and panics.
 func Register(t Type) {
-	registry.Lock()
-	defer registry.Unlock()
-	if t.Name == "" || t.New == nil {
-		panic("sources: Register needs a name and a constructor")
+	if t.New == nil {
+		panic("sources: Register needs a constructor")
 	}
-	if _, dup := registry.types[t.Name]; dup {
-		panic(fmt.Sprintf("sources: type %q registered twice", t.Name))
-	}
-	registry.types[t.Name] = t
+	registry.Register(t.Name, t)
 }
 
 // Lookup returns the registered type of that name.
-func Lookup(name string) (Type, bool) {
-	registry.RLock()
-	defer registry.RUnlock()
-	t, ok := registry.types[name]
-	return t, ok
-}
+func Lookup(name string) (Type, bool) { return registry.Lookup(name) }
 
 // Types returns the registered type names, sorted.
-func Types() []string {
-	registry.RLock()
-	defer registry.RUnlock()
-	names := make([]string, 0, len(registry.types))
-	for n := range registry.types {
-		names = append(names, n)
+func Types() []string { return registry.Names() }
+
+// Registry holds plugins of one kind (source types, transform types) by
+// name. It is safe for concurrent use; plugins register from init().
+type Registry[T any] struct {
+	mu        sync.RWMutex
+	m         map[string]T
+	pkg, what string
+}
+
+// NewRegistry returns an empty registry; pkg and what name the package and
+// the kind of plugin in panic messages ("sources: type %q registered twice").
+func NewRegistry[T any](pkg, what string) *Registry[T] {
+	return &Registry[T]{m: map[string]T{}, pkg: pkg, what: what}
+}
+
+// Register adds v under name; an empty or duplicate name is a programming
+// error and panics.
+func (r *Registry[T]) Register(name string, v T) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if name == "" {
+		panic(fmt.Sprintf("%s: Register needs a name", r.pkg))
 	}
-	slices.Sort(names)
-	return names
+	if _, dup := r.m[name]; dup {
+		panic(fmt.Sprintf("%s: %s %q registered twice", r.pkg, r.what, name))
+	}
+	r.m[name] = v
+}
+
+// Lookup returns what is registered under name.
+func (r *Registry[T]) Lookup(name string) (T, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	v, ok := r.m[name]
+	return v, ok
+}
+
+// Names returns the registered names, sorted.
+func (r *Registry[T]) Names() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return slices.Sorted(maps.Keys(r.m))
 }

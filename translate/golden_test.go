@@ -15,15 +15,17 @@ import (
 	"github.com/xdsbridge/xdsbridge/sources"
 )
 
+type goldenCase struct {
+	name string
+	svc  sources.Service
+	opts Options
+}
+
 var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")
 
 // goldenCases are named services whose translation is pinned in
 // testdata/<name>.golden.
-var goldenCases = []struct {
-	name string
-	svc  sources.Service
-	opts Options
-}{
+var goldenCases = []goldenCase{
 	{name: "basic", svc: sources.Service{Name: "web", Endpoints: []sources.Endpoint{
 		{Address: "10.0.0.2", Port: 8080, Weight: 10, Health: sources.HealthHealthy},
 		{Address: "10.0.0.1", Port: 8080, Weight: 20, Health: sources.HealthHealthy},
@@ -79,7 +81,7 @@ var goldenCases = []struct {
 }
 
 func TestGolden(t *testing.T) {
-	for _, tc := range goldenCases {
+	for _, tc := range append(goldenCases, shapedCases(t)...) {
 		t.Run(tc.name, func(t *testing.T) {
 			r, err := Service(tc.svc, tc.opts)
 			if err != nil {
@@ -110,13 +112,17 @@ func TestGolden(t *testing.T) {
 func render(t *testing.T, r Resources) []byte {
 	t.Helper()
 	doc := struct {
-		Cluster    json.RawMessage `json:"cluster"`
-		Assignment json.RawMessage `json:"assignment"`
-		Listener   json.RawMessage `json:"listener,omitempty"`
-		Route      json.RawMessage `json:"route,omitempty"`
+		Cluster     json.RawMessage `json:"cluster"`
+		GRPCCluster json.RawMessage `json:"grpc_cluster,omitempty"`
+		Assignment  json.RawMessage `json:"assignment"`
+		Listener    json.RawMessage `json:"listener,omitempty"`
+		Route       json.RawMessage `json:"route,omitempty"`
 	}{
 		Cluster:    protoJSON(t, r.Cluster),
 		Assignment: protoJSON(t, r.Assignment),
+	}
+	if r.GRPCCluster != nil {
+		doc.GRPCCluster = protoJSON(t, r.GRPCCluster)
 	}
 	if r.Listener != nil {
 		doc.Listener = protoJSON(t, r.Listener)

@@ -36,15 +36,21 @@ type Options struct {
 	// ConnectTimeout is the clusters' connect timeout; zero means
 	// DefaultConnectTimeout. It must be positive otherwise.
 	ConnectTimeout time.Duration
+	// Shaping rules refine each cluster (see Shaping); nil shapes nothing.
+	Shaping *Shaping
 }
 
 // Resources are the Envoy resources of one service. Listener and Route are
 // nil unless Options.GRPC is set. They are immutable (see the package doc).
 type Resources struct {
-	Cluster    *clusterv3.Cluster
-	Assignment *endpointv3.ClusterLoadAssignment
-	Listener   *listenerv3.Listener
-	Route      *routev3.RouteConfiguration
+	Cluster *clusterv3.Cluster
+	// GRPCCluster is the cluster gRPC clients get when shaping rules
+	// limited to one client class make it differ from Cluster; nil
+	// otherwise.
+	GRPCCluster *clusterv3.Cluster
+	Assignment  *endpointv3.ClusterLoadAssignment
+	Listener    *listenerv3.Listener
+	Route       *routev3.RouteConfiguration
 }
 
 // Service builds the resources of svc and validates each (ValidateAll). svc
@@ -72,7 +78,7 @@ func build(svc sources.Service, opts Options) (Resources, error) {
 	}
 	var r Resources
 	var err error
-	r.Cluster = Cluster(svc.Name, opts.ConnectTimeout)
+	r.Cluster, r.GRPCCluster = shape(Cluster(svc.Name, opts.ConnectTimeout), svc, opts.Shaping)
 	if r.Assignment, err = Assignment(svc); err != nil {
 		return Resources{}, err
 	}
@@ -89,6 +95,11 @@ func build(svc sources.Service, opts Options) (Resources, error) {
 func (r Resources) validate() error {
 	if err := r.Cluster.ValidateAll(); err != nil {
 		return fmt.Errorf("validating cluster: %w", err)
+	}
+	if r.GRPCCluster != nil {
+		if err := r.GRPCCluster.ValidateAll(); err != nil {
+			return fmt.Errorf("validating the gRPC clients' cluster: %w", err)
+		}
 	}
 	if err := validateAssignment(r.Assignment); err != nil {
 		return fmt.Errorf("validating assignment: %w", err)

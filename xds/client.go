@@ -89,11 +89,17 @@ func isGRPC(n *corev3.Node) bool {
 	return strings.Contains(strings.ToLower(n.GetUserAgentName()), "grpc")
 }
 
-// visible hides gRPC-only resources from clients that are not gRPC, and
+// visible hides gRPC-only resources from clients that are not gRPC, gives
+// gRPC clients the gRPC variant where there is one (as Resource.For), and
 // gives a client that is not on ADS its variant of the entry.
 func (c *client) visible(e *entry) *entry {
-	if e != nil && e.grpcOnly && !c.grpc {
+	switch {
+	case e == nil:
 		return nil
+	case e.grpcOnly && !c.grpc:
+		return nil
+	case c.grpc && e.grpc != nil:
+		e = e.grpc
 	}
 	return c.src.of(e)
 }

@@ -32,6 +32,24 @@ type Resource struct {
 	// GRPCOnly resources (the proxyless listener/route chain) are served
 	// only to clients whose node identifies as gRPC (user_agent_name).
 	GRPCOnly bool
+	// GRPC, if set, is the variant of Message served to gRPC clients (a
+	// cluster without the settings proxyless gRPC rejects). It has the same
+	// type and name, its own content-hash version, and is marshalled once
+	// per version like Message.
+	GRPC proto.Message
+}
+
+// For returns the message a client of that class receives, and false if
+// the resource is hidden from it. It is the rule the engine applies to
+// every client, for callers that show what a client would get.
+func (r Resource) For(grpc bool) (proto.Message, bool) {
+	switch {
+	case r.GRPCOnly && !grpc:
+		return nil, false
+	case grpc && r.GRPC != nil:
+		return r.GRPC, true
+	}
+	return r.Message, true
 }
 
 // Key names a resource to remove.
@@ -178,7 +196,7 @@ func (s *Server) Apply(upserts []Resource, removals []Key) {
 	for _, e := range entries {
 		t := s.typeFor(e.any.TypeUrl)
 		sl := t.get(e.name)
-		if c := sl.cur; c != nil && c.version == e.version && c.grpcOnly == e.grpcOnly {
+		if c := sl.cur; c != nil && c.version == e.version && c.grpcOnly == e.grpcOnly && same(c.grpc, e.grpc) {
 			continue
 		}
 		changes = append(changes, change{t, sl, e})

@@ -71,6 +71,9 @@ type entry struct {
 	// edsName is, for an EDS cluster, the assignment it warms with; a change
 	// of the cluster re-sends that assignment.
 	edsName string
+	// grpc is the variant served to gRPC clients, nil when they get this
+	// entry itself (see Resource.GRPC).
+	grpc *entry
 	// alt holds the entry's variants for non-ADS clients (variant.go).
 	alt altCache
 }
@@ -106,6 +109,11 @@ func newEntry(r Resource) (*entry, error) {
 		e.edsName = c.GetEdsClusterConfig().GetServiceName()
 		if e.edsName == "" {
 			e.edsName = c.GetName()
+		}
+	}
+	if r.GRPC != nil {
+		if e.grpc, err = newEntry(Resource{Type: r.Type, Name: r.Name, Message: r.GRPC}); err != nil {
+			return nil, fmt.Errorf("gRPC variant: %w", err)
 		}
 	}
 	return e, nil

@@ -3,6 +3,7 @@
 //
 //	bridge run --config FILE        serve until SIGINT or SIGTERM; SIGHUP reloads FILE
 //	bridge validate --config FILE   check a configuration and exit
+//	bridge dump --config FILE       read the sources once, print what a client would receive
 //	bridge version                  print the version
 //
 // Exit codes: 0 after a graceful stop, 1 on a runtime failure, 2 on an
@@ -72,14 +73,14 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			_ = cmd.Usage()
-			return usageError{errors.New("a command is required: run, validate or version")}
+			return usageError{errors.New("a command is required: run, validate, dump or version")}
 		},
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	// Unknown flags and arguments are usage errors too.
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(runCmd(stderr), validateCmd(stdout), versionCmd(stdout))
+	root.AddCommand(runCmd(stderr), validateCmd(stdout), versionCmd(stdout), dumpCmd(stdout, stderr))
 	return root
 }
 
@@ -147,6 +148,8 @@ func validateCmd(stdout io.Writer) *cobra.Command {
 			for _, e := range cfg.Entries {
 				fmt.Fprintf(stdout, "    - %s (%s)\n", e.Name, e.Type)
 			}
+			fmt.Fprintf(stdout, "  transforms    %d\n", cfg.Chain.Len())
+			fmt.Fprintf(stdout, "  clusters      %d shaping rules\n", len(cfg.Shaping.Rules))
 			return nil
 		},
 	}

@@ -40,7 +40,7 @@ func main() {
 	}
 }
 
-var errUsage = errors.New("usage: xdsload bench|run|consul|serve [flags] (-h for flags), or xdsload summarize FILE.csv...")
+var errUsage = errors.New("usage: xdsload bench|run|consul|consul-events|serve [flags] (-h for flags), or xdsload summarize FILE.csv...")
 
 // summarize prints the min/median/max tables of result CSVs (see
 // bench.Summarize); docs/benchmarks.md's tables are its output.
@@ -74,6 +74,8 @@ func run(ctx context.Context, args []string) error {
 		return consul(ctx, args[1:], log)
 	case "summarize":
 		return summarize(args[1:])
+	case "consul-events":
+		return consulEvents(ctx, args[1:], log)
 	}
 	return errUsage
 }
@@ -190,18 +192,8 @@ func machine() string {
 func consul(ctx context.Context, args []string, log *slog.Logger) error {
 	fs := flag.NewFlagSet("consul", flag.ContinueOnError)
 	out := fs.String("out", "out/bench/consul", "output directory")
-	cache := os.Getenv("XDSBRIDGE_CACHE")
-	if cache == "" {
-		if dir, err := os.UserCacheDir(); err == nil {
-			cache = filepath.Join(dir, "xdsbridge")
-		}
-	}
-	defConsul := os.Getenv("XDSBRIDGE_CONSUL")
-	if defConsul == "" {
-		defConsul = filepath.Join(cache, "bin", "consul-1.14.11")
-	}
 	var cfg bench.ConsulConfig
-	fs.StringVar(&cfg.ConsulBin, "consul", defConsul, "consul binary (env XDSBRIDGE_CONSUL)")
+	fs.StringVar(&cfg.ConsulBin, "consul", defaultConsulBin(), "consul binary (env XDSBRIDGE_CONSUL)")
 	fs.StringVar(&cfg.BridgeBin, "bridge", "out/bench/bridge", "bridge binary (go build -o out/bench/bridge ./cmd/bridge)")
 	fs.IntVar(&cfg.Clients, "c", 100, "clients")
 	fs.IntVar(&cfg.Services, "n", 100, "services registered in Consul")
@@ -209,14 +201,8 @@ func consul(ctx context.Context, args []string, log *slog.Logger) error {
 	fs.IntVar(&cfg.Changes, "changes", 20, "sequential changes (one instance re-registered on another port)")
 	fs.BoolVar(&cfg.Delta, "delta", false, "delta protocol instead of SotW")
 	fs.DurationVar(&cfg.Timeout, "timeout", 30*time.Second, "bound of the wait for one change")
-	if err := fs.Parse(args); err != nil {
-		return errUsage
-	}
-	abs, err := filepath.Abs(*out)
+	abs, err := parseOut(fs, args, out)
 	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(abs, 0o755); err != nil {
 		return err
 	}
 	cfg.OutDir, cfg.Logger = abs, log

@@ -93,15 +93,7 @@ func RunConsul(ctx context.Context, cfg ConsulConfig) (Result, error) {
 		return res, err
 	}
 	defer stopProc(bridge)
-	ready := func() bool {
-		resp, err := http.Get("http://" + adminAddr + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}
-	if err := poll(ctx, 30*time.Second, ready); err != nil {
+	if err := poll(ctx, 30*time.Second, bridgeReady(adminAddr)); err != nil {
 		return res, fmt.Errorf("waiting for the bridge to be ready: %w", err)
 	}
 	http.DefaultClient.CloseIdleConnections()
@@ -161,6 +153,19 @@ func RunConsul(ctx context.Context, cfg ConsulConfig) (Result, error) {
 		res.fail("validation: %v", err)
 	}
 	return res, nil
+}
+
+// bridgeReady reports whether the bridge's admin API at adminAddr says
+// ready.
+func bridgeReady(adminAddr string) func() bool {
+	return func() bool {
+		resp, err := http.Get("http://" + adminAddr + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}
 }
 
 // register (re-)registers instance j of service i; after change k > 0 the

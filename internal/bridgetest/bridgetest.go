@@ -4,6 +4,7 @@
 package bridgetest
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,7 +26,15 @@ import (
 // Listen on 127.0.0.1:0 and ask the instance for its addresses.
 func Start(t testing.TB, yaml string) *bridge.Instance {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "bridge.yaml")
+	return StartIn(t, t.TempDir(), yaml, io.Discard)
+}
+
+// StartIn is Start with the config file written to dir (so that relative
+// paths in it name files there) and the log, at debug level, written to
+// logw.
+func StartIn(t testing.TB, dir, yaml string, logw io.Writer) *bridge.Instance {
+	t.Helper()
+	path := filepath.Join(dir, "bridge.yaml")
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +42,7 @@ func Start(t testing.TB, yaml string) *bridge.Instance {
 	if err != nil {
 		t.Fatalf("loading config: %v", err)
 	}
-	in, err := bridge.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	in, err := bridge.New(cfg, slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,4 +117,22 @@ func WaitReady(t testing.TB, addr string, timeout time.Duration) {
 		code, _ := Get("http://" + addr + "/readyz")
 		return code == http.StatusOK
 	})
+}
+
+// LogBuffer collects a log written from several goroutines.
+type LogBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *LogBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *LogBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

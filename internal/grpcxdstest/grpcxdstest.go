@@ -119,3 +119,11 @@ func (c *Client) Hits(ctx context.Context, n int) map[string]int {
 	}
 	return hits
 }
+
+// Try makes one health RPC, waiting for the channel to be ready until ctx
+// ends, and returns its error: for tests where the channel is expected not
+// to become ready (a resource the xDS client rejects).
+func (c *Client) Try(ctx context.Context) error {
+	_, err := c.health.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.WaitForReady(true))
+	return err
+}

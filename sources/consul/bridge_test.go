@@ -23,16 +23,8 @@ import (
 func TestBridge(t *testing.T) {
 	agent := consultest.Start(t)
 	c := agent.Client()
-	in := bridgetest.Start(t, fmt.Sprintf(`
-xds: {listen: "127.0.0.1:0"}
-admin: {listen: "127.0.0.1:0"}
-sources:
-  - name: consul
-    type: consul
-    address: %q
-    retry_max: 500ms
-    services: {exclude: [consul]}
-`, agent.HTTPAddr))
+	// The removal guard would hold the emptying of api (see TestEventMatrix).
+	in := bridgetest.Start(t, bridgeConfig(agent.HTTPAddr, "    retry_max: 500ms\n    guard: {max_removed_fraction: 1}\n"))
 	xdsAddr, adminAddr := in.XDSAddr().String(), in.AdminAddr().String()
 	bridgetest.WaitReady(t, adminAddr, 10*time.Second)
 
@@ -113,6 +105,20 @@ sources:
 			t.Errorf("%s client: web has %d endpoints while the agent is down, want 2", name, n)
 		}
 	}
+}
+
+// bridgeConfig is the configuration of a bridge on loopback with one
+// consul source reading the agent at addr; extra holds more keys of the
+// source, indented.
+func bridgeConfig(addr, extra string) string {
+	return fmt.Sprintf(`
+xds: {listen: "127.0.0.1:0"}
+admin: {listen: "127.0.0.1:0"}
+sources:
+  - name: consul
+    type: consul
+    address: %q
+`, addr) + extra
 }
 
 func lbEndpoints(cla *endpointv3.ClusterLoadAssignment) map[uint32]*endpointv3.LbEndpoint {

@@ -79,6 +79,11 @@ type Config struct {
 	// agent's cache for service reads (default false).
 	Stale  *bool `mapstructure:"stale"`
 	Cached bool  `mapstructure:"cached"`
+	// SweepCached reads sweeps from the agent's cache (default true):
+	// on a client agent with the streaming backend the answers come from
+	// the agent's materialized views and reach no server; elsewhere each
+	// service read once keeps a background blocking query in the agent.
+	SweepCached *bool `mapstructure:"sweep_cached"`
 	// MaxStale bounds a stale read: an answer whose server last heard
 	// from the leader longer ago (X-Consul-LastContact) is read again from
 	// the leader (default 10s).
@@ -227,6 +232,10 @@ func (c *Config) defaults() {
 	if c.ReadTimeout == 0 {
 		c.ReadTimeout = 5 * time.Second
 	}
+	if c.SweepCached == nil {
+		t := true
+		c.SweepCached = &t
+	}
 	if c.MaxStale == 0 {
 		c.MaxStale = 10 * time.Second
 	}
@@ -332,6 +341,8 @@ func renderName(t *template.Template, d nameData) (string, error) {
 	}
 	return b.String(), nil
 }
+
+func (c *Config) sweepCached() bool { return c.SweepCached != nil && *c.SweepCached }
 
 // priority is the failover priority of the i-th datacenter.
 func (c *Config) priority(i int, dc string) uint32 {

@@ -119,6 +119,7 @@ on_empty: empty
 stale: true
 max_stale: 10s
 cached: false
+sweep_cached: true
 wait: 5m
 max_concurrent_fetches: 8
 max_read_rate: 0

@@ -31,6 +31,7 @@
 //	    stale: true
 //	    max_stale: 10s                   # older stale answers are read again from the leader
 //	    cached: false
+//	    sweep_cached: true                # sweeps read the agent cache (no server reads on a client agent)
 //	    wait: 5m
 //	    max_concurrent_fetches: 8
 //	    max_read_rate: 0                 # reads per second; 0: no pacing
@@ -45,8 +46,8 @@
 // Over HTTP/1.1 each blocking query in flight holds one TCP connection, and
 // a Consul agent accepts at most http_max_conns_per_client (200 by default)
 // connections from one client address. A blocking query per service (what
-// Prometheus and consul-template do, see consul#3911 and prometheus#7626)
-// therefore cannot watch thousands of services. This source holds three
+// Prometheus' and consul-template's watchers do) therefore cannot watch
+// thousands of services. This source holds three
 // blocking queries per datacenter, whatever the number of services:
 //
 //   - /v1/catalog/services (names and tags): services that appear, vanish or
@@ -73,31 +74,54 @@
 // state was reset; a blocking query whose index goes backwards, or a
 // resync after an outage, makes any index acceptable at once).
 //
+// Reads queued by a precise signal (a check change, a new service, a
+// node change, a retry) go ahead of the reads of a sweep: one queue per
+// priority, each service queued once.
+//
 // One kind of change has no bulk signal: a registration that changes
 // neither the list of names and tags nor any non-passing check (a second
-// instance without checks or with passing ones, a new service address).
-// The index of /v1/catalog/services moves, but nothing says which service
-// moved. The source then sweeps: it reads every selected service of that
-// datacenter again through the same bounded pool. Sweeps are spaced so
-// that they take at most a fifth of the time (after a sweep that took d,
-// the next starts no earlier than 4d later), which bounds the load a
-// churning catalog causes. With a few dozen services a sweep takes
-// milliseconds; with 2,000 it took 0.4 to 1 s against a dev agent on a
-// busy 2-core machine (2,000 requests), which is then also the delay of
-// such a change.
+// instance without checks or with passing ones, a new service address, a
+// healthy instance deregistered). The index of /v1/catalog/services moves,
+// but nothing says which service moved. The source then sweeps: it reads
+// every selected service of that datacenter again through the same
+// bounded pool, at the lower priority. With sweep_cached (the default)
+// these reads carry ?cached: on a client agent with the streaming backend
+// (the default of client agents since Consul 1.10) the agent answers from
+// the materialized view it keeps per service, fed by one server
+// subscription each, so a sweep costs the agent's CPU and no server read;
+// on a server agent, or a client without streaming, the agent cache keeps
+// a background blocking query per service read, in the agent's process.
+// The cache follows the servers by milliseconds, so a cached sweep that
+// finds nothing is repeated once. Cached sweeps are spaced 1:1 (after a
+// sweep that took d the next starts no earlier than d later; uncached
+// ones 4d, since each read reaches a server): a change without a bulk
+// signal is served within about 2.5 sweep durations. With sweep_cached:
+// false every sweep read reaches a server.
+//
+// Measured options, side by side (docs/benchmarks.md, "Consul source"):
+// the reads that reach the server are counted from its
+// consul_rpc_request counter; per catalog change the source makes a
+// constant number of server reads (the blocking queries answering, and
+// one read per service a check change names), not one per service.
+// Per-service blocking queries (?index on each /v1/health/service) would
+// be precise, but over HTTP/1.1 each holds a connection, so at most
+// max_connections of them (16 is far from 10,000), and over HTTP/2 Go's
+// client opens a connection per 250 streams (the agent's limit), beyond
+// max_connections again at 10,000 services; they are not used.
 //
 // Connections: the HTTP transport allows at most max_connections
 // connections to the agent (default max_concurrent_fetches + 3 per
-// datacenter + 1 for the probe: 12 for one datacenter) and keeps them alive for reuse. That
-// is the number the bridge holds, far below the agent's default limit of
-// 200; keep max_connections below the agent's http_max_conns_per_client.
-// Over HTTPS the agent speaks HTTP/2 and the source multiplexes every query
-// on a single connection.
+// datacenter + 1 for the probe: 12 for one datacenter) and keeps them
+// alive for reuse; reads are bounded so that reads, blocking queries and
+// the probe together never need more. That is the number the bridge
+// holds, far below the agent's default limit of 200; keep max_connections
+// below the agent's http_max_conns_per_client. Over HTTPS the agent speaks
+// HTTP/2 and the source multiplexes every query on a single connection.
 //
 // Consul's index rules are followed for every blocking query: an unchanged
 // index means the wait timed out (ask again); an index that went backwards
-// resets to 0; after an error the index restarts from 0 (the agent may have
-// come back with fresh state).
+// is a reset (see Failures); after an error the index restarts from 0 (the
+// agent may have come back with fresh state).
 //
 // # Failures
 //

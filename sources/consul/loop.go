@@ -110,6 +110,7 @@ type loop struct {
 	sweepWanted map[int]bool // datacenters to sweep
 	sweep       *sweepRun
 	nextSweep   time.Time
+	confirmNext bool // the next sweep confirms a cached one (endSweep)
 
 	// failing: a failing period started (logged) and has not ended.
 	// pollErr and the retries say what fails now; probeErr is the last
@@ -353,6 +354,9 @@ func (l *loop) onFetch(r fetchResult) {
 	st.nodes, st.checks = seenIn(r.entries)
 	if !st.fetched || !endpointsEqual(st.eps, eps) {
 		l.changed[st.cluster] = true
+		if sw := l.sweep; sw != nil && st.fetched {
+			sw.found++
+		}
 	}
 	st.eps, st.fetched = eps, true
 	l.sweptOne(r.key, r.seq)

@@ -73,6 +73,7 @@ func (m mapping) endpoints(entries []*api.ServiceEntry) (eps []sources.Endpoint,
 			Health:   health,
 			Locality: m.localityOf(e.Node),
 			Metadata: m.metadata(e),
+			Origin:   sources.Origin{Record: "node " + e.Node.Node + " service " + e.Service.ID + " in " + m.datacenter},
 		}
 		if port <= 0 || port > 65535 || ep.Validate() != nil {
 			dropped++

@@ -41,16 +41,19 @@ func (l *loop) markDirty(k svcKey) {
 	l.queueRead(k, prioChange)
 }
 
-// markSwept queues a read of k for a sweep.
+// markSwept queues a read of k for a sweep, from the agent cache with
+// sweep_cached.
 func (l *loop) markSwept(k svcKey) {
-	delete(l.viaCache, k)
+	if l.dirty[k] == prioNone && l.s.cfg.sweepCached() {
+		l.viaCache[k] = true
+	}
 	l.queueRead(k, prioSweep)
 }
 
 // markChanged queues a read of k for a check change at index: a read that
-// may use the agent cache, and must answer at least index.
+// may use the agent cache (cached: true), and must answer at least index.
 func (l *loop) markChanged(k svcKey, index uint64) {
-	if l.dirty[k] == prioNone {
+	if l.dirty[k] == prioNone && l.s.cfg.Cached {
 		l.viaCache[k] = true
 	}
 	l.want[k] = max(l.want[k], index)
@@ -142,7 +145,7 @@ func (l *loop) dispatch(ctx context.Context) {
 		}
 		st := l.dcs[k.dc].services[k.name]
 		delete(l.dirty, k)
-		cached := l.s.cfg.Cached && l.viaCache[k]
+		cached := l.viaCache[k]
 		delete(l.viaCache, k)
 		l.inflight[k] = true
 		l.seq++

@@ -9,13 +9,22 @@ type sweepRun struct {
 	start time.Time
 	seq   uint64 // reads dispatched from this sequence on count
 	left  map[svcKey]bool
+	dcs   []int
+	// found counts the services whose endpoints the sweep changed;
+	// confirm marks the second sweep run when a cached one found none.
+	found   int
+	confirm bool
 }
 
-// sweepDutyFactor spaces sweeps: after a sweep that took d, the next one
-// starts no earlier than sweepDutyFactor*d later, so that however much the
-// catalog churns, the source sweeps at most 1/(1+sweepDutyFactor) of the
-// time.
-const sweepDutyFactor = 4
+// Sweeps are spaced: after a sweep that took d, the next one starts no
+// earlier than dutyFactor*d later, so that however much the catalog
+// churns, the source sweeps at most 1/(1+dutyFactor) of the time. Reads
+// from the agent's cache (sweep_cached) reach no server, so such sweeps
+// are spaced less: their cost is the agent's CPU alone.
+const (
+	sweepDutyFactor       = 4
+	cachedSweepDutyFactor = 1
+)
 
 // maybeSweep starts a wanted sweep once the spacing allows: every
 // selected service of the wanted datacenters is queued for a read.
@@ -23,12 +32,14 @@ func (l *loop) maybeSweep() {
 	if len(l.sweepWanted) == 0 || l.sweep != nil || time.Now().Before(l.nextSweep) {
 		return
 	}
-	sw := &sweepRun{start: time.Now(), seq: l.seq + 1, left: map[svcKey]bool{}}
+	sw := &sweepRun{start: time.Now(), seq: l.seq + 1, left: map[svcKey]bool{}, confirm: l.confirmNext}
+	l.confirmNext = false
 	l.sweep = sw
 	for i, d := range l.dcs {
 		if !l.sweepWanted[i] {
 			continue
 		}
+		sw.dcs = append(sw.dcs, i)
 		for name := range d.services {
 			k := svcKey{i, name}
 			sw.left[k] = true
@@ -41,9 +52,22 @@ func (l *loop) maybeSweep() {
 	}
 }
 
-// endSweep records a finished sweep and spaces the next.
+// endSweep records a finished sweep and spaces the next. A sweep from the
+// agent's cache that found nothing may have read the cache just before it
+// received the change that caused the sweep (the cache follows the servers
+// by milliseconds); one more sweep then confirms.
 func (l *loop) endSweep() {
 	sw := l.sweep
 	l.sweep = nil
-	l.nextSweep = time.Now().Add(sweepDutyFactor * time.Since(sw.start))
+	factor := time.Duration(sweepDutyFactor)
+	if l.s.cfg.sweepCached() {
+		factor = cachedSweepDutyFactor
+		if sw.found == 0 && !sw.confirm && len(sw.dcs) > 0 {
+			for _, dc := range sw.dcs {
+				l.sweepWanted[dc] = true
+			}
+			l.confirmNext = true
+		}
+	}
+	l.nextSweep = time.Now().Add(factor * time.Since(sw.start))
 }

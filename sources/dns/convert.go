@@ -156,7 +156,8 @@ func (x *index) hostEndpoints(name string, port uint32, fam Family) Result {
 		addrs = addrs[:MaxRecords]
 	}
 	for _, a := range addrs {
-		res.Endpoints = append(res.Endpoints, sources.Endpoint{Address: a.String(), Port: port, Weight: 1})
+		res.Endpoints = append(res.Endpoints, sources.Endpoint{Address: a.String(), Port: port, Weight: 1,
+			Origin: sources.Origin{Record: "A/AAAA " + name}})
 	}
 	return res
 }
@@ -232,6 +233,7 @@ func appendGroup(out []sources.Endpoint, group []target) []sources.Endpoint {
 				Port:     uint32(t.srv.Port),
 				Weight:   uint32(max(weights[k]/div, 1)),
 				Priority: uint32(t.srv.Priority),
+				Origin:   sources.Origin{Record: "SRV " + t.srv.Hdr.Name + " -> " + t.srv.Target},
 			})
 			k++
 		}

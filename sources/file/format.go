@@ -276,7 +276,7 @@ func (p parser) service(path string, n *yaml.Node) (sources.Service, error) {
 }
 
 func (p parser) endpoint(path string, n *yaml.Node) (sources.Endpoint, error) {
-	e := sources.Endpoint{Weight: 1, Health: sources.HealthHealthy}
+	e := sources.Endpoint{Weight: 1, Health: sources.HealthHealthy, Origin: sources.Origin{Record: path}}
 	var hasAddr, hasPort bool
 	known := []string{"address", "port", "weight", "priority", "health", "locality", "metadata"}
 	err := fields(path, n, known, func(key string, v *yaml.Node) error {

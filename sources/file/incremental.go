@@ -2,7 +2,9 @@ package file
 
 import (
 	"bytes"
+	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/xdsbridge/xdsbridge/sources"
 )
@@ -50,13 +52,26 @@ func (c *itemCache) parse(data []byte, isJSON bool) ([]sources.Service, error) {
 		}
 		index[s.Name] = i
 		next[string(item)] = s
-		// A copy of the endpoints: the service goes to the manager, and
-		// the cached one must stay as parsed.
-		s.Endpoints = slices.Clone(s.Endpoints)
-		svcs = append(svcs, s)
+		svcs = append(svcs, placed(s, i))
 	}
 	c.byText = next
 	return svcs, nil
+}
+
+// placed is a copy of s, parsed alone as services[0], as item i of the
+// file: each endpoint's origin names its record by its place in the file.
+// It is a copy because the cached service must stay as parsed.
+func placed(s sources.Service, i int) sources.Service {
+	s.Endpoints = slices.Clone(s.Endpoints)
+	if i > 0 {
+		prefix := fmt.Sprintf("services[%d]", i)
+		for j := range s.Endpoints {
+			if rest, ok := strings.CutPrefix(s.Endpoints[j].Origin.Record, "services[0]"); ok {
+				s.Endpoints[j].Origin.Record = prefix + rest
+			}
+		}
+	}
+	return s
 }
 
 // splitItems returns the text of each item of a file made of a top-level

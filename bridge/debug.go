@@ -1,0 +1,126 @@
+package bridge
+
+import (
+	"net/http"
+	"sync"
+
+	"github.com/xdsbridge/xdsbridge/admin"
+	"github.com/xdsbridge/xdsbridge/sources"
+	"github.com/xdsbridge/xdsbridge/translate"
+	"github.com/xdsbridge/xdsbridge/xds"
+)
+
+// why keeps the services as last served (after transforms), for
+// /debug/why. The publisher writes it, admin requests read it.
+type why struct {
+	mu       sync.RWMutex
+	services map[string]sources.Service
+	shaping  *translate.Shaping
+}
+
+func (w *why) set(svc sources.Service) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.services[svc.Name] = svc
+}
+
+func (w *why) remove(name string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.services, name)
+}
+
+// Why is the answer of /debug/why: where a cluster's endpoints came from
+// and what changed them.
+type Why struct {
+	Cluster string `json:"cluster"`
+	// Source is the source whose version of the service is served.
+	Source string `json:"source"`
+	// Shaping lists the indexes (in `clusters`) of the shaping rules that
+	// shaped the cluster, per client class.
+	Shaping struct {
+		Envoy []int `json:"envoy"`
+		GRPC  []int `json:"grpc"`
+	} `json:"shaping"`
+	Endpoints []WhyEndpoint `json:"endpoints"`
+}
+
+// WhyEndpoint is one endpoint with its provenance.
+type WhyEndpoint struct {
+	Address    string            `json:"address"`
+	Port       uint32            `json:"port"`
+	Weight     uint32            `json:"weight,omitempty"`
+	Priority   uint32            `json:"priority,omitempty"`
+	Health     string            `json:"health"`
+	Locality   sources.Locality  `json:"locality"`
+	Metadata   map[string]string `json:"metadata,omitempty"`
+	Source     string            `json:"source"`
+	Record     string            `json:"record,omitempty"`
+	Transforms []string          `json:"transforms,omitempty"`
+}
+
+// explain returns the provenance of cluster name, false if it is not served.
+func (w *why) explain(name string) (Why, bool) {
+	w.mu.RLock()
+	svc, ok := w.services[name]
+	w.mu.RUnlock()
+	if !ok {
+		return Why{}, false
+	}
+	out := Why{Cluster: name, Source: svc.Source, Endpoints: []WhyEndpoint{}}
+	c := translate.Cluster(name, 0)
+	_, out.Shaping.Envoy = w.shaping.Shape(c, svc, false)
+	_, out.Shaping.GRPC = w.shaping.Shape(c, svc, true)
+	for _, e := range svc.Endpoints {
+		out.Endpoints = append(out.Endpoints, WhyEndpoint{
+			Address: e.Address, Port: e.Port, Weight: e.Weight, Priority: e.Priority,
+			Health: e.Health.String(), Locality: e.Locality, Metadata: e.Metadata,
+			Source: e.Origin.Source, Record: e.Origin.Record, Transforms: e.Origin.Transforms,
+		})
+	}
+	return out, true
+}
+
+// debugHandlers are the admin endpoints of this package:
+//
+//	/debug/why?cluster=C          provenance of cluster C's endpoints
+//	/debug/config_dump?node=N     what the connected node N holds
+//	/debug/config_dump[?grpc=1]   everything served, as an Envoy (or gRPC) client gets it
+//
+// Both answer JSON; config_dump's resources are in Envoy's JSON form.
+func debugHandlers(w *why, server *xds.Server) map[string]http.Handler {
+	return map[string]http.Handler{
+		"GET /debug/why": http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+			name := r.URL.Query().Get("cluster")
+			if name == "" {
+				http.Error(rw, "the cluster parameter is required: /debug/why?cluster=NAME", http.StatusBadRequest)
+				return
+			}
+			ans, ok := w.explain(name)
+			if !ok {
+				http.Error(rw, "no cluster "+name+" is served", http.StatusNotFound)
+				return
+			}
+			admin.WriteJSON(rw, ans)
+		}),
+		"GET /debug/config_dump": http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+			q := r.URL.Query()
+			var d xds.Dump
+			if node := q.Get("node"); node != "" {
+				var ok bool
+				if d, ok = server.Held(node); !ok {
+					http.Error(rw, "no xDS stream of node "+node+" is connected", http.StatusNotFound)
+					return
+				}
+			} else {
+				d = server.Current(q.Get("grpc") == "1" || q.Get("grpc") == "true")
+			}
+			doc, err := document(d)
+			if err != nil {
+				http.Error(rw, err.Error(), http.StatusInternalServerError)
+				return
+			}
+			admin.WriteJSON(rw, doc)
+		}),
+	}
+}

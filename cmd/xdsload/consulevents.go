@@ -1,0 +1,72 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/xdsbridge/xdsbridge/internal/bench"
+)
+
+// defaultConsulBin is $XDSBRIDGE_CONSUL, else the binary scripts/tools.sh
+// caches.
+func defaultConsulBin() string {
+	if p := os.Getenv("XDSBRIDGE_CONSUL"); p != "" {
+		return p
+	}
+	cache := os.Getenv("XDSBRIDGE_CACHE")
+	if cache == "" {
+		if dir, err := os.UserCacheDir(); err == nil {
+			cache = filepath.Join(dir, "xdsbridge")
+		}
+	}
+	return filepath.Join(cache, "bin", "consul-1.14.11")
+}
+
+// parseOut parses the flags and creates the output directory out (its
+// value after parsing); it returns its absolute path.
+func parseOut(fs *flag.FlagSet, args []string, out *string) (string, error) {
+	if err := fs.Parse(args); err != nil {
+		return "", errUsage
+	}
+	abs, err := filepath.Abs(*out)
+	if err != nil {
+		return "", err
+	}
+	return abs, os.MkdirAll(abs, 0o755)
+}
+
+// consulEvents runs the Consul source's scenario: every kind of registry
+// change timed until every client has it, under churn, with the reads
+// that reach the Consul server counted.
+func consulEvents(ctx context.Context, args []string, log *slog.Logger) error {
+	fs := flag.NewFlagSet("consul-events", flag.ContinueOnError)
+	out := fs.String("out", "out/bench/consul-events", "output directory")
+	var cfg bench.ConsulEventsConfig
+	fs.StringVar(&cfg.ConsulBin, "consul", defaultConsulBin(), "consul binary (env XDSBRIDGE_CONSUL)")
+	fs.StringVar(&cfg.BridgeBin, "bridge", "out/bench/bridge", "bridge binary (go build -o out/bench/bridge ./cmd/bridge)")
+	fs.StringVar(&cfg.Topology, "topology", "cluster", "cluster (a server agent and a client agent; the bridge reads the client) or dev")
+	fs.IntVar(&cfg.Clients, "c", 100, "delta clients")
+	fs.IntVar(&cfg.Services, "n", 10000, "services (3 instances each: 2 with passing TTL checks, 1 without)")
+	fs.Float64Var(&cfg.Churn, "churn", 20, "unrelated registrations per second")
+	fs.IntVar(&cfg.PerEvent, "per-event", 10, "repetitions of each kind of change")
+	fs.StringVar(&cfg.SourceYAML, "source", "", `extra keys of the consul source, flow style ("sweep_cached: false")`)
+	fs.DurationVar(&cfg.Timeout, "timeout", 15*time.Second, "bound of the wait for one change")
+	abs, err := parseOut(fs, args, out)
+	if err != nil {
+		return err
+	}
+	cfg.OutDir = abs
+	log.Info("consul events scenario", "topology", cfg.Topology, "services", cfg.Services, "clients", cfg.Clients)
+	r, err := bench.RunConsulEvents(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	md := r.Markdown()
+	fmt.Println(md)
+	return os.WriteFile(filepath.Join(abs, "results.md"), []byte(md), 0o644)
+}

@@ -1,0 +1,79 @@
+package config
+
+import (
+	"bytes"
+	"fmt"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/xdsbridge/xdsbridge/sources"
+	"github.com/xdsbridge/xdsbridge/transform"
+	"github.com/xdsbridge/xdsbridge/translate"
+)
+
+// rawLists re-reads the `clusters` and `transforms` lists from the file's
+// text. Viper lower-cases every map key, and these sections hold keys whose
+// case matters: Envoy extension names in typed_extension_protocol_options,
+// metadata keys, template field names.
+func (c *Config) rawLists(data []byte) error {
+	var raw struct {
+		Clusters   []map[string]any `yaml:"clusters"`
+		Transforms []map[string]any `yaml:"transforms"`
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&raw); err != nil {
+		return fmt.Errorf("parsing config file: %w", err)
+	}
+	c.Clusters, c.Transforms = raw.Clusters, raw.Transforms
+	return nil
+}
+
+// rule is one entry of the `clusters` list before its fragment is parsed.
+type rule struct {
+	Match   sources.Selector `mapstructure:"match"`
+	Clients string           `mapstructure:"clients"`
+	Cluster map[string]any   `mapstructure:"cluster"`
+}
+
+// validateShaping builds the cluster shaping rules and the transform chain,
+// keeping them in Shaping and Chain.
+func (c *Config) validateShaping() error {
+	c.Shaping = &translate.Shaping{}
+	for i, raw := range c.Clusters {
+		key := fmt.Sprintf("clusters[%d]", i)
+		var r rule
+		if err := sources.Decode(raw, &r); err != nil {
+			return sources.Prefix(key, err)
+		}
+		clients, err := translate.ParseClients(r.Clients)
+		if err != nil {
+			return sources.Prefix(key+".clients", err)
+		}
+		if len(r.Cluster) == 0 {
+			return sources.Errorf(key+".cluster", "is required (an Envoy Cluster fragment)")
+		}
+		built, err := translate.NewRule(r.Match, clients, r.Cluster)
+		if err != nil {
+			return sources.Prefix(key, err)
+		}
+		c.Shaping.Rules = append(c.Shaping.Rules, built)
+	}
+	entries := make([]transform.Entry, 0, len(c.Transforms))
+	for i, raw := range c.Transforms {
+		e := transform.Entry{Index: i, Settings: map[string]any{}}
+		for k, val := range raw {
+			switch k {
+			case "name", "type":
+				if err := setNameOrType(e.Key(), k, val, &e.Name, &e.Type); err != nil {
+					return err
+				}
+			default:
+				e.Settings[k] = val
+			}
+		}
+		entries = append(entries, e)
+	}
+	var err error
+	c.Chain, err = transform.NewChain(entries)
+	return err
+}
