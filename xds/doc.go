@@ -63,6 +63,9 @@
 // Options.MaxResponseBytes: a set that does not fit goes out as several
 // responses where the protocol allows it, and a resource that alone does
 // not fit is refused by Apply (limit.go).
+// Large responses (initial states) wait for a share of a global send
+// budget, returned when gRPC has written them (budget.go); small pushes
+// never wait.
 //
 // # Make-before-break
 //
