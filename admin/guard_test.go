@@ -5,7 +5,10 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/xdsbridge/xdsbridge/sources"
 )
@@ -40,5 +43,44 @@ func TestGuardConfirm(t *testing.T) {
 	}
 	if len(got) != 2 || got[0] != "consul" || got[1] != "dns" {
 		t.Errorf("confirmed %q, want [consul dns]", got)
+	}
+}
+
+func TestPolicyMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(SourceCollector{Sources: func() []sources.StatusSnapshot {
+		return []sources.StatusSnapshot{{Name: "consul", PolicySnapshot: sources.PolicySnapshot{
+			Startup: sources.PhaseWarm, GuardHolds: 2,
+			Guard:         &sources.GuardSnapshot{HeldServices: 3, HeldEndpoints: 7},
+			ServiceErrors: map[string]string{"web": "weights overflow"},
+		}}}
+	}})
+	want := map[string]float64{
+		`xdsbridge_source_guard_held{kind="services",source="consul"}`:   3,
+		`xdsbridge_source_guard_held{kind="endpoints",source="consul"}`:  7,
+		`xdsbridge_source_guard_holds_total{source="consul"}`:            2,
+		`xdsbridge_source_startup_phase{phase="warm",source="consul"}`:   1,
+		`xdsbridge_source_startup_phase{phase="synced",source="consul"}`: 0,
+		`xdsbridge_source_service_errors{source="consul"}`:               1,
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			var labels []string
+			for _, l := range m.GetLabel() {
+				labels = append(labels, l.GetName()+`="`+l.GetValue()+`"`)
+			}
+			v := m.GetGauge().GetValue() + m.GetCounter().GetValue()
+			got[f.GetName()+"{"+strings.Join(labels, ",")+"}"] = v
+		}
+	}
+	for k, v := range want {
+		if g, ok := got[k]; !ok || g != v {
+			t.Errorf("%s = %v (present %v), want %v", k, g, ok, v)
+		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -31,10 +32,6 @@ const (
 	// live as long as their clients, so GracefulStop would wait forever for
 	// them; after this long the remaining streams are cut.
 	shutdownTimeout = 3 * time.Second
-	// maxConcurrentStreams per connection: an xDS client opens one ADS
-	// stream, or one per type (four types, SotW or delta), so this leaves
-	// plenty of room while bounding a misbehaving client.
-	maxConcurrentStreams = 64
 )
 
 // Instance is a bridge ready to run: its listeners are bound and its
@@ -89,13 +86,14 @@ func New(cfg *config.Config, log *slog.Logger) (*Instance, error) {
 		MaxResponseBytes: cfg.XDS.MaxResponseBytes,
 		SendBudget:       cfg.XDS.SendBudgetBytes,
 		Registerer:       reg,
+		Limits:           xds.Limits(cfg.XDS.Limits),
 	})
 	in.pub = newPublisher(server, cfg.XDS.GRPC.Enabled, log.With("component", "publish"), reg).shape(cfg.Shaping, cfg.Chain)
 	sec, err := newSecurity(cfg, log, reg)
 	if err != nil {
 		return nil, err
 	}
-	in.grpc = grpc.NewServer(append(sec.grpcOpts,
+	in.grpc = grpc.NewServer(append(slices.Concat(sec.grpcOpts, server.GRPCOptions()),
 		grpc.KeepaliveParams(keepalive.ServerParameters{
 			Time:                  cfg.XDS.Keepalive.Time,
 			Timeout:               cfg.XDS.Keepalive.Timeout,
@@ -106,7 +104,6 @@ func New(cfg *config.Config, log *slog.Logger) (*Instance, error) {
 			MinTime:             cfg.XDS.Keepalive.MinClientInterval,
 			PermitWithoutStream: true,
 		}),
-		grpc.MaxConcurrentStreams(maxConcurrentStreams),
 		// The engine's codec decodes the name lists that SotW ACKs repeat
 		// once per distinct list (see xds.Codec).
 		grpc.ForceServerCodecV2(xds.Codec()),

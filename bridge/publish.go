@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"log/slog"
+	"slices"
 
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/prometheus/client_golang/prometheus"
@@ -37,6 +38,8 @@ type publisher struct {
 	// with its provenance (see debug.go).
 	stream *transform.Stream
 	why    *why
+	// held are the services the transforms hold back, as last logged.
+	held []string
 }
 
 func newPublisher(server applier, grpc bool, log *slog.Logger, reg prometheus.Registerer) *publisher {
@@ -73,9 +76,12 @@ func (p *publisher) shape(s *translate.Shaping, chain *transform.Chain) *publish
 // because the first Apply marks the engine ready.
 func (p *publisher) publish(c sources.Changes) {
 	c = p.stream.Apply(c)
-	if len(p.stream.Conflicts) > 0 {
-		p.log.Warn("transforms renamed services to a name another service already has; not serving them",
-			"services", p.stream.Conflicts)
+	if held := p.stream.Conflicts; !slices.Equal(held, p.held) {
+		p.held = held
+		if len(held) > 0 {
+			p.log.Warn("transforms renamed services to a name another service already has; not serving them until it is free",
+				"services", held)
+		}
 	}
 	var upserts []xds.Resource
 	var removals []xds.Key

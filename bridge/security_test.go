@@ -166,6 +166,9 @@ func TestMTLSIdentity(t *testing.T) {
 	if got := servedSerial(t, f); got.Cmp(rotated.Serial) != 0 {
 		t.Errorf("after rotation served serial %v, want %v", got, rotated.Serial)
 	}
+	if !strings.Contains(f.logs.String(), "TLS files changed; new handshakes use the new certificate") {
+		t.Error("the rotation was not logged")
+	}
 	if hits := client.Hits(ctx, 3); hits[f.backend] != 3 {
 		t.Errorf("after rotation hits = %v", hits)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -13,8 +14,10 @@ import (
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/xdsbridge/xdsbridge/bridge"
+	"github.com/xdsbridge/xdsbridge/config"
 	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
 	"github.com/xdsbridge/xdsbridge/internal/envoysim"
 	"github.com/xdsbridge/xdsbridge/internal/grpcxdstest"
@@ -114,6 +117,31 @@ func TestShapedClusterPerClientClass(t *testing.T) {
 	hits := grpcxdstest.Dial(t, xdsAddr, "grpc-1", "greeter").Hits(ctx, 20)
 	if hits[addrs[0]]+hits[addrs[1]] != 20 {
 		t.Errorf("grpc-go RPCs reached %v, want all 20 on %v", hits, addrs)
+	}
+
+	// bridge dump's path (Snapshot, ForClient) yields what the Envoy holds.
+	cfgPath := filepath.Join(t.TempDir(), "bridge.yaml")
+	if err := os.WriteFile(cfgPath, []byte(shapedConfig(writeServices(t, ports), "envoy")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(cfgPath, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := bridge.Snapshot(ctx, cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := bridge.ForClient(rs, false, xds.ClusterType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dumpedCluster clusterv3.Cluster
+	if len(d[xds.ClusterType]) != 1 || d[xds.ClusterType][0].UnmarshalTo(&dumpedCluster) != nil {
+		t.Fatalf("dump: %v", d)
+	}
+	if held := envoy.State().Clusters["greeter"]; !proto.Equal(held, &dumpedCluster) {
+		t.Errorf("bridge dump shows\n%v\nthe Envoy holds\n%v", &dumpedCluster, held)
 	}
 
 	var dump bridge.Document

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -76,15 +77,20 @@ func (r *reloadingTLS) parse() (keyPair, error) {
 func (r *reloadingTLS) current() keyPair {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	loads := r.files.Loads
 	kp, err := r.files.Get()
 	switch {
 	case err != nil && err.Error() != r.lastErr:
 		r.lastErr = err.Error()
 		r.failures.Inc()
 		r.log.Error("reloading TLS files failed; the previous certificate stays in use", "key", r.key, "err", err)
-	case err == nil && r.lastErr != "":
+	case err == nil && r.files.Loads != loads:
 		r.lastErr = ""
-		r.log.Info("TLS files reloaded", "key", r.key)
+		attrs := []any{"key", r.key}
+		if leaf := kp.cert.Leaf; leaf != nil { // LoadX509KeyPair fills it in since Go 1.23
+			attrs = append(attrs, "not_after", leaf.NotAfter.UTC().Format(time.RFC3339))
+		}
+		r.log.Info("TLS files changed; new handshakes use the new certificate", attrs...)
 	}
 	return kp
 }

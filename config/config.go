@@ -66,6 +66,7 @@ type XDS struct {
 	// waits before it is answered without it.
 	UnknownNameWait time.Duration `mapstructure:"unknown_name_wait"`
 	Keepalive       Keepalive     `mapstructure:"keepalive"`
+	Limits          Limits        `mapstructure:"limits"`
 	TLS             TLS           `mapstructure:"tls"`
 	// Identity binds client certificates to the nodes they may claim;
 	// empty binds nothing.
@@ -147,6 +148,12 @@ var defaults = map[string]any{
 	"xds.tls.key_file":                       "",
 	"xds.tls.client_ca_file":                 "",
 	"xds.tls.require_client_cert":            false,
+	"xds.limits.names_per_request":           xds.DefaultLimits.NamesPerRequest,
+	"xds.limits.names_per_subscription":      xds.DefaultLimits.NamesPerSubscription,
+	"xds.limits.unknown_names":               xds.DefaultLimits.UnknownNames,
+	"xds.limits.streams":                     xds.DefaultLimits.Streams,
+	"xds.limits.streams_per_connection":      xds.DefaultLimits.StreamsPerConnection,
+	"xds.limits.request_bytes":               xds.DefaultLimits.RequestBytes,
 	"admin.listen":                           "127.0.0.1:19000",
 	"admin.tls.cert_file":                    "",
 	"admin.tls.key_file":                     "",

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/xdsbridge/xdsbridge/sources"
+	"github.com/xdsbridge/xdsbridge/xds"
 )
 
 // fakeSource is the source type "fake" the tests configure. Its New decodes
@@ -69,6 +70,7 @@ func TestDefaults(t *testing.T) {
 		{"log.format", cfg.Log.Format, "text"},
 		{"holdoff.min", cfg.Holdoff.Min, 100 * time.Millisecond},
 		{"holdoff.max", cfg.Holdoff.Max, time.Second},
+		{"xds.limits", xds.Limits(cfg.XDS.Limits), xds.DefaultLimits},
 		{"entries", len(cfg.Entries), 1},
 		{"dir", cfg.Dir, "/etc/bridge"},
 	}
@@ -90,6 +92,7 @@ xds:
   grpc: {enabled: false}
   unknown_name_wait: 1s
   keepalive: {time: 1m, timeout: 2s, min_client_interval: 3s}
+  limits: {names_per_request: 1, names_per_subscription: 2, unknown_names: 3, streams: 40, streams_per_connection: 5, request_bytes: 6}
 admin: {listen: "[::1]:9000"}
 log: {level: debug, format: json}
 holdoff: {min: 50ms, max: 2s}
@@ -103,7 +106,8 @@ sources:
 	if cfg.XDS.Listen != "0.0.0.0:8000" || cfg.XDS.GRPC.Enabled || cfg.XDS.UnknownNameWait != time.Second ||
 		cfg.XDS.Keepalive != (Keepalive{time.Minute, 2 * time.Second, 3 * time.Second, 30 * time.Minute, 10 * time.Second}) ||
 		cfg.Admin.Listen != "[::1]:9000" || cfg.Log != (Log{"debug", "json"}) ||
-		cfg.Holdoff != (Holdoff{50 * time.Millisecond, 2 * time.Second}) {
+		cfg.Holdoff != (Holdoff{50 * time.Millisecond, 2 * time.Second}) ||
+		cfg.XDS.Limits != (Limits{1, 2, 3, 40, 5, 6}) {
 		t.Errorf("config = %+v", cfg)
 	}
 	if len(cfg.Entries) != 2 || cfg.Entries[0].Name != "a" || cfg.Entries[1].Name != "b" {
@@ -149,6 +153,11 @@ func TestInvalid(t *testing.T) {
 		{"bad level", "log: {level: loud}\n" + minimal, "log.level", "unknown level"},
 		{"bad format", "log: {format: xml}\n" + minimal, "log.format", "unknown format"},
 		{"bad grpc flag", "xds: {grpc: {enabled: perhaps}}\n" + minimal, "xds.grpc.enabled", ""},
+		{"zero limit", "xds: {limits: {names_per_request: 0}}\n" + minimal, "xds.limits.names_per_request", "positive"},
+		{"negative limit", "xds: {limits: {request_bytes: -1}}\n" + minimal, "xds.limits.request_bytes", "positive"},
+		{"unknown limit", "xds: {limits: {types: 3}}\n" + minimal, "xds.limits.types", "unknown key"},
+		{"streams per connection above streams", "xds: {limits: {streams: 10, streams_per_connection: 20}}\n" + minimal,
+			"xds.limits.streams_per_connection", "more than xds.limits.streams"},
 		{"key without cert", "xds: {tls: {key_file: k}}\n" + minimal, "xds.tls.cert_file", "is required"},
 		{"cert without key", "admin: {tls: {cert_file: c}}\n" + minimal, "admin.tls.key_file", "is required"},
 		{"client ca without tls", "xds: {tls: {client_ca_file: ca}}\n" + minimal, "xds.tls.cert_file", "client certificates"},

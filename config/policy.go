@@ -1,7 +1,6 @@
 package config
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/xdsbridge/xdsbridge/sources"
@@ -69,13 +68,4 @@ func checkGuard(key string, fraction float64, hold time.Duration) error {
 		return sources.Errorf(key+".hold", "must be a positive duration, not %s", hold)
 	}
 	return nil
-}
-
-// describePolicy is one line about s's startup and guard, for `validate`.
-func (s Source) describePolicy() string {
-	guard := "off"
-	if s.Guard.Hold > 0 {
-		guard = fmt.Sprintf("%.0f%% / %s", 100*s.Guard.MaxRemovedFraction, s.Guard.Hold)
-	}
-	return fmt.Sprintf("startup timeout %s, required %t, guard %s", s.Startup.Timeout, s.Startup.Required, guard)
 }

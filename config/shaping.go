@@ -16,16 +16,37 @@ import (
 // case matters: Envoy extension names in typed_extension_protocol_options,
 // metadata keys, template field names.
 func (c *Config) rawLists(data []byte) error {
-	var raw struct {
-		Clusters   []map[string]any `yaml:"clusters"`
-		Transforms []map[string]any `yaml:"transforms"`
-	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&raw); err != nil {
+	var raw map[string]any
+	if err := yaml.NewDecoder(bytes.NewReader(data)).Decode(&raw); err != nil {
 		return fmt.Errorf("parsing config file: %w", err)
 	}
-	c.Clusters, c.Transforms = raw.Clusters, raw.Transforms
-	return nil
+	var err error
+	if c.Clusters, err = listOfMaps(raw, "clusters"); err != nil {
+		return err
+	}
+	c.Transforms, err = listOfMaps(raw, "transforms")
+	return err
+}
+
+// listOfMaps returns raw[key] as a list of maps; absent or null is empty.
+func listOfMaps(raw map[string]any, key string) ([]map[string]any, error) {
+	v, ok := raw[key]
+	if !ok || v == nil {
+		return nil, nil
+	}
+	list, ok := v.([]any)
+	if !ok {
+		return nil, sources.Errorf(key, "must be a list, not %T", v)
+	}
+	out := make([]map[string]any, 0, len(list))
+	for i, item := range list {
+		m, ok := item.(map[string]any)
+		if !ok {
+			return nil, sources.Errorf(fmt.Sprintf("%s[%d]", key, i), "must be a map, not %T", item)
+		}
+		out = append(out, m)
+	}
+	return out, nil
 }
 
 // rule is one entry of the `clusters` list before its fragment is parsed.

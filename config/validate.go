@@ -48,6 +48,9 @@ func (c *Config) Validate() error {
 	if n := c.XDS.SendBudgetBytes; n < c.XDS.MaxResponseBytes {
 		return sources.Errorf("xds.send_budget_bytes", "%d is less than xds.max_response_bytes (%d)", n, c.XDS.MaxResponseBytes)
 	}
+	if err := c.XDS.Limits.validate(); err != nil {
+		return err
+	}
 	if err := checkGuard("guard", c.Guard.MaxRemovedFraction, c.Guard.Hold); err != nil {
 		return err
 	}

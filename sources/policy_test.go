@@ -2,6 +2,7 @@ package sources
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -244,5 +245,24 @@ func TestServiceErrorsShownPerSource(t *testing.T) {
 	rec.wait(t, 1)
 	if got := errs(0); len(got) != 0 {
 		t.Errorf("service errors of a after the removal = %v", got)
+	}
+}
+
+func TestPersistRateLimited(t *testing.T) {
+	store := &memStore{}
+	const every = 300 * time.Millisecond
+	_, fakes, rec := startNamed(t, ManagerOptions{Holdoff: time.Millisecond, MaxHoldoff: time.Millisecond,
+		Store: store, PersistInterval: every}, Named{Name: "a"})
+	began := time.Now()
+	fakes[0].send(t, fullUp())
+	rec.wait(t, 0)
+	for i := range 10 {
+		fakes[0].send(t, upsertUp(testSvc(fmt.Sprintf("s%d", i), "10.0.0.1")))
+		rec.wait(t, i+1)
+	}
+	waitUntil(t, "the last change saved", func() bool { got, _ := store.get("a"); return len(got) == 10 })
+	_, saves := store.get("a")
+	if limit := 1 + int(time.Since(began)/every) + 1; saves > limit {
+		t.Errorf("%d saves in %v, want at most %d (one per %v)", saves, time.Since(began), limit, every)
 	}
 }

@@ -44,7 +44,9 @@ type Update struct {
 //
 // Endpoints that cannot be served (see Endpoint.Validate) are dropped by the
 // source, which counts them with Status.Dropped; the rest of the service is
-// still reported.
+// still reported. The manager applies the same check to every update (and
+// caps a service at MaxEndpointsPerService), so what a source lets through
+// is dropped there, counted once per change of its service.
 type Source interface {
 	Run(ctx context.Context, up chan<- Update) error
 }

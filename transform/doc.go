@@ -64,8 +64,8 @@
 //     manager still owns: it returns svc itself when nothing changes, or a
 //     copy (Filter, Each, or svc.Clone()) that it may change freely.
 //   - Returning false drops the service; a changed Name renames it (two
-//     services renamed to one name: the first, by original name, keeps it;
-//     see Stream).
+//     services renamed to one name: the one serving it keeps it, the other
+//     waits for it; see Stream).
 //   - A transform that changes an endpoint records its own name there with
 //     Touch (Each does it), so that /debug/why can say what happened.
 //   - Endpoints must stay servable (sources.Endpoint.Validate): a transform

@@ -2,6 +2,7 @@ package transform
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 
 	"github.com/xdsbridge/xdsbridge/sources"
@@ -13,19 +14,22 @@ import (
 // name, must remove what was published before.
 //
 // Two services renamed to one name conflict: the one already publishing it
-// keeps it and the other is held back (reported in Conflicts) until the
-// name is free again at a later change of it. Not safe for concurrent use.
+// keeps it and the other is held back (listed in Conflicts) until the name
+// is free, when it is published without waiting for a change of its own.
+// Held-back services are kept (transformed) until then; there are at most
+// as many as services. Not safe for concurrent use.
 type Stream struct {
 	chain *Chain
-	out   map[string]string // input name -> published name
-	owner map[string]string // published name -> input name
-	// Conflicts are the input names held back by the latest Apply.
+	out   map[string]string          // input name -> published name
+	owner map[string]string          // published name -> input name
+	held  map[string]sources.Service // input name -> its transformed version, held back
+	// Conflicts are the input names held back after the latest Apply.
 	Conflicts []string
 }
 
 // NewStream returns a stream of chain (nil: no transforms).
 func NewStream(chain *Chain) *Stream {
-	return &Stream{chain: chain, out: map[string]string{}, owner: map[string]string{}}
+	return &Stream{chain: chain, out: map[string]string{}, owner: map[string]string{}, held: map[string]sources.Service{}}
 }
 
 // Apply transforms c and returns what to publish: the transformed upserts
@@ -35,15 +39,26 @@ func (s *Stream) Apply(c sources.Changes) sources.Changes {
 	if s.chain.Len() == 0 {
 		return c
 	}
-	s.Conflicts = nil
-	var res sources.Changes
+	up := map[string]sources.Service{} // published name -> service
 	removed := map[string]bool{}
 	unpublish := func(in string) {
+		delete(s.held, in)
 		if name, ok := s.out[in]; ok {
 			delete(s.out, in)
 			delete(s.owner, name)
+			delete(up, name)
 			removed[name] = true
 		}
+	}
+	publish := func(in string, t sources.Service) {
+		if o, taken := s.owner[t.Name]; taken && o != in {
+			s.held[in] = t
+			return
+		}
+		delete(s.held, in)
+		s.out[in], s.owner[t.Name] = t.Name, in
+		delete(removed, t.Name)
+		up[t.Name] = t
 	}
 	for _, in := range c.Removed {
 		unpublish(in)
@@ -54,20 +69,22 @@ func (s *Stream) Apply(c sources.Changes) sources.Changes {
 			unpublish(svc.Name)
 		}
 		if !ok {
+			delete(s.held, svc.Name)
 			continue
 		}
-		if o, taken := s.owner[t.Name]; taken && o != svc.Name {
-			s.Conflicts = append(s.Conflicts, svc.Name)
-			continue
+		publish(svc.Name, t)
+	}
+	// Names freed above go to the services waiting for them, in name order.
+	for _, in := range slices.Sorted(maps.Keys(s.held)) {
+		if t := s.held[in]; removed[t.Name] {
+			publish(in, t)
 		}
-		s.out[svc.Name], s.owner[t.Name] = t.Name, svc.Name
-		delete(removed, t.Name)
-		res.Upserted = append(res.Upserted, t)
 	}
-	for name := range removed {
-		res.Removed = append(res.Removed, name)
+	s.Conflicts = slices.Sorted(maps.Keys(s.held))
+	res := sources.Changes{
+		Upserted: slices.Collect(maps.Values(up)),
+		Removed:  slices.Sorted(maps.Keys(removed)),
 	}
-	slices.Sort(res.Removed)
 	slices.SortFunc(res.Upserted, func(a, b sources.Service) int { return cmp.Compare(a.Name, b.Name) })
 	return res
 }

@@ -51,11 +51,14 @@ func TestStream(t *testing.T) {
 		conflicts []string
 	}{
 		{in: up("a", "b", "c", "d"), want: "+d +x", conflicts: []string{"b"}},
-		// a goes away: x is removed; b takes x only at its next change.
-		{in: sources.Changes{Removed: []string{"a"}}, want: "-x"},
-		{in: up("b"), want: "+x"},
+		// b changes while a still holds x: still held back.
+		{in: up("b"), want: "", conflicts: []string{"b"}},
+		// a goes away: b takes x in the same change.
+		{in: sources.Changes{Removed: []string{"a"}}, want: "+x"},
+		// a comes back: b keeps x.
+		{in: up("a"), want: "", conflicts: []string{"a"}},
 		// Removing a dropped or held-back name removes nothing.
-		{in: sources.Changes{Removed: []string{"c"}}, want: ""},
+		{in: sources.Changes{Removed: []string{"c", "a"}}, want: ""},
 		{in: sources.Changes{Removed: []string{"b", "d"}}, want: "-d -x"},
 	}
 	for i, st := range steps {

@@ -173,7 +173,7 @@ func benchEngine(b *testing.B, nc, n int, delta bool) {
 		return nil
 	}
 	for i := range nc {
-		c := s.connect(ctx, "bench", delta)
+		c, _ := s.connect(ctx, "bench", delta)
 		var send func(*out) error
 		if delta {
 			send = func(o *out) error {

@@ -1,12 +1,15 @@
 package xds
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"google.golang.org/grpc/codes"
 )
 
 // client is one xDS stream. Its state is split by lock:
@@ -22,8 +25,13 @@ type client struct {
 	variant string
 	delta   bool
 	peer    string
+	conn    string // the TCP peer the stream counts against (Server.conns)
 	since   time.Time
 	wake    chan struct{} // buffered(1): "state changed, look again"
+	// cancel ends the stream (nil for in-process clients); refused is the
+	// limit breach or invalid request it ended for (see Server.fail).
+	cancel  context.CancelFunc
+	refused atomic.Pointer[refusal]
 	// src is the variant the stream is served (nil: ADS); see variant.go.
 	src *Variant
 
@@ -32,10 +40,17 @@ type client struct {
 	node   *corev3.Node
 	closed bool
 	gen    uint64 // last Apply generation that touched this client
+	// private are the empty stores of type URLs the server does not serve
+	// that this stream asked for (Server.storeFor); Server.mu.
+	private map[string]*typeState
+	// unknown counts the slots pinned by the client's watches (names
+	// without a resource), bounded by Limits.UnknownNames; Server.mu.
+	unknown int
 
 	mu      sync.Mutex
 	watches map[string]*watch
 	order   []*watch // by rank: the make-before-break push order
+	brk     []*watch // by breakRank: the order of removals
 	nonce   uint64
 }
 
@@ -48,9 +63,12 @@ type pend struct {
 
 // waitSince records when a subscribed name without an entry was requested;
 // immediate names (known but hidden from this client) are answered at once.
+// pushes is the watch's response count then: a SotW CDS/LDS response sent
+// after the request already told the client the name is absent.
 type waitSince struct {
 	at        time.Time
 	immediate bool
+	pushes    uint64
 }
 
 // watch is a client's subscription to one type.
@@ -61,8 +79,11 @@ type watch struct {
 
 	// Reader-goroutine state (the only writer of subscriptions), also read
 	// under Server.mu and client.mu.
-	wildcard  bool
-	started   bool
+	wildcard bool
+	started  bool
+	// everNamed: a SotW request of this watch named something (or "*"), so
+	// an empty list no longer means wildcard but "nothing".
+	everNamed bool
 	namesHash uint64
 	// lastNames is the previous SotW resource_names when it was a shared
 	// list from Codec: the same list again is recognised by identity.
@@ -76,6 +97,9 @@ type watch struct {
 	named   map[*slot]struct{}
 	dirty   map[*slot]pend
 	waiting map[*slot]waitSince
+	// pins are the slots without an entry this watch references (see
+	// slot.pins); Server.mu.
+	pins map[*slot]struct{}
 
 	version     uint64
 	lastNonce   string
@@ -120,7 +144,59 @@ func (c *client) watchFor(t *typeState) *watch {
 	c.watches[t.url] = w
 	c.order = append(c.order, w)
 	slices.SortStableFunc(c.order, func(a, b *watch) int { return a.t.rank - b.t.rank })
+	c.brk = append(c.brk, w)
+	slices.SortStableFunc(c.brk, func(a, b *watch) int { return a.t.brk - b.t.brk })
 	return w
+}
+
+// pin keeps sl, a name without an entry, from being released while the
+// watch references it, counting it against Limits.UnknownNames. Both locks
+// held.
+func (w *watch) pin(sl *slot) *refusal {
+	if sl.cur != nil || sl.tomb {
+		return nil // never released anyway
+	}
+	if _, ok := w.pins[sl]; ok {
+		return nil
+	}
+	c := w.c
+	if max := c.s.opts.Limits.UnknownNames; c.unknown >= max {
+		w.t.release(sl) // if the request created it
+		return refuse(reasonUnknownNames, codes.ResourceExhausted,
+			"more than %d names the server does not have", max)
+	}
+	if w.pins == nil {
+		w.pins = make(map[*slot]struct{})
+	}
+	w.pins[sl] = struct{}{}
+	sl.pins++
+	c.unknown++
+	return nil
+}
+
+// sweep unpins, and releases if nobody else needs them, the slots the watch
+// no longer references: not subscribed, held, pending or waiting, or which
+// got an entry meanwhile. Both locks held.
+func (w *watch) sweep() {
+	for sl := range w.pins {
+		if sl.cur == nil && !sl.tomb && (sl.subs.has(w.idx) || w.held.has(sl)) {
+			continue
+		}
+		if _, ok := w.dirty[sl]; ok {
+			continue
+		}
+		if _, ok := w.waiting[sl]; ok {
+			continue
+		}
+		w.unpin(sl)
+	}
+}
+
+func (w *watch) unpin(sl *slot) {
+	delete(w.pins, sl)
+	sl.pins--
+	w.c.unknown--
+	w.t.release(sl)
 }
 
 func (c *client) poke() {
@@ -160,7 +236,7 @@ func (w *watch) reconcile(sl *slot, now time.Time) {
 		w.mark(sl, want, false)
 	}
 	if want == nil && h == nil {
-		w.waiting[sl] = waitSince{at: now, immediate: sl.cur != nil}
+		w.waiting[sl] = waitSince{at: now, immediate: sl.cur != nil, pushes: w.pushes}
 	}
 }
 
@@ -245,5 +321,11 @@ func (w *watch) drop() {
 		sl.subs.remove(w.idx)
 		w.t.release(sl)
 	}
+	// Last: the held set above still reads the slots pinned here.
+	for sl := range w.pins {
+		sl.pins--
+		w.t.release(sl)
+	}
+	w.pins = nil
 	w.t.removeWatch(w)
 }

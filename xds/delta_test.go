@@ -155,9 +155,9 @@ func TestDeltaWildcardWithNames(t *testing.T) {
 func TestDeltaUnknownName(t *testing.T) {
 	s := NewServer(Options{UnknownNameWait: 200 * time.Millisecond})
 	cc := serve(t, s)
+	start := time.Now() // the wait is a window after readiness
 	s.Apply(services(1), nil)
 	c := openDeltaADS(t, cc)
-	start := time.Now()
 	c.send(deltaReq(EndpointType, "svc-0", "nope"))
 	wantNames(t, deltaNames(c.recv()), "svc-0")
 	r := c.recv()

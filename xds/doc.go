@@ -70,7 +70,11 @@
 // # Make-before-break
 //
 // A writer always sends, in type order CDS, EDS, LDS, RDS, others, every
-// pending upsert first and only then any pending removal. In SotW the
+// pending upsert first and only then any pending removal, removals in the
+// opposite order of reference: LDS, RDS, CDS, EDS, others. A listener goes
+// before the route it names, the route before its clusters, a cluster
+// before its assignment, so no remaining resource points at a removed
+// one. In SotW the
 // first CDS response of a change therefore still lists a cluster that is
 // being removed, and a second one drops it after the EDS/LDS/RDS upserts.
 // A cluster upsert re-marks its assignment (forced, even if unchanged), so
@@ -85,17 +89,79 @@
 // when its assignment arrives; gating would add a round trip to every new
 // service and would stall endpoint updates behind a NACKed cluster.
 //
-// # Always answer
+// # Readiness
 //
 // Nothing is sent before the first Apply (the caller applies only once all
-// sources have synced). A wildcard SotW or fresh delta wildcard watch gets
-// a first response even when there is nothing to send, so Envoy finishes
-// initialising. A name without a resource is answered after
-// Options.UnknownNameWait (counted from readiness at the earliest): SotW
-// CDS/LDS without it, SotW EDS with an empty ClusterLoadAssignment of that
-// name, SotW RDS with an empty response, delta with the name in
-// removed_resources. A gRPC-only resource asked for by a non-gRPC client is
-// answered at once as absent: it exists, just not for that client.
+// sources have synced), and no request is even read before it: a request
+// handled against the still-empty store would compare a delta reconnect's
+// initial_resource_versions with nothing and re-send everything after a
+// bridge restart, the very case free reconnects exist for. Requests that
+// arrive early wait (gRPC flow control bounds them) and are handled in
+// order against the first state.
+//
+// # Always answer
+//
+// A wildcard SotW or fresh delta wildcard watch gets a first response even
+// when there is nothing to send, so Envoy finishes initialising. A name
+// without a resource is answered as absent: SotW CDS/LDS without it, SotW
+// EDS with an empty ClusterLoadAssignment of that name, SotW RDS with an
+// empty response, delta with the name in removed_resources. Once readiness
+// is Options.UnknownNameWait old this happens at once: the store then holds
+// every source's state, and Envoy's on-demand CDS gives up after about 5 s.
+// Within that window a request waits until its end: the first state may be
+// a warm start from saved state or leave sources still starting, and names
+// they are about to add arrive in the next publish; answering "absent"
+// first would make Envoy drop and re-add them. A SotW CDS/LDS response sent
+// after the request already tells the client the name is absent (it lists
+// the full set), so the end of the wait sends nothing more. A gRPC-only
+// resource asked for by a non-gRPC client is answered at once as absent: it
+// exists, just not for that client.
+//
+// Delta follows the spec's subscription rules: every subscription is
+// answered, also of a name the client already holds or was told was
+// removed (the resource again, or its removal again); unsubscribing a name
+// while subscribed to "*" is answered with what the wildcard alone gives
+// (the resource, or its removal). SotW: an empty resource_names is the
+// legacy wildcard for CDS/LDS only while the stream never named anything
+// (not even "*"); after that it unsubscribes from everything.
+//
+// # Client input makes no lasting state
+//
+// Names, initial versions and type URLs are client input. A claimed or
+// subscribed name the server does not have gets a slot pinned by the
+// watches that reference it, freed once none does (at the latest when the
+// stream ends); the slot table, free list and name map shrink when mostly
+// empty. Only names the server itself served keep a tombstone slot (so a
+// wildcard watch never sees two slots of one name), bounded by the
+// server's own history. A type URL other than the four standard types and
+// those Apply was given gets a private empty store of that stream, gone
+// with it, and one shared metric label ("unknown"). Limits (see Limits)
+// bound the rest; a breach ends the stream with a status and is counted
+// in xdsbridge_xds_refused_total{reason}, whose label values are fixed.
+//
+// A delta reconnect costs O(names) under Server.mu: 20,000 names listed in
+// both resource_names_subscribe and initial_resource_versions are a few
+// ms (BenchmarkReconnect), not the 0.9 s of a scan per claimed name.
+//
+// # Deliberate deviations from the spec
+//
+//   - A type the server does not serve is answered like a type without
+//     resources (SotW: an empty response, at once for a wildcard or as
+//     unknown names otherwise; delta: the names in removed_resources) rather
+//     than left unanswered; more than 16 such types on one stream end it
+//     with InvalidArgument.
+//   - A request breaching a limit ends the whole stream (xDS has no error
+//     answer to one request); so does an ADS request without type_url
+//     (InvalidArgument, as go-control-plane does).
+//   - SotW EDS/RDS removals are not sent: the spec lets the server omit
+//     them, and Envoy drops an assignment or route with its cluster or
+//     listener.
+//   - version_info/system_version_info and nonces are per-stream counters,
+//     not the content of the state (per-resource delta versions are content
+//     hashes).
+//   - The unary Fetch* (REST over gRPC) methods answer Unimplemented.
+//   - Unknown names wait up to Options.UnknownNameWait right after
+//     readiness (above); the spec does not ask for a delay.
 //
 // # NACK
 //

@@ -47,7 +47,7 @@ func benchReconnect(b *testing.B, n int) {
 	var hold, applyMax time.Duration
 	b.ResetTimer()
 	for range b.N {
-		c := s.connect(ctx, "bench", true)
+		c, _ := s.connect(ctx, "bench", true)
 		stop, started, worst := make(chan struct{}), make(chan struct{}), make(chan time.Duration)
 		go func() { // unrelated changes, back to back, during the reconnect
 			var max time.Duration
@@ -93,10 +93,17 @@ func cmpMax(a, b time.Duration) time.Duration {
 // Each op changes one assignment and waits until every honest client got
 // it; p99-ms is the honest clients' change latency. After the hostile
 // client has left, heap-MB is the heap held beyond the honest clients'
-// baseline, and slots / types what the store still holds.
+// baseline, and slots / types what the store still holds. With the default
+// limits the hostile stream is refused at its 10,001st unknown name; with
+// raised limits it is served in full (but for the 17th type URL on).
 func BenchmarkHostile(b *testing.B) {
+	b.Run("limits=default", func(b *testing.B) { benchHostile(b, Limits{}) })
+	b.Run("limits=raised", func(b *testing.B) { benchHostile(b, Limits{UnknownNames: 40000}) })
+}
+
+func benchHostile(b *testing.B, limits Limits) {
 	const honest, n = 200, 100
-	s := NewServer(Options{})
+	s := NewServer(Options{Limits: limits})
 	s.Apply(benchServices(n), nil)
 	all := make([]string, n)
 	for i := range all {

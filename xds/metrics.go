@@ -14,7 +14,11 @@ type metrics struct {
 	resources *prometheus.CounterVec
 	bytes     *prometheus.CounterVec
 	nacks     *prometheus.CounterVec
+	refused   *prometheus.CounterVec
 	apply     prometheus.Histogram
+	// unknownType is shared by the private stores of every type URL the
+	// server does not serve: one label value for all of them.
+	unknownType *typeMetrics
 }
 
 type typeMetrics struct {
@@ -31,6 +35,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		resources: perType("xdsbridge_xds_resources_sent_total", "Resources carried by the responses sent, by resource type."),
 		bytes:     perType("xdsbridge_xds_bytes_sent_total", "Marshalled resource bytes carried by the responses sent, by resource type."),
 		nacks:     perType("xdsbridge_xds_nacks_total", "Responses rejected by clients (NACK), by resource type."),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "xdsbridge_xds_refused_total",
+			Help: "Streams ended or refused for breaching a limit or sending an invalid request, by reason.",
+		}, []string{"reason"}),
 		apply: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "xdsbridge_xds_apply_duration_seconds",
 			Help:    "Time to apply one change to the store and mark it on subscribed clients.",
@@ -43,8 +51,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.resources = register(reg, m.resources)
 		m.bytes = register(reg, m.bytes)
 		m.nacks = register(reg, m.nacks)
+		m.refused = register(reg, m.refused)
 		m.apply = register(reg, m.apply)
 	}
+	m.unknownType = m.forType("unknown")
 	return m
 }
 
@@ -68,8 +78,8 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
 	return c
 }
 
-func (m *metrics) forType(url string) *typeMetrics {
-	l := shortType(url)
+// forType resolves the per-type children of label l (see shortType).
+func (m *metrics) forType(l string) *typeMetrics {
 	return &typeMetrics{
 		pushes:    m.pushes.WithLabelValues(l),
 		resources: m.resources.WithLabelValues(l),

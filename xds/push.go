@@ -30,7 +30,7 @@ func (c *client) next(now time.Time) (*out, time.Time) {
 			return o, time.Time{}
 		}
 	}
-	for _, w := range c.order {
+	for _, w := range c.brk {
 		if o := w.removals(); o != nil {
 			return o, time.Time{}
 		}
@@ -46,16 +46,17 @@ func (c *client) next(now time.Time) (*out, time.Time) {
 	return nil, first
 }
 
-// deadline is when a name waiting since ws is answered without it. The wait
-// starts at readiness at the earliest, since nothing is known before.
+// deadline is when a name waiting since ws is answered without it: at the
+// end of the window of wait after readiness, at once after it (see doc.go,
+// "Always answer").
 func deadline(ws waitSince, readyAt time.Time, wait time.Duration) time.Time {
 	if ws.immediate {
 		return readyAt
 	}
-	if ws.at.Before(readyAt) {
-		return readyAt.Add(wait)
+	if end := readyAt.Add(wait); ws.at.Before(end) {
+		return end
 	}
-	return ws.at.Add(wait)
+	return ws.at
 }
 
 // upserts takes the pending new/changed entries and the expired unknown
@@ -99,6 +100,9 @@ func (w *watch) upserts(now, readyAt time.Time, wait time.Duration) *out {
 		}
 		delete(w.waiting, sl)
 		if h, ok := w.held.get(sl); ok && h == nil {
+			if w.t.full && !w.c.delta && w.pushes > ws.pushes {
+				continue // a full-state response sent since told the client
+			}
 			gone = append(gone, sl)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc/codes"
 )
 
 // hashNames is an order-insensitive digest of a resource_names list, so that
@@ -37,30 +38,39 @@ type request interface {
 }
 
 // typeOf is the type a request is for: the per-type stream's fixed type,
-// else the request's type_url. "" (logged) means the request is ignored.
-func (s *Server) typeOf(c *client, fixed string, req request) string {
+// else the request's type_url, which ADS requires.
+func typeOf(fixed string, req request) (string, *refusal) {
 	if fixed != "" {
-		return fixed
+		return fixed, nil
 	}
-	typ := req.GetTypeUrl()
-	if typ == "" {
-		s.log.Debug("ignoring request without type_url", "peer", c.peer)
+	if typ := req.GetTypeUrl(); typ != "" {
+		return typ, nil
 	}
-	return typ
+	return "", refuse(reasonNoTypeURL, codes.InvalidArgument, "type_url is required on an aggregated stream")
 }
 
 // lock takes Server.mu and client.mu for a subscription change, records the
 // client's node and returns its watch of typ; release both with unlock. It
-// returns nil, with nothing held, when the client has disconnected.
-func (s *Server) lock(c *client, typ string, req request) *watch {
+// returns nil, with nothing held, when the client has disconnected or is
+// refused (then with the refusal).
+func (s *Server) lock(c *client, typ string, req request) (*watch, *refusal) {
 	s.mu.Lock()
 	if c.closed {
 		s.mu.Unlock()
-		return nil
+		return nil, nil
+	}
+	t, r := s.storeFor(c, typ)
+	if r != nil {
+		s.mu.Unlock()
+		return nil, r
 	}
 	c.mu.Lock()
 	c.identify(req.GetNode())
-	return c.watchFor(s.typeFor(typ))
+	w := c.watchFor(t)
+	if len(w.pins) > 0 {
+		w.sweep()
+	}
+	return w, nil
 }
 
 // unlock releases what lock took.
@@ -71,9 +81,15 @@ func (s *Server) unlock(c *client) {
 
 // onSotW handles one SotW request; fixed is the type of a per-type stream.
 func (s *Server) onSotW(c *client, fixed string, req *discoveryv3.DiscoveryRequest) {
-	typ := s.typeOf(c, fixed, req)
-	if typ == "" {
-		return
+	if r := s.sotw(c, fixed, req); r != nil {
+		s.fail(c, r)
+	}
+}
+
+func (s *Server) sotw(c *client, fixed string, req *discoveryv3.DiscoveryRequest) *refusal {
+	typ, r := typeOf(fixed, req)
+	if r != nil {
+		return r
 	}
 	names := req.GetResourceNames()
 	c.mu.Lock()
@@ -82,10 +98,13 @@ func (s *Server) onSotW(c *client, fixed string, req *discoveryv3.DiscoveryReque
 		w.ackSotW(req)
 		if w.started && len(names) > 0 && len(names) == len(w.lastNames) && &names[0] == &w.lastNames[0] {
 			c.mu.Unlock()
-			return // fastest path: the very same shared list (see Codec)
+			return nil // fastest path: the very same shared list (see Codec)
 		}
 	}
 	c.mu.Unlock()
+	if r := s.checkNames("resource_names", len(names)); r != nil {
+		return r
+	}
 	h := hashNames(names)
 	c.mu.Lock()
 	if w != nil && w.started && h == w.namesHash {
@@ -94,13 +113,14 @@ func (s *Server) onSotW(c *client, fixed string, req *discoveryv3.DiscoveryReque
 			w.lastNames = names
 		}
 		c.mu.Unlock()
-		return // fast path: an ACK/NACK with an unchanged subscription
+		return nil // fast path: an ACK/NACK with an unchanged subscription
 	}
 	c.mu.Unlock()
 
 	now := time.Now()
-	if w = s.lock(c, typ, req); w == nil {
-		return
+	w, r = s.lock(c, typ, req)
+	if w == nil {
+		return r
 	}
 	defer s.unlock(c)
 	t := w.t
@@ -110,13 +130,23 @@ func (s *Server) onSotW(c *client, fixed string, req *discoveryv3.DiscoveryReque
 		w.lastNames = names
 	}
 
-	// An empty list is the legacy wildcard for CDS/LDS on the first request
-	// and keeps it afterwards; otherwise it unsubscribes everything.
-	wild := slices.Contains(names, "*") || (len(names) == 0 && t.full && (first || w.wildcard))
+	// An empty list is the legacy wildcard for CDS/LDS as long as the
+	// client never named anything (not even "*"); after that it
+	// unsubscribes from everything.
+	wild := slices.Contains(names, "*") || (len(names) == 0 && t.full && !w.everNamed)
+	w.everNamed = w.everNamed || len(names) > 0
+	if n, max := len(names), s.opts.Limits.NamesPerSubscription; n > max {
+		return refuse(reasonNamesPerSub, codes.ResourceExhausted,
+			"subscribing to %d names, more than the %d allowed per type", n, max)
+	}
 	want := make(map[*slot]struct{}, len(names))
 	for _, n := range names {
 		if n != "*" {
-			want[t.get(n)] = struct{}{}
+			sl := t.get(n)
+			want[sl] = struct{}{}
+			if r := w.pin(sl); r != nil {
+				return r
+			}
 		}
 	}
 	w.unsubscribeExcept(want)
@@ -126,11 +156,18 @@ func (s *Server) onSotW(c *client, fixed string, req *discoveryv3.DiscoveryReque
 			w.subscribe(sl, now)
 		}
 	}
-	if first && wild {
+	// A type the server does not serve is answered at once, empty; its
+	// names are answered as absent like any unknown name.
+	if first && (wild || (w.private() && len(want) == 0)) {
 		w.initial = true
 	}
 	c.poke()
+	return nil
 }
+
+// private reports whether the watch is of a type the server does not serve:
+// its first request is answered, empty, at once.
+func (w *watch) private() bool { return w.c.private[w.t.url] == w.t }
 
 // unsubscribeExcept drops every explicit name not in want. Both locks held.
 func (w *watch) unsubscribeExcept(want map[*slot]struct{}) {
@@ -166,9 +203,15 @@ func (w *watch) ackSotW(req *discoveryv3.DiscoveryRequest) {
 
 // onDelta handles one delta request; fixed is the type of a per-type stream.
 func (s *Server) onDelta(c *client, fixed string, req *discoveryv3.DeltaDiscoveryRequest) {
-	typ := s.typeOf(c, fixed, req)
-	if typ == "" {
-		return
+	if r := s.delta(c, fixed, req); r != nil {
+		s.fail(c, r)
+	}
+}
+
+func (s *Server) delta(c *client, fixed string, req *discoveryv3.DeltaDiscoveryRequest) *refusal {
+	typ, r := typeOf(fixed, req)
+	if r != nil {
+		return r
 	}
 	sub, unsub := req.GetResourceNamesSubscribe(), req.GetResourceNamesUnsubscribe()
 	c.mu.Lock()
@@ -176,21 +219,36 @@ func (s *Server) onDelta(c *client, fixed string, req *discoveryv3.DeltaDiscover
 	if w != nil && w.started && len(sub) == 0 && len(unsub) == 0 {
 		w.ackDelta(req)
 		c.mu.Unlock()
-		return
+		return nil
 	}
 	c.mu.Unlock()
+	for _, l := range []struct {
+		field string
+		n     int
+	}{
+		{"resource_names_subscribe", len(sub)},
+		{"resource_names_unsubscribe", len(unsub)},
+		{"initial_resource_versions", len(req.GetInitialResourceVersions())},
+	} {
+		if r := s.checkNames(l.field, l.n); r != nil {
+			return r
+		}
+	}
 
 	now := time.Now()
-	if w = s.lock(c, typ, req); w == nil {
-		return
+	w, r = s.lock(c, typ, req)
+	if w == nil {
+		return r
 	}
 	defer s.unlock(c)
 	t := w.t
 	if !w.started {
 		w.started = true
-		s.firstDelta(w, req, now)
+		if r := s.firstDelta(w, req, now); r != nil {
+			return r
+		}
 		c.poke()
-		return
+		return nil
 	}
 	// Envoy folds a pending ACK/NACK into its next subscription change;
 	// a nonce that is not the latest one records nothing but a NACK.
@@ -203,7 +261,9 @@ func (s *Server) onDelta(c *client, fixed string, req *discoveryv3.DeltaDiscover
 	}
 	for _, n := range unsub {
 		if sl := t.slots[n]; sl != nil && n != "*" && w.explicit(sl) {
-			w.unsubscribe(sl)
+			if r := w.unsubscribeDelta(sl); r != nil {
+				return r
+			}
 		}
 	}
 	for _, n := range sub {
@@ -211,37 +271,107 @@ func (s *Server) onDelta(c *client, fixed string, req *discoveryv3.DeltaDiscover
 			continue
 		}
 		sl := t.get(n)
-		if w.explicit(sl) {
-			// A re-subscription asks for the resource again.
-			if e := c.visible(sl.cur); e != nil {
-				w.mark(sl, e, true)
-			}
-			continue
+		if r := w.pin(sl); r != nil {
+			return r
 		}
-		w.subscribe(sl, now)
+		if !w.explicit(sl) {
+			if r := w.subscribeChecked(sl, now); r != nil {
+				return r
+			}
+		}
+		// Every subscription is answered, also of a name the client holds
+		// or was told is removed: the resource again, or its removal.
+		if e := c.visible(sl.cur); e != nil {
+			w.mark(sl, e, true)
+		} else {
+			w.reconcile(sl, now)
+		}
 	}
 	c.poke()
+	return nil
+}
+
+// subscribeChecked subscribes to sl within Limits.NamesPerSubscription.
+// Both locks held.
+func (w *watch) subscribeChecked(sl *slot, now time.Time) *refusal {
+	if max := w.c.s.opts.Limits.NamesPerSubscription; !w.explicit(sl) && w.explicitCount() >= max {
+		return refuse(reasonNamesPerSub, codes.ResourceExhausted,
+			"subscribing to more than the %d names allowed per type", max)
+	}
+	w.subscribe(sl, now)
+	return nil
+}
+
+// explicitCount is the number of names subscribed by name. client.mu held.
+func (w *watch) explicitCount() int {
+	if w.wildcard {
+		return len(w.named)
+	}
+	return w.held.len()
+}
+
+// unsubscribeDelta drops an explicit name. Under a wildcard subscription
+// the client is told what the wildcard alone gives it: the resource again,
+// or its removal. Both locks held.
+func (w *watch) unsubscribeDelta(sl *slot) *refusal {
+	if !w.wildcard {
+		w.unsubscribe(sl)
+		return nil
+	}
+	if r := w.pin(sl); r != nil { // kept until the removal is sent
+		return r
+	}
+	w.unsubscribe(sl)
+	if e := w.c.visible(sl.cur); e != nil {
+		w.mark(sl, e, true)
+		return nil
+	}
+	w.held.put(sl, stale, w.t.total())
+	w.mark(sl, nil, false)
+	return nil
 }
 
 // firstDelta sets up a new delta watch: what the client already holds
 // (initial_resource_versions, within its subscription) counts as sent, so a
 // reconnect with nothing changed sends nothing, also to another replica,
-// because versions are content hashes. Both locks held.
-func (s *Server) firstDelta(w *watch, req *discoveryv3.DeltaDiscoveryRequest, now time.Time) {
+// because versions are content hashes. It costs O(names) under the locks:
+// a reconnect of 20,000 names must not stall every other client's pushes.
+// A claimed name the server does not have becomes a pinned slot, freed
+// with the stream at the latest. Both locks held.
+func (s *Server) firstDelta(w *watch, req *discoveryv3.DeltaDiscoveryRequest, now time.Time) *refusal {
 	t, c := w.t, w.c
 	sub := req.GetResourceNamesSubscribe()
 	wild := slices.Contains(sub, "*") || (len(sub) == 0 && t.full)
 	initial := req.GetInitialResourceVersions()
-	for name, ver := range initial {
-		if !wild && !slices.Contains(sub, name) {
-			continue
-		}
-		sl := t.get(name)
-		sl.tomb = true // held by this watch even if it never existed here
-		if e := c.visible(sl.cur); e != nil && e.version == ver {
-			w.held.put(sl, e, t.total())
+	claim := func(name, ver string) *refusal {
+		sl := t.slots[name]
+		if sl != nil {
+			if e := c.visible(sl.cur); e != nil && e.version == ver {
+				w.held.put(sl, e, t.total())
+				return nil
+			}
 		} else {
-			w.held.put(sl, stale, t.total())
+			sl = t.get(name)
+		}
+		if r := w.pin(sl); r != nil {
+			return r
+		}
+		w.held.put(sl, stale, t.total())
+		return nil
+	}
+	if wild {
+		for name, ver := range initial {
+			if r := claim(name, ver); r != nil {
+				return r
+			}
+		}
+	} else if len(initial) > 0 {
+		for _, name := range sub {
+			if ver, ok := initial[name]; ok {
+				if r := claim(name, ver); r != nil {
+					return r
+				}
+			}
 		}
 	}
 	if wild {
@@ -249,9 +379,19 @@ func (s *Server) firstDelta(w *watch, req *discoveryv3.DeltaDiscoveryRequest, no
 		w.named = make(map[*slot]struct{}) // claimed names are not explicit
 		w.initial = len(initial) == 0
 	}
+	if w.private() && len(sub) == 0 {
+		w.initial = true
+	}
 	for _, n := range sub {
-		if n != "*" {
-			w.subscribe(t.get(n), now)
+		if n == "*" {
+			continue
+		}
+		sl := t.get(n)
+		if r := w.pin(sl); r != nil {
+			return r
+		}
+		if r := w.subscribeChecked(sl, now); r != nil {
+			return r
 		}
 	}
 	// Explicit names whose claimed version is gone here are removed.
@@ -260,6 +400,7 @@ func (s *Server) firstDelta(w *watch, req *discoveryv3.DeltaDiscoveryRequest, no
 			w.mark(sl, nil, false)
 		}
 	}
+	return nil
 }
 
 // ackDelta records an ACK or NACK. client.mu held.

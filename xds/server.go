@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -61,8 +62,10 @@ type Key struct {
 // Options configure a Server.
 type Options struct {
 	Logger *slog.Logger
-	// UnknownNameWait is how long a request for a name the server does not
-	// know waits before it is answered without that name. Default 5s.
+	// UnknownNameWait is the window after readiness during which a request
+	// for a name the server does not know waits (until the window ends)
+	// before it is answered without that name; after the window it is
+	// answered at once (see doc.go, "Always answer"). Default 5s.
 	// SotW CDS/LDS answer with the subscribed set without it, SotW EDS with
 	// an empty ClusterLoadAssignment of that name (Envoy then finishes
 	// warming the cluster), SotW RDS with an empty response, delta with the
@@ -80,6 +83,9 @@ type Options struct {
 	// SendBudget bounds the bytes of large responses in flight to all
 	// clients together (see budget); default DefaultSendBudget.
 	SendBudget int
+	// Limits bound what one client can make the server hold; zero fields
+	// take DefaultLimits.
+	Limits Limits
 	// ConfigCluster is the name of the static cluster through which Envoys
 	// on per-type streams reach this server (their bootstrap's); clusters
 	// sent on those streams name it in their EDS config source. Default
@@ -95,12 +101,14 @@ type Server struct {
 	lim     *limits
 	budget  *budget
 	sv      streamVariants
-	readyNs atomic.Int64 // unix nanos of the first Apply; 0 = not ready
+	readyNs atomic.Int64  // unix nanos of the first Apply; 0 = not ready
+	ready   chan struct{} // closed by the first Apply
 
 	mu      sync.Mutex
 	types   map[string]*typeState
 	clients map[*client]struct{}
-	gen     uint64 // Apply generation, to collect each touched client once
+	conns   map[string]int // open streams per connection (peer address)
+	gen     uint64         // Apply generation, to collect each touched client once
 }
 
 // NewServer returns a server with no resources that answers no request until
@@ -118,6 +126,7 @@ func NewServer(opts Options) *Server {
 	if opts.SendBudget <= 0 {
 		opts.SendBudget = DefaultSendBudget
 	}
+	opts.Limits = opts.Limits.withDefaults()
 	if opts.ConfigCluster == "" {
 		opts.ConfigCluster = DefaultConfigCluster
 	}
@@ -127,9 +136,11 @@ func NewServer(opts Options) *Server {
 		m:       newMetrics(opts.Registerer),
 		lim:     newLimits(opts.MaxResponseBytes, opts.Registerer),
 		budget:  newBudget(opts.SendBudget),
+		ready:   make(chan struct{}),
 		sv:      newStreamVariants(opts.ConfigCluster),
 		types:   make(map[string]*typeState),
 		clients: make(map[*client]struct{}),
+		conns:   make(map[string]int),
 	}
 }
 
@@ -144,21 +155,51 @@ func (s *Server) readyAt() time.Time {
 	return time.Time{}
 }
 
-// typeFor returns the store of a type, creating it. Server.mu held.
+// typeFor returns the store of a type, creating it. Only Apply and the four
+// standard types create stores: a type URL a client invents never becomes
+// server state (see storeFor). Server.mu held.
 func (s *Server) typeFor(url string) *typeState {
 	t := s.types[url]
 	if t == nil {
-		t = &typeState{
-			url:   url,
-			rank:  rank(url),
-			full:  fullState(url),
-			slots: make(map[string]*slot),
-			wild:  make(map[*watch]struct{}),
-			m:     s.m.forType(url),
-		}
+		t = newTypeState(url, s.m.forType(shortType(url)))
 		s.types[url] = t
 	}
 	return t
+}
+
+func newTypeState(url string, m *typeMetrics) *typeState {
+	return &typeState{
+		url:   url,
+		rank:  rank(url),
+		brk:   breakRank(url),
+		full:  fullState(url),
+		slots: make(map[string]*slot),
+		wild:  make(map[*watch]struct{}),
+		m:     m,
+	}
+}
+
+// storeFor returns the store a client's request of typ works on: the
+// server's store of a served type, else a private empty store of the
+// client's own, which lives as long as the stream, so that the request is
+// answered like any other for names that do not exist. Server.mu held.
+func (s *Server) storeFor(c *client, typ string) (*typeState, *refusal) {
+	if t := s.types[typ]; t != nil || rank(typ) < rankOther {
+		return s.typeFor(typ), nil
+	}
+	if t := c.private[typ]; t != nil {
+		return t, nil
+	}
+	if len(c.private) >= maxUnknownTypes {
+		return nil, refuse(reasonUnknownTypes, codes.InvalidArgument,
+			"type_url %q is not served, and this stream already asked for %d such types", typ, maxUnknownTypes)
+	}
+	if c.private == nil {
+		c.private = make(map[string]*typeState)
+	}
+	t := newTypeState(typ, s.m.unknownType)
+	c.private[typ] = t
+	return t, nil
 }
 
 type change struct {
@@ -213,11 +254,11 @@ func (s *Server) Apply(upserts []Resource, removals []Key) {
 	if len(changes) == 0 && !first {
 		return
 	}
-	// Upserts before removals, each in rank order: the order in which a
-	// writer that looks mid-Apply finds them is make-before-break too.
-	byRank := func(a, b change) int { return a.t.rank - b.t.rank }
-	slices.SortStableFunc(changes[:nup], byRank)
-	slices.SortStableFunc(changes[nup:], byRank)
+	// Upserts before removals, upserts in rank order and removals in break
+	// order: the order in which a writer that looks mid-Apply finds them is
+	// make-before-break too.
+	slices.SortStableFunc(changes[:nup], func(a, b change) int { return a.t.rank - b.t.rank })
+	slices.SortStableFunc(changes[nup:], func(a, b change) int { return a.t.brk - b.t.brk })
 
 	s.gen++
 	var touched []*client
@@ -226,6 +267,7 @@ func (s *Server) Apply(upserts []Resource, removals []Key) {
 	}
 	if first {
 		s.readyNs.Store(time.Now().UnixNano())
+		close(s.ready)
 		for c := range s.clients {
 			touched = append(touched, c) // duplicates only cost a no-op poke
 		}

@@ -2,6 +2,7 @@ package xds
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -22,8 +23,9 @@ const (
 	RouteType    = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
 )
 
-// rank is the make-before-break push order on ADS (XDS.md): clusters, then
-// their endpoints, then listeners, then routes, then anything else.
+// rank is the make-before-break push order of upserts on ADS (XDS.md):
+// clusters, then their endpoints, then listeners, then routes, then
+// anything else (rankOther).
 func rank(typeURL string) int {
 	switch typeURL {
 	case ClusterType:
@@ -35,7 +37,26 @@ func rank(typeURL string) int {
 	case RouteType:
 		return 3
 	}
-	return 4
+	return rankOther
+}
+
+const rankOther = 4
+
+// breakRank is the order of removals: what refers to a resource goes before
+// it, so a listener goes before its route, the route before its cluster,
+// and the cluster before its assignment.
+func breakRank(typeURL string) int {
+	switch typeURL {
+	case ListenerType:
+		return 0
+	case RouteType:
+		return 1
+	case ClusterType:
+		return 2
+	case EndpointType:
+		return 3
+	}
+	return rankOther
 }
 
 // fullState reports whether SotW responses of the type must carry every
@@ -144,8 +165,14 @@ type slot struct {
 	subs subscribers
 	// tomb keeps a slot that once had an entry alive after its removal, so
 	// that a wildcard watch still holding it never sees two slots of one
-	// name. The cost is one small struct per name ever served.
+	// name. The cost is one small struct per name the server ever served:
+	// bounded by the server's own history, never by what clients send.
 	tomb bool
+	// pins counts the watches that reference this slot while it has no
+	// entry (a name a client subscribed to or claimed that the server does
+	// not have): it stays until the last of them lets go (watch.sweep) or
+	// disconnects, and is then released.
+	pins int
 }
 
 // typeState is the store and the subscriber index of one type, guarded by
@@ -153,11 +180,13 @@ type slot struct {
 type typeState struct {
 	url   string
 	rank  int
+	brk   int // breakRank
 	full  bool
 	slots map[string]*slot
 	byIdx []*slot // by slot.idx; nil = free
 	free  []int
 	count atomic.Int64 // len(byIdx), readable by writers without Server.mu
+	peak  int          // most slots since the last compact
 	wild  map[*watch]struct{}
 	// watches by watch.idx (nil = free), for subscribers bitmaps.
 	watches []*watch
@@ -170,6 +199,11 @@ func (t *typeState) get(name string) *slot {
 	if sl == nil {
 		// A copy: a request's names may share one buffer (see Codec).
 		sl = &slot{name: strings.Clone(name), idx: len(t.byIdx)}
+		// The free list may hold indexes cut off by shrink, or taken again
+		// since: skip them.
+		for n := len(t.free); n > 0 && (t.free[n-1] >= len(t.byIdx) || t.byIdx[t.free[n-1]] != nil); n-- {
+			t.free = t.free[:n-1]
+		}
 		if n := len(t.free); n > 0 {
 			sl.idx, t.free = t.free[n-1], t.free[:n-1]
 			t.byIdx[sl.idx] = sl
@@ -178,16 +212,49 @@ func (t *typeState) get(name string) *slot {
 			t.count.Store(int64(len(t.byIdx)))
 		}
 		t.slots[name] = sl
+		t.peak = max(t.peak, len(t.slots))
 	}
 	return sl
 }
 
-// release drops a slot nobody subscribes to and that never had an entry.
+// release drops a slot nobody subscribes to or pins and that never had an
+// entry.
 func (t *typeState) release(sl *slot) {
-	if sl.cur == nil && !sl.tomb && sl.subs.len() == 0 && t.slots[sl.name] == sl {
+	if sl.cur == nil && !sl.tomb && sl.pins == 0 && sl.subs.len() == 0 && t.slots[sl.name] == sl {
 		delete(t.slots, sl.name)
 		t.byIdx[sl.idx] = nil
 		t.free = append(t.free, sl.idx)
+		t.shrink()
+	}
+}
+
+// shrink returns the memory of released slots: without it a client that
+// subscribed to 100,000 invented names would leave some 10 MB behind after
+// it left. The free end of the slot table is cut off at once (amortised
+// O(1) per slot); the table, the free list and the slot map (Go maps never
+// shrink) are reallocated once they are at most a quarter full, which
+// costs O(live slots) once per halving or so. Server.mu held.
+func (t *typeState) shrink() {
+	n := len(t.byIdx)
+	for n > 0 && t.byIdx[n-1] == nil {
+		n--
+	}
+	t.byIdx = t.byIdx[:n]
+	t.count.Store(int64(n))
+	const small = 1024
+	if c := cap(t.byIdx); c > small && n < c/4 {
+		t.byIdx = slices.Clone(t.byIdx)
+		t.free = slices.DeleteFunc(t.free, func(i int) bool { return i >= n })
+	}
+	if c := cap(t.free); c > small && len(t.free) < c/4 {
+		t.free = slices.Clone(t.free)
+	}
+	if live := len(t.slots); t.peak > small && live < t.peak/4 {
+		m := make(map[string]*slot, live)
+		for name, sl := range t.slots {
+			m[name] = sl
+		}
+		t.slots, t.peak = m, live
 	}
 }
 

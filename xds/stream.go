@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"slices"
 	"strings"
 	"time"
@@ -56,7 +57,12 @@ func serveStream[Req, Resp any](s *Server, st grpc.BidiStreamingServer[Req, Resp
 	on func(*client, *Req)) error {
 	ctx, cancel := context.WithCancel(st.Context())
 	defer cancel()
-	c := s.connect(ctx, variant, delta)
+	c, r := s.connect(ctx, variant, delta)
+	if r != nil {
+		s.m.refused.WithLabelValues(r.reason).Inc()
+		return r.err
+	}
+	c.cancel = cancel
 	defer s.disconnect(c)
 	errc := make(chan error, 1)
 	go func() {
@@ -64,13 +70,33 @@ func serveStream[Req, Resp any](s *Server, st grpc.BidiStreamingServer[Req, Resp
 		for {
 			req, err := st.Recv()
 			if err != nil {
+				if status.Code(err) == codes.ResourceExhausted {
+					s.m.refused.WithLabelValues(reasonRequestBytes).Inc()
+				}
 				errc <- err
 				return
 			}
+			// Requests wait for readiness rather than being handled against
+			// the still-empty store: a delta reconnect's claimed versions
+			// are compared with the first state applied, so a restart
+			// re-sends nothing that did not change.
+			if !s.Ready() {
+				select {
+				case <-s.ready:
+				case <-ctx.Done():
+					return
+				}
+			}
 			on(c, req)
+			if ctx.Err() != nil {
+				return // refused (Server.fail) or gone
+			}
 		}
 	}()
 	err := s.push(ctx, c, func(o *out) error { return st.SendMsg(o.msg) })
+	if r := c.refused.Load(); r != nil {
+		return r.err
+	}
 	return streamErr(err, errc)
 }
 
@@ -147,7 +173,9 @@ func (s *Server) push(ctx context.Context, c *client, send func(*out) error) err
 	}
 }
 
-func (s *Server) connect(ctx context.Context, variant string, delta bool) *client {
+// connect admits a new stream within Limits.Streams and
+// Limits.StreamsPerConnection, or returns the refusal.
+func (s *Server) connect(ctx context.Context, variant string, delta bool) (*client, *refusal) {
 	c := &client{
 		s:       s,
 		variant: variant,
@@ -157,14 +185,32 @@ func (s *Server) connect(ctx context.Context, variant string, delta bool) *clien
 		watches: make(map[string]*watch),
 		src:     s.sv.forStream(strings.HasSuffix(variant, "_ads"), delta),
 	}
+	var conn string // the connection's key in Server.conns: its TCP peer
 	if p, ok := peer.FromContext(ctx); ok {
 		c.peer = p.Addr.String()
+		if _, ok := p.Addr.(*net.TCPAddr); ok {
+			conn = c.peer
+		}
 	}
+	c.conn = conn
+	l := s.opts.Limits
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.clients) >= l.Streams {
+		return nil, refuse(reasonStreams, codes.ResourceExhausted, "the server already serves %d streams", l.Streams)
+	}
+	// A TCP connection is one peer address; other transports (in-process
+	// clients, Unix sockets) have no address per connection to count by.
+	if conn != "" {
+		if s.conns[conn] >= l.StreamsPerConnection {
+			return nil, refuse(reasonStreamsPerConn, codes.ResourceExhausted,
+				"this connection already has %d streams open", l.StreamsPerConnection)
+		}
+		s.conns[conn]++
+	}
 	s.clients[c] = struct{}{}
-	s.mu.Unlock()
 	s.m.clients.WithLabelValues(variant).Inc()
-	return c
+	return c, nil
 }
 
 // disconnect removes the client from every index; its reader goroutine may
@@ -177,7 +223,13 @@ func (s *Server) disconnect(c *client) {
 		w.drop()
 	}
 	c.mu.Unlock()
+	c.private = nil
 	delete(s.clients, c)
+	if c.conn != "" {
+		if s.conns[c.conn]--; s.conns[c.conn] <= 0 {
+			delete(s.conns, c.conn)
+		}
+	}
 	s.mu.Unlock()
 	s.m.clients.WithLabelValues(c.variant).Dec()
 }

@@ -40,7 +40,9 @@ func writeConfig(t *testing.T, extra string) string {
 // sections is reported by `bridge validate` with its key path, exit 2.
 func TestValidateShapingErrors(t *testing.T) {
 	tests := []struct{ name, config, want string }{
-		{"clusters not a list", "clusters: {a: 1}", "parsing config file"},
+		{"clusters not a list", "clusters: {a: 1}", "clusters: must be a list"},
+		{"rule not a map", "clusters: [{cluster: {lb_policy: RANDOM}}, web]", "clusters[1]: expected type"},
+		{"transforms not a list", "transforms: exclude", "transforms[0]: expected type"},
 		{"rule unknown key", "clusters: [{matches: {}, cluster: {lb_policy: RANDOM}}]", "clusters[0].matches: unknown key"},
 		{"rule without cluster", "clusters: [{match: {services: [web]}}]", "clusters[0].cluster: is required"},
 		{"bad clients", "clusters: [{clients: proxies, cluster: {lb_policy: RANDOM}}]", `clusters[0].clients: unknown client class "proxies"`},

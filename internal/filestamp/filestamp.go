@@ -54,7 +54,10 @@ func Equal(a, b []Stamp) bool {
 type Cache[T any] struct {
 	Paths []string
 	// Parse reads the files and builds the value.
-	Parse  func() (T, error)
+	Parse func() (T, error)
+	// Loads counts the successful parses, so that a caller can tell a
+	// reload from a cached answer.
+	Loads  int
 	stamps []Stamp
 	value  T
 	loaded bool
@@ -73,6 +76,7 @@ func (c *Cache[T]) Get() (T, error) {
 		var v T
 		if v, err = c.Parse(); err == nil {
 			c.value, c.stamps, c.loaded = v, stamps, true
+			c.Loads++
 			return v, nil
 		}
 	}

@@ -57,7 +57,10 @@
 //     service with an instance on that node). Its index moves on every
 //     check change while its answer stays small in a healthy cluster; a
 //     check missing from it is passing;
-//   - /v1/catalog/nodes: nodes whose address or meta changed.
+//   - /v1/catalog/nodes: nodes whose address or meta changed, and nodes
+//     that appeared: the services of a new node are read once from
+//     /v1/catalog/node-services/<node> (up to 8 new nodes per answer), so
+//     an instance on a new machine or sync node is found without a sweep.
 //
 // When one of them names a service, the source reads that service once,
 // non-blocking, with /v1/health/service/<name>, at most
@@ -106,8 +109,12 @@
 // Per-service blocking queries (?index on each /v1/health/service) would
 // be precise, but over HTTP/1.1 each holds a connection, so at most
 // max_connections of them (16 is far from 10,000), and over HTTP/2 Go's
-// client opens a connection per 250 streams (the agent's limit), beyond
-// max_connections again at 10,000 services; they are not used.
+// client opens another connection whenever one carries the server's
+// stream limit (250 by Go's default, which the agent's HTTPS listener
+// uses; not measured here), beyond max_connections again at 10,000
+// services; they are not used. The price is latency: a change without a
+// bulk signal waits for a sweep, and at 2,000 services on a starved 2-CPU
+// machine that was 4 to 14 s (docs/benchmarks.md).
 //
 // Connections: the HTTP transport allows at most max_connections
 // connections to the agent (default max_concurrent_fetches + 3 per

@@ -283,6 +283,11 @@ func (l *loop) onPoll(r pollResult) {
 		l.onChecks(r.dc, r.checks)
 	case pollNodes:
 		l.onNodes(r.dc, r.nodes)
+		for _, name := range r.onNew {
+			if d.services[name] != nil {
+				l.markDirty(svcKey{r.dc, name})
+			}
+		}
 	}
 }
 

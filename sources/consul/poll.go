@@ -30,8 +30,11 @@ type pollResult struct {
 	services map[string][]string
 	checks   api.HealthChecks
 	nodes    []*api.Node
-	meta     *api.QueryMeta
-	err      error
+	// onNew names the services of nodes that appeared since the previous
+	// answer (pollNodes; see newNodeServices).
+	onNew []string
+	meta  *api.QueryMeta
+	err   error
 	// unchanged: the wait ended without a change. It carries no data but
 	// tells the loop the agent still answers (fresh Status.LastSuccess).
 	unchanged bool
@@ -58,6 +61,7 @@ const minPollInterval = 50 * time.Millisecond
 // again at once.
 func (s *Source) poll(ctx context.Context, c *api.Client, dc int, dcName string, kind pollKind, out chan<- pollResult) {
 	var index, last uint64
+	var known map[string]bool // nodes of the previous answer (pollNodes)
 	bo := backoff{min: s.cfg.RetryMin, max: s.cfg.RetryMax}
 	var started time.Time
 	for {
@@ -121,10 +125,54 @@ func (s *Source) poll(ctx context.Context, c *api.Client, dc int, dcName string,
 			res.reset = true
 		}
 		index, last = res.index, res.index
+		if kind == pollNodes {
+			res.onNew, known = s.newNodeServices(ctx, c, dcName, res.nodes, known)
+		}
 		if !send(ctx, out, res) {
 			return
 		}
 	}
+}
+
+// maxNewNodeReads bounds the node reads one answer of /v1/catalog/nodes
+// causes; more new nodes at once (a cluster filling up) are left to the
+// sweep their registrations cause anyway.
+const maxNewNodeReads = 8
+
+// newNodeServices reads the services of the nodes that appeared since the
+// previous answer (known; nil before the first): an instance registered
+// on a new node (a new VM, an ESM or sync node) changes no name, tag or
+// non-passing check, and would otherwise wait for a sweep. One read per
+// new node, on this blocking query's own connection. It returns the
+// service names and the nodes of this answer.
+func (s *Source) newNodeServices(ctx context.Context, c *api.Client, dc string, nodes []*api.Node, known map[string]bool) ([]string, map[string]bool) {
+	now := make(map[string]bool, len(nodes))
+	var fresh []string
+	for _, n := range nodes {
+		now[n.Node] = true
+		if known != nil && !known[n.Node] {
+			fresh = append(fresh, n.Node)
+		}
+	}
+	if len(fresh) > maxNewNodeReads {
+		return nil, now
+	}
+	var names []string
+	for _, node := range fresh {
+		var list *api.CatalogNodeServiceList
+		err := s.request(ctx, false, func(rctx context.Context) error {
+			var err error
+			list, _, err = c.Catalog().NodeServiceList(node, s.queryOptions(rctx, dc))
+			return err
+		})
+		if err != nil || list == nil {
+			continue // the sweep its registration causes finds it
+		}
+		for _, svc := range list.Services {
+			names = append(names, svc.Service)
+		}
+	}
+	return names, now
 }
 
 // pause waits d, or less when the generation is renewed meanwhile; it

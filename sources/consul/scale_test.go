@@ -59,7 +59,9 @@ func TestScale(t *testing.T) {
 		return ok && e.Health == sources.HealthUnhealthy
 	})
 	afterCritical := codes.total()
-	// A second instance without checks: only a sweep finds it.
+	// A second instance without checks, on a new node: the node's
+	// appearance names it (one read of the node's services), before the
+	// sweep its registration causes.
 	registered := time.Now()
 	if _, err := c.Catalog().Register(&api.CatalogRegistration{Node: "scale-extra", Address: "10.2.0.1",
 		Service: &api.AgentService{ID: "extra", Service: svcName(1500), Port: 20000}}, nil); err != nil {

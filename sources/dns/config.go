@@ -18,6 +18,11 @@ import (
 //	                            # search list then applies to names without a final dot.
 //	resolv_conf: /etc/resolv.conf
 //	timeout: 2s                 # per query (and per server)
+//	attempts: 2                 # rounds over the servers before a lookup fails
+//	transport: auto             # auto | udp | tcp; auto = tcp for names under
+//	                            # .consul and servers on port 8600, else udp
+//	                            # with a tcp retry of truncated answers
+//	edns_buffer_size: 1232      # UDP payload size advertised (EDNS0)
 //	family: any                 # any | ipv4 | ipv6: the address records used
 //	refresh:
 //	  min: 5s                   # the TTL is clamped to [min, max] ...
@@ -41,6 +46,9 @@ type Config struct {
 	Servers    []string      `mapstructure:"servers"`
 	ResolvConf string        `mapstructure:"resolv_conf"`
 	Timeout    time.Duration `mapstructure:"timeout"`
+	Attempts   int           `mapstructure:"attempts"`
+	Transport  string        `mapstructure:"transport"`
+	EDNSBuffer int           `mapstructure:"edns_buffer_size"`
 	Family     string        `mapstructure:"family"`
 	Refresh    Refresh       `mapstructure:"refresh"`
 	Services   []Service     `mapstructure:"services"`
@@ -77,6 +85,9 @@ func defaults() Config {
 	return Config{
 		ResolvConf: "/etc/resolv.conf",
 		Timeout:    2 * time.Second,
+		Attempts:   2,
+		Transport:  TransportAuto,
+		EDNSBuffer: 1232,
 		Family:     "any",
 		Refresh:    Refresh{Min: 5 * time.Second, Max: 5 * time.Minute, Jitter: 0.1},
 	}
@@ -95,6 +106,9 @@ func (c *Config) validate() ([]entry, []string, Family, error) {
 	}
 	if c.Timeout <= 0 {
 		return nil, nil, 0, sources.Errorf("timeout", "must be positive")
+	}
+	if err := c.checkTransport(); err != nil {
+		return nil, nil, 0, err
 	}
 	var fam Family
 	switch strings.ToLower(c.Family) {

@@ -21,6 +21,9 @@ func TestConfigErrors(t *testing.T) {
 		{"bad server port", map[string]any{"services": svc, "servers": []string{"127.0.0.1:0"}}, "servers[0]"},
 		{"bad duration", map[string]any{"services": svc, "timeout": "soon"}, "timeout"},
 		{"zero timeout", map[string]any{"services": svc, "timeout": "0s"}, "timeout"},
+		{"bad transport", map[string]any{"services": svc, "transport": "quic"}, "transport"},
+		{"small edns buffer", map[string]any{"services": svc, "edns_buffer_size": 100}, "edns_buffer_size"},
+		{"no attempts", map[string]any{"services": svc, "attempts": 0}, "attempts"},
 		{"bad family", map[string]any{"services": svc, "family": "ipx"}, "family"},
 		{"max below min", map[string]any{"services": svc, "refresh": map[string]any{"min": "10s", "max": "1s"}}, "refresh.max"},
 		{"jitter out of range", map[string]any{"services": svc, "refresh": map[string]any{"jitter": 1.5}}, "refresh.jitter"},
@@ -104,10 +107,11 @@ func TestSystemResolverConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"127.0.0.53:53", "[::1]:53"}; !slices.Equal(r.servers, want) {
-		t.Errorf("servers %v, want %v", r.servers, want)
+	servers, names := r.current()
+	if want := []string{"127.0.0.53:53", "[::1]:53"}; !slices.Equal(servers, want) {
+		t.Errorf("servers %v, want %v", servers, want)
 	}
-	if got, want := r.names("_a._tcp"), []string{"_a._tcp.example.org.", "_a._tcp."}; !slices.Equal(got, want) {
+	if got, want := names("_a._tcp"), []string{"_a._tcp.example.org.", "_a._tcp."}; !slices.Equal(got, want) {
 		t.Errorf("names %v, want %v", got, want)
 	}
 }

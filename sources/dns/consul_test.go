@@ -68,3 +68,32 @@ func hostPorts(eps []sources.Endpoint) []string {
 	slices.Sort(out)
 	return out
 }
+
+// TestConsulDNSManyInstances registers 100 instances of one service: over
+// UDP, Consul's DNS interface trims the answer to the EDNS size without
+// setting TC, so the default transport (auto: TCP for .consul names) must
+// see every one of them.
+func TestConsulDNSManyInstances(t *testing.T) {
+	agent := consultest.Start(t)
+	c := agent.Client()
+	const n = 100
+	for i := range n {
+		r := &consulapi.AgentServiceRegistration{ID: "many-" + strconv.Itoa(i), Name: "many",
+			Address: "127.1.0." + strconv.Itoa(i+1), Port: 9000 + i}
+		if err := c.Agent().ServiceRegister(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	count := func(transport string) int {
+		cfg := baseConfig([]string{agent.DNSAddr}, srvService("many", "many.service.consul"))
+		cfg["timeout"] = "2s"
+		cfg["transport"] = transport
+		ups, _ := watch(t, cfg)
+		u := nextUpdate(t, ups, 15*time.Second)
+		return len(u.Services[0].Endpoints)
+	}
+	if got := count(TransportAuto); got != n {
+		t.Fatalf("transport auto saw %d of %d instances", got, n)
+	}
+	t.Logf("transport udp saw %d of %d instances", count(TransportUDP), n)
+}

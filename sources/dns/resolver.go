@@ -13,10 +13,6 @@ import (
 	mdns "github.com/miekg/dns"
 )
 
-// ednsSize is the UDP payload size advertised with EDNS0 (RFC 6891); it is
-// also the size of the receive buffer, so a UDP answer never exceeds it.
-const ednsSize = 4096
-
 // errNegative marks an authoritative "no such name / no such data" answer:
 // an empty result, not a failure.
 var errNegative = errors.New("negative answer")
@@ -30,8 +26,20 @@ type resolver struct {
 	// names expands a configured name into the names to try, in order
 	// (the resolv.conf search list); nil means the name as it is.
 	names func(string) []string
-	udp   *mdns.Client
-	tcp   *mdns.Client
+	// system, when set, supplies servers and names from resolv.conf,
+	// re-read when it changes.
+	system *systemConf
+	udp    *mdns.Client
+	tcp    *mdns.Client
+	// ednsSize is the UDP payload size advertised with EDNS0 (RFC 6891);
+	// it is also the size of the receive buffer, so a UDP answer never
+	// exceeds it. The default, 1232, is the DNS flag day 2020 value that
+	// avoids IP fragmentation.
+	ednsSize  uint16
+	transport string
+	// attempts is how many rounds over the servers a query gets: one lost
+	// UDP packet must not fail a lookup when a single server is configured.
+	attempts int
 }
 
 // exchange asks each server in turn for name/qtype and returns the first
@@ -44,12 +52,13 @@ type resolver struct {
 func (r *resolver) exchange(ctx context.Context, name string, qtype uint16) (*mdns.Msg, error) {
 	q := new(mdns.Msg)
 	q.SetQuestion(name, qtype)
-	q.SetEdns0(ednsSize, false)
+	q.SetEdns0(r.ednsSize, false)
 	var last error
+	servers, _ := r.current()
 	first := int(r.preferred.Load())
-	for k := range r.servers {
-		i := (first + k) % len(r.servers)
-		srv := r.servers[i]
+	for k := range max(r.attempts, 1) * len(servers) {
+		i := (first + k) % len(servers)
+		srv := servers[i]
 		resp, err := r.ask(ctx, q, srv)
 		if err == nil {
 			r.preferred.Store(int32(i))
@@ -67,8 +76,12 @@ func (r *resolver) exchange(ctx context.Context, name string, qtype uint16) (*md
 }
 
 func (r *resolver) ask(ctx context.Context, q *mdns.Msg, srv string) (*mdns.Msg, error) {
-	resp, err := r.once(ctx, r.udp, q, srv)
-	if err == nil && resp.Truncated {
+	first := r.udp
+	if r.overTCP(q.Question[0].Name, srv) {
+		first = r.tcp
+	}
+	resp, err := r.once(ctx, first, q, srv)
+	if err == nil && resp.Truncated && first != r.tcp {
 		resp, err = r.once(ctx, r.tcp, q, srv)
 		if err == nil && resp.Truncated {
 			err = errors.New("truncated response over TCP")
@@ -105,8 +118,8 @@ func (r *resolver) once(ctx context.Context, c *mdns.Client, q *mdns.Msg, srv st
 // every expansion) does not exist or has no data of that type.
 func (r *resolver) query(ctx context.Context, name string, qtype uint16) (string, []*mdns.Msg, error) {
 	names := []string{mdns.Fqdn(name)}
-	if r.names != nil && !mdns.IsFqdn(name) {
-		names = r.names(name)
+	if _, expand := r.current(); expand != nil && !mdns.IsFqdn(name) {
+		names = expand(name)
 	}
 	var msgs []*mdns.Msg
 	for _, n := range names {

@@ -34,14 +34,15 @@ type query struct {
 // reply is how the server answers one name and type. Records are in zone
 // file syntax. Names without a reply get NXDOMAIN.
 type reply struct {
-	rcode    int
-	answer   []string
-	extra    []string
-	ns       []string
-	truncUDP bool // over UDP, answer with TC set and no records
-	silent   bool // never answer
-	wrongQ   bool // answer a different question
-	garbage  bool // answer bytes that do not parse
+	rcode     int
+	answer    []string
+	extra     []string
+	ns        []string
+	truncUDP  bool // over UDP, answer with TC set and no records
+	silent    bool // never answer
+	wrongQ    bool // answer a different question
+	garbage   bool // answer bytes that do not parse
+	failFirst int  // answer SERVFAIL to the first failFirst queries
 }
 
 func newFakeServer(t *testing.T) *fakeServer {
@@ -124,9 +125,18 @@ func (f *fakeServer) ServeDNS(w mdns.ResponseWriter, req *mdns.Msg) {
 	k := qkey{mdns.CanonicalName(q.Name), q.Qtype}
 	network := w.RemoteAddr().Network()
 	f.mu.Lock()
+	seen := 0
+	for _, q := range f.queries {
+		if q.qkey == k {
+			seen++
+		}
+	}
 	f.queries = append(f.queries, query{qkey: k, net: network, at: time.Now()})
 	r, ok := f.replies[k]
 	f.mu.Unlock()
+	if seen < r.failFirst {
+		r = reply{rcode: mdns.RcodeServerFailure}
+	}
 	if r.silent {
 		return
 	}

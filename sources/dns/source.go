@@ -13,10 +13,8 @@ package dns
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"net"
 	"sync"
 	"time"
 
@@ -87,26 +85,21 @@ func (s *Source) Run(ctx context.Context, up chan<- sources.Update) error {
 
 func (s *Source) resolver() (*resolver, error) {
 	r := &resolver{
-		servers: s.servers,
-		udp:     &mdns.Client{Net: "udp", UDPSize: ednsSize, Timeout: s.cfg.Timeout},
-		tcp:     &mdns.Client{Net: "tcp", Timeout: s.cfg.Timeout},
+		servers:   s.servers,
+		udp:       &mdns.Client{Net: "udp", UDPSize: uint16(s.cfg.EDNSBuffer), Timeout: s.cfg.Timeout},
+		tcp:       &mdns.Client{Net: "tcp", Timeout: s.cfg.Timeout},
+		ednsSize:  uint16(s.cfg.EDNSBuffer),
+		transport: s.cfg.Transport,
+		attempts:  s.cfg.Attempts,
 	}
 	if len(r.servers) > 0 {
 		return r, nil
 	}
-	cc, err := mdns.ClientConfigFromFile(s.cfg.ResolvConf)
+	sys, err := loadSystem(s.cfg.ResolvConf, s.log)
 	if err != nil {
-		return nil, fmt.Errorf("reading the system resolver configuration: %w", err)
+		return nil, err
 	}
-	for _, srv := range cc.Servers {
-		if hp, err := hostPort(net.JoinHostPort(srv, cc.Port)); err == nil {
-			r.servers = append(r.servers, hp)
-		}
-	}
-	if len(r.servers) == 0 {
-		return nil, fmt.Errorf("reading the system resolver configuration: no usable nameserver in %s", s.cfg.ResolvConf)
-	}
-	r.names = cc.NameList
+	r.system = sys
 	return r, nil
 }
 

@@ -376,10 +376,11 @@ func TestResolverSearchList(t *testing.T) {
 	f.set("_api._tcp.b.example.", mdns.TypeSRV, reply{answer: srvs("_api._tcp.b.example.", 60, "0 1 80 a.b.example."),
 		extra: []string{"a.b.example. 60 IN A 10.0.0.1"}})
 	r := &resolver{
-		servers: []string{f.addr},
-		udp:     &mdns.Client{Net: "udp", UDPSize: ednsSize, Timeout: time.Second},
-		tcp:     &mdns.Client{Net: "tcp", Timeout: time.Second},
-		names:   (&mdns.ClientConfig{Search: []string{"a.example", "b.example"}, Ndots: 1}).NameList,
+		servers:  []string{f.addr},
+		udp:      &mdns.Client{Net: "udp", UDPSize: 1232, Timeout: time.Second},
+		ednsSize: 1232,
+		tcp:      &mdns.Client{Net: "tcp", Timeout: time.Second},
+		names:    (&mdns.ClientConfig{Search: []string{"a.example", "b.example"}, Ndots: 1}).NameList,
 	}
 	res, err := lookup(t.Context(), r, entry{cluster: "api", kind: KindSRV, name: "_api._tcp"}, FamilyAny)
 	if err != nil || len(res.Endpoints) != 1 {

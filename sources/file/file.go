@@ -5,6 +5,8 @@
 //
 //	path: services.yaml   # required; relative to the configuration file
 //	poll_interval: 5s     # optional; fallback re-read interval
+//	settle: 1s            # optional; quiet time before an in-place write is read
+//	max_bytes: 33554432   # optional; larger files are rejected (32 MiB)
 //
 // The file holds one document; JSON when its name ends in .json, YAML
 // otherwise:
@@ -26,9 +28,13 @@
 // the watch misses an event (network file systems, a directory that did not
 // exist yet). A change is published as a Full update only when the content
 // differs from what was last published. Writing a complete new file and
-// renaming it over the old one is the safe way to change it; an in-place
-// write is read 100ms after its last event, which almost always sees it
-// whole.
+// renaming it over the old one is the safe way to change it: it is read
+// 100ms after the rename. A file written in place is read only once it has
+// been quiet (its modification time unchanged) for `settle`, by the watch
+// and the poll alike, and a read during which the file changed is thrown
+// away: a writer that pauses mid-file for less than `settle` is never read
+// half way, even when the half is valid YAML (`port: 8080` cut to `port:
+// 80`).
 //
 // The file is all or nothing: an unknown field, a bad value or a duplicate
 // name rejects the whole file with an error naming the file and the field
@@ -63,10 +69,19 @@ type Config struct {
 	// PollInterval is how often the file is re-read regardless of watch
 	// events. Default 5s.
 	PollInterval time.Duration `mapstructure:"poll_interval"`
+	// Settle is how long a file written in place must stay unmodified
+	// before it is read. Default 1s.
+	Settle time.Duration `mapstructure:"settle"`
+	// MaxBytes is the largest file accepted. Default 32 MiB.
+	MaxBytes int64 `mapstructure:"max_bytes"`
 }
 
-// DefaultPollInterval is the default of Config.PollInterval.
-const DefaultPollInterval = 5 * time.Second
+// Defaults of Config.
+const (
+	DefaultPollInterval = 5 * time.Second
+	DefaultSettle       = time.Second
+	DefaultMaxBytes     = 32 << 20
+)
 
 // debounce is how long the source waits after a watch event for more
 // events before it reads the file: a write is often several events (create,
@@ -81,6 +96,12 @@ func (c Config) Validate() error {
 	if c.PollInterval < 0 {
 		return sources.Errorf("poll_interval", "must be positive, got %v", c.PollInterval)
 	}
+	if c.Settle < 0 {
+		return sources.Errorf("settle", "must be positive, got %v", c.Settle)
+	}
+	if c.MaxBytes < 0 {
+		return sources.Errorf("max_bytes", "must be positive, got %d", c.MaxBytes)
+	}
 	return nil
 }
 
@@ -91,6 +112,8 @@ type Source struct {
 	json     bool
 	poll     time.Duration
 	debounce time.Duration
+	settle   time.Duration
+	maxBytes int64
 	log      *slog.Logger
 	status   *sources.Status
 }
@@ -114,6 +137,12 @@ func New(cfg map[string]any, opts sources.Options) (sources.Source, error) {
 
 func newSource(c Config, opts sources.Options) *Source {
 	opts = opts.WithDefaults()
+	if c.Settle == 0 {
+		c.Settle = DefaultSettle
+	}
+	if c.MaxBytes == 0 {
+		c.MaxBytes = DefaultMaxBytes
+	}
 	path := c.Path
 	if !filepath.IsAbs(path) {
 		path = filepath.Join(opts.BaseDir, path)
@@ -124,6 +153,8 @@ func newSource(c Config, opts sources.Options) *Source {
 		json:     strings.EqualFold(filepath.Ext(path), ".json"),
 		poll:     c.PollInterval,
 		debounce: debounce,
+		settle:   c.Settle,
+		maxBytes: c.MaxBytes,
 		log:      opts.Logger,
 		status:   opts.Status,
 	}

@@ -34,6 +34,8 @@ func TestNew(t *testing.T) {
 		{name: "unknown key", cfg: map[string]any{"path": "s.yaml", "pol_interval": "1s"}, wantErr: "pol_interval: unknown key"},
 		{name: "bad duration", cfg: map[string]any{"path": "s.yaml", "poll_interval": "soon"}, wantErr: "poll_interval"},
 		{name: "negative poll", cfg: map[string]any{"path": "s.yaml", "poll_interval": "-1s"}, wantErr: "poll_interval: must be positive"},
+		{name: "negative settle", cfg: map[string]any{"path": "s.yaml", "settle": "-1s"}, wantErr: "settle: must be positive"},
+		{name: "negative max_bytes", cfg: map[string]any{"path": "s.yaml", "max_bytes": -1}, wantErr: "max_bytes: must be positive"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -100,6 +102,7 @@ func start(t *testing.T, content string, tune func(*Source)) *harness {
 		Logger: slog.New(slog.NewTextHandler(h.logs, nil)),
 	})
 	s.debounce = 20 * time.Millisecond
+	s.settle = 50 * time.Millisecond
 	if tune != nil {
 		tune(s)
 	}
@@ -264,12 +267,59 @@ func TestRunRemovedFileKeepsState(t *testing.T) {
 }
 
 func TestRunPollFallback(t *testing.T) {
-	// With a debounce that never settles, only the poll can see a change.
+	// A write through a hard link in another directory changes the file
+	// without an event in the watched one: only the poll can see it.
+	h := start(t, services("web"), func(s *Source) { s.poll = 20 * time.Millisecond })
+	h.next("web")
+	link := filepath.Join(t.TempDir(), "link.yaml")
+	if err := os.Link(h.path, link); err != nil {
+		t.Skipf("no hard links here: %v", err)
+	}
+	if err := os.WriteFile(link, []byte(services("api")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h.next("api")
+}
+
+// TestRunInPlaceWriterPausing writes the file in place, pausing 300ms at a
+// line boundary where the first half is valid YAML on its own (the second
+// endpoint's port cut from 8080 to 80): with the watch and a fast poll both
+// looking, the half file is never published, the whole one is.
+func TestRunInPlaceWriterPausing(t *testing.T) {
 	h := start(t, services("web"), func(s *Source) {
-		s.debounce = time.Hour
+		s.settle = DefaultSettle
 		s.poll = 20 * time.Millisecond
 	})
 	h.next("web")
-	h.replace(services("api"))
-	h.next("api")
+	full := services("web") + "- name: api\n  endpoints:\n  - address: 10.0.0.9\n    port: 8080\n"
+	cut := strings.Index(full, "8080") + 2
+	f, err := os.OpenFile(h.path, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(full[:cut] + "\n"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Parse([]byte(full[:cut]+"\n"), false); err != nil {
+		t.Fatalf("the first half should be valid on its own: %v", err)
+	}
+	time.Sleep(300 * time.Millisecond) // the writer's pause, not synchronisation
+	if _, err := f.WriteAt([]byte(full[cut:]), int64(cut)); err != nil {
+		t.Fatal(err)
+	}
+	u := h.next("web", "api")
+	if port := u.Services[1].Endpoints[0].Port; port != 8080 {
+		t.Fatalf("published api with port %d: a half-written file", port)
+	}
+}
+
+func TestRunRejectsLargeFile(t *testing.T) {
+	h := start(t, "", func(s *Source) { s.maxBytes = 80 })
+	h.write(services("web", "api", "db"))
+	h.waitStatus("an error naming max_bytes", func(s sources.StatusSnapshot) bool {
+		return strings.Contains(s.LastError, "services.yaml: ") && strings.Contains(s.LastError, "more than max_bytes (80)")
+	})
+	h.write(services("w"))
+	h.next("w")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -51,8 +52,33 @@ func (s *Source) Run(ctx context.Context, up chan<- sources.Update) error {
 	}
 
 	var r reader
-	reload := func() bool {
-		u, ok := s.load(&r)
+	settle := time.NewTimer(s.debounce)
+	settle.Stop()
+	defer settle.Stop()
+	var (
+		pending bool // settle is armed
+		inPlace bool // the file was written in place since the last read
+	)
+	wait := func(d time.Duration) {
+		settle.Reset(d)
+		pending = true
+	}
+	// reload reads the file unless it is still being written: quiet asks
+	// for it to be unmodified for s.settle first.
+	reload := func(quiet bool) bool {
+		if quiet {
+			if age, err := s.age(); err == nil && age < s.settle {
+				wait(s.settle - age)
+				return true
+			}
+		}
+		u, ok, changing := s.load(&r)
+		if changing {
+			inPlace = true
+			wait(s.settle)
+			return true
+		}
+		inPlace = false
 		if !ok {
 			return true
 		}
@@ -65,14 +91,11 @@ func (s *Source) Run(ctx context.Context, up chan<- sources.Update) error {
 	}
 
 	watch()
-	if !reload() {
+	if !reload(false) {
 		return ctx.Err()
 	}
 	poll := time.NewTicker(s.poll)
 	defer poll.Stop()
-	settle := time.NewTimer(s.debounce)
-	settle.Stop()
-	defer settle.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -89,7 +112,10 @@ func (s *Source) Run(ctx context.Context, up chan<- sources.Update) error {
 			if filepath.Clean(ev.Name) == dir && ev.Has(fsnotify.Remove|fsnotify.Rename) {
 				watching = false // the watch went with the directory
 			}
-			settle.Reset(s.debounce)
+			if filepath.Clean(ev.Name) == s.path && ev.Has(fsnotify.Write) {
+				inPlace = true
+			}
+			wait(s.debounce)
 		case err, ok := <-errs:
 			if !ok {
 				errs = nil
@@ -97,33 +123,51 @@ func (s *Source) Run(ctx context.Context, up chan<- sources.Update) error {
 			}
 			s.log.Warn("watching the services file", "err", err)
 		case <-settle.C:
-			if !reload() {
+			pending = false
+			if !reload(inPlace) {
 				return ctx.Err()
 			}
 		case <-poll.C:
 			watch()
-			if !reload() {
+			// A poll never reads a file that a write may still be
+			// changing: it leaves it to the settle timer when armed, and
+			// otherwise to one the file's age arms.
+			if !pending && !reload(true) {
 				return ctx.Err()
 			}
 		}
 	}
 }
 
+// age returns how long ago the file was last modified.
+func (s *Source) age() (time.Duration, error) {
+	fi, err := os.Stat(s.path)
+	if err != nil {
+		return 0, err
+	}
+	return time.Since(fi.ModTime()), nil
+}
+
 // load reads and parses the file. It returns the Full update to send when
 // the file is valid and differs from what was last published; a bad file is
 // recorded as a failure and sends nothing, so the last good state stays.
-func (s *Source) load(r *reader) (sources.Update, bool) {
-	data, err := os.ReadFile(s.path)
+// changing reports a file modified while it was read: nothing is decided
+// on such a read.
+func (s *Source) load(r *reader) (u sources.Update, ok, changing bool) {
+	data, changing, err := s.read()
 	if err != nil {
-		s.fail(r, fmt.Errorf("reading services file: %w", err))
-		return sources.Update{}, false
+		s.fail(r, err)
+		return sources.Update{}, false, false
+	}
+	if changing {
+		return sources.Update{}, false, true
 	}
 	sum := sha256.Sum256(data)
 	var svcs []sources.Service
 	if !r.published || sum != r.sum {
 		if svcs, err = r.items.parse(data, s.json); err != nil {
 			s.fail(r, fmt.Errorf("%s: %w", s.name, err))
-			return sources.Update{}, false
+			return sources.Update{}, false, false
 		}
 	}
 	s.status.Succeeded()
@@ -132,11 +176,39 @@ func (s *Source) load(r *reader) (sources.Update, bool) {
 		r.logged = ""
 	}
 	if r.published && sum == r.sum {
-		return sources.Update{}, false
+		return sources.Update{}, false, false
 	}
 	r.published, r.sum = true, sum
 	s.log.Debug("services file loaded", "file", s.name, "services", len(svcs))
-	return sources.Update{Full: true, Services: svcs}, true
+	return sources.Update{Full: true, Services: svcs}, true, false
+}
+
+// read returns the file's content, at most s.maxBytes of it, and whether
+// its size or modification time changed while it was read.
+func (s *Source) read() (data []byte, changing bool, err error) {
+	f, err := os.Open(s.path)
+	if err != nil {
+		return nil, false, fmt.Errorf("reading services file: %w", err)
+	}
+	defer f.Close()
+	before, err := f.Stat()
+	if err != nil {
+		return nil, false, fmt.Errorf("reading services file: %w", err)
+	}
+	if before.Size() > s.maxBytes {
+		return nil, false, fmt.Errorf("%s: %d bytes, more than max_bytes (%d)", s.name, before.Size(), s.maxBytes)
+	}
+	data, err = io.ReadAll(io.LimitReader(f, s.maxBytes+1))
+	if err != nil {
+		return nil, false, fmt.Errorf("reading services file: %w", err)
+	}
+	if int64(len(data)) > s.maxBytes {
+		return nil, false, fmt.Errorf("%s: more than max_bytes (%d)", s.name, s.maxBytes)
+	}
+	after, err := os.Stat(s.path)
+	changing = err != nil || after.Size() != before.Size() || !after.ModTime().Equal(before.ModTime()) ||
+		int64(len(data)) != before.Size()
+	return data, changing, nil
 }
 
 func (s *Source) fail(r *reader, err error) {

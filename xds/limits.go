@@ -1,0 +1,135 @@
+package xds
+
+import (
+	"fmt"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Limits bound what one client can make the server hold. Everything in a
+// request (names, initial versions, type URLs) is client input: a breach
+// ends the stream with a gRPC status naming the limit, counted in
+// xdsbridge_xds_refused_total{reason}, and everything the stream held is
+// freed with it. Zero fields take the DefaultLimits value.
+type Limits struct {
+	// NamesPerRequest bounds each name list of one request:
+	// resource_names (SotW), resource_names_subscribe,
+	// resource_names_unsubscribe and initial_resource_versions (delta).
+	// Breach: ResourceExhausted.
+	NamesPerRequest int
+	// NamesPerSubscription bounds the names one stream subscribes to
+	// explicitly, per type. Breach: ResourceExhausted.
+	NamesPerSubscription int
+	// UnknownNames bounds the names without a resource that one stream
+	// makes the server track (subscribed or claimed in
+	// initial_resource_versions, all types together): the per-client work
+	// the server owes and the only per-name state a client can create.
+	// Breach: ResourceExhausted.
+	UnknownNames int
+	// Streams bounds the streams open at once, over all connections.
+	// Breach: ResourceExhausted for the new stream.
+	Streams int
+	// StreamsPerConnection bounds the streams open at once on one
+	// connection (an xDS client needs one, or one per type). Breach:
+	// ResourceExhausted for the new stream; GRPCOptions also sets the
+	// HTTP/2 limit one above it, so a breach gets that clear status rather
+	// than a stream that waits for transport quota.
+	StreamsPerConnection int
+	// RequestBytes is the largest request message accepted (gRPC's
+	// MaxRecvMsgSize, set by GRPCOptions). Breach: ResourceExhausted from
+	// gRPC, counted by the engine.
+	RequestBytes int
+}
+
+// DefaultLimits fit a fleet of 10,000 Envoys subscribed to 20,000 clusters
+// each (a delta reconnect lists 20,000 names twice, under 2 MB) with room
+// to spare, and keep a hostile client's cost to some MB.
+var DefaultLimits = Limits{
+	NamesPerRequest:      50000,
+	NamesPerSubscription: 50000,
+	UnknownNames:         10000,
+	Streams:              10000,
+	StreamsPerConnection: 64,
+	RequestBytes:         4 << 20,
+}
+
+// maxUnknownTypes is how many type URLs the server does not serve one stream
+// may ask for. Each gets a private, empty store that lives as long as the
+// stream (see doc.go); a real client asks for a few at most.
+const maxUnknownTypes = 16
+
+// withDefaults fills zero fields from DefaultLimits.
+func (l Limits) withDefaults() Limits {
+	or := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	d := DefaultLimits
+	or(&l.NamesPerRequest, d.NamesPerRequest)
+	or(&l.NamesPerSubscription, d.NamesPerSubscription)
+	or(&l.UnknownNames, d.UnknownNames)
+	or(&l.Streams, d.Streams)
+	or(&l.StreamsPerConnection, d.StreamsPerConnection)
+	or(&l.RequestBytes, d.RequestBytes)
+	return l
+}
+
+// GRPCOptions are the gRPC server options that enforce the transport-level
+// limits (request size, streams per connection); pass them to
+// grpc.NewServer of the server s is registered on.
+func (s *Server) GRPCOptions() []grpc.ServerOption {
+	l := s.opts.Limits
+	return []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(l.RequestBytes),
+		grpc.MaxConcurrentStreams(uint32(l.StreamsPerConnection) + 1),
+	}
+}
+
+// The reasons of xdsbridge_xds_refused_total: a fixed set, so that no
+// client input becomes a label value.
+const (
+	reasonNoTypeURL       = "no_type_url"
+	reasonUnknownTypes    = "unknown_types"
+	reasonNamesPerRequest = "names_per_request"
+	reasonNamesPerSub     = "names_per_subscription"
+	reasonUnknownNames    = "unknown_names"
+	reasonStreams         = "streams"
+	reasonStreamsPerConn  = "streams_per_connection"
+	reasonRequestBytes    = "request_bytes"
+)
+
+// refusal is a breach: the status the stream ends with and its reason.
+type refusal struct {
+	reason string
+	err    error
+}
+
+func refuse(reason string, code codes.Code, format string, args ...any) *refusal {
+	return &refusal{reason: reason, err: status.Error(code, fmt.Sprintf(format, args...))}
+}
+
+// fail ends c's stream with r's status: it is counted, logged once, and the
+// stream's context is cancelled so that its writer returns and the
+// disconnect frees what it held. Only the first refusal of a stream counts.
+func (s *Server) fail(c *client, r *refusal) {
+	if !c.refused.CompareAndSwap(nil, r) {
+		return
+	}
+	s.m.refused.WithLabelValues(r.reason).Inc()
+	s.log.Warn("refusing a client", "client", c.peer, "reason", r.reason, "err", r.err)
+	if c.cancel != nil {
+		c.cancel()
+	}
+}
+
+// checkNames refuses a name list longer than NamesPerRequest.
+func (s *Server) checkNames(field string, n int) *refusal {
+	if max := s.opts.Limits.NamesPerRequest; n > max {
+		return refuse(reasonNamesPerRequest, codes.ResourceExhausted,
+			"%s lists %d names, more than the %d allowed per request", field, n, max)
+	}
+	return nil
+}

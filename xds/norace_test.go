@@ -1,0 +1,5 @@
+//go:build !race
+
+package xds
+
+const raceEnabled = false
