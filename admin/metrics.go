@@ -32,6 +32,8 @@ var (
 		"Changes the removal guard held because they removed too much.", []string{"source"}, nil)
 	phaseDesc = prometheus.NewDesc("xdsbridge_source_startup_phase",
 		"1 for the source's startup phase: waiting, synced, warm (serving persisted state) or timed_out (served empty).", []string{"source", "phase"}, nil)
+	shadowedDesc = prometheus.NewDesc("xdsbridge_source_shadowed_services",
+		"Services the source reports with endpoints that the merge does not serve (a source of higher precedence wins, or a weighted rule leaves the source out).", []string{"source"}, nil)
 	serviceErrorsDesc = prometheus.NewDesc("xdsbridge_source_service_errors",
 		"Services of the source whose latest version cannot be served (their last good version is).", []string{"source"}, nil)
 )
@@ -39,7 +41,7 @@ var (
 // Describe implements prometheus.Collector.
 func (SourceCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{staleDesc, syncedDesc, lastSuccessDesc, failuresDesc, droppedDesc,
-		heldDesc, holdsDesc, phaseDesc, serviceErrorsDesc} {
+		heldDesc, holdsDesc, phaseDesc, serviceErrorsDesc, shadowedDesc} {
 		ch <- d
 	}
 }
@@ -56,6 +58,7 @@ func (c SourceCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(lastSuccessDesc, prometheus.GaugeValue, last, s.Name)
 		ch <- prometheus.MustNewConstMetric(failuresDesc, prometheus.CounterValue, float64(s.Failures), s.Name)
 		ch <- prometheus.MustNewConstMetric(droppedDesc, prometheus.CounterValue, float64(s.Dropped), s.Name)
+		ch <- prometheus.MustNewConstMetric(shadowedDesc, prometheus.GaugeValue, float64(s.Shadowed), s.Name)
 		collectPolicy(ch, s)
 	}
 }

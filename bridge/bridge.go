@@ -46,6 +46,7 @@ type Instance struct {
 	http     *http.Server
 	xdsLis   net.Listener
 	adminLis net.Listener
+	views    *views
 }
 
 // Run builds the bridge of cfg and runs it until ctx is done; see New and
@@ -74,6 +75,7 @@ func New(cfg *config.Config, log *slog.Logger) (*Instance, error) {
 		Sources:    named,
 		Holdoff:    cfg.Holdoff.Min,
 		MaxHoldoff: cfg.Holdoff.Max,
+		Merge:      cfg.Merge,
 		Logger:     log.With("component", "manager"),
 		Store:      warmStore(cfg, log),
 	})
@@ -86,8 +88,12 @@ func New(cfg *config.Config, log *slog.Logger) (*Instance, error) {
 		MaxResponseBytes: cfg.XDS.MaxResponseBytes,
 		SendBudget:       cfg.XDS.SendBudgetBytes,
 		Registerer:       reg,
+		ConfigCluster:    cfg.XDS.ConfigCluster,
 		Limits:           xds.Limits(cfg.XDS.Limits),
 	})
+	if in.views, err = newViews(cfg, server, log); err != nil {
+		return nil, err
+	}
 	in.pub = newPublisher(server, cfg.XDS.GRPC.Enabled, log.With("component", "publish"), reg).shape(cfg.Shaping, cfg.Chain)
 	sec, err := newSecurity(cfg, log, reg)
 	if err != nil {
@@ -113,7 +119,7 @@ func New(cfg *config.Config, log *slog.Logger) (*Instance, error) {
 		Pending:  in.manager.Pending,
 		Sources:  in.snapshots,
 		Gatherer: reg,
-		Clients:  func() any { return server.Clients() },
+		Clients:  func() any { return in.views.clients(server.Clients()) },
 		Confirm:  in.manager.ConfirmRemovals,
 		Handlers: debugHandlers(in.pub.why, server),
 		PProf:    cfg.Admin.PProf,
@@ -126,13 +132,18 @@ func New(cfg *config.Config, log *slog.Logger) (*Instance, error) {
 		}
 		handler = requireToken(handler)
 	}
-	in.http = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	// REST polling on the admin listener is not behind the admin token:
+	// Envoy's REST client cannot send one, and it reads only what the xDS
+	// listener serves anyway.
+	in.http = &http.Server{Handler: in.views.adminHandler(handler), ReadHeaderTimeout: 10 * time.Second}
 
 	if in.xdsLis, err = net.Listen("tcp", cfg.XDS.Listen); err != nil {
+		in.views.close()
 		return nil, sources.Prefix("xds.listen", err)
 	}
 	if in.adminLis, err = net.Listen("tcp", cfg.Admin.Listen); err != nil {
 		in.xdsLis.Close()
+		in.views.close()
 		return nil, sources.Prefix("admin.listen", err)
 	}
 	if sec.adminTLS != nil {
@@ -188,6 +199,7 @@ func (in *Instance) Run(ctx context.Context) error {
 	in.log.Info("serving admin", "addr", in.adminLis.Addr().String())
 
 	var wg sync.WaitGroup
+	in.views.run(ctx, &wg, cancel)
 	wg.Go(func() {
 		publish := func(c sources.Changes) {
 			in.pub.publish(c)

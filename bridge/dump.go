@@ -36,7 +36,7 @@ func Snapshot(ctx context.Context, cfg *config.Config, log *slog.Logger) ([]xds.
 	if err != nil {
 		return nil, err
 	}
-	m := sources.NewManager(sources.ManagerOptions{Sources: named, Logger: log.With("component", "manager")})
+	m := sources.NewManager(sources.ManagerOptions{Sources: named, Merge: cfg.Merge, Logger: log.With("component", "manager")})
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var first *sources.Changes

@@ -114,10 +114,13 @@ func (r *reloader) apply(ctx context.Context, load func() (*config.Config, error
 	if err := r.manager.Reconfigure(ctx, named); err != nil {
 		return ReloadResult{}, err
 	}
+	if err := r.manager.SetMerge(ctx, next.Merge); err != nil {
+		return ReloadResult{}, err
+	}
 	// The settings that need a restart stay as they run: the next reload
 	// compares against what is really in force.
 	applied := *old
-	applied.Sources, applied.Entries, applied.Dir = next.Sources, next.Entries, next.Dir
+	applied.Sources, applied.Entries, applied.Dir, applied.Merge = next.Sources, next.Entries, next.Dir, next.Merge
 	r.cfg = &applied
 	return res, nil
 }
@@ -142,6 +145,7 @@ func restartKeys(a, b *config.Config) []string {
 		{"log", a.Log, b.Log},
 		{"holdoff", a.Holdoff, b.Holdoff},
 		{"state_dir", a.StateDir, b.StateDir},
+		{"outputs", a.Outputs, b.Outputs},
 		// Shaping rules and transforms apply to every service: a change
 		// would re-translate them all, which a restart does as cheaply.
 		{"clusters", a.Clusters, b.Clusters},

@@ -42,6 +42,9 @@ type Config struct {
 	// list, as written (see shaping.go).
 	Clusters   []map[string]any `mapstructure:"clusters"`
 	Transforms []map[string]any `mapstructure:"transforms"`
+	Outputs    []Output         `mapstructure:"outputs"`
+	// Merge sets how a service reported by several sources is served.
+	Merge sources.MergeConfig `mapstructure:"merge"`
 
 	// Entries are the parsed Sources, in configuration order (which is
 	// their precedence order).
@@ -71,6 +74,11 @@ type XDS struct {
 	// Identity binds client certificates to the nodes they may claim;
 	// empty binds nothing.
 	Identity []Binding `mapstructure:"identity"`
+	// ConfigCluster is the static cluster of the Envoys' bootstrap that
+	// leads to this server, named in the config sources of clusters sent
+	// to clients without ADS (per-type streams, REST).
+	ConfigCluster string `mapstructure:"config_cluster"`
+	REST          REST   `mapstructure:"rest"`
 	// MaxResponseBytes bounds every xDS response (xds.Options).
 	MaxResponseBytes int `mapstructure:"max_response_bytes"`
 	// SendBudgetBytes bounds the large responses in flight (xds.Options).
@@ -148,6 +156,11 @@ var defaults = map[string]any{
 	"xds.tls.key_file":                       "",
 	"xds.tls.client_ca_file":                 "",
 	"xds.tls.require_client_cert":            false,
+	"xds.config_cluster":                     "xds_cluster",
+	"xds.rest.enabled":                       false,
+	"xds.rest.listen":                        RESTOnAdmin,
+	"xds.rest.refresh_delay":                 "1s",
+	"xds.rest.max_request_bytes":             1 << 20,
 	"xds.limits.names_per_request":           xds.DefaultLimits.NamesPerRequest,
 	"xds.limits.names_per_subscription":      xds.DefaultLimits.NamesPerSubscription,
 	"xds.limits.unknown_names":               xds.DefaultLimits.UnknownNames,
@@ -168,6 +181,7 @@ var defaults = map[string]any{
 	"state_dir":                              "",
 	"guard.max_removed_fraction":             sources.DefaultMaxRemovedFraction,
 	"guard.hold":                             sources.DefaultGuardHold.String(),
+	"merge.default":                          sources.MergeFirst,
 }
 
 // Flags maps the command-line flags that override settings to their keys.
@@ -222,6 +236,9 @@ func parse(data []byte, dir string, fs *pflag.FlagSet) (*Config, error) {
 		return nil, fmt.Errorf("parsing config file: %w", err)
 	}
 	cfg := &Config{Dir: dir}
+	if err := checkMergeShape(v.Get("merge.services")); err != nil {
+		return nil, err
+	}
 	if err := sources.Decode(v.AllSettings(), cfg); err != nil {
 		return nil, err
 	}

@@ -63,13 +63,22 @@ func (c *Config) Validate() error {
 	if c.Log.Format != "text" && c.Log.Format != "json" {
 		return sources.Errorf("log.format", "unknown format %q (want text or json)", c.Log.Format)
 	}
+	if err := c.validateREST(); err != nil {
+		return err
+	}
+	if err := c.validateOutputs(); err != nil {
+		return err
+	}
 	if err := c.validateSecurity(); err != nil {
 		return err
 	}
 	if err := c.validateSources(); err != nil {
 		return err
 	}
-	return c.validateShaping()
+	if err := c.validateShaping(); err != nil {
+		return err
+	}
+	return c.validateMerge()
 }
 
 func (c *Config) validateSources() error {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
@@ -38,22 +39,24 @@ func TestEnvoyBootstraps(t *testing.T) {
 				t.Error("cds_config does not use ADS")
 			}
 			cluster := ads.GetGrpcServices()[0].GetEnvoyGrpc().GetClusterName()
-			var found bool
-			for _, cl := range b.GetStaticResources().GetClusters() {
-				if cl.GetName() != cluster {
-					continue
-				}
-				found = true
-				sa := cl.GetLoadAssignment().GetEndpoints()[0].GetLbEndpoints()[0].GetEndpoint().GetAddress().GetSocketAddress()
-				if sa.GetAddress() != c.host || sa.GetPortValue() != 18000 {
-					t.Errorf("control plane at %s:%d, want %s:18000", sa.GetAddress(), sa.GetPortValue(), c.host)
-				}
-			}
-			if !found {
-				t.Errorf("no static cluster %q for the control plane", cluster)
+			if host, port := controlPlane(t, b, cluster); host != c.host || port != 18000 {
+				t.Errorf("control plane at %s:%d, want %s:18000", host, port, c.host)
 			}
 		})
 	}
+}
+
+// controlPlane returns the address of the bootstrap's static cluster name.
+func controlPlane(t *testing.T, b *bootstrapv3.Bootstrap, name string) (string, uint32) {
+	t.Helper()
+	for _, cl := range b.GetStaticResources().GetClusters() {
+		if cl.GetName() == name {
+			sa := cl.GetLoadAssignment().GetEndpoints()[0].GetLbEndpoints()[0].GetEndpoint().GetAddress().GetSocketAddress()
+			return sa.GetAddress(), sa.GetPortValue()
+		}
+	}
+	t.Fatalf("no static cluster %q for the control plane", name)
+	return "", 0
 }
 
 func TestGRPCBootstrap(t *testing.T) {

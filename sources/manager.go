@@ -54,6 +54,10 @@ type ManagerOptions struct {
 	// per PersistInterval (default DefaultPersistInterval).
 	Store           Store
 	PersistInterval time.Duration
+	// Merge sets how the versions of a service reported by several sources
+	// are combined (see MergeConfig); the zero value is MergeFirst for
+	// every service. It must have passed MergeConfig.Validate.
+	Merge MergeConfig
 }
 
 // Defaults of ManagerOptions and of the restart backoff of failed sources.
@@ -77,6 +81,8 @@ type Manager struct {
 	// restartMin and restartMax bound the backoff between restarts of a
 	// source whose Run failed; tests shorten them.
 	restartMin, restartMax time.Duration
+
+	merges chan MergeConfig // see SetMerge
 
 	mu       sync.Mutex
 	unsynced []bool // by source index, until the first publish
@@ -119,6 +125,7 @@ func NewManager(opts ManagerOptions) *Manager {
 		unsynced:   unsynced,
 		confirms:   make(chan confirmation),
 		reconf:     make(chan reconfiguration),
+		merges:     make(chan MergeConfig),
 	}
 }
 
@@ -192,7 +199,7 @@ func forward(ctx context.Context, sl *slot, up <-chan Update, events chan<- even
 // waits for has delivered its whole state, and readiness waits for it.
 // Later changes join a batch published Holdoff after its first change.
 func (m *Manager) loop(ctx context.Context, events <-chan event, publish func(Changes)) *policy {
-	st := newMerger(len(m.opts.Sources))
+	st := m.newMerger()
 	pol := newPolicy(m, time.Now())
 	defer pol.timer.Stop()
 	publish = pol.reporting(publish)
@@ -250,6 +257,10 @@ func (m *Manager) loop(ctx context.Context, events <-chan event, publish func(Ch
 			now := time.Now()
 			c.reply <- m.confirm(pol, st, c.source)
 			settle(true, now)
+			pol.rearm(now)
+		case mc := <-m.merges:
+			now := time.Now()
+			settle(m.applyMerge(st, mc), now)
 			pol.rearm(now)
 		case <-armed:
 			armed = nil

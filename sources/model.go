@@ -117,8 +117,24 @@ type Service struct {
 	Name      string
 	Endpoints []Endpoint
 	// Source is the configured name of the source that reported the
-	// service; the manager sets it (see Update.stamp).
+	// service; the manager sets it (see Update.stamp). A union or weighted
+	// merge names the first source it serves.
 	Source string
+	// Localities, when not nil, fixes the load-balancing weight of each
+	// (priority, locality) group of endpoints and asks clients to balance
+	// between localities by those weights (Envoy's locality-weighted load
+	// balancing). Sources leave it nil: a group then weighs the sum of its
+	// endpoints' weights. The weighted merge mode sets it, sorted by
+	// priority then locality.
+	Localities []LocalityWeight
+}
+
+// LocalityWeight is the weight of the endpoints of one locality at one
+// priority (see Service.Localities).
+type LocalityWeight struct {
+	Priority uint32
+	Locality Locality
+	Weight   uint32
 }
 
 // Sort puts the endpoints in their canonical order (see Endpoint.Compare) so
@@ -129,15 +145,17 @@ func (s *Service) Sort() {
 
 // Equal reports whether two services have the same name and the same
 // endpoints in the same order (see Endpoint.Equal; Source is left out like
-// Origin). Sort both first to compare as sets.
+// Origin), and the same locality weights. Sort both first to compare as
+// sets.
 func (s Service) Equal(o Service) bool {
-	return s.Name == o.Name && slices.EqualFunc(s.Endpoints, o.Endpoints, Endpoint.Equal)
+	return s.Name == o.Name && slices.EqualFunc(s.Endpoints, o.Endpoints, Endpoint.Equal) &&
+		slices.Equal(s.Localities, o.Localities) && (s.Localities == nil) == (o.Localities == nil)
 }
 
 // Clone returns a deep copy, so that a receiver may keep it while the sender
 // goes on mutating its own.
 func (s Service) Clone() Service {
-	c := Service{Name: s.Name, Source: s.Source, Endpoints: slices.Clone(s.Endpoints)}
+	c := Service{Name: s.Name, Source: s.Source, Endpoints: slices.Clone(s.Endpoints), Localities: slices.Clone(s.Localities)}
 	for i := range c.Endpoints {
 		c.Endpoints[i].Metadata = maps.Clone(c.Endpoints[i].Metadata)
 		c.Endpoints[i].Origin.Transforms = slices.Clone(c.Endpoints[i].Origin.Transforms)

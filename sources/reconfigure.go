@@ -132,7 +132,9 @@ func (m *Manager) reconfigure(st *merger, pol *policy, next []Named) (bool, erro
 	m.mu.Unlock()
 	m.run.slots = slots
 	pol.reorder(from)
-	return st.reorder(from), nil
+	changed := st.reorder(from)
+	st.follow(named, from)
+	return changed, nil
 }
 
 // reorder rebuilds the per-source policy state like merger.reorder: a kept

@@ -25,6 +25,7 @@ type Status struct {
 	dropped     uint64
 	notes       map[string]string
 	policy      PolicySnapshot
+	shadowed    map[string]struct{}
 }
 
 // NewStatus returns the status of the source called name.
@@ -96,6 +97,10 @@ type StatusSnapshot struct {
 	Dropped     uint64            `json:"dropped_endpoints"`
 	Notes       map[string]string `json:"notes,omitempty"`
 	PolicySnapshot
+	// Shadowed counts the services whose endpoints this source reports but
+	// the merge does not serve; ShadowedServices names the first few.
+	Shadowed         int      `json:"shadowed"`
+	ShadowedServices []string `json:"shadowed_services,omitempty"`
 }
 
 // Snapshot returns a copy of the current status.
@@ -113,5 +118,8 @@ func (s *Status) Snapshot() StatusSnapshot {
 		Dropped:        s.dropped,
 		PolicySnapshot: s.policy.clone(),
 		Notes:          maps.Clone(s.notes),
+
+		Shadowed:         len(s.shadowed),
+		ShadowedServices: s.shadowedNames(),
 	}
 }

@@ -58,7 +58,8 @@ type valueSlab struct {
 // (priority, locality), groups in that order, endpoints by (address, port).
 // Priorities are renumbered 0, 1, 2... in ascending order, because Envoy and
 // gRPC reject gaps; each group's weight is the sum of its endpoints' weights
-// so that gRPC's per-locality pick matches a flat weighted pick. A later copy
+// so that gRPC's per-locality pick matches a flat weighted pick, unless
+// svc.Localities fixes the group's weight. A later copy
 // of an address:port already emitted is left out (see Service). An empty
 // service yields an assignment without endpoints: a real state, not an error.
 func Assignment(svc sources.Service) (*endpointv3.ClusterLoadAssignment, error) {
@@ -103,7 +104,8 @@ func Assignment(svc sources.Service) (*endpointv3.ClusterLoadAssignment, error) 
 		if prioritySum += sum; prioritySum > math.MaxUint32 {
 			return nil, fmt.Errorf("endpoint weights of priority %d sum beyond %d", e.Priority, uint32(math.MaxUint32))
 		}
-		cla.Endpoints[g] = localityGroup(&groups[g], e.Locality, uint32(priority), uint32(sum), lbs[start:i+1:i+1])
+		weight := groupWeight(svc, e.Priority, e.Locality, uint32(sum))
+		cla.Endpoints[g] = localityGroup(&groups[g], e.Locality, uint32(priority), weight, lbs[start:i+1:i+1])
 		g++
 		start = i + 1
 	}

@@ -78,7 +78,11 @@ func build(svc sources.Service, opts Options) (Resources, error) {
 	}
 	var r Resources
 	var err error
-	r.Cluster, r.GRPCCluster = shape(Cluster(svc.Name, opts.ConnectTimeout), svc, opts.Shaping)
+	// Locality weighting first, so that a shaping rule may still override
+	// common_lb_config.
+	c := Cluster(svc.Name, opts.ConnectTimeout)
+	withLocalityWeights(c, svc)
+	r.Cluster, r.GRPCCluster = shape(c, svc, opts.Shaping)
 	if r.Assignment, err = Assignment(svc); err != nil {
 		return Resources{}, err
 	}

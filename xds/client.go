@@ -116,17 +116,7 @@ func isGRPC(n *corev3.Node) bool {
 // visible hides gRPC-only resources from clients that are not gRPC, gives
 // gRPC clients the gRPC variant where there is one (as Resource.For), and
 // gives a client that is not on ADS its variant of the entry.
-func (c *client) visible(e *entry) *entry {
-	switch {
-	case e == nil:
-		return nil
-	case e.grpcOnly && !c.grpc:
-		return nil
-	case c.grpc && e.grpc != nil:
-		e = e.grpc
-	}
-	return c.src.of(e)
-}
+func (c *client) visible(e *entry) *entry { return shape(e, c.grpc, c.src) }
 
 // watchFor returns the client's watch of t, creating it. Server.mu and
 // client.mu held.

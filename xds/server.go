@@ -109,6 +109,7 @@ type Server struct {
 	clients map[*client]struct{}
 	conns   map[string]int // open streams per connection (peer address)
 	gen     uint64         // Apply generation, to collect each touched client once
+	views   viewSet
 }
 
 // NewServer returns a server with no resources that answers no request until
@@ -273,6 +274,7 @@ func (s *Server) Apply(upserts []Resource, removals []Key) {
 		}
 		s.log.Info("xds ready", "resources", len(entries))
 	}
+	s.views.changed(changes) // after readiness, so a woken view can read
 	for _, c := range touched {
 		c.poke()
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"time"
@@ -48,7 +49,7 @@ func (s *Source) newClient() (*api.Client, *http.Transport, error) {
 		return nil, nil, fmt.Errorf("setting up tls: %w", err)
 	}
 	tr.TLSClientConfig = tlsCfg
-	var rt http.RoundTripper = tr
+	var rt http.RoundTripper = limitBody{next: tr, max: cfg.MaxResponseBytes}
 	if s.wrap != nil {
 		rt = s.wrap(rt)
 	}
@@ -122,4 +123,51 @@ func (s *Source) boundedStale(q *api.QueryOptions, read func(q *api.QueryOptions
 	again := *q
 	again.AllowStale, again.UseCache, again.WaitIndex, again.WaitTime = false, false, 0, 0
 	return read(&again)
+}
+
+// errTooLarge is the error of a read whose answer exceeds max_response_bytes.
+var errTooLarge = errors.New("answer exceeds max_response_bytes")
+
+// limitBody bounds every response body: the JSON decoder of the API client
+// reads through it, and a body past max fails the read with errTooLarge
+// instead of growing the heap with whatever the agent (or a proxy in
+// front of it) sends.
+type limitBody struct {
+	next http.RoundTripper
+	max  int64
+}
+
+func (l limitBody) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := l.next.RoundTrip(req)
+	if err != nil {
+		return resp, err
+	}
+	if resp.ContentLength > l.max {
+		resp.Body.Close()
+		return nil, fmt.Errorf("reading %s: %w (Content-Length %d > %d)", req.URL.Path, errTooLarge, resp.ContentLength, l.max)
+	}
+	resp.Body = &limitedBody{ReadCloser: resp.Body, left: l.max, path: req.URL.Path}
+	return resp, nil
+}
+
+// limitedBody fails a read once more than left bytes were read.
+type limitedBody struct {
+	io.ReadCloser
+	left int64
+	path string
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		return 0, fmt.Errorf("reading %s: %w", b.path, errTooLarge)
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left+1] // one byte past the limit shows that there is more
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	if b.left < 0 {
+		return 0, fmt.Errorf("reading %s: %w", b.path, errTooLarge)
+	}
+	return n, err
 }

@@ -117,6 +117,12 @@ type Config struct {
 	// a failure. It is also the interval of the liveness probe while the
 	// source is healthy, so a hung agent is noticed within twice this.
 	ReadTimeout time.Duration `mapstructure:"read_timeout"`
+	// MaxResponseBytes bounds the body of any one answer from the agent
+	// (default 64 MiB: /v1/health/state/any of a 10,000-service catalog
+	// with check output is a few tens of MiB at most). A larger answer is
+	// a failed read, never a partial one: the service keeps its last
+	// state and the source says why.
+	MaxResponseBytes int64 `mapstructure:"max_response_bytes"`
 }
 
 // TLSConfig configures HTTPS to the agent.
@@ -232,6 +238,9 @@ func (c *Config) defaults() {
 	if c.ReadTimeout == 0 {
 		c.ReadTimeout = 5 * time.Second
 	}
+	if c.MaxResponseBytes == 0 {
+		c.MaxResponseBytes = 64 << 20
+	}
 	if c.SweepCached == nil {
 		t := true
 		c.SweepCached = &t
@@ -304,6 +313,9 @@ func (c *Config) validate(baseDir string) (*template.Template, error) {
 	}
 	if c.ReadTimeout < 100*time.Millisecond || c.ReadTimeout > time.Minute {
 		return nil, sources.Errorf("read_timeout", "%v is outside 100ms..1m", c.ReadTimeout)
+	}
+	if c.MaxResponseBytes < 1<<10 {
+		return nil, sources.Errorf("max_response_bytes", "%d is below 1024", c.MaxResponseBytes)
 	}
 	if c.RetryMin <= 0 || c.RetryMax < c.RetryMin {
 		return nil, sources.Errorf("retry_max", "retry_min (%v) must be positive and at most retry_max (%v)", c.RetryMin, c.RetryMax)

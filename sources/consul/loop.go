@@ -29,6 +29,7 @@ type svcState struct {
 	absent  bool     // gone from the catalog during a resync grace
 	mesh    bool     // only proxies or gateways: not served (keep_mesh)
 	index   uint64   // X-Consul-Index of the read applied last
+	dropped int      // instances the last read left out as unservable
 	eps     []sources.Endpoint
 	// What the last read showed, to tell which later health and node
 	// changes concern this service.
@@ -348,10 +349,13 @@ func (l *loop) onFetch(r fetchResult) {
 		eps = keepMissing(eps, st.eps)
 	}
 	l.noteACLFiltered(r.meta.ResultsFilteredByACLs, "service "+r.key.name+" in "+d.name)
-	if dropped > 0 {
+	// Unservable instances count once per change of the service, not
+	// once per read: a sweep re-reading an unchanged service adds nothing.
+	if dropped > 0 && (!st.fetched || dropped != st.dropped || !endpointsEqual(st.eps, eps)) {
 		l.s.status.Dropped(dropped)
 		l.noteDropped(r.key, dropped, hostnames)
 	}
+	st.dropped = dropped
 	if mesh := !l.s.cfg.KeepMesh && meshOnly(r.entries); mesh != st.mesh {
 		st.mesh = mesh
 		l.changed[st.cluster] = true

@@ -1,0 +1,5 @@
+//go:build !no_http
+
+package plugins
+
+func init() { builtins = append(builtins, "http") }

@@ -1,0 +1,87 @@
+package http
+
+import (
+	"net/url"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/xdsbridge/xdsbridge/sources"
+)
+
+// Defaults of Config.
+const (
+	DefaultInterval     = 30 * time.Second
+	DefaultTimeout      = 10 * time.Second
+	DefaultMaxBodyBytes = 10 << 20
+	// maxMaxBodyBytes bounds max_body_bytes: the body is held in memory
+	// whole while it is parsed.
+	maxMaxBodyBytes = 1 << 30
+)
+
+// Config is the source's configuration; see the package doc for the keys.
+type Config struct {
+	URL             string        `mapstructure:"url"`
+	Interval        time.Duration `mapstructure:"interval"`
+	Timeout         time.Duration `mapstructure:"timeout"`
+	MaxBodyBytes    int64         `mapstructure:"max_body_bytes"`
+	BearerTokenFile string        `mapstructure:"bearer_token_file"`
+	TLS             TLS           `mapstructure:"tls"`
+}
+
+// TLS configures the client side of an https URL.
+type TLS struct {
+	CAFile     string `mapstructure:"ca_file"`
+	CertFile   string `mapstructure:"cert_file"`
+	KeyFile    string `mapstructure:"key_file"`
+	ServerName string `mapstructure:"server_name"`
+}
+
+func (t TLS) set() bool { return t != TLS{} }
+
+// defaults returns the configuration before the user's keys apply.
+func defaults() Config {
+	return Config{Interval: DefaultInterval, Timeout: DefaultTimeout, MaxBodyBytes: DefaultMaxBodyBytes}
+}
+
+// validate reports the first invalid key and returns the parsed URL.
+func (c Config) validate() (*url.URL, error) {
+	if strings.TrimSpace(c.URL) == "" {
+		return nil, sources.Errorf("url", "is required")
+	}
+	u, err := url.Parse(c.URL)
+	switch {
+	case err != nil:
+		return nil, sources.Errorf("url", "%v", err)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return nil, sources.Errorf("url", "scheme %q is not http or https", u.Scheme)
+	case u.Host == "":
+		return nil, sources.Errorf("url", "%q has no host", c.URL)
+	case u.User != nil:
+		return nil, sources.Errorf("url", "credentials in the URL are not accepted; use bearer_token_file")
+	case c.Interval <= 0:
+		return nil, sources.Errorf("interval", "must be positive, not %s", c.Interval)
+	case c.Timeout <= 0:
+		return nil, sources.Errorf("timeout", "must be positive, not %s", c.Timeout)
+	case c.MaxBodyBytes < 1 || c.MaxBodyBytes > maxMaxBodyBytes:
+		return nil, sources.Errorf("max_body_bytes", "%d is outside 1..%d", c.MaxBodyBytes, maxMaxBodyBytes)
+	case c.TLS.set() && u.Scheme != "https":
+		return nil, sources.Errorf("tls", "applies to https URLs only (url is %s)", u.Scheme)
+	case (c.TLS.CertFile == "") != (c.TLS.KeyFile == ""):
+		key := "tls.key_file"
+		if c.TLS.CertFile == "" {
+			key = "tls.cert_file"
+		}
+		return nil, sources.Errorf(key, "is required with tls.cert_file and tls.key_file together")
+	}
+	return u, nil
+}
+
+// resolve makes the configured file paths absolute against dir.
+func (c *Config) resolve(dir string) {
+	for _, p := range []*string{&c.BearerTokenFile, &c.TLS.CAFile, &c.TLS.CertFile, &c.TLS.KeyFile} {
+		if *p != "" && !filepath.IsAbs(*p) {
+			*p = filepath.Join(dir, *p)
+		}
+	}
+}

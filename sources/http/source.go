@@ -1,0 +1,225 @@
+package http
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	nethttp "net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/xdsbridge/xdsbridge/sources"
+	"github.com/xdsbridge/xdsbridge/sources/file"
+)
+
+// Type is the value of the `type` key that selects this source.
+const Type = "http"
+
+func init() {
+	sources.Register(sources.Type{Name: Type, New: New})
+}
+
+// Source polls one URL. Create it with New.
+type Source struct {
+	cfg    Config
+	url    *url.URL
+	log    *slog.Logger
+	status *sources.Status
+}
+
+var _ sources.Source = (*Source)(nil)
+
+// New decodes and validates cfg. It does no I/O: files are read by Run.
+func New(cfg map[string]any, opts sources.Options) (sources.Source, error) {
+	c := defaults()
+	if err := sources.Decode(cfg, &c); err != nil {
+		return nil, err
+	}
+	u, err := c.validate()
+	if err != nil {
+		return nil, err
+	}
+	c.resolve(opts.BaseDir)
+	opts = opts.WithDefaults()
+	return &Source{cfg: c, url: u, log: opts.Logger, status: opts.Status}, nil
+}
+
+// poller is the state of one Run: the client, and what the last good
+// answer was, so that an unchanged answer sends nothing.
+type poller struct {
+	*Source
+	client *nethttp.Client
+	etag   string
+	digest [sha256.Size]byte
+	synced bool
+}
+
+// Run polls every interval until ctx is done (see sources.Source).
+func (s *Source) Run(ctx context.Context, up chan<- sources.Update) error {
+	p := &poller{Source: s}
+	defer func() {
+		if p.client != nil {
+			p.client.CloseIdleConnections()
+		}
+	}()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-timer.C:
+		}
+		u, err := p.poll(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case err != nil:
+			err = fmt.Errorf("polling %s: %w", s.url.Redacted(), err)
+			if s.status.Failed(err) {
+				s.log.Warn("registry read failed; keeping the last good state", "err", err)
+			}
+		default:
+			if s.status.Snapshot().Stale {
+				s.log.Info("registry read succeeded again")
+			}
+			s.status.Succeeded()
+			if u != nil {
+				select {
+				case up <- *u:
+				case <-ctx.Done():
+					return nil
+				}
+			}
+		}
+		timer.Reset(s.cfg.Interval)
+	}
+}
+
+// errNotModified is the outcome of a 304.
+var errNotModified = errors.New("not modified")
+
+// poll makes one request. It returns the update to send (nil when the
+// answer did not change) or why the read failed.
+func (p *poller) poll(ctx context.Context) (*sources.Update, error) {
+	if p.client == nil {
+		c, err := p.newClient()
+		if err != nil {
+			return nil, err
+		}
+		p.client = c
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
+	defer cancel()
+	body, isYAML, etag, err := p.fetch(ctx)
+	if errors.Is(err, errNotModified) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	digest := sha256.Sum256(append(body, boolByte(isYAML)))
+	if p.synced && digest == p.digest {
+		p.etag = etag
+		return nil, nil
+	}
+	svcs, err := file.Parse(body, !isYAML)
+	if err != nil {
+		return nil, fmt.Errorf("parsing the answer: %w", err)
+	}
+	p.etag, p.digest, p.synced = etag, digest, true
+	return &sources.Update{Full: true, Services: svcs}, nil
+}
+
+func boolByte(b bool) byte {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// fetch GETs the URL and returns the body, whether it is YAML, and the
+// answer's ETag; errNotModified for a 304.
+func (p *poller) fetch(ctx context.Context) (body []byte, isYAML bool, etag string, err error) {
+	req, err := nethttp.NewRequestWithContext(ctx, nethttp.MethodGet, p.url.String(), nil)
+	if err != nil {
+		return nil, false, "", err
+	}
+	req.Header.Set("Accept", "application/json, application/yaml;q=0.9")
+	req.Header.Set("User-Agent", "xdsbridge")
+	if p.synced && p.etag != "" {
+		req.Header.Set("If-None-Match", p.etag)
+	}
+	if p.cfg.BearerTokenFile != "" {
+		tok, err := os.ReadFile(p.cfg.BearerTokenFile)
+		if err != nil {
+			return nil, false, "", fmt.Errorf("reading bearer_token_file: %w", err)
+		}
+		t := strings.TrimSpace(string(tok))
+		if t == "" {
+			return nil, false, "", fmt.Errorf("bearer_token_file %s is empty", p.cfg.BearerTokenFile)
+		}
+		req.Header.Set("Authorization", "Bearer "+t)
+	}
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return nil, false, "", err
+	}
+	defer resp.Body.Close()
+	switch {
+	case resp.StatusCode == nethttp.StatusNotModified && req.Header.Get("If-None-Match") != "":
+		return nil, false, "", errNotModified
+	case resp.StatusCode != nethttp.StatusOK:
+		// A little of the body says why, for the log; the rest is dropped.
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
+		return nil, false, "", fmt.Errorf("status %s: %q", resp.Status, strings.TrimSpace(string(msg)))
+	}
+	body, err = io.ReadAll(io.LimitReader(resp.Body, p.cfg.MaxBodyBytes+1))
+	if err != nil {
+		return nil, false, "", fmt.Errorf("reading the body: %w", err)
+	}
+	if int64(len(body)) > p.cfg.MaxBodyBytes {
+		return nil, false, "", fmt.Errorf("body exceeds max_body_bytes (%d)", p.cfg.MaxBodyBytes)
+	}
+	return body, strings.Contains(resp.Header.Get("Content-Type"), "yaml"), resp.Header.Get("ETag"), nil
+}
+
+// newClient builds the HTTP client of the source's TLS settings; the CA
+// file is read here, the client certificate at every handshake so that a
+// renewed one is picked up.
+func (p *poller) newClient() (*nethttp.Client, error) {
+	tr := nethttp.DefaultTransport.(*nethttp.Transport).Clone()
+	t := p.cfg.TLS
+	if t.set() {
+		tc := &tls.Config{ServerName: t.ServerName, MinVersion: tls.VersionTLS12}
+		if t.CAFile != "" {
+			pem, err := os.ReadFile(t.CAFile)
+			if err != nil {
+				return nil, fmt.Errorf("reading tls.ca_file: %w", err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("tls.ca_file %s holds no PEM certificate", t.CAFile)
+			}
+			tc.RootCAs = pool
+		}
+		if t.CertFile != "" {
+			tc.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+				c, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+				if err != nil {
+					return nil, fmt.Errorf("loading tls.cert_file and tls.key_file: %w", err)
+				}
+				return &c, nil
+			}
+		}
+		tr.TLSClientConfig = tc
+	}
+	return &nethttp.Client{Transport: tr}, nil
+}
