@@ -83,11 +83,13 @@ func New(cfg *config.Config, log *slog.Logger) (*Instance, error) {
 	in.reload = newReloader(cfg, in.manager, log, reg)
 
 	server := xds.NewServer(xds.Options{
-		Logger:          log.With("component", "xds"),
-		UnknownNameWait: cfg.XDS.UnknownNameWait,
-		Registerer:      reg,
-		ConfigCluster:   cfg.XDS.ConfigCluster,
-		Limits:          xds.Limits(cfg.XDS.Limits),
+		Logger:           log.With("component", "xds"),
+		UnknownNameWait:  cfg.XDS.UnknownNameWait,
+		MaxResponseBytes: cfg.XDS.MaxResponseBytes,
+		SendBudget:       cfg.XDS.SendBudgetBytes,
+		Registerer:       reg,
+		ConfigCluster:    cfg.XDS.ConfigCluster,
+		Limits:           xds.Limits(cfg.XDS.Limits),
 	})
 	if in.views, err = newViews(cfg, server, log); err != nil {
 		return nil, err

@@ -79,6 +79,10 @@ type XDS struct {
 	// to clients without ADS (per-type streams, REST).
 	ConfigCluster string `mapstructure:"config_cluster"`
 	REST          REST   `mapstructure:"rest"`
+	// MaxResponseBytes bounds every xDS response (xds.Options).
+	MaxResponseBytes int `mapstructure:"max_response_bytes"`
+	// SendBudgetBytes bounds the large responses in flight (xds.Options).
+	SendBudgetBytes int `mapstructure:"send_budget_bytes"`
 }
 
 // Keepalive configures gRPC keepalive: the server pings an idle client
@@ -113,7 +117,7 @@ type Log struct {
 }
 
 // Holdoff configures how the source manager coalesces bursts of changes:
-// it publishes Min after the latest change, at most Max after the first.
+// it publishes a batch Min after its first change; Max only bounds Min.
 type Holdoff struct {
 	Min time.Duration `mapstructure:"min"`
 	Max time.Duration `mapstructure:"max"`
@@ -146,6 +150,8 @@ var defaults = map[string]any{
 	"xds.keepalive.min_client_interval":      "10s",
 	"xds.keepalive.max_connection_age":       "30m",
 	"xds.keepalive.max_connection_age_grace": "10s",
+	"xds.max_response_bytes":                 xds.DefaultMaxResponseBytes,
+	"xds.send_budget_bytes":                  xds.DefaultSendBudget,
 	"xds.tls.cert_file":                      "",
 	"xds.tls.key_file":                       "",
 	"xds.tls.client_ca_file":                 "",

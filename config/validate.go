@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"strconv"
 	"strings"
@@ -10,6 +11,10 @@ import (
 
 	"github.com/xdsbridge/xdsbridge/sources"
 )
+
+// minResponseBytes is the smallest xds.max_response_bytes: a response must
+// hold at least one typical resource besides its envelope.
+const minResponseBytes = 64 << 10
 
 // Validate checks every setting and returns a *sources.KeyError naming the
 // first bad key. It also builds each source with its type's constructor
@@ -36,6 +41,12 @@ func (c *Config) Validate() error {
 		if d.val <= 0 {
 			return sources.Errorf(d.key, "must be a positive duration, not %s", d.val)
 		}
+	}
+	if n := c.XDS.MaxResponseBytes; n < minResponseBytes || n > math.MaxInt32 {
+		return sources.Errorf("xds.max_response_bytes", "%d is out of range (%d to %d)", n, minResponseBytes, math.MaxInt32)
+	}
+	if n := c.XDS.SendBudgetBytes; n < c.XDS.MaxResponseBytes {
+		return sources.Errorf("xds.send_budget_bytes", "%d is less than xds.max_response_bytes (%d)", n, c.XDS.MaxResponseBytes)
 	}
 	if err := c.XDS.Limits.validate(); err != nil {
 		return err

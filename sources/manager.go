@@ -44,9 +44,10 @@ type ManagerOptions struct {
 	// Sources in order of precedence: when two sources report a service of
 	// the same name, the earlier one's version is served.
 	Sources []Named
-	// Holdoff is how long the manager waits after a change for more changes
-	// before it publishes (reset by each change); MaxHoldoff bounds the total
-	// delay of a burst. Defaults: 100ms and 1s.
+	// Holdoff is how long the first change of a batch waits for others
+	// before the batch is published (see batch): at most one publish per
+	// Holdoff, whatever the rate of changes. MaxHoldoff only bounds Holdoff
+	// (the quiet-period rule it capped is gone). Defaults: 100ms and 1s.
 	Holdoff, MaxHoldoff time.Duration
 	Logger              *slog.Logger
 	// Store, when set, persists the state for warm starts, at most once
@@ -196,8 +197,7 @@ func forward(ctx context.Context, sl *slot, up <-chan Update, events chan<- even
 // policy state for a last save. The first publish happens as soon as the
 // readiness gate opens (see startup.go), without holdoff: every source it
 // waits for has delivered its whole state, and readiness waits for it.
-// Later changes arm one timer whose deadline is the holdoff after the
-// latest change, capped at MaxHoldoff after the first unpublished one.
+// Later changes join a batch published Holdoff after its first change.
 func (m *Manager) loop(ctx context.Context, events <-chan event, publish func(Changes)) *policy {
 	st := m.newMerger()
 	pol := newPolicy(m, time.Now())
@@ -206,10 +206,8 @@ func (m *Manager) loop(ctx context.Context, events <-chan event, publish func(Ch
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
-	var (
-		armed     <-chan time.Time // timer.C while a batch waits, else nil
-		batchFrom time.Time        // first unpublished change of the batch
-	)
+	armed := (<-chan time.Time)(nil) // timer.C while a batch waits, else nil
+	b := batch{window: m.opts.Holdoff}
 	// settle publishes or arms the holdoff after updates were merged.
 	settle := func(changed bool, now time.Time) {
 		switch {
@@ -217,11 +215,10 @@ func (m *Manager) loop(ctx context.Context, events <-chan event, publish func(Ch
 			if !changed {
 				return
 			}
-			if armed == nil {
-				batchFrom = now
+			if !b.waiting() {
+				timer.Reset(b.add(now).Sub(now))
+				armed = timer.C
 			}
-			timer.Reset(min(m.opts.Holdoff, batchFrom.Add(m.opts.MaxHoldoff).Sub(now)))
-			armed = timer.C
 		case pol.gate():
 			m.firstPublish(st, publish)
 			pol.open = true
@@ -267,6 +264,7 @@ func (m *Manager) loop(ctx context.Context, events <-chan event, publish func(Ch
 			pol.rearm(now)
 		case <-armed:
 			armed = nil
+			b.done()
 			if c := st.flush(); !c.empty() {
 				m.log.Debug("publishing changes", "upserted", len(c.Upserted), "removed", len(c.Removed))
 				publish(c)

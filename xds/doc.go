@@ -58,6 +58,15 @@
 // per stream, which is all ACK/NACK matching needs. Per-resource delta
 // versions are the content hashes.
 //
+// Responses are assembled from each resource's records, encoded once per
+// version and shared by every client (wire.go), and stay under
+// Options.MaxResponseBytes: a set that does not fit goes out as several
+// responses where the protocol allows it, and a resource that alone does
+// not fit is refused by Apply (limit.go).
+// Large responses (initial states) wait for a share of a global send
+// budget, returned when gRPC has written them (budget.go); small pushes
+// never wait.
+//
 // # Make-before-break
 //
 // A writer always sends, in type order CDS, EDS, LDS, RDS, others, every

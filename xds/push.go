@@ -60,21 +60,32 @@ func deadline(ws waitSince, readyAt time.Time, wait time.Duration) time.Time {
 }
 
 // upserts takes the pending new/changed entries and the expired unknown
-// names of the watch into one response.
+// names of the watch into one response. Where the protocol allows a subset
+// (delta; SotW types other than CDS/LDS), it takes no more than fits in one
+// response and leaves the rest pending for the next (see limits).
 func (w *watch) upserts(now, readyAt time.Time, wait time.Duration) *out {
 	var ups []*entry
+	split := w.c.delta || !w.t.full
+	room, used := w.c.s.lim.room, 0
 	for sl, p := range w.dirty {
 		if p.e == nil {
 			continue // a removal: second phase
 		}
-		delete(w.dirty, sl)
 		h, ok := w.held.get(sl)
 		if !ok && !w.wildcard {
+			delete(w.dirty, sl)
 			continue // unsubscribed meanwhile
 		}
 		if same(h, p.e) && !p.force {
+			delete(w.dirty, sl)
 			continue // coalesced back to what the client has (or NACKed)
 		}
+		n := p.e.recLen(w.c.delta)
+		if split && len(ups) > 0 && used+n > room {
+			break // the rest goes in the next response
+		}
+		used += n
+		delete(w.dirty, sl)
 		w.held.put(sl, p.e, w.t.total())
 		delete(w.waiting, sl)
 		ups = append(ups, p.e)
@@ -101,13 +112,20 @@ func (w *watch) upserts(now, readyAt time.Time, wait time.Duration) *out {
 	return w.build(ups, gone)
 }
 
-// removals takes the pending removals of resources the client holds. SotW
-// EDS/RDS send nothing: Envoy drops an assignment with its cluster.
+// removals takes the pending removals of resources the client holds, as
+// many as fit in one response. SotW EDS/RDS send nothing: Envoy drops an
+// assignment with its cluster.
 func (w *watch) removals() *out {
 	var rem []*slot
+	room, used := w.c.s.lim.room, 0
 	for sl, p := range w.dirty {
 		if p.e != nil {
 			continue
+		}
+		if n := fieldLen(len(sl.name)); len(rem) > 0 && used+n > room {
+			break
+		} else {
+			used += n
 		}
 		delete(w.dirty, sl)
 		h, ok := w.held.get(sl)
@@ -169,6 +187,9 @@ func (w *watch) build(ups []*entry, gone []*slot) *out {
 	}
 	for _, e := range list {
 		o.bytes += e.size
+	}
+	if w.t.full {
+		c.s.lim.full(c.s, w.t, len(list), o.bytes)
 	}
 	o.msg, o.resources = &sotwMsg{env: env, list: list}, len(list)
 	return o

@@ -74,6 +74,15 @@ type Options struct {
 	// Registerer, if set, receives the engine's metrics
 	// (xdsbridge_xds_*).
 	Registerer prometheus.Registerer
+	// MaxResponseBytes bounds every response (see limits); default
+	// DefaultMaxResponseBytes.
+	MaxResponseBytes int
+	// OnRefused, if set, is told of every resource version Apply refuses
+	// because it alone exceeds MaxResponseBytes; it runs inside Apply.
+	OnRefused func(Key, error)
+	// SendBudget bounds the bytes of large responses in flight to all
+	// clients together (see budget); default DefaultSendBudget.
+	SendBudget int
 	// Limits bound what one client can make the server hold; zero fields
 	// take DefaultLimits.
 	Limits Limits
@@ -89,6 +98,8 @@ type Server struct {
 	opts    Options
 	log     *slog.Logger
 	m       *metrics
+	lim     *limits
+	budget  *budget
 	sv      streamVariants
 	readyNs atomic.Int64  // unix nanos of the first Apply; 0 = not ready
 	ready   chan struct{} // closed by the first Apply
@@ -110,6 +121,12 @@ func NewServer(opts Options) *Server {
 	if opts.UnknownNameWait <= 0 {
 		opts.UnknownNameWait = 5 * time.Second
 	}
+	if opts.MaxResponseBytes <= 0 {
+		opts.MaxResponseBytes = DefaultMaxResponseBytes
+	}
+	if opts.SendBudget <= 0 {
+		opts.SendBudget = DefaultSendBudget
+	}
 	opts.Limits = opts.Limits.withDefaults()
 	if opts.ConfigCluster == "" {
 		opts.ConfigCluster = DefaultConfigCluster
@@ -118,6 +135,8 @@ func NewServer(opts Options) *Server {
 		opts:    opts,
 		log:     opts.Logger,
 		m:       newMetrics(opts.Registerer),
+		lim:     newLimits(opts.MaxResponseBytes, opts.Registerer),
+		budget:  newBudget(opts.SendBudget),
 		ready:   make(chan struct{}),
 		sv:      newStreamVariants(opts.ConfigCluster),
 		types:   make(map[string]*typeState),
@@ -204,6 +223,10 @@ func (s *Server) Apply(upserts []Resource, removals []Key) {
 		e, err := newEntry(r)
 		if err != nil {
 			s.log.Error("skipping resource", "err", err)
+			continue
+		}
+		if err := s.lim.check(e); err != nil {
+			s.refuse(e, err)
 			continue
 		}
 		entries = append(entries, e)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"time"
 
@@ -118,9 +119,18 @@ func streamErr(sendErr error, errc <-chan error) error {
 
 // push is the stream's writer: it sends what the client is owed, then
 // waits for a change, an unknown-name deadline or the end of the stream.
+// A large response first waits for its share of the send budget, which
+// the transport returns once it has written the response (see budget);
+// whatever the stream still holds when it ends is returned then.
 func (s *Server) push(ctx context.Context, c *client, send func(*out) error) error {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	var grants []*grant
+	defer func() {
+		for _, g := range grants {
+			g.release()
+		}
+	}()
 	for {
 		var due time.Time
 		for {
@@ -131,7 +141,20 @@ func (s *Server) push(ctx context.Context, c *client, send func(*out) error) err
 				due = d
 				break
 			}
-			if err := send(o); err != nil {
+			tr := o.msg.sendState()
+			if o.bytes >= smallResponse {
+				g, err := s.budget.acquire(ctx, o.bytes)
+				if err != nil {
+					return nil // the stream ended while waiting
+				}
+				tr.g = g
+				grants = append(slices.DeleteFunc(grants, func(g *grant) bool { return g.done.Load() }), g)
+			}
+			err := send(o)
+			if !tr.encoded.Load() {
+				tr.g.release() // another codec marshalled a copy: nothing shared in flight
+			}
+			if err != nil {
 				return fmt.Errorf("sending %s: %w", o.t.url, err)
 			}
 			o.t.m.sent(o)

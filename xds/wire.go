@@ -2,6 +2,7 @@ package xds
 
 import (
 	"sync"
+	"sync/atomic"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc/mem"
@@ -129,10 +130,27 @@ func (e envelope) tail(removed []string) []byte {
 type wireMsg interface {
 	protoreflect.ProtoMessage
 	buffers() mem.BufferSlice
+	sendState() *tracking
+}
+
+// tracking ties a response to its share of the send budget.
+type tracking struct {
+	g       *grant      // nil: not budgeted
+	encoded atomic.Bool // buffers were handed out: their last Free releases g
+}
+
+func (t *tracking) sendState() *tracking { return t }
+
+// tail is the envelope's last buffer, which releases the grant once gRPC
+// has written it.
+func (t *tracking) tail(b []byte) mem.Buffer {
+	t.encoded.Store(true)
+	return trackedTail(b, t.g)
 }
 
 // sotwMsg is a DiscoveryResponse carrying list.
 type sotwMsg struct {
+	tracking
 	env  envelope
 	list []*entry
 
@@ -146,7 +164,7 @@ func (m *sotwMsg) buffers() mem.BufferSlice {
 	for _, e := range m.list {
 		bs = append(bs, e.wire.sotw)
 	}
-	return append(bs, mem.SliceBuffer(m.env.tail(nil)))
+	return append(bs, m.tail(m.env.tail(nil)))
 }
 
 // proto is the response as a message, for other codecs and tests.
@@ -169,6 +187,7 @@ func (m *sotwMsg) ProtoReflect() protoreflect.Message { return m.proto().ProtoRe
 
 // deltaMsg is a DeltaDiscoveryResponse carrying list and removed.
 type deltaMsg struct {
+	tracking
 	env     envelope
 	list    []*entry
 	removed []string
@@ -183,7 +202,7 @@ func (m *deltaMsg) buffers() mem.BufferSlice {
 	for _, e := range m.list {
 		bs = append(bs, e.wire.delta)
 	}
-	return append(bs, mem.SliceBuffer(m.env.tail(m.removed)))
+	return append(bs, m.tail(m.env.tail(m.removed)))
 }
 
 func (m *deltaMsg) proto() *discoveryv3.DeltaDiscoveryResponse {

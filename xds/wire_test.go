@@ -3,6 +3,7 @@ package xds
 import (
 	"bytes"
 	"slices"
+	"strings"
 	"testing"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -119,9 +120,12 @@ func TestWireStreamsWithEitherCodec(t *testing.T) {
 		d.send(deltaReq(EndpointType, "svc-3", "svc-7"))
 		got[i][1] = d.recv()
 	}
-	for i := range got { // SotW CDS lists what the client holds, in no order
+	for i := range got { // responses list resources in no particular order
 		slices.SortFunc(got[i][0].(*discoveryv3.DiscoveryResponse).Resources, func(a, b *anypb.Any) int {
 			return bytes.Compare(a.Value, b.Value)
+		})
+		slices.SortFunc(got[i][1].(*discoveryv3.DeltaDiscoveryResponse).Resources, func(a, b *discoveryv3.Resource) int {
+			return strings.Compare(a.Name, b.Name)
 		})
 	}
 	for j := range 2 {

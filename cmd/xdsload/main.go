@@ -13,6 +13,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -39,7 +40,25 @@ func main() {
 	}
 }
 
-var errUsage = errors.New("usage: xdsload bench|run|consul|consul-events|serve [flags] (-h for flags)")
+var errUsage = errors.New("usage: xdsload bench|run|consul|consul-events|serve [flags] (-h for flags), or xdsload summarize FILE.csv...")
+
+// summarize prints the min/median/max tables of result CSVs (see
+// bench.Summarize); docs/benchmarks.md's tables are its output.
+func summarize(files []string) error {
+	if len(files) == 0 {
+		return errUsage
+	}
+	var ins []io.Reader
+	for _, name := range files {
+		f, err := os.Open(name)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		ins = append(ins, f)
+	}
+	return bench.Summarize(os.Stdout, ins...)
+}
 
 func run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
@@ -53,6 +72,8 @@ func run(ctx context.Context, args []string) error {
 		return benchmark(ctx, args[0], args[1:], log)
 	case "consul":
 		return consul(ctx, args[1:], log)
+	case "summarize":
+		return summarize(args[1:])
 	case "consul-events":
 		return consulEvents(ctx, args[1:], log)
 	}
@@ -89,6 +110,7 @@ func benchmark(ctx context.Context, cmd string, args []string, log *slog.Logger)
 	budget := fs.Duration("change-budget", -1, "stop sequential changes after this long (at least 5 changes); default: 30s for the quick preset, none otherwise")
 	fs.DurationVar(&sz.Holdoff, "holdoff", 0, "server-side coalescing of changes, as the bridge's source manager (default: 100ms for S4, none otherwise; negative: none)")
 	maxHoldoff := fs.Duration("max-holdoff", 0, "bound of a batch's wait with --holdoff (default 10× holdoff, as the bridge)")
+	reps := fs.Int("runs", 1, "run every configuration this many times (summarize the CSV for min/median/max)")
 	delta := fs.Bool("delta", false, "run: delta protocol instead of SotW")
 	reconnect := fs.Bool("reconnect", false, "run: reconnect every client at the end")
 	if err := fs.Parse(args); err != nil {
@@ -120,6 +142,7 @@ func benchmark(ctx context.Context, cmd string, args []string, log *slog.Logger)
 				Rate: sz.Rate, Duration: sz.Duration, Reconnect: *reconnect, Holdoff: max(sz.Holdoff, 0)})
 		}
 	}
+	runs = bench.Repeat(runs, *reps)
 	for i := range runs {
 		if *budget >= 0 {
 			runs[i].ChangeBudget = *budget

@@ -207,13 +207,19 @@ func (f *fleet) stats() envoysim.Stats {
 // validate checks that every client holds exactly the world's current
 // state: every cluster, and every assignment with the expected content.
 func (f *fleet) validate(w *workload.World) error {
+	// Content hashes of every cluster and assignment: counts alone would
+	// accept a server that sends the right number of wrong clusters.
 	want := make([]uint64, w.Spec.Services)
+	wantCDS := make([]uint64, w.Spec.Services)
 	for i := range want {
 		r, err := w.Spec.Build(i, w.Last(i))
 		if err != nil {
 			return err
 		}
 		if want[i], err = envoysim.Hash(r.Assignment); err != nil {
+			return err
+		}
+		if wantCDS[i], err = envoysim.Hash(r.Cluster); err != nil {
 			return err
 		}
 	}
@@ -233,6 +239,9 @@ func (f *fleet) validate(w *workload.World) error {
 			for i, h := range want {
 				if got, _, ok := c.Hash(envoysim.EndpointType, workload.Name(i)); !ok || got != h {
 					return fmt.Errorf("assignment %s differs from the source (change %d)", workload.Name(i), w.Last(i))
+				}
+				if got, _, ok := c.Hash(envoysim.ClusterType, workload.Name(i)); !ok || got != wantCDS[i] {
+					return fmt.Errorf("cluster %s differs from the source", workload.Name(i))
 				}
 			}
 			return nil

@@ -198,10 +198,10 @@ func btoi(b bool) int {
 // CSV writes one row per run with every figure in base units (ns, bytes).
 func CSV(w io.Writer, results []Result) error {
 	cw := csv.NewWriter(w)
-	head := []string{"scenario", "impl", "mode", "clients", "services", "endpoints", "changes", "rate",
+	head := []string{"scenario", "rep", "impl", "mode", "clients", "services", "endpoints", "changes", "rate",
 		"cold_start_ns", "cold_cpu_ns", "conv_p50_ns", "conv_p99_ns", "conv_max_ns", "client_p50_ns", "client_p99_ns",
 		"cpu_per_change_ns", "cpu_per_client_change_ns", "bytes_per_client_change", "resources_per_client_change",
-		"heap_per_client", "rss_per_client", "server_rss", "reconnect_ns", "reconnect_cpu_ns", "reconnect_bytes_per_client",
+		"heap_per_client", "rss_per_client", "server_rss", "server_peak_rss", "reconnect_ns", "reconnect_cpu_ns", "reconnect_bytes_per_client",
 		"loadgen_cpu_per_change_ns", "achieved_rate", "holdoff_ns", "flushes", "failed", "problem"}
 	if err := cw.Write(head); err != nil {
 		return err
@@ -209,10 +209,10 @@ func CSV(w io.Writer, results []Result) error {
 	i := func(v int64) string { return strconv.FormatInt(v, 10) }
 	f := func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
 	for _, r := range results {
-		row := []string{r.Scenario, r.Impl, r.Mode(), i(int64(r.Clients)), i(int64(r.Services)), i(int64(r.Endpoints)),
+		row := []string{r.Scenario, i(int64(r.Rep)), r.Impl, r.Mode(), i(int64(r.Clients)), i(int64(r.Services)), i(int64(r.Endpoints)),
 			i(int64(r.ChangesDone)), f(r.Rate), i(int64(r.ColdStart)), i(int64(r.ColdCPU)), i(int64(r.ConvP50)), i(int64(r.ConvP99)),
 			i(int64(r.ConvMax)), i(int64(r.ClientP50)), i(int64(r.ClientP99)), i(int64(r.CPUPerChange)), i(int64(r.CPUPerClientChange)),
-			f(r.BytesPerClientChange), f(r.ResPerClientChange), f(r.HeapPerClient), f(r.RSSPerClient), i(r.ServerRSS),
+			f(r.BytesPerClientChange), f(r.ResPerClientChange), f(r.HeapPerClient), f(r.RSSPerClient), i(r.ServerRSS), i(r.PeakRSS),
 			i(int64(r.ReconnectTime)), i(int64(r.ReconnectCPU)), f(r.ReconnectBytesClient), i(int64(r.LoadgenCPUPerChange)),
 			f(r.AchievedRate), i(int64(r.Holdoff)), i(int64(r.Flushes)), strconv.FormatBool(r.Failed), r.Problem}
 		if err := cw.Write(row); err != nil {

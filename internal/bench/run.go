@@ -48,9 +48,11 @@ type Config struct {
 	// Timeout bounds the wait for one change; cold start and reconnect may
 	// take coldFactor times as long.
 	Timeout time.Duration
-	Bin     string // the xdsload binary (runs `serve`)
-	OutDir  string // profiles and server logs go here
-	Logger  *slog.Logger
+	// Rep numbers the repetitions of one configuration (0, 1, 2, ...).
+	Rep    int
+	Bin    string // the xdsload binary (runs `serve`)
+	OutDir string // profiles and server logs go here
+	Logger *slog.Logger
 }
 
 // Mode is "delta" or "sotw".
@@ -63,7 +65,11 @@ func (c Config) Mode() string {
 
 // ID names the run in file names and tables.
 func (c Config) ID() string {
-	return fmt.Sprintf("%s-%s-%s-c%d-n%d", c.Scenario, c.Impl, c.Mode(), c.Clients, c.Services)
+	id := fmt.Sprintf("%s-%s-%s-c%d-n%d", c.Scenario, c.Impl, c.Mode(), c.Clients, c.Services)
+	if c.Rep > 0 {
+		id += fmt.Sprintf("-r%d", c.Rep)
+	}
+	return id
 }
 
 // Result holds the figures of one run. Durations are in the units named.
@@ -87,6 +93,7 @@ type Result struct {
 	HeapPerClient float64 // bytes of server heap in use per connected client
 	RSSPerClient  float64
 	ServerRSS     int64 // after the changes
+	PeakRSS       int64 // VmHWM of the server at the end of the run (load, cold start, changes, reconnect)
 
 	ReconnectTime        time.Duration
 	ReconnectCPU         time.Duration
@@ -115,7 +122,11 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return res, err
 	}
 
-	// Cold start.
+	// Cold start, profiled apart from the changes: it is where the cost of
+	// full initial states shows.
+	if err := srv.post(ctx, "/cpuprofile/start", url.Values{"path": {filepath.Join(cfg.OutDir, cfg.ID()+".cold.cpu.pprof")}}); err != nil {
+		return res, err
+	}
 	start := time.Now()
 	f, err := startFleet(ctx, fleetOptions{addr: srv.xds, spec: spec, clients: cfg.Clients, delta: cfg.Delta, prefix: "envoy"})
 	if err != nil {
@@ -130,6 +141,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	res.ColdStart = last.Sub(start)
 	loaded, err := settledStats(ctx, srv)
 	if err != nil {
+		return res, err
+	}
+	if err := srv.post(ctx, "/cpuprofile/stop", nil); err != nil {
 		return res, err
 	}
 	res.ColdCPU = loaded.CPU() - base.CPU()
@@ -157,6 +171,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		if err != nil {
 			return res, err
 		}
+	}
+	if st, err := srv.stats(ctx); err == nil {
+		res.PeakRSS = st.PeakRSS
 	}
 	return res, nil
 }

@@ -198,3 +198,15 @@ func (s Suite) write(results []Result) error {
 	}
 	return nil
 }
+
+// Repeat returns every run n times in a row, numbered by Config.Rep.
+func Repeat(runs []Config, n int) []Config {
+	out := make([]Config, 0, len(runs)*max(n, 1))
+	for _, r := range runs {
+		for rep := range max(n, 1) {
+			r.Rep = rep
+			out = append(out, r)
+		}
+	}
+	return out
+}

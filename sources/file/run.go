@@ -19,6 +19,7 @@ type reader struct {
 	published bool
 	sum       [sha256.Size]byte // content last published
 	logged    string            // last error logged, to log each once
+	items     itemCache         // parsed services by item text, for edits
 }
 
 // Run reads the file, sends its services, and re-reads it on watch events
@@ -164,7 +165,7 @@ func (s *Source) load(r *reader) (u sources.Update, ok, changing bool) {
 	sum := sha256.Sum256(data)
 	var svcs []sources.Service
 	if !r.published || sum != r.sum {
-		if svcs, err = Parse(data, s.json); err != nil {
+		if svcs, err = r.items.parse(data, s.json); err != nil {
 			s.fail(r, fmt.Errorf("%s: %w", s.name, err))
 			return sources.Update{}, false, false
 		}

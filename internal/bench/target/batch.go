@@ -8,18 +8,18 @@ import (
 
 // batcher coalesces changes the way the bridge's source manager
 // (sources.Manager) does before it publishes: a batch is flushed holdoff
-// after its latest change, but at most maxHoldoff after its first one, so
-// that a burst becomes one publish and sustained churn one publish per
-// maxHoldoff at worst. It is used for every implementation alike, so that
+// after its first change, so that a burst becomes one publish and
+// sustained churn one publish per holdoff (maxHoldoff only bounds holdoff,
+// as in the bridge). It is used for every implementation alike, so that
 // the stock caches get the same batching as xdsbridge.
 type batcher struct {
 	holdoff, maxHoldoff time.Duration
 	flush               func(ks []int) // called from run's goroutine only
 	kick                chan struct{}  // capacity 1: "the deadline may have moved"
 
-	mu          sync.Mutex
-	pending     []int
-	first, last time.Time // of the pending batch
+	mu      sync.Mutex
+	pending []int
+	first   time.Time // of the pending batch
 }
 
 // maxFactor is the bound of a batch in holdoffs, as in the bridge's
@@ -42,7 +42,6 @@ func (b *batcher) add(k int) {
 		b.first = now
 	}
 	b.pending = append(b.pending, k)
-	b.last = now
 	b.mu.Unlock()
 	select {
 	case b.kick <- struct{}{}:
@@ -58,10 +57,7 @@ func (b *batcher) due(now time.Time) ([]int, time.Duration) {
 	if len(b.pending) == 0 {
 		return nil, 0
 	}
-	deadline := b.last.Add(b.holdoff)
-	if bound := b.first.Add(b.maxHoldoff); bound.Before(deadline) {
-		deadline = bound
-	}
+	deadline := b.first.Add(min(b.holdoff, b.maxHoldoff))
 	if left := deadline.Sub(now); left > 0 {
 		return nil, left
 	}

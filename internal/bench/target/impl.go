@@ -19,14 +19,17 @@ import (
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/xdsbridge/xdsbridge/internal/bench/workload"
 	"github.com/xdsbridge/xdsbridge/xds"
 )
 
 // Impls are the implementations compared by default. A target can also
-// host "xdsbridge-stdcodec" (the engine with gRPC's default codec) and
-// "stale" (a deliberately wrong server, for the benchmark's own tests).
+// host "xdsbridge-stdcodec" (the engine with gRPC's default codec),
+// "snapshot-naive" (a SnapshotCache whose every type carries the snapshot
+// version, so every change re-sends CDS too) and "stale" (a deliberately
+// wrong server, for the benchmark's own tests).
 var Impls = []string{"xdsbridge", "snapshot", "linear"}
 
 // impl is one server implementation. load is called once before any client
@@ -64,11 +67,13 @@ func newImpl(ctx context.Context, name string, log *slog.Logger) (impl, error) {
 	case "xdsbridge-stdcodec":
 		return &bridge{srv: xds.NewServer(xds.Options{Logger: log})}, nil
 	case "snapshot":
-		return newSnapshot(ctx), nil
+		return newSnapshot(ctx, true), nil
+	case "snapshot-naive":
+		return newSnapshot(ctx, false), nil
 	case "linear":
 		return newLinear(ctx), nil
 	case "stale":
-		return &stale{newSnapshot(ctx)}, nil
+		return &stale{newSnapshot(ctx, false)}, nil
 	}
 	return nil, fmt.Errorf("unknown implementation %q (want one of %v)", name, Impls)
 }
@@ -127,10 +132,15 @@ type fleetHash struct{}
 
 func (fleetHash) ID(*corev3.Node) string { return "fleet" }
 
-// gcp is what the two go-control-plane servers share.
+// gcp is what the go-control-plane servers share. They get the engine's
+// codec too: for them it is a generic request decoder (responses they
+// build go through the standard codec), so no server is measured with a
+// cheaper request path than another.
 type gcp struct{}
 
-func (gcp) serverOptions() []grpc.ServerOption { return nil }
+func (gcp) serverOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{grpc.ForceServerCodecV2(xds.Codec())}
+}
 
 func registerGCP(g *grpc.Server, srv serverv3.Server) {
 	discoveryv3.RegisterAggregatedDiscoveryServiceServer(g, srv)
@@ -139,7 +149,10 @@ func registerGCP(g *grpc.Server, srv serverv3.Server) {
 }
 
 // snapshot is stock go-control-plane with a SnapshotCache: every change is a
-// new whole snapshot, as its users do.
+// new whole snapshot, as its users do. With perType, as a careful user
+// does, each type keeps its own version (Snapshot.Resources[type].Version)
+// and CDS gets a new one only when a cluster changed; without it, every
+// type carries the snapshot's version, so every change re-sends CDS.
 type snapshot struct {
 	gcp
 	cache    cachev3.SnapshotCache
@@ -147,11 +160,14 @@ type snapshot struct {
 	clusters []types.Resource
 	assigns  []types.Resource
 	version  int
+	perType  bool
+	cds      cachev3.Resources // perType: the clusters as last versioned
+	cdsDirty bool
 }
 
-func newSnapshot(ctx context.Context) *snapshot {
+func newSnapshot(ctx context.Context, perType bool) *snapshot {
 	c := cachev3.NewSnapshotCache(true, fleetHash{}, nil)
-	return &snapshot{cache: c, srv: serverv3.NewServer(ctx, c, nil)}
+	return &snapshot{cache: c, srv: serverv3.NewServer(ctx, c, nil), perType: perType, cdsDirty: true}
 }
 
 func (s *snapshot) register(g *grpc.Server) { registerGCP(g, s.srv) }
@@ -175,6 +191,9 @@ func (s *snapshot) change(w *workload.World, ks []int) error {
 		return err
 	}
 	for i, r := range rs {
+		if !proto.Equal(s.clusters[i].(proto.Message), r.Cluster) {
+			s.cdsDirty = true
+		}
 		s.clusters[i], s.assigns[i] = r.Cluster, r.Assignment
 	}
 	return s.publish()
@@ -182,13 +201,25 @@ func (s *snapshot) change(w *workload.World, ks []int) error {
 
 func (s *snapshot) publish() error {
 	s.version++
-	// NewSnapshot copies the slices into its own maps.
-	snap, err := cachev3.NewSnapshot(strconv.Itoa(s.version), map[resourcev3.Type][]types.Resource{
-		resourcev3.ClusterType:  s.clusters,
-		resourcev3.EndpointType: s.assigns,
-	})
-	if err != nil {
-		return fmt.Errorf("building snapshot: %w", err)
+	v := strconv.Itoa(s.version)
+	var snap *cachev3.Snapshot
+	if s.perType {
+		// NewResources copies the slices into its own maps.
+		if s.cdsDirty {
+			s.cds, s.cdsDirty = cachev3.NewResources(v, s.clusters), false
+		}
+		snap = &cachev3.Snapshot{}
+		snap.Resources[types.Cluster] = s.cds
+		snap.Resources[types.Endpoint] = cachev3.NewResources(v, s.assigns)
+	} else {
+		var err error
+		snap, err = cachev3.NewSnapshot(v, map[resourcev3.Type][]types.Resource{
+			resourcev3.ClusterType:  s.clusters,
+			resourcev3.EndpointType: s.assigns,
+		})
+		if err != nil {
+			return fmt.Errorf("building snapshot: %w", err)
+		}
 	}
 	if err := snap.Consistent(); err != nil {
 		return fmt.Errorf("checking snapshot: %w", err)

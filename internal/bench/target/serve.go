@@ -14,6 +14,7 @@ import (
 	"runtime/debug"
 	"runtime/pprof"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -46,6 +47,7 @@ type Options struct {
 type Stats struct {
 	UserNs, SysNs int64 // getrusage(RUSAGE_SELF)
 	RSS           int64 // VmRSS, bytes
+	PeakRSS       int64 // VmHWM, bytes: the highest RSS of the process so far
 	HeapInuse     uint64
 	HeapAlloc     uint64
 	Goroutines    int
@@ -214,6 +216,7 @@ func (c *control) stats(w http.ResponseWriter, _ *http.Request) {
 		UserNs:     ru.Utime.Nano(),
 		SysNs:      ru.Stime.Nano(),
 		RSS:        rss(),
+		PeakRSS:    peakRSS(),
 		HeapInuse:  ms.HeapInuse,
 		HeapAlloc:  ms.HeapAlloc,
 		Goroutines: runtime.NumGoroutine(),
@@ -265,6 +268,24 @@ func heapProfile(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 	}
+}
+
+// peakRSS reads VmHWM of this process from /proc (0 where unavailable):
+// the peak a container's memory limit would have had to allow.
+func peakRSS() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(b)) {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			var kb int64
+			if _, err := fmt.Sscan(rest, &kb); err == nil {
+				return kb << 10
+			}
+		}
+	}
+	return 0
 }
 
 // rss reads VmRSS of this process from /proc (0 where unavailable).

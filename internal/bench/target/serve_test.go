@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"go.uber.org/goleak"
 
 	"github.com/xdsbridge/xdsbridge/internal/bench/workload"
@@ -196,5 +197,39 @@ func TestControlAPI(t *testing.T) {
 	}
 	if s := stats(t, control); s.Changes != 1 || s.CPU() <= 0 || s.RSS <= 0 || s.HeapInuse == 0 {
 		t.Errorf("stats = %+v", s)
+	}
+}
+
+// TestSnapshotPerTypeVersions checks the SnapshotCache baseline: with
+// per-type versions an endpoint change leaves the CDS version alone (no
+// CDS re-send), while the naive variant moves it on every change.
+func TestSnapshotPerTypeVersions(t *testing.T) {
+	spec := workload.Spec{Services: 5, Endpoints: 2}
+	for _, perType := range []bool{true, false} {
+		ctx, cancel := context.WithCancel(context.Background())
+		s := newSnapshot(ctx, perType)
+		w := workload.NewWorld(spec)
+		if err := s.load(w); err != nil {
+			t.Fatal(err)
+		}
+		versions := func() (string, string) {
+			snap, err := s.cache.GetSnapshot("fleet")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return snap.GetVersion(resourcev3.ClusterType), snap.GetVersion(resourcev3.EndpointType)
+		}
+		c0, e0 := versions()
+		if err := s.change(w, []int{1}); err != nil {
+			t.Fatal(err)
+		}
+		c1, e1 := versions()
+		if e1 == e0 {
+			t.Errorf("perType=%v: EDS version unchanged by an endpoint change", perType)
+		}
+		if (c1 == c0) != perType {
+			t.Errorf("perType=%v: CDS version %s -> %s after an endpoint change", perType, c0, c1)
+		}
+		cancel()
 	}
 }

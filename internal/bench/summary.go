@@ -1,0 +1,142 @@
+package bench
+
+import (
+	"encoding/csv"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// summaryColumns are the figures Summarize reports, with their CSV column
+// and how to show one value. Per-client cold-start CPU is derived.
+var summaryColumns = []struct {
+	title, col string
+	show       func(float64) string
+}{
+	{"cold start", "cold_start_ns", nsShow},
+	{"cold CPU / client", "cold_cpu_per_client_ns", nsShow},
+	{"conv p50", "conv_p50_ns", nsShow},
+	{"conv p99", "conv_p99_ns", nsShow},
+	{"CPU / client·change", "cpu_per_client_change_ns", nsShow},
+	{"bytes / client·change", "bytes_per_client_change", size},
+	{"heap / client", "heap_per_client", size},
+	{"RSS / client", "rss_per_client", size},
+	{"peak RSS", "server_peak_rss", size},
+	{"reconnect", "reconnect_ns", nsShow},
+	{"fleet CPU / change", "loadgen_cpu_per_change_ns", nsShow},
+	{"achieved rate", "achieved_rate", func(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) + "/s" }},
+}
+
+func nsShow(v float64) string { return ms(time.Duration(v)) }
+
+// Summarize reads result CSVs (as written by CSV, any number of runs per
+// configuration) and writes one Markdown table per scenario point: per
+// implementation each figure as median (min–max) over its runs, and the
+// number of runs. Failed runs are counted but not summarised. Columns that
+// are zero for every run are left out.
+func Summarize(w io.Writer, inputs ...io.Reader) error {
+	type point struct {
+		key   string
+		impls []string
+		rows  map[string][]map[string]string
+	}
+	var points []*point
+	for _, in := range inputs {
+		rows, err := csv.NewReader(in).ReadAll()
+		if err != nil {
+			return fmt.Errorf("reading results: %w", err)
+		}
+		if len(rows) == 0 {
+			continue
+		}
+		head := rows[0]
+		for _, rec := range rows[1:] {
+			m := map[string]string{}
+			for i, h := range head {
+				if i < len(rec) {
+					m[h] = rec[i]
+				}
+			}
+			if c, _ := strconv.ParseFloat(m["clients"], 64); c > 0 {
+				cpu, _ := strconv.ParseFloat(m["cold_cpu_ns"], 64)
+				m["cold_cpu_per_client_ns"] = strconv.FormatFloat(cpu/c, 'f', 0, 64)
+			}
+			key := fmt.Sprintf("%s %s C=%s N=%s", m["scenario"], m["mode"], m["clients"], m["services"])
+			if r := m["rate"]; r != "" && r != "0.0" {
+				key += " " + r + "/s"
+			}
+			if h, _ := strconv.ParseInt(m["holdoff_ns"], 10, 64); h > 0 {
+				key += " holdoff " + time.Duration(h).String()
+			}
+			i := slices.IndexFunc(points, func(p *point) bool { return p.key == key })
+			if i < 0 {
+				points = append(points, &point{key: key, rows: map[string][]map[string]string{}})
+				i = len(points) - 1
+			}
+			p := points[i]
+			if _, ok := p.rows[m["impl"]]; !ok {
+				p.impls = append(p.impls, m["impl"])
+			}
+			p.rows[m["impl"]] = append(p.rows[m["impl"]], m)
+		}
+	}
+	for _, p := range points {
+		var cols []int
+		for ci, c := range summaryColumns {
+			for _, rs := range p.rows {
+				if slices.ContainsFunc(rs, func(m map[string]string) bool { v, _ := strconv.ParseFloat(m[c.col], 64); return v != 0 }) {
+					cols = append(cols, ci)
+					break
+				}
+			}
+		}
+		fmt.Fprintf(w, "\n#### %s\n\n| impl | runs |", p.key)
+		for _, ci := range cols {
+			fmt.Fprintf(w, " %s |", summaryColumns[ci].title)
+		}
+		fmt.Fprintf(w, "\n|---|---:|%s\n", strings.Repeat("---:|", len(cols)))
+		for _, im := range p.impls {
+			var ok []map[string]string
+			for _, m := range p.rows[im] {
+				if m["failed"] != "true" {
+					ok = append(ok, m)
+				}
+			}
+			runs := strconv.Itoa(len(ok))
+			if n := len(p.rows[im]) - len(ok); n > 0 {
+				runs += fmt.Sprintf(" (+%d failed)", n)
+			}
+			fmt.Fprintf(w, "| %s | %s |", im, runs)
+			for _, ci := range cols {
+				c := summaryColumns[ci]
+				var vs []float64
+				for _, m := range ok {
+					v, _ := strconv.ParseFloat(m[c.col], 64)
+					vs = append(vs, v)
+				}
+				fmt.Fprintf(w, " %s |", spread(vs, c.show))
+			}
+			fmt.Fprintln(w)
+		}
+	}
+	return nil
+}
+
+// spread shows the median of vs, with the min–max range when they differ.
+func spread(vs []float64, show func(float64) string) string {
+	if len(vs) == 0 {
+		return "–"
+	}
+	slices.Sort(vs)
+	med := vs[len(vs)/2]
+	if len(vs)%2 == 0 {
+		med = (vs[len(vs)/2-1] + vs[len(vs)/2]) / 2
+	}
+	if vs[0] == vs[len(vs)-1] {
+		return show(med)
+	}
+	return fmt.Sprintf("%s (%s–%s)", show(med), show(vs[0]), show(vs[len(vs)-1]))
+}

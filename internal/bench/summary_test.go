@@ -1,0 +1,32 @@
+package bench
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestSummarizeRepeats checks that repeated runs written by CSV come back
+// as median (min–max), that failed runs are counted apart, and that
+// per-client cold CPU is derived.
+func TestSummarizeRepeats(t *testing.T) {
+	var rs []Result
+	for rep, p99 := range []time.Duration{30, 10, 20} {
+		rs = append(rs, Result{Config: Config{Scenario: "S1", Impl: "xdsbridge", Delta: true, Clients: 10, Services: 5, Rep: rep},
+			ConvP99: p99 * time.Millisecond, ColdCPU: time.Duration(rep+1) * 10 * time.Millisecond})
+	}
+	rs = append(rs, Result{Config: Config{Scenario: "S1", Impl: "xdsbridge", Delta: true, Clients: 10, Services: 5, Rep: 3}, ConvP99: time.Hour, Failed: true})
+	var in, out bytes.Buffer
+	if err := CSV(&in, rs); err != nil {
+		t.Fatal(err)
+	}
+	if err := Summarize(&out, &in); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"#### S1 delta C=10 N=5", "| xdsbridge | 3 (+1 failed) |", "20.0 ms (10.0 ms–30.0 ms)", "2.0 ms (1.0 ms–3.0 ms)"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("summary lacks %q:\n%s", want, out.String())
+		}
+	}
+}
