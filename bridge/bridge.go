@@ -90,6 +90,8 @@ func New(cfg *config.Config, log *slog.Logger) (*Instance, error) {
 		Registerer:       reg,
 		ConfigCluster:    cfg.XDS.ConfigCluster,
 		Limits:           xds.Limits(cfg.XDS.Limits),
+		// The publisher exists by the time the first Apply can refuse.
+		OnRefused: func(k xds.Key, err error) { in.pub.refused(k, err) },
 	})
 	if in.views, err = newViews(cfg, server, log); err != nil {
 		return nil, err

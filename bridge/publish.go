@@ -40,6 +40,11 @@ type publisher struct {
 	why    *why
 	// held are the services the transforms hold back, as last logged.
 	held []string
+	// failed is the running publish's Changes.Failed while its Apply runs:
+	// the engine refuses a resource version (one too large to send) inside
+	// Apply, and refused forwards that to the sources reporting the
+	// service, as a translation error is.
+	failed func(service string, err error)
 }
 
 func newPublisher(server applier, grpc bool, log *slog.Logger, reg prometheus.Registerer) *publisher {
@@ -113,9 +118,21 @@ func (p *publisher) publish(c sources.Changes) {
 				xds.Key{Type: resource.RouteType, Name: name})
 		}
 	}
+	p.failed = c.Failed
 	p.server.Apply(upserts, removals)
+	p.failed = nil
 	p.services.Set(float64(len(p.served)))
 	p.log.Debug("applied changes", "upserted", len(c.Upserted), "removed", len(c.Removed), "resources", len(upserts))
+}
+
+// refused is told by the engine (xds.Options.OnRefused, called inside
+// Apply) of a resource version it will not serve; the service keeps its
+// last good version, and /sources shows why under the sources reporting
+// it.
+func (p *publisher) refused(k xds.Key, err error) {
+	if p.failed != nil {
+		p.failed(k.Name, err)
+	}
 }
 
 // resources lists the xDS resources of one translated service.
