@@ -18,7 +18,7 @@ import (
 )
 
 // propagation is the longest an edit of services.yaml may take to reach the
-// clients (issue 2, acceptance 3).
+// clients, as the README promises ("within about a second"), with margin.
 const propagation = 2 * time.Second
 
 // diff describes how a client's state differs from services ("" if not).

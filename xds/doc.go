@@ -1,4 +1,4 @@
-// Design notes for the serving engine (issue 3). The package comment is in
+// Design notes for the serving engine. The package comment is in
 // server.go; this file holds the decisions and their reasons.
 //
 // # Why not go-control-plane's server and SnapshotCache
@@ -38,7 +38,7 @@
 // name in the name's subscriber bitmap (indexed by the watch's dense index
 // in its type). An Envoy with wildcard CDS and EDS for 1,000 clusters costs
 // about 10 KB of engine heap (BenchmarkApply); with gRPC's own buffers the
-// bench harness measures ~34 KB of server heap per client (issue 4, S1).
+// bench harness measures ~34 KB of server heap per client (S1 in docs/benchmarks.md).
 //
 // # SotW ACK decoding
 //

@@ -8,7 +8,7 @@ import (
 )
 
 // servicesYAML is a services file of n services with 10 endpoints each, the
-// shape of issue 13's file-source measurement.
+// shape of the file-source cost measurement in docs/benchmarks.md.
 func servicesYAML(n int) []byte {
 	var b strings.Builder
 	b.WriteString("services:\n")
