@@ -135,7 +135,9 @@ func namesSpan(b []byte) (start, end, count int, err error) {
 		}
 		if num == fieldResourceNames {
 			if typ != protowire.BytesType {
-				return -1, -1, 0, fmt.Errorf("resource_names with wire type %d", typ)
+				// proto keeps such a record as an unknown field; so
+				// does the generic decoder this falls back to.
+				return -1, -1, 0, nil
 			}
 			switch {
 			case start < 0:
