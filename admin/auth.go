@@ -2,11 +2,9 @@ package admin
 
 import (
 	"crypto/subtle"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 
@@ -40,17 +38,7 @@ func RequireToken(path string, log *slog.Logger) (func(http.Handler) http.Handle
 
 func newTokenAuth(path string, log *slog.Logger) (*tokenAuth, error) {
 	a := &tokenAuth{log: log}
-	a.file = filestamp.Cache[string]{Paths: []string{path}, Parse: func() (string, error) {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return "", err
-		}
-		tok := strings.TrimSpace(string(b))
-		if tok == "" {
-			return "", errors.New("the token file " + path + " is empty")
-		}
-		return tok, nil
-	}}
+	a.file = filestamp.Cache[string]{Paths: []string{path}, Parse: func() (string, error) { return filestamp.ReadToken(path) }}
 	if _, err := a.file.Get(); err != nil {
 		return nil, fmt.Errorf("reading the admin token: %w", err)
 	}

@@ -5,7 +5,9 @@
 package filestamp
 
 import (
+	"errors"
 	"os"
+	"strings"
 	"time"
 )
 
@@ -81,4 +83,20 @@ func (c *Cache[T]) Get() (T, error) {
 		}
 	}
 	return c.value, err
+}
+
+// ReadToken reads a secret kept in a file (an ACL or bearer token, as Vault
+// Agent or consul-template write them): the content without surrounding
+// white space. A file holding nothing else is an error, never an empty
+// token that would silently send requests unauthenticated.
+func ReadToken(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return "", errors.New(path + " is empty")
+	}
+	return tok, nil
 }

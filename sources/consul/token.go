@@ -2,10 +2,10 @@ package consul
 
 import (
 	"fmt"
-	"os"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/xdsbridge/xdsbridge/internal/filestamp"
 )
 
 // tokenCheckInterval is how often token_file is read again. Vault Agent and
@@ -41,13 +41,9 @@ func (t *token) reload() (changed bool, err error) {
 	if t.file == "" {
 		return false, nil
 	}
-	b, err := os.ReadFile(t.file)
+	v, err := filestamp.ReadToken(t.file)
 	if err != nil {
 		return false, fmt.Errorf("reading token_file: %w", err)
-	}
-	v := strings.TrimSpace(string(b))
-	if v == "" {
-		return false, fmt.Errorf("reading token_file: %s is empty", t.file)
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()

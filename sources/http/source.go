@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/xdsbridge/xdsbridge/internal/filestamp"
 	"github.com/xdsbridge/xdsbridge/sources"
 	"github.com/xdsbridge/xdsbridge/sources/file"
 )
@@ -158,13 +159,9 @@ func (p *poller) fetch(ctx context.Context) (body []byte, isYAML bool, etag stri
 		req.Header.Set("If-None-Match", p.etag)
 	}
 	if p.cfg.BearerTokenFile != "" {
-		tok, err := os.ReadFile(p.cfg.BearerTokenFile)
+		t, err := filestamp.ReadToken(p.cfg.BearerTokenFile)
 		if err != nil {
 			return nil, false, "", fmt.Errorf("reading bearer_token_file: %w", err)
-		}
-		t := strings.TrimSpace(string(tok))
-		if t == "" {
-			return nil, false, "", fmt.Errorf("bearer_token_file %s is empty", p.cfg.BearerTokenFile)
 		}
 		req.Header.Set("Authorization", "Bearer "+t)
 	}
