@@ -294,8 +294,9 @@ func TestRequestOptions(t *testing.T) {
 		}
 		switch req.URL.Path {
 		case "/v1/health/service/svc":
-			if q.Get("tag") != "prod" || q.Get("filter") != `Service.Meta.v == "2"` || q.Has("index") {
-				t.Errorf("service read %s: want tag=prod, the filter, no index", req.URL.RawQuery)
+			// A read, or a watch: a blocking query with its wait.
+			if q.Get("tag") != "prod" || q.Get("filter") != `Service.Meta.v == "2"` || q.Has("index") != q.Has("wait") {
+				t.Errorf("service read %s: want tag=prod, the filter, an index only with a wait", req.URL.RawQuery)
 			}
 		case "/v1/catalog/services", "/v1/catalog/nodes", "/v1/health/state/any":
 			if q.Get("wait") != "30000ms" {
