@@ -130,6 +130,7 @@ func (l *loop) maybeWatch(k svcKey, st *svcState, changed bool) {
 	l.w.perDC[k.dc]++
 	c, dc, index := l.w.lanes[lane], l.dcs[k.dc].name, st.index
 	l.wg.Go(func() { l.s.watch(ctx, c, k, dc, run, index, l.results) })
+	l.s.log.Debug("watching service", "service", k.name, "datacenter", dc, "index", index, "lane", lane)
 	l.noteWatches()
 }
 
@@ -154,6 +155,7 @@ func (l *loop) stopWatch(k svcKey) {
 		return
 	}
 	run.cancel()
+	l.s.log.Debug("no longer watching service", "service", k.name, "datacenter", l.dcs[k.dc].name)
 	l.w.load[run.lane]--
 	l.w.perDC[k.dc]--
 	delete(l.w.runs, k)
