@@ -341,7 +341,11 @@ func (l *loop) onFetch(r fetchResult) {
 // shortly, and apply reports false).
 func (l *loop) apply(r fetchResult, st *svcState) bool {
 	d := l.dcs[r.key.dc]
-	if !r.cached {
+	if !r.cached && r.watch == nil {
+		// Answers from the agent's cache or its streaming views (what a
+		// watch gets from an agent with the streaming backend) do not
+		// say whether the servers know a leader; the bulk queries and
+		// the other reads do.
 		l.noteLeader(r.meta)
 	}
 	if st.fetched && r.index < st.index {
