@@ -56,9 +56,13 @@ func (s *Source) newAPIClient(limit int, record bool) (*api.Client, *http.Transp
 			// stream instead of opening a connection.
 			StrictMaxConcurrentRequests: true,
 			// A connection carrying only blocking queries is silent
-			// for minutes; pings tell a dead one from an idle one.
-			SendPingTimeout: cfg.ReadTimeout,
-			PingTimeout:     cfg.ReadTimeout,
+			// for minutes; pings tell a dead one from an idle one. They
+			// are patient: a ping that times out closes the connection
+			// and fails every watch on it at once, and an agent slow to
+			// answer under load must not be mistaken for a dead one (a
+			// hung agent is the probe's to find, see probe.go).
+			SendPingTimeout: pingAfter,
+			PingTimeout:     pingTimeout,
 		},
 	}
 	if s.dial != nil {
@@ -95,6 +99,13 @@ func (s *Source) newAPIClient(limit int, record bool) (*api.Client, *http.Transp
 	}
 	return c, tr, nil
 }
+
+// HTTP/2 pings: after this long without a frame from the agent, and how
+// long the answer may take before the connection is given up.
+const (
+	pingAfter   = 30 * time.Second
+	pingTimeout = 15 * time.Second
+)
 
 // protoRecorder records the HTTP major version of every response, so that
 // the source knows whether the agent multiplexes requests (HTTP/2).
