@@ -67,6 +67,14 @@ func (w *watch) upserts(now, readyAt time.Time, wait time.Duration) *out {
 	var ups []*entry
 	split := w.c.delta || !w.t.full
 	room, used := w.c.s.lim.room, 0
+	if w.scan != nil {
+		// The scan first: it must not send a frame's entry after the dirty
+		// map sent a newer one (scan.go).
+		var done bool
+		if ups, used, done = w.scanned(ups, used, room, split); !done {
+			return w.build(ups, nil)
+		}
+	}
 	for sl, p := range w.dirty {
 		if p.e == nil {
 			continue // a removal: second phase
