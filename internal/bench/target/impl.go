@@ -28,8 +28,9 @@ import (
 // Impls are the implementations compared by default. A target can also
 // host "xdsbridge-stdcodec" (the engine with gRPC's default codec),
 // "snapshot-naive" (a SnapshotCache whose every type carries the snapshot
-// version, so every change re-sends CDS too) and "stale" (a deliberately
-// wrong server, for the benchmark's own tests).
+// version, so every change re-sends CDS too), "floor" (the cold-start
+// floor: the same pre-encoded bytes to every stream, floor.go) and "stale"
+// (a deliberately wrong server, for the benchmark's own tests).
 var Impls = []string{"xdsbridge", "snapshot", "linear"}
 
 // impl is one server implementation. load is called once before any client
@@ -72,6 +73,8 @@ func newImpl(ctx context.Context, name string, log *slog.Logger) (impl, error) {
 		return newSnapshot(ctx, false), nil
 	case "linear":
 		return newLinear(ctx), nil
+	case "floor":
+		return &floor{}, nil
 	case "stale":
 		return &stale{newSnapshot(ctx, false)}, nil
 	}

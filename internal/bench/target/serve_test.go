@@ -95,6 +95,24 @@ func TestImplsServeTheWorkload(t *testing.T) {
 	}
 }
 
+// TestFloorServesTheInitialState checks the cold-start floor: a delta
+// client gets the initial world intact from its pre-encoded responses.
+func TestFloorServesTheInitialState(t *testing.T) {
+	spec := workload.Spec{Services: 20, Endpoints: 3}
+	xdsAddr, control := serve(t, "floor", 0)
+	post(t, control, fmt.Sprintf("/load?services=%d&endpoints=%d", spec.Services, spec.Endpoints))
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	c, err := envoysim.Start(ctx, envoysim.Options{Addr: xdsAddr, Delta: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := waitWorld(ctx, c, workload.NewWorld(spec)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // waitWorld waits until client c holds every service of w as it is now.
 func waitWorld(ctx context.Context, c *envoysim.Client, w *workload.World) error {
 	want := map[string]uint64{}
