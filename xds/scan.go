@@ -1,6 +1,11 @@
 package xds
 
-import "time"
+import (
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/mem"
+)
 
 // A subscription that covers much of a type at once (a wildcard, an Envoy's
 // first EDS request naming every cluster) used to queue one pending entry
@@ -26,6 +31,75 @@ import "time"
 type frame struct {
 	slots   []*slot
 	entries []*entry
+	recs    [2]records // SotW, delta; built on first use
+}
+
+// Written as one buffer per record, an initial state of 10,000 resources
+// is 10,000 buffers for gRPC, whose writer walks them for each 16 KB
+// frame, allocating a slice of them each time: a quarter of the server's
+// CPU in a cold start. So a frame also holds its records concatenated,
+// built once and shared by every client, and a response remembers which of
+// its entries are consecutive records of its frame (runs), to send each
+// run as one buffer.
+
+// records are the frame's SotW or delta records back to back: record i is
+// b[off[i]:off[i+1]].
+type records struct {
+	once sync.Once
+	b    []byte
+	off  []int
+}
+
+// run is list[at:at+to-from] of a response: the records from to to of its
+// frame.
+type run struct{ at, from, to int }
+
+// records returns the frame's records of one form, concatenating them on
+// first use (safe from any writer).
+func (f *frame) records(delta bool) *records {
+	r := &f.recs[0]
+	if delta {
+		r = &f.recs[1]
+	}
+	r.once.Do(func() {
+		n := 0
+		for _, e := range f.entries {
+			n += e.recLen(delta)
+		}
+		r.b, r.off = make([]byte, 0, n), make([]int, 0, len(f.entries)+1)
+		for _, e := range f.entries {
+			r.off = append(r.off, len(r.b))
+			r.b = append(r.b, e.record(delta).ReadOnlyData()...)
+		}
+		r.off = append(r.off, len(r.b))
+	})
+	return r
+}
+
+// appendRecords appends the records of list to bs, each run of fr as one
+// buffer.
+func appendRecords(bs mem.BufferSlice, list []*entry, fr *frame, runs []run, delta bool) mem.BufferSlice {
+	for i := 0; i < len(list); {
+		if len(runs) > 0 && runs[0].at == i {
+			r, recs := runs[0], fr.records(delta)
+			bs = append(bs, mem.SliceBuffer(recs.b[recs.off[r.from]:recs.off[r.to]]))
+			runs, i = runs[1:], i+r.to-r.from
+			continue
+		}
+		bs = append(bs, list[i].record(delta))
+		i++
+	}
+	return bs
+}
+
+// buffersFor is the capacity of a response's buffer list: the envelope's
+// two, one per run and one per entry outside the runs.
+func buffersFor(list []*entry, runs []run) int {
+	n := len(list) + 2
+	for _, r := range runs {
+		n -= r.to - r.from - 1
+	}
+	return n
 }
 
 // frame returns the type's current frame, building it when the type
@@ -70,10 +144,11 @@ func (w *watch) settle(sl *slot, now time.Time) {
 	}
 }
 
-// scanned takes into ups the entries of the pending scan that the client
-// lacks, while they fit (when split) in room with used already taken. done
-// is false when the scan stopped for room. client.mu held.
-func (w *watch) scanned(ups []*entry, used, room int, split bool) (_ []*entry, _ int, done bool) {
+// scanned takes into ups (empty) the entries of the pending scan that the
+// client lacks, while they fit (when split) in room, with the runs of the
+// scan's frame among them. done is false when the scan stopped for room.
+// client.mu held.
+func (w *watch) scanned(ups []*entry, used, room int, split bool) (_ []*entry, _ int, _ *frame, runs []run, done bool) {
 	f := w.scan
 	total := w.t.total()
 	for ; w.scanAt < len(f.slots); w.scanAt++ {
@@ -93,7 +168,7 @@ func (w *watch) scanned(ups []*entry, used, room int, split bool) (_ []*entry, _
 		}
 		n := e.recLen(w.c.delta)
 		if split && len(ups) > 0 && used+n > room {
-			return ups, used, false
+			return ups, used, f, runs, false
 		}
 		used += n
 		if ups == nil {
@@ -103,10 +178,17 @@ func (w *watch) scanned(ups []*entry, used, room int, split bool) (_ []*entry, _
 		if len(w.waiting) > 0 {
 			delete(w.waiting, sl)
 		}
+		if e == f.entries[w.scanAt] { // the client's shape is the entry itself
+			if k := len(runs) - 1; k >= 0 && runs[k].to == w.scanAt && runs[k].at+runs[k].to-runs[k].from == len(ups) {
+				runs[k].to++
+			} else {
+				runs = append(runs, run{at: len(ups), from: w.scanAt, to: w.scanAt + 1})
+			}
+		}
 		ups = append(ups, e)
 	}
 	w.scan = nil
-	return ups, used, true
+	return ups, used, f, runs, true
 }
 
 // pendingScan counts the names the pending scan will send, for the admin

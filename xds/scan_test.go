@@ -6,6 +6,7 @@ import (
 	"time"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/protobuf/proto"
 )
 
 // TestBulkSubscriptionScan drives a delta watch whose subscription is
@@ -16,6 +17,7 @@ func TestBulkSubscriptionScan(t *testing.T) {
 	const n = 300
 	tests := []struct {
 		name string
+		sotw bool
 		typ  string
 		sub  []string
 		// before lands after the subscription, before the first push;
@@ -29,6 +31,8 @@ func TestBulkSubscriptionScan(t *testing.T) {
 		{name: "changes during the scan", typ: EndpointType, sub: manyNames(n),
 			during:  []Resource{assignment("svc-1", 3), assignment("svc-290", 3), assignment("svc-new", 1)},
 			removed: []Key{{EndpointType, "svc-280"}, {EndpointType, "svc-0"}}},
+		{name: "sotw names", sotw: true, typ: EndpointType, sub: manyNames(n),
+			during: []Resource{assignment("svc-1", 3), assignment("svc-290", 3)}},
 		{name: "wildcard", typ: ClusterType, sub: []string{"*"},
 			during:  []Resource{cluster("svc-2", 2*time.Second), cluster("svc-299", 2*time.Second), cluster("svc-new", time.Second)},
 			removed: []Key{{ClusterType, "svc-150"}}},
@@ -37,12 +41,20 @@ func TestBulkSubscriptionScan(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s := NewServer(Options{MaxResponseBytes: 2048})
 			s.Apply(services(n), nil)
-			c, r := s.connect(context.Background(), "delta_ads", true)
+			variant := "delta_ads"
+			if tt.sotw {
+				variant = "sotw_ads"
+			}
+			c, r := s.connect(context.Background(), variant, !tt.sotw)
 			if r != nil {
 				t.Fatal(r)
 			}
 			defer s.disconnect(c)
-			s.onDelta(c, "", &discoveryv3.DeltaDiscoveryRequest{TypeUrl: tt.typ, ResourceNamesSubscribe: tt.sub})
+			if tt.sotw {
+				s.onSotW(c, "", &discoveryv3.DiscoveryRequest{TypeUrl: tt.typ, ResourceNames: tt.sub})
+			} else {
+				s.onDelta(c, "", &discoveryv3.DeltaDiscoveryRequest{TypeUrl: tt.typ, ResourceNamesSubscribe: tt.sub})
+			}
 			if w := c.watches[tt.typ]; w.scan == nil {
 				t.Fatal("the subscription queued no scan")
 			}
@@ -50,7 +62,7 @@ func TestBulkSubscriptionScan(t *testing.T) {
 
 			got := map[string]string{} // name → last version received
 			removed := map[string]bool{}
-			responses := 0
+			responses, joined := 0, 0
 			take := func() bool {
 				c.mu.Lock()
 				o, _ := c.next(time.Now())
@@ -59,16 +71,17 @@ func TestBulkSubscriptionScan(t *testing.T) {
 					return false
 				}
 				responses++
-				m := o.msg.(*deltaMsg)
+				list, removedNames, runs := wireOf(t, o.msg)
+				joined += runs
 				seen := map[string]bool{}
-				for _, e := range m.list {
+				for _, e := range list {
 					if seen[e.name] {
 						t.Fatalf("response %d carries %s twice", responses, e.name)
 					}
 					seen[e.name] = true
 					got[e.name] = e.version
 				}
-				for _, name := range m.removed {
+				for _, name := range removedNames {
 					removed[name] = true
 					delete(got, name)
 				}
@@ -86,6 +99,9 @@ func TestBulkSubscriptionScan(t *testing.T) {
 			}
 			if responses < 3 {
 				t.Fatalf("%d responses: the limit did not split the scan", responses)
+			}
+			if joined == 0 {
+				t.Fatal("no run of records was sent as one buffer")
 			}
 			want := map[string]string{}
 			s.mu.Lock()
@@ -115,4 +131,28 @@ func TestBulkSubscriptionScan(t *testing.T) {
 			}
 		})
 	}
+}
+
+// wireOf checks that msg's buffers decode to the message it stands for and
+// returns its entries, its removed names and how many runs of records it
+// sends as one buffer.
+func wireOf(t *testing.T, msg wireMsg) (list []*entry, removed []string, runs int) {
+	t.Helper()
+	var raw []byte
+	for _, b := range msg.buffers() {
+		raw = append(raw, b.ReadOnlyData()...)
+	}
+	var want, got proto.Message
+	switch m := msg.(type) {
+	case *deltaMsg:
+		want, got = m.proto(), &discoveryv3.DeltaDiscoveryResponse{}
+		list, removed, runs = m.list, m.removed, len(m.runs)
+	case *sotwMsg:
+		want, got = m.proto(), &discoveryv3.DiscoveryResponse{}
+		list, runs = m.list, len(m.runs)
+	}
+	if err := proto.Unmarshal(raw, got); err != nil || !proto.Equal(got, want) {
+		t.Fatalf("buffers decode to %v (%v), want %v", got, err, want)
+	}
+	return list, removed, runs
 }
