@@ -100,6 +100,10 @@ type watch struct {
 	// pins are the slots without an entry this watch references (see
 	// slot.pins); Server.mu.
 	pins map[*slot]struct{}
+	// scan is the frame still to be compared with held, from scanAt on
+	// (scan.go); nil when none is pending.
+	scan   *frame
+	scanAt int
 
 	version     uint64
 	lastNonce   string
@@ -230,8 +234,9 @@ func (w *watch) reconcile(sl *slot, now time.Time) {
 	}
 }
 
-// subscribe adds sl to the explicit subscription. Both locks held.
-func (w *watch) subscribe(sl *slot, now time.Time) {
+// subscribe adds sl to the explicit subscription; with bulk, a visible
+// entry is left to a scan the caller queues (see settle). Both locks held.
+func (w *watch) subscribe(sl *slot, now time.Time, bulk bool) {
 	sl.subs.add(w.idx)
 	if w.wildcard {
 		w.named[sl] = struct{}{}
@@ -239,7 +244,11 @@ func (w *watch) subscribe(sl *slot, now time.Time) {
 	if !w.held.has(sl) {
 		w.held.put(sl, nil, w.t.total())
 	}
-	w.reconcile(sl, now)
+	if bulk {
+		w.settle(sl, now)
+	} else {
+		w.reconcile(sl, now)
+	}
 }
 
 // unsubscribe drops sl from the explicit subscription. The client forgets
@@ -270,15 +279,18 @@ func (w *watch) setWildcard(on bool, now time.Time) {
 		}
 		w.wildcard = true
 		w.t.wild[w] = struct{}{}
-		for _, sl := range w.t.slots {
-			if sl.cur == nil {
+		total := w.t.total()
+		w.held.reserve(len(w.t.slots), total)
+		for _, sl := range w.t.byIdx {
+			if sl == nil || sl.cur == nil {
 				continue
 			}
 			if !w.held.has(sl) {
-				w.held.put(sl, nil, w.t.total())
+				w.held.put(sl, nil, total)
 			}
-			w.reconcile(sl, now)
+			w.settle(sl, now)
 		}
+		w.rescan()
 		// Names the client claims (delta initial versions) that no longer
 		// exist are removed.
 		for sl, h := range w.held.all(w.t) {

@@ -19,7 +19,8 @@ import (
 // Codec returns the gRPC codec to serve xDS with, as
 // grpc.ForceServerCodecV2(xds.Codec()). It sends the engine's responses
 // from bytes encoded once per resource version (see wire.go) and decodes
-// SotW DiscoveryRequests its own way; all else is the standard proto codec.
+// requests' resource names its own way; all else is the standard proto
+// codec.
 // Every SotW EDS ACK repeats all the
 // names the client subscribes to (1,000 strings for 1,000 clusters), and
 // decoding them was half of the server's CPU per change (profile of issue
@@ -65,41 +66,63 @@ func (c *codec) Marshal(v any) (mem.BufferSlice, error) {
 }
 
 func (c *codec) Unmarshal(data mem.BufferSlice, v any) error {
-	r, ok := v.(*discoveryv3.DiscoveryRequest)
-	if !ok {
+	var dec func([]byte) error
+	switch r := v.(type) {
+	case *discoveryv3.DiscoveryRequest:
+		dec = func(b []byte) error {
+			names, err := unmarshalNames(b, r, c.names)
+			if names != nil {
+				r.ResourceNames = names
+			}
+			return err
+		}
+	case *discoveryv3.DeltaDiscoveryRequest:
+		// resource_names_subscribe is field 3 too. An Envoy's first EDS
+		// request names every cluster; it is sent once, so it is decoded
+		// with one allocation but not cached.
+		dec = func(b []byte) error {
+			names, err := unmarshalNames(b, r, decodeNames)
+			if names != nil {
+				r.ResourceNamesSubscribe = names
+			}
+			return err
+		}
+	default:
 		return c.base.Unmarshal(data, v)
 	}
 	if len(data) == 1 {
-		return c.unmarshalRequest(data[0].ReadOnlyData(), r)
+		return dec(data[0].ReadOnlyData())
 	}
 	buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
 	defer buf.Free()
-	return c.unmarshalRequest(buf.ReadOnlyData(), r)
+	return dec(buf.ReadOnlyData())
 }
 
-// unmarshalRequest decodes b into r. The resource_names records, when they
-// are contiguous (every encoder writes fields in order), are decoded apart;
-// the rest goes through proto.Unmarshal in two pieces around them.
-func (c *codec) unmarshalRequest(b []byte, r *discoveryv3.DiscoveryRequest) error {
+// unmarshalNames decodes b into m, except the records of field 3 (the
+// resource names), which it returns decoded by names when they are
+// contiguous (every encoder writes fields in order); the rest goes through
+// proto.Unmarshal in two pieces around them. It returns nil names when m
+// got them from proto.Unmarshal (none, or not contiguous).
+func unmarshalNames(b []byte, m proto.Message, names func(raw []byte, count int) ([]string, error)) ([]string, error) {
+	what := m.ProtoReflect().Descriptor().Name()
 	start, end, count, err := namesSpan(b)
 	if err != nil {
-		return fmt.Errorf("decoding DiscoveryRequest: %w", err)
+		return nil, fmt.Errorf("decoding %s: %w", what, err)
 	}
 	if start < 0 {
-		return proto.Unmarshal(b, r) // no names, or not contiguous
+		return nil, proto.Unmarshal(b, m)
 	}
-	if err := proto.Unmarshal(b[:start], r); err != nil {
-		return err
+	if err := proto.Unmarshal(b[:start], m); err != nil {
+		return nil, err
 	}
-	if err := (proto.UnmarshalOptions{Merge: true}).Unmarshal(b[end:], r); err != nil {
-		return err
+	if err := (proto.UnmarshalOptions{Merge: true}).Unmarshal(b[end:], m); err != nil {
+		return nil, err
 	}
-	names, err := c.names(b[start:end], count)
+	list, err := names(b[start:end], count)
 	if err != nil {
-		return fmt.Errorf("decoding DiscoveryRequest: %w", err)
+		return nil, fmt.Errorf("decoding %s: %w", what, err)
 	}
-	r.ResourceNames = names[:len(names):len(names)] // an append must copy
-	return nil
+	return list[:len(list):len(list)], nil // an append must copy
 }
 
 // tagResourceNames is the key byte of a resource_names record.

@@ -4,11 +4,12 @@ import (
 	"testing"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
 )
 
 // FuzzCodecRequest feeds arbitrary client bytes to the codec's own
-// DiscoveryRequest decoder and checks it against proto.Unmarshal: both
+// DiscoveryRequest and DeltaDiscoveryRequest decoders and checks it against proto.Unmarshal: both
 // accept the same inputs and decode them to equal messages, the first time
 // and again from the cache of name lists. In CI:
 //
@@ -33,16 +34,18 @@ func FuzzCodecRequest(f *testing.F) {
 	f.Add([]byte{0x1a, 0x01, 'a', 0x12, 0x00, 0x1a}) // interleaved, then cut
 	c := Codec().(*codec)
 	f.Fuzz(func(t *testing.T, b []byte) {
-		var want discoveryv3.DiscoveryRequest
-		wantErr := proto.Unmarshal(b, &want)
-		for pass := range 2 {
-			var got discoveryv3.DiscoveryRequest
-			err := c.unmarshalRequest(b, &got)
-			if (err != nil) != (wantErr != nil) {
-				t.Fatalf("pass %d: codec error %v, proto error %v", pass, err, wantErr)
-			}
-			if err == nil && !proto.Equal(&got, &want) {
-				t.Fatalf("pass %d: codec decoded %v, proto %v", pass, &got, &want)
+		for _, m := range []proto.Message{&discoveryv3.DiscoveryRequest{}, &discoveryv3.DeltaDiscoveryRequest{}} {
+			want := m.ProtoReflect().New().Interface()
+			wantErr := proto.Unmarshal(b, want)
+			for pass := range 2 {
+				got := m.ProtoReflect().New().Interface()
+				err := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, got)
+				if (err != nil) != (wantErr != nil) {
+					t.Fatalf("%T pass %d: codec error %v, proto error %v", m, pass, err, wantErr)
+				}
+				if err == nil && !proto.Equal(got, want) {
+					t.Fatalf("%T pass %d: codec decoded %v, proto %v", m, pass, got, want)
+				}
 			}
 		}
 	})

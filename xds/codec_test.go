@@ -62,6 +62,37 @@ func TestCodecDecodesRequests(t *testing.T) {
 	}
 }
 
+func TestCodecDecodesDeltaRequests(t *testing.T) {
+	c := Codec().(*codec)
+	tests := []struct {
+		name string
+		req  *discoveryv3.DeltaDiscoveryRequest
+	}{
+		{"empty", &discoveryv3.DeltaDiscoveryRequest{}},
+		{"ack", &discoveryv3.DeltaDiscoveryRequest{TypeUrl: EndpointType, ResponseNonce: "7"}},
+		{"first", &discoveryv3.DeltaDiscoveryRequest{
+			Node: &corev3.Node{Id: "n"}, TypeUrl: EndpointType, ResourceNamesSubscribe: manyNames(500),
+			ResourceNamesUnsubscribe: []string{"x"}, InitialResourceVersions: map[string]string{"svc-1": "v"},
+		}},
+		{"empty name", &discoveryv3.DeltaDiscoveryRequest{ResourceNamesSubscribe: append(manyNames(20), "")}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, err := proto.Marshal(tt.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := &discoveryv3.DeltaDiscoveryRequest{}
+			if err := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, got); err != nil {
+				t.Fatal(err)
+			}
+			if !proto.Equal(got, tt.req) {
+				t.Fatalf("got %v, want %v", got, tt.req)
+			}
+		})
+	}
+}
+
 func TestCodecSharesAndProtectsCachedNames(t *testing.T) {
 	c := Codec().(*codec)
 	b, _ := proto.Marshal(&discoveryv3.DiscoveryRequest{ResourceNames: manyNames(100)})

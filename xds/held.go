@@ -20,8 +20,13 @@ var none = &entry{}
 
 // densify is when a map switches to a slice: at least 64 entries covering
 // at least a quarter of the type's slots.
-func (h *heldSet) maybeDensify(total int) {
-	if h.dense != nil || len(h.m) < 64 || 4*len(h.m) < total {
+func (h *heldSet) maybeDensify(total int) { h.reserve(len(h.m), total) }
+
+// reserve takes the dense form at once for a watch about to hold n of the
+// type's total slots, when it would reach it anyway: growing a map to a
+// quarter of a large type first costs more than the whole subscription.
+func (h *heldSet) reserve(n, total int) {
+	if h.dense != nil || n < 64 || 4*n < total {
 		return
 	}
 	h.dense = make([]*entry, total)

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/mem"
 )
 
 // DefaultMaxResponseBytes is Options.MaxResponseBytes when unset: grpc-go's
@@ -90,9 +91,12 @@ func (l *limits) full(s *Server, t *typeState, resources, bytes int) {
 }
 
 // recLen is the size of e's record in a response of the given protocol.
-func (e *entry) recLen(delta bool) int {
+func (e *entry) recLen(delta bool) int { return len(e.record(delta).ReadOnlyData()) }
+
+// record is the entry's delta Resource record or SotW resources record.
+func (e *entry) record(delta bool) mem.Buffer {
 	if delta {
-		return len(e.wire.delta.ReadOnlyData())
+		return e.wire.delta
 	}
-	return len(e.wire.sotw.ReadOnlyData())
+	return e.wire.sotw
 }

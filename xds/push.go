@@ -67,6 +67,16 @@ func (w *watch) upserts(now, readyAt time.Time, wait time.Duration) *out {
 	var ups []*entry
 	split := w.c.delta || !w.t.full
 	room, used := w.c.s.lim.room, 0
+	var fr *frame
+	var runs []run
+	if w.scan != nil {
+		// The scan first: it must not send a frame's entry after the dirty
+		// map sent a newer one (scan.go).
+		var done bool
+		if ups, used, fr, runs, done = w.scanned(ups, used, room, split); !done {
+			return w.build(ups, nil, fr, runs)
+		}
+	}
 	for sl, p := range w.dirty {
 		if p.e == nil {
 			continue // a removal: second phase
@@ -109,7 +119,7 @@ func (w *watch) upserts(now, readyAt time.Time, wait time.Duration) *out {
 	if len(ups) == 0 && len(gone) == 0 && !w.initial {
 		return nil
 	}
-	return w.build(ups, gone)
+	return w.build(ups, gone, fr, runs)
 }
 
 // removals takes the pending removals of resources the client holds, as
@@ -142,14 +152,15 @@ func (w *watch) removals() *out {
 	if len(rem) == 0 || (!w.c.delta && !w.t.full) {
 		return nil
 	}
-	return w.build(nil, rem)
+	return w.build(nil, rem, nil, nil)
 }
 
 // build makes the response: delta carries ups and names gone as removed;
 // SotW CDS/LDS carry everything held (so a pending removal is still in the
 // upsert-phase response), SotW EDS carries ups plus an empty assignment per
-// unknown name, other SotW types carry ups.
-func (w *watch) build(ups []*entry, gone []*slot) *out {
+// unknown name, other SotW types carry ups. runs are those of fr among
+// ups (scan.go).
+func (w *watch) build(ups []*entry, gone []*slot, fr *frame, runs []run) *out {
 	c := w.c
 	c.nonce++
 	w.version++
@@ -160,7 +171,7 @@ func (w *watch) build(ups []*entry, gone []*slot) *out {
 	o := &out{t: w.t}
 	env := envelope{version: w.lastVersion, typeURL: w.t.url, nonce: w.lastNonce}
 	if c.delta {
-		m := &deltaMsg{env: env, list: ups}
+		m := &deltaMsg{env: env, list: ups, fr: fr, runs: runs}
 		for _, e := range ups {
 			o.bytes += e.size + len(e.name) + len(e.version)
 		}
@@ -174,6 +185,7 @@ func (w *watch) build(ups []*entry, gone []*slot) *out {
 	list := ups
 	switch {
 	case w.t.full:
+		runs = nil // the list is rebuilt from held
 		list = make([]*entry, 0, w.held.len())
 		for h := range w.held.entries() {
 			list = append(list, h)
@@ -191,6 +203,6 @@ func (w *watch) build(ups []*entry, gone []*slot) *out {
 	if w.t.full {
 		c.s.lim.full(c.s, w.t, len(list), o.bytes)
 	}
-	o.msg, o.resources = &sotwMsg{env: env, list: list}, len(list)
+	o.msg, o.resources = &sotwMsg{env: env, list: list, fr: fr, runs: runs}, len(list)
 	return o
 }

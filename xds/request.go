@@ -151,10 +151,14 @@ func (s *Server) sotw(c *client, fixed string, req *discoveryv3.DiscoveryRequest
 	}
 	w.unsubscribeExcept(want)
 	w.setWildcard(wild, now)
+	bulk := w.bulk(len(want))
 	for sl := range want {
 		if !w.explicit(sl) {
-			w.subscribe(sl, now)
+			w.subscribe(sl, now, bulk)
 		}
+	}
+	if bulk {
+		w.rescan()
 	}
 	// A type the server does not serve is answered at once, empty; its
 	// names are answered as absent like any unknown name.
@@ -275,7 +279,7 @@ func (s *Server) delta(c *client, fixed string, req *discoveryv3.DeltaDiscoveryR
 			return r
 		}
 		if !w.explicit(sl) {
-			if r := w.subscribeChecked(sl, now); r != nil {
+			if r := w.subscribeChecked(sl, now, false); r != nil {
 				return r
 			}
 		}
@@ -293,12 +297,12 @@ func (s *Server) delta(c *client, fixed string, req *discoveryv3.DeltaDiscoveryR
 
 // subscribeChecked subscribes to sl within Limits.NamesPerSubscription.
 // Both locks held.
-func (w *watch) subscribeChecked(sl *slot, now time.Time) *refusal {
+func (w *watch) subscribeChecked(sl *slot, now time.Time, bulk bool) *refusal {
 	if max := w.c.s.opts.Limits.NamesPerSubscription; !w.explicit(sl) && w.explicitCount() >= max {
 		return refuse(reasonNamesPerSub, codes.ResourceExhausted,
 			"subscribing to more than the %d names allowed per type", max)
 	}
-	w.subscribe(sl, now)
+	w.subscribe(sl, now, bulk)
 	return nil
 }
 
@@ -382,6 +386,7 @@ func (s *Server) firstDelta(w *watch, req *discoveryv3.DeltaDiscoveryRequest, no
 	if w.private() && len(sub) == 0 {
 		w.initial = true
 	}
+	bulk := w.bulk(len(sub))
 	for _, n := range sub {
 		if n == "*" {
 			continue
@@ -390,9 +395,12 @@ func (s *Server) firstDelta(w *watch, req *discoveryv3.DeltaDiscoveryRequest, no
 		if r := w.pin(sl); r != nil {
 			return r
 		}
-		if r := w.subscribeChecked(sl, now); r != nil {
+		if r := w.subscribeChecked(sl, now, bulk); r != nil {
 			return r
 		}
+	}
+	if bulk {
+		w.rescan()
 	}
 	// Explicit names whose claimed version is gone here are removed.
 	for sl, h := range w.held.all(t) {

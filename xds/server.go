@@ -286,6 +286,7 @@ func (s *Server) Apply(upserts []Resource, removals []Key) {
 // re-warms the cluster and waits for it. Server.mu held.
 func (s *Server) set(ch change, touched []*client) []*client {
 	ch.sl.cur = ch.e
+	ch.t.cur = nil
 	if ch.e != nil {
 		ch.sl.tomb = true
 	}

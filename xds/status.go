@@ -62,7 +62,7 @@ func (s *Server) Clients() []ClientStatus {
 			ts := TypeStatus{
 				TypeURL:      w.t.url,
 				Wildcard:     w.wildcard,
-				Pending:      len(w.dirty),
+				Pending:      len(w.dirty) + w.pendingScan(),
 				Pushes:       w.pushes,
 				LastVersion:  w.lastVersion,
 				LastNonce:    w.lastNonce,

@@ -188,6 +188,9 @@ type typeState struct {
 	count atomic.Int64 // len(byIdx), readable by writers without Server.mu
 	peak  int          // most slots since the last compact
 	wild  map[*watch]struct{}
+	// cur is the frame of the current entries (scan.go), nil after a
+	// change until a scan asks for it.
+	cur *frame
 	// watches by watch.idx (nil = free), for subscribers bitmaps.
 	watches []*watch
 	wfree   []int

@@ -153,17 +153,17 @@ type sotwMsg struct {
 	tracking
 	env  envelope
 	list []*entry
+	fr   *frame // with runs: records of list sent as one buffer (scan.go)
+	runs []run
 
 	once sync.Once
 	pb   *discoveryv3.DiscoveryResponse
 }
 
 func (m *sotwMsg) buffers() mem.BufferSlice {
-	bs := make(mem.BufferSlice, 0, len(m.list)+2)
+	bs := make(mem.BufferSlice, 0, buffersFor(m.list, m.runs))
 	bs = append(bs, mem.SliceBuffer(m.env.head()))
-	for _, e := range m.list {
-		bs = append(bs, e.wire.sotw)
-	}
+	bs = appendRecords(bs, m.list, m.fr, m.runs, false)
 	return append(bs, m.tail(m.env.tail(nil)))
 }
 
@@ -191,17 +191,17 @@ type deltaMsg struct {
 	env     envelope
 	list    []*entry
 	removed []string
+	fr      *frame // as in sotwMsg
+	runs    []run
 
 	once sync.Once
 	pb   *discoveryv3.DeltaDiscoveryResponse
 }
 
 func (m *deltaMsg) buffers() mem.BufferSlice {
-	bs := make(mem.BufferSlice, 0, len(m.list)+2)
+	bs := make(mem.BufferSlice, 0, buffersFor(m.list, m.runs))
 	bs = append(bs, mem.SliceBuffer(m.env.head()))
-	for _, e := range m.list {
-		bs = append(bs, e.wire.delta)
-	}
+	bs = appendRecords(bs, m.list, m.fr, m.runs, true)
 	return append(bs, m.tail(m.env.tail(m.removed)))
 }
 

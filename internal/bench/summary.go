@@ -24,6 +24,7 @@ var summaryColumns = []struct {
 	{"bytes / client·change", "bytes_per_client_change", size},
 	{"heap / client", "heap_per_client", size},
 	{"RSS / client", "rss_per_client", size},
+	{"process RSS", "server_rss", size}, // after the changes: what a container limit sees
 	{"peak RSS", "server_peak_rss", size},
 	{"reconnect", "reconnect_ns", nsShow},
 	{"fleet CPU / change", "loadgen_cpu_per_change_ns", nsShow},

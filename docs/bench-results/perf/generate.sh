@@ -1,13 +1,15 @@
 #!/bin/sh
-# Prints the tables of docs/benchmarks.md's "Second pass" section from the
-# raw CSVs in this directory (xdsload summarize: median (min–max) per
-# implementation over the runs of each configuration).
+# Prints the tables of docs/benchmarks.md's "Second pass" and "Third pass"
+# sections from the raw CSVs in this directory (xdsload summarize: median
+# (min–max) per implementation over the runs of each configuration). The
+# optional second argument picks the files: 's*' for the second pass,
+# 'third-*' for the third; all of them by default.
 #   go build -o out/bench/xdsload ./cmd/xdsload
-#   sh docs/bench-results/perf/generate.sh out/bench/xdsload
+#   sh docs/bench-results/perf/generate.sh out/bench/xdsload 'third-*'
 set -eu
 x=${1:-out/bench/xdsload}
 d=$(dirname "$0")
-for f in "$d"/*.csv; do
+for f in "$d"/${2:-*}.csv; do
   printf '\n`%s`\n' "$(basename "$f")"
   "$x" summarize "$f"
 done

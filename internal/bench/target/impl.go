@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"strconv"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -27,9 +28,11 @@ import (
 
 // Impls are the implementations compared by default. A target can also
 // host "xdsbridge-stdcodec" (the engine with gRPC's default codec),
+// "xdsbridge-unbudgeted" (the engine without its send budget),
 // "snapshot-naive" (a SnapshotCache whose every type carries the snapshot
-// version, so every change re-sends CDS too) and "stale" (a deliberately
-// wrong server, for the benchmark's own tests).
+// version, so every change re-sends CDS too), "floor" (the cold-start
+// floor: the same pre-encoded bytes to every stream, floor.go) and "stale"
+// (a deliberately wrong server, for the benchmark's own tests).
 var Impls = []string{"xdsbridge", "snapshot", "linear"}
 
 // impl is one server implementation. load is called once before any client
@@ -64,6 +67,8 @@ func newImpl(ctx context.Context, name string, log *slog.Logger) (impl, error) {
 	switch name {
 	case "xdsbridge":
 		return &bridge{srv: xds.NewServer(xds.Options{Logger: log}), codec: true}, nil
+	case "xdsbridge-unbudgeted": // the send budget out of the way, to compare the storms
+		return &bridge{srv: xds.NewServer(xds.Options{Logger: log, SendBudget: math.MaxInt}), codec: true}, nil
 	case "xdsbridge-stdcodec":
 		return &bridge{srv: xds.NewServer(xds.Options{Logger: log})}, nil
 	case "snapshot":
@@ -72,6 +77,8 @@ func newImpl(ctx context.Context, name string, log *slog.Logger) (impl, error) {
 		return newSnapshot(ctx, false), nil
 	case "linear":
 		return newLinear(ctx), nil
+	case "floor":
+		return &floor{}, nil
 	case "stale":
 		return &stale{newSnapshot(ctx, false)}, nil
 	}

@@ -73,13 +73,7 @@ func TestImplsServeTheWorkload(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/delta=%v", impl, delta), func(t *testing.T) {
 				xdsAddr, control := serve(t, impl, 0)
 				post(t, control, fmt.Sprintf("/load?services=%d&endpoints=%d", spec.Services, spec.Endpoints))
-				ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-				defer cancel()
-				c, err := envoysim.Start(ctx, envoysim.Options{Addr: xdsAddr, Delta: delta})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer c.Close()
+				ctx, c := startClient(t, xdsAddr, delta)
 				w := workload.NewWorld(spec)
 				for _, k := range []int{0, 1, 2} {
 					if k > 0 {
@@ -93,6 +87,32 @@ func TestImplsServeTheWorkload(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestFloorServesTheInitialState checks the cold-start floor: a delta
+// client gets the initial world intact from its pre-encoded responses.
+func TestFloorServesTheInitialState(t *testing.T) {
+	spec := workload.Spec{Services: 20, Endpoints: 3}
+	xdsAddr, control := serve(t, "floor", 0)
+	post(t, control, fmt.Sprintf("/load?services=%d&endpoints=%d", spec.Services, spec.Endpoints))
+	ctx, c := startClient(t, xdsAddr, true)
+	if err := waitWorld(ctx, c, workload.NewWorld(spec)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// startClient connects an Envoy-like client for the test, closed with it;
+// ctx bounds the test's waits.
+func startClient(t *testing.T, addr string, delta bool) (context.Context, *envoysim.Client) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	t.Cleanup(cancel)
+	c, err := envoysim.Start(ctx, envoysim.Options{Addr: addr, Delta: delta})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return ctx, c
 }
 
 // waitWorld waits until client c holds every service of w as it is now.
@@ -131,13 +151,7 @@ func TestHoldoffCoalesces(t *testing.T) {
 		t.Run(impl, func(t *testing.T) {
 			xdsAddr, control := serve(t, impl, 200*time.Millisecond)
 			post(t, control, fmt.Sprintf("/load?services=%d&endpoints=%d", spec.Services, spec.Endpoints))
-			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-			defer cancel()
-			c, err := envoysim.Start(ctx, envoysim.Options{Addr: xdsAddr, Delta: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
+			ctx, c := startClient(t, xdsAddr, true)
 			w := workload.NewWorld(spec)
 			if err := waitWorld(ctx, c, w); err != nil {
 				t.Fatalf("initial world: %v", err)
