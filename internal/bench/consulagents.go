@@ -114,11 +114,16 @@ func startConsulTopology(cfg ConsulEventsConfig, dir string) (*consulTopology, e
 // allowance. Linux routes all of 127.0.0.0/8 to the loopback interface.
 const harnessAddr = "127.0.0.2"
 
+// harnessConns bounds the harness's connections to an agent: the
+// registration transactions in flight, the churn and the events. It stays
+// under any per-client limit a run sets (--agent-hcl) above it.
+const harnessConns = txnInFlight + 2
+
 // harnessTransport is the transport of the harness's requests to the
-// agents: from harnessAddr, at most 16 connections.
+// agents: from harnessAddr, at most harnessConns connections.
 func harnessTransport() *http.Transport {
 	d := &net.Dialer{Timeout: 5 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP(harnessAddr)}}
-	return &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: 16, MaxConnsPerHost: 16}
+	return &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: harnessConns, MaxConnsPerHost: harnessConns}
 }
 
 // harnessClient is a Consul API client of the agent at addr on tr.

@@ -77,10 +77,15 @@ type ConsulEventsResult struct {
 	EventsMade int
 	// BridgeFailures is the growth of the bridge's
 	// xdsbridge_source_failures_total over the whole run (every failed
-	// read, 429s among them); Bridge429 the lines of the bridge's log
-	// that mention a 429 (the source logs only the first failure of a
-	// failing period, so this is a lower bound). The agent counts no 429:
-	// it writes them from its connection limiter, past its metrics.
+	// read, 429s among them). Bridge429 counts the lines of the bridge's
+	// log that show a 429: the agent's connection limiter writes it on a
+	// new connection before any request, and Go's HTTP/1.1 client logs
+	// it as an "Unsolicited response ... 429 Too Many Requests" (the read
+	// then fails as a closed connection), while a 429 that answers a
+	// request shows in the source's failure message ("response code:
+	// 429", logged once per failing period). So it is a lower bound; it is
+	// 0 only if the agent refused nothing. The agent itself counts no 429
+	// in its metrics.
 	BridgeFailures float64
 	Bridge429      int
 }
@@ -204,7 +209,7 @@ func RunConsulEvents(ctx context.Context, cfg ConsulEventsConfig) (*ConsulEvents
 	if res.BridgeFailures, err = scrapeSample("http://"+adminAddr+"/metrics", `xdsbridge_source_failures_total{source="consul"}`); err != nil {
 		return nil, err
 	}
-	res.Bridge429 = countLines(bridgeLog, "429")
+	res.Bridge429 = countLines(bridgeLog, "429 Too Many Requests", "response code: 429")
 	scancel()
 	sampling.Wait()
 	return res, os.WriteFile(filepath.Join(cfg.OutDir, "consul-events.conns.txt"), []byte(sampler.report()+"\n"), 0o644)
@@ -259,15 +264,15 @@ func scrapeSample(url, sample string) (float64, error) {
 	return 0, sc.Err()
 }
 
-// countLines counts the lines of a file that contain s.
-func countLines(path, s string) int {
+// countLines counts the lines of a file that contain any of subs.
+func countLines(path string, subs ...string) int {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return 0
 	}
 	n := 0
 	for line := range strings.Lines(string(b)) {
-		if strings.Contains(line, s) {
+		if slices.ContainsFunc(subs, func(s string) bool { return strings.Contains(line, s) }) {
 			n++
 		}
 	}
@@ -392,7 +397,7 @@ func (r *ConsulEventsResult) Markdown() string {
 	fmt.Fprintf(&b, "- registration of %d services: %v\n", c.Services, r.Setup.Round(time.Millisecond))
 	fmt.Fprintf(&b, "- first sync (bridge start → ready): %v\n", r.FirstSync.Round(time.Millisecond))
 	fmt.Fprintf(&b, "- peak ESTABLISHED connections bridge → agent: %d during the first sync, %d after it\n", r.PeakConnsSync, r.PeakConnsEvents)
-	fmt.Fprintf(&b, "- bridge read failures (xdsbridge_source_failures_total, whole run): %.0f; log lines naming a 429: %d\n", r.BridgeFailures, r.Bridge429)
+	fmt.Fprintf(&b, "- bridge read failures (xdsbridge_source_failures_total, whole run): %.0f; 429s in the bridge's log: %d\n", r.BridgeFailures, r.Bridge429)
 	if r.IdleMinutes > 0 {
 		fmt.Fprintf(&b, "- server reads with nothing changing: consul_rpc_request %.0f (%.0f/min), consul_rpc_query %.0f (%.0f/min) over %.1f min\n",
 			r.IdleRPC, r.IdleRPC/r.IdleMinutes, r.IdleQueries, r.IdleQueries/r.IdleMinutes, r.IdleMinutes)
