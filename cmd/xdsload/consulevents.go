@@ -65,6 +65,7 @@ func consulEvents(ctx context.Context, args []string, log *slog.Logger) error {
 		return err
 	}
 	cfg.OutDir = abs
+	cfg.Logger = log
 	log.Info("consul events scenario", "topology", cfg.Topology, "services", cfg.Services, "clients", cfg.Clients, "tls", cfg.TLS)
 	r, err := bench.RunConsulEvents(ctx, cfg)
 	if err != nil {

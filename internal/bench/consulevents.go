@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -45,6 +46,7 @@ type ConsulEventsConfig struct {
 	Idle    time.Duration
 	Timeout time.Duration
 	OutDir  string
+	Logger  *slog.Logger // progress; nil: none
 }
 
 // ConsulEventsResult holds what the scenario measured.
@@ -97,6 +99,10 @@ const consulInstances = 3
 // before it returns, also when ctx ends early (an interrupt).
 func RunConsulEvents(ctx context.Context, cfg ConsulEventsConfig) (*ConsulEventsResult, error) {
 	res := &ConsulEventsResult{Config: cfg, Events: map[string][]time.Duration{}, Missed: map[string]int{}}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	dir, err := os.MkdirTemp("", "xdsload-consul-events-")
 	if err != nil {
 		return nil, err
@@ -121,6 +127,7 @@ func RunConsulEvents(ctx context.Context, cfg ConsulEventsConfig) (*ConsulEvents
 		return nil, err
 	}
 	res.Setup = time.Since(t0)
+	log.Info("registered", "services", cfg.Services, "took", res.Setup.Round(time.Millisecond))
 	address, tlsYAML := top.agent, ""
 	if cfg.TLS {
 		if res.HTTPSProto, err = httpsProtocol(top.agentHTTPS, top.caFile); err != nil {
@@ -163,6 +170,7 @@ func RunConsulEvents(ctx context.Context, cfg ConsulEventsConfig) (*ConsulEvents
 	}
 	res.FirstSync = time.Since(start)
 	res.PeakConnsSync = sampler.takePeak()
+	log.Info("bridge ready", "took", res.FirstSync.Round(time.Millisecond), "peak_conns", res.PeakConnsSync)
 	http.DefaultClient.CloseIdleConnections()
 
 	spec := workload.Spec{Services: cfg.Services, Endpoints: consulInstances}
@@ -174,6 +182,7 @@ func RunConsulEvents(ctx context.Context, cfg ConsulEventsConfig) (*ConsulEvents
 	if _, err := f.waitServed(ctx, 10*time.Minute); err != nil {
 		return nil, fmt.Errorf("clients served: %w", err)
 	}
+	log.Info("clients served", "clients", cfg.Clients)
 	if cfg.Idle > 0 {
 		if err := measureIdle(ctx, top.server, cfg.Idle, res); err != nil {
 			return nil, err
@@ -184,6 +193,7 @@ func RunConsulEvents(ctx context.Context, cfg ConsulEventsConfig) (*ConsulEvents
 	if err != nil {
 		return nil, err
 	}
+	log.Info("events and churn", "events", 9*cfg.PerEvent, "churn_per_s", cfg.Churn)
 	t1 := time.Now()
 	var churned atomic.Int64
 	cctx, ccancel := context.WithCancel(ctx)
