@@ -7,33 +7,59 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/consul/api"
 )
 
-// newClient builds the API client. Its transport allows at most
-// cfg.MaxConnections connections to the agent and keeps as many idle, so
-// that connections are reused rather than churned (a closed connection
-// lingers in TIME_WAIT and still counts against some limits).
-func (s *Source) newClient() (*api.Client, *http.Transport, error) {
+// newClient builds the API client of reads, blocking queries and the
+// probe, over a transport allowing at most limit connections to the agent
+// and keeping as many idle, so that connections are reused rather than
+// churned (a closed connection lingers in TIME_WAIT and still counts
+// against some limits). Over HTTPS the agent speaks HTTP/2, and the
+// transport then keeps every request on one connection (strict): the few
+// requests of this client never need the agent's stream limit (250).
+// Every response's protocol is recorded in s.proto.
+func (s *Source) newClient(limit int) (*api.Client, *http.Transport, error) {
+	return s.newAPIClient(limit, true)
+}
+
+// newLane builds the client of one watch lane (see watch.go): one
+// connection, carrying one blocking query over HTTP/1.1, or up to
+// watches_per_connection streams over HTTP/2. Each lane is a transport of
+// its own because Go's HTTP/2 client, left alone, opens another
+// connection whenever one carries the server's stream limit, beyond any
+// bound the source promises.
+func (s *Source) newLane() (*api.Client, *http.Transport, error) {
+	return s.newAPIClient(1, false)
+}
+
+func (s *Source) newAPIClient(limit int, record bool) (*api.Client, *http.Transport, error) {
 	cfg := s.cfg
 	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
 	tr := &http.Transport{
-		Proxy:           http.ProxyFromEnvironment,
-		DialContext:     dialer.DialContext,
-		MaxConnsPerHost: cfg.MaxConnections,
-		// Over HTTPS, HTTP/2 carries every query as a stream of one
-		// connection (the agent's HTTPS listener speaks h2).
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           dialer.DialContext,
+		MaxConnsPerHost:       limit,
 		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          cfg.MaxConnections,
-		MaxIdleConnsPerHost:   cfg.MaxConnections,
+		MaxIdleConns:          limit,
+		MaxIdleConnsPerHost:   limit,
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,
 		// No ResponseHeaderTimeout: a blocking query answers after up to
 		// wait + wait/16, any other request within read_timeout; the
 		// context of each request carries its own deadline (request).
+		HTTP2: &http.HTTP2Config{
+			// Requests beyond the server's stream limit wait for a
+			// stream instead of opening a connection.
+			StrictMaxConcurrentRequests: true,
+			// A connection carrying only blocking queries is silent
+			// for minutes; pings tell a dead one from an idle one.
+			SendPingTimeout: cfg.ReadTimeout,
+			PingTimeout:     cfg.ReadTimeout,
+		},
 	}
 	if s.dial != nil {
 		tr.DialContext = s.dial
@@ -50,6 +76,9 @@ func (s *Source) newClient() (*api.Client, *http.Transport, error) {
 	}
 	tr.TLSClientConfig = tlsCfg
 	var rt http.RoundTripper = limitBody{next: tr, max: cfg.MaxResponseBytes}
+	if record {
+		rt = protoRecorder{next: rt, proto: &s.proto}
+	}
 	if s.wrap != nil {
 		rt = s.wrap(rt)
 	}
@@ -65,6 +94,21 @@ func (s *Source) newClient() (*api.Client, *http.Transport, error) {
 		return nil, nil, fmt.Errorf("creating consul client: %w", err)
 	}
 	return c, tr, nil
+}
+
+// protoRecorder records the HTTP major version of every response, so that
+// the source knows whether the agent multiplexes requests (HTTP/2).
+type protoRecorder struct {
+	next  http.RoundTripper
+	proto *atomic.Int32
+}
+
+func (p protoRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := p.next.RoundTrip(req)
+	if err == nil {
+		p.proto.Store(int32(resp.ProtoMajor))
+	}
+	return resp, err
 }
 
 // queryOptions are the options common to every read in datacenter dc. The

@@ -97,10 +97,23 @@ type Config struct {
 	// per second, evenly spaced. 0 (default) leaves them bounded by
 	// MaxConcurrentFetches only.
 	MaxReadRate float64 `mapstructure:"max_read_rate"`
-	// MaxConnections caps the HTTP connections to the agent; default
-	// MaxConcurrentFetches + 3 per datacenter. Keep it well under the
-	// agent's http_max_conns_per_client (200 by default).
+	// MaxConnections caps the HTTP connections to the agent; default 16
+	// (or MaxConcurrentFetches + 3 per datacenter + 2, if more). Keep it
+	// well under the agent's http_max_conns_per_client (200 by default).
+	// The connections reads, blocking queries and the probe do not need
+	// carry the per-service watches (Watch).
 	MaxConnections int `mapstructure:"max_connections"`
+	// Watch holds a blocking query on /v1/health/service/<name> for as
+	// many services as the connections left allow (default true): over
+	// HTTP/2 (the agent's HTTPS listener) each such connection carries
+	// WatchesPerConnection of them, over HTTP/1.1 one. A watched service's
+	// changes arrive as they happen and it needs no sweep; see the
+	// package documentation for what this costs Consul.
+	Watch *bool `mapstructure:"watch"`
+	// WatchesPerConnection is how many watches one HTTP/2 connection
+	// carries (default 200; the agent allows 250 streams per connection,
+	// Go's default).
+	WatchesPerConnection int `mapstructure:"watches_per_connection"`
 	// ResyncGrace is how long, after a datacenter's blocking queries
 	// answer again following a failure, removals there are held back (a
 	// Consul that comes back empty and refills, such as a restarted dev
@@ -174,6 +187,28 @@ const probeConns = 1
 // reads: the blocking queries of n datacenters and the probe.
 func fixedConns(n int) int { return pollsPerDatacenter*max(1, n) + probeConns }
 
+// defaultMaxConnections is the default max_connections: the reads, blocking
+// queries and probe of one datacenter (12) and four watch connections.
+const defaultMaxConnections = 16
+
+// mainConns is how many connections the reads, blocking queries and the
+// probe may hold over HTTP/1.1 (over HTTP/2 they share one).
+func (c *Config) mainConns() int {
+	return c.readSlots() + fixedConns(len(c.Datacenters))
+}
+
+// watchLanes is how many connections carry watches: what max_connections
+// leaves once reads, blocking queries and the probe have theirs.
+func (c *Config) watchLanes(http2 bool) int {
+	if c.Watch == nil || !*c.Watch {
+		return 0
+	}
+	if http2 {
+		return max(0, c.MaxConnections-1)
+	}
+	return max(0, c.MaxConnections-c.mainConns())
+}
+
 // readSlots is how many reads may be in flight: max_concurrent_fetches,
 // lowered so that reads, blocking queries and the probe together never
 // need more than max_connections.
@@ -223,7 +258,14 @@ func (c *Config) defaults() {
 		c.MaxConcurrentFetches = 8
 	}
 	if c.MaxConnections == 0 {
-		c.MaxConnections = c.MaxConcurrentFetches + fixedConns(len(c.Datacenters))
+		c.MaxConnections = max(defaultMaxConnections, c.MaxConcurrentFetches+fixedConns(len(c.Datacenters))+1)
+	}
+	if c.Watch == nil {
+		t := true
+		c.Watch = &t
+	}
+	if c.WatchesPerConnection == 0 {
+		c.WatchesPerConnection = 200
 	}
 	if c.ResyncGrace == nil {
 		g := 5 * time.Second
@@ -307,6 +349,9 @@ func (c *Config) validate(baseDir string) (*template.Template, error) {
 	}
 	if fixed := fixedConns(len(c.Datacenters)); c.MaxConnections < fixed+1 {
 		return nil, sources.Errorf("max_connections", "%d leaves no connection for reads: the source holds %d blocking queries and a probe", c.MaxConnections, fixed)
+	}
+	if c.WatchesPerConnection < 1 {
+		return nil, sources.Errorf("watches_per_connection", "must be at least 1")
 	}
 	if *c.ResyncGrace < 0 {
 		return nil, sources.Errorf("resync_grace", "must not be negative")

@@ -66,7 +66,7 @@ func TestNewDefaults(t *testing.T) {
 		t.Errorf("resync_grace 0s: %v, %v", err, off)
 	}
 	if c.Address != "10.0.0.9:8500" || c.Token != "secret" || !*c.Stale || c.Wait.Minutes() != 5 ||
-		c.MaxConcurrentFetches != 8 || c.MaxConnections != 8+2*3+1 || c.OnEmpty != OnEmptyEmpty ||
+		c.MaxConcurrentFetches != 8 || c.MaxConnections != 16 || !*c.Watch || c.WatchesPerConnection != 200 || c.OnEmpty != OnEmptyEmpty ||
 		c.priority(1, "dc2") != 1 || c.AddressSource != AddressService || c.Warning != WarningHealthy ||
 		c.MaxStale != 10*time.Second || c.ReadTimeout != 5*time.Second {
 		t.Errorf("defaults = %+v", c)

@@ -35,7 +35,9 @@
 //	    wait: 5m
 //	    max_concurrent_fetches: 8
 //	    max_read_rate: 0                 # reads per second; 0: no pacing
-//	    max_connections: 12              # max_concurrent_fetches + 3 per datacenter + 1
+//	    max_connections: 16              # all connections to the agent, watches included
+//	    watch: true                      # a blocking query per service, as connections allow
+//	    watches_per_connection: 200      # over HTTP/2
 //	    resync_grace: 5s                 # 0s: no grace
 //	    retry_min: 250ms
 //	    retry_max: 30s
@@ -43,15 +45,57 @@
 //
 // # Watching, and what it costs Consul
 //
-// Over HTTP/1.1 each blocking query in flight holds one TCP connection, and
-// a Consul agent accepts at most http_max_conns_per_client (200 by default)
-// connections from one client address. A blocking query per service (what
-// Prometheus' and consul-template's watchers do) therefore cannot watch
-// thousands of services. This source holds three
-// blocking queries per datacenter, whatever the number of services:
+// The source learns of changes in two ways: a blocking query per service
+// where connections allow (watches), and three bulk blocking queries per
+// datacenter for the rest.
+//
+// Watches. A blocking query on /v1/health/service/<name> answers when
+// anything of that service changes: an instance added or removed with or
+// without checks, a port or address re-registered, a check or maintenance
+// flip. Each watched service holds one, started once the service has been
+// read, at the index of that read. They ride on the connections that
+// max_connections leaves once reads, bulk queries and the probe have
+// theirs ("lanes", each its own transport holding one connection):
+//
+//   - Over HTTPS the agent speaks HTTP/2 (the source checks the answer's
+//     protocol once at startup). Reads, bulk queries and the probe then
+//     share one connection, and each other connection carries up to
+//     watches_per_connection (200) watches as streams; the agent allows
+//     250 streams per connection (Go's default, which Consul keeps). Go's
+//     HTTP/2 client would open another connection whenever one carries the
+//     server's stream limit; each lane is strict instead, so the source
+//     never holds more than max_connections. With the default 16: 15
+//     lanes, room for 3,000 watched services; max_connections: 52 watches
+//     10,000.
+//   - Over HTTP/1.1 each blocking query holds a connection, and the agent
+//     accepts at most http_max_conns_per_client (200 by default) from one
+//     address; what reads, bulk queries and the probe do not use (4 of 16
+//     by default) carries one watch each.
+//
+// When there are more services than room, the room goes to the services
+// that changed last: a service whose change a sweep or a signal found
+// takes the watch of the watched service that has gone longest without a
+// change, if that was more than 30s ago. The status says how many of how
+// many services are watched ("watches" note in /sources).
+//
+// What a watch costs Consul: on a client agent with the streaming backend
+// (the default of client agents since Consul 1.10), a blocking health
+// query is served from the agent's materialized view of that service, fed
+// by one subscription to the servers: an idle watch costs the servers
+// nothing, and a change costs them one event sent to the agent, not a
+// read. On a server agent (or a -dev agent) a watch is a blocking query on
+// the local state store. On a client agent without streaming
+// (use_streaming_backend = false) each watch is a blocking RPC held on a
+// server, which runs the query again on each change of that service: the
+// cost consul-template and Prometheus' Consul discovery put on servers;
+// set watch: false there if the servers are short of memory.
+//
+// Bulk queries. Three blocking queries per datacenter, whatever the
+// number of services, the other two asked at most 20 times a second:
 //
 //   - /v1/catalog/services (names and tags): services that appear, vanish or
-//     change tags;
+//     change tags; asked at most 4 times a second (each answer lists every
+//     service, and its index moves on every registration anywhere);
 //   - /v1/health/state/any, filtered to the checks that are not passing:
 //     the services whose check status changed (a node check names every
 //     service with an instance on that node). Its index moves on every
@@ -62,11 +106,14 @@
 //     /v1/catalog/node-services/<node> (up to 8 new nodes per answer), so
 //     an instance on a new machine or sync node is found without a sweep.
 //
-// When one of them names a service, the source reads that service once,
-// non-blocking, with /v1/health/service/<name>, at most
+// When one of them names a service that has no watch, the source reads
+// that service once, non-blocking, with /v1/health/service/<name>, at most
 // max_concurrent_fetches (default 8) reads at a time (and, with
 // max_read_rate, at most that many per second), and compares the
 // result by content: an index bump without a real change publishes nothing.
+// (A watched service is not read: its watch answers with the change; node
+// changes are the exception, since they do not move a service's index on
+// a server agent, and are read.)
 // A read queued by a check change must answer at least that check's
 // ModifyIndex (Consul bumps a service's index with its checks'); a read
 // that answers below it came from a lagging server (stale reads) or the
@@ -81,49 +128,38 @@
 // node change, a retry) go ahead of the reads of a sweep: one queue per
 // priority, each service queued once.
 //
-// One kind of change has no bulk signal: a registration that changes
-// neither the list of names and tags nor any non-passing check (a second
-// instance without checks or with passing ones, a new service address, a
-// healthy instance deregistered). The index of /v1/catalog/services moves,
-// but nothing says which service moved. The source then sweeps: it reads
-// every selected service of that datacenter again through the same
-// bounded pool, at the lower priority. With sweep_cached (the default)
-// these reads carry ?cached: on a client agent with the streaming backend
-// (the default of client agents since Consul 1.10) the agent answers from
-// the materialized view it keeps per service, fed by one server
-// subscription each, so a sweep costs the agent's CPU and no server read;
-// on a server agent, or a client without streaming, the agent cache keeps
-// a background blocking query per service read, in the agent's process.
-// The cache follows the servers by milliseconds, so a cached sweep that
-// finds nothing is repeated once. Cached sweeps are spaced 1:1 (after a
-// sweep that took d the next starts no earlier than d later; uncached
-// ones 4d, since each read reaches a server): a change without a bulk
-// signal is served within about 2.5 sweep durations. With sweep_cached:
-// false every sweep read reaches a server.
+// Sweeps. Without a watch, one kind of change has no bulk signal: a
+// registration that changes neither the list of names and tags nor any
+// non-passing check (a second instance without checks or with passing
+// ones, a new service address, a healthy instance deregistered). The
+// index of /v1/catalog/services moves, but nothing says which service
+// moved. The source then sweeps: it reads every selected service of that
+// datacenter that has no watch again, through the same bounded pool, at
+// the lower priority; when every service is watched there is nothing to
+// sweep. With sweep_cached (the default) these reads carry ?cached: on a
+// client agent with the streaming backend the agent answers from its
+// materialized views, so a sweep costs the agent's CPU and no server
+// read; on a server agent, or a client without streaming, the agent cache
+// keeps a background blocking query per service read, in the agent's
+// process. The cache follows the servers by milliseconds, so a cached
+// sweep that finds nothing is repeated once. Cached sweeps are spaced 1:1
+// (after a sweep that took d the next starts no earlier than d later;
+// uncached ones 4d, since each read reaches a server): a change without a
+// bulk signal on an unwatched service is served within about 2.5 sweep
+// durations. With sweep_cached: false every sweep read reaches a server.
 //
-// Measured options, side by side (docs/benchmarks.md, "Consul source"):
-// the reads that reach the server are counted from its
-// consul_rpc_request counter; per catalog change the source makes a
-// constant number of server reads (the blocking queries answering, and
-// one read per service a check change names), not one per service.
-// Per-service blocking queries (?index on each /v1/health/service) would
-// be precise, but over HTTP/1.1 each holds a connection, so at most
-// max_connections of them (16 is far from 10,000), and over HTTP/2 Go's
-// client opens another connection whenever one carries the server's
-// stream limit (250 by Go's default, which the agent's HTTPS listener
-// uses; not measured here), beyond max_connections again at 10,000
-// services; they are not used. The price is latency: a change without a
-// bulk signal waits for a sweep, and at 2,000 services on a starved 2-CPU
-// machine that was 4 to 14 s (docs/benchmarks.md).
+// Measured, side by side (docs/benchmarks.md, "Consul source"): the reads
+// that reach the server are counted from its consul_rpc_request counter;
+// per catalog change the source makes a constant number of server reads
+// (the bulk queries answering, and one read per unwatched service a check
+// change names), not one per service.
 //
-// Connections: the HTTP transport allows at most max_connections
-// connections to the agent (default max_concurrent_fetches + 3 per
-// datacenter + 1 for the probe: 12 for one datacenter) and keeps them
-// alive for reuse; reads are bounded so that reads, blocking queries and
-// the probe together never need more. That is the number the bridge
-// holds, far below the agent's default limit of 200; keep max_connections
-// below the agent's http_max_conns_per_client. Over HTTPS the agent speaks
-// HTTP/2 and the source multiplexes every query on a single connection.
+// Connections: the source holds at most max_connections connections to
+// the agent (default 16) and keeps them alive for reuse. Over HTTP/1.1,
+// reads, bulk queries and the probe may hold max_concurrent_fetches + 3
+// per datacenter + 1 of them (12 for one datacenter) and the watches the
+// rest; over HTTP/2 they share one and the watches the rest. Keep
+// max_connections below the agent's http_max_conns_per_client.
 //
 // Consul's index rules are followed for every blocking query: an unchanged
 // index means the wait timed out (ask again); an index that went backwards
@@ -146,6 +182,10 @@
 //   - A failed blocking query backs off likewise and restarts from index
 //     0; an answer at the index it saw last is no change, a higher one is
 //     diffed as any answer, a lower one is a reset (below).
+//   - A failed watch backs off likewise, on its own, and asks again from
+//     index 0 (an immediate read). Until it answers, its datacenter counts
+//     as failing: removals there wait, and then wait resync_grace more,
+//     as for the bulk queries.
 //   - Every request has a deadline: read_timeout (5s) for reads, wait +
 //     wait/16 (Consul's jitter) + read_timeout for blocking queries. A
 //     request past it is a failure like any other; a hung agent cannot

@@ -12,6 +12,7 @@ import (
 	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
 	"github.com/xdsbridge/xdsbridge/internal/consultest"
 	"github.com/xdsbridge/xdsbridge/internal/envoysim"
+	"github.com/xdsbridge/xdsbridge/internal/tlstest"
 )
 
 // TestEventMatrix runs the whole bridge against a dev agent and against
@@ -20,19 +21,36 @@ import (
 // every one within 1 s, holdoff included. Other services with instances
 // keep the catalog from being trivial.
 func TestEventMatrix(t *testing.T) {
-	topologies := map[string]func(t *testing.T) *consultest.Agent{
-		"dev agent": func(t *testing.T) *consultest.Agent { return consultest.Start(t) },
-		"server and client": func(t *testing.T) *consultest.Agent {
+	// Each topology returns the agent and the source's address and TLS
+	// keys. Over HTTPS the agent speaks HTTP/2, and the watches of every
+	// service share the source's connections.
+	topologies := map[string]func(t *testing.T) (*consultest.Agent, string, string){
+		"dev agent": func(t *testing.T) (*consultest.Agent, string, string) {
+			a := consultest.Start(t)
+			return a, a.HTTPAddr, ""
+		},
+		"server and client": func(t *testing.T) (*consultest.Agent, string, string) {
 			_, client := consultest.StartCluster(t)
-			return client
+			return client, client.HTTPAddr, ""
+		},
+		"server and client over HTTPS": func(t *testing.T) (*consultest.Agent, string, string) {
+			dir := t.TempDir()
+			ca := tlstest.NewCA(t, dir, "consul")
+			pair := ca.Issue(dir, "agent", "127.0.0.1", "localhost")
+			_, client := consultest.StartCluster(t, consultest.WithHTTPS(), consultest.WithHCL(fmt.Sprintf(
+				`tls { defaults { ca_file = %q, cert_file = %q, key_file = %q } }`, ca.CertFile, pair.CertFile, pair.KeyFile)))
+			return client, "https://" + client.HTTPSAddr, fmt.Sprintf("    tls: {ca_file: %q}\n", ca.CertFile)
 		},
 	}
 	for name, start := range topologies {
-		t.Run(name, func(t *testing.T) { eventMatrix(t, start(t)) })
+		t.Run(name, func(t *testing.T) {
+			agent, addr, extra := start(t)
+			eventMatrix(t, agent, addr, extra)
+		})
 	}
 }
 
-func eventMatrix(t *testing.T, agent *consultest.Agent) {
+func eventMatrix(t *testing.T, agent *consultest.Agent, addr, extra string) {
 	c := agent.Client()
 	reg := func(r *api.AgentServiceRegistration) {
 		t.Helper()
@@ -58,7 +76,7 @@ func eventMatrix(t *testing.T, agent *consultest.Agent) {
 	// The manager's removal guard holds a change that empties a service
 	// (what a half-restarted registry looks like); here emptying one is
 	// the event under test, so the guard lets any fraction through.
-	in := bridgetest.Start(t, bridgeConfig(agent.HTTPAddr, "    guard: {max_removed_fraction: 1}\n"))
+	in := bridgetest.Start(t, bridgeConfig(addr, extra+"    guard: {max_removed_fraction: 1}\n"))
 	bridgetest.WaitReady(t, in.AdminAddr().String(), 10*time.Second)
 	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
 	cl, err := envoysim.Start(sctx, envoysim.Options{Addr: in.XDSAddr().String(), Node: "events", Delta: true})

@@ -1,6 +1,7 @@
 package consul
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,7 +21,8 @@ func TestOneReadThrottled(t *testing.T) {
 		f.catalog = map[string][]string{"svc": {}, "other": {}}
 		f.catIndex = 5 // the catalog does not move: no sweep
 	})
-	r := startSource(t, nil, map[string]any{"address": addr, "retry_min": "100ms", "retry_max": "400ms"})
+	// The read path: a watch of svc would see the change instead.
+	r := startSource(t, nil, map[string]any{"address": addr, "retry_min": "100ms", "retry_max": "400ms", "watch": false})
 	r.synced(5 * time.Second)
 	const svcPath, otherPath = "/v1/health/service/svc", "/v1/health/service/other"
 	f.set(func() { f.throttled[svcPath] = true })
@@ -128,7 +130,9 @@ func TestOneReadHung(t *testing.T) {
 	f, addr := newFakeConsul(t)
 	f.set(func() { f.entries = svcEntries(1) })
 	const deadline = 300 * time.Millisecond
-	r := startSource(t, nil, map[string]any{"address": addr, "read_timeout": deadline.String()})
+	// The read path; a watch is a blocking query, whose deadline is its
+	// wait plus read_timeout.
+	r := startSource(t, nil, map[string]any{"address": addr, "read_timeout": deadline.String(), "watch": false})
 	r.synced(5 * time.Second)
 	f.set(func() {
 		f.hung["/v1/health/service/svc"] = true
@@ -211,7 +215,7 @@ func TestTokenRotation(t *testing.T) {
 // is asked for.
 func TestChangeReadsFirst(t *testing.T) {
 	s := &Source{cfg: Config{MaxConcurrentFetches: 8, MaxConnections: 12, RetryMin: time.Second, RetryMax: time.Second}}
-	l := newLoop(s, nil, []string{"dc1"}, nil)
+	l := newLoop(context.Background(), s, nil, newWatchSet(), []string{"dc1"}, nil)
 	for i := range 100 {
 		name := svcName(i)
 		l.dcs[0].services[name] = &svcState{}

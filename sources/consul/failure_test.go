@@ -40,6 +40,8 @@ type fakeConsul struct {
 	catIndex uint64
 	// headers are set on every answer (after the defaults).
 	headers map[string]string
+	// blocked counts the blocking service reads (watches) waiting now.
+	blocked int
 }
 
 // indexOf returns the index the fake answers path with; the caller holds
@@ -55,16 +57,29 @@ func (f *fakeConsul) indexOf(path string) uint64 {
 }
 
 func newFakeConsul(t *testing.T) (*fakeConsul, string) {
+	f, srv := startFakeConsul(t, false)
+	return f, srv.Listener.Addr().String()
+}
+
+// startFakeConsul starts a fake agent, over HTTPS with HTTP/2 when tls
+// (srv.Certificate() is its certificate).
+func startFakeConsul(t *testing.T, tls bool) (*fakeConsul, *httptest.Server) {
 	f := &fakeConsul{mode: "ok", index: 10, changed: make(chan struct{}), unhung: make(chan struct{}),
 		hung: map[string]bool{}, throttled: map[string]bool{}}
-	srv := httptest.NewServer(http.HandlerFunc(f.serve))
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(f.serve))
+	if tls {
+		srv.EnableHTTP2 = true
+		srv.StartTLS()
+	} else {
+		srv.Start()
+	}
 	t.Cleanup(func() {
 		f.set(func() {}) // wake blocked requests
 		f.unhang()
 		srv.CloseClientConnections()
 		srv.Close()
 	})
-	return f, srv.Listener.Addr().String()
+	return f, srv
 }
 
 // set changes the fake's state under its lock and wakes blocked queries.
@@ -131,14 +146,24 @@ func (f *fakeConsul) serve(w http.ResponseWriter, r *http.Request) {
 	want, _ := strconv.ParseUint(r.URL.Query().Get("index"), 10, 64)
 	if want > 0 && want == f.indexOf(r.URL.Path) && f.mode == "ok" {
 		ch := f.changed
+		watch := strings.HasPrefix(r.URL.Path, "/v1/health/service/")
+		if watch {
+			f.blocked++
+		}
 		f.mu.Unlock()
 		select {
 		case <-ch:
 		case <-r.Context().Done():
-			return
 		case <-time.After(2 * time.Second):
 		}
 		f.mu.Lock()
+		if watch {
+			f.blocked--
+		}
+		if r.Context().Err() != nil {
+			f.mu.Unlock()
+			return
+		}
 	}
 	mode, index, entries, catalog, checks := f.mode, f.indexOf(r.URL.Path), f.entries, f.catalog, f.checks
 	f.mu.Unlock()
@@ -187,6 +212,12 @@ func (f *fakeConsul) serve(w http.ResponseWriter, r *http.Request) {
 		body = []*api.ServiceEntry{{Node: &api.Node{Node: "n1", Address: "10.0.0.1", ModifyIndex: 5},
 			Service: &api.AgentService{ID: "other-1", Service: "other", Port: 9}}}
 	default:
+		// Any other service of the catalog: one instance.
+		if name, ok := strings.CutPrefix(r.URL.Path, "/v1/health/service/"); ok && catalog[name] != nil {
+			body = []*api.ServiceEntry{{Node: &api.Node{Node: "n1", Address: "10.0.0.1", ModifyIndex: 5},
+				Service: &api.AgentService{ID: name + "-1", Service: name, Port: 9}}}
+			break
+		}
 		http.NotFound(w, r)
 		return
 	}
@@ -294,8 +325,9 @@ func TestRequestOptions(t *testing.T) {
 		}
 		switch req.URL.Path {
 		case "/v1/health/service/svc":
-			if q.Get("tag") != "prod" || q.Get("filter") != `Service.Meta.v == "2"` || q.Has("index") {
-				t.Errorf("service read %s: want tag=prod, the filter, no index", req.URL.RawQuery)
+			// A read, or a watch: a blocking query with its wait.
+			if q.Get("tag") != "prod" || q.Get("filter") != `Service.Meta.v == "2"` || q.Has("index") != q.Has("wait") {
+				t.Errorf("service read %s: want tag=prod, the filter, an index only with a wait", req.URL.RawQuery)
 			}
 		case "/v1/catalog/services", "/v1/catalog/nodes", "/v1/health/state/any":
 			if q.Get("wait") != "30000ms" {

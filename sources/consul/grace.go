@@ -7,10 +7,16 @@ import (
 	"github.com/xdsbridge/xdsbridge/sources"
 )
 
-// dcFailing reports whether a blocking query of datacenter dc fails.
+// dcFailing reports whether a blocking query of datacenter dc fails (one
+// of its bulk queries or a watch).
 func (l *loop) dcFailing(dc int) bool {
 	for k := range l.pollErr {
 		if k[0] == dc {
+			return true
+		}
+	}
+	for k := range l.w.failed {
+		if k.dc == dc {
 			return true
 		}
 	}
@@ -24,8 +30,9 @@ func (l *loop) holding(dc int) bool {
 }
 
 // endGraces ends the resync graces that are over: services still absent
-// from the catalog are removed, and the datacenter is swept, so that what
-// the grace held back is applied.
+// from the catalog are removed, watched services serving held instances
+// are read again, and the services without a watch are swept, so that
+// what the grace held back is applied.
 func (l *loop) endGraces() {
 	now := time.Now()
 	for i, d := range l.dcs {
@@ -34,12 +41,18 @@ func (l *loop) endGraces() {
 		}
 		d.graceUntil = time.Time{}
 		for name, st := range d.services {
-			if st.absent {
-				l.removeService(svcKey{i, name})
+			switch k := (svcKey{i, name}); {
+			case st.absent:
+				l.removeService(k)
+			case st.held && l.watched(k):
+				// Its watch will not answer again without a change.
+				l.markDirty(k)
 			}
 		}
-		l.sweepWanted[i] = true
-		l.nextSweep = time.Time{}
+		if l.unwatched(i) {
+			l.sweepWanted[i] = true
+			l.nextSweep = time.Time{}
+		}
 	}
 }
 

@@ -27,10 +27,14 @@ type svcState struct {
 	cluster string   // rendered cluster_name
 	fetched bool     // read successfully at least once
 	absent  bool     // gone from the catalog during a resync grace
+	held    bool     // serves instances its last read lacked (a grace)
 	mesh    bool     // only proxies or gateways: not served (keep_mesh)
 	index   uint64   // X-Consul-Index of the read applied last
-	dropped int      // instances the last read left out as unservable
-	eps     []sources.Endpoint
+	// changedAt: when a read last changed what is served (watch.go gives
+	// watches to the services that changed last).
+	changedAt time.Time
+	dropped   int // instances the last read left out as unservable
+	eps       []sources.Endpoint
 	// What the last read showed, to tell which later health and node
 	// changes concern this service.
 	nodes  map[string]uint64   // node name -> node ModifyIndex
@@ -63,6 +67,9 @@ type fetchResult struct {
 	cached  bool // read from the agent cache
 	index   uint64
 	err     error
+	// watch is set on the answers of a watch (watch.go); such answers
+	// are not reads of the queue.
+	watch *watchRun
 }
 
 // delayedRead is a read to queue at a later time.
@@ -78,8 +85,10 @@ const (
 
 // loop owns all the source's state; only its goroutine touches it.
 type loop struct {
+	ctx     context.Context
 	s       *Source
 	c       *api.Client
+	w       *watchSet
 	dcs     []*dcState
 	wg      *sync.WaitGroup
 	results chan fetchResult
@@ -138,9 +147,9 @@ type loop struct {
 	synced    bool
 }
 
-func newLoop(s *Source, c *api.Client, dcNames []string, wg *sync.WaitGroup) *loop {
+func newLoop(ctx context.Context, s *Source, c *api.Client, w *watchSet, dcNames []string, wg *sync.WaitGroup) *loop {
 	l := &loop{
-		s: s, c: c, wg: wg, started: time.Now(),
+		ctx: ctx, s: s, c: c, w: w, wg: wg, started: time.Now(),
 		results:     make(chan fetchResult),
 		dirty:       map[svcKey]readPrio{},
 		want:        map[svcKey]uint64{},
@@ -272,8 +281,11 @@ func (l *loop) onPoll(r pollResult) {
 	if r.reset {
 		// The index went backwards without an error (a snapshot
 		// restore, a cluster rebuilt): the state may be refilling, so
-		// removals wait as after an outage.
+		// removals wait as after an outage. Watches blocked on the old
+		// indexes would wait out their wait: each service is read again
+		// (the sweep this answer asks for) and watched from there.
 		d.forgetIndexes()
+		l.stopWatches(r.dc)
 		l.openGrace(r.dc)
 	}
 	switch r.kind {
@@ -286,19 +298,22 @@ func (l *loop) onPoll(r pollResult) {
 		l.onNodes(r.dc, r.nodes)
 		for _, name := range r.onNew {
 			if d.services[name] != nil {
-				l.markDirty(svcKey{r.dc, name})
+				l.markSignal(svcKey{r.dc, name})
 			}
 		}
 	}
 }
 
 func (l *loop) onFetch(r fetchResult) {
+	if r.watch != nil {
+		l.onWatch(r)
+		return
+	}
 	delete(l.inflight, r.key)
 	// A read queued while this one was in flight was not put in the queue
 	// (see queueRead); it goes there now, whatever happens below.
 	defer l.requeue(r.key)
-	d := l.dcs[r.key.dc]
-	st := d.services[r.key.name]
+	st := l.dcs[r.key.dc].services[r.key.name]
 	if st != r.st {
 		return // removed (or removed and added again) meanwhile: stale
 	}
@@ -313,7 +328,24 @@ func (l *loop) onFetch(r fetchResult) {
 		return
 	}
 	l.readSucceeded(r.key)
-	if !r.cached {
+	before := st.changedAt
+	if !l.apply(r, st) {
+		return
+	}
+	l.sweptOne(r.key, r.seq)
+	l.maybeWatch(r.key, st, st.changedAt != before)
+}
+
+// apply serves what a read or a watch answered about st, unless the
+// answer is older than what is served (then the service is read again
+// shortly, and apply reports false).
+func (l *loop) apply(r fetchResult, st *svcState) bool {
+	d := l.dcs[r.key.dc]
+	if !r.cached && r.watch == nil {
+		// Answers from the agent's cache or its streaming views (what a
+		// watch gets from an agent with the streaming backend) do not
+		// say whether the servers know a leader; the bulk queries and
+		// the other reads do.
 		l.noteLeader(r.meta)
 	}
 	if st.fetched && r.index < st.index {
@@ -323,7 +355,7 @@ func (l *loop) onFetch(r fetchResult) {
 		if n := l.behind[r.key] + 1; n <= behindRetries {
 			l.behind[r.key] = n
 			l.later = append(l.later, delayedRead{at: time.Now().Add(behindDelay), key: r.key})
-			return
+			return false
 		}
 		delete(l.behind, r.key)
 	}
@@ -343,10 +375,13 @@ func (l *loop) onFetch(r fetchResult) {
 		delete(l.behind, r.key)
 	}
 	eps, dropped, hostnames := d.m.endpoints(r.entries)
+	st.held = false
 	if l.holding(r.key.dc) || r.meta.ResultsFilteredByACLs {
 		// During a grace, or when the token may have lost rights to some
 		// instances: additions are served, removals wait.
+		n := len(eps)
 		eps = keepMissing(eps, st.eps)
+		st.held = len(eps) > n
 	}
 	l.noteACLFiltered(r.meta.ResultsFilteredByACLs, "service "+r.key.name+" in "+d.name)
 	// Unservable instances count once per change of the service, not
@@ -363,12 +398,15 @@ func (l *loop) onFetch(r fetchResult) {
 	st.nodes, st.checks = seenIn(r.entries)
 	if !st.fetched || !endpointsEqual(st.eps, eps) {
 		l.changed[st.cluster] = true
-		if sw := l.sweep; sw != nil && st.fetched {
-			sw.found++
+		if st.fetched {
+			st.changedAt = time.Now()
+			if sw := l.sweep; sw != nil && r.watch == nil {
+				sw.found++
+			}
 		}
 	}
 	st.eps, st.fetched = eps, true
-	l.sweptOne(r.key, r.seq)
+	return true
 }
 
 // sweptOne records that a read dispatched as seq answered or failed (a

@@ -111,6 +111,7 @@ var errTimeout = errors.New("timed out")
 
 // request runs do with the deadline of its kind (see Config.ReadTimeout)
 // under the current generation, and names a timeout and a renewal as such.
+// The request ends with ctx too (a watch that is stopped cuts its query).
 func (s *Source) request(ctx context.Context, blocking bool, do func(ctx context.Context) error) error {
 	gctx := s.gen.current()
 	limit := s.cfg.ReadTimeout
@@ -119,6 +120,7 @@ func (s *Source) request(ctx context.Context, blocking bool, do func(ctx context
 	}
 	rctx, cancel := context.WithTimeout(gctx, limit)
 	defer cancel()
+	defer context.AfterFunc(ctx, cancel)()
 	err := do(rctx)
 	switch {
 	case err == nil, ctx.Err() != nil:

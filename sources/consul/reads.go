@@ -50,9 +50,22 @@ func (l *loop) markSwept(k svcKey) {
 	l.queueRead(k, prioSweep)
 }
 
+// markSignal queues a read of k for a change a bulk query attributed to
+// it, unless k is watched: its watch answers with the change itself.
+func (l *loop) markSignal(k svcKey) {
+	if !l.watched(k) {
+		l.markDirty(k)
+	}
+}
+
 // markChanged queues a read of k for a check change at index: a read that
 // may use the agent cache (cached: true), and must answer at least index.
+// A watched service is not read: its watch answers with the change (a
+// check change moves the service's index).
 func (l *loop) markChanged(k svcKey, index uint64) {
+	if l.watched(k) {
+		return
+	}
 	if l.dirty[k] == prioNone && l.s.cfg.Cached {
 		l.viaCache[k] = true
 	}
@@ -151,7 +164,7 @@ func (l *loop) dispatch(ctx context.Context) {
 		l.seq++
 		seq, dc := l.seq, l.dcs[k.dc].name
 		l.wg.Go(func() {
-			entries, meta, err := l.s.fetch(ctx, l.c, dc, k.name, cached)
+			entries, meta, err := l.s.read(ctx, l.c, dc, k.name, cached, 0)
 			if ctx.Err() != nil {
 				return // shutting down: not a failure to report
 			}

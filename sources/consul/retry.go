@@ -71,7 +71,7 @@ func (l *loop) fail(err error) {
 
 // failingNow reports whether something fails at this moment.
 func (l *loop) failingNow() bool {
-	return l.probeErr != nil || len(l.pollErr) > 0 || len(l.retries) > 0 || l.leaderless
+	return l.probeErr != nil || len(l.pollErr) > 0 || len(l.retries) > 0 || len(l.w.failed) > 0 || l.leaderless
 }
 
 // checkRecovered ends a failing period once nothing fails any more, and

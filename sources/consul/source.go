@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"text/template"
 	"time"
 
@@ -37,6 +38,9 @@ type Source struct {
 	// every read runs under (see probe.go).
 	tok *token
 	gen *generation
+	// proto is the HTTP major version of the agent's last answer on the
+	// main client (2: requests are multiplexed).
+	proto atomic.Int32
 
 	// Test seams: dial replaces the transport's dialer (to count
 	// connections), wrap wraps the round tripper (to see responses).
@@ -67,18 +71,45 @@ func (s *Source) Run(ctx context.Context, up chan<- sources.Update) error {
 		s.failed(err)
 		return err
 	}
-	c, tr, err := s.newClient()
+	c, tr, err := s.newClient(s.cfg.mainConns())
 	if err != nil {
 		s.failed(err)
 		return err
 	}
-	defer tr.CloseIdleConnections()
+	defer func() { tr.CloseIdleConnections() }()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	s.gen = newGeneration(ctx)
 	dcs, err := s.datacenters(ctx, c)
 	if err != nil {
 		return ctx.Err()
+	}
+	// Over HTTPS, learn whether the agent speaks HTTP/2 before anything
+	// runs concurrently; if so, everything but the watches shares one
+	// connection from now on.
+	if s.cfg.Scheme == "https" && s.proto.Load() == 0 {
+		if err := s.untilAnswer(ctx, func(ctx context.Context) error {
+			return s.request(ctx, false, func(rctx context.Context) error {
+				_, err := c.Status().LeaderWithQueryOptions(s.queryOptions(rctx, dcs[0]))
+				return err
+			})
+		}); err != nil {
+			return ctx.Err()
+		}
+	}
+	http2 := s.proto.Load() == 2
+	if http2 {
+		tr.CloseIdleConnections()
+		if c, tr, err = s.newClient(1); err != nil {
+			s.failed(err)
+			return err
+		}
+	}
+	w := newWatchSet()
+	defer w.close()
+	if err := s.setupLanes(w, http2); err != nil {
+		s.failed(err)
+		return err
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -90,7 +121,7 @@ func (s *Source) Run(ctx context.Context, up chan<- sources.Update) error {
 			wg.Go(func() { s.poll(ctx, c, i, dc, k, polls) })
 		}
 	}
-	l := newLoop(s, c, dcs, &wg)
+	l := newLoop(ctx, s, c, w, dcs, &wg)
 	probes := make(chan probeResult)
 	wg.Go(func() { s.probe(ctx, c, dcs[0], l.probeFailing.Load, l.kick, probes) })
 	return l.run(ctx, polls, probes, up)
@@ -102,28 +133,44 @@ func (s *Source) Run(ctx context.Context, up chan<- sources.Update) error {
 const startupRetryMax = time.Second
 
 // datacenters returns the configured datacenters, or asks the agent for its
-// own, retrying with backoff until it answers or ctx ends. Each attempt
-// has the deadline of a non-blocking read, so a hung agent is a logged
-// failure, not a silent wait.
+// own (see untilAnswer).
 func (s *Source) datacenters(ctx context.Context, c *api.Client) ([]string, error) {
 	if len(s.cfg.Datacenters) > 0 {
 		return s.cfg.Datacenters, nil
 	}
+	var dc string
+	err := s.untilAnswer(ctx, func(ctx context.Context) error {
+		var err error
+		dc, err = s.agentDatacenter(ctx, c)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return []string{dc}, nil
+}
+
+// untilAnswer runs ask, a startup request, until it succeeds or ctx ends,
+// with backoff capped at startupRetryMax. Each request of ask has the
+// deadline of a non-blocking read (ask runs it through request), so a
+// hung agent is a logged failure, not a silent wait; a 403 reads
+// token_file again.
+func (s *Source) untilAnswer(ctx context.Context, ask func(ctx context.Context) error) error {
 	bo := backoff{min: s.cfg.RetryMin, max: min(s.cfg.RetryMax, startupRetryMax)}
 	for {
-		dc, err := s.agentDatacenter(ctx, c)
+		err := ask(ctx)
 		if err == nil {
-			return []string{dc}, nil
+			return nil
 		}
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return ctx.Err()
 		}
 		s.failed(err)
 		if statusCode(err) == http.StatusForbidden {
 			_, _ = s.tok.reload()
 		}
 		if !sleep(ctx, bo.next()) {
-			return nil, ctx.Err()
+			return ctx.Err()
 		}
 	}
 }
@@ -141,15 +188,19 @@ func (s *Source) failed(err error) {
 	}
 }
 
-// fetch reads one service's instances (non-blocking), from the agent cache
-// when cached.
-func (s *Source) fetch(ctx context.Context, c *api.Client, dc, service string, cached bool) ([]*api.ServiceEntry, *api.QueryMeta, error) {
+// read reads one service's instances: non-blocking when index is 0 (from
+// the agent cache when cached), else a blocking query that answers once
+// the service's index passes index or the wait ends.
+func (s *Source) read(ctx context.Context, c *api.Client, dc, service string, cached bool, index uint64) ([]*api.ServiceEntry, *api.QueryMeta, error) {
 	var entries []*api.ServiceEntry
 	var meta *api.QueryMeta
-	err := s.request(ctx, false, func(rctx context.Context) error {
+	err := s.request(ctx, index > 0, func(rctx context.Context) error {
 		q := s.queryOptions(rctx, dc)
 		q.UseCache = cached
 		q.Filter = s.cfg.Filter
+		if index > 0 {
+			q.WaitIndex, q.WaitTime = index, s.cfg.Wait
+		}
 		var err error
 		meta, err = s.boundedStale(q, func(q *api.QueryOptions) (*api.QueryMeta, error) {
 			var m *api.QueryMeta

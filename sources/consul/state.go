@@ -26,7 +26,9 @@ func (l *loop) onServices(dc int, services map[string][]string, aclFiltered bool
 			}
 			continue
 		}
-		tags = slices.Sorted(slices.Values(tags))
+		if !slices.IsSorted(tags) {
+			tags = slices.Sorted(slices.Values(tags))
+		}
 		if st == nil {
 			l.addService(k, tags)
 			continue
@@ -34,7 +36,7 @@ func (l *loop) onServices(dc int, services map[string][]string, aclFiltered bool
 		st.absent = false
 		if !slices.Equal(st.tags, tags) {
 			st.tags = tags
-			l.markDirty(k)
+			l.markSignal(k)
 		}
 	}
 	// During a grace, or when ACLs hid some services (a token that lost
@@ -49,7 +51,7 @@ func (l *loop) onServices(dc int, services map[string][]string, aclFiltered bool
 			l.removeService(svcKey{dc, name})
 		}
 	}
-	if d.catalogSeen {
+	if d.catalogSeen && l.unwatched(dc) {
 		l.sweepWanted[dc] = true
 	}
 	d.catalogSeen = true
@@ -83,6 +85,7 @@ func (l *loop) removeService(k svcKey) {
 	delete(l.viaCache, k)
 	delete(l.retries, k)
 	delete(l.hostLogged, k)
+	l.stopWatch(k)
 	l.noteACLFiltered(false, "service "+k.name+" in "+d.name)
 	if l.sweep != nil {
 		delete(l.sweep.left, k)
@@ -148,7 +151,7 @@ func (l *loop) onChecks(dc int, checks api.HealthChecks) {
 	for name, st := range d.services {
 		for ck, status := range st.checks {
 			if _, ok := next[ck]; !ok && status != api.HealthPassing {
-				l.markDirty(svcKey{dc, name})
+				l.markSignal(svcKey{dc, name})
 				break
 			}
 		}

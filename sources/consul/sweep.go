@@ -14,6 +14,7 @@ type sweepRun struct {
 	// confirm marks the second sweep run when a cached one found none.
 	found   int
 	confirm bool
+	size    int // services to read
 }
 
 // Sweeps are spaced: after a sweep that took d, the next one starts no
@@ -42,14 +43,24 @@ func (l *loop) maybeSweep() {
 		sw.dcs = append(sw.dcs, i)
 		for name := range d.services {
 			k := svcKey{i, name}
+			if l.watched(k) {
+				continue // its watch sees every change
+			}
 			sw.left[k] = true
 			l.markSwept(k)
 		}
 	}
 	clear(l.sweepWanted)
+	sw.size = len(sw.left)
 	if len(sw.left) == 0 {
 		l.endSweep()
 	}
+}
+
+// unwatched reports whether datacenter dc has services without a watch
+// (a catalog change there may need a sweep).
+func (l *loop) unwatched(dc int) bool {
+	return l.w.perDC[dc] < len(l.dcs[dc].services)
 }
 
 // endSweep records a finished sweep and spaces the next. A sweep from the
@@ -62,7 +73,7 @@ func (l *loop) endSweep() {
 	factor := time.Duration(sweepDutyFactor)
 	if l.s.cfg.sweepCached() {
 		factor = cachedSweepDutyFactor
-		if sw.found == 0 && !sw.confirm && len(sw.dcs) > 0 {
+		if sw.found == 0 && !sw.confirm && sw.size > 0 {
 			for _, dc := range sw.dcs {
 				l.sweepWanted[dc] = true
 			}

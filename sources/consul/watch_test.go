@@ -145,7 +145,8 @@ func TestWatch(t *testing.T) {
 		// yet refreshed) is repeated, so no flip is missed.
 		var mu sync.Mutex
 		cacheAnswers := map[string]int{} // X-Cache header -> count
-		r := startSource(t, agent, map[string]any{"services": map[string]any{"include": []any{"cached"}}, "cached": true, "warning": "degraded"},
+		// The read path: a watch would see the flips without reads.
+		r := startSource(t, agent, map[string]any{"services": map[string]any{"include": []any{"cached"}}, "cached": true, "warning": "degraded", "watch": false},
 			func(s *Source) {
 				s.wrap = func(next http.RoundTripper) http.RoundTripper {
 					return rtFunc(func(req *http.Request) (*http.Response, error) {

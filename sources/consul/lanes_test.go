@@ -1,0 +1,108 @@
+package consul
+
+import (
+	"encoding/pem"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestWatchSeesSilentChange: a change no bulk query attributes (a second
+// instance registered without checks: the catalog's names and tags and
+// the non-passing checks stay the same) reaches the served state through
+// the service's watch, without a sweep. Without watches it waits for a
+// sweep, which an unmoving catalog never asks for.
+func TestWatchSeesSilentChange(t *testing.T) {
+	for _, watch := range []bool{true, false} {
+		t.Run(fmt.Sprintf("watch=%v", watch), func(t *testing.T) {
+			f, addr := newFakeConsul(t)
+			f.set(func() {
+				f.entries = svcEntries(1)
+				f.catalog = map[string][]string{"svc": {}}
+				f.catIndex = 5
+			})
+			r := startSource(t, nil, map[string]any{"address": addr, "watch": watch})
+			r.synced(5 * time.Second)
+			r.waitFor(within, "svc with 1 endpoint", func() bool { return len(r.endpointsOf("svc")) == 1 })
+			if watch {
+				waitFor(t, within, "the watch of svc waiting", func() bool { return f.blockedNow() == 1 })
+			}
+			f.set(func() { f.index++; f.entries = svcEntries(1, 2) })
+			served := func() bool { return len(r.endpointsOf("svc")) == 2 }
+			if watch {
+				took := r.waitFor(time.Second, "the silent change", served)
+				t.Logf("served %v after the change", took.Round(time.Millisecond))
+				return
+			}
+			// The control: observed for a second, it must stay unserved.
+			tick := time.NewTicker(10 * time.Millisecond)
+			defer tick.Stop()
+			for end := time.Now().Add(time.Second); time.Now().Before(end); <-tick.C {
+				if served() {
+					t.Fatal("without watches the silent change was served although nothing asked for a sweep")
+				}
+			}
+		})
+	}
+}
+
+// TestWatchLanes: watches use the connections max_connections leaves, and
+// never more: over HTTP/2 each carries watches_per_connection of them (all
+// the services when they fit, as many as fit otherwise); over HTTP/1.1
+// each carries one.
+func TestWatchLanes(t *testing.T) {
+	cases := []struct {
+		name                         string
+		http2                        bool
+		maxConns, services, watching int
+	}{
+		// 5 connections: one for everything else, 4 lanes of 200.
+		{"HTTP/2, room for all", true, 5, 600, 600},
+		{"HTTP/2, more services than room", true, 5, 1000, 800},
+		// 14 connections: 8 reads, 3 bulk queries and the probe hold 12.
+		{"HTTP/1.1", false, 14, 50, 2},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f, srv := startFakeConsul(t, tc.http2)
+			catalog := map[string][]string{}
+			for i := range tc.services {
+				catalog[fmt.Sprintf("s%04d", i)] = []string{}
+			}
+			f.set(func() { f.catalog, f.catIndex = catalog, 5 })
+			cfg := map[string]any{"address": srv.Listener.Addr().String(), "max_connections": tc.maxConns}
+			if tc.http2 {
+				ca := filepath.Join(t.TempDir(), "ca.pem")
+				pemBytes := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+				if err := os.WriteFile(ca, pemBytes, 0o600); err != nil {
+					t.Fatal(err)
+				}
+				cfg["scheme"] = "https"
+				cfg["tls"] = map[string]any{"ca_file": ca}
+			}
+			var cc connCounter
+			r := startSource(t, nil, cfg, func(s *Source) { s.dial = cc.dial })
+			r.synced(20 * time.Second)
+			waitFor(t, 20*time.Second, fmt.Sprintf("%d watches waiting", tc.watching), func() bool { return f.blockedNow() == tc.watching })
+			note := r.status.Snapshot().Notes["watches"]
+			want := fmt.Sprintf("%d of %d services watched", tc.watching, tc.services)
+			if !strings.Contains(note, want) || strings.Contains(note, "HTTP/2") != tc.http2 {
+				t.Errorf("status note %q, want %q over HTTP/2 %v", note, want, tc.http2)
+			}
+			_, maxOpen, total := cc.figures()
+			t.Logf("%s; at most %d connections open (%d dialled)", note, maxOpen, total)
+			if maxOpen > tc.maxConns {
+				t.Errorf("%d connections open at once, max_connections %d", maxOpen, tc.maxConns)
+			}
+		})
+	}
+}
+
+func (f *fakeConsul) blockedNow() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.blocked
+}

@@ -1,0 +1,260 @@
+package consul
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+)
+
+// Watches. A blocking query on /v1/health/service/<name> answers when
+// that service changes, whatever the change: an instance added or removed
+// with or without checks, a port or address re-registered, a check or
+// maintenance flip. The bulk queries (poll.go) cannot attribute most of
+// those, so without a watch such a change waits for a sweep. Each watched
+// service holds one such query, on the connections max_connections leaves
+// once reads, bulk queries and the probe have theirs ("lanes", one
+// transport each, see newLane): over HTTP/2 a lane carries
+// watches_per_connection queries as streams of one connection, over
+// HTTP/1.1 one query. When there are more services than room, the room
+// goes to the services that changed most recently (a service whose change
+// a sweep or a signal found takes the place of the watched service that
+// has gone longest without one, if that is older than watchKeep); the
+// others are swept as before.
+//
+// A watch starts once its service has been read, at the index of that
+// read: a change between the read and the watch answers at once. Its
+// answers are applied like reads (loop.apply). It fails and backs off on
+// its own, and restarts from index 0 (an immediate read) after a failure,
+// as Consul's rules for blocking queries ask.
+
+// watchKeep is how long a watched service keeps its watch against a
+// service that changed more recently, so that services changing in turn
+// do not make watches churn.
+const watchKeep = 30 * time.Second
+
+// watchRun is one service's watch.
+type watchRun struct {
+	st     *svcState
+	lane   int
+	cancel context.CancelFunc
+}
+
+// watchSet is the loop's view of the watches: their lanes and how many
+// watches each carries.
+type watchSet struct {
+	lanes   []*api.Client
+	closers []*http.Transport
+	load    []int
+	perLane int
+	runs    map[svcKey]*watchRun
+	perDC   map[int]int // watches per datacenter
+	// failed: watches whose last request failed (the source is stale
+	// until each answers again).
+	failed map[svcKey]bool
+}
+
+func newWatchSet() *watchSet {
+	return &watchSet{runs: map[svcKey]*watchRun{}, perDC: map[int]int{}, failed: map[svcKey]bool{}}
+}
+
+// setupLanes builds the watch lanes once the agent's protocol is known.
+func (s *Source) setupLanes(w *watchSet, http2 bool) error {
+	n := s.cfg.watchLanes(http2)
+	w.perLane = 1
+	if http2 {
+		w.perLane = s.cfg.WatchesPerConnection
+	}
+	for range n {
+		c, tr, err := s.newLane()
+		if err != nil {
+			return err
+		}
+		w.lanes = append(w.lanes, c)
+		w.closers = append(w.closers, tr)
+		w.load = append(w.load, 0)
+	}
+	return nil
+}
+
+func (w *watchSet) close() {
+	for _, tr := range w.closers {
+		tr.CloseIdleConnections()
+	}
+}
+
+// capacity is how many services can be watched at once.
+func (w *watchSet) capacity() int { return len(w.lanes) * w.perLane }
+
+// freeLane returns the least loaded lane with room, or -1.
+func (w *watchSet) freeLane() int {
+	best := -1
+	for i, n := range w.load {
+		if n < w.perLane && (best < 0 || n < w.load[best]) {
+			best = i
+		}
+	}
+	return best
+}
+
+// watched reports whether k has a watch.
+func (l *loop) watched(k svcKey) bool { return l.w.runs[k] != nil }
+
+// maybeWatch starts a watch of k after a read of it was applied, when a
+// lane has room, or when the service just changed and a watched service
+// has gone longer than watchKeep without a change (it gives up its
+// watch).
+func (l *loop) maybeWatch(k svcKey, st *svcState, changed bool) {
+	if l.watched(k) || l.w.capacity() == 0 || !st.fetched {
+		return
+	}
+	lane := l.w.freeLane()
+	if lane < 0 {
+		if !changed {
+			return
+		}
+		victim, ok := l.stalestWatch(time.Now().Add(-watchKeep))
+		if !ok {
+			return
+		}
+		l.stopWatch(victim)
+		lane = l.w.freeLane()
+	}
+	ctx, cancel := context.WithCancel(l.ctx)
+	run := &watchRun{st: st, lane: lane, cancel: cancel}
+	l.w.runs[k] = run
+	l.w.load[lane]++
+	l.w.perDC[k.dc]++
+	c, dc, index := l.w.lanes[lane], l.dcs[k.dc].name, st.index
+	l.wg.Go(func() { l.s.watch(ctx, c, k, dc, run, index, l.results) })
+	l.s.log.Debug("watching service", "service", k.name, "datacenter", dc, "index", index, "lane", lane)
+	l.noteWatches()
+}
+
+// stalestWatch returns the watched service whose last change is the
+// oldest, if older than before.
+func (l *loop) stalestWatch(before time.Time) (svcKey, bool) {
+	var best svcKey
+	var at time.Time
+	found := false
+	for k, run := range l.w.runs {
+		if t := run.st.changedAt; t.Before(before) && (!found || t.Before(at)) {
+			best, at, found = k, t, true
+		}
+	}
+	return best, found
+}
+
+// stopWatch ends k's watch, if any.
+func (l *loop) stopWatch(k svcKey) {
+	run := l.w.runs[k]
+	if run == nil {
+		return
+	}
+	run.cancel()
+	l.s.log.Debug("no longer watching service", "service", k.name, "datacenter", l.dcs[k.dc].name)
+	l.w.load[run.lane]--
+	l.w.perDC[k.dc]--
+	delete(l.w.runs, k)
+	delete(l.w.failed, k)
+	l.noteWatches()
+}
+
+// stopWatches ends the watches of datacenter dc (its indexes went
+// backwards: each service is read again, and watched again from there).
+func (l *loop) stopWatches(dc int) {
+	for k := range l.w.runs {
+		if k.dc == dc {
+			l.stopWatch(k)
+		}
+	}
+}
+
+// noteWatches shows in the status how many services are watched.
+func (l *loop) noteWatches() {
+	if l.w.capacity() == 0 {
+		return
+	}
+	proto := "HTTP/1.1"
+	if l.w.perLane > 1 {
+		proto = "HTTP/2"
+	}
+	l.s.status.Note("watches", fmt.Sprintf("%d of %d services watched (room for %d on %d %s connections); the rest are swept",
+		len(l.w.runs), l.serviceCount(), l.w.capacity(), len(l.w.lanes), proto))
+}
+
+func (l *loop) serviceCount() int {
+	n := 0
+	for _, d := range l.dcs {
+		n += len(d.services)
+	}
+	return n
+}
+
+// onWatch applies an answer of a watch, or records its failure.
+func (l *loop) onWatch(r fetchResult) {
+	run := l.w.runs[r.key]
+	if run == nil || run != r.watch {
+		return // stopped meanwhile
+	}
+	if r.err != nil {
+		l.w.failed[r.key] = true
+		l.fail(r.err)
+		return
+	}
+	if l.w.failed[r.key] {
+		// Answering again after a failure: as for the bulk queries,
+		// removals wait for resync_grace once nothing in the datacenter
+		// fails (a Consul that comes back empty refills).
+		delete(l.w.failed, r.key)
+		if !l.dcFailing(r.key.dc) {
+			l.openGrace(r.key.dc)
+		}
+	}
+	l.apply(r, run.st)
+}
+
+// watch runs the blocking query of one watched service until ctx ends,
+// sending every answer whose index moved (and every failure) to out.
+// Answers that only end the wait are not sent: the probe, not the
+// watches, tells a hung agent from a quiet one. An index that went
+// backwards is sent (the loop reads the service again) and blocked on
+// from there.
+func (s *Source) watch(ctx context.Context, c *api.Client, k svcKey, dc string, run *watchRun, index uint64, out chan<- fetchResult) {
+	bo := backoff{min: s.cfg.RetryMin, max: s.cfg.RetryMax}
+	var started time.Time
+	for {
+		if wait := time.Until(started.Add(minPollInterval)); wait > 0 {
+			if !sleep(ctx, wait) {
+				return
+			}
+		}
+		started = time.Now()
+		entries, meta, err := s.read(ctx, c, dc, k.name, false, index)
+		if ctx.Err() != nil {
+			return
+		}
+		if errors.Is(err, errRenewed) {
+			bo.reset()
+			continue
+		}
+		if err != nil {
+			index = 0
+			if !send(ctx, out, fetchResult{key: k, watch: run, err: err}) || !s.pause(ctx, bo.next()) {
+				return
+			}
+			continue
+		}
+		bo.reset()
+		if meta.LastIndex == index {
+			continue
+		}
+		index = max(meta.LastIndex, 1)
+		if !send(ctx, out, fetchResult{key: k, watch: run, entries: entries, meta: meta, index: meta.LastIndex}) {
+			return
+		}
+	}
+}
