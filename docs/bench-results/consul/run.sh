@@ -9,10 +9,12 @@ here=docs/bench-results/consul
 out=$here/$name
 export XDSBRIDGE_CONSUL=${XDSBRIDGE_CONSUL:-$HOME/.cache/xdsbridge/bin/consul-1.14.11}
 mkdir -p out/bench "$out"
+# The commit is read before the build, so that it names what was built.
+commit="$(git rev-parse HEAD)$(git diff --quiet HEAD -- . ':!docs' || echo ' (with uncommitted changes)')"
 go build -o out/bench/bridge ./cmd/bridge
 go build -o out/bench/xdsload ./cmd/xdsload
 {
-  echo "commit: $(git rev-parse HEAD)$(git diff --quiet HEAD -- . ':!docs' || echo ' (with uncommitted changes)')"
+  echo "commit: $commit"
   echo "consul: $("$XDSBRIDGE_CONSUL" version | head -1)"
   echo "started: $(date -u +%FT%TZ); load: $(cut -d' ' -f1-3 /proc/loadavg); cpus: $(nproc)"
 } > "$out/meta.txt"
