@@ -2,8 +2,6 @@ package bench
 
 import (
 	"context"
-	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -18,11 +16,7 @@ func TestConsulEventsSmall(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the bridge binary and starts two Consul agents")
 	}
-	consul := consultest.Binary(t)
-	bridge := filepath.Join(t.TempDir(), "bridge")
-	if out, err := exec.Command("go", "build", "-o", bridge, "github.com/xdsbridge/xdsbridge/cmd/bridge").CombinedOutput(); err != nil {
-		t.Fatalf("building the bridge: %v\n%s", err, out)
-	}
+	consul, bridge := consultest.Binary(t), buildBridge(t)
 	r, err := RunConsulEvents(context.Background(), ConsulEventsConfig{
 		ConsulBin: consul, BridgeBin: bridge, Topology: "cluster", Clients: 3, Services: 40, Churn: 5, PerEvent: 1,
 		TLS: true, AgentHCL: "limits { http_max_conns_per_client = 40 }", Idle: time.Second,
