@@ -53,7 +53,8 @@ type ConsulEventsConfig struct {
 type ConsulEventsResult struct {
 	Config ConsulEventsConfig
 	// Setup is the time the registrations took; FirstSync from the
-	// bridge's start to its /readyz.
+	// bridge's start to its /readyz with the source synced
+	// (xdsbridge_source_synced).
 	Setup, FirstSync time.Duration
 	// PeakConnsSync and PeakConnsEvents are the most ESTABLISHED
 	// connections from the bridge to the agent's HTTP and HTTPS ports
@@ -165,8 +166,15 @@ func RunConsulEvents(ctx context.Context, cfg ConsulEventsConfig) (*ConsulEvents
 	defer sampling.Wait()
 	defer scancel()
 	sampling.Go(func() { sampler.run(sctx) })
-	if err := poll(ctx, 10*time.Minute, bridgeReady(adminAddr)); err != nil {
-		return nil, fmt.Errorf("waiting for the bridge to be ready: %w", err)
+	// Ready is not enough: past its startup timeout the bridge is ready
+	// with the source served empty, so the first sync ends when the
+	// source says it has read everything once.
+	synced := func() bool {
+		v, err := scrapeSample("http://"+adminAddr+"/metrics", `xdsbridge_source_synced{source="consul"}`)
+		return err == nil && v == 1
+	}
+	if err := poll(ctx, 10*time.Minute, func() bool { return bridgeReady(adminAddr)() && synced() }); err != nil {
+		return nil, fmt.Errorf("waiting for the bridge to be ready and the source synced: %w", err)
 	}
 	res.FirstSync = time.Since(start)
 	res.PeakConnsSync = sampler.takePeak()
@@ -405,7 +413,7 @@ func (r *ConsulEventsResult) Markdown() string {
 		c.Topology, c.Services, consulInstances, c.Clients, c.Churn, c.PerEvent, transport)
 	fmt.Fprintf(&b, "source {%s}; agents' extra HCL: %q\n\n", c.SourceYAML, c.AgentHCL)
 	fmt.Fprintf(&b, "- registration of %d services: %v\n", c.Services, r.Setup.Round(time.Millisecond))
-	fmt.Fprintf(&b, "- first sync (bridge start → ready): %v\n", r.FirstSync.Round(time.Millisecond))
+	fmt.Fprintf(&b, "- first sync (bridge start → ready and source synced): %v\n", r.FirstSync.Round(time.Millisecond))
 	fmt.Fprintf(&b, "- peak ESTABLISHED connections bridge → agent: %d during the first sync, %d after it\n", r.PeakConnsSync, r.PeakConnsEvents)
 	fmt.Fprintf(&b, "- bridge read failures (xdsbridge_source_failures_total, whole run): %.0f; 429s in the bridge's log: %d\n", r.BridgeFailures, r.Bridge429)
 	if r.IdleMinutes > 0 {
