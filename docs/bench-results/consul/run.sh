@@ -19,7 +19,8 @@ go build -o out/bench/xdsload ./cmd/xdsload
   echo "started: $(date -u +%FT%TZ); load: $(cut -d' ' -f1-3 /proc/loadavg); cpus: $(nproc)"
 } > "$out/meta.txt"
 start=$(date +%s)
-out/bench/xdsload consul-events --out "$out" "$@" 2> "$out/xdsload.stderr" 
+rc=0
+out/bench/xdsload consul-events --out "$out" "$@" 2> "$out/xdsload.stderr" || rc=$?
 # A client agent that stops logs one "subscribe call failed" error per
 # streaming subscription (one per service read through it): megabytes that
 # say only that the harness stopped it. They are counted, not kept.
@@ -31,4 +32,5 @@ for f in "$out"/consul-events.*.log; do
     mv "$f.tmp" "$f"
   fi
 done
-echo "ended: $(date -u +%FT%TZ) after $(( $(date +%s) - start )) s; load: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$out/meta.txt"
+echo "ended: $(date -u +%FT%TZ) after $(( $(date +%s) - start )) s, exit status $rc; load: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$out/meta.txt"
+exit $rc
