@@ -17,11 +17,7 @@ func TestConsulEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the bridge binary")
 	}
-	consul := consultest.Binary(t)
-	bridge := filepath.Join(t.TempDir(), "bridge")
-	if out, err := exec.Command("go", "build", "-o", bridge, "github.com/xdsbridge/xdsbridge/cmd/bridge").CombinedOutput(); err != nil {
-		t.Fatalf("building the bridge: %v\n%s", err, out)
-	}
+	consul, bridge := consultest.Binary(t), buildBridge(t)
 	for _, delta := range []bool{false, true} {
 		t.Run(map[bool]string{false: "sotw", true: "delta"}[delta], func(t *testing.T) {
 			r, err := RunConsul(context.Background(), ConsulConfig{
@@ -39,4 +35,15 @@ func TestConsulEndToEnd(t *testing.T) {
 			}
 		})
 	}
+}
+
+// buildBridge builds the bridge binary of this tree into the test's
+// temporary directory.
+func buildBridge(t *testing.T) string {
+	t.Helper()
+	bridge := filepath.Join(t.TempDir(), "bridge")
+	if out, err := exec.Command("go", "build", "-o", bridge, "github.com/xdsbridge/xdsbridge/cmd/bridge").CombinedOutput(); err != nil {
+		t.Fatalf("building the bridge: %v\n%s", err, out)
+	}
+	return bridge
 }
