@@ -20,6 +20,7 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/xdsbridge/xdsbridge/internal/bench/workload"
+	"github.com/xdsbridge/xdsbridge/internal/childproc"
 	"github.com/xdsbridge/xdsbridge/internal/envoysim"
 )
 
@@ -269,7 +270,7 @@ func startProc(logPath, bin string, args ...string) (*exec.Cmd, error) {
 	defer logf.Close()
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = childAttr()
+	childproc.TieInOwnGroup(cmd)
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", bin, err)
 	}

@@ -10,3 +10,9 @@ import "os/exec"
 // the system allows (Linux); elsewhere it does nothing. Call it before
 // cmd.Start.
 func Tie(cmd *exec.Cmd) { tie(cmd) }
+
+// TieInOwnGroup is Tie, and puts the child in a process group of its own:
+// a ctrl-C at the terminal reaches only the parent, which then stops its
+// children in order (a harness that must stop its bridge before its
+// agents). Off Linux it does nothing.
+func TieInOwnGroup(cmd *exec.Cmd) { tie(cmd); ownGroup(cmd) }

@@ -14,3 +14,5 @@ func tie(cmd *exec.Cmd) {
 	}
 	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 }
+
+func ownGroup(cmd *exec.Cmd) { cmd.SysProcAttr.Setpgid = true }
