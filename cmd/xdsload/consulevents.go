@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/xdsbridge/xdsbridge/internal/bench"
@@ -56,17 +57,34 @@ func consulEvents(ctx context.Context, args []string, log *slog.Logger) error {
 	fs.IntVar(&cfg.PerEvent, "per-event", 10, "repetitions of each kind of change")
 	fs.StringVar(&cfg.SourceYAML, "source", "", `extra keys of the consul source, flow style ("sweep_cached: false")`)
 	fs.DurationVar(&cfg.Timeout, "timeout", 15*time.Second, "bound of the wait for one change")
+	fs.BoolVar(&cfg.TLS, "tls", false, "give the agents an HTTPS port (certificate for 127.0.0.1 from a CA made for the run) and point the bridge at it")
+	fs.StringVar(&cfg.AgentHCL, "agent-hcl", "", `configuration both agents get ("limits { http_max_conns_per_client = 40 }")`)
+	fs.DurationVar(&cfg.Idle, "idle", 30*time.Second, "count the server's reads this long with nothing changing, before the churn (0: skip)")
 	abs, err := parseOut(fs, args, out)
 	if err != nil {
 		return err
 	}
 	cfg.OutDir = abs
-	log.Info("consul events scenario", "topology", cfg.Topology, "services", cfg.Services, "clients", cfg.Clients)
+	cfg.Logger = log
+	log.Info("consul events scenario", "topology", cfg.Topology, "services", cfg.Services, "clients", cfg.Clients, "tls", cfg.TLS)
 	r, err := bench.RunConsulEvents(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	md := r.Markdown()
+	md := "command: xdsload consul-events " + shellJoin(args) + "\n\n" + r.Markdown()
 	fmt.Println(md)
 	return os.WriteFile(filepath.Join(abs, "results.md"), []byte(md), 0o644)
+}
+
+// shellJoin quotes the arguments for a POSIX shell where they need it, so
+// that the command line in the results can be run again as it is.
+func shellJoin(args []string) string {
+	var out []string
+	for _, a := range args {
+		if a == "" || strings.ContainsAny(a, " \t\n\"'{}$*?[]|&;<>()\\`#~") {
+			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+		out = append(out, a)
+	}
+	return strings.Join(out, " ")
 }

@@ -257,6 +257,10 @@ func freePorts(n int) ([]int, error) {
 	return out, nil
 }
 
+// startProc starts bin with its output in logPath. The child has its own
+// process group, so that a ctrl-C at the terminal reaches the harness
+// alone, which then stops its children in order (stopProc); on Linux the
+// kernel kills the child if the harness dies without doing so.
 func startProc(logPath, bin string, args ...string) (*exec.Cmd, error) {
 	logf, err := os.Create(logPath)
 	if err != nil {
@@ -265,12 +269,14 @@ func startProc(logPath, bin string, args ...string) (*exec.Cmd, error) {
 	defer logf.Close()
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = childAttr()
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", bin, err)
 	}
 	return cmd, nil
 }
 
+// stopProc ends a child: SIGTERM, then SIGKILL after 10 s.
 func stopProc(cmd *exec.Cmd) {
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	done := make(chan struct{})

@@ -1,9 +1,10 @@
 package bench
 
 import (
+	"bufio"
 	"context"
 	"fmt"
-	"math/rand/v2"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -35,51 +36,104 @@ type ConsulEventsConfig struct {
 	Churn                float64 // unrelated registrations per second
 	PerEvent             int     // repetitions of each event kind
 	SourceYAML           string  // extra keys of the consul source, flow-style ("sweep_cached: false")
-	Timeout              time.Duration
-	OutDir               string
+	// TLS gives the agents an HTTPS port and points the bridge at it.
+	TLS bool
+	// AgentHCL is configuration both agents get ("limits {
+	// http_max_conns_per_client = 40 }").
+	AgentHCL string
+	// Idle is how long the server's reads are counted with nothing
+	// changing, before the churn starts (0: not measured).
+	Idle    time.Duration
+	Timeout time.Duration
+	OutDir  string
+	Logger  *slog.Logger // progress; nil: none
 }
 
 // ConsulEventsResult holds what the scenario measured.
 type ConsulEventsResult struct {
-	Config        ConsulEventsConfig
-	FirstSync     time.Duration // bridge start to /readyz
-	PeakConns     int           // bridge connections to the agent, sampled every 50 ms
-	Events        map[string][]time.Duration
-	Missed        map[string]int
-	ServerRPC     float64 // consul_rpc_request on the server during the events
-	ServerQueries float64 // consul_rpc_query (blocking) among them
-	Minutes       float64
-	Churned       int64
-	HTTP429       float64
+	Config ConsulEventsConfig
+	// Setup is the time the registrations took; FirstSync from the
+	// bridge's start to its /readyz.
+	Setup, FirstSync time.Duration
+	// PeakConnsSync and PeakConnsEvents are the most ESTABLISHED
+	// connections from the bridge to the agent's HTTP and HTTPS ports
+	// (sampled every 50 ms) up to the end of the first sync and from then
+	// to the end of the events.
+	PeakConnsSync, PeakConnsEvents int
+	// HTTPSProto is the protocol the agent's HTTPS API answered a Go
+	// client with ("HTTP/2.0"), with TLS.
+	HTTPSProto string
+	Events     map[string][]time.Duration
+	Missed     map[string]int
+	// ServerRPC and ServerQueries are the server's consul_rpc_request and
+	// consul_rpc_query (blocking reads among them) over Minutes of events
+	// and churn; IdleRPC and IdleQueries the same over IdleMinutes with no
+	// change at all.
+	ServerRPC, ServerQueries float64
+	Minutes                  float64
+	IdleRPC, IdleQueries     float64
+	IdleMinutes              float64
+	// Churned counts the churn registrations, EventsMade the timed
+	// changes made, both during Minutes.
+	Churned    int64
+	EventsMade int
+	// BridgeFailures is the growth of the bridge's
+	// xdsbridge_source_failures_total over the whole run (every failed
+	// read, 429s among them). Bridge429 counts the lines of the bridge's
+	// log that show a 429: the agent's connection limiter writes it on a
+	// new connection before any request, and Go's HTTP/1.1 client logs
+	// it as an "Unsolicited response ... 429 Too Many Requests" (the read
+	// then fails as a closed connection), while a 429 that answers a
+	// request shows in the source's failure message ("response code:
+	// 429", logged once per failing period). So it is a lower bound; it is
+	// 0 only if the agent refused nothing. The agent itself counts no 429
+	// in its metrics.
+	BridgeFailures float64
+	Bridge429      int
 }
 
 // consulInstances is the number of instances per service.
 const consulInstances = 3
 
-// RunConsulEvents runs the scenario.
+// RunConsulEvents runs the scenario. Every process it starts is stopped
+// before it returns, also when ctx ends early (an interrupt).
 func RunConsulEvents(ctx context.Context, cfg ConsulEventsConfig) (*ConsulEventsResult, error) {
 	res := &ConsulEventsResult{Config: cfg, Events: map[string][]time.Duration{}, Missed: map[string]int{}}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	dir, err := os.MkdirTemp("", "xdsload-consul-events-")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	server, agentAddr, stop, err := startConsulTopology(cfg, dir)
-	defer stop()
+	top, err := startConsulTopology(cfg, dir)
+	defer top.stop()
 	if err != nil {
 		return nil, err
 	}
-	tr := &http.Transport{MaxIdleConnsPerHost: 16, MaxConnsPerHost: 16}
+	tr := harnessTransport()
 	defer tr.CloseIdleConnections()
-	capi, err := api.NewClient(&api.Config{Address: agentAddr, Transport: tr, HttpClient: &http.Client{Transport: tr}})
+	capi, err := harnessClient(top.agent, tr)
 	if err != nil {
 		return nil, err
 	}
 	if err := poll(ctx, 60*time.Second, func() bool { l, err := capi.Status().Leader(); return err == nil && l != "" }); err != nil {
 		return nil, fmt.Errorf("waiting for a Consul leader: %w", err)
 	}
-	if err := registerAll(capi, cfg); err != nil {
+	t0 := time.Now()
+	if err := registerAll(ctx, capi, cfg); err != nil {
 		return nil, err
+	}
+	res.Setup = time.Since(t0)
+	log.Info("registered", "services", cfg.Services, "took", res.Setup.Round(time.Millisecond))
+	address, tlsYAML := top.agent, ""
+	if cfg.TLS {
+		if res.HTTPSProto, err = httpsProtocol(top.agentHTTPS, top.caFile); err != nil {
+			return nil, err
+		}
+		address, tlsYAML = "https://"+top.agentHTTPS, fmt.Sprintf(", tls: {ca_file: %q}", top.caFile)
 	}
 
 	ports, err := freePorts(2)
@@ -91,41 +145,32 @@ func RunConsulEvents(ctx context.Context, cfg ConsulEventsConfig) (*ConsulEvents
 	if cfg.SourceYAML != "" {
 		extra = ", " + cfg.SourceYAML
 	}
-	conf := filepath.Join(dir, "bridge.yaml")
 	yaml := fmt.Sprintf("xds: {listen: %q}\nadmin: {listen: %q}\nlog: {level: warn}\nsources:\n"+
-		"  - {name: consul, type: consul, address: %q, services: {include: [\"svc-*\"]}, guard: {max_removed_fraction: 1}%s}\n",
-		xdsAddr, adminAddr, agentAddr, extra)
-	if err := os.WriteFile(conf, []byte(yaml), 0o600); err != nil {
+		"  - {name: consul, type: consul, address: %q%s, services: {include: [\"svc-*\"]}, guard: {max_removed_fraction: 1}%s}\n",
+		xdsAddr, adminAddr, address, tlsYAML, extra)
+	conf := filepath.Join(cfg.OutDir, "consul-events.bridge.yaml")
+	if err := os.WriteFile(conf, []byte(yaml), 0o644); err != nil {
 		return nil, err
 	}
 	start := time.Now()
-	bridge, err := startProc(filepath.Join(cfg.OutDir, "consul-events.bridge.log"), cfg.BridgeBin, "run", "--config", conf)
+	bridgeLog := filepath.Join(cfg.OutDir, "consul-events.bridge.log")
+	bridge, err := startProc(bridgeLog, cfg.BridgeBin, "run", "--config", conf)
 	if err != nil {
 		return nil, err
 	}
 	defer stopProc(bridge)
-	agentPort := agentAddr[strings.LastIndexByte(agentAddr, ':')+1:]
-	var peak atomic.Int64
+	sampler := newConnSampler(bridge.Process.Pid, portOf(top.agent), portOf(top.agentHTTPS))
 	sctx, scancel := context.WithCancel(ctx)
+	var sampling sync.WaitGroup
+	defer sampling.Wait()
 	defer scancel()
-	go func() {
-		t := time.NewTicker(50 * time.Millisecond)
-		defer t.Stop()
-		for {
-			if n := int64(connsTo(bridge.Process.Pid, agentPort)); n > peak.Load() {
-				peak.Store(n)
-			}
-			select {
-			case <-sctx.Done():
-				return
-			case <-t.C:
-			}
-		}
-	}()
+	sampling.Go(func() { sampler.run(sctx) })
 	if err := poll(ctx, 10*time.Minute, bridgeReady(adminAddr)); err != nil {
 		return nil, fmt.Errorf("waiting for the bridge to be ready: %w", err)
 	}
 	res.FirstSync = time.Since(start)
+	res.PeakConnsSync = sampler.takePeak()
+	log.Info("bridge ready", "took", res.FirstSync.Round(time.Millisecond), "peak_conns", res.PeakConnsSync)
 	http.DefaultClient.CloseIdleConnections()
 
 	spec := workload.Spec{Services: cfg.Services, Endpoints: consulInstances}
@@ -137,186 +182,111 @@ func RunConsulEvents(ctx context.Context, cfg ConsulEventsConfig) (*ConsulEvents
 	if _, err := f.waitServed(ctx, 10*time.Minute); err != nil {
 		return nil, fmt.Errorf("clients served: %w", err)
 	}
+	log.Info("clients served", "clients", cfg.Clients)
+	if cfg.Idle > 0 {
+		if err := measureIdle(ctx, top.server, cfg.Idle, res); err != nil {
+			return nil, err
+		}
+	}
 
-	m0, err := consultest.Metrics(server)
+	m0, err := consultest.Metrics(top.server)
 	if err != nil {
 		return nil, err
 	}
-	t0 := time.Now()
+	log.Info("events and churn", "events", 9*cfg.PerEvent, "churn_per_s", cfg.Churn)
+	t1 := time.Now()
 	var churned atomic.Int64
-	var wg sync.WaitGroup
+	cctx, ccancel := context.WithCancel(ctx)
+	var churning sync.WaitGroup
 	if cfg.Churn > 0 {
-		wg.Go(func() { churn(sctx, capi, cfg, &churned) })
+		churning.Go(func() { churn(cctx, capi, cfg, &churned) })
 	}
 	runEvents(ctx, capi, f, cfg, res)
-	scancel()
-	wg.Wait()
-	m1, err := consultest.Metrics(server)
+	ccancel()
+	churning.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m1, err := consultest.Metrics(top.server)
 	if err != nil {
 		return nil, err
 	}
-	res.Minutes = time.Since(t0).Minutes()
+	res.Minutes = time.Since(t1).Minutes()
 	res.ServerRPC = m1["consul_rpc_request"] - m0["consul_rpc_request"]
 	res.ServerQueries = m1["consul_rpc_query"] - m0["consul_rpc_query"]
 	res.Churned = churned.Load()
-	res.PeakConns = int(peak.Load())
-	if ma, err := consultest.Metrics(agentAddr); err == nil {
-		for k, v := range ma {
-			if strings.HasPrefix(k, "consul_http_request") && strings.Contains(k, `code="429"`) {
-				res.HTTP429 += v
-			}
-		}
+	res.PeakConnsEvents = sampler.takePeak()
+	if res.BridgeFailures, err = scrapeSample("http://"+adminAddr+"/metrics", `xdsbridge_source_failures_total{source="consul"}`); err != nil {
+		return nil, err
 	}
-	return res, nil
+	res.Bridge429 = countLines(bridgeLog, "429 Too Many Requests", "response code: 429")
+	scancel()
+	sampling.Wait()
+	return res, os.WriteFile(filepath.Join(cfg.OutDir, "consul-events.conns.txt"), []byte(sampler.report()+"\n"), 0o644)
 }
 
-// startConsulTopology starts the agents; it returns the server's and the
-// agent's (the one the bridge talks to) HTTP addresses.
-func startConsulTopology(cfg ConsulEventsConfig, dir string) (server, agent string, stop func(), err error) {
-	var procs []func()
-	stop = func() {
-		for i := len(procs) - 1; i >= 0; i-- {
-			procs[i]()
-		}
-	}
-	hcl := filepath.Join(dir, "telemetry.hcl")
-	if err := os.WriteFile(hcl, []byte(consultest.Telemetry+"\nperformance { raft_multiplier = 1 }\n"), 0o600); err != nil {
-		return "", "", stop, err
-	}
-	start := func(name string, args ...string) (string, string, error) {
-		p, err := freePorts(6)
-		if err != nil {
-			return "", "", err
-		}
-		args = append(args, "-bind", "127.0.0.1", "-client", "127.0.0.1", "-advertise", "127.0.0.1",
-			"-node", name, "-data-dir", filepath.Join(dir, name), "-log-level", "warn", "-config-file", hcl,
-			"-http-port", strconv.Itoa(p[0]), "-https-port", "-1", "-dns-port", "-1",
-			"-serf-lan-port", strconv.Itoa(p[1]), "-serf-wan-port", strconv.Itoa(p[2]),
-			"-server-port", strconv.Itoa(p[3]), "-grpc-port", strconv.Itoa(p[4]), "-grpc-tls-port", strconv.Itoa(p[5]))
-		cmd, err := startProc(filepath.Join(cfg.OutDir, "consul-events."+name+".log"), cfg.ConsulBin, args...)
-		if err != nil {
-			return "", "", err
-		}
-		procs = append(procs, func() { stopProc(cmd) })
-		return "127.0.0.1:" + strconv.Itoa(p[0]), "127.0.0.1:" + strconv.Itoa(p[1]), nil
-	}
-	if cfg.Topology == "dev" {
-		addr, _, err := start("dev", "agent", "-dev")
-		return addr, addr, stop, err
-	}
-	server, serf, err := start("server", "agent", "-server", "-bootstrap-expect=1")
+// measureIdle counts the server's reads while nothing changes.
+func measureIdle(ctx context.Context, server string, d time.Duration, res *ConsulEventsResult) error {
+	m0, err := consultest.Metrics(server)
 	if err != nil {
-		return "", "", stop, err
+		return err
 	}
-	agent, _, err = start("client", "agent", "-retry-join", serf, "-retry-interval", "1s")
-	return server, agent, stop, err
-}
-
-// bulkNode is the catalog node holding the services no event touches,
-// as a catalog sync (consul-k8s, ESM) registers them: written in
-// transactions of txnServices services, which a loaded machine does at
-// hundreds of services a second where agent registrations manage a few
-// dozen. The services the events change are registered through the agent
-// (their TTL checks and maintenance need it).
-const (
-	bulkNode    = "bench-sync"
-	txnServices = 12 // 5 operations each; Consul allows 64 per transaction
-)
-
-// registerAll registers services × 3 instances: instances 0 and 1 with a
-// passing check, instance 2 without checks.
-func registerAll(c *api.Client, cfg ConsulEventsConfig) error {
-	targets := map[int]bool{}
-	for n := range cfg.PerEvent {
-		targets[eventTarget(n, cfg.Services)] = true
-	}
-	if _, err := c.Catalog().Register(&api.CatalogRegistration{Node: bulkNode, Address: "10.255.0.1", SkipNodeUpdate: true}, nil); err != nil {
-		return fmt.Errorf("registering node %s: %w", bulkNode, err)
-	}
-	var ops api.TxnOps
-	flush := func() error {
-		if len(ops) == 0 {
-			return nil
-		}
-		ok, resp, _, err := c.Txn().Txn(ops, nil)
-		ops = ops[:0]
-		switch {
-		case err != nil:
-			return fmt.Errorf("registering services: %w", err)
-		case !ok:
-			return fmt.Errorf("registering services: transaction failed: %v", resp.Errors)
-		}
-		return nil
-	}
-	for i := range cfg.Services {
-		if targets[i] {
-			for j := range consulInstances {
-				if err := c.Agent().ServiceRegister(instance(i, j, basePort(j), j < 2)); err != nil {
-					return fmt.Errorf("registering %s: %w", workload.Name(i), err)
-				}
-			}
-			continue
-		}
-		for j := range consulInstances {
-			r := instance(i, j, basePort(j), false)
-			ops = append(ops, &api.TxnOp{Service: &api.ServiceTxnOp{Verb: api.ServiceSet, Node: bulkNode,
-				Service: api.AgentService{ID: r.ID, Service: r.Name, Address: r.Address, Port: r.Port}}})
-			if j < 2 {
-				ops = append(ops, &api.TxnOp{Check: &api.CheckTxnOp{Verb: api.CheckSet, Check: api.HealthCheck{
-					Node: bulkNode, CheckID: r.ID + "-check", Name: "bench", Status: api.HealthPassing, ServiceID: r.ID}}})
-			}
-		}
-		if (i+1)%txnServices == 0 {
-			if err := flush(); err != nil {
-				return err
-			}
-		}
-	}
-	return flush()
-}
-
-// eventTarget is the service the n-th round of events changes (in the
-// first half; churn stays in the second).
-func eventTarget(n, services int) int { return (n*7919 + 13) % max(1, services/2) }
-
-func basePort(j int) int { return 8000 + j }
-
-func instance(i, j, port int, checked bool) *api.AgentServiceRegistration {
-	r := &api.AgentServiceRegistration{ID: fmt.Sprintf("%s-%d", workload.Name(i), j), Name: workload.Name(i),
-		Address: fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255), Port: port}
-	if checked {
-		r.Check = &api.AgentServiceCheck{CheckID: r.ID + "-ttl", TTL: "2h", Status: api.HealthPassing}
-	}
-	return r
-}
-
-// churn adds and removes a check-less extra instance on services of the
-// second half (never a target of the events) at cfg.Churn per second.
-func churn(ctx context.Context, c *api.Client, cfg ConsulEventsConfig, n *atomic.Int64) {
-	t := time.NewTicker(time.Duration(float64(time.Second) / cfg.Churn))
+	t0 := time.Now()
+	t := time.NewTimer(d)
 	defer t.Stop()
-	up := map[int]bool{}
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		i := cfg.Services/2 + rand.N(cfg.Services-cfg.Services/2)
-		id := fmt.Sprintf("%s-churn", workload.Name(i))
-		var err error
-		if up[i] {
-			err = c.Agent().ServiceDeregister(id)
-		} else {
-			r := instance(i, 9, 9000, false)
-			r.ID = id
-			err = c.Agent().ServiceRegister(r)
-		}
-		if err == nil {
-			up[i] = !up[i]
-			n.Add(1)
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	m1, err := consultest.Metrics(server)
+	if err != nil {
+		return err
+	}
+	res.IdleMinutes = time.Since(t0).Minutes()
+	res.IdleRPC = m1["consul_rpc_request"] - m0["consul_rpc_request"]
+	res.IdleQueries = m1["consul_rpc_query"] - m0["consul_rpc_query"]
+	return nil
+}
+
+// portOf is the port of host:port, 0 for "".
+func portOf(addr string) int {
+	p, _ := strconv.Atoi(addr[strings.LastIndexByte(addr, ':')+1:])
+	return p
+}
+
+// scrapeSample reads one sample, by its full name with labels, from the
+// Prometheus text at url; 0 when it is absent (a counter not yet moved).
+func scrapeSample(url, sample string) (float64, error) {
+	hc := &http.Client{Timeout: 5 * time.Second}
+	resp, err := hc.Get(url)
+	if err != nil {
+		return 0, fmt.Errorf("reading %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), sample+" "); ok {
+			return strconv.ParseFloat(strings.TrimSpace(v), 64)
 		}
 	}
+	return 0, sc.Err()
+}
+
+// countLines counts the lines of a file that contain any of subs.
+func countLines(path string, subs ...string) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for line := range strings.Lines(string(b)) {
+		if slices.ContainsFunc(subs, func(s string) bool { return strings.Contains(line, s) }) {
+			n++
+		}
+	}
+	return n
 }
 
 // consulEvent is one kind of registry change: do makes it on service i,
@@ -378,13 +348,18 @@ func consulEvents() []consulEvent {
 
 // runEvents makes every kind of change on PerEvent services of the first
 // half, in the order of consulEvents on each service (each builds on the
-// one before), timing each until every client has it.
+// one before), timing each until every client has it; it stops when ctx
+// ends.
 func runEvents(ctx context.Context, c *api.Client, f *fleet, cfg ConsulEventsConfig, res *ConsulEventsResult) {
 	k := 0
 	for n := range cfg.PerEvent {
 		i := eventTarget(n, cfg.Services)
 		for _, ev := range consulEvents() {
+			if ctx.Err() != nil {
+				return
+			}
 			k++
+			res.EventsMade++
 			t := f.track(k, ev.done(i))
 			if err := ev.do(c, i); err != nil {
 				f.untrack(t)
@@ -417,46 +392,31 @@ func healthAt(c *envoysim.Client, name string, port int) (corev3.HealthStatus, b
 	return 0, false
 }
 
-// connsTo counts the established TCP connections of process pid to port
-// (its sockets' inodes matched in /proc/net/tcp).
-func connsTo(pid int, port string) int {
-	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
-	if err != nil {
-		return 0
-	}
-	inodes := map[string]bool{}
-	for _, fd := range fds {
-		l, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
-		if err == nil && strings.HasPrefix(l, "socket:[") {
-			inodes[l[8:len(l)-1]] = true
-		}
-	}
-	b, err := os.ReadFile("/proc/net/tcp")
-	if err != nil {
-		return 0
-	}
-	p, _ := strconv.Atoi(port)
-	want := fmt.Sprintf(":%04X", p)
-	n := 0
-	for _, line := range strings.Split(string(b), "\n")[1:] {
-		fs := strings.Fields(line)
-		if len(fs) > 9 && strings.HasSuffix(fs[2], want) && fs[3] == "01" && inodes[fs[9]] {
-			n++
-		}
-	}
-	return n
-}
-
-// Markdown renders the result as a table, one row per event kind.
+// Markdown renders the result: the costs, then a table with a row per
+// event kind.
 func (r *ConsulEventsResult) Markdown() string {
 	var b strings.Builder
 	c := r.Config
-	fmt.Fprintf(&b, "topology %s, %d services × %d instances, %d delta clients, churn %.0f/s, source {%s}\n\n",
-		c.Topology, c.Services, consulInstances, c.Clients, c.Churn, c.SourceYAML)
-	fmt.Fprintf(&b, "first sync %v, peak connections to the agent %d, HTTP 429 from the agent %.0f\n\n",
-		r.FirstSync.Round(time.Millisecond), r.PeakConns, r.HTTP429)
-	fmt.Fprintf(&b, "server RPCs %.0f (%.0f/min; blocking %.0f) over %.1f min with %d churn registrations and %d events\n\n",
-		r.ServerRPC, r.ServerRPC/r.Minutes, r.ServerQueries, r.Minutes, r.Churned, 9*c.PerEvent)
+	transport := "HTTP/1.1 (plain HTTP)"
+	if c.TLS {
+		transport = "HTTPS, the agent answers " + r.HTTPSProto
+	}
+	fmt.Fprintf(&b, "topology %s, %d services × %d instances, %d delta clients, churn %.0f/s, %d of each event, bridge to agent over %s\n\n",
+		c.Topology, c.Services, consulInstances, c.Clients, c.Churn, c.PerEvent, transport)
+	fmt.Fprintf(&b, "source {%s}; agents' extra HCL: %q\n\n", c.SourceYAML, c.AgentHCL)
+	fmt.Fprintf(&b, "- registration of %d services: %v\n", c.Services, r.Setup.Round(time.Millisecond))
+	fmt.Fprintf(&b, "- first sync (bridge start → ready): %v\n", r.FirstSync.Round(time.Millisecond))
+	fmt.Fprintf(&b, "- peak ESTABLISHED connections bridge → agent: %d during the first sync, %d after it\n", r.PeakConnsSync, r.PeakConnsEvents)
+	fmt.Fprintf(&b, "- bridge read failures (xdsbridge_source_failures_total, whole run): %.0f; 429s in the bridge's log: %d\n", r.BridgeFailures, r.Bridge429)
+	if r.IdleMinutes > 0 {
+		fmt.Fprintf(&b, "- server reads with nothing changing: consul_rpc_request %.0f (%.0f/min), consul_rpc_query %.0f (%.0f/min) over %.1f min\n",
+			r.IdleRPC, r.IdleRPC/r.IdleMinutes, r.IdleQueries, r.IdleQueries/r.IdleMinutes, r.IdleMinutes)
+	}
+	changes := float64(r.Churned) + float64(r.EventsMade)
+	fmt.Fprintf(&b, "- server reads under churn: consul_rpc_request %.0f (%.0f/min), consul_rpc_query %.0f (%.0f/min) over %.1f min\n",
+		r.ServerRPC, r.ServerRPC/r.Minutes, r.ServerQueries, r.ServerQueries/r.Minutes, r.Minutes)
+	fmt.Fprintf(&b, "- registry changes in that window: %d churn + %d timed = %.0f; per change: %.2f consul_rpc_request, %.2f consul_rpc_query\n\n",
+		r.Churned, r.EventsMade, changes, r.ServerRPC/max(changes, 1), r.ServerQueries/max(changes, 1))
 	b.WriteString("| event | n | p50 | p99 | max | missed |\n|---|---|---|---|---|---|\n")
 	for _, ev := range consulEvents() {
 		l := r.Events[ev.name]

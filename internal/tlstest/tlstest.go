@@ -1,6 +1,9 @@
 // Package tlstest makes throwaway certificate authorities and certificates
-// for tests and writes them as PEM files. Nothing it makes is meant for
-// anything but a test on loopback.
+// for tests and benchmarks, and writes them as PEM files. Nothing it makes
+// is meant for anything but a test on loopback.
+//
+// NewCA and Issue fail the test on error; WriteCA and Write return the
+// error, for programs such as the benchmark harness that have no test.
 package tlstest
 
 import (
@@ -10,6 +13,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"net"
 	"net/url"
@@ -24,7 +28,7 @@ var serial atomic.Int64
 
 // CA is a certificate authority.
 type CA struct {
-	t    testing.TB
+	t    testing.TB // nil for a CA made by WriteCA
 	cert *x509.Certificate
 	key  *ecdsa.PrivateKey
 	// CertFile is the CA certificate as a PEM file.
@@ -34,7 +38,20 @@ type CA struct {
 // NewCA makes a CA and writes its certificate to dir/name-ca.pem.
 func NewCA(t testing.TB, dir, name string) *CA {
 	t.Helper()
-	key := newKey(t)
+	ca, err := WriteCA(dir, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca.t = t
+	return ca
+}
+
+// WriteCA makes a CA and writes its certificate to dir/name-ca.pem.
+func WriteCA(dir, name string) (*CA, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("making a CA key: %w", err)
+	}
 	tmpl := &x509.Certificate{
 		SerialNumber:          big.NewInt(serial.Add(1)),
 		Subject:               pkix.Name{CommonName: name + " test CA"},
@@ -46,15 +63,14 @@ func NewCA(t testing.TB, dir, name string) *CA {
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
-		t.Fatal(err)
+		return nil, fmt.Errorf("making a CA certificate: %w", err)
 	}
 	cert, err := x509.ParseCertificate(der)
 	if err != nil {
-		t.Fatal(err)
+		return nil, fmt.Errorf("making a CA certificate: %w", err)
 	}
-	ca := &CA{t: t, cert: cert, key: key, CertFile: filepath.Join(dir, name+"-ca.pem")}
-	writePEM(t, ca.CertFile, "CERTIFICATE", der)
-	return ca
+	ca := &CA{cert: cert, key: key, CertFile: filepath.Join(dir, name+"-ca.pem")}
+	return ca, writePEM(ca.CertFile, "CERTIFICATE", der)
 }
 
 // Pair is a certificate and its key as files.
@@ -67,11 +83,22 @@ type Pair struct {
 // Issue makes a certificate for both server and client use, with the
 // given SANs: URIs (spiffe://...), IP addresses or DNS names, and writes it
 // to dir/name.pem and dir/name-key.pem (replacing what is there, by rename,
-// as a rotation would).
+// as a rotation would). The CA must come from NewCA; use Write otherwise.
 func (ca *CA) Issue(dir, name string, sans ...string) Pair {
-	t := ca.t
-	t.Helper()
-	key := newKey(t)
+	ca.t.Helper()
+	p, err := ca.Write(dir, name, sans...)
+	if err != nil {
+		ca.t.Fatal(err)
+	}
+	return p
+}
+
+// Write is Issue returning its error.
+func (ca *CA) Write(dir, name string, sans ...string) (Pair, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return Pair{}, fmt.Errorf("making a key: %w", err)
+	}
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(serial.Add(1)),
 		Subject:      pkix.Name{CommonName: name},
@@ -91,35 +118,28 @@ func (ca *CA) Issue(dir, name string, sans ...string) Pair {
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {
-		t.Fatal(err)
+		return Pair{}, fmt.Errorf("issuing %s: %w", name, err)
 	}
 	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
-		t.Fatal(err)
+		return Pair{}, fmt.Errorf("encoding the key of %s: %w", name, err)
 	}
 	p := Pair{CertFile: filepath.Join(dir, name+".pem"), KeyFile: filepath.Join(dir, name+"-key.pem"), Serial: tmpl.SerialNumber}
-	writePEM(t, p.KeyFile, "PRIVATE KEY", keyDER)
-	writePEM(t, p.CertFile, "CERTIFICATE", der)
-	return p
-}
-
-func newKey(t testing.TB) *ecdsa.PrivateKey {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
+	if err := writePEM(p.KeyFile, "PRIVATE KEY", keyDER); err != nil {
+		return Pair{}, err
 	}
-	return key
+	return p, writePEM(p.CertFile, "CERTIFICATE", der)
 }
 
 // writePEM writes one PEM block to path through a temporary file and a
 // rename, so that a reader sees the old or the new file, never half.
-func writePEM(t testing.TB, path, typ string, der []byte) {
-	t.Helper()
+func writePEM(path, typ string, der []byte) error {
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
+		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	if err := os.Rename(tmp, path); err != nil {
-		t.Fatal(err)
+		return fmt.Errorf("writing %s: %w", path, err)
 	}
+	return nil
 }
