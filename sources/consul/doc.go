@@ -91,10 +91,11 @@
 // set watch: false there if the servers are short of memory.
 //
 // Bulk queries. Three blocking queries per datacenter, whatever the
-// number of services:
+// number of services, the other two asked at most 20 times a second:
 //
 //   - /v1/catalog/services (names and tags): services that appear, vanish or
-//     change tags;
+//     change tags; asked at most 4 times a second (each answer lists every
+//     service, and its index moves on every registration anywhere);
 //   - /v1/health/state/any, filtered to the checks that are not passing:
 //     the services whose check status changed (a node check names every
 //     service with an instance on that node). Its index moves on every

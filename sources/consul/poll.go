@@ -47,6 +47,23 @@ type pollResult struct {
 // the source asks at most this often.
 const minPollInterval = 50 * time.Millisecond
 
+// catalogPollInterval paces /v1/catalog/services further. Its index moves
+// on every registration anywhere, and each answer lists every service (a
+// few hundred KB at 10,000 services, read by a server): under a churn of
+// 20 registrations a second it would answer 20 times a second, most of the
+// source's cost to the servers. What it alone tells (a service that
+// appears or vanishes; for unwatched services, a reason to sweep) can wait
+// this much longer.
+const catalogPollInterval = 250 * time.Millisecond
+
+// interval is the pacing of a blocking query of this kind.
+func (k pollKind) interval() time.Duration {
+	if k == pollServices {
+		return catalogPollInterval
+	}
+	return minPollInterval
+}
+
 // poll runs one blocking query loop until ctx ends, sending every answer
 // whose index moved (and every failure) to out. It follows Consul's rules
 // for blocking queries: an unchanged index means the wait timed out (ask
@@ -65,7 +82,7 @@ func (s *Source) poll(ctx context.Context, c *api.Client, dc int, dcName string,
 	bo := backoff{min: s.cfg.RetryMin, max: s.cfg.RetryMax}
 	var started time.Time
 	for {
-		if wait := time.Until(started.Add(minPollInterval)); wait > 0 {
+		if wait := time.Until(started.Add(kind.interval())); wait > 0 {
 			if !sleep(ctx, wait) {
 				return
 			}

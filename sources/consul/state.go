@@ -26,7 +26,9 @@ func (l *loop) onServices(dc int, services map[string][]string, aclFiltered bool
 			}
 			continue
 		}
-		tags = slices.Sorted(slices.Values(tags))
+		if !slices.IsSorted(tags) {
+			tags = slices.Sorted(slices.Values(tags))
+		}
 		if st == nil {
 			l.addService(k, tags)
 			continue
