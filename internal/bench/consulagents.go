@@ -44,7 +44,9 @@ func startConsulTopology(cfg ConsulEventsConfig, dir string) (*consulTopology, e
 			procs[i]()
 		}
 	}
-	confs := []string{consultest.Telemetry + "\nperformance { raft_multiplier = 1 }\n"}
+	// No update check: it reaches out to the internet, which a benchmark
+	// on loopback has no business doing.
+	confs := []string{consultest.Telemetry + "\nperformance { raft_multiplier = 1 }\ndisable_update_check = true\n"}
 	if cfg.AgentHCL != "" {
 		confs = append(confs, cfg.AgentHCL)
 	}

@@ -420,6 +420,10 @@ func (r *ConsulEventsResult) Markdown() string {
 	b.WriteString("| event | n | p50 | p99 | max | missed |\n|---|---|---|---|---|---|\n")
 	for _, ev := range consulEvents() {
 		l := r.Events[ev.name]
+		if len(l) == 0 {
+			fmt.Fprintf(&b, "| %s | 0 | – | – | – | %d |\n", ev.name, r.Missed[ev.name])
+			continue
+		}
 		fmt.Fprintf(&b, "| %s | %d | %v | %v | %v | %d |\n", ev.name, len(l), pct(l, 50).Round(time.Millisecond),
 			pct(l, 99).Round(time.Millisecond), pct(l, 100).Round(time.Millisecond), r.Missed[ev.name])
 	}

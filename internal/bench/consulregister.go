@@ -13,21 +13,24 @@ import (
 	"github.com/xdsbridge/xdsbridge/internal/bench/workload"
 )
 
-// bulkNode is the catalog node holding the services no event touches,
-// as a catalog sync (consul-k8s, ESM) registers them: written in
-// transactions, several in flight, so that Raft commits them in batches.
-// The services the events change are registered through the agent
-// (their TTL checks and maintenance need it).
+// The services no event touches are written as a catalog sync (consul-k8s,
+// ESM) writes them: catalog transactions, several in flight so that Raft
+// commits them in batches, each on a node of its own (bulkNode). One node
+// for all would make registration quadratic: for every service instance
+// written, Consul's event publisher reads every check of its node. The
+// services the events change are registered through the agent (their
+// TTL checks and maintenance need it).
 const (
-	bulkNode = "bench-sync"
 	// txnServices services of 5 operations each (3 services, 2 checks)
-	// fill a transaction: Consul 1.14 takes at most 128 operations.
+	// and their node fill a transaction: Consul 1.14 takes at most 128
+	// operations.
 	txnServices = 25
-	// txnInFlight transactions are sent at once; Raft appends the
-	// concurrent ones in one batch, where one at a time pays a commit
-	// each.
+	// txnInFlight transactions are sent at once.
 	txnInFlight = 8
 )
+
+// bulkNode names the catalog node of the b-th transaction.
+func bulkNode(b int) string { return fmt.Sprintf("bench-sync-%04d", b) }
 
 // registerAll registers services × 3 instances: instances 0 and 1 with a
 // passing check, instance 2 without checks. It stops when ctx ends.
@@ -35,9 +38,6 @@ func registerAll(ctx context.Context, c *api.Client, cfg ConsulEventsConfig) err
 	targets := map[int]bool{}
 	for n := range cfg.PerEvent {
 		targets[eventTarget(n, cfg.Services)] = true
-	}
-	if _, err := c.Catalog().Register(&api.CatalogRegistration{Node: bulkNode, Address: "10.255.0.1", SkipNodeUpdate: true}, nil); err != nil {
-		return fmt.Errorf("registering node %s: %w", bulkNode, err)
 	}
 	gctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -61,6 +61,7 @@ func registerAll(ctx context.Context, c *api.Client, cfg ConsulEventsConfig) err
 		})
 	}
 	var ops api.TxnOps
+	batch := 0
 	for i := range cfg.Services {
 		if gctx.Err() != nil {
 			break
@@ -74,18 +75,24 @@ func registerAll(ctx context.Context, c *api.Client, cfg ConsulEventsConfig) err
 			}
 			continue
 		}
+		node := bulkNode(batch)
+		if len(ops) == 0 {
+			ops = append(ops, &api.TxnOp{Node: &api.NodeTxnOp{Verb: api.NodeSet,
+				Node: api.Node{Node: node, Address: fmt.Sprintf("10.255.%d.%d", batch>>8&255, batch&255)}}})
+		}
 		for j := range consulInstances {
 			r := instance(i, j, basePort(j), false)
-			ops = append(ops, &api.TxnOp{Service: &api.ServiceTxnOp{Verb: api.ServiceSet, Node: bulkNode,
+			ops = append(ops, &api.TxnOp{Service: &api.ServiceTxnOp{Verb: api.ServiceSet, Node: node,
 				Service: api.AgentService{ID: r.ID, Service: r.Name, Address: r.Address, Port: r.Port}}})
 			if j < 2 {
 				ops = append(ops, &api.TxnOp{Check: &api.CheckTxnOp{Verb: api.CheckSet, Check: api.HealthCheck{
-					Node: bulkNode, CheckID: r.ID + "-check", Name: "bench", Status: api.HealthPassing, ServiceID: r.ID}}})
+					Node: node, CheckID: r.ID + "-check", Name: "bench", Status: api.HealthPassing, ServiceID: r.ID}}})
 			}
 		}
-		if len(ops) >= txnServices*5 {
+		if len(ops) >= 1+txnServices*5 {
 			txn(ops)
 			ops = nil
+			batch++
 		}
 	}
 	if len(ops) > 0 {
