@@ -258,7 +258,7 @@ func portOf(addr string) int {
 // scrapeSample reads one sample, by its full name with labels, from the
 // Prometheus text at url; 0 when it is absent (a counter not yet moved).
 func scrapeSample(url, sample string) (float64, error) {
-	hc := &http.Client{Timeout: 5 * time.Second}
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	resp, err := hc.Get(url)
 	if err != nil {
 		return 0, fmt.Errorf("reading %s: %w", url, err)

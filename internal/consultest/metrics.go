@@ -16,7 +16,9 @@ import (
 // it serves (each read an agent forwards), consul_rpc_query the blocking
 // ones among them. It depends on no test state, so benchmarks use it too.
 func Metrics(addr string) (map[string]float64, error) {
-	hc := &http.Client{Timeout: 5 * time.Second}
+	// No connection is kept: a scrape now and then needs none, and an
+	// idle one would outlive the caller's goroutine-leak checks.
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	resp, err := hc.Get("http://" + addr + "/v1/agent/metrics?format=prometheus")
 	if err != nil {
 		return nil, fmt.Errorf("reading metrics of %s: %w", addr, err)
