@@ -66,7 +66,11 @@
 //     server's stream limit; each lane is strict instead, so the source
 //     never holds more than max_connections. With the default 16: 15
 //     lanes, room for 3,000 watched services; max_connections: 52 watches
-//     10,000.
+//     10,000. A server allowing fewer streams (a proxy in front of the
+//     agent: nginx allows 128) would leave the watches beyond its limit
+//     waiting for a stream, watching nothing: a watch whose request is
+//     not sent within read_timeout is given up, its lane keeps what it
+//     carries, and a warning is logged once.
 //   - Over HTTP/1.1 each blocking query holds a connection, and the agent
 //     accepts at most http_max_conns_per_client (200 by default) from one
 //     address; what reads, bulk queries and the probe do not use (4 of 16

@@ -57,18 +57,22 @@ func (f *fakeConsul) indexOf(path string) uint64 {
 }
 
 func newFakeConsul(t *testing.T) (*fakeConsul, string) {
-	f, srv := startFakeConsul(t, false)
+	f, srv := startFakeConsul(t, false, 0)
 	return f, srv.Listener.Addr().String()
 }
 
 // startFakeConsul starts a fake agent, over HTTPS with HTTP/2 when tls
-// (srv.Certificate() is its certificate).
-func startFakeConsul(t *testing.T, tls bool) (*fakeConsul, *httptest.Server) {
+// (srv.Certificate() is its certificate), allowing streams streams per
+// connection (0: Go's default, 250).
+func startFakeConsul(t *testing.T, tls bool, streams uint32) (*fakeConsul, *httptest.Server) {
 	f := &fakeConsul{mode: "ok", index: 10, changed: make(chan struct{}), unhung: make(chan struct{}),
 		hung: map[string]bool{}, throttled: map[string]bool{}}
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(f.serve))
 	if tls {
 		srv.EnableHTTP2 = true
+		if streams > 0 {
+			srv.Config.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: int(streams)}
+		}
 		srv.StartTLS()
 	} else {
 		srv.Start()

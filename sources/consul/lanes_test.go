@@ -58,22 +58,26 @@ func TestWatchLanes(t *testing.T) {
 		name                         string
 		http2                        bool
 		maxConns, services, watching int
+		streams                      uint32 // the server's stream limit (0: Go's 250)
 	}{
 		// 5 connections: one for everything else, 4 lanes of 200.
-		{"HTTP/2, room for all", true, 5, 600, 600},
-		{"HTTP/2, more services than room", true, 5, 1000, 800},
+		{"HTTP/2, room for all", true, 5, 600, 600, 0},
+		{"HTTP/2, more services than room", true, 5, 1000, 800, 0},
+		// A server allowing 30 streams per connection (a proxy in front
+		// of the agent, say): 4 lanes of 30.
+		{"HTTP/2, fewer streams than watches_per_connection", true, 5, 300, 120, 30},
 		// 14 connections: 8 reads, 3 bulk queries and the probe hold 12.
-		{"HTTP/1.1", false, 14, 50, 2},
+		{"HTTP/1.1", false, 14, 50, 2, 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			f, srv := startFakeConsul(t, tc.http2)
+			f, srv := startFakeConsul(t, tc.http2, tc.streams)
 			catalog := map[string][]string{}
 			for i := range tc.services {
 				catalog[fmt.Sprintf("s%04d", i)] = []string{}
 			}
 			f.set(func() { f.catalog, f.catIndex = catalog, 5 })
-			cfg := map[string]any{"address": srv.Listener.Addr().String(), "max_connections": tc.maxConns}
+			cfg := map[string]any{"address": srv.Listener.Addr().String(), "max_connections": tc.maxConns, "read_timeout": "500ms"}
 			if tc.http2 {
 				ca := filepath.Join(t.TempDir(), "ca.pem")
 				pemBytes := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
@@ -86,10 +90,12 @@ func TestWatchLanes(t *testing.T) {
 			var cc connCounter
 			r := startSource(t, nil, cfg, func(s *Source) { s.dial = cc.dial })
 			r.synced(20 * time.Second)
-			waitFor(t, 20*time.Second, fmt.Sprintf("%d watches waiting", tc.watching), func() bool { return f.blockedNow() == tc.watching })
-			note := r.status.Snapshot().Notes["watches"]
 			want := fmt.Sprintf("%d of %d services watched", tc.watching, tc.services)
-			if !strings.Contains(note, want) || strings.Contains(note, "HTTP/2") != tc.http2 {
+			waitFor(t, 20*time.Second, fmt.Sprintf("%d watches waiting, and the status saying so", tc.watching), func() bool {
+				return f.blockedNow() == tc.watching && strings.Contains(r.status.Snapshot().Notes["watches"], want)
+			})
+			note := r.status.Snapshot().Notes["watches"]
+			if strings.Contains(note, "HTTP/2") != tc.http2 {
 				t.Errorf("status note %q, want %q over HTTP/2 %v", note, want, tc.http2)
 			}
 			_, maxOpen, total := cc.figures()

@@ -111,16 +111,18 @@ var errTimeout = errors.New("timed out")
 
 // request runs do with the deadline of its kind (see Config.ReadTimeout)
 // under the current generation, and names a timeout and a renewal as such.
-// The request ends with ctx too (a watch that is stopped cuts its query).
+// The request runs under ctx (a watch that is stopped cuts its query; the
+// request carries ctx's values, such as an HTTP trace) and ends with the
+// generation too.
 func (s *Source) request(ctx context.Context, blocking bool, do func(ctx context.Context) error) error {
 	gctx := s.gen.current()
 	limit := s.cfg.ReadTimeout
 	if blocking {
 		limit += s.cfg.Wait + s.cfg.Wait/16
 	}
-	rctx, cancel := context.WithTimeout(gctx, limit)
+	rctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
-	defer context.AfterFunc(ctx, cancel)()
+	defer context.AfterFunc(gctx, cancel)()
 	err := do(rctx)
 	switch {
 	case err == nil, ctx.Err() != nil:

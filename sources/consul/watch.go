@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptrace"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/consul/api"
@@ -50,8 +53,13 @@ type watchSet struct {
 	closers []*http.Transport
 	load    []int
 	perLane int
-	runs    map[svcKey]*watchRun
-	perDC   map[int]int // watches per datacenter
+	// caps: a lane's room once the server showed it allows fewer
+	// streams than perLane (see errQueued); 0 until then.
+	caps []int
+	// capped: the lowered room was logged (once per source).
+	capped bool
+	runs   map[svcKey]*watchRun
+	perDC  map[int]int // watches per datacenter
 	// failed: watches whose last request failed (the source is stale
 	// until each answers again).
 	failed map[svcKey]bool
@@ -76,6 +84,7 @@ func (s *Source) setupLanes(w *watchSet, http2 bool) error {
 		w.lanes = append(w.lanes, c)
 		w.closers = append(w.closers, tr)
 		w.load = append(w.load, 0)
+		w.caps = append(w.caps, 0)
 	}
 	return nil
 }
@@ -86,14 +95,28 @@ func (w *watchSet) close() {
 	}
 }
 
+// room is how many watches lane i may carry.
+func (w *watchSet) room(i int) int {
+	if w.caps[i] > 0 {
+		return w.caps[i]
+	}
+	return w.perLane
+}
+
 // capacity is how many services can be watched at once.
-func (w *watchSet) capacity() int { return len(w.lanes) * w.perLane }
+func (w *watchSet) capacity() int {
+	n := 0
+	for i := range w.lanes {
+		n += w.room(i)
+	}
+	return n
+}
 
 // freeLane returns the least loaded lane with room, or -1.
 func (w *watchSet) freeLane() int {
 	best := -1
 	for i, n := range w.load {
-		if n < w.perLane && (best < 0 || n < w.load[best]) {
+		if n < w.room(i) && (best < 0 || n < w.load[best]) {
 			best = i
 		}
 	}
@@ -200,6 +223,23 @@ func (l *loop) onWatch(r fetchResult) {
 	if run == nil || run != r.watch {
 		return // stopped meanwhile
 	}
+	if errors.Is(r.err, errQueued) {
+		// The server allows fewer streams per connection than
+		// watches_per_connection: the lane keeps what it carries now, and
+		// the service is swept like any unwatched one.
+		lane := run.lane
+		room := max(1, l.w.load[lane]-1)
+		if l.w.caps[lane] == 0 || room < l.w.caps[lane] {
+			if !l.w.capped {
+				l.w.capped = true
+				l.s.log.Warn("the agent allows fewer HTTP/2 streams per connection than watches_per_connection; watching fewer services on that connection",
+					"watches_per_connection", l.w.perLane, "now", room)
+			}
+			l.w.caps[lane] = room
+		}
+		l.stopWatch(r.key)
+		return
+	}
 	if r.err != nil {
 		l.w.failed[r.key] = true
 		l.fail(r.err)
@@ -233,8 +273,12 @@ func (s *Source) watch(ctx context.Context, c *api.Client, k svcKey, dc string, 
 			}
 		}
 		started = time.Now()
-		entries, meta, err := s.read(ctx, c, dc, k.name, false, index)
+		entries, meta, queued, err := s.readWatched(ctx, c, dc, k.name, index)
 		if ctx.Err() != nil {
+			return
+		}
+		if queued {
+			send(ctx, out, fetchResult{key: k, watch: run, err: errQueued})
 			return
 		}
 		if errors.Is(err, errRenewed) {
@@ -257,4 +301,37 @@ func (s *Source) watch(ctx context.Context, c *api.Client, k svcKey, dc string, 
 			return
 		}
 	}
+}
+
+// errQueued says that a watch's request waited for a stream: the lane's
+// connection carries as many requests as the agent (or a proxy in front of
+// it) allows.
+var errQueued = errors.New("no HTTP/2 stream for the watch: the connection carries as many requests as the server allows")
+
+// readWatched is read for a watch, which also reports whether the request
+// waited read_timeout without being sent. Over HTTP/2 a lane's requests
+// beyond the server's stream limit wait for a stream (the transport is
+// strict); a watch waiting so would watch nothing until another ends,
+// possibly minutes later, while its service counted as watched and was
+// not swept.
+func (s *Source) readWatched(ctx context.Context, c *api.Client, dc, service string, index uint64) ([]*api.ServiceEntry, *api.QueryMeta, bool, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	wrote := make(chan struct{})
+	var once sync.Once
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		WroteHeaders: func() { once.Do(func() { close(wrote) }) },
+	})
+	var queued atomic.Bool
+	t := time.AfterFunc(s.cfg.ReadTimeout, func() {
+		select {
+		case <-wrote:
+		default:
+			queued.Store(true)
+			cancel()
+		}
+	})
+	entries, meta, err := s.read(ctx, c, dc, service, false, index)
+	t.Stop()
+	return entries, meta, queued.Load(), err
 }
