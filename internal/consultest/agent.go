@@ -26,6 +26,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/consul/api"
+
+	"github.com/xdsbridge/xdsbridge/internal/childproc"
 )
 
 // Version is the Consul version the tools module builds.
@@ -268,6 +270,7 @@ func (a *Agent) start(limit time.Duration) {
 	}
 	cmd := exec.Command(a.bin, a.args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	childproc.Tie(cmd)
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		a.t.Fatalf("starting consul: %v", err)

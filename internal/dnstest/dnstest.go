@@ -24,6 +24,8 @@ import (
 	"time"
 
 	mdns "github.com/miekg/dns"
+
+	"github.com/xdsbridge/xdsbridge/internal/childproc"
 )
 
 // Version is the CoreDNS release the tests are written against; it is
@@ -189,6 +191,7 @@ func (s *Server) Restart() {
 	cmd := exec.Command(s.bin, "-conf", s.corefile)
 	cmd.Dir = s.dir
 	cmd.Stdout, cmd.Stderr = logf, logf
+	childproc.Tie(cmd)
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		s.t.Fatalf("starting CoreDNS: %v", err)
