@@ -32,6 +32,9 @@ import (
 type consulCounter struct {
 	addr         string
 	conns, fresh atomic.Int64
+	// watching counts the blocking service reads in flight: the source's
+	// per-service watches, each opened once its service has been read.
+	watching atomic.Int64
 }
 
 func countConsul(t *testing.T, agentAddr string) *consulCounter {
@@ -52,6 +55,10 @@ func countConsul(t *testing.T, agentAddr string) *consulCounter {
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.Query().Get("index") == "" && !strings.HasPrefix(r.URL.Path, "/v1/status/") {
 				c.fresh.Add(1)
+			}
+			if r.URL.Query().Get("index") != "" && strings.HasPrefix(r.URL.Path, "/v1/health/service/") {
+				c.watching.Add(1)
+				defer c.watching.Add(-1)
 			}
 			proxy.ServeHTTP(w, r)
 		}),
@@ -118,6 +125,9 @@ sources:
 		}
 	}
 	serves("web from Consul and legacy at 10.0.1.1", "10.0.1.1")
+	// The watch of web opens its connection after web's first read: the
+	// count is taken once it is in place.
+	bridgetest.Eventually(t, 10*time.Second, "the watch of web", func() bool { return counter.watching.Load() == 1 })
 	_, before := bridgetest.Get("http://" + adminAddr + "/clients")
 	conns, fresh := counter.conns.Load(), counter.fresh.Load()
 
