@@ -104,11 +104,15 @@ func RunFileSource(ctx context.Context, cfg FileSourceConfig) (FileSourceResult,
 	xdsAddr, adminAddr := "127.0.0.1:"+strconv.Itoa(ports[0]), "127.0.0.1:"+strconv.Itoa(ports[1])
 	// The poll is an hour so that a poll's re-read (the fallback for a
 	// missed watch event) does not land in an edit's window; the watch
-	// sees every rename. max_bytes is lifted for the largest files.
+	// sees every rename. max_bytes and the names a client may subscribe
+	// to are lifted for the largest files, and the source is required so
+	// that nothing is served before the file is read, however long that
+	// takes.
 	conf := filepath.Join(dir, "bridge.yaml")
-	yaml := fmt.Sprintf("xds: {listen: %q}\nadmin: {listen: %q, pprof: %t}\nlog: {level: warn}\n"+
-		"sources:\n  - {name: file, type: file, path: %q, poll_interval: 1h, max_bytes: %d}\n",
-		xdsAddr, adminAddr, cfg.Profile, name, 4<<30)
+	yaml := fmt.Sprintf("xds: {listen: %q, limits: {names_per_request: %d, names_per_subscription: %[2]d}}\n"+
+		"admin: {listen: %q, pprof: %t}\nlog: {level: warn}\nsources:\n"+
+		"  - {name: file, type: file, path: %q, poll_interval: 1h, max_bytes: %d, startup: {required: true}}\n",
+		xdsAddr, 2*cfg.Services, adminAddr, cfg.Profile, name, 4<<30)
 	if err := os.WriteFile(conf, []byte(yaml), 0o600); err != nil {
 		return res, err
 	}
