@@ -159,7 +159,14 @@ func placed(s sources.Service, i int) sources.Service {
 // `services:` line and block list items under it, or false if the file has
 // any other shape or uses YAML features that reach across items.
 func splitYAML(data []byte) ([][]byte, bool) {
-	if bytes.ContainsAny(data, "&*!|>%\t") || bytes.Contains(data, []byte("---")) || bytes.Contains(data, []byte("...")) {
+	// One IndexByte a character is several times faster than ContainsAny's
+	// byte-by-byte set lookup over a large file.
+	for _, c := range []byte("&*!|>%\t") {
+		if bytes.IndexByte(data, c) >= 0 {
+			return nil, false
+		}
+	}
+	if bytes.Contains(data, []byte("---")) || bytes.Contains(data, []byte("...")) {
 		return nil, false
 	}
 	var (

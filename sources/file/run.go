@@ -18,6 +18,7 @@ import (
 type reader struct {
 	published bool
 	last      []byte    // content last published
+	spare     []byte    // a buffer no longer referenced, for the next read
 	logged    string    // last error logged, to log each once
 	items     itemCache // the last content's services item by item, for edits
 }
@@ -155,7 +156,11 @@ func (s *Source) age() (time.Duration, error) {
 // changing reports a file modified while it was read: nothing is decided
 // on such a read.
 func (s *Source) load(r *reader) (u sources.Update, ok, changing bool) {
-	data, changing, err := s.read()
+	data, changing, err := s.read(r.spare)
+	// Whatever happens next, one of data and r.last is free for the next
+	// read: reading a large file into a fresh buffer costs more in page
+	// faults and zeroing than the read itself.
+	r.spare = data
 	if err != nil {
 		s.fail(r, err)
 		return sources.Update{}, false, false
@@ -181,7 +186,7 @@ func (s *Source) load(r *reader) (u sources.Update, ok, changing bool) {
 	if same {
 		return sources.Update{}, false, false
 	}
-	r.published, r.last = true, data
+	r.published, r.last, r.spare = true, data, r.last
 	if !u.Full && len(u.Services) == 0 && len(u.Removed) == 0 {
 		return sources.Update{}, false, false // only comments or blank lines changed
 	}
@@ -189,9 +194,10 @@ func (s *Source) load(r *reader) (u sources.Update, ok, changing bool) {
 	return u, true, false
 }
 
-// read returns the file's content, at most s.maxBytes of it, and whether
-// its size or modification time changed while it was read.
-func (s *Source) read() (data []byte, changing bool, err error) {
+// read returns the file's content, at most s.maxBytes of it, read into buf
+// when it is large enough, and whether its size or modification time
+// changed while it was read.
+func (s *Source) read(buf []byte) (data []byte, changing bool, err error) {
 	f, err := os.Open(s.path)
 	if err != nil {
 		return nil, false, fmt.Errorf("reading services file: %w", err)
@@ -201,24 +207,21 @@ func (s *Source) read() (data []byte, changing bool, err error) {
 	if err != nil {
 		return nil, false, fmt.Errorf("reading services file: %w", err)
 	}
-	if before.Size() > s.maxBytes {
-		return nil, false, fmt.Errorf("%s: %d bytes, more than max_bytes (%d)", s.name, before.Size(), s.maxBytes)
+	size := before.Size()
+	if size > s.maxBytes {
+		return nil, false, fmt.Errorf("%s: %d bytes, more than max_bytes (%d)", s.name, size, s.maxBytes)
 	}
-	// One buffer of the size the file has (and room to see it grow)
-	// rather than ReadAll's doubling, which peaks at twice the file.
-	var buf bytes.Buffer
-	buf.Grow(int(before.Size()) + bytes.MinRead)
-	_, err = buf.ReadFrom(io.LimitReader(f, s.maxBytes+1))
-	data = buf.Bytes()
-	if err != nil {
+	// One byte more than the file had, to see it grow.
+	if int64(cap(buf)) < size+1 {
+		buf = make([]byte, size+1)
+	}
+	n, err := io.ReadFull(f, buf[:size+1])
+	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
 		return nil, false, fmt.Errorf("reading services file: %w", err)
 	}
-	if int64(len(data)) > s.maxBytes {
-		return nil, false, fmt.Errorf("%s: more than max_bytes (%d)", s.name, s.maxBytes)
-	}
+	data = buf[:n]
 	after, err := os.Stat(s.path)
-	changing = err != nil || after.Size() != before.Size() || !after.ModTime().Equal(before.ModTime()) ||
-		int64(len(data)) != before.Size()
+	changing = err != nil || after.Size() != size || !after.ModTime().Equal(before.ModTime()) || int64(n) != size
 	return data, changing, nil
 }
 
