@@ -25,7 +25,8 @@ func fileSource(ctx context.Context, args []string, log *slog.Logger) error {
 	endpoints := fs.Int("e", 10, "endpoints per service")
 	edits := fs.Int("edits", 5, "sequential one-line edits per run")
 	timeout := fs.Duration("timeout", 10*time.Minute, "bound of the first publish and of each edit")
-	profile := fs.Bool("profile", false, "save a 10 s CPU profile of the bridge during the edits")
+	profile := fs.String("profile", "", "first or edits: save a CPU profile of the bridge from its start or from the first edit")
+	profileFor := fs.Duration("profile-for", 10*time.Second, "length of the profile")
 	abs, err := parseOut(fs, args, out)
 	if err != nil {
 		return err
@@ -42,7 +43,7 @@ func fileSource(ctx context.Context, args []string, log *slog.Logger) error {
 			}
 			log.Info("file source run", "format", format, "services", n, "endpoints", *endpoints)
 			r, err := bench.RunFileSource(ctx, bench.FileSourceConfig{BridgeBin: *bridge, Format: format, Services: n,
-				Endpoints: *endpoints, Edits: *edits, Timeout: *timeout, OutDir: abs, Profile: *profile, Logger: log})
+				Endpoints: *endpoints, Edits: *edits, Timeout: *timeout, OutDir: abs, Profile: *profile, ProfileFor: *profileFor, Logger: log})
 			if err != nil {
 				return err
 			}

@@ -34,15 +34,16 @@ import (
 // its peak RSS is VmHWM from /proc/<pid>/status. The client shares the
 // machine but not the process, so its work is not counted.
 type FileSourceConfig struct {
-	BridgeBin string
-	Format    string // yaml or json
-	Services  int
-	Endpoints int // per service
-	Edits     int
-	Timeout   time.Duration // bound of the first publish and of each edit
-	OutDir    string        // the bridge's log and, with Profile, its CPU profile
-	Profile   bool          // write a CPU profile of the edits (the admin API's pprof)
-	Logger    *slog.Logger
+	BridgeBin  string
+	Format     string // yaml or json
+	Services   int
+	Endpoints  int // per service
+	Edits      int
+	Timeout    time.Duration // bound of the first publish and of each edit
+	OutDir     string        // the bridge's log and, with Profile, its CPU profile
+	Profile    string        // "first" or "edits": write a CPU profile of that phase (the admin API's pprof)
+	ProfileFor time.Duration // the profile's length
+	Logger     *slog.Logger
 }
 
 // FileSourceResult is one run of FileSourceConfig.
@@ -112,7 +113,7 @@ func RunFileSource(ctx context.Context, cfg FileSourceConfig) (FileSourceResult,
 	yaml := fmt.Sprintf("xds: {listen: %q, limits: {names_per_request: %d, names_per_subscription: %[2]d}}\n"+
 		"admin: {listen: %q, pprof: %t}\nlog: {level: warn}\nsources:\n"+
 		"  - {name: file, type: file, path: %q, poll_interval: 1h, max_bytes: %d, startup: {required: true}}\n",
-		xdsAddr, 2*cfg.Services, adminAddr, cfg.Profile, name, 4<<30)
+		xdsAddr, 2*cfg.Services, adminAddr, cfg.Profile != "", name, 4<<30)
 	if err := os.WriteFile(conf, []byte(yaml), 0o600); err != nil {
 		return res, err
 	}
@@ -126,6 +127,11 @@ func RunFileSource(ctx context.Context, cfg FileSourceConfig) (FileSourceResult,
 	pid := bridge.Process.Pid
 	if err := poll(ctx, 30*time.Second, bridgeUp(adminAddr)); err != nil {
 		return res, fmt.Errorf("waiting for the bridge's admin API: %w", err)
+	}
+	profile := make(chan error, 1)
+	profileName := filepath.Join(cfg.OutDir, strings.TrimSuffix(logName, ".bridge.log")+"."+cfg.Profile+".pprof")
+	if cfg.Profile == "first" {
+		go func() { profile <- fetchProfile(ctx, adminAddr, cfg.ProfileFor, profileName) }()
 	}
 	f, err := startFleet(ctx, fleetOptions{addr: xdsAddr, spec: spec, clients: 1, delta: true, prefix: "file", full: true})
 	if err != nil {
@@ -141,12 +147,8 @@ func RunFileSource(ctx context.Context, cfg FileSourceConfig) (FileSourceResult,
 	res.FirstCPU = procCPU(pid)
 	res.FirstPeakRSS, _ = procMem(pid)
 
-	var profile chan error
-	if cfg.Profile {
-		profile = make(chan error, 1)
-		go func() {
-			profile <- fetchProfile(ctx, adminAddr, filepath.Join(cfg.OutDir, strings.TrimSuffix(logName, ".bridge.log")+".edits.pprof"))
-		}()
+	if cfg.Profile == "edits" {
+		go func() { profile <- fetchProfile(ctx, adminAddr, cfg.ProfileFor, profileName) }()
 	}
 	cpu0 := procCPU(pid)
 	var lats []time.Duration
@@ -179,7 +181,7 @@ func RunFileSource(ctx context.Context, cfg FileSourceConfig) (FileSourceResult,
 	}
 	res.PeakRSS, res.RSS = procMem(pid)
 	res.Load1[1] = loadAvg()
-	if profile != nil {
+	if cfg.Profile != "" {
 		if err := <-profile; err != nil {
 			cfg.Logger.Warn("profiling the bridge", "err", err)
 		}
@@ -200,10 +202,10 @@ func bridgeUp(adminAddr string) func() bool {
 	}
 }
 
-// fetchProfile saves a 10 s CPU profile of the bridge, which covers the
-// first edits.
-func fetchProfile(ctx context.Context, adminAddr, path string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+adminAddr+"/debug/pprof/profile?seconds=10", nil)
+// fetchProfile saves a CPU profile of the bridge of the next d.
+func fetchProfile(ctx context.Context, adminAddr string, d time.Duration, path string) error {
+	u := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", adminAddr, int(d.Seconds()))
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return err
 	}
