@@ -3,6 +3,7 @@ package file
 import (
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"reflect"
 	"slices"
 	"strings"
@@ -201,5 +202,84 @@ func TestItemCacheSendsOnlyTheEdit(t *testing.T) {
 	}
 	if u.Full || len(u.Removed) != 0 || len(u.Services) != 1 || u.Services[0].Name != "new" {
 		t.Errorf("insertion sent %+v, want only the new service", u)
+	}
+}
+
+// TestItemCacheRandomEdits applies random edits (a line changed, a
+// service inserted or deleted, a comment, a broken line, the head
+// changed) and checks after each that the updates add up to Parse's
+// services, or that the error is Parse's.
+func TestItemCacheRandomEdits(t *testing.T) {
+	for _, isJSON := range []bool{false, true} {
+		rng := rand.New(rand.NewPCG(1, 2))
+		var f follower
+		names := []string{}
+		for i := range 30 {
+			names = append(names, fmt.Sprintf("svc-%d", i))
+		}
+		port := map[string]int{}
+		render := func() []byte {
+			var b strings.Builder
+			if isJSON {
+				b.WriteString("{\"services\": [\n")
+			} else {
+				b.WriteString("services:\n")
+			}
+			for i, n := range names {
+				if isJSON {
+					sep := ","
+					if i == len(names)-1 {
+						sep = ""
+					}
+					fmt.Fprintf(&b, "  {\"name\": %q, \"endpoints\": [{\"address\": \"10.0.0.%d\", \"port\": %d}]}%s\n", n, i%250+1, 8000+port[n], sep)
+				} else {
+					fmt.Fprintf(&b, "  - name: %s\n    endpoints:\n      - {address: 10.0.0.%d, port: %d}\n", n, i%250+1, 8000+port[n])
+				}
+			}
+			if isJSON {
+				b.WriteString("]}\n")
+			}
+			return []byte(b.String())
+		}
+		for step := range 400 {
+			switch rng.IntN(6) {
+			case 0, 1:
+				port[names[rng.IntN(len(names))]]++
+			case 2:
+				i := rng.IntN(len(names) + 1)
+				names = slices.Insert(names, i, fmt.Sprintf("new-%d", step))
+			case 3:
+				if len(names) > 1 {
+					i := rng.IntN(len(names))
+					names = slices.Delete(names, i, i+1)
+				}
+			case 4:
+				i, j := rng.IntN(len(names)), rng.IntN(len(names))
+				names[i], names[j] = names[j], names[i]
+			}
+			data := render()
+			switch rng.IntN(8) {
+			case 0: // a broken or odd line somewhere
+				lines := strings.SplitAfter(string(data), "\n")
+				k := rng.IntN(len(lines))
+				lines[k] = []string{"  # comment\n", "oops\n", "    - {address: 10.9.9.9, port: 1}\n", "\n", "  - name: svc-0\n"}[rng.IntN(5)] + lines[k]
+				data = []byte(strings.Join(lines, ""))
+			case 1: // the head
+				data = append([]byte("# head\n"), data...)
+			}
+			want, wantErr := Parse(data, isJSON)
+			got, _, err := f.load(data, isJSON, want)
+			if (err == nil) != (wantErr == nil) || (err != nil && err.Error() != wantErr.Error()) {
+				t.Fatalf("json %v step %d: error %v, Parse says %v\n%s", isJSON, step, err, wantErr, data)
+			}
+			if err != nil {
+				continue
+			}
+			for i := range want {
+				if !got[i].Equal(want[i]) {
+					t.Fatalf("json %v step %d: service %d = %+v, Parse says %+v", isJSON, step, i, got[i], want[i])
+				}
+			}
+		}
 	}
 }
