@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -27,9 +28,13 @@ func fileSource(ctx context.Context, args []string, log *slog.Logger) error {
 	timeout := fs.Duration("timeout", 10*time.Minute, "bound of the first publish and of each edit")
 	profile := fs.String("profile", "", "first or edits: save a CPU profile of the bridge from its start or from the first edit")
 	profileFor := fs.Duration("profile-for", 10*time.Second, "length of the profile")
+	table := fs.Bool("table", false, "print one table of the result CSVs named as LABEL=FILE.csv arguments (rows side by side by format and size) and run nothing")
 	abs, err := parseOut(fs, args, out)
 	if err != nil {
 		return err
+	}
+	if *table {
+		return fileSourceTable(fs.Args())
 	}
 	var results []bench.FileSourceResult
 	for _, format := range strings.Split(*formats, ",") {
@@ -67,5 +72,48 @@ func fileSource(ctx context.Context, args []string, log *slog.Logger) error {
 			return fmt.Errorf("file source %s N=%d FAILED: %s", r.Config.Format, r.Config.Services, r.Problem)
 		}
 	}
+	return nil
+}
+
+// fileSourceTable prints the rows of LABEL=FILE.csv arguments in one table,
+// the rows of one format and size together, in the order of the files.
+func fileSourceTable(args []string) error {
+	var rows []bench.FileSourceResult
+	var labels []string
+	for _, a := range args {
+		label, name, ok := strings.Cut(a, "=")
+		if !ok {
+			return fmt.Errorf("%q: want LABEL=FILE.csv", a)
+		}
+		f, err := os.Open(name)
+		if err != nil {
+			return err
+		}
+		rs, err := bench.ReadFileSourceCSV(f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("reading %s: %w", name, err)
+		}
+		for _, r := range rs {
+			rows, labels = append(rows, r), append(labels, label)
+		}
+	}
+	idx := make([]int, len(rows))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(a, b int) bool {
+		ra, rb := rows[idx[a]].Config, rows[idx[b]].Config
+		if ra.Format != rb.Format {
+			return ra.Format > rb.Format // yaml first
+		}
+		return ra.Services < rb.Services
+	})
+	var sorted []bench.FileSourceResult
+	var sortedLabels []string
+	for _, i := range idx {
+		sorted, sortedLabels = append(sorted, rows[i]), append(sortedLabels, labels[i])
+	}
+	fmt.Print(bench.FileSourceMarkdown(sorted, sortedLabels...))
 	return nil
 }

@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -151,6 +150,7 @@ func RunFileSource(ctx context.Context, cfg FileSourceConfig) (FileSourceResult,
 		go func() { profile <- fetchProfile(ctx, adminAddr, cfg.ProfileFor, profileName) }()
 	}
 	cpu0 := procCPU(pid)
+	cpuDone := cpu0 // after the last edit published
 	var lats []time.Duration
 	res.EditCPUMin = time.Duration(1<<63 - 1)
 	for k := 1; k <= cfg.Edits; k++ {
@@ -172,9 +172,10 @@ func RunFileSource(ctx context.Context, cfg FileSourceConfig) (FileSourceResult,
 		lats = append(lats, lat...)
 		res.EditCPUMin, res.EditCPUMax = min(res.EditCPUMin, after-before), max(res.EditCPUMax, after-before)
 		res.EditsDone++
+		cpuDone = after
 	}
 	if res.EditsDone > 0 {
-		res.CPUPerEdit = (procCPU(pid) - cpu0) / time.Duration(res.EditsDone)
+		res.CPUPerEdit = (cpuDone - cpu0) / time.Duration(res.EditsDone)
 		res.EditLatP50, res.EditLatMx = pct(lats, 50), pct(lats, 100)
 	} else {
 		res.EditCPUMin = 0
@@ -381,20 +382,68 @@ func FileSourceCSV(w io.Writer, results []FileSourceResult) error {
 }
 
 // FileSourceMarkdown is the table of the runs, for the terminal and the
-// results file.
-func FileSourceMarkdown(results []FileSourceResult) string {
+// results file; a non-empty label names the build in a first column.
+func FileSourceMarkdown(results []FileSourceResult, label ...string) string {
 	var b strings.Builder
+	if len(label) > 0 {
+		b.WriteString("| build ")
+	}
 	b.WriteString("| format | services × endpoints | file | first publish | CPU to first publish | CPU per edit (min–max) | edit latency p50 | peak RSS | load avg (1 min) |\n")
+	if len(label) > 0 {
+		b.WriteString("|---")
+	}
 	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
-	for _, r := range slices.Clone(results) {
+	for i, r := range results {
 		c := r.Config
 		state := ""
 		if r.Failed {
 			state = " FAILED: " + r.Problem
 		}
+		if i < len(label) {
+			fmt.Fprintf(&b, "| %s ", label[i])
+		}
 		fmt.Fprintf(&b, "| %s | %d × %d | %s | %s | %s | %s (%s–%s) | %s | %s | %.1f–%.1f |%s\n", c.Format, c.Services, c.Endpoints,
-			size(float64(r.Bytes)), ms(r.FirstPublish), ms(r.FirstCPU), ms(r.CPUPerEdit), ms(r.EditCPUMin), ms(r.EditCPUMax),
+			size(float64(r.Bytes)), ms(r.FirstPublish), ms(r.FirstCPU), cpu(r.CPUPerEdit), cpu(r.EditCPUMin), cpu(r.EditCPUMax),
 			ms(r.EditLatP50), size(float64(r.PeakRSS)), r.Load1[0], r.Load1[1], state)
 	}
 	return b.String()
+}
+
+// cpu shows a CPU time read from /proc, where 0 is a real reading: less
+// than the clock tick of 10 ms.
+func cpu(d time.Duration) string {
+	if d == 0 {
+		return "<10 ms"
+	}
+	return ms(d)
+}
+
+// ReadFileSourceCSV reads the rows FileSourceCSV wrote.
+func ReadFileSourceCSV(r io.Reader) ([]FileSourceResult, error) {
+	rows, err := csv.NewReader(r).ReadAll()
+	if err != nil {
+		return nil, err
+	}
+	if len(rows) == 0 {
+		return nil, errors.New("empty CSV")
+	}
+	col := map[string]int{}
+	for i, h := range rows[0] {
+		col[h] = i
+	}
+	var out []FileSourceResult
+	for _, row := range rows[1:] {
+		i := func(k string) int64 { v, _ := strconv.ParseInt(row[col[k]], 10, 64); return v }
+		d := func(k string) time.Duration { return time.Duration(i(k)) }
+		f := func(k string) float64 { v, _ := strconv.ParseFloat(row[col[k]], 64); return v }
+		out = append(out, FileSourceResult{
+			Config: FileSourceConfig{Format: row[col["format"]], Services: int(i("services")), Endpoints: int(i("endpoints"))},
+			Bytes:  int(i("file_bytes")), FirstPublish: d("first_publish_ns"), FirstCPU: d("first_cpu_ns"),
+			FirstPeakRSS: i("first_peak_rss"), EditsDone: int(i("edits")), CPUPerEdit: d("cpu_per_edit_ns"),
+			EditCPUMin: d("edit_cpu_min_ns"), EditCPUMax: d("edit_cpu_max_ns"), EditLatP50: d("edit_latency_p50_ns"),
+			EditLatMx: d("edit_latency_max_ns"), PeakRSS: i("peak_rss"), RSS: i("rss"),
+			Load1: [2]float64{f("load1_start"), f("load1_end")}, Failed: row[col["failed"]] == "true", Problem: row[col["problem"]],
+		})
+	}
+	return out, nil
 }
