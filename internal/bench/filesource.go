@@ -388,11 +388,11 @@ func FileSourceMarkdown(results []FileSourceResult, label ...string) string {
 	if len(label) > 0 {
 		b.WriteString("| build ")
 	}
-	b.WriteString("| format | services × endpoints | file | first publish | CPU to first publish | CPU per edit (min–max) | edit latency p50 | peak RSS | load avg (1 min) |\n")
+	b.WriteString("| format | services × endpoints | file | first publish | CPU to first publish | CPU per edit (min–max) | edit latency p50 | peak RSS at first publish | peak RSS | load avg (1 min) |\n")
 	if len(label) > 0 {
 		b.WriteString("|---")
 	}
-	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
 	for i, r := range results {
 		c := r.Config
 		state := ""
@@ -402,9 +402,9 @@ func FileSourceMarkdown(results []FileSourceResult, label ...string) string {
 		if i < len(label) {
 			fmt.Fprintf(&b, "| %s ", label[i])
 		}
-		fmt.Fprintf(&b, "| %s | %d × %d | %s | %s | %s | %s (%s–%s) | %s | %s | %.1f–%.1f |%s\n", c.Format, c.Services, c.Endpoints,
+		fmt.Fprintf(&b, "| %s | %d × %d | %s | %s | %s | %s (%s–%s) | %s | %s | %s | %.1f–%.1f |%s\n", c.Format, c.Services, c.Endpoints,
 			size(float64(r.Bytes)), ms(r.FirstPublish), ms(r.FirstCPU), cpu(r.CPUPerEdit), cpu(r.EditCPUMin), cpu(r.EditCPUMax),
-			ms(r.EditLatP50), size(float64(r.PeakRSS)), r.Load1[0], r.Load1[1], state)
+			ms(r.EditLatP50), size(float64(r.FirstPeakRSS)), size(float64(r.PeakRSS)), r.Load1[0], r.Load1[1], state)
 	}
 	return b.String()
 }
