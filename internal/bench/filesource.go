@@ -193,14 +193,7 @@ func RunFileSource(ctx context.Context, cfg FileSourceConfig) (FileSourceResult,
 // bridgeUp reports whether the bridge's admin API answers at all (it
 // listens before the sources' first sync, /readyz would not).
 func bridgeUp(adminAddr string) func() bool {
-	return func() bool {
-		resp, err := http.Get("http://" + adminAddr + "/healthz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return true
-	}
+	return adminAnswers(adminAddr, "/healthz", func(int) bool { return true })
 }
 
 // fetchProfile saves a CPU profile of the bridge of the next d.

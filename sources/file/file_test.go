@@ -150,17 +150,9 @@ func (h *harness) next(names ...string) sources.Update {
 	h.t.Helper()
 	select {
 	case u := <-h.up:
-		if h.state == nil && !u.Full {
-			h.t.Fatalf("first update is not Full: %+v", u)
-		}
-		if u.Full {
-			h.state = map[string]sources.Service{}
-		}
-		for _, n := range u.Removed {
-			delete(h.state, n)
-		}
-		for _, s := range u.Services {
-			h.state[s.Name] = s
+		var err error
+		if h.state, err = apply(h.state, u); err != nil {
+			h.t.Fatal(err)
 		}
 		got := slices.Sorted(maps.Keys(h.state))
 		if !slices.Equal(got, slices.Sorted(slices.Values(names))) {

@@ -35,6 +35,24 @@ func servicesJSON(n int) []byte {
 	return []byte(b.String())
 }
 
+// apply applies u to state, the services earlier updates add up to (nil
+// before the first), as the manager would.
+func apply(state map[string]sources.Service, u sources.Update) (map[string]sources.Service, error) {
+	if state == nil && !u.Full {
+		return nil, fmt.Errorf("first update is not Full: %+v", u)
+	}
+	if u.Full {
+		state = map[string]sources.Service{}
+	}
+	for _, n := range u.Removed {
+		delete(state, n)
+	}
+	for _, s := range u.Services {
+		state[s.Name] = s
+	}
+	return state, nil
+}
+
 // follower applies the item cache's updates as the manager would.
 type follower struct {
 	c     itemCache
@@ -48,17 +66,8 @@ func (f *follower) load(data []byte, isJSON bool, want []sources.Service) ([]sou
 	if err != nil {
 		return nil, u, err
 	}
-	if f.state == nil && !u.Full {
-		return nil, u, fmt.Errorf("first update is not Full")
-	}
-	if u.Full {
-		f.state = map[string]sources.Service{}
-	}
-	for _, n := range u.Removed {
-		delete(f.state, n)
-	}
-	for _, s := range u.Services {
-		f.state[s.Name] = s
+	if f.state, err = apply(f.state, u); err != nil {
+		return nil, u, err
 	}
 	var got []sources.Service
 	for _, s := range want {
