@@ -25,7 +25,7 @@ func fileSource(ctx context.Context, args []string, log *slog.Logger) error {
 	formats := fs.String("formats", "yaml,json", "file formats, one run per format and size")
 	endpoints := fs.Int("e", 10, "endpoints per service")
 	edits := fs.Int("edits", 5, "sequential one-line edits per run")
-	timeout := fs.Duration("timeout", 10*time.Minute, "bound of the first publish and of each edit")
+	timeout := fs.Duration("timeout", 30*time.Minute, "bound of the first publish and of each edit (a loaded machine needs minutes for the first at 100,000)")
 	profile := fs.String("profile", "", "first or edits: save a CPU profile of the bridge from its start or from the first edit")
 	profileFor := fs.Duration("profile-for", 10*time.Second, "length of the profile")
 	table := fs.Bool("table", false, "print one table of the result CSVs named as LABEL=FILE.csv arguments (rows side by side by format and size) and run nothing")
