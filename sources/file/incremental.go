@@ -44,6 +44,10 @@ type itemCache struct {
 	names map[string]struct{} // every service's name, to find duplicates
 }
 
+// holds reports whether the cache holds the last file loaded, so that
+// parse finds an unchanged file by itself (an empty partial update).
+func (c *itemCache) holds() bool { return c.names != nil }
+
 // span is an item's place in its file: data[span[0]:span[1]].
 type span [2]int
 

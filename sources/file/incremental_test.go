@@ -292,3 +292,22 @@ func TestItemCacheRandomEdits(t *testing.T) {
 		}
 	}
 }
+
+// TestItemCacheUnchanged checks that the same file again is an empty
+// partial update: the source relies on it instead of comparing itself.
+func TestItemCacheUnchanged(t *testing.T) {
+	for _, isJSON := range []bool{false, true} {
+		data := servicesYAML(20)
+		if isJSON {
+			data = servicesJSON(20)
+		}
+		var c itemCache
+		if _, err := c.parse(data, isJSON); err != nil || !c.holds() {
+			t.Fatalf("json %v: first parse: %v, holds %v", isJSON, err, c.holds())
+		}
+		u, err := c.parse(slices.Clone(data), isJSON)
+		if err != nil || u.Full || len(u.Services) != 0 || len(u.Removed) != 0 {
+			t.Errorf("json %v: same file again sent %+v, %v", isJSON, u, err)
+		}
+	}
+}

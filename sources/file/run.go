@@ -170,8 +170,11 @@ func (s *Source) load(r *reader) (u sources.Update, ok, changing bool) {
 	}
 	// The last content is kept rather than a hash of it: the item cache
 	// holds its text anyway, and a comparison of bytes costs less than
-	// hashing them (a SHA-256 of a 100 MB file is a few hundred ms).
-	same := r.published && bytes.Equal(data, r.last)
+	// hashing them (a SHA-256 of a 100 MB file is a few hundred ms). When
+	// the item cache holds the last content, its own comparison (the
+	// bytes both files share at their start and end) finds an unchanged
+	// file too, and a second pass over the file here would double it.
+	same := r.published && !r.items.holds() && bytes.Equal(data, r.last)
 	if !same {
 		if u, err = r.items.parse(data, s.json); err != nil {
 			s.fail(r, fmt.Errorf("%s: %w", s.name, err))
