@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -173,6 +174,8 @@ func RunFileSource(ctx context.Context, cfg FileSourceConfig) (FileSourceResult,
 		res.EditCPUMin, res.EditCPUMax = min(res.EditCPUMin, after-before), max(res.EditCPUMax, after-before)
 		res.EditsDone++
 		cpuDone = after
+		cfg.Logger.Info("edit published", "format", cfg.Format, "services", cfg.Services, "edit", k,
+			"cpu", after-before, "latency", slices.Max(lat))
 	}
 	if res.EditsDone > 0 {
 		res.CPUPerEdit = (cpuDone - cpu0) / time.Duration(res.EditsDone)
