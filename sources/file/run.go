@@ -214,9 +214,11 @@ func (s *Source) read(buf []byte) (data []byte, changing bool, err error) {
 	if size > s.maxBytes {
 		return nil, false, fmt.Errorf("%s: %d bytes, more than max_bytes (%d)", s.name, size, s.maxBytes)
 	}
-	// One byte more than the file had, to see it grow.
+	// One byte more than the file had, to see it grow. A new buffer has
+	// room for the file to grow a little, so that an edit that adds a few
+	// bytes does not cost a new buffer of the whole file.
 	if int64(cap(buf)) < size+1 {
-		buf = make([]byte, size+1)
+		buf = make([]byte, size+1, size+1+size/32+4096)
 	}
 	n, err := io.ReadFull(f, buf[:size+1])
 	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
