@@ -3,6 +3,7 @@
 //	xdsload bench [--preset quick|full] [--scenarios S1,S2] [--impls ...] [--out out/bench]
 //	xdsload run   --impl xdsbridge --delta -c 200 -n 1000 --changes 20
 //	xdsload consul --bridge bin/bridge --consul $XDSBRIDGE_CONSUL -c 100 -n 100
+//	xdsload file-source --bridge bin/bridge -n 1000,10000,100000 --edits 5
 //	xdsload serve --impl snapshot     (started by bench and run; one server under test)
 //
 // See docs/benchmarks.md.
@@ -40,7 +41,7 @@ func main() {
 	}
 }
 
-var errUsage = errors.New("usage: xdsload bench|run|consul|consul-events|serve [flags] (-h for flags), or xdsload summarize FILE.csv...")
+var errUsage = errors.New("usage: xdsload bench|run|consul|consul-events|file-source|serve [flags] (-h for flags), or xdsload summarize FILE.csv...")
 
 // summarize prints the min/median/max tables of result CSVs (see
 // bench.Summarize); docs/benchmarks.md's tables are its output.
@@ -76,6 +77,8 @@ func run(ctx context.Context, args []string) error {
 		return summarize(args[1:])
 	case "consul-events":
 		return consulEvents(ctx, args[1:], log)
+	case "file-source":
+		return fileSource(ctx, args[1:], log)
 	}
 	return errUsage
 }

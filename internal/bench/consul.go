@@ -159,13 +159,19 @@ func RunConsul(ctx context.Context, cfg ConsulConfig) (Result, error) {
 // bridgeReady reports whether the bridge's admin API at adminAddr says
 // ready.
 func bridgeReady(adminAddr string) func() bool {
+	return adminAnswers(adminAddr, "/readyz", func(code int) bool { return code == http.StatusOK })
+}
+
+// adminAnswers reports whether a GET of path on the bridge's admin API
+// answers with a status that ok accepts.
+func adminAnswers(adminAddr, path string, ok func(status int) bool) func() bool {
 	return func() bool {
-		resp, err := http.Get("http://" + adminAddr + "/readyz")
+		resp, err := http.Get("http://" + adminAddr + path)
 		if err != nil {
 			return false
 		}
 		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
+		return ok(resp.StatusCode)
 	}
 }
 

@@ -26,8 +26,11 @@
 // replace a file by renaming a new one over it, which a watch on the file
 // itself would lose) and also re-reads the file every poll_interval, in case
 // the watch misses an event (network file systems, a directory that did not
-// exist yet). A change is published as a Full update only when the content
-// differs from what was last published. Writing a complete new file and
+// exist yet). A change is published only when the content differs from
+// what was last published: the first load as a Full update, later ones,
+// where the file has the usual shape (see itemCache), as a partial update
+// with the services of the items that changed and the names of those gone,
+// and otherwise as a Full update again. Writing a complete new file and
 // renaming it over the old one is the safe way to change it: it is read
 // 100ms after the rename. A file written in place is read only once it has
 // been quiet (its modification time unchanged) for `settle`, by the watch

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -86,6 +88,7 @@ type harness struct {
 	up     chan sources.Update
 	status *sources.Status
 	logs   *logBuffer
+	state  map[string]sources.Service // what the updates so far add up to
 }
 
 // start runs the source; tune may adjust it before it runs.
@@ -140,19 +143,26 @@ func (h *harness) replace(content string) {
 	}
 }
 
-// next returns the next update and checks it is Full with services names.
+// next applies the next update to the state the updates so far add up to,
+// checks that it then holds exactly the services names, and returns it as
+// a Full update in the order of names. The first update must be Full.
 func (h *harness) next(names ...string) sources.Update {
 	h.t.Helper()
 	select {
 	case u := <-h.up:
-		var got []string
-		for _, s := range u.Services {
-			got = append(got, s.Name)
+		var err error
+		if h.state, err = apply(h.state, u); err != nil {
+			h.t.Fatal(err)
 		}
-		if !u.Full || strings.Join(got, ",") != strings.Join(names, ",") {
-			h.t.Fatalf("update = full %v services %q, want full with %q", u.Full, got, names)
+		got := slices.Sorted(maps.Keys(h.state))
+		if !slices.Equal(got, slices.Sorted(slices.Values(names))) {
+			h.t.Fatalf("services after the update = %q, want %q", got, names)
 		}
-		return u
+		out := sources.Update{Full: true}
+		for _, n := range names {
+			out.Services = append(out.Services, h.state[n])
+		}
+		return out
 	case <-time.After(5 * time.Second):
 		h.t.Fatalf("no update, want one with %q", names)
 		return sources.Update{}

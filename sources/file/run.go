@@ -1,8 +1,8 @@
 package file
 
 import (
+	"bytes"
 	"context"
-	"crypto/sha256"
 	"fmt"
 	"io"
 	"os"
@@ -17,9 +17,10 @@ import (
 // reader is what one Run remembers between reads.
 type reader struct {
 	published bool
-	sum       [sha256.Size]byte // content last published
-	logged    string            // last error logged, to log each once
-	items     itemCache         // parsed services by item text, for edits
+	last      []byte    // content last published
+	spare     []byte    // a buffer no longer referenced, for the next read
+	logged    string    // last error logged, to log each once
+	items     itemCache // the last content's services item by item, for edits
 }
 
 // Run reads the file, sends its services, and re-reads it on watch events
@@ -148,13 +149,18 @@ func (s *Source) age() (time.Duration, error) {
 	return time.Since(fi.ModTime()), nil
 }
 
-// load reads and parses the file. It returns the Full update to send when
-// the file is valid and differs from what was last published; a bad file is
+// load reads and parses the file. It returns the update to send when the
+// file is valid and differs from what was last published (Full the first
+// time, then only what changed where the item cache could tell); a bad file is
 // recorded as a failure and sends nothing, so the last good state stays.
 // changing reports a file modified while it was read: nothing is decided
 // on such a read.
 func (s *Source) load(r *reader) (u sources.Update, ok, changing bool) {
-	data, changing, err := s.read()
+	data, changing, err := s.read(r.spare)
+	// Whatever happens next, one of data and r.last is free for the next
+	// read: reading a large file into a fresh buffer costs more in page
+	// faults and zeroing than the read itself.
+	r.spare = data
 	if err != nil {
 		s.fail(r, err)
 		return sources.Update{}, false, false
@@ -162,10 +168,15 @@ func (s *Source) load(r *reader) (u sources.Update, ok, changing bool) {
 	if changing {
 		return sources.Update{}, false, true
 	}
-	sum := sha256.Sum256(data)
-	var svcs []sources.Service
-	if !r.published || sum != r.sum {
-		if svcs, err = r.items.parse(data, s.json); err != nil {
+	// The last content is kept rather than a hash of it: the item cache
+	// holds its text anyway, and a comparison of bytes costs less than
+	// hashing them (a SHA-256 of a 100 MB file is a few hundred ms). When
+	// the item cache holds the last content, its own comparison (the
+	// bytes both files share at their start and end) finds an unchanged
+	// file too, and a second pass over the file here would double it.
+	same := r.published && !r.items.holds() && bytes.Equal(data, r.last)
+	if !same {
+		if u, err = r.items.parse(data, s.json); err != nil {
 			s.fail(r, fmt.Errorf("%s: %w", s.name, err))
 			return sources.Update{}, false, false
 		}
@@ -175,17 +186,21 @@ func (s *Source) load(r *reader) (u sources.Update, ok, changing bool) {
 		s.log.Info("services file is valid again", "file", s.name)
 		r.logged = ""
 	}
-	if r.published && sum == r.sum {
+	if same {
 		return sources.Update{}, false, false
 	}
-	r.published, r.sum = true, sum
-	s.log.Debug("services file loaded", "file", s.name, "services", len(svcs))
-	return sources.Update{Full: true, Services: svcs}, true, false
+	r.published, r.last, r.spare = true, data, r.last
+	if !u.Full && len(u.Services) == 0 && len(u.Removed) == 0 {
+		return sources.Update{}, false, false // only comments or blank lines changed
+	}
+	s.log.Debug("services file loaded", "file", s.name, "full", u.Full, "services", len(u.Services), "removed", len(u.Removed))
+	return u, true, false
 }
 
-// read returns the file's content, at most s.maxBytes of it, and whether
-// its size or modification time changed while it was read.
-func (s *Source) read() (data []byte, changing bool, err error) {
+// read returns the file's content, at most s.maxBytes of it, read into buf
+// when it is large enough, and whether its size or modification time
+// changed while it was read.
+func (s *Source) read(buf []byte) (data []byte, changing bool, err error) {
 	f, err := os.Open(s.path)
 	if err != nil {
 		return nil, false, fmt.Errorf("reading services file: %w", err)
@@ -195,19 +210,23 @@ func (s *Source) read() (data []byte, changing bool, err error) {
 	if err != nil {
 		return nil, false, fmt.Errorf("reading services file: %w", err)
 	}
-	if before.Size() > s.maxBytes {
-		return nil, false, fmt.Errorf("%s: %d bytes, more than max_bytes (%d)", s.name, before.Size(), s.maxBytes)
+	size := before.Size()
+	if size > s.maxBytes {
+		return nil, false, fmt.Errorf("%s: %d bytes, more than max_bytes (%d)", s.name, size, s.maxBytes)
 	}
-	data, err = io.ReadAll(io.LimitReader(f, s.maxBytes+1))
-	if err != nil {
+	// One byte more than the file had, to see it grow. A new buffer has
+	// room for the file to grow a little, so that an edit that adds a few
+	// bytes does not cost a new buffer of the whole file.
+	if int64(cap(buf)) < size+1 {
+		buf = make([]byte, size+1, size+1+size/32+4096)
+	}
+	n, err := io.ReadFull(f, buf[:size+1])
+	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
 		return nil, false, fmt.Errorf("reading services file: %w", err)
 	}
-	if int64(len(data)) > s.maxBytes {
-		return nil, false, fmt.Errorf("%s: more than max_bytes (%d)", s.name, s.maxBytes)
-	}
+	data = buf[:n]
 	after, err := os.Stat(s.path)
-	changing = err != nil || after.Size() != before.Size() || !after.ModTime().Equal(before.ModTime()) ||
-		int64(len(data)) != before.Size()
+	changing = err != nil || after.Size() != size || !after.ModTime().Equal(before.ModTime()) || int64(n) != size
 	return data, changing, nil
 }
 
