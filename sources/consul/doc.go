@@ -218,8 +218,10 @@
 // restore, a rebuilt cluster), removals there are held back (a service
 // missing from the catalog, an instance missing from a read): a Consul
 // that comes back empty and refills does not make endpoints flap. When
-// the grace ends, the datacenter is read again and what is really gone is
-// removed.
+// the grace ends, what is really gone is removed: the services without a
+// watch are swept, and the watched services that still serve held
+// instances are read again (their watches would not answer without a
+// change).
 //
 // # Mapping
 //
