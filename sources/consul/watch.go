@@ -144,7 +144,9 @@ func (l *loop) maybeWatch(k svcKey, st *svcState, changed bool) {
 			return
 		}
 		l.stopWatch(victim)
-		lane = l.w.freeLane()
+		if lane = l.w.freeLane(); lane < 0 {
+			return
+		}
 	}
 	ctx, cancel := context.WithCancel(l.ctx)
 	run := &watchRun{st: st, lane: lane, cancel: cancel}
