@@ -72,12 +72,17 @@ func (k pollKind) interval() time.Duration {
 // that the loop never spins. After an error the query restarts from index
 // 0, because the agent may have come back with a fresh state whose index
 // is lower (a query blocking on the old index would then wait out its
-// wait); an answer at the index seen last is still reported unchanged.
+// wait), and the first answer after an error is diffed whatever its index.
 // Each request has a deadline of wait + wait/16 + read_timeout. A renewed
 // generation (probe.go) cuts the request or the backoff short and asks
 // again at once.
 func (s *Source) poll(ctx context.Context, c *api.Client, dc int, dcName string, kind pollKind, out chan<- pollResult) {
 	var index, last uint64
+	// afterErr: the last request failed. The next answer is diffed even
+	// at the index seen last: an agent restarted with a fresh state often
+	// reaches that very index again (it replays the same registrations)
+	// with other contents.
+	var afterErr bool
 	var known map[string]bool // nodes of the previous answer (pollNodes)
 	bo := backoff{min: s.cfg.RetryMin, max: s.cfg.RetryMax}
 	var started time.Time
@@ -122,7 +127,7 @@ func (s *Source) poll(ctx context.Context, c *api.Client, dc int, dcName string,
 			continue
 		}
 		if res.err != nil {
-			index = 0
+			index, afterErr = 0, true
 			res.err = fmt.Errorf("reading %s in %s: %w", kind, dcName, res.err)
 			if !send(ctx, out, res) || !s.pause(ctx, bo.next()) {
 				return
@@ -132,7 +137,7 @@ func (s *Source) poll(ctx context.Context, c *api.Client, dc int, dcName string,
 		bo.reset()
 		res.index, res.meta = max(meta.LastIndex, 1), meta
 		switch {
-		case res.index == last:
+		case res.index == last && !afterErr:
 			index = last
 			if !send(ctx, out, pollResult{dc: dc, kind: kind, index: index, meta: meta, unchanged: true}) {
 				return
@@ -141,7 +146,7 @@ func (s *Source) poll(ctx context.Context, c *api.Client, dc int, dcName string,
 		case res.index < last:
 			res.reset = true
 		}
-		index, last = res.index, res.index
+		index, last, afterErr = res.index, res.index, false
 		if kind == pollNodes {
 			res.onNew, known = s.newNodeServices(ctx, c, dcName, res.nodes, known)
 		}

@@ -154,7 +154,7 @@ func (l *loop) maybeWatch(k svcKey, st *svcState, changed bool) {
 	l.w.load[lane]++
 	l.w.perDC[k.dc]++
 	c, dc, index := l.w.lanes[lane], l.dcs[k.dc].name, st.index
-	l.wg.Go(func() { l.s.watch(ctx, c, k, dc, run, index, l.results) })
+	l.wg.Go(func() { l.s.watch(ctx, c, k, dc, run, index, l.probeFailing.Load, l.results) })
 	l.s.log.Debug("watching service", "service", k.name, "datacenter", dc, "index", index, "lane", lane)
 	l.noteWatches()
 }
@@ -265,10 +265,19 @@ func (l *loop) onWatch(r fetchResult) {
 // watches, tells a hung agent from a quiet one. An index that went
 // backwards is sent (the loop reads the service again) and blocked on
 // from there.
-func (s *Source) watch(ctx context.Context, c *api.Client, k svcKey, dc string, run *watchRun, index uint64, out chan<- fetchResult) {
+func (s *Source) watch(ctx context.Context, c *api.Client, k svcKey, dc string, run *watchRun, index uint64, agentDown func() bool, out chan<- fetchResult) {
 	bo := backoff{min: s.cfg.RetryMin, max: s.cfg.RetryMax}
 	var started time.Time
 	for {
+		// Like reads, a watch asks nothing while the probe finds the agent
+		// down: an agent that is starting answers before it has its state
+		// back (without a leader, which a watch's answer from a streaming
+		// view does not say), and that must not be served.
+		for agentDown() {
+			if !sleep(ctx, probeFailingInterval) {
+				return
+			}
+		}
 		if wait := time.Until(started.Add(minPollInterval)); wait > 0 {
 			if !sleep(ctx, wait) {
 				return
