@@ -205,7 +205,7 @@
 //     is healthy (an idle source holds only blocking queries, which may
 //     rightly stay silent): a hung agent makes the source stale within 1.5
 //     read_timeout. While something fails without an HTTP answer, it asks
-//     every 200ms (each with a 500ms deadline) and no read starts; once it
+//     every 200ms (each with a 500ms deadline) and no read or watch asks; once it
 //     answers, requests in flight are cut (they may hang on connections
 //     of the failed period) and asked again with every pending retry, so
 //     a returning agent is noticed within about 200ms instead of a 30s
