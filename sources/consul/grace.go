@@ -15,12 +15,7 @@ func (l *loop) dcFailing(dc int) bool {
 			return true
 		}
 	}
-	for k := range l.w.failed {
-		if k.dc == dc {
-			return true
-		}
-	}
-	return false
+	return l.w.failedDC[dc] > 0
 }
 
 // holding reports whether removals in datacenter dc are held back: while

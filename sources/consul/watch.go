@@ -61,12 +61,14 @@ type watchSet struct {
 	runs   map[svcKey]*watchRun
 	perDC  map[int]int // watches per datacenter
 	// failed: watches whose last request failed (the source is stale
-	// until each answers again).
-	failed map[svcKey]bool
+	// until each answers again), and their number per datacenter, which
+	// every applied answer asks about (loop.holding).
+	failed   map[svcKey]bool
+	failedDC map[int]int
 }
 
 func newWatchSet() *watchSet {
-	return &watchSet{runs: map[svcKey]*watchRun{}, perDC: map[int]int{}, failed: map[svcKey]bool{}}
+	return &watchSet{runs: map[svcKey]*watchRun{}, perDC: map[int]int{}, failed: map[svcKey]bool{}, failedDC: map[int]int{}}
 }
 
 // setupLanes builds the watch lanes once the agent's protocol is known.
@@ -92,6 +94,20 @@ func (s *Source) setupLanes(w *watchSet, http2 bool) error {
 func (w *watchSet) close() {
 	for _, tr := range w.closers {
 		tr.CloseIdleConnections()
+	}
+}
+
+// setFailed records whether k's watch fails now.
+func (w *watchSet) setFailed(k svcKey, failed bool) {
+	if w.failed[k] == failed {
+		return
+	}
+	if failed {
+		w.failed[k] = true
+		w.failedDC[k.dc]++
+	} else {
+		delete(w.failed, k)
+		w.failedDC[k.dc]--
 	}
 }
 
@@ -184,7 +200,7 @@ func (l *loop) stopWatch(k svcKey) {
 	l.w.load[run.lane]--
 	l.w.perDC[k.dc]--
 	delete(l.w.runs, k)
-	delete(l.w.failed, k)
+	l.w.setFailed(k, false)
 	l.noteWatches()
 }
 
@@ -243,7 +259,7 @@ func (l *loop) onWatch(r fetchResult) {
 		return
 	}
 	if r.err != nil {
-		l.w.failed[r.key] = true
+		l.w.setFailed(r.key, true)
 		l.fail(r.err)
 		return
 	}
@@ -251,7 +267,7 @@ func (l *loop) onWatch(r fetchResult) {
 		// Answering again after a failure: as for the bulk queries,
 		// removals wait for resync_grace once nothing in the datacenter
 		// fails (a Consul that comes back empty refills).
-		delete(l.w.failed, r.key)
+		l.w.setFailed(r.key, false)
 		if !l.dcFailing(r.key.dc) {
 			l.openGrace(r.key.dc)
 		}
