@@ -1,14 +1,17 @@
-# Benchmark targets (issue 4), included by the Makefile. See docs/benchmarks.md.
+# Benchmark targets, included by the Makefile. See docs/benchmarks.md.
 #   make bench         reduced S1 + S2, all three servers side by side (~5 min on 2 cores)
-#   make bench-full    every scenario S1..S6 at full size, then bench-consul (long)
+#   make bench-full    every scenario S1..S7 at full size, 3 runs each, then bench-consul,
+#                      bench-consul-scale and bench-file; prints its wall time (hours on 2 cores)
 #   make bench-consul  end to end: real Consul agent -> bridge binary -> clients
+#   make bench-consul-scale  the Consul source at 10,000 services, every kind of change
 #   make bench-file    the file source end to end: bridge binary on a services file, one-line edits
 # Output: out/bench/{results.md,results.csv,chart.svg,profiles/}
-# (bench-full: out/bench/full/, bench-consul: out/bench/consul/, bench-file: out/bench/file/).
+# (bench-full: out/bench/full/ and wall.txt there, bench-consul: out/bench/consul/,
+# bench-consul-scale: out/bench/consul-scale/, bench-file: out/bench/file/).
 BENCH_OUT   ?= out/bench
 BENCH_FLAGS ?=
 
-.PHONY: bench bench-full bench-consul bench-file bench-bin
+.PHONY: bench bench-full bench-consul bench-consul-scale bench-file bench-bin
 
 bench-bin:
 	@mkdir -p $(BENCH_OUT)
@@ -18,9 +21,11 @@ bench: bench-bin
 	$(BENCH_OUT)/xdsload bench --preset quick --out $(BENCH_OUT) $(BENCH_FLAGS)
 
 bench-full: bench-bin
-	$(BENCH_OUT)/xdsload bench --preset full --out $(BENCH_OUT)/full $(BENCH_FLAGS)
-	$(MAKE) bench-consul
-	$(MAKE) bench-file
+	@mkdir -p $(BENCH_OUT)/full
+	set -eu; start=$$(date +%s); \
+	$(BENCH_OUT)/xdsload bench --preset full --runs 3 --timeout 2m --out $(BENCH_OUT)/full $(BENCH_FLAGS); \
+	$(MAKE) bench-consul bench-consul-scale bench-file; \
+	echo "make bench-full: $$(( $$(date +%s) - start )) s of wall time on $$(nproc) CPUs" | tee $(BENCH_OUT)/full/wall.txt
 
 bench-consul: bench-bin
 	go build -o $(BENCH_OUT)/bridge ./cmd/bridge
@@ -29,6 +34,15 @@ bench-consul: bench-bin
 	  $(BENCH_OUT)/xdsload consul --consul "$$XDSBRIDGE_CONSUL" --bridge $(BENCH_OUT)/bridge \
 	    -c 200 -n 200 --changes 30 $$mode --out $(BENCH_OUT)/consul/$${mode:-sotw}; \
 	done
+
+# The Consul source at 10,000 services: a server agent and a client agent,
+# the bridge on the client's HTTPS listener with room for a watch per
+# service (200 per HTTP/2 connection), every kind of registry change.
+bench-consul-scale: bench-bin
+	go build -o $(BENCH_OUT)/bridge ./cmd/bridge
+	set -eu; vars=$$(scripts/tools.sh); eval "$$vars"; \
+	$(BENCH_OUT)/xdsload consul-events --consul "$$XDSBRIDGE_CONSUL" --bridge $(BENCH_OUT)/bridge \
+	  --topology cluster --tls -n 10000 --per-event 10 --source 'max_connections: 52' --out $(BENCH_OUT)/consul-scale
 
 bench-file: bench-bin
 	go build -o $(BENCH_OUT)/bridge ./cmd/bridge

@@ -5,10 +5,12 @@ import (
 	"encoding/xml"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -148,7 +150,22 @@ func TestPlan(t *testing.T) {
 			}
 			return nil
 		}},
-		{"full has all", "full", nil, Sizes{}, (2 + 3 + 4 + 3 + 2 + 1) * 2, nil},
+		// Every scenario for both implementations, plus the scale rows
+		// (S1 at C=2,000 and S5 at N=10,000 in both modes, S7) for
+		// xdsbridge alone, plus the floor at S6.
+		{"full has all", "full", nil, Sizes{}, (2+3+4+3+2+1)*2 + 2 + 2 + 1 + 1, func(cs []Config) error {
+			for _, c := range cs {
+				scale := (c.Scenario == "S1" && c.Clients == 2000) || (c.Scenario == "S5" && c.Services == 10000) || c.Scenario == "S7"
+				if scale && c.Impl != "xdsbridge" {
+					return fmt.Errorf("scale row %s runs %s", c.ID(), c.Impl)
+				}
+			}
+			if !slices.ContainsFunc(cs, func(c Config) bool { return c.Scenario == "S6" && c.Impl == "floor" }) {
+				return errors.New("S6 without the floor")
+			}
+			return nil
+		}},
+		{"overridden sizes add no scale rows", "full", []string{"S1", "S5"}, Sizes{Clients: 50, Services: 100}, 4 * 2, nil},
 		{"override clients", "quick", []string{"S1"}, Sizes{Clients: 7}, 4, func(cs []Config) error {
 			for _, c := range cs {
 				if c.Clients != 7 {
@@ -258,8 +275,26 @@ func TestTargets(t *testing.T) {
 		mk("S2", "xdsbridge", true, func(r *Result) { r.Services, r.CPUPerChange = 1000, 11*time.Millisecond }),
 		mk("S2", "xdsbridge", true, func(r *Result) { r.Services, r.CPUPerChange = 10000, 20*time.Millisecond }),
 	}
+	rs = append(rs,
+		mk("S5", "xdsbridge", true, func(r *Result) { r.Services, r.PeakRSS, r.ReconnectTime = 10000, 3e9, 30*time.Second }),
+		mk("S5", "xdsbridge", true, func(r *Result) { r.PeakRSS = 1e8 }), // smaller: not the one judged
+		mk("S5", "xdsbridge-unbudgeted", true, func(r *Result) { r.Services, r.ReconnectTime = 10000, 20*time.Second }),
+		mk("S6", "xdsbridge", true, func(r *Result) { r.Services, r.ColdCPU, r.ColdStart = 10000, 4*time.Second, 60*time.Second }),
+		mk("S6", "floor", true, func(r *Result) { r.Services, r.ColdStart = 10000, 55*time.Second }),
+		mk("S6", "linear", true, func(r *Result) { r.Services, r.ColdStart = 10000, 100*time.Second }),
+		mk("S7", "xdsbridge", true, func(r *Result) { r.Clients, r.PeakRSS, r.ConvP99 = 10000, 9e8, 1500*time.Millisecond }),
+	)
+	rs[0].ServerRSS = 120e6
 	out := Targets(rs)
 	for _, tc := range []struct{ name, line, verdict string }{
+		{"S5 peak from the largest run", "S5 delta reconnect peak RSS", "**missed** (3.00× the target)"},
+		{"S5 budget cost", "with the budget ≤ 1.2×", "**missed** (1.25× the target)"},
+		{"S6 CPU", "S6 server CPU", "| met |"},
+		{"S6 floor", "≤ 1.2× floor", "| met |"},
+		{"S6 linear", "≤ 0.5× linear", "**missed** (1.20× the target)"},
+		{"steady RSS", "process RSS ≤ 100 KB", "**missed** (1.20× the target)"},
+		{"S7 RSS", "S7 peak RSS", "| met |"},
+		{"S7 p99", "S7 convergence p99", "**missed** (1.50× the target)"},
 		{"p99 ratio met", "S1 delta convergence p99", "| met |"},
 		{"delta CPU met", "S1 delta server CPU", "| met |"},
 		{"sotw CPU missed by 2x", "S1 sotw server CPU", "**missed** (2.00× the target)"},

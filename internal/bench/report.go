@@ -124,6 +124,9 @@ func Markdown(results []Result, machine string) string {
 	if machine != "" {
 		fmt.Fprintf(&b, "Machine: %s\n\n", machine)
 	}
+	if w := wallTime(results); w > 0 {
+		fmt.Fprintf(&b, "Wall time: %s for %d runs (the sum of the runs' own; a suite adds only building and reporting).\n\n", w.Round(time.Second), len(results))
+	}
 	b.WriteString(Targets(results))
 	for _, sc := range uniq(results, func(r Result) string { return r.Scenario }) {
 		gs := groups(results, sc)
@@ -202,7 +205,7 @@ func CSV(w io.Writer, results []Result) error {
 		"cold_start_ns", "cold_cpu_ns", "conv_p50_ns", "conv_p99_ns", "conv_max_ns", "client_p50_ns", "client_p99_ns",
 		"cpu_per_change_ns", "cpu_per_client_change_ns", "bytes_per_client_change", "resources_per_client_change",
 		"heap_per_client", "rss_per_client", "server_rss", "server_peak_rss", "reconnect_ns", "reconnect_cpu_ns", "reconnect_bytes_per_client",
-		"loadgen_cpu_per_change_ns", "achieved_rate", "holdoff_ns", "flushes", "failed", "problem"}
+		"loadgen_cpu_per_change_ns", "achieved_rate", "holdoff_ns", "flushes", "failed", "problem", "wall_ns"}
 	if err := cw.Write(head); err != nil {
 		return err
 	}
@@ -214,11 +217,20 @@ func CSV(w io.Writer, results []Result) error {
 			i(int64(r.ConvMax)), i(int64(r.ClientP50)), i(int64(r.ClientP99)), i(int64(r.CPUPerChange)), i(int64(r.CPUPerClientChange)),
 			f(r.BytesPerClientChange), f(r.ResPerClientChange), f(r.HeapPerClient), f(r.RSSPerClient), i(r.ServerRSS), i(r.PeakRSS),
 			i(int64(r.ReconnectTime)), i(int64(r.ReconnectCPU)), f(r.ReconnectBytesClient), i(int64(r.LoadgenCPUPerChange)),
-			f(r.AchievedRate), i(int64(r.Holdoff)), i(int64(r.Flushes)), strconv.FormatBool(r.Failed), r.Problem}
+			f(r.AchievedRate), i(int64(r.Holdoff)), i(int64(r.Flushes)), strconv.FormatBool(r.Failed), r.Problem, i(int64(r.Wall))}
 		if err := cw.Write(row); err != nil {
 			return err
 		}
 	}
 	cw.Flush()
 	return cw.Error()
+}
+
+// wallTime is the sum of the runs' own wall times.
+func wallTime(results []Result) time.Duration {
+	var w time.Duration
+	for _, r := range results {
+		w += r.Wall
+	}
+	return w
 }

@@ -101,6 +101,10 @@ type Result struct {
 
 	Failed  bool
 	Problem string
+
+	// Wall is the run's own wall time, server start to teardown: what it
+	// adds to a suite. Zero for a run reused from another scenario.
+	Wall time.Duration
 }
 
 // Run performs one run. An error means the rig failed; a run whose clients

@@ -14,8 +14,9 @@ import (
 	"github.com/xdsbridge/xdsbridge/sources"
 )
 
-// Scenarios of issue 4, in order.
-var Scenarios = []string{"S1", "S2", "S3", "S4", "S5", "S6"}
+// Scenarios in order. S7 is the stretch row: ten thousand light clients
+// on one machine, for xdsbridge alone.
+var Scenarios = []string{"S1", "S2", "S3", "S4", "S5", "S6", "S7"}
 
 // Sizes overrides the sizes of a preset; zero fields keep the preset's.
 type Sizes struct {
@@ -53,7 +54,12 @@ func Plan(preset string, scenarios, impls []string, over Sizes) ([]Config, error
 	}
 	e := pick(over.Endpoints, 10)
 	var out []Config
-	add := func(sc string, delta bool, c, n, changes int, mod func(*Config)) {
+	// The scale rows of the full preset (S1 at twice the clients, S5 at
+	// ten times the services, S7) run the engine's own implementations
+	// only: the stock caches take hours at those sizes, and are compared
+	// at the standard ones.
+	own := slices.DeleteFunc(slices.Clone(impls), func(s string) bool { return !strings.HasPrefix(s, "xdsbridge") })
+	addFor := func(sc string, impls []string, delta bool, c, n, changes int, mod func(*Config)) {
 		for _, impl := range impls {
 			cfg := Config{Scenario: sc, Impl: impl, Delta: delta, Clients: c, Services: n, Endpoints: e, Changes: changes}
 			if quick {
@@ -65,6 +71,9 @@ func Plan(preset string, scenarios, impls []string, over Sizes) ([]Config, error
 			out = append(out, cfg)
 		}
 	}
+	add := func(sc string, delta bool, c, n, changes int, mod func(*Config)) {
+		addFor(sc, impls, delta, c, n, changes, mod)
+	}
 	for _, sc := range scenarios {
 		switch sc {
 		case "S1": // single-endpoint changes, delta and SotW
@@ -74,6 +83,10 @@ func Plan(preset string, scenarios, impls []string, over Sizes) ([]Config, error
 			}
 			add(sc, true, c, n, k, nil)
 			add(sc, false, c, n, k, nil)
+			if !quick && over.Clients == 0 {
+				addFor(sc, own, true, 2*c, n, k, nil)
+				addFor(sc, own, false, 2*c, n, k, nil)
+			}
 		case "S2": // cost flat in N
 			c, k := pick(over.Clients, 200), pick(over.Changes, 30)
 			if quick {
@@ -108,11 +121,23 @@ func Plan(preset string, scenarios, impls []string, over Sizes) ([]Config, error
 				})
 			}
 		case "S5": // everyone reconnects at once
+			reconnect := func(c *Config) { c.Reconnect = true }
 			for _, delta := range []bool{true, false} {
-				add(sc, delta, pick(over.Clients, 1000), pick(over.Services, 1000), pick(over.Changes, 5), func(c *Config) { c.Reconnect = true })
+				add(sc, delta, pick(over.Clients, 1000), pick(over.Services, 1000), pick(over.Changes, 5), reconnect)
 			}
-		case "S6": // cold start
-			add(sc, true, pick(over.Clients, 1000), pick(over.Services, 10000), 0, nil)
+			if !quick && over.Services == 0 { // a reconnect's cost in the size of the state it claims
+				for _, delta := range []bool{true, false} {
+					addFor(sc, own, delta, pick(over.Clients, 1000), 10000, pick(over.Changes, 5), reconnect)
+				}
+			}
+		case "S6": // cold start, against the floor of what gRPC costs to deliver it
+			s6 := impls
+			if slices.Contains(impls, "xdsbridge") && !slices.Contains(impls, "floor") {
+				s6 = append(slices.Clone(impls), "floor")
+			}
+			addFor(sc, s6, true, pick(over.Clients, 1000), pick(over.Services, 10000), 0, nil)
+		case "S7": // stretch: as many clients as one 2-CPU machine holds
+			addFor(sc, own, true, pick(over.Clients, 10000), pick(over.Services, 1000), pick(over.Changes, 10), nil)
 		default:
 			return nil, fmt.Errorf("unknown scenario %q (want one of %v)", sc, Scenarios)
 		}
@@ -152,12 +177,14 @@ func (s Suite) Run(ctx context.Context) ([]Result, error) {
 		if j := slices.IndexFunc(results, func(r Result) bool { return sameRun(r.Config, cfg) }); j >= 0 {
 			r := results[j]
 			r.Config.Scenario = cfg.Scenario
+			r.Wall = 0 // it took no time of its own
 			results = append(results, r)
 			continue
 		}
 		s.Logger.Info("run", "n", fmt.Sprintf("%d/%d", i+1, len(s.Runs)), "id", cfg.ID())
 		started := time.Now()
 		r, err := Run(ctx, cfg)
+		r.Wall = time.Since(started)
 		if err != nil {
 			r.fail("rig: %v", err)
 			if ctx.Err() != nil {

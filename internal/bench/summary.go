@@ -28,6 +28,7 @@ var summaryColumns = []struct {
 	{"peak RSS", "server_peak_rss", size},
 	{"reconnect", "reconnect_ns", nsShow},
 	{"fleet CPU / change", "loadgen_cpu_per_change_ns", nsShow},
+	{"run wall time", "wall_ns", nsShow},
 	{"achieved rate", "achieved_rate", func(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) + "/s" }},
 }
 
