@@ -156,7 +156,17 @@ func benchmark(ctx context.Context, cmd string, args []string, log *slog.Logger)
 	if err != nil {
 		return err
 	}
-	suite := bench.Suite{Runs: runs, Bin: bin, OutDir: abs, Timeout: *timeout, Logger: log, Machine: machine()}
+	desc := machine() + "; the server and the load generator share every CPU (no split with 2 or fewer)"
+	if srvCPUs, fleetCPUs, ok := bench.SplitCPUs(); ok {
+		if err := bench.PinSelf(fleetCPUs); err != nil {
+			return err
+		}
+		for i := range runs {
+			runs[i].ServerCPUs = bench.CPUList(srvCPUs)
+		}
+		desc = fmt.Sprintf("%s; the server runs on CPUs %s, the load generator on %s", machine(), bench.CPUList(srvCPUs), bench.CPUList(fleetCPUs))
+	}
+	suite := bench.Suite{Runs: runs, Bin: bin, OutDir: abs, Timeout: *timeout, Logger: log, Machine: desc}
 	started := time.Now()
 	results, err := suite.Run(ctx)
 	fmt.Println(bench.Markdown(results, suite.Machine))

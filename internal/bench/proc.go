@@ -29,13 +29,19 @@ type server struct {
 
 // startServer starts the server process and waits for its READY line.
 // Its stderr goes to logPath.
-func startServer(ctx context.Context, bin, impl string, holdoff, maxHoldoff time.Duration, logPath string) (*server, error) {
+func startServer(ctx context.Context, bin, cpus, impl string, holdoff, maxHoldoff time.Duration, logPath string) (*server, error) {
 	logf, err := os.Create(logPath)
 	if err != nil {
 		return nil, fmt.Errorf("creating server log: %w", err)
 	}
 	defer logf.Close() // the child keeps its own descriptor
-	cmd := exec.Command(bin, "serve", "--impl", impl, "--holdoff", holdoff.String(), "--max-holdoff", maxHoldoff.String())
+	args := []string{bin, "serve", "--impl", impl, "--holdoff", holdoff.String(), "--max-holdoff", maxHoldoff.String()}
+	if cpus != "" {
+		// taskset sets the mask before exec, so every thread of the
+		// server inherits it (and the process keeps taskset's pid).
+		args = append([]string{"taskset", "-c", cpus}, args...)
+	}
+	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Stderr = logf
 	out, err := cmd.StdoutPipe()
 	if err != nil {

@@ -48,6 +48,9 @@ type Config struct {
 	// Timeout bounds the wait for one change; cold start and reconnect may
 	// take coldFactor times as long.
 	Timeout time.Duration
+	// ServerCPUs, if set, is the CPU list (taskset -c) the server runs
+	// on, apart from the load generator's (SplitCPUs).
+	ServerCPUs string
 	// Rep numbers the repetitions of one configuration (0, 1, 2, ...).
 	Rep    int
 	Bin    string // the xdsload binary (runs `serve`)
@@ -112,7 +115,7 @@ type Result struct {
 func Run(ctx context.Context, cfg Config) (Result, error) {
 	log := cfg.Logger.With("run", cfg.ID())
 	res := Result{Config: cfg}
-	srv, err := startServer(ctx, cfg.Bin, cfg.Impl, cfg.Holdoff, cfg.MaxHoldoff, filepath.Join(cfg.OutDir, cfg.ID()+".server.log"))
+	srv, err := startServer(ctx, cfg.Bin, cfg.ServerCPUs, cfg.Impl, cfg.Holdoff, cfg.MaxHoldoff, filepath.Join(cfg.OutDir, cfg.ID()+".server.log"))
 	if err != nil {
 		return res, err
 	}
