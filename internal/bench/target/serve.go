@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -122,6 +123,12 @@ func Serve(ctx context.Context, opts Options) error {
 type control struct {
 	log   *slog.Logger
 	batch *batcher // nil without holdoff
+	// loaded is set once a world is loaded. /change reads it rather than
+	// taking mu, which a publish in progress holds: with a holdoff,
+	// recording a change must not wait for the previous batch's publish,
+	// or the driver's rate would depend on the implementation's publish
+	// time.
+	loaded atomic.Bool
 
 	mu      sync.Mutex
 	impl    impl
@@ -180,6 +187,7 @@ func (c *control) load(w http.ResponseWriter, r *http.Request) {
 			c.mu.Lock()
 			c.world = workload.NewWorld(spec)
 			err = c.impl.load(c.world)
+			c.loaded.Store(err == nil)
 			c.mu.Unlock()
 		}
 	}
@@ -191,11 +199,8 @@ func (c *control) load(w http.ResponseWriter, r *http.Request) {
 func (c *control) change(w http.ResponseWriter, r *http.Request) {
 	ks, err := changeParams(r)
 	if err == nil {
-		c.mu.Lock()
-		loaded := c.world != nil
-		c.mu.Unlock()
 		switch {
-		case !loaded:
+		case !c.loaded.Load():
 			err = errors.New("no workload loaded")
 		case c.batch != nil:
 			c.batch.add(ks...)
