@@ -49,6 +49,8 @@ func (s *cadenceSim) until(t time.Time) {
 	s.publishes = append(s.publishes, at)
 	s.c.Published(at)
 	s.busyUntil = at.Add(s.flushTime)
+	s.c.Finished(s.busyUntil) // the loop receives nothing before
+
 }
 
 // TestCadenceSteadyChurn checks the clock-anchored cadence: under steady
@@ -83,6 +85,27 @@ func TestCadenceSteadyChurn(t *testing.T) {
 	}
 }
 
+// TestCadenceSlowPublishes checks the overload case: when a publish takes
+// longer than the holdoff, the changes it held up are published as soon as
+// it returns, so publishes follow each other at the publish's own pace, not
+// at that pace plus a holdoff.
+func TestCadenceSlowPublishes(t *testing.T) {
+	const holdoff = 100 * time.Millisecond
+	s := cadenceSim{c: Cadence{Holdoff: holdoff}, flushTime: 3 * holdoff / 2}
+	start := time.Unix(1000, 0)
+	for now := start; now.Before(start.Add(3 * time.Second)); now = now.Add(time.Millisecond) {
+		s.change(now)
+	}
+	for i := 2; i < len(s.publishes)-1; i++ {
+		if gap := s.publishes[i].Sub(s.publishes[i-1]); gap != s.flushTime {
+			t.Fatalf("publishes %d and %d are %v apart, want the publish time %v", i-1, i, gap, s.flushTime)
+		}
+	}
+	if s.worst > holdoff+s.flushTime {
+		t.Errorf("a change waited %v, more than a holdoff plus a publish", s.worst)
+	}
+}
+
 // TestCadenceRules checks the rule change by change.
 func TestCadenceRules(t *testing.T) {
 	const h = 100 * time.Millisecond
@@ -90,7 +113,7 @@ func TestCadenceRules(t *testing.T) {
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	type step struct {
 		ms      int  // when the step happens
-		publish bool // the open batch is published at ms; else a change arrives
+		publish bool // the open batch is published at ms (and returns then); else a change arrives
 		due     int  // ms: the deadline Add returns for the change
 	}
 	tests := []struct {
@@ -111,9 +134,13 @@ func TestCadenceRules(t *testing.T) {
 			{ms: 0, due: 100}, {publish: true, ms: 180},
 			{ms: 181, due: 200},
 		}},
-		{"a publish later than the next slot starts a quiet-period batch, not a catch-up", []step{
+		{"a change right after a publish that overran the next slot is due at once", []step{
 			{ms: 0, due: 100}, {publish: true, ms: 250},
-			{ms: 251, due: 351},
+			{ms: 251, due: 251},
+		}},
+		{"a change a holdoff after a publish that overran is a quiet-period change", []step{
+			{ms: 0, due: 100}, {publish: true, ms: 250},
+			{ms: 350, due: 450},
 		}},
 		{"a change at the next deadline opens a new holdoff", []step{
 			{ms: 0, due: 100}, {publish: true, ms: 100},
@@ -126,6 +153,7 @@ func TestCadenceRules(t *testing.T) {
 			for i, st := range tt.steps {
 				if st.publish {
 					c.Published(at(st.ms))
+					c.Finished(at(st.ms))
 					if c.Waiting() {
 						t.Fatalf("step %d: batch still open after its publish", i)
 					}

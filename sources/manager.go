@@ -222,9 +222,10 @@ func (m *Manager) loop(ctx context.Context, events <-chan event, publish func(Ch
 				armed = timer.C
 			}
 		case pol.gate():
-			m.firstPublish(st, publish)
-			pol.open = true
 			cad.Published(now)
+			m.firstPublish(st, publish)
+			cad.Finished(time.Now())
+			pol.open = true
 			pol.published(now)
 		default:
 			m.setPending(pol.pending())
@@ -274,6 +275,7 @@ func (m *Manager) loop(ctx context.Context, events <-chan event, publish func(Ch
 				pol.published(time.Now())
 				pol.rearm(time.Now())
 			}
+			cad.Finished(time.Now())
 		}
 	}
 }

@@ -340,9 +340,13 @@ func paced(ctx context.Context, cfg Config, srv *server, f *fleet, w *workload.W
 		elapsed := time.Since(began)
 		last := min(total, int(elapsed/interval)+1)
 		res.DriverLagMax = max(res.DriverLagMax, elapsed-time.Duration(next-1)*interval)
+		t0 := time.Now()
 		ts, err := post(ctx, srv, f, want, next, last)
 		if err != nil {
 			return err
+		}
+		if took := time.Since(t0); took > 100*time.Millisecond {
+			cfg.Logger.Warn("slow change call", "run", cfg.ID(), "changes", len(ts), "took", took, "behind", elapsed-time.Duration(next-1)*interval)
 		}
 		*all = append(*all, ts...)
 		// Changes overlap; each leaves the pending set as soon as it has
@@ -379,16 +383,28 @@ func expect(w *workload.World, k int) (expected, error) {
 }
 
 // post tracks changes from..to (inclusive; want[k] is what change k makes
-// clients hold) and asks the server to apply them in one call.
+// clients hold) and asks the server to apply them, in one call for up to
+// maxPerCall changes.
 func post(ctx context.Context, srv *server, f *fleet, want []expected, from, to int) ([]*tracked, error) {
 	ts := make([]*tracked, 0, to-from+1)
-	q := make(url.Values, 1)
-	for k := from; k <= to; k++ {
-		q.Add("k", strconv.Itoa(k))
-		ts = append(ts, f.track(k, want[k].name, holds(want[k].name, want[k].hash)))
+	for from <= to {
+		end := min(to, from+maxPerCall-1)
+		q := make(url.Values, 1)
+		for k := from; k <= end; k++ {
+			q.Add("k", strconv.Itoa(k))
+			ts = append(ts, f.track(k, want[k].name, holds(want[k].name, want[k].hash)))
+		}
+		if err := srv.post(ctx, "/change", q); err != nil {
+			return ts, err
+		}
+		from = end + 1
 	}
-	return ts, srv.post(ctx, "/change", q)
+	return ts, nil
 }
+
+// maxPerCall bounds the changes of one control call: Go's URL parser
+// refuses a query of more than 10,000 parameters.
+const maxPerCall = 1000
 
 func waitTracked(ctx context.Context, t *tracked, timeout time.Duration) {
 	select {

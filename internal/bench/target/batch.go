@@ -93,6 +93,9 @@ func (b *batcher) run(ctx context.Context) {
 				break
 			}
 			b.flush(ks)
+			b.mu.Lock()
+			b.cad.Finished(time.Now())
+			b.mu.Unlock()
 		}
 	}
 }
