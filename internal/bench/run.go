@@ -10,7 +10,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"sync"
@@ -240,6 +242,10 @@ func runChanges(ctx context.Context, cfg Config, srv *server, f *fleet, w *workl
 	if err != nil {
 		return err
 	}
+	// The load generator's own profile over the same phase, next to the
+	// server's: on shared CPUs the fleet's cost is half the picture.
+	stopProf := profileSelf(filepath.Join(cfg.OutDir, cfg.ID()+".loadgen.cpu.pprof"), cfg.Logger)
+	defer stopProf()
 	c0, l0 := f.stats(), selfCPU()
 	all := make([]*tracked, 0, total)
 	if interval > 0 {
@@ -268,6 +274,7 @@ func runChanges(ctx context.Context, cfg Config, srv *server, f *fleet, w *workl
 		}
 	}
 	c1, l1 := f.stats(), selfCPU()
+	stopProf()
 	s1, err := srv.stats(ctx)
 	if err != nil {
 		return err
@@ -462,6 +469,26 @@ func pct(ds []time.Duration, p float64) time.Duration {
 	slices.Sort(s)
 	i := int(p/100*float64(len(s))+0.5) - 1
 	return s[min(max(i, 0), len(s)-1)]
+}
+
+// profileSelf starts a CPU profile of this process written to path and
+// returns what stops it (once; later calls do nothing). A failure (another profile running) is logged and
+// the run goes on without it.
+func profileSelf(path string, log *slog.Logger) (stop func()) {
+	f, err := os.Create(path)
+	if err == nil {
+		if err = pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+		}
+	}
+	if err != nil {
+		log.Warn("load generator profile", "err", err)
+		return func() {}
+	}
+	return sync.OnceFunc(func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	})
 }
 
 // selfCPU is this process's CPU time so far.
