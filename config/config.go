@@ -116,8 +116,11 @@ type Log struct {
 	Format string `mapstructure:"format"` // text or json
 }
 
-// Holdoff configures how the source manager coalesces bursts of changes:
-// it publishes a batch Min after its first change; Max only bounds Min.
+// Holdoff configures how the source manager coalesces changes
+// (sources.Cadence): a change after a quiet period is published Min after
+// it, with whatever came meanwhile; under steady churn batches are
+// published exactly Min apart. No change waits longer than Min; Max is the
+// bound of any change's wait, so it only bounds Min.
 type Holdoff struct {
 	Min time.Duration `mapstructure:"min"`
 	Max time.Duration `mapstructure:"max"`

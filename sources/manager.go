@@ -44,10 +44,12 @@ type ManagerOptions struct {
 	// Sources in order of precedence: when two sources report a service of
 	// the same name, the earlier one's version is served.
 	Sources []Named
-	// Holdoff is how long the first change of a batch waits for others
-	// before the batch is published (see batch): at most one publish per
-	// Holdoff, whatever the rate of changes. MaxHoldoff only bounds Holdoff
-	// (the quiet-period rule it capped is gone). Defaults: 100ms and 1s.
+	// Holdoff paces publishes (see Cadence): at most one per Holdoff
+	// whatever the rate of changes, exactly one per Holdoff under steady
+	// churn, and no change waits longer than Holdoff. MaxHoldoff is the
+	// longest any change may wait; the cadence never waits longer than
+	// Holdoff, so it only bounds Holdoff (a Holdoff above it is cut to it).
+	// Defaults: 100ms and 1s (or Holdoff, if longer).
 	Holdoff, MaxHoldoff time.Duration
 	Logger              *slog.Logger
 	// Store, when set, persists the state for warm starts, at most once
@@ -104,9 +106,9 @@ func NewManager(opts ManagerOptions) *Manager {
 		opts.Holdoff = DefaultHoldoff
 	}
 	if opts.MaxHoldoff <= 0 {
-		opts.MaxHoldoff = DefaultMaxHoldoff
+		opts.MaxHoldoff = max(DefaultMaxHoldoff, opts.Holdoff)
 	}
-	opts.MaxHoldoff = max(opts.MaxHoldoff, opts.Holdoff)
+	opts.Holdoff = min(opts.Holdoff, opts.MaxHoldoff)
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -197,7 +199,7 @@ func forward(ctx context.Context, sl *slot, up <-chan Update, events chan<- even
 // policy state for a last save. The first publish happens as soon as the
 // readiness gate opens (see startup.go), without holdoff: every source it
 // waits for has delivered its whole state, and readiness waits for it.
-// Later changes join a batch published Holdoff after its first change.
+// Later changes are published in batches paced by Cadence.
 func (m *Manager) loop(ctx context.Context, events <-chan event, publish func(Changes)) *policy {
 	st := m.newMerger()
 	pol := newPolicy(m, time.Now())
@@ -207,7 +209,7 @@ func (m *Manager) loop(ctx context.Context, events <-chan event, publish func(Ch
 	timer.Stop()
 	defer timer.Stop()
 	armed := (<-chan time.Time)(nil) // timer.C while a batch waits, else nil
-	b := batch{window: m.opts.Holdoff}
+	cad := Cadence{Holdoff: m.opts.Holdoff}
 	// settle publishes or arms the holdoff after updates were merged.
 	settle := func(changed bool, now time.Time) {
 		switch {
@@ -215,12 +217,14 @@ func (m *Manager) loop(ctx context.Context, events <-chan event, publish func(Ch
 			if !changed {
 				return
 			}
-			if !b.waiting() {
-				timer.Reset(b.add(now).Sub(now))
+			if !cad.Waiting() {
+				timer.Reset(cad.Add(now).Sub(now))
 				armed = timer.C
 			}
 		case pol.gate():
+			cad.Published(now)
 			m.firstPublish(st, publish)
+			cad.Finished(time.Now())
 			pol.open = true
 			pol.published(now)
 		default:
@@ -264,13 +268,14 @@ func (m *Manager) loop(ctx context.Context, events <-chan event, publish func(Ch
 			pol.rearm(now)
 		case <-armed:
 			armed = nil
-			b.done()
+			cad.Published(time.Now())
 			if c := st.flush(); !c.empty() {
 				m.log.Debug("publishing changes", "upserted", len(c.Upserted), "removed", len(c.Removed))
 				publish(c)
 				pol.published(time.Now())
 				pol.rearm(time.Now())
 			}
+			cad.Finished(time.Now())
 		}
 	}
 }

@@ -88,8 +88,8 @@ func serve(ctx context.Context, args []string, log *slog.Logger) error {
 	impl := fs.String("impl", "xdsbridge", "implementation: "+strings.Join(target.Impls, ", "))
 	xds := fs.String("xds", "127.0.0.1:0", "xDS listen address")
 	control := fs.String("control", "127.0.0.1:0", "control API listen address")
-	holdoff := fs.Duration("holdoff", 0, "coalesce changes as the bridge's source manager does (flush this long after the latest change, at most 10× after the first); 0 applies each at once")
-	maxHoldoff := fs.Duration("max-holdoff", 0, "bound of a batch's wait with --holdoff (default 10× holdoff)")
+	holdoff := fs.Duration("holdoff", 0, "coalesce changes as the bridge's source manager does (sources.Cadence: at most one publish per holdoff, no change waits longer); 0 applies each at once")
+	maxHoldoff := fs.Duration("max-holdoff", 0, "bound of a change's wait with --holdoff, so only a bound of holdoff (default 10× holdoff)")
 	if err := fs.Parse(args); err != nil {
 		return errUsage
 	}
@@ -112,7 +112,7 @@ func benchmark(ctx context.Context, cmd string, args []string, log *slog.Logger)
 	fs.DurationVar(&sz.Duration, "duration", 0, "how long to apply changes at --rate")
 	budget := fs.Duration("change-budget", -1, "stop sequential changes after this long (at least 5 changes); default: 30s for the quick preset, none otherwise")
 	fs.DurationVar(&sz.Holdoff, "holdoff", 0, "server-side coalescing of changes, as the bridge's source manager (default: 100ms for S4, none otherwise; negative: none)")
-	maxHoldoff := fs.Duration("max-holdoff", 0, "bound of a batch's wait with --holdoff (default 10× holdoff, as the bridge)")
+	maxHoldoff := fs.Duration("max-holdoff", 0, "bound of a change's wait with --holdoff, so only a bound of holdoff (default 10× holdoff, as the bridge)")
 	reps := fs.Int("runs", 1, "run every configuration this many times (summarize the CSV for min/median/max)")
 	delta := fs.Bool("delta", false, "run: delta protocol instead of SotW")
 	reconnect := fs.Bool("reconnect", false, "run: reconnect every client at the end")

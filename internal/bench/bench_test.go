@@ -132,6 +132,36 @@ func TestSustainedRate(t *testing.T) {
 	}
 }
 
+// TestHighRateIsOffered checks that a paced run offers the rate it is
+// asked for, well above one control call per change per millisecond, to
+// every implementation with the bridge's batching, and still measures
+// every change (each service changes at most once, so no change is
+// hidden by a later one of the same batch).
+func TestHighRateIsOffered(t *testing.T) {
+	for _, impl := range target.Impls {
+		t.Run(impl, func(t *testing.T) {
+			cfg := config(t, impl, true)
+			cfg.Services, cfg.Changes, cfg.Rate, cfg.Duration, cfg.Holdoff = 600, 0, 1000, 400*time.Millisecond, 20*time.Millisecond
+			r, err := Run(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Failed || r.ChangesDone != 400 {
+				t.Fatalf("failed=%v (%s), changes=%d, want 400", r.Failed, r.Problem, r.ChangesDone)
+			}
+			if r.AchievedRate < 0.8*cfg.Rate {
+				t.Errorf("offered %.0f changes/s, want about %.0f", r.AchievedRate, cfg.Rate)
+			}
+			if r.Flushes < 1 || r.Flushes >= r.ChangesDone/4 {
+				t.Errorf("%d changes in %d publishes, want batches", r.ChangesDone, r.Flushes)
+			}
+			if r.ConvP99First <= 0 || r.ConvP99Last <= 0 {
+				t.Errorf("backlog figures missing: first %v, last %v", r.ConvP99First, r.ConvP99Last)
+			}
+		})
+	}
+}
+
 func TestPlan(t *testing.T) {
 	impls := []string{"xdsbridge", "snapshot"}
 	for _, tc := range []struct {

@@ -119,7 +119,7 @@ func RunConsul(ctx context.Context, cfg ConsulConfig) (Result, error) {
 	var all []*tracked
 	for k := 1; k <= cfg.Changes; k++ {
 		i := spec.Target(k)
-		t := f.track(k, hasPort(workload.Name(i), changedPort(k)))
+		t := f.track(k, workload.Name(i), hasPort(workload.Name(i), changedPort(k)))
 		all = append(all, t)
 		if err := register(capi, spec, i, 0, k); err != nil {
 			return res, err

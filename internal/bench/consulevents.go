@@ -368,7 +368,7 @@ func runEvents(ctx context.Context, c *api.Client, f *fleet, cfg ConsulEventsCon
 			}
 			k++
 			res.EventsMade++
-			t := f.track(k, ev.done(i))
+			t := f.track(k, "", ev.done(i))
 			if err := ev.do(c, i); err != nil {
 				f.untrack(t)
 				res.Missed[ev.name]++

@@ -156,7 +156,7 @@ func RunFileSource(ctx context.Context, cfg FileSourceConfig) (FileSourceResult,
 	res.EditCPUMin = time.Duration(1<<63 - 1)
 	for k := 1; k <= cfg.Edits; k++ {
 		i := spec.Target(k)
-		t := f.track(k, hasWeight(workload.Name(i), spec.Service(i, 0).Endpoints[0].Address, uint32(2+k)))
+		t := f.track(k, workload.Name(i), hasWeight(workload.Name(i), spec.Service(i, 0).Endpoints[0].Address, uint32(2+k)))
 		before := procCPU(pid)
 		doc.edit(i, spec.Service(i, k))
 		if err := doc.write(name); err != nil {

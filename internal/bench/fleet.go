@@ -24,13 +24,17 @@ type fleet struct {
 	servedN    atomic.Int64
 	servedDone chan struct{}
 
+	// pending holds the changes in flight by the name of the assignment
+	// a response must carry for the change to be held; "" for changes
+	// that any EDS response may complete.
 	mu      sync.RWMutex
-	pending map[*tracked]struct{}
+	pending map[string]map[*tracked]struct{}
 }
 
 // tracked is one change in flight.
 type tracked struct {
 	k     int
+	name  string                      // see fleet.pending
 	match func(*envoysim.Client) bool // whether a client holds the change
 	t0    time.Time
 	at    []atomic.Int64 // per client: latency in ns (0 = not yet)
@@ -57,7 +61,7 @@ func startFleet(ctx context.Context, o fleetOptions) (*fleet, error) {
 		clients:    make([]*envoysim.Client, o.clients),
 		served:     make([]atomic.Int64, o.clients),
 		servedDone: make(chan struct{}),
-		pending:    map[*tracked]struct{}{},
+		pending:    map[string]map[*tracked]struct{}{},
 	}
 	errs := make([]error, o.clients)
 	var wg sync.WaitGroup
@@ -123,14 +127,32 @@ func (f *fleet) onResponse(i int, c *envoysim.Client, r envoysim.Received) {
 	}
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	for t := range f.pending {
-		if t.at[i].Load() != 0 {
+	// A change can be completed only by a response that carries its
+	// assignment: at high rates hundreds of changes are in flight, and
+	// checking each against every response of every client would cost the
+	// fleet more CPU than the server it measures. A SotW response names
+	// every assignment; then the walk over what is in flight is shorter.
+	if len(r.Names) < len(f.pending) {
+		for _, name := range r.Names {
+			f.check(f.pending[name], i, c, r.Time)
+		}
+	} else {
+		for name, ts := range f.pending {
+			if name != "" {
+				f.check(ts, i, c, r.Time)
+			}
+		}
+	}
+	f.check(f.pending[""], i, c, r.Time)
+}
+
+// check records client i's latency for the changes of ts it now holds.
+func (f *fleet) check(ts map[*tracked]struct{}, i int, c *envoysim.Client, at time.Time) {
+	for t := range ts {
+		if t.at[i].Load() != 0 || !t.match(c) {
 			continue
 		}
-		if !t.match(c) {
-			continue
-		}
-		lat := max(r.Time.Sub(t.t0), 1)
+		lat := max(at.Sub(t.t0), 1)
 		if t.at[i].CompareAndSwap(0, int64(lat)) && t.n.Add(1) == int64(len(t.at)) {
 			close(t.done)
 		}
@@ -162,18 +184,30 @@ func holds(name string, hash uint64) func(*envoysim.Client) bool {
 	}
 }
 
-// track registers change k as in flight from now on.
-func (f *fleet) track(k int, match func(*envoysim.Client) bool) *tracked {
-	t := &tracked{k: k, match: match, at: make([]atomic.Int64, len(f.clients)), done: make(chan struct{}), t0: time.Now()}
+// track registers change k as in flight from now on: it is held by a
+// client for which match reports true after a response that carries
+// assignment name ("" if the change may show in any EDS response).
+func (f *fleet) track(k int, name string, match func(*envoysim.Client) bool) *tracked {
+	t := &tracked{k: k, name: name, match: match, at: make([]atomic.Int64, len(f.clients)), done: make(chan struct{}), t0: time.Now()}
 	f.mu.Lock()
-	f.pending[t] = struct{}{}
+	ts := f.pending[name]
+	if ts == nil {
+		ts = map[*tracked]struct{}{}
+		f.pending[name] = ts
+	}
+	ts[t] = struct{}{}
 	f.mu.Unlock()
 	return t
 }
 
 func (f *fleet) untrack(t *tracked) {
 	f.mu.Lock()
-	delete(f.pending, t)
+	if ts := f.pending[t.name]; ts != nil {
+		delete(ts, t)
+		if len(ts) == 0 {
+			delete(f.pending, t.name)
+		}
+	}
 	f.mu.Unlock()
 }
 

@@ -101,6 +101,8 @@ var metrics = []metric{
 	{"convergence p50", func(r Result) float64 { return float64(r.ConvP50) }, func(r Result) string { return ms(r.ConvP50) }},
 	{"convergence p99", func(r Result) float64 { return float64(r.ConvP99) }, func(r Result) string { return ms(r.ConvP99) }},
 	{"convergence max", func(r Result) float64 { return float64(r.ConvMax) }, func(r Result) string { return ms(r.ConvMax) }},
+	{"convergence p99, first ¼ of the run", func(r Result) float64 { return float64(r.ConvP99First) }, func(r Result) string { return ms(r.ConvP99First) }},
+	{"convergence p99, last ¼ of the run", func(r Result) float64 { return float64(r.ConvP99Last) }, func(r Result) string { return ms(r.ConvP99Last) }},
 	{"per-client latency p99", func(r Result) float64 { return float64(r.ClientP99) }, func(r Result) string { return ms(r.ClientP99) }},
 	{"server CPU / change", func(r Result) float64 { return float64(r.CPUPerChange) }, func(r Result) string { return ms(r.CPUPerChange) }},
 	{"server CPU / client·change", func(r Result) float64 { return float64(r.CPUPerClientChange) }, func(r Result) string { return us(r.CPUPerClientChange) }},
@@ -205,7 +207,8 @@ func CSV(w io.Writer, results []Result) error {
 		"cold_start_ns", "cold_cpu_ns", "conv_p50_ns", "conv_p99_ns", "conv_max_ns", "client_p50_ns", "client_p99_ns",
 		"cpu_per_change_ns", "cpu_per_client_change_ns", "bytes_per_client_change", "resources_per_client_change",
 		"heap_per_client", "rss_per_client", "server_rss", "server_peak_rss", "reconnect_ns", "reconnect_cpu_ns", "reconnect_bytes_per_client",
-		"loadgen_cpu_per_change_ns", "achieved_rate", "holdoff_ns", "flushes", "failed", "problem", "wall_ns"}
+		"loadgen_cpu_per_change_ns", "achieved_rate", "holdoff_ns", "flushes",
+		"conv_p99_first_ns", "conv_p99_last_ns", "driver_lag_max_ns", "failed", "problem", "wall_ns"}
 	if err := cw.Write(head); err != nil {
 		return err
 	}
@@ -217,7 +220,8 @@ func CSV(w io.Writer, results []Result) error {
 			i(int64(r.ConvMax)), i(int64(r.ClientP50)), i(int64(r.ClientP99)), i(int64(r.CPUPerChange)), i(int64(r.CPUPerClientChange)),
 			f(r.BytesPerClientChange), f(r.ResPerClientChange), f(r.HeapPerClient), f(r.RSSPerClient), i(r.ServerRSS), i(r.PeakRSS),
 			i(int64(r.ReconnectTime)), i(int64(r.ReconnectCPU)), f(r.ReconnectBytesClient), i(int64(r.LoadgenCPUPerChange)),
-			f(r.AchievedRate), i(int64(r.Holdoff)), i(int64(r.Flushes)), strconv.FormatBool(r.Failed), r.Problem, i(int64(r.Wall))}
+			f(r.AchievedRate), i(int64(r.Holdoff)), i(int64(r.Flushes)),
+			i(int64(r.ConvP99First)), i(int64(r.ConvP99Last)), i(int64(r.DriverLagMax)), strconv.FormatBool(r.Failed), r.Problem, i(int64(r.Wall))}
 		if err := cw.Write(row); err != nil {
 			return err
 		}

@@ -10,7 +10,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"sync"
@@ -81,17 +83,23 @@ type Result struct {
 	ColdStart time.Duration // fleet start -> every client holds everything
 	ColdCPU   time.Duration // server CPU during the cold start
 
-	ChangesDone          int
-	AchievedRate         float64       // changes/s actually applied (rate mode); below Rate when the server's apply is slower
-	Flushes              int           // publishes the server made for the changes (fewer than changes with Holdoff)
-	ConvP50, ConvP99     time.Duration // per change: until every client holds it
-	ConvMax              time.Duration
-	ClientP50, ClientP99 time.Duration // per client·change
-	CPUPerChange         time.Duration
-	CPUPerClientChange   time.Duration
-	BytesPerClientChange float64
-	ResPerClientChange   float64 // resources received per client·change
-	LoadgenCPUPerChange  time.Duration
+	ChangesDone      int
+	AchievedRate     float64       // changes/s actually posted (rate mode); below Rate when the driver or the server's apply is slower
+	Flushes          int           // publishes the server made for the changes (fewer than changes with Holdoff)
+	ConvP50, ConvP99 time.Duration // per change: until every client holds it
+	ConvMax          time.Duration
+	// Rate mode only: the p99 convergence of the changes of the first and
+	// of the last quarter of the run (a backlog shows as the last well
+	// above the first), and the longest a change was posted after its
+	// scheduled time (the driver falling behind the rate it offers).
+	ConvP99First, ConvP99Last time.Duration
+	DriverLagMax              time.Duration
+	ClientP50, ClientP99      time.Duration // per client·change
+	CPUPerChange              time.Duration
+	CPUPerClientChange        time.Duration
+	BytesPerClientChange      float64
+	ResPerClientChange        float64 // resources received per client·change
+	LoadgenCPUPerChange       time.Duration
 
 	HeapPerClient float64 // bytes of server heap in use per connected client
 	RSSPerClient  float64
@@ -241,58 +249,39 @@ func runChanges(ctx context.Context, cfg Config, srv *server, f *fleet, w *workl
 	if err != nil {
 		return err
 	}
+	// The load generator's own profile over the same phase, next to the
+	// server's: on shared CPUs the fleet's cost is half the picture.
+	stopProf := profileSelf(filepath.Join(cfg.OutDir, cfg.ID()+".loadgen.cpu.pprof"), cfg.Logger)
+	defer stopProf()
 	c0, l0 := f.stats(), selfCPU()
-	var all []*tracked
-	var wg sync.WaitGroup
-	began := time.Now()
-	for k := 1; k <= total; k++ {
-		if interval == 0 && cfg.ChangeBudget > 0 && k > minChanges && time.Since(began) > cfg.ChangeBudget {
-			total = k - 1
-			break
-		}
-		if interval > 0 {
-			if d := time.Until(began.Add(time.Duration(k-1) * interval)); d > 0 {
-				select {
-				case <-time.After(d):
-				case <-ctx.Done():
-					return ctx.Err()
-				}
-			}
-		}
-		i := w.Apply(k)
-		r, err := w.Spec.Build(i, k)
-		if err != nil {
-			return err
-		}
-		h, err := envoysim.Hash(r.Assignment)
-		if err != nil {
-			return err
-		}
-		t := f.track(k, holds(workload.Name(i), h))
-		all = append(all, t)
-		if err := srv.post(ctx, "/change", url.Values{"k": {strconv.Itoa(k)}}); err != nil {
-			return err
-		}
-		if interval == 0 {
-			waitTracked(ctx, t, cfg.Timeout)
-			f.untrack(t)
-			continue
-		}
-		// At a fixed rate changes overlap; each leaves the pending set as
-		// soon as it has converged, so that every response is checked
-		// against the changes in flight only.
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			waitTracked(ctx, t, cfg.Timeout)
-			f.untrack(t)
-		}()
-	}
+	all := make([]*tracked, 0, total)
 	if interval > 0 {
-		res.AchievedRate = float64(len(all)) / time.Since(began).Seconds()
-		wg.Wait()
+		if err := paced(ctx, cfg, srv, f, w, total, interval, &all, res); err != nil {
+			return err
+		}
+	} else {
+		want := make([]expected, total+1)
+		began := time.Now()
+		for k := 1; k <= total; k++ {
+			if cfg.ChangeBudget > 0 && k > minChanges && time.Since(began) > cfg.ChangeBudget {
+				total = k - 1
+				break
+			}
+			var err error
+			if want[k], err = expect(w, k); err != nil {
+				return err
+			}
+			ts, err := post(ctx, srv, f, want, k, k)
+			if err != nil {
+				return err
+			}
+			all = append(all, ts...)
+			waitTracked(ctx, ts[0], cfg.Timeout)
+			f.untrack(ts[0])
+		}
 	}
 	c1, l1 := f.stats(), selfCPU()
+	stopProf()
 	s1, err := srv.stats(ctx)
 	if err != nil {
 		return err
@@ -319,6 +308,10 @@ func runChanges(ctx context.Context, cfg Config, srv *server, f *fleet, w *workl
 	res.ChangesDone = total
 	res.Flushes = s1.Flushes - s0.Flushes
 	res.ConvP50, res.ConvP99, res.ConvMax = pct(perChange, 50), pct(perChange, 99), pct(perChange, 100)
+	if interval > 0 && timeouts == 0 {
+		q := len(perChange) / 4
+		res.ConvP99First, res.ConvP99Last = pct(perChange[:q], 99), pct(perChange[len(perChange)-q:], 99)
+	}
 	res.ClientP50, res.ClientP99 = pct(perClient, 50), pct(perClient, 99)
 	cpu := s1.CPU() - s0.CPU()
 	res.CPUPerChange = cpu / time.Duration(total)
@@ -328,6 +321,104 @@ func runChanges(ctx context.Context, cfg Config, srv *server, f *fleet, w *workl
 	res.LoadgenCPUPerChange = (l1 - l0) / time.Duration(total)
 	return nil
 }
+
+// paced posts changes 1..total at one per interval from now, without
+// waiting for them to converge, and waits for all of them at the end. At
+// each turn it posts every change whose time has come in one control call,
+// so the rate it offers does not depend on one HTTP round trip per change
+// (on 2 shared CPUs that round trip held the driver to about 360 changes/s).
+// The server records or applies a call's changes as it would the same
+// changes in separate calls, so every implementation gets the same load.
+// Each change's convergence runs from just before the call that carries it.
+// What a client must hold after each change is computed before the clock
+// starts, so that the driver's own work per change does not slow the pace.
+func paced(ctx context.Context, cfg Config, srv *server, f *fleet, w *workload.World, total int, interval time.Duration, all *[]*tracked, res *Result) error {
+	want := make([]expected, total+1)
+	for k := 1; k <= total; k++ {
+		var err error
+		if want[k], err = expect(w, k); err != nil {
+			return err
+		}
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	began := time.Now()
+	for next := 1; next <= total; {
+		if d := time.Until(began.Add(time.Duration(next-1) * interval)); d > 0 {
+			select {
+			case <-time.After(d):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		elapsed := time.Since(began)
+		last := min(total, int(elapsed/interval)+1)
+		res.DriverLagMax = max(res.DriverLagMax, elapsed-time.Duration(next-1)*interval)
+		t0 := time.Now()
+		ts, err := post(ctx, srv, f, want, next, last)
+		if err != nil {
+			return err
+		}
+		if took := time.Since(t0); took > 100*time.Millisecond {
+			cfg.Logger.Warn("slow change call", "run", cfg.ID(), "changes", len(ts), "took", took, "behind", elapsed-time.Duration(next-1)*interval)
+		}
+		*all = append(*all, ts...)
+		// Changes overlap; each leaves the pending set as soon as it has
+		// converged, so that every response is checked against the
+		// changes in flight only.
+		for _, t := range ts {
+			wg.Go(func() {
+				waitTracked(ctx, t, cfg.Timeout)
+				f.untrack(t)
+			})
+		}
+		next = last + 1
+	}
+	res.AchievedRate = float64(total) / time.Since(began).Seconds()
+	return nil
+}
+
+// expected is what a client holds once it has change k: assignment name
+// with the given content hash.
+type expected struct {
+	name string
+	hash uint64
+}
+
+// expect applies change k to w and returns what it makes clients hold.
+func expect(w *workload.World, k int) (expected, error) {
+	i := w.Apply(k)
+	r, err := w.Spec.Build(i, k)
+	if err != nil {
+		return expected{}, err
+	}
+	h, err := envoysim.Hash(r.Assignment)
+	return expected{workload.Name(i), h}, err
+}
+
+// post tracks changes from..to (inclusive; want[k] is what change k makes
+// clients hold) and asks the server to apply them, in one call for up to
+// maxPerCall changes.
+func post(ctx context.Context, srv *server, f *fleet, want []expected, from, to int) ([]*tracked, error) {
+	ts := make([]*tracked, 0, to-from+1)
+	for from <= to {
+		end := min(to, from+maxPerCall-1)
+		q := make(url.Values, 1)
+		for k := from; k <= end; k++ {
+			q.Add("k", strconv.Itoa(k))
+			ts = append(ts, f.track(k, want[k].name, holds(want[k].name, want[k].hash)))
+		}
+		if err := srv.post(ctx, "/change", q); err != nil {
+			return ts, err
+		}
+		from = end + 1
+	}
+	return ts, nil
+}
+
+// maxPerCall bounds the changes of one control call: Go's URL parser
+// refuses a query of more than 10,000 parameters.
+const maxPerCall = 1000
 
 func waitTracked(ctx context.Context, t *tracked, timeout time.Duration) {
 	select {
@@ -385,6 +476,26 @@ func pct(ds []time.Duration, p float64) time.Duration {
 	slices.Sort(s)
 	i := int(p/100*float64(len(s))+0.5) - 1
 	return s[min(max(i, 0), len(s)-1)]
+}
+
+// profileSelf starts a CPU profile of this process written to path and
+// returns what stops it (once; later calls do nothing). A failure (another profile running) is logged and
+// the run goes on without it.
+func profileSelf(path string, log *slog.Logger) (stop func()) {
+	f, err := os.Create(path)
+	if err == nil {
+		if err = pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+		}
+	}
+	if err != nil {
+		log.Warn("load generator profile", "err", err)
+		return func() {}
+	}
+	return sync.OnceFunc(func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	})
 }
 
 // selfCPU is this process's CPU time so far.

@@ -30,6 +30,9 @@ var summaryColumns = []struct {
 	{"fleet CPU / change", "loadgen_cpu_per_change_ns", nsShow},
 	{"run wall time", "wall_ns", nsShow},
 	{"achieved rate", "achieved_rate", func(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) + "/s" }},
+	{"conv p99 first ¼", "conv_p99_first_ns", nsShow},
+	{"conv p99 last ¼", "conv_p99_last_ns", nsShow},
+	{"publishes", "flushes", func(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) }},
 }
 
 func nsShow(v float64) string { return ms(time.Duration(v)) }

@@ -4,22 +4,24 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/xdsbridge/xdsbridge/sources"
 )
 
-// batcher coalesces changes the way the bridge's source manager
-// (sources.Manager) does before it publishes: a batch is flushed holdoff
-// after its first change, so that a burst becomes one publish and
-// sustained churn one publish per holdoff (maxHoldoff only bounds holdoff,
-// as in the bridge). It is used for every implementation alike, so that
-// the stock caches get the same batching as xdsbridge.
+// batcher coalesces changes with the bridge's own rule, sources.Cadence,
+// the one its source manager (sources.Manager) publishes by: at most one
+// publish per holdoff, exactly one per holdoff under steady churn, and no
+// change waits longer than the holdoff. It is used for every
+// implementation alike, so that the stock caches get the same batching as
+// xdsbridge.
 type batcher struct {
-	holdoff, maxHoldoff time.Duration
-	flush               func(ks []int) // called from run's goroutine only
-	kick                chan struct{}  // capacity 1: "the deadline may have moved"
+	flush func(ks []int) // called from run's goroutine only
+	kick  chan struct{}  // capacity 1: "the deadline may have moved"
 
 	mu      sync.Mutex
+	cad     sources.Cadence
 	pending []int
-	first   time.Time // of the pending batch
+	due     time.Time // of the pending batch
 }
 
 // maxFactor is the bound of a batch in holdoffs, as in the bridge's
@@ -27,21 +29,23 @@ type batcher struct {
 const maxFactor = 10
 
 // newBatcher returns a batcher; maxHoldoff <= 0 means maxFactor × holdoff.
+// As in the bridge, maxHoldoff only bounds holdoff.
 func newBatcher(holdoff, maxHoldoff time.Duration, flush func([]int)) *batcher {
 	if maxHoldoff <= 0 {
 		maxHoldoff = maxFactor * holdoff
 	}
-	return &batcher{holdoff: holdoff, maxHoldoff: max(maxHoldoff, holdoff), flush: flush, kick: make(chan struct{}, 1)}
+	return &batcher{cad: sources.Cadence{Holdoff: min(holdoff, maxHoldoff)}, flush: flush, kick: make(chan struct{}, 1)}
 }
 
-// add records change k and returns at once.
-func (b *batcher) add(k int) {
+// add records changes ks and returns at once.
+func (b *batcher) add(ks ...int) {
+	if len(ks) == 0 {
+		return
+	}
 	now := time.Now()
 	b.mu.Lock()
-	if len(b.pending) == 0 {
-		b.first = now
-	}
-	b.pending = append(b.pending, k)
+	b.due = b.cad.Add(now)
+	b.pending = append(b.pending, ks...)
 	b.mu.Unlock()
 	select {
 	case b.kick <- struct{}{}:
@@ -49,20 +53,20 @@ func (b *batcher) add(k int) {
 	}
 }
 
-// due returns the pending batch if its deadline has passed, else the time
+// take returns the pending batch if its deadline has passed, else the time
 // left until it (0 with a nil batch when nothing is pending).
-func (b *batcher) due(now time.Time) ([]int, time.Duration) {
+func (b *batcher) take(now time.Time) ([]int, time.Duration) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if len(b.pending) == 0 {
 		return nil, 0
 	}
-	deadline := b.first.Add(min(b.holdoff, b.maxHoldoff))
-	if left := deadline.Sub(now); left > 0 {
+	if left := b.due.Sub(now); left > 0 {
 		return nil, left
 	}
 	ks := b.pending
 	b.pending = nil
+	b.cad.Published(now)
 	return ks, 0
 }
 
@@ -81,7 +85,7 @@ func (b *batcher) run(ctx context.Context) {
 		}
 		// Changes may arrive during a flush; the loop looks again.
 		for {
-			ks, left := b.due(time.Now())
+			ks, left := b.take(time.Now())
 			if ks == nil {
 				if left > 0 {
 					timer.Reset(left)
@@ -89,6 +93,9 @@ func (b *batcher) run(ctx context.Context) {
 				break
 			}
 			b.flush(ks)
+			b.mu.Lock()
+			b.cad.Finished(time.Now())
+			b.mu.Unlock()
 		}
 	}
 }

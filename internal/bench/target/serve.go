@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -30,12 +31,12 @@ type Options struct {
 	XDS     string // listen address of the xDS server, e.g. 127.0.0.1:0
 	Control string // listen address of the control API
 	// Holdoff, if positive, coalesces changes as the bridge's source
-	// manager does: /change only records the change, and the batch is
-	// applied holdoff after the latest change (at most 10× holdoff after
-	// the first). Zero applies each change within its /change call.
+	// manager does (sources.Cadence): /change only records the changes,
+	// and batches are applied at most once per Holdoff. Zero applies each
+	// change within its /change call.
 	Holdoff time.Duration
-	// MaxHoldoff bounds a batch's wait; zero means 10 × Holdoff, as the
-	// bridge's defaults.
+	// MaxHoldoff bounds a change's wait, so it only bounds Holdoff; zero
+	// means 10 × Holdoff, as the bridge's defaults.
 	MaxHoldoff time.Duration
 	// Ready receives one line "READY xds=ADDR control=ADDR" once both
 	// listen.
@@ -63,8 +64,10 @@ func (s Stats) CPU() time.Duration { return time.Duration(s.UserNs + s.SysNs) }
 // Control API (all on loopback, plain HTTP):
 //
 //	POST /load?services=N&endpoints=E   build and apply the initial world
-//	POST /change?k=K                    apply change K; returns when applied
-//	                                    (with Holdoff: when recorded)
+//	POST /change?k=K[&k=K2...]          apply changes K, K2..., in order, one
+//	                                    publish each; returns when applied
+//	                                    (with Holdoff: when recorded, and
+//	                                    batched as any other changes)
 //	GET  /stats                         Stats as JSON
 //	POST /gc                            run the garbage collector
 //	POST /cpuprofile/start?path=P       start a CPU profile written to P
@@ -120,6 +123,12 @@ func Serve(ctx context.Context, opts Options) error {
 type control struct {
 	log   *slog.Logger
 	batch *batcher // nil without holdoff
+	// loaded is set once a world is loaded. /change reads it rather than
+	// taking mu, which a publish in progress holds: with a holdoff,
+	// recording a change must not wait for the previous batch's publish,
+	// or the driver's rate would depend on the implementation's publish
+	// time.
+	loaded atomic.Bool
 
 	mu      sync.Mutex
 	impl    impl
@@ -149,6 +158,26 @@ func intParam(r *http.Request, name string) (int, error) {
 	return v, nil
 }
 
+// changeParams returns the change numbers of a /change request: one k
+// parameter or more. A driver at a high rate sends several in one call,
+// so that the rate it can offer does not depend on one HTTP round trip
+// per change.
+func changeParams(r *http.Request) ([]int, error) {
+	vs := r.URL.Query()["k"]
+	if len(vs) == 0 {
+		return nil, errors.New("parameter k: missing")
+	}
+	ks := make([]int, len(vs))
+	for i, v := range vs {
+		k, err := strconv.Atoi(v)
+		if err != nil {
+			return nil, fmt.Errorf("parameter k: %w", err)
+		}
+		ks[i] = k
+	}
+	return ks, nil
+}
+
 func (c *control) load(w http.ResponseWriter, r *http.Request) {
 	n, err := intParam(r, "services")
 	e, err2 := intParam(r, "endpoints")
@@ -158,6 +187,7 @@ func (c *control) load(w http.ResponseWriter, r *http.Request) {
 			c.mu.Lock()
 			c.world = workload.NewWorld(spec)
 			err = c.impl.load(c.world)
+			c.loaded.Store(err == nil)
 			c.mu.Unlock()
 		}
 	}
@@ -167,18 +197,19 @@ func (c *control) load(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *control) change(w http.ResponseWriter, r *http.Request) {
-	k, err := intParam(r, "k")
+	ks, err := changeParams(r)
 	if err == nil {
-		c.mu.Lock()
-		loaded := c.world != nil
-		c.mu.Unlock()
 		switch {
-		case !loaded:
+		case !c.loaded.Load():
 			err = errors.New("no workload loaded")
 		case c.batch != nil:
-			c.batch.add(k)
+			c.batch.add(ks...)
 		default:
-			err = c.apply([]int{k})
+			for _, k := range ks {
+				if err = c.apply([]int{k}); err != nil {
+					break
+				}
+			}
 		}
 	}
 	if err != nil {
