@@ -16,42 +16,59 @@ const DefaultSendBudget = 256 << 20
 // and must not queue behind a storm of initial states.
 const smallResponse = 64 << 10
 
-// budget bounds the bytes of large responses in flight to clients: from
-// before a response is handed to gRPC until the transport has written its
-// last byte (or the stream ended). A reconnect storm of 1,000 clients each
-// owed a 2.7 MB initial state then sends about SendBudget/2.7 MB of them at
-// a time, first come first served, instead of queueing all of them in the
-// transport at once; responses under smallResponse bypass it. Since
-// responses share their resource records (wire.go), what a response in
-// flight holds of its own is its buffer list and gRPC's framing, a small
-// fraction of its wire size, so the budget bounds memory with a wide
-// margin and mainly orders the storm.
+// budget bounds the memory that responses in flight to clients keep alive:
+// from before a response is handed to gRPC until the transport has written
+// its last byte (or the stream ended). Responses under smallResponse
+// bypass it.
+//
+// What a response keeps alive is not its wire size. Its records are shared:
+// runs of a frame slice the frame's concatenated records (scan.go), other
+// entries are their store entry's record, and the transport copies nothing
+// of a response, it writes from those. So a response is charged its own
+// bytes (the records outside frame runs, as if each pinned a superseded
+// version) plus the frame records its runs slice, counted once for all the
+// responses in flight that slice them, however many clients receive them.
+// A cold start of 1,000 clients scanning the same frame then costs the
+// frame's size, not 1,000 times it; charging wire bytes made such clients
+// take turns (256 MiB over a 5.7 MB initial state: about 45 at a time)
+// for no memory saved. A reconnect storm under churn, whose responses pin
+// many frames, and large responses built entry by entry wait first come
+// first served until what they add fits; a response that adds nothing (its
+// frame pinned already, no records of its own) goes at once.
 type budget struct {
 	max int64
 
 	mu    sync.Mutex
 	used  int64
-	queue []*budgetWaiter // FIFO, so a large response is not starved
+	pins  map[*records]*pin // frame records sliced by responses in flight
+	queue []*budgetWaiter   // FIFO, so a large response is not starved
+}
+
+// pin is a frame's records held by refs responses in flight, charged n.
+type pin struct {
+	refs int
+	n    int64
 }
 
 type budgetWaiter struct {
-	n     int64
+	g     *grant
 	ready chan struct{} // closed when granted
 }
 
-func newBudget(max int) *budget { return &budget{max: int64(max)} }
+func newBudget(max int) *budget { return &budget{max: int64(max), pins: map[*records]*pin{}} }
 
-// acquire waits until n bytes (at most the whole budget) are free, or ctx
-// ends. The grant must be released once.
-func (b *budget) acquire(ctx context.Context, n int) (*grant, error) {
-	g := &grant{b: b, n: min(int64(n), b.max)}
+// acquire waits until own bytes (at most the whole budget) and, unless a
+// response in flight pins them already, the records shared fit, or ctx
+// ends. shared may be nil. The grant must be released once.
+func (b *budget) acquire(ctx context.Context, own int, shared *records) (*grant, error) {
+	g := &grant{b: b, n: min(int64(own), b.max), shared: shared}
 	b.mu.Lock()
-	if len(b.queue) == 0 && b.used+g.n <= b.max {
-		b.used += g.n
+	if b.fitsLocked(g, len(b.queue) == 0) {
+		b.takeLocked(g)
 		b.mu.Unlock()
 		return g, nil
 	}
-	w := &budgetWaiter{n: g.n, ready: make(chan struct{})}
+	w := &budgetWaiter{g: g, ready: make(chan struct{})}
 	b.queue = append(b.queue, w)
 	b.mu.Unlock()
 	select {
@@ -62,8 +79,8 @@ func (b *budget) acquire(ctx context.Context, n int) (*grant, error) {
 		defer b.mu.Unlock()
 		select {
 		case <-w.ready: // granted meanwhile: give it back
-			b.used -= g.n
-			b.grantLocked()
+			g.done.Store(true)
+			b.releaseLocked(g)
 		default:
 			for i, q := range b.queue {
 				if q == w {
@@ -77,14 +94,76 @@ func (b *budget) acquire(ctx context.Context, n int) (*grant, error) {
 	}
 }
 
-// grantLocked wakes the waiters at the head of the queue that now fit.
+// reserve acquires what response m keeps alive in flight (its charge).
+func (b *budget) reserve(ctx context.Context, m wireMsg) (*grant, error) {
+	own, shared := m.charge()
+	return b.acquire(ctx, own, shared)
+}
+
+// needLocked is what granting g adds to the bytes in use.
+func (b *budget) needLocked(g *grant) int64 {
+	n := g.n
+	if g.shared != nil && b.pins[g.shared] == nil {
+		n += min(int64(len(g.shared.b)), b.max)
+	}
+	return n
+}
+
+// fitsLocked reports whether g may be granted now: it adds nothing (its
+// frame is pinned already), or it is first in line (head) and fits, or
+// nothing else is in flight (a response larger than the whole budget goes
+// alone).
+func (b *budget) fitsLocked(g *grant, head bool) bool {
+	n := b.needLocked(g)
+	return n == 0 || head && (b.used+n <= b.max || b.used == 0)
+}
+
+func (b *budget) takeLocked(g *grant) {
+	b.used += g.n
+	if g.shared == nil {
+		return
+	}
+	p := b.pins[g.shared]
+	if p == nil {
+		p = &pin{n: min(int64(len(g.shared.b)), b.max)}
+		b.pins[g.shared] = p
+		b.used += p.n
+	}
+	p.refs++
+}
+
+func (b *budget) releaseLocked(g *grant) {
+	b.used -= g.n
+	if g.shared != nil {
+		p := b.pins[g.shared]
+		if p.refs--; p.refs == 0 {
+			delete(b.pins, g.shared)
+			b.used -= p.n
+		}
+	}
+	b.grantLocked()
+}
+
+// grantLocked wakes the waiters at the head of the queue that now fit, and
+// any waiter that adds nothing since a grant pinned its frame.
 func (b *budget) grantLocked() {
-	for len(b.queue) > 0 && b.used+b.queue[0].n <= b.max {
+	for len(b.queue) > 0 && b.fitsLocked(b.queue[0].g, true) {
 		w := b.queue[0]
 		b.queue = b.queue[1:]
-		b.used += w.n
+		b.takeLocked(w.g)
 		close(w.ready)
 	}
+	kept := b.queue[:0]
+	for _, w := range b.queue {
+		if b.fitsLocked(w.g, false) {
+			b.takeLocked(w.g)
+			close(w.ready)
+			continue
+		}
+		kept = append(kept, w)
+	}
+	clear(b.queue[len(kept):])
+	b.queue = kept
 }
 
 func (b *budget) inUse() int64 {
@@ -93,21 +172,22 @@ func (b *budget) inUse() int64 {
 	return b.used
 }
 
-// grant is bytes of the budget held by one response.
+// grant is what one response holds of the budget: its own bytes and a
+// reference to the frame records it slices.
 type grant struct {
-	b    *budget
-	n    int64
-	done atomic.Bool
+	b      *budget
+	n      int64
+	shared *records
+	done   atomic.Bool
 }
 
-// release returns the bytes; later calls do nothing.
+// release returns the grant; later calls do nothing.
 func (g *grant) release() {
 	if g == nil || g.done.Swap(true) {
 		return
 	}
 	g.b.mu.Lock()
-	g.b.used -= g.n
-	g.b.grantLocked()
+	g.b.releaseLocked(g)
 	g.b.mu.Unlock()
 }
 

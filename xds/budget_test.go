@@ -9,15 +9,15 @@ import (
 func TestBudgetFIFOAndCancel(t *testing.T) {
 	b := newBudget(100)
 	ctx := context.Background()
-	g1, err := b.acquire(ctx, 60)
+	g1, err := b.acquire(ctx, 60, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// 50 does not fit; 10 would, but waits behind it (first come first served).
 	got := make(chan int, 2)
-	go func() { g, _ := b.acquire(ctx, 50); got <- 50; g.release() }()
+	go func() { g, _ := b.acquire(ctx, 50, nil); got <- 50; g.release() }()
 	waitFor(t, func() bool { b.mu.Lock(); defer b.mu.Unlock(); return len(b.queue) == 1 })
-	go func() { g, _ := b.acquire(ctx, 10); got <- 10; g.release() }()
+	go func() { g, _ := b.acquire(ctx, 10, nil); got <- 10; g.release() }()
 	waitFor(t, func() bool { b.mu.Lock(); defer b.mu.Unlock(); return len(b.queue) == 2 })
 	select {
 	case n := <-got:
@@ -33,13 +33,13 @@ func TestBudgetFIFOAndCancel(t *testing.T) {
 
 	// A request larger than the budget is clamped to it; a waiter whose
 	// stream ends leaves the queue.
-	big, err := b.acquire(ctx, 1000)
+	big, err := b.acquire(ctx, 1000, nil)
 	if err != nil || big.n != 100 {
 		t.Fatalf("acquire(1000) = %v, %v; want the whole budget", big, err)
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	errc := make(chan error, 1)
-	go func() { _, err := b.acquire(cctx, 1); errc <- err }()
+	go func() { _, err := b.acquire(cctx, 1, nil); errc <- err }()
 	waitFor(t, func() bool { b.mu.Lock(); defer b.mu.Unlock(); return len(b.queue) == 1 })
 	cancel()
 	if err := <-errc; err == nil {
@@ -59,7 +59,7 @@ func TestBudgetHoldsLargeNotSmall(t *testing.T) {
 	rs, all := bigAssignments(200) // ~180 KB: a large response
 	s.Apply(rs, nil)
 	cc := serve(t, s)
-	held, err := s.budget.acquire(context.Background(), 1<<20)
+	held, err := s.budget.acquire(context.Background(), 1<<20, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,4 +74,74 @@ func TestBudgetHoldsLargeNotSmall(t *testing.T) {
 		t.Fatalf("large response with %d resources, want %d", len(r.Resources), len(all))
 	}
 	waitFor(t, func() bool { return s.budget.inUse() == 0 })
+}
+
+// TestBudgetChargesSharedRecordsOnce checks that frame records sliced by
+// several responses in flight count once, that a response adding nothing
+// to what is pinned goes past the queue, and that the records are charged
+// until the last response slicing them is released.
+func TestBudgetChargesSharedRecordsOnce(t *testing.T) {
+	b := newBudget(100)
+	ctx := context.Background()
+	fr := &records{b: make([]byte, 80)}
+	g1, err := b.acquire(ctx, 0, fr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g2, err := b.acquire(ctx, 0, fr)
+	if err != nil || b.inUse() != 80 {
+		t.Fatalf("second response of the same records: %v, %d bytes in use; want 80", err, b.inUse())
+	}
+	// 30 own bytes do not fit next to the pinned records: it waits, and a
+	// third response of the pinned records does not wait behind it.
+	got := make(chan *grant, 1)
+	go func() { g, _ := b.acquire(ctx, 30, nil); got <- g }()
+	waitFor(t, func() bool { b.mu.Lock(); defer b.mu.Unlock(); return len(b.queue) == 1 })
+	g3, err := b.acquire(ctx, 0, fr)
+	if err != nil || b.inUse() != 80 {
+		t.Fatalf("third response of the same records: %v, %d bytes in use; want 80", err, b.inUse())
+	}
+	g1.release()
+	g2.release()
+	select {
+	case <-got:
+		t.Fatal("granted while a response still pins the records")
+	default:
+	}
+	g3.release()
+	g := <-got
+	if n := b.inUse(); n != 30 {
+		t.Errorf("%d bytes in use once the records are unpinned, want the waiter's 30", n)
+	}
+	g.release()
+	if n := b.inUse(); n != 0 {
+		t.Errorf("%d bytes in use after every release", n)
+	}
+
+	// A waiter behind the head whose records the head pins is granted with
+	// it; another frame's records are charged apart.
+	held, _ := b.acquire(ctx, 90, nil)
+	grants := make(chan *grant, 2)
+	go func() { g, _ := b.acquire(ctx, 0, fr); grants <- g }()
+	waitFor(t, func() bool { b.mu.Lock(); defer b.mu.Unlock(); return len(b.queue) == 1 })
+	go func() { g, _ := b.acquire(ctx, 0, fr); grants <- g }()
+	waitFor(t, func() bool { b.mu.Lock(); defer b.mu.Unlock(); return len(b.queue) == 2 })
+	held.release()
+	ga, gb := <-grants, <-grants
+	if n := b.inUse(); n != 80 {
+		t.Errorf("%d bytes in use with two responses of one frame, want 80", n)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	go func() { _, err := b.acquire(cctx, 0, &records{b: make([]byte, 50)}); errc <- err }()
+	waitFor(t, func() bool { b.mu.Lock(); defer b.mu.Unlock(); return len(b.queue) == 1 })
+	cancel()
+	if err := <-errc; err == nil {
+		t.Error("another frame's records were granted next to 80 pinned bytes of 100")
+	}
+	ga.release()
+	gb.release()
+	if n := b.inUse(); n != 0 {
+		t.Errorf("%d bytes in use after every release", n)
+	}
 }

@@ -68,7 +68,9 @@
 // not fit is refused by Apply (limit.go).
 // Large responses (initial states) wait for a share of a global send
 // budget, returned when gRPC has written them (budget.go); small pushes
-// never wait.
+// never wait. A response is charged what it keeps alive, not its wire
+// size: records sliced from a shared frame count once for every response
+// in flight that slices them.
 //
 // # Make-before-break
 //

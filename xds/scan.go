@@ -92,6 +92,24 @@ func appendRecords(bs mem.BufferSlice, list []*entry, fr *frame, runs []run, del
 	return bs
 }
 
+// charge is what a response of list keeps alive (see budget): the bytes
+// of its records outside runs, and the records of fr the runs slice.
+func charge(list []*entry, fr *frame, runs []run, delta bool) (own int, shared *records) {
+	if len(runs) > 0 {
+		shared = fr.records(delta)
+	}
+	for i := 0; i < len(list); {
+		if len(runs) > 0 && runs[0].at == i {
+			i += runs[0].to - runs[0].from
+			runs = runs[1:]
+			continue
+		}
+		own += list[i].recLen(delta)
+		i++
+	}
+	return own, shared
+}
+
 // buffersFor is the capacity of a response's buffer list: the envelope's
 // two, one per run and one per entry outside the runs.
 func buffersFor(list []*entry, runs []run) int {

@@ -80,8 +80,9 @@ type Options struct {
 	// OnRefused, if set, is told of every resource version Apply refuses
 	// because it alone exceeds MaxResponseBytes; it runs inside Apply.
 	OnRefused func(Key, error)
-	// SendBudget bounds the bytes of large responses in flight to all
-	// clients together (see budget); default DefaultSendBudget.
+	// SendBudget bounds the memory that large responses in flight to all
+	// clients together keep alive (records shared by several responses
+	// count once; see budget); default DefaultSendBudget.
 	SendBudget int
 	// Limits bound what one client can make the server hold; zero fields
 	// take DefaultLimits.

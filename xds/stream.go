@@ -143,7 +143,7 @@ func (s *Server) push(ctx context.Context, c *client, send func(*out) error) err
 			}
 			tr := o.msg.sendState()
 			if o.bytes >= smallResponse {
-				g, err := s.budget.acquire(ctx, o.bytes)
+				g, err := s.budget.reserve(ctx, o.msg)
 				if err != nil {
 					return nil // the stream ended while waiting
 				}

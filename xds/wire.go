@@ -131,6 +131,10 @@ type wireMsg interface {
 	protoreflect.ProtoMessage
 	buffers() mem.BufferSlice
 	sendState() *tracking
+	// charge is what the response keeps alive in flight, for the send
+	// budget: the bytes of its records outside frame runs, and the frame
+	// records its runs slice (nil without runs).
+	charge() (own int, shared *records)
 }
 
 // tracking ties a response to its share of the send budget.
@@ -166,6 +170,8 @@ func (m *sotwMsg) buffers() mem.BufferSlice {
 	bs = appendRecords(bs, m.list, m.fr, m.runs, false)
 	return append(bs, m.tail(m.env.tail(nil)))
 }
+
+func (m *sotwMsg) charge() (int, *records) { return charge(m.list, m.fr, m.runs, false) }
 
 // proto is the response as a message, for other codecs and tests.
 func (m *sotwMsg) proto() *discoveryv3.DiscoveryResponse {
@@ -204,6 +210,8 @@ func (m *deltaMsg) buffers() mem.BufferSlice {
 	bs = appendRecords(bs, m.list, m.fr, m.runs, true)
 	return append(bs, m.tail(m.env.tail(m.removed)))
 }
+
+func (m *deltaMsg) charge() (int, *records) { return charge(m.list, m.fr, m.runs, true) }
 
 func (m *deltaMsg) proto() *discoveryv3.DeltaDiscoveryResponse {
 	m.once.Do(func() {
