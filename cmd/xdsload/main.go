@@ -114,6 +114,7 @@ func benchmark(ctx context.Context, cmd string, args []string, log *slog.Logger)
 	fs.DurationVar(&sz.Holdoff, "holdoff", 0, "server-side coalescing of changes, as the bridge's source manager (default: 100ms for S4, none otherwise; negative: none)")
 	maxHoldoff := fs.Duration("max-holdoff", 0, "bound of a change's wait with --holdoff, so only a bound of holdoff (default 10× holdoff, as the bridge)")
 	reps := fs.Int("runs", 1, "run every configuration this many times (summarize the CSV for min/median/max)")
+	warm := fs.Bool("warmup", true, "first run the largest configuration once, unrecorded (the first run of an invocation is slower for every server)")
 	delta := fs.Bool("delta", false, "run: delta protocol instead of SotW")
 	reconnect := fs.Bool("reconnect", false, "run: reconnect every client at the end")
 	if err := fs.Parse(args); err != nil {
@@ -166,7 +167,7 @@ func benchmark(ctx context.Context, cmd string, args []string, log *slog.Logger)
 		}
 		desc = fmt.Sprintf("%s; the server runs on CPUs %s, the load generator on %s", machine(), bench.CPUList(srvCPUs), bench.CPUList(fleetCPUs))
 	}
-	suite := bench.Suite{Runs: runs, Bin: bin, OutDir: abs, Timeout: *timeout, Logger: log, Machine: desc}
+	suite := bench.Suite{Runs: runs, Bin: bin, OutDir: abs, Timeout: *timeout, Logger: log, Machine: desc, Warmup: *warm}
 	started := time.Now()
 	results, err := suite.Run(ctx)
 	fmt.Println(bench.Markdown(results, suite.Machine))

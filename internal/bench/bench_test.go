@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -343,5 +344,36 @@ func TestTargets(t *testing.T) {
 			}
 			t.Errorf("no line for %q in\n%s", tc.line, out)
 		})
+	}
+}
+
+// TestWarmup checks that the warm-up is the plan's largest configuration,
+// cut to a cold start and one change, and that a suite with it records
+// only its own runs.
+func TestWarmup(t *testing.T) {
+	runs, err := Plan("full", []string{"S1", "S6"}, []string{"xdsbridge"}, Sizes{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, ok := warmup(runs)
+	if !ok || w.Clients != 1000 || w.Services != 10000 || w.Changes != 1 || w.Reconnect || w.Rate != 0 || w.Scenario != "warmup" {
+		t.Errorf("warm-up %+v, want S6's C=1,000 × N=10,000 with one change", w)
+	}
+	if _, ok := warmup(nil); ok {
+		t.Error("a warm-up for no runs")
+	}
+	cfg := config(t, "xdsbridge", true)
+	cfg.Changes = 2
+	dir := t.TempDir()
+	s := Suite{Runs: []Config{cfg}, Bin: cfg.Bin, OutDir: dir, Timeout: cfg.Timeout, Logger: cfg.Logger, Warmup: true}
+	results, err := s.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(results) != 1 || results[0].Failed || results[0].Scenario != "test" || results[0].Wall <= 0 {
+		t.Fatalf("results %+v, want the one recorded run", results)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "profiles", "warmup-xdsbridge-delta-c4-n30.server.log")); err != nil {
+		t.Errorf("the warm-up did not run: %v", err)
 	}
 }

@@ -159,6 +159,26 @@ type Suite struct {
 	Logger  *slog.Logger
 	// Machine describes where the suite ran, for the report.
 	Machine string
+	// Warmup runs the plan's largest configuration once, unrecorded,
+	// before the first run. The fleet lives in this process, and on the
+	// machines measured here the first run of an invocation took up to
+	// twice as long as the same run repeated, for every server: the
+	// memory the fleet first touches is slow to come (a VM's pages backed
+	// on first use, most likely). Without it the first implementation of
+	// a suite pays for all of them.
+	Warmup bool
+}
+
+// warmup is the configuration Suite.Warmup runs: the largest of the plan
+// (clients × resources), cold start and one change only.
+func warmup(runs []Config) (Config, bool) {
+	if len(runs) == 0 {
+		return Config{}, false
+	}
+	size := func(c Config) int { return c.Clients * c.Services * max(c.Endpoints, 1) }
+	w := slices.MaxFunc(runs, func(a, b Config) int { return size(a) - size(b) })
+	w.Scenario, w.Changes, w.Rate, w.Duration, w.Reconnect, w.ChangeBudget = "warmup", 1, 0, 0, false, 0
+	return w, true
 }
 
 // Run performs the runs one after the other, writing the report after each
@@ -167,6 +187,18 @@ type Suite struct {
 func (s Suite) Run(ctx context.Context) ([]Result, error) {
 	if err := os.MkdirAll(filepath.Join(s.OutDir, "profiles"), 0o755); err != nil {
 		return nil, fmt.Errorf("creating output directory: %w", err)
+	}
+	if w, ok := warmup(s.Runs); ok && s.Warmup {
+		w.Bin, w.Logger, w.Timeout, w.OutDir = s.Bin, s.Logger, s.Timeout, filepath.Join(s.OutDir, "profiles")
+		s.Logger.Info("warm-up, not recorded", "id", w.ID())
+		started := time.Now()
+		r, err := Run(ctx, w)
+		if err != nil && ctx.Err() != nil {
+			return nil, err
+		}
+		// A failed warm-up is logged, not fatal: its only purpose is the
+		// memory it leaves behind, and the recorded runs judge the server.
+		s.Logger.Info("warm-up done", "took", time.Since(started).Round(time.Millisecond), "failed", r.Failed || err != nil, "problem", r.Problem)
 	}
 	var results []Result
 	for i, cfg := range s.Runs {
