@@ -363,6 +363,33 @@ func TestManagerHoldoffCoalescesBurst(t *testing.T) {
 	}
 }
 
+// TestManagerHoldoffAfterQuiet checks the loop's use of Cadence: a burst
+// that comes after a quiet period, whether the previous publish was the
+// first one or a batch, waits one holdoff and goes out as one publish. A
+// publish not reported finished to the cadence would make the first change
+// of each such burst due at once, alone.
+func TestManagerHoldoffAfterQuiet(t *testing.T) {
+	// Long enough that a burst sent back to back cannot be split by it
+	// even on a loaded machine.
+	const holdoff = 500 * time.Millisecond
+	_, fakes, rec := startManager(t, ManagerOptions{Holdoff: holdoff}, "a")
+	fakes[0].send(t, fullUp())
+	rec.wait(t, 0)
+	for n := 1; n <= 2; n++ {
+		// Nothing to wait for but the clock: the quiet period.
+		time.Sleep(holdoff + 100*time.Millisecond)
+		var want Changes
+		for i := range 5 {
+			s := testSvc(fmt.Sprintf("s%d-%d", n, i), "10.0.0.1")
+			fakes[0].send(t, upsertUp(s))
+			want.Upserted = append(want.Upserted, s)
+		}
+		if got := rec.wait(t, n); !equalChanges(got, want) {
+			t.Fatalf("publish #%d = %q, want the whole burst %q at once", n, changesString(got), changesString(want))
+		}
+	}
+}
+
 func TestManagerPublishesDuringStream(t *testing.T) {
 	// Changes arrive far faster than the holdoff; the batch still closes
 	// one holdoff after its first change while the stream goes on.
