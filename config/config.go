@@ -119,8 +119,9 @@ type Log struct {
 // Holdoff configures how the source manager coalesces changes
 // (sources.Cadence): a change after a quiet period is published Min after
 // it, with whatever came meanwhile; under steady churn batches are
-// published exactly Min apart. No change waits longer than Min; Max is the
-// bound of any change's wait, so it only bounds Min.
+// published Min apart (back to back when a publish takes longer than Min).
+// No change waits longer than Min beyond a publish in progress. Max must be
+// at least Min and has no other effect.
 type Holdoff struct {
 	Min time.Duration `mapstructure:"min"`
 	Max time.Duration `mapstructure:"max"`

@@ -46,9 +46,9 @@ type ManagerOptions struct {
 	Sources []Named
 	// Holdoff paces publishes (see Cadence): at most one per Holdoff
 	// whatever the rate of changes, exactly one per Holdoff under steady
-	// churn, and no change waits longer than Holdoff. MaxHoldoff is the
-	// longest any change may wait; the cadence never waits longer than
-	// Holdoff, so it only bounds Holdoff (a Holdoff above it is cut to it).
+	// churn while publishes take less than Holdoff, and no change waits
+	// longer than Holdoff beyond a publish in progress. MaxHoldoff only
+	// bounds Holdoff (a Holdoff above it is cut to it); nothing else uses it.
 	// Defaults: 100ms and 1s (or Holdoff, if longer).
 	Holdoff, MaxHoldoff time.Duration
 	Logger              *slog.Logger

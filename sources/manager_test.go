@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/goleak"
@@ -123,7 +124,11 @@ func startManager(t *testing.T, opts ManagerOptions, names ...string) (*Manager,
 // source and a status.
 func startNamed(t *testing.T, opts ManagerOptions, named ...Named) (*Manager, []*fakeSource, *publishRecorder) {
 	t.Helper()
-	t.Cleanup(func() { goleak.VerifyNone(t) })
+	// A test in a synctest bubble has the bubble's own goroutines around it.
+	t.Cleanup(func() {
+		goleak.VerifyNone(t, goleak.IgnoreTopFunction("internal/synctest.Run"),
+			goleak.IgnoreTopFunction("testing/synctest.testingSynctestTest"))
+	})
 	fakes := make([]*fakeSource, len(named))
 	for i, n := range named {
 		fakes[i] = newFake()
@@ -361,6 +366,35 @@ func TestManagerHoldoffCoalescesBurst(t *testing.T) {
 	if got := rec.wait(t, 1); !equalChanges(got, want) {
 		t.Fatalf("published %q, want the whole burst %q at once", changesString(got), changesString(want))
 	}
+}
+
+// TestManagerHoldoffAfterQuiet checks the loop's use of Cadence: a burst
+// that comes after a quiet period, whether the previous publish was the
+// first one or a batch, waits one holdoff and goes out as one publish. A
+// publish not reported finished to the cadence would make the first change
+// of each such burst due at once, alone.
+func TestManagerHoldoffAfterQuiet(t *testing.T) {
+	// In a bubble the clock moves only when every goroutine waits, so the
+	// quiet period costs no real time and a burst sent back to back is
+	// never split by a loaded machine.
+	synctest.Test(t, func(t *testing.T) {
+		const holdoff = 500 * time.Millisecond
+		_, fakes, rec := startManager(t, ManagerOptions{Holdoff: holdoff}, "a")
+		fakes[0].send(t, fullUp())
+		rec.wait(t, 0)
+		for n := 1; n <= 2; n++ {
+			time.Sleep(holdoff + 100*time.Millisecond) // the quiet period itself
+			var want Changes
+			for i := range 5 {
+				s := testSvc(fmt.Sprintf("s%d-%d", n, i), "10.0.0.1")
+				fakes[0].send(t, upsertUp(s))
+				want.Upserted = append(want.Upserted, s)
+			}
+			if got := rec.wait(t, n); !equalChanges(got, want) {
+				t.Fatalf("publish #%d = %q, want the whole burst %q at once", n, changesString(got), changesString(want))
+			}
+		}
+	})
 }
 
 func TestManagerPublishesDuringStream(t *testing.T) {
