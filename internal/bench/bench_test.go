@@ -377,3 +377,27 @@ func TestWarmup(t *testing.T) {
 		t.Errorf("the warm-up did not run: %v", err)
 	}
 }
+
+// TestMarkdownRepetitions checks that repeated runs of a configuration are
+// reported once, by their median run, and compared with the baseline's
+// median run.
+func TestMarkdownRepetitions(t *testing.T) {
+	var rs []Result
+	for rep, cold := range []time.Duration{30 * time.Second, 10 * time.Second, 20 * time.Second} {
+		for _, impl := range []string{"xdsbridge", "floor"} {
+			r := Result{Config: Config{Scenario: "S6", Impl: impl, Delta: true, Clients: 10, Services: 10, Rep: rep}, ColdStart: cold, Wall: time.Second}
+			if impl == "floor" {
+				r.ColdStart *= 2
+			}
+			rs = append(rs, r)
+		}
+	}
+	rs[0].Failed = true // xdsbridge's 30 s run: sorted last, never the median
+	md := Markdown(rs, "")
+	if !strings.Contains(md, "| cold start | 20.0 s | 40.0 s | 0.50× |") {
+		t.Errorf("want one column per implementation with its median run:\n%s", md)
+	}
+	if !strings.Contains(md, "Wall time: 6s for 6 runs") {
+		t.Errorf("the wall time is not the sum of every run:\n%s", md)
+	}
+}

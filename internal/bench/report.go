@@ -1,9 +1,11 @@
 package bench
 
 import (
+	"cmp"
 	"encoding/csv"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -129,6 +131,7 @@ func Markdown(results []Result, machine string) string {
 	if w := wallTime(results); w > 0 {
 		fmt.Fprintf(&b, "Wall time: %s for %d runs (the sum of the runs' own; a suite adds only building and reporting).\n\n", w.Round(time.Second), len(results))
 	}
+	results = representatives(results)
 	b.WriteString(Targets(results))
 	for _, sc := range uniq(results, func(r Result) string { return r.Scenario }) {
 		gs := groups(results, sc)
@@ -237,4 +240,44 @@ func wallTime(results []Result) time.Duration {
 		w += r.Wall
 	}
 	return w
+}
+
+// representatives keeps one run per configuration: with repetitions, the
+// median run by the scenario's headline figure (convergence p99, else the
+// reconnect, else the cold start), failed runs last. The tables and the
+// targets then compare like with like; `xdsload summarize` gives each
+// figure's own median and range.
+func representatives(results []Result) []Result {
+	key := func(r Result) Config {
+		c := r.Config
+		c.Rep, c.Bin, c.OutDir, c.Logger = 0, "", "", nil
+		return c
+	}
+	headline := func(r Result) time.Duration {
+		switch {
+		case r.Failed:
+			return math.MaxInt64
+		case r.ConvP99 > 0:
+			return r.ConvP99
+		case r.ReconnectTime > 0:
+			return r.ReconnectTime
+		}
+		return r.ColdStart
+	}
+	var order []Config
+	byKey := map[Config][]Result{}
+	for _, r := range results {
+		k := key(r)
+		if _, ok := byKey[k]; !ok {
+			order = append(order, k)
+		}
+		byKey[k] = append(byKey[k], r)
+	}
+	out := make([]Result, 0, len(order))
+	for _, k := range order {
+		rs := byKey[k]
+		slices.SortStableFunc(rs, func(a, b Result) int { return cmp.Compare(headline(a), headline(b)) })
+		out = append(out, rs[(len(rs)-1)/2])
+	}
+	return out
 }
