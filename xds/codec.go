@@ -65,7 +65,15 @@ func (c *codec) Marshal(v any) (mem.BufferSlice, error) {
 	return c.base.Marshal(v)
 }
 
+// Unmarshal decodes a request, first waiting for its admission when v is
+// a stream reader's inbound (see admit.go).
 func (c *codec) Unmarshal(data mem.BufferSlice, v any) error {
+	if in, ok := v.(*inbound); ok {
+		if err := in.wait(data.Len()); err != nil {
+			return err
+		}
+		v = in.msg
+	}
 	var dec func([]byte) error
 	switch r := v.(type) {
 	case *discoveryv3.DiscoveryRequest:

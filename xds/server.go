@@ -83,6 +83,10 @@ type Options struct {
 	// SendBudget bounds the bytes of large responses in flight to all
 	// clients together (see budget); default DefaultSendBudget.
 	SendBudget int
+	// RequestBudget bounds the wire bytes of large requests being decoded
+	// and handled at once (see admit.go); default DefaultRequestBudget.
+	// It takes effect with Codec.
+	RequestBudget int
 	// Limits bound what one client can make the server hold; zero fields
 	// take DefaultLimits.
 	Limits Limits
@@ -99,7 +103,8 @@ type Server struct {
 	log     *slog.Logger
 	m       *metrics
 	lim     *limits
-	budget  *budget
+	budget  *budget // responses in flight
+	admit   *budget // requests being decoded and handled
 	sv      streamVariants
 	readyNs atomic.Int64  // unix nanos of the first Apply; 0 = not ready
 	ready   chan struct{} // closed by the first Apply
@@ -127,6 +132,9 @@ func NewServer(opts Options) *Server {
 	if opts.SendBudget <= 0 {
 		opts.SendBudget = DefaultSendBudget
 	}
+	if opts.RequestBudget <= 0 {
+		opts.RequestBudget = DefaultRequestBudget
+	}
 	opts.Limits = opts.Limits.withDefaults()
 	if opts.ConfigCluster == "" {
 		opts.ConfigCluster = DefaultConfigCluster
@@ -137,6 +145,7 @@ func NewServer(opts Options) *Server {
 		m:       newMetrics(opts.Registerer),
 		lim:     newLimits(opts.MaxResponseBytes, opts.Registerer),
 		budget:  newBudget(opts.SendBudget),
+		admit:   newBudget(opts.RequestBudget),
 		ready:   make(chan struct{}),
 		sv:      newStreamVariants(opts.ConfigCluster),
 		types:   make(map[string]*typeState),

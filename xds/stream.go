@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 )
 
 // Register registers ADS and the per-type CDS, EDS, LDS and RDS services
@@ -68,28 +69,23 @@ func serveStream[Req, Resp any](s *Server, st grpc.BidiStreamingServer[Req, Resp
 	go func() {
 		defer cancel()
 		for {
-			req, err := st.Recv()
-			if err != nil {
-				if status.Code(err) == codes.ResourceExhausted {
+			req := new(Req)
+			in := &inbound{msg: any(req).(proto.Message), ctx: ctx, admit: s.admit}
+			if err := st.RecvMsg(in); err != nil {
+				in.release()
+				switch {
+				case status.Code(err) == codes.ResourceExhausted:
 					s.m.refused.WithLabelValues(reasonRequestBytes).Inc()
+				case ctx.Err() != nil:
+					err = ctx.Err() // also what ends a wait for admission
 				}
 				errc <- err
 				return
 			}
-			// Requests wait for readiness rather than being handled against
-			// the still-empty store: a delta reconnect's claimed versions
-			// are compared with the first state applied, so a restart
-			// re-sends nothing that did not change.
-			if !s.Ready() {
-				select {
-				case <-s.ready:
-				case <-ctx.Done():
-					return
-				}
-			}
-			on(c, req)
-			if ctx.Err() != nil {
-				return // refused (Server.fail) or gone
+			ok := s.handle(ctx, func() { on(c, req) })
+			in.release()
+			if !ok {
+				return
 			}
 		}
 	}()
@@ -98,6 +94,24 @@ func serveStream[Req, Resp any](s *Server, st grpc.BidiStreamingServer[Req, Resp
 		return r.err
 	}
 	return streamErr(err, errc)
+}
+
+// handle runs a received request's handler once the server is ready; false
+// means the stream ended (refused by Server.fail, or gone).
+func (s *Server) handle(ctx context.Context, on func()) bool {
+	// Requests wait for readiness rather than being handled against the
+	// still-empty store: a delta reconnect's claimed versions are compared
+	// with the first state applied, so a restart re-sends nothing that did
+	// not change.
+	if !s.Ready() {
+		select {
+		case <-s.ready:
+		case <-ctx.Done():
+			return false
+		}
+	}
+	on()
+	return ctx.Err() == nil
 }
 
 // streamErr is the status a stream ends with: the send error, else the

@@ -346,6 +346,8 @@ func reconnect(ctx context.Context, cfg Config, srv *server, f *fleet, w *worklo
 	if err != nil {
 		return f, err
 	}
+	peak := watchPeak(ctx, srv, filepath.Join(cfg.OutDir, cfg.ID()+".reconnect.heap.pprof"), cfg.Logger.With("run", cfg.ID()))
+	defer peak.end()
 	start := time.Now()
 	nf, err := startFleet(ctx, fleetOptions{addr: srv.xds, spec: w.Spec, clients: cfg.Clients, delta: cfg.Delta, prefix: "envoy", versions: versions, hashes: hashes})
 	if err != nil {

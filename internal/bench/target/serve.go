@@ -50,6 +50,9 @@ type Stats struct {
 	PeakRSS       int64 // VmHWM, bytes: the highest RSS of the process so far
 	HeapInuse     uint64
 	HeapAlloc     uint64
+	HeapSys       uint64 // heap memory obtained from the OS
+	HeapReleased  uint64 // of HeapSys, returned to the OS
+	NextGC        uint64 // heap size at which the next GC starts
 	Goroutines    int
 	Changes       int // applied
 	Flushes       int // calls to the implementation's change (one publish each)
@@ -213,15 +216,18 @@ func (c *control) stats(w http.ResponseWriter, _ *http.Request) {
 	runtime.ReadMemStats(&ms)
 	c.mu.Lock()
 	s := Stats{
-		UserNs:     ru.Utime.Nano(),
-		SysNs:      ru.Stime.Nano(),
-		RSS:        rss(),
-		PeakRSS:    peakRSS(),
-		HeapInuse:  ms.HeapInuse,
-		HeapAlloc:  ms.HeapAlloc,
-		Goroutines: runtime.NumGoroutine(),
-		Changes:    c.changes,
-		Flushes:    c.flushes,
+		UserNs:       ru.Utime.Nano(),
+		SysNs:        ru.Stime.Nano(),
+		RSS:          rss(),
+		PeakRSS:      peakRSS(),
+		HeapInuse:    ms.HeapInuse,
+		HeapAlloc:    ms.HeapAlloc,
+		HeapSys:      ms.HeapSys,
+		HeapReleased: ms.HeapReleased,
+		NextGC:       ms.NextGC,
+		Goroutines:   runtime.NumGoroutine(),
+		Changes:      c.changes,
+		Flushes:      c.flushes,
 	}
 	c.mu.Unlock()
 	_ = json.NewEncoder(w).Encode(s)
