@@ -3,6 +3,7 @@ package xds
 import (
 	"context"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
@@ -42,6 +43,16 @@ type inbound struct {
 }
 
 func (in *inbound) ProtoReflect() protoreflect.Message { return in.msg.ProtoReflect() }
+
+// GetNode is the request's node, for stream interceptors that check it
+// (the bridge binds nodes to client certificates) without knowing the
+// request's type.
+func (in *inbound) GetNode() *corev3.Node {
+	if r, ok := in.msg.(interface{ GetNode() *corev3.Node }); ok {
+		return r.GetNode()
+	}
+	return nil
+}
 
 // wait admits a request of n wire bytes: at once if it is small, else once
 // the budget has room for it (or the stream ended).
