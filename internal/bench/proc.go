@@ -37,6 +37,11 @@ func startServer(ctx context.Context, bin, impl string, holdoff, maxHoldoff time
 	defer logf.Close() // the child keeps its own descriptor
 	cmd := exec.Command(bin, "serve", "--impl", impl, "--holdoff", holdoff.String(), "--max-holdoff", maxHoldoff.String())
 	cmd.Stderr = logf
+	// The server alone may be given a soft memory limit (the fleet, in
+	// this process, holds far more memory than the server).
+	if v := os.Getenv("XDSLOAD_SERVER_GOMEMLIMIT"); v != "" {
+		cmd.Env = append(os.Environ(), "GOMEMLIMIT="+v)
+	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, fmt.Errorf("piping server stdout: %w", err)
