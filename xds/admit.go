@@ -40,6 +40,10 @@ type inbound struct {
 	ctx   context.Context // the stream's: its end stops the wait
 	admit *budget
 	g     *grant // held from before decoding until release
+	// initial and initialN are a delta request's initial versions when
+	// Codec kept them as records (see initial.go).
+	initial  string
+	initialN int
 }
 
 func (in *inbound) ProtoReflect() protoreflect.Message { return in.msg.ProtoReflect() }

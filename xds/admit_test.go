@@ -2,11 +2,13 @@ package xds
 
 import (
 	"context"
+	"maps"
 	"strings"
 	"testing"
 	"time"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -102,4 +104,35 @@ func TestRequestBudgetSmallBypass(t *testing.T) {
 		t.Fatalf("%d clusters, want %d", len(r.Resources), n)
 	}
 	waitFor(t, func() bool { return s.admit.inUse() == 0 })
+}
+
+// TestCodecKeepsInitialVersions checks that a stream reader's delta request
+// keeps its initial versions as records, not a map, and that they read
+// back as the map sent; a request decoded outside a stream gets its map.
+func TestCodecKeepsInitialVersions(t *testing.T) {
+	sent := reconnectReq(100)
+	b, err := proto.Marshal(sent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := Codec()
+	got := &discoveryv3.DeltaDiscoveryRequest{}
+	in := &inbound{msg: got}
+	if err := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, in); err != nil {
+		t.Fatal(err)
+	}
+	if in.initialN != 100 || len(got.InitialResourceVersions) != 0 {
+		t.Fatalf("kept %d records and decoded %d map entries, want 100 records and no map",
+			in.initialN, len(got.InitialResourceVersions))
+	}
+	if iv := initialOf(got, in); !maps.Equal(iv.lookup(), sent.InitialResourceVersions) {
+		t.Fatalf("initial versions read back as %v", iv.lookup())
+	}
+	plain := &discoveryv3.DeltaDiscoveryRequest{}
+	if err := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, plain); err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(plain.InitialResourceVersions, sent.InitialResourceVersions) {
+		t.Fatalf("decoded outside a stream: %d map entries, want %d", len(plain.InitialResourceVersions), 100)
+	}
 }

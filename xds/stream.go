@@ -40,13 +40,13 @@ type (
 // serveSotW runs one SotW stream.
 func (s *Server) serveSotW(st sotwStream, variant, typ string) error {
 	return serveStream(s, st, variant, false,
-		func(c *client, req *discoveryv3.DiscoveryRequest) { s.onSotW(c, typ, req) })
+		func(c *client, req *discoveryv3.DiscoveryRequest, _ *inbound) { s.onSotW(c, typ, req) })
 }
 
 // serveDelta runs one delta stream.
 func (s *Server) serveDelta(st deltaStream, variant, typ string) error {
 	return serveStream(s, st, variant, true,
-		func(c *client, req *discoveryv3.DeltaDiscoveryRequest) { s.onDelta(c, typ, req) })
+		func(c *client, req *discoveryv3.DeltaDiscoveryRequest, in *inbound) { s.onDeltaFrom(c, typ, req, in) })
 }
 
 // serveStream runs one stream of either protocol: a goroutine reads
@@ -55,7 +55,7 @@ func (s *Server) serveDelta(st deltaStream, variant, typ string) error {
 // through SendMsg (the typed Send would need a *Resp): Codec writes its
 // pre-encoded bytes, another codec marshals it as the Resp it stands for.
 func serveStream[Req, Resp any](s *Server, st grpc.BidiStreamingServer[Req, Resp], variant string, delta bool,
-	on func(*client, *Req)) error {
+	on func(*client, *Req, *inbound)) error {
 	ctx, cancel := context.WithCancel(st.Context())
 	defer cancel()
 	c, r := s.connect(ctx, variant, delta)
@@ -82,7 +82,7 @@ func serveStream[Req, Resp any](s *Server, st grpc.BidiStreamingServer[Req, Resp
 				errc <- err
 				return
 			}
-			ok := s.handle(ctx, func() { on(c, req) })
+			ok := s.handle(ctx, func() { on(c, req, in) })
 			in.release()
 			if !ok {
 				return
