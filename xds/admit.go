@@ -2,6 +2,8 @@ package xds
 
 import (
 	"context"
+	"sync"
+	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/protobuf/proto"
@@ -40,6 +42,9 @@ type inbound struct {
 	ctx   context.Context // the stream's: its end stops the wait
 	admit *budget
 	g     *grant // held from before decoding until release
+	// lease is the stream's first read's (see firstReads): given back once
+	// the request is admitted.
+	lease *readLease
 	// initial and initialN are a delta request's initial versions when
 	// Codec kept them as records (see initial.go).
 	initial  string
@@ -61,6 +66,8 @@ func (in *inbound) GetNode() *corev3.Node {
 // wait admits a request of n wire bytes: at once if it is small, else once
 // the budget has room for it (or the stream ended).
 func (in *inbound) wait(n int) error {
+	in.lease.arrived()
+	defer in.lease.release()
 	if n < smallRequest || in.admit == nil || in.g != nil {
 		return nil
 	}
@@ -77,4 +84,71 @@ func (in *inbound) wait(n int) error {
 func (in *inbound) release() {
 	in.g.release()
 	in.g = nil
+}
+
+// The budget bounds requests once read, but gRPC reads a request whole as
+// soon as the stream's reader asks for it, and a stream's reader asks for
+// its first request at once: in a storm every new stream's first request,
+// the large one, would be read and then wait in memory for the budget
+// (1,000 reconnecting Envoys of 10,000 clusters: 310 MB). So new streams
+// take turns to read their first request: a stream reads it only while it
+// holds one of a few leases, given back once the request is admitted.
+// Until then what a client sent stays, beyond the stream's HTTP/2 receive
+// window (GRPCOptions), in the client. A client that opens a stream and
+// sends nothing must not hold a lease for long: a lease whose request has
+// not arrived lapses after leaseTime, and the stream then reads as usual.
+// Later requests (ACKs, subscription changes) are read at once.
+
+// leaseTime is how long a first read may hold its lease before its request
+// arrives: Envoy sends its first request as soon as the stream is open.
+const leaseTime = time.Second
+
+// firstReads counts the leases: one per MiB of the request budget, so
+// that the requests read and waiting for the budget stay within a small
+// multiple of it. A nil *firstReads (a budget of a GiB or more) leases
+// without limit.
+type firstReads struct{ slots chan struct{} }
+
+func newFirstReads(requestBudget int) *firstReads {
+	n := max(requestBudget>>20, 1)
+	if n > 1024 {
+		return nil
+	}
+	return &firstReads{slots: make(chan struct{}, n)}
+}
+
+// lease waits for a free lease, or for ctx to end.
+func (f *firstReads) lease(ctx context.Context) (*readLease, error) {
+	if f == nil {
+		return nil, nil
+	}
+	select {
+	case f.slots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	l := &readLease{f: f}
+	l.lapse = time.AfterFunc(leaseTime, l.release)
+	return l, nil
+}
+
+// readLease is one stream's turn to read its first request.
+type readLease struct {
+	f     *firstReads
+	lapse *time.Timer
+	once  sync.Once
+}
+
+// arrived stops the lapse: the request is here and waits for admission.
+func (l *readLease) arrived() {
+	if l != nil {
+		l.lapse.Stop()
+	}
+}
+
+// release gives the lease back; later calls do nothing.
+func (l *readLease) release() {
+	if l != nil {
+		l.once.Do(func() { <-l.f.slots })
+	}
 }

@@ -31,12 +31,13 @@ func queued(b *budget) int {
 	return len(b.queue)
 }
 
-// TestRequestBudgetBoundsStorm checks that large requests are admitted
-// within the request budget before they are decoded: with the server not
-// yet ready, admitted requests wait for readiness holding their share, so
-// of ten reconnects exactly as many as fit are admitted and the rest wait
-// undecoded; once the server is ready every one is answered and the budget
-// is free again.
+// TestRequestBudgetBoundsStorm checks that a storm of large requests is
+// read and decoded within the request budget: with the server not yet
+// ready, admitted requests wait for readiness holding their share, so of
+// ten reconnects two are admitted, one more is read and waits for the
+// budget, and the other seven are not read (their first reads wait for
+// the one lease such a budget has); once the server is ready every one is
+// answered and the budget and leases are free again.
 func TestRequestBudgetBoundsStorm(t *testing.T) {
 	const n = 2000
 	size := proto.Size(reconnectReq(n))
@@ -44,6 +45,9 @@ func TestRequestBudgetBoundsStorm(t *testing.T) {
 		t.Fatalf("test request of %d bytes is small", size)
 	}
 	s := NewServer(Options{RequestBudget: size*2 + size/2}) // room for two
+	if cap(s.firstReads.slots) != 1 {
+		t.Fatalf("%d leases, want 1 for a budget under 1 MiB", cap(s.firstReads.slots))
+	}
 	cc := serve(t, s)
 	var streams []*delta
 	for range 10 {
@@ -51,9 +55,12 @@ func TestRequestBudgetBoundsStorm(t *testing.T) {
 		st.send(reconnectReq(n))
 		streams = append(streams, st)
 	}
-	waitFor(t, func() bool { return queued(s.admit) == 8 })
+	waitFor(t, func() bool { return queued(s.admit) == 1 })
 	if used := s.admit.inUse(); used != int64(2*size) {
 		t.Fatalf("%d bytes admitted, want two requests (%d)", used, 2*size)
+	}
+	if held := len(s.firstReads.slots); held != 1 {
+		t.Fatalf("%d leases held, want the queued request's", held)
 	}
 	s.Apply(services(n), nil)
 	for i, st := range streams {
@@ -61,31 +68,28 @@ func TestRequestBudgetBoundsStorm(t *testing.T) {
 			t.Fatalf("stream %d: %d clusters, want %d", i, len(r.Resources), n)
 		}
 	}
-	waitFor(t, func() bool { return s.admit.inUse() == 0 })
+	waitFor(t, func() bool { return s.admit.inUse() == 0 && len(s.firstReads.slots) == 0 })
 }
 
 // TestRequestBudgetSmallBypass checks that while large requests wait for
-// the request budget, a small request is handled at once; that a waiting
-// stream whose client leaves stops waiting; and that a request larger than
-// the whole budget is admitted alone.
+// the request budget, a small request of a stream already served is
+// handled at once; that a waiting stream whose client leaves stops
+// waiting; and that a request larger than the whole budget is admitted
+// alone.
 func TestRequestBudgetSmallBypass(t *testing.T) {
 	const n = 2000
 	size := proto.Size(reconnectReq(n))
 	s := NewServer(Options{RequestBudget: size / 2})
 	s.Apply(services(n), nil)
 	cc := serve(t, s)
-	held, err := s.admit.acquire(context.Background(), size)
-	if err != nil {
-		t.Fatal(err)
-	}
-	large := openDeltaADS(t, cc)
-	large.send(reconnectReq(n))
-	waitFor(t, func() bool { return queued(s.admit) == 1 })
-
 	small := openDeltaADS(t, cc)
 	small.send(deltaReq(ClusterType, svcName(0)))
 	wantNames(t, deltaNames(small.recv()), svcName(0))
 
+	held, err := s.admit.acquire(context.Background(), size)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	st, err := discoveryv3.NewAggregatedDiscoveryServiceClient(cc).DeltaAggregatedResources(ctx)
 	if err != nil {
@@ -94,16 +98,40 @@ func TestRequestBudgetSmallBypass(t *testing.T) {
 	if err := st.Send(reconnectReq(n)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return queued(s.admit) == 2 })
+	waitFor(t, func() bool { return queued(s.admit) == 1 })
+	small.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: ClusterType, ResourceNamesSubscribe: []string{svcName(1)}})
+	wantNames(t, deltaNames(small.recv()), svcName(1))
 	cancel()
-	waitFor(t, func() bool { return queued(s.admit) == 1 && len(s.Clients()) == 2 })
+	waitFor(t, func() bool { return queued(s.admit) == 0 && len(s.Clients()) == 1 && len(s.firstReads.slots) == 0 })
 
+	large := openDeltaADS(t, cc)
+	large.send(reconnectReq(n))
+	waitFor(t, func() bool { return queued(s.admit) == 1 })
 	large.none(50 * time.Millisecond)
 	held.release()
 	if r := large.recv(); len(r.Resources) != n {
 		t.Fatalf("%d clusters, want %d", len(r.Resources), n)
 	}
 	waitFor(t, func() bool { return s.admit.inUse() == 0 })
+}
+
+// TestFirstReadLeaseLapses checks that a stream that opens and sends
+// nothing holds its lease only for leaseTime: the next stream is then
+// read and answered.
+func TestFirstReadLeaseLapses(t *testing.T) {
+	s := NewServer(Options{RequestBudget: 1 << 20}) // one lease
+	s.Apply(services(1), nil)
+	cc := serve(t, s)
+	idle := openDeltaADS(t, cc)
+	_ = idle
+	waitFor(t, func() bool { return len(s.firstReads.slots) == 1 })
+	began := time.Now()
+	next := openDeltaADS(t, cc)
+	next.send(deltaReq(ClusterType, svcName(0)))
+	wantNames(t, deltaNames(next.recv()), svcName(0))
+	if d := time.Since(began); d < leaseTime/2 {
+		t.Fatalf("answered after %s: the idle stream's lease did not hold", d)
+	}
 }
 
 // TestCodecKeepsInitialVersions checks that a stream reader's delta request

@@ -68,10 +68,20 @@ func serveStream[Req, Resp any](s *Server, st grpc.BidiStreamingServer[Req, Resp
 	errc := make(chan error, 1)
 	go func() {
 		defer cancel()
-		for {
+		for first := true; ; first = false {
 			req := new(Req)
 			in := &inbound{msg: any(req).(proto.Message), ctx: ctx, admit: s.admit}
-			if err := st.RecvMsg(in); err != nil {
+			if first {
+				l, err := s.firstReads.lease(ctx)
+				if err != nil {
+					errc <- err
+					return
+				}
+				in.lease = l
+			}
+			err := st.RecvMsg(in)
+			in.lease.release() // admitted, small, or failed
+			if err != nil {
 				in.release()
 				switch {
 				case status.Code(err) == codes.ResourceExhausted:

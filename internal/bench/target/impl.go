@@ -92,11 +92,14 @@ type bridge struct {
 	codec bool
 }
 
+// The engine's own transport options (xds.Server.GRPCOptions: request
+// size, receive windows) are applied as the bridge applies them.
 func (b *bridge) serverOptions() []grpc.ServerOption {
+	opts := b.srv.GRPCOptions()
 	if b.codec {
-		return []grpc.ServerOption{grpc.ForceServerCodecV2(xds.Codec())}
+		opts = append(opts, grpc.ForceServerCodecV2(xds.Codec()))
 	}
-	return nil
+	return opts
 }
 
 func (b *bridge) register(g *grpc.Server) { b.srv.Register(g) }
