@@ -34,33 +34,35 @@ func queued(b *budget) int {
 // TestRequestBudgetBoundsStorm checks that a storm of large requests is
 // read and decoded within the request budget: with the server not yet
 // ready, admitted requests wait for readiness holding their share, so of
-// ten reconnects two are admitted, one more is read and waits for the
-// budget, and the other seven are not read (their first reads wait for
-// the one lease such a budget has); once the server is ready every one is
-// answered and the budget and leases are free again.
+// twelve reconnects two are admitted, as many more as there are leases are
+// read and wait for the budget, and the others are not read (their first
+// reads wait for a lease); once the server is ready every one is answered
+// and the budget and leases are free again.
 func TestRequestBudgetBoundsStorm(t *testing.T) {
 	const n = 2000
 	size := proto.Size(reconnectReq(n))
 	if size < smallRequest {
 		t.Fatalf("test request of %d bytes is small", size)
 	}
-	s := NewServer(Options{RequestBudget: size*2 + size/2}) // room for two
-	if cap(s.firstReads.slots) != 1 {
-		t.Fatalf("%d leases, want 1 for a budget under 1 MiB", cap(s.firstReads.slots))
+	budget := size*2 + size/2 // room for two
+	s := NewServer(Options{RequestBudget: budget})
+	leases := cap(s.firstReads.slots)
+	if leases != budget/smallRequest || leases > 8 {
+		t.Fatalf("%d leases, want %d", leases, budget/smallRequest)
 	}
 	cc := serve(t, s)
 	var streams []*delta
-	for range 10 {
+	for range 12 {
 		st := openDeltaADS(t, cc)
 		st.send(reconnectReq(n))
 		streams = append(streams, st)
 	}
-	waitFor(t, func() bool { return queued(s.admit) == 1 })
+	waitFor(t, func() bool { return queued(s.admit) == leases })
 	if used := s.admit.inUse(); used != int64(2*size) {
 		t.Fatalf("%d bytes admitted, want two requests (%d)", used, 2*size)
 	}
-	if held := len(s.firstReads.slots); held != 1 {
-		t.Fatalf("%d leases held, want the queued request's", held)
+	if held := len(s.firstReads.slots); held != leases {
+		t.Fatalf("%d leases held, want the %d of the queued requests", held, leases)
 	}
 	s.Apply(services(n), nil)
 	for i, st := range streams {
@@ -119,7 +121,7 @@ func TestRequestBudgetSmallBypass(t *testing.T) {
 // nothing holds its lease only for leaseTime: the next stream is then
 // read and answered.
 func TestFirstReadLeaseLapses(t *testing.T) {
-	s := NewServer(Options{RequestBudget: 1 << 20}) // one lease
+	s := NewServer(Options{RequestBudget: smallRequest}) // one lease
 	s.Apply(services(1), nil)
 	cc := serve(t, s)
 	idle := openDeltaADS(t, cc)
