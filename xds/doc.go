@@ -68,7 +68,12 @@
 // not fit is refused by Apply (limit.go).
 // Large responses (initial states) wait for a share of a global send
 // budget, returned when gRPC has written them (budget.go); small pushes
-// never wait.
+// never wait. Large requests (a reconnect's initial versions) likewise wait
+// for a request budget before they are decoded, new streams take turns to
+// read their first request, and a delta request's initial versions are
+// walked as the records they came in rather than decoded into a map
+// (admit.go, initial.go): a reconnect storm holds a bounded amount of
+// requests, the rest stays in the clients.
 //
 // # Make-before-break
 //
