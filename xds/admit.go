@@ -103,17 +103,21 @@ func (in *inbound) release() {
 // arrives: Envoy sends its first request as soon as the stream is open.
 const leaseTime = time.Second
 
-// firstReads counts the leases: one per smallRequest of the request
-// budget (256 for the default), so that requests read and waiting for the
-// budget are at most a few times as large as it. Fewer would leave the
-// budget idle: a lease is held while the client uploads the rest of its
-// request, which takes a round trip and, for a busy client, longer (one
-// lease per MiB made a reconnect storm of 1,000 Envoys 2.7 times slower).
-// A nil *firstReads (a budget of 256 MiB or more) leases without limit.
+// firstReads counts the leases: one per leaseBytes of the request budget
+// (64 for the default), so that the requests read and waiting for the
+// budget stay within a few times its size: each leased stream's first
+// request, and the second request each stream reads unleased once its
+// first was handled (an Envoy's EDS request after CDS). Fewer leases would
+// leave the budget idle, since a lease is held while the client uploads
+// the rest of its request, a round trip and, for a busy client, longer. A
+// nil *firstReads (a budget of 1 GiB or more) leases without limit.
 type firstReads struct{ slots chan struct{} }
 
+// leaseBytes is the share of the request budget per lease.
+const leaseBytes = 256 << 10
+
 func newFirstReads(requestBudget int) *firstReads {
-	n := max(requestBudget/smallRequest, 1)
+	n := max(requestBudget/leaseBytes, 1)
 	if n > 4096 {
 		return nil
 	}

@@ -47,8 +47,8 @@ func TestRequestBudgetBoundsStorm(t *testing.T) {
 	budget := size*2 + size/2 // room for two
 	s := NewServer(Options{RequestBudget: budget})
 	leases := cap(s.firstReads.slots)
-	if leases != budget/smallRequest || leases > 8 {
-		t.Fatalf("%d leases, want %d", leases, budget/smallRequest)
+	if want := max(budget/leaseBytes, 1); leases != want || leases > 8 {
+		t.Fatalf("%d leases, want %d", leases, want)
 	}
 	cc := serve(t, s)
 	var streams []*delta
