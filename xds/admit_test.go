@@ -46,7 +46,7 @@ func TestRequestBudgetBoundsStorm(t *testing.T) {
 	}
 	budget := size*2 + size/2 // room for two
 	s := NewServer(Options{RequestBudget: budget})
-	leases := cap(s.firstReads.slots)
+	leases := cap(s.reads.slots)
 	if want := max(budget/leaseBytes, 1); leases != want || leases > 8 {
 		t.Fatalf("%d leases, want %d", leases, want)
 	}
@@ -61,7 +61,7 @@ func TestRequestBudgetBoundsStorm(t *testing.T) {
 	if used := s.admit.inUse(); used != int64(2*size) {
 		t.Fatalf("%d bytes admitted, want two requests (%d)", used, 2*size)
 	}
-	if held := len(s.firstReads.slots); held != leases {
+	if held := len(s.reads.slots); held != leases {
 		t.Fatalf("%d leases held, want the %d of the queued requests", held, leases)
 	}
 	s.Apply(services(n), nil)
@@ -70,7 +70,7 @@ func TestRequestBudgetBoundsStorm(t *testing.T) {
 			t.Fatalf("stream %d: %d clusters, want %d", i, len(r.Resources), n)
 		}
 	}
-	waitFor(t, func() bool { return s.admit.inUse() == 0 && len(s.firstReads.slots) == 0 })
+	waitFor(t, func() bool { return s.admit.inUse() == 0 && len(s.reads.slots) == 0 })
 }
 
 // TestRequestBudgetSmallBypass checks that while large requests wait for
@@ -104,7 +104,7 @@ func TestRequestBudgetSmallBypass(t *testing.T) {
 	small.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: ClusterType, ResourceNamesSubscribe: []string{svcName(1)}})
 	wantNames(t, deltaNames(small.recv()), svcName(1))
 	cancel()
-	waitFor(t, func() bool { return queued(s.admit) == 0 && len(s.Clients()) == 1 && len(s.firstReads.slots) == 0 })
+	waitFor(t, func() bool { return queued(s.admit) == 0 && len(s.Clients()) == 1 && len(s.reads.slots) == 0 })
 
 	large := openDeltaADS(t, cc)
 	large.send(reconnectReq(n))
@@ -126,7 +126,7 @@ func TestFirstReadLeaseLapses(t *testing.T) {
 	cc := serve(t, s)
 	idle := openDeltaADS(t, cc)
 	_ = idle
-	waitFor(t, func() bool { return len(s.firstReads.slots) == 1 })
+	waitFor(t, func() bool { return len(s.reads.slots) == 1 })
 	began := time.Now()
 	next := openDeltaADS(t, cc)
 	next.send(deltaReq(ClusterType, svcName(0)))

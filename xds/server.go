@@ -99,17 +99,16 @@ type Options struct {
 
 // Server is the xDS serving engine.
 type Server struct {
-	opts   Options
-	log    *slog.Logger
-	m      *metrics
-	lim    *limits
-	budget *budget // responses in flight
-	admit  *budget // requests being decoded and handled
-	// firstReads are the leases of new streams' first reads (admit.go).
-	firstReads *firstReads
-	sv         streamVariants
-	readyNs    atomic.Int64  // unix nanos of the first Apply; 0 = not ready
-	ready      chan struct{} // closed by the first Apply
+	opts    Options
+	log     *slog.Logger
+	m       *metrics
+	lim     *limits
+	budget  *budget
+	admit   *budget     // requests being decoded and handled (admit.go)
+	reads   *firstReads // leases of new streams' first reads (admit.go)
+	sv      streamVariants
+	readyNs atomic.Int64  // unix nanos of the first Apply; 0 = not ready
+	ready   chan struct{} // closed by the first Apply
 
 	mu      sync.Mutex
 	types   map[string]*typeState
@@ -142,18 +141,18 @@ func NewServer(opts Options) *Server {
 		opts.ConfigCluster = DefaultConfigCluster
 	}
 	return &Server{
-		opts:       opts,
-		log:        opts.Logger,
-		m:          newMetrics(opts.Registerer),
-		lim:        newLimits(opts.MaxResponseBytes, opts.Registerer),
-		budget:     newBudget(opts.SendBudget),
-		admit:      newBudget(opts.RequestBudget),
-		firstReads: newFirstReads(opts.RequestBudget),
-		ready:      make(chan struct{}),
-		sv:         newStreamVariants(opts.ConfigCluster),
-		types:      make(map[string]*typeState),
-		clients:    make(map[*client]struct{}),
-		conns:      make(map[string]int),
+		opts:    opts,
+		log:     opts.Logger,
+		m:       newMetrics(opts.Registerer),
+		lim:     newLimits(opts.MaxResponseBytes, opts.Registerer),
+		budget:  newBudget(opts.SendBudget),
+		admit:   newBudget(opts.RequestBudget),
+		reads:   newFirstReads(opts.RequestBudget),
+		ready:   make(chan struct{}),
+		sv:      newStreamVariants(opts.ConfigCluster),
+		types:   make(map[string]*typeState),
+		clients: make(map[*client]struct{}),
+		conns:   make(map[string]int),
 	}
 }
 

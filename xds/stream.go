@@ -72,7 +72,7 @@ func serveStream[Req, Resp any](s *Server, st grpc.BidiStreamingServer[Req, Resp
 			req := new(Req)
 			in := &inbound{msg: any(req).(proto.Message), ctx: ctx, admit: s.admit}
 			if first {
-				l, err := s.firstReads.lease(ctx)
+				l, err := s.reads.lease(ctx)
 				if err != nil {
 					errc <- err
 					return
