@@ -216,19 +216,17 @@ func (c *control) stats(w http.ResponseWriter, _ *http.Request) {
 	runtime.ReadMemStats(&ms)
 	c.mu.Lock()
 	s := Stats{
-		UserNs:       ru.Utime.Nano(),
-		SysNs:        ru.Stime.Nano(),
-		RSS:          rss(),
-		PeakRSS:      peakRSS(),
-		HeapInuse:    ms.HeapInuse,
-		HeapAlloc:    ms.HeapAlloc,
-		HeapSys:      ms.HeapSys,
-		HeapReleased: ms.HeapReleased,
-		NextGC:       ms.NextGC,
-		Goroutines:   runtime.NumGoroutine(),
-		Changes:      c.changes,
-		Flushes:      c.flushes,
+		UserNs:     ru.Utime.Nano(),
+		SysNs:      ru.Stime.Nano(),
+		RSS:        rss(),
+		PeakRSS:    peakRSS(),
+		HeapInuse:  ms.HeapInuse,
+		HeapAlloc:  ms.HeapAlloc,
+		Goroutines: runtime.NumGoroutine(),
+		Changes:    c.changes,
+		Flushes:    c.flushes,
 	}
+	s.HeapSys, s.HeapReleased, s.NextGC = ms.HeapSys, ms.HeapReleased, ms.NextGC
 	c.mu.Unlock()
 	_ = json.NewEncoder(w).Encode(s)
 }
