@@ -87,6 +87,7 @@ func New(cfg *config.Config, log *slog.Logger) (*Instance, error) {
 		UnknownNameWait:  cfg.XDS.UnknownNameWait,
 		MaxResponseBytes: cfg.XDS.MaxResponseBytes,
 		SendBudget:       cfg.XDS.SendBudgetBytes,
+		RequestBudget:    cfg.XDS.RequestBudgetBytes,
 		Registerer:       reg,
 		ConfigCluster:    cfg.XDS.ConfigCluster,
 		Limits:           xds.Limits(cfg.XDS.Limits),

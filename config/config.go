@@ -83,6 +83,9 @@ type XDS struct {
 	MaxResponseBytes int `mapstructure:"max_response_bytes"`
 	// SendBudgetBytes bounds the large responses in flight (xds.Options).
 	SendBudgetBytes int `mapstructure:"send_budget_bytes"`
+	// RequestBudgetBytes bounds the large requests being decoded and
+	// handled at once (xds.Options).
+	RequestBudgetBytes int `mapstructure:"request_budget_bytes"`
 }
 
 // Keepalive configures gRPC keepalive: the server pings an idle client
@@ -156,6 +159,7 @@ var defaults = map[string]any{
 	"xds.keepalive.max_connection_age_grace": "10s",
 	"xds.max_response_bytes":                 xds.DefaultMaxResponseBytes,
 	"xds.send_budget_bytes":                  xds.DefaultSendBudget,
+	"xds.request_budget_bytes":               xds.DefaultRequestBudget,
 	"xds.tls.cert_file":                      "",
 	"xds.tls.key_file":                       "",
 	"xds.tls.client_ca_file":                 "",

@@ -51,6 +51,11 @@ func (c *Config) Validate() error {
 	if err := c.XDS.Limits.validate(); err != nil {
 		return err
 	}
+	// Limits first: a budget below the largest request would admit such a
+	// request only alone, which is allowed but never what was meant.
+	if n := c.XDS.RequestBudgetBytes; n < c.XDS.Limits.RequestBytes {
+		return sources.Errorf("xds.request_budget_bytes", "%d is less than xds.limits.request_bytes (%d)", n, c.XDS.Limits.RequestBytes)
+	}
 	if err := checkGuard("guard", c.Guard.MaxRemovedFraction, c.Guard.Hold); err != nil {
 		return err
 	}

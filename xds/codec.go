@@ -65,7 +65,16 @@ func (c *codec) Marshal(v any) (mem.BufferSlice, error) {
 	return c.base.Marshal(v)
 }
 
+// Unmarshal decodes a request, first waiting for its admission when v is
+// a stream reader's inbound (see admit.go).
 func (c *codec) Unmarshal(data mem.BufferSlice, v any) error {
+	in, _ := v.(*inbound)
+	if in != nil {
+		if err := in.wait(data.Len()); err != nil {
+			return err
+		}
+		v = in.msg
+	}
 	var dec func([]byte) error
 	switch r := v.(type) {
 	case *discoveryv3.DiscoveryRequest:
@@ -81,11 +90,12 @@ func (c *codec) Unmarshal(data mem.BufferSlice, v any) error {
 		// request names every cluster; it is sent once, so it is decoded
 		// with one allocation but not cached.
 		dec = func(b []byte) error {
-			names, err := unmarshalNames(b, r, decodeNames)
-			if names != nil {
-				r.ResourceNamesSubscribe = names
+			if in != nil {
+				if ok, err := unmarshalCompact(b, r, in); ok {
+					return err
+				}
 			}
-			return err
+			return unmarshalDelta(b, r)
 		}
 	default:
 		return c.base.Unmarshal(data, v)
@@ -98,6 +108,15 @@ func (c *codec) Unmarshal(data mem.BufferSlice, v any) error {
 	return dec(buf.ReadOnlyData())
 }
 
+// unmarshalDelta is unmarshalNames for a delta request.
+func unmarshalDelta(b []byte, r *discoveryv3.DeltaDiscoveryRequest) error {
+	names, err := unmarshalNames(b, r, decodeNames)
+	if names != nil {
+		r.ResourceNamesSubscribe = names
+	}
+	return err
+}
+
 // unmarshalNames decodes b into m, except the records of field 3 (the
 // resource names), which it returns decoded by names when they are
 // contiguous (every encoder writes fields in order); the rest goes through
@@ -105,7 +124,7 @@ func (c *codec) Unmarshal(data mem.BufferSlice, v any) error {
 // got them from proto.Unmarshal (none, or not contiguous).
 func unmarshalNames(b []byte, m proto.Message, names func(raw []byte, count int) ([]string, error)) ([]string, error) {
 	what := m.ProtoReflect().Descriptor().Name()
-	start, end, count, err := namesSpan(b)
+	start, end, count, err := recordsSpan(b, fieldResourceNames)
 	if err != nil {
 		return nil, fmt.Errorf("decoding %s: %w", what, err)
 	}
@@ -125,20 +144,20 @@ func unmarshalNames(b []byte, m proto.Message, names func(raw []byte, count int)
 	return list[:len(list):len(list)], nil // an append must copy
 }
 
-// tagResourceNames is the key byte of a resource_names record.
-const tagResourceNames = fieldResourceNames<<3 | byte(protowire.BytesType)
-
-// namesSpan finds the contiguous run of resource_names records. start is -1
-// if there is none or if the records are interleaved with other fields.
-func namesSpan(b []byte) (start, end, count int, err error) {
+// recordsSpan finds the contiguous run of records of field (a
+// length-delimited field under 16: resource_names, initial versions).
+// start is -1 if there is none or if the records are interleaved with
+// other fields.
+func recordsSpan(b []byte, field protowire.Number) (start, end, count int, err error) {
+	tag := byte(field<<3) | byte(protowire.BytesType)
 	start, end = -1, -1
 	for off := 0; off < len(b); {
-		if b[off] == tagResourceNames && (start < 0 || end == off) {
+		if b[off] == tag && (start < 0 || end == off) {
 			// The common case, thousands of times per request: a short
 			// name in one record, skipped without the generic decoder.
 			l, n := protowire.ConsumeVarint(b[off+1:])
 			if n < 0 || l > uint64(len(b)-off-1-n) {
-				return -1, -1, 0, errors.New("resource_names: truncated")
+				return -1, -1, 0, errors.New("truncated record")
 			}
 			if start < 0 {
 				start = off
@@ -156,7 +175,7 @@ func namesSpan(b []byte) (start, end, count int, err error) {
 		if m < 0 {
 			return -1, -1, 0, protowire.ParseError(m)
 		}
-		if num == fieldResourceNames {
+		if num == field {
 			if typ != protowire.BytesType {
 				// proto keeps such a record as an unknown field; so
 				// does the generic decoder this falls back to.

@@ -30,8 +30,17 @@ func FuzzCodecRequest(f *testing.F) {
 		}
 		f.Add(b)
 	}
-	f.Add([]byte{0x1a, 0x05, 'a'})                   // truncated name
-	f.Add([]byte{0x1a, 0x01, 'a', 0x12, 0x00, 0x1a}) // interleaved, then cut
+	delta, err := proto.Marshal(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: "t", ResourceNamesSubscribe: names[:3],
+		InitialResourceVersions: map[string]string{"a": "1", "b": "", "": "2"}, ResponseNonce: "n"})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(delta)
+	f.Add([]byte{0x2a, 0x04, 0x0a, 0x01, 'a', 0x12})                   // entry cut short
+	f.Add([]byte{0x2a, 0x06, 0x0a, 0x01, 'a', 0x0a, 0x01, 'b'})        // a key twice
+	f.Add([]byte{0x2a, 0x03, 0x0a, 0x01, 'a', 0x1a, 0x00, 0x2a, 0x00}) // interleaved
+	f.Add([]byte{0x1a, 0x05, 'a'})                                     // truncated name
+	f.Add([]byte{0x1a, 0x01, 'a', 0x12, 0x00, 0x1a})                   // interleaved, then cut
 	c := Codec().(*codec)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		for _, m := range []proto.Message{&discoveryv3.DiscoveryRequest{}, &discoveryv3.DeltaDiscoveryRequest{}} {
@@ -46,6 +55,26 @@ func FuzzCodecRequest(f *testing.F) {
 				if err == nil && !proto.Equal(got, want) {
 					t.Fatalf("%T pass %d: codec decoded %v, proto %v", m, pass, got, want)
 				}
+			}
+		}
+		// A stream reader's request keeps its initial versions as
+		// records; read back, they are proto's map.
+		want := &discoveryv3.DeltaDiscoveryRequest{}
+		wantErr := proto.Unmarshal(b, want)
+		got := &discoveryv3.DeltaDiscoveryRequest{}
+		in := &inbound{msg: got}
+		err := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, in)
+		if (err != nil) != (wantErr != nil) {
+			t.Fatalf("inbound: codec error %v, proto error %v", err, wantErr)
+		}
+		if err == nil {
+			iv := initialOf(got, in)
+			if iv.len() < len(want.InitialResourceVersions) {
+				t.Fatalf("inbound: %d initial versions counted, proto has %d", iv.len(), len(want.InitialResourceVersions))
+			}
+			got.InitialResourceVersions = iv.lookup()
+			if !proto.Equal(got, want) {
+				t.Fatalf("inbound: codec decoded %v, proto %v", got, want)
 			}
 		}
 	})

@@ -71,6 +71,12 @@
 // never wait. A response is charged what it keeps alive, not its wire
 // size: records sliced from a shared frame count once for every response
 // in flight that slices them.
+// Large requests (a reconnect's initial versions) likewise wait
+// for a request budget before they are decoded, new streams take turns to
+// read their first request, and a delta request's initial versions are
+// walked as the records they came in rather than decoded into a map
+// (admit.go, initial.go): a reconnect storm holds a bounded amount of
+// requests, the rest stays in the clients.
 //
 // # Make-before-break
 //

@@ -78,13 +78,25 @@ func (l Limits) withDefaults() Limits {
 }
 
 // GRPCOptions are the gRPC server options that enforce the transport-level
-// limits (request size, streams per connection); pass them to
-// grpc.NewServer of the server s is registered on.
+// limits (request size, streams per connection) and keep requests not yet
+// read in the clients (receive windows); pass them to grpc.NewServer of
+// the server s is registered on.
 func (s *Server) GRPCOptions() []grpc.ServerOption {
 	l := s.opts.Limits
 	return []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(l.RequestBytes),
 		grpc.MaxConcurrentStreams(uint32(l.StreamsPerConnection) + 1),
+		// A stream's receive window is what a client can make the server
+		// buffer before the stream's reader asks for a request (see
+		// firstReads); gRPC's default grows it with the measured
+		// bandwidth-delay product, up to 16 MiB. Static at 64 KiB, a
+		// request waiting for its turn stays in the client; the reader
+		// asking for a request opens the window to the request's size.
+		// The connection's window only bounds what the transport has not
+		// yet handed to its streams, so it is kept larger for uploads of
+		// large requests over long round trips.
+		grpc.StaticStreamWindowSize(64 << 10),
+		grpc.StaticConnWindowSize(1 << 20),
 	}
 }
 

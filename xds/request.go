@@ -2,6 +2,7 @@ package xds
 
 import (
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
@@ -207,12 +208,18 @@ func (w *watch) ackSotW(req *discoveryv3.DiscoveryRequest) {
 
 // onDelta handles one delta request; fixed is the type of a per-type stream.
 func (s *Server) onDelta(c *client, fixed string, req *discoveryv3.DeltaDiscoveryRequest) {
-	if r := s.delta(c, fixed, req); r != nil {
+	s.onDeltaFrom(c, fixed, req, nil)
+}
+
+// onDeltaFrom is onDelta for a request a stream's reader received into in
+// (nil: decoded otherwise), which may hold its initial versions.
+func (s *Server) onDeltaFrom(c *client, fixed string, req *discoveryv3.DeltaDiscoveryRequest, in *inbound) {
+	if r := s.delta(c, fixed, req, initialOf(req, in)); r != nil {
 		s.fail(c, r)
 	}
 }
 
-func (s *Server) delta(c *client, fixed string, req *discoveryv3.DeltaDiscoveryRequest) *refusal {
+func (s *Server) delta(c *client, fixed string, req *discoveryv3.DeltaDiscoveryRequest, initial initialVersions) *refusal {
 	typ, r := typeOf(fixed, req)
 	if r != nil {
 		return r
@@ -232,7 +239,7 @@ func (s *Server) delta(c *client, fixed string, req *discoveryv3.DeltaDiscoveryR
 	}{
 		{"resource_names_subscribe", len(sub)},
 		{"resource_names_unsubscribe", len(unsub)},
-		{"initial_resource_versions", len(req.GetInitialResourceVersions())},
+		{"initial_resource_versions", initial.len()},
 	} {
 		if r := s.checkNames(l.field, l.n); r != nil {
 			return r
@@ -248,7 +255,7 @@ func (s *Server) delta(c *client, fixed string, req *discoveryv3.DeltaDiscoveryR
 	t := w.t
 	if !w.started {
 		w.started = true
-		if r := s.firstDelta(w, req, now); r != nil {
+		if r := s.firstDelta(w, req, initial, now); r != nil {
 			return r
 		}
 		c.poke()
@@ -342,11 +349,10 @@ func (w *watch) unsubscribeDelta(sl *slot) *refusal {
 // a reconnect of 20,000 names must not stall every other client's pushes.
 // A claimed name the server does not have becomes a pinned slot, freed
 // with the stream at the latest. Both locks held.
-func (s *Server) firstDelta(w *watch, req *discoveryv3.DeltaDiscoveryRequest, now time.Time) *refusal {
+func (s *Server) firstDelta(w *watch, req *discoveryv3.DeltaDiscoveryRequest, initial initialVersions, now time.Time) *refusal {
 	t, c := w.t, w.c
 	sub := req.GetResourceNamesSubscribe()
 	wild := slices.Contains(sub, "*") || (len(sub) == 0 && t.full)
-	initial := req.GetInitialResourceVersions()
 	claim := func(name, ver string) *refusal {
 		sl := t.slots[name]
 		if sl != nil {
@@ -355,7 +361,9 @@ func (s *Server) firstDelta(w *watch, req *discoveryv3.DeltaDiscoveryRequest, no
 				return nil
 			}
 		} else {
-			sl = t.get(name)
+			// A copy: name may be a substring of the whole request
+			// (initialVersions), which the slot must not keep alive.
+			sl = t.get(strings.Clone(name))
 		}
 		if r := w.pin(sl); r != nil {
 			return r
@@ -364,14 +372,15 @@ func (s *Server) firstDelta(w *watch, req *discoveryv3.DeltaDiscoveryRequest, no
 		return nil
 	}
 	if wild {
-		for name, ver := range initial {
+		for name, ver := range initial.all() {
 			if r := claim(name, ver); r != nil {
 				return r
 			}
 		}
-	} else if len(initial) > 0 {
+	} else if initial.len() > 0 {
+		claimed := initial.lookup()
 		for _, name := range sub {
-			if ver, ok := initial[name]; ok {
+			if ver, ok := claimed[name]; ok {
 				if r := claim(name, ver); r != nil {
 					return r
 				}
@@ -381,7 +390,7 @@ func (s *Server) firstDelta(w *watch, req *discoveryv3.DeltaDiscoveryRequest, no
 	if wild {
 		w.setWildcard(true, now)
 		w.named = make(map[*slot]struct{}) // claimed names are not explicit
-		w.initial = len(initial) == 0
+		w.initial = initial.len() == 0
 	}
 	if w.private() && len(sub) == 0 {
 		w.initial = true

@@ -84,6 +84,10 @@ type Options struct {
 	// clients together keep alive (records shared by several responses
 	// count once; see budget); default DefaultSendBudget.
 	SendBudget int
+	// RequestBudget bounds the wire bytes of large requests being decoded
+	// and handled at once (see admit.go); default DefaultRequestBudget.
+	// It takes effect with Codec.
+	RequestBudget int
 	// Limits bound what one client can make the server hold; zero fields
 	// take DefaultLimits.
 	Limits Limits
@@ -101,6 +105,8 @@ type Server struct {
 	m       *metrics
 	lim     *limits
 	budget  *budget
+	admit   *budget     // requests being decoded and handled (admit.go)
+	reads   *firstReads // leases of new streams' first reads (admit.go)
 	sv      streamVariants
 	readyNs atomic.Int64  // unix nanos of the first Apply; 0 = not ready
 	ready   chan struct{} // closed by the first Apply
@@ -128,6 +134,9 @@ func NewServer(opts Options) *Server {
 	if opts.SendBudget <= 0 {
 		opts.SendBudget = DefaultSendBudget
 	}
+	if opts.RequestBudget <= 0 {
+		opts.RequestBudget = DefaultRequestBudget
+	}
 	opts.Limits = opts.Limits.withDefaults()
 	if opts.ConfigCluster == "" {
 		opts.ConfigCluster = DefaultConfigCluster
@@ -138,6 +147,8 @@ func NewServer(opts Options) *Server {
 		m:       newMetrics(opts.Registerer),
 		lim:     newLimits(opts.MaxResponseBytes, opts.Registerer),
 		budget:  newBudget(opts.SendBudget),
+		admit:   newBudget(opts.RequestBudget),
+		reads:   newFirstReads(opts.RequestBudget),
 		ready:   make(chan struct{}),
 		sv:      newStreamVariants(opts.ConfigCluster),
 		types:   make(map[string]*typeState),

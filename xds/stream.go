@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 )
 
 // Register registers ADS and the per-type CDS, EDS, LDS and RDS services
@@ -39,13 +40,13 @@ type (
 // serveSotW runs one SotW stream.
 func (s *Server) serveSotW(st sotwStream, variant, typ string) error {
 	return serveStream(s, st, variant, false,
-		func(c *client, req *discoveryv3.DiscoveryRequest) { s.onSotW(c, typ, req) })
+		func(c *client, req *discoveryv3.DiscoveryRequest, _ *inbound) { s.onSotW(c, typ, req) })
 }
 
 // serveDelta runs one delta stream.
 func (s *Server) serveDelta(st deltaStream, variant, typ string) error {
 	return serveStream(s, st, variant, true,
-		func(c *client, req *discoveryv3.DeltaDiscoveryRequest) { s.onDelta(c, typ, req) })
+		func(c *client, req *discoveryv3.DeltaDiscoveryRequest, in *inbound) { s.onDeltaFrom(c, typ, req, in) })
 }
 
 // serveStream runs one stream of either protocol: a goroutine reads
@@ -54,7 +55,7 @@ func (s *Server) serveDelta(st deltaStream, variant, typ string) error {
 // through SendMsg (the typed Send would need a *Resp): Codec writes its
 // pre-encoded bytes, another codec marshals it as the Resp it stands for.
 func serveStream[Req, Resp any](s *Server, st grpc.BidiStreamingServer[Req, Resp], variant string, delta bool,
-	on func(*client, *Req)) error {
+	on func(*client, *Req, *inbound)) error {
 	ctx, cancel := context.WithCancel(st.Context())
 	defer cancel()
 	c, r := s.connect(ctx, variant, delta)
@@ -67,29 +68,34 @@ func serveStream[Req, Resp any](s *Server, st grpc.BidiStreamingServer[Req, Resp
 	errc := make(chan error, 1)
 	go func() {
 		defer cancel()
-		for {
-			req, err := st.Recv()
+		for first := true; ; first = false {
+			req := new(Req)
+			in := &inbound{msg: any(req).(proto.Message), ctx: ctx, admit: s.admit}
+			if first {
+				l, err := s.reads.lease(ctx)
+				if err != nil {
+					errc <- err
+					return
+				}
+				in.lease = l
+			}
+			err := st.RecvMsg(in)
+			in.lease.release() // admitted, small, or failed
 			if err != nil {
-				if status.Code(err) == codes.ResourceExhausted {
+				in.release()
+				switch {
+				case status.Code(err) == codes.ResourceExhausted:
 					s.m.refused.WithLabelValues(reasonRequestBytes).Inc()
+				case ctx.Err() != nil:
+					err = ctx.Err() // also what ends a wait for admission
 				}
 				errc <- err
 				return
 			}
-			// Requests wait for readiness rather than being handled against
-			// the still-empty store: a delta reconnect's claimed versions
-			// are compared with the first state applied, so a restart
-			// re-sends nothing that did not change.
-			if !s.Ready() {
-				select {
-				case <-s.ready:
-				case <-ctx.Done():
-					return
-				}
-			}
-			on(c, req)
-			if ctx.Err() != nil {
-				return // refused (Server.fail) or gone
+			ok := s.handle(ctx, func() { on(c, req, in) })
+			in.release()
+			if !ok {
+				return
 			}
 		}
 	}()
@@ -98,6 +104,24 @@ func serveStream[Req, Resp any](s *Server, st grpc.BidiStreamingServer[Req, Resp
 		return r.err
 	}
 	return streamErr(err, errc)
+}
+
+// handle runs a received request's handler once the server is ready; false
+// means the stream ended (refused by Server.fail, or gone).
+func (s *Server) handle(ctx context.Context, on func()) bool {
+	// Requests wait for readiness rather than being handled against the
+	// still-empty store: a delta reconnect's claimed versions are compared
+	// with the first state applied, so a restart re-sends nothing that did
+	// not change.
+	if !s.Ready() {
+		select {
+		case <-s.ready:
+		case <-ctx.Done():
+			return false
+		}
+	}
+	on()
+	return ctx.Err() == nil
 }
 
 // streamErr is the status a stream ends with: the send error, else the

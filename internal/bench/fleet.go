@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/xdsbridge/xdsbridge/internal/bench/workload"
 	"github.com/xdsbridge/xdsbridge/internal/envoysim"
 )
@@ -75,6 +77,11 @@ func startFleet(ctx context.Context, o fleetOptions) (*fleet, error) {
 				Delta:      o.delta,
 				Light:      !o.full,
 				OnResponse: func(c *envoysim.Client, r envoysim.Received) { f.onResponse(i, c, r) },
+				// A connection attempt that fails (1,000 clients dialling a
+				// busy server on a loaded machine time out now and then) is
+				// retried with gRPC's backoff, as an Envoy retries, rather
+				// than failing the run; the retry counts in the time.
+				DialOptions: []grpc.DialOption{grpc.WithDefaultCallOptions(grpc.WaitForReady(true))},
 			}
 			if o.versions != nil {
 				opts.InitialVersions = o.versions[i]

@@ -43,6 +43,11 @@ func startServer(ctx context.Context, bin, cpus, impl string, holdoff, maxHoldof
 	}
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Stderr = logf
+	// The server alone may be given a soft memory limit (the fleet, in
+	// this process, holds far more memory than the server).
+	if v := os.Getenv("XDSLOAD_SERVER_GOMEMLIMIT"); v != "" {
+		cmd.Env = append(os.Environ(), "GOMEMLIMIT="+v)
+	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, fmt.Errorf("piping server stdout: %w", err)

@@ -28,7 +28,7 @@ import (
 
 // Impls are the implementations compared by default. A target can also
 // host "xdsbridge-stdcodec" (the engine with gRPC's default codec),
-// "xdsbridge-unbudgeted" (the engine without its send budget),
+// "xdsbridge-unbudgeted" (the engine without its send and request budgets),
 // "snapshot-naive" (a SnapshotCache whose every type carries the snapshot
 // version, so every change re-sends CDS too), "floor" (the cold-start
 // floor: the same pre-encoded bytes to every stream, floor.go) and "stale"
@@ -67,8 +67,8 @@ func newImpl(ctx context.Context, name string, log *slog.Logger) (impl, error) {
 	switch name {
 	case "xdsbridge":
 		return &bridge{srv: xds.NewServer(xds.Options{Logger: log}), codec: true}, nil
-	case "xdsbridge-unbudgeted": // the send budget out of the way, to compare the storms
-		return &bridge{srv: xds.NewServer(xds.Options{Logger: log, SendBudget: math.MaxInt}), codec: true}, nil
+	case "xdsbridge-unbudgeted": // the send and request budgets out of the way, to compare the storms
+		return &bridge{srv: xds.NewServer(xds.Options{Logger: log, SendBudget: math.MaxInt, RequestBudget: math.MaxInt}), codec: true}, nil
 	case "xdsbridge-stdcodec":
 		return &bridge{srv: xds.NewServer(xds.Options{Logger: log})}, nil
 	case "snapshot":
@@ -92,11 +92,14 @@ type bridge struct {
 	codec bool
 }
 
+// The engine's own transport options (xds.Server.GRPCOptions: request
+// size, receive windows) are applied as the bridge applies them.
 func (b *bridge) serverOptions() []grpc.ServerOption {
+	opts := b.srv.GRPCOptions()
 	if b.codec {
-		return []grpc.ServerOption{grpc.ForceServerCodecV2(xds.Codec())}
+		opts = append(opts, grpc.ForceServerCodecV2(xds.Codec()))
 	}
-	return nil
+	return opts
 }
 
 func (b *bridge) register(g *grpc.Server) { b.srv.Register(g) }

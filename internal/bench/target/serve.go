@@ -51,6 +51,9 @@ type Stats struct {
 	PeakRSS       int64 // VmHWM, bytes: the highest RSS of the process so far
 	HeapInuse     uint64
 	HeapAlloc     uint64
+	HeapSys       uint64 // heap memory obtained from the OS
+	HeapReleased  uint64 // of HeapSys, returned to the OS
+	NextGC        uint64 // heap size at which the next GC starts
 	Goroutines    int
 	Changes       int // applied
 	Flushes       int // calls to the implementation's change (one publish each)
@@ -254,6 +257,7 @@ func (c *control) stats(w http.ResponseWriter, _ *http.Request) {
 		Changes:    c.changes,
 		Flushes:    c.flushes,
 	}
+	s.HeapSys, s.HeapReleased, s.NextGC = ms.HeapSys, ms.HeapReleased, ms.NextGC
 	c.mu.Unlock()
 	_ = json.NewEncoder(w).Encode(s)
 }

@@ -1,0 +1,168 @@
+package xds
+
+import (
+	"context"
+	"maps"
+	"strings"
+	"testing"
+	"time"
+
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/proto"
+)
+
+// reconnectReq is a delta CDS request of a reconnecting Envoy that claims
+// to hold n clusters, each at a version the server does not have: large
+// on the wire (above smallRequest for n >= 1,500) and answered with every
+// cluster.
+func reconnectReq(n int) *discoveryv3.DeltaDiscoveryRequest {
+	r := deltaReq(ClusterType)
+	r.InitialResourceVersions = make(map[string]string, n)
+	for i := range n {
+		r.InitialResourceVersions[svcName(i)] = strings.Repeat("v", 40)
+	}
+	return r
+}
+
+func queued(b *budget) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.queue)
+}
+
+// TestRequestBudgetBoundsStorm checks that a storm of large requests is
+// read and decoded within the request budget: with the server not yet
+// ready, admitted requests wait for readiness holding their share, so of
+// twelve reconnects two are admitted, as many more as there are leases are
+// read and wait for the budget, and the others are not read (their first
+// reads wait for a lease); once the server is ready every one is answered
+// and the budget and leases are free again.
+func TestRequestBudgetBoundsStorm(t *testing.T) {
+	const n = 2000
+	size := proto.Size(reconnectReq(n))
+	if size < smallRequest {
+		t.Fatalf("test request of %d bytes is small", size)
+	}
+	budget := size*2 + size/2 // room for two
+	s := NewServer(Options{RequestBudget: budget})
+	leases := cap(s.reads.slots)
+	if want := max(budget/leaseBytes, 1); leases != want || leases > 8 {
+		t.Fatalf("%d leases, want %d", leases, want)
+	}
+	cc := serve(t, s)
+	var streams []*delta
+	for range 12 {
+		st := openDeltaADS(t, cc)
+		st.send(reconnectReq(n))
+		streams = append(streams, st)
+	}
+	waitFor(t, func() bool { return queued(s.admit) == leases })
+	if used := s.admit.inUse(); used != int64(2*size) {
+		t.Fatalf("%d bytes admitted, want two requests (%d)", used, 2*size)
+	}
+	if held := len(s.reads.slots); held != leases {
+		t.Fatalf("%d leases held, want the %d of the queued requests", held, leases)
+	}
+	s.Apply(services(n), nil)
+	for i, st := range streams {
+		if r := st.recv(); len(r.Resources) != n {
+			t.Fatalf("stream %d: %d clusters, want %d", i, len(r.Resources), n)
+		}
+	}
+	waitFor(t, func() bool { return s.admit.inUse() == 0 && len(s.reads.slots) == 0 })
+}
+
+// TestRequestBudgetSmallBypass checks that while large requests wait for
+// the request budget, a small request of a stream already served is
+// handled at once; that a waiting stream whose client leaves stops
+// waiting; and that a request larger than the whole budget is admitted
+// alone.
+func TestRequestBudgetSmallBypass(t *testing.T) {
+	const n = 2000
+	size := proto.Size(reconnectReq(n))
+	s := NewServer(Options{RequestBudget: size / 2})
+	s.Apply(services(n), nil)
+	cc := serve(t, s)
+	small := openDeltaADS(t, cc)
+	small.send(deltaReq(ClusterType, svcName(0)))
+	wantNames(t, deltaNames(small.recv()), svcName(0))
+
+	held, err := s.admit.acquire(context.Background(), size, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	st, err := discoveryv3.NewAggregatedDiscoveryServiceClient(cc).DeltaAggregatedResources(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Send(reconnectReq(n)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return queued(s.admit) == 1 })
+	small.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: ClusterType, ResourceNamesSubscribe: []string{svcName(1)}})
+	wantNames(t, deltaNames(small.recv()), svcName(1))
+	cancel()
+	waitFor(t, func() bool { return queued(s.admit) == 0 && len(s.Clients()) == 1 && len(s.reads.slots) == 0 })
+
+	large := openDeltaADS(t, cc)
+	large.send(reconnectReq(n))
+	waitFor(t, func() bool { return queued(s.admit) == 1 })
+	large.none(50 * time.Millisecond)
+	held.release()
+	if r := large.recv(); len(r.Resources) != n {
+		t.Fatalf("%d clusters, want %d", len(r.Resources), n)
+	}
+	waitFor(t, func() bool { return s.admit.inUse() == 0 })
+}
+
+// TestFirstReadLeaseLapses checks that a stream that opens and sends
+// nothing holds its lease only for leaseTime: the next stream is then
+// read and answered.
+func TestFirstReadLeaseLapses(t *testing.T) {
+	s := NewServer(Options{RequestBudget: smallRequest}) // one lease
+	s.Apply(services(1), nil)
+	cc := serve(t, s)
+	idle := openDeltaADS(t, cc)
+	_ = idle
+	waitFor(t, func() bool { return len(s.reads.slots) == 1 })
+	began := time.Now()
+	next := openDeltaADS(t, cc)
+	next.send(deltaReq(ClusterType, svcName(0)))
+	wantNames(t, deltaNames(next.recv()), svcName(0))
+	if d := time.Since(began); d < leaseTime/2 {
+		t.Fatalf("answered after %s: the idle stream's lease did not hold", d)
+	}
+}
+
+// TestCodecKeepsInitialVersions checks that a stream reader's delta request
+// keeps its initial versions as records, not a map, and that they read
+// back as the map sent; a request decoded outside a stream gets its map.
+func TestCodecKeepsInitialVersions(t *testing.T) {
+	sent := reconnectReq(100)
+	b, err := proto.Marshal(sent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := Codec()
+	got := &discoveryv3.DeltaDiscoveryRequest{}
+	in := &inbound{msg: got}
+	if err := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, in); err != nil {
+		t.Fatal(err)
+	}
+	if in.initialN != 100 || len(got.InitialResourceVersions) != 0 {
+		t.Fatalf("kept %d records and decoded %d map entries, want 100 records and no map",
+			in.initialN, len(got.InitialResourceVersions))
+	}
+	if iv := initialOf(got, in); !maps.Equal(iv.lookup(), sent.InitialResourceVersions) {
+		t.Fatalf("initial versions read back as %v", iv.lookup())
+	}
+	plain := &discoveryv3.DeltaDiscoveryRequest{}
+	if err := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, plain); err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(plain.InitialResourceVersions, sent.InitialResourceVersions) {
+		t.Fatalf("decoded outside a stream: %d map entries, want %d", len(plain.InitialResourceVersions), 100)
+	}
+}
