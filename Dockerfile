@@ -26,6 +26,9 @@ COPY --from=build /out/bridge /usr/local/bin/bridge
 COPY examples/quickstart/ /etc/xdsbridge/
 # Inside a container the listeners must not be bound to loopback only. The
 # admin listener serves no profiler unless admin.pprof is true.
+# With a memory limit on the container, give the Go runtime about 80% of
+# it (docker run -e GOMEMLIMIT=800MiB for a 1 GiB limit; see "Memory" in
+# the README).
 ENV BRIDGE_XDS_LISTEN=0.0.0.0:18000 \
     BRIDGE_ADMIN_LISTEN=0.0.0.0:19000
 USER nonroot:nonroot
