@@ -2,6 +2,7 @@ package xds
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -82,11 +83,11 @@ func (b *budget) acquire(ctx context.Context, own int, shared *records) (*grant,
 			g.done.Store(true)
 			b.releaseLocked(g)
 		default:
-			for i, q := range b.queue {
-				if q == w {
-					b.queue = append(b.queue[:i], b.queue[i+1:]...)
-					break
-				}
+			// slices.Delete clears the vacated slot: the queue's array
+			// must not keep the waiter (and the records its grant
+			// references) alive.
+			if i := slices.Index(b.queue, w); i >= 0 {
+				b.queue = slices.Delete(b.queue, i, i+1)
 			}
 			b.grantLocked() // the head may have changed
 		}
@@ -146,20 +147,21 @@ func (b *budget) releaseLocked(g *grant) {
 
 // grantLocked wakes the waiters at the head of the queue that now fit, and
 // any waiter that adds nothing since a grant pinned its frame.
+//
+// The queue is compacted in place and its vacated slots cleared: a granted
+// waiter left in the array (even before the slice's start, which the array
+// keeps alive) would keep its grant's frame records alive after the
+// response was sent and the frame superseded.
 func (b *budget) grantLocked() {
-	for len(b.queue) > 0 && b.fitsLocked(b.queue[0].g, true) {
-		w := b.queue[0]
-		b.queue = b.queue[1:]
-		b.takeLocked(w.g)
-		close(w.ready)
-	}
 	kept := b.queue[:0]
+	head := true // still granting from the head, first come first served
 	for _, w := range b.queue {
-		if b.fitsLocked(w.g, false) {
+		if b.fitsLocked(w.g, head) {
 			b.takeLocked(w.g)
 			close(w.ready)
 			continue
 		}
+		head = false
 		kept = append(kept, w)
 	}
 	clear(b.queue[len(kept):])

@@ -2,8 +2,10 @@ package xds
 
 import (
 	"context"
+	"runtime"
 	"testing"
 	"time"
+	"weak"
 )
 
 func TestBudgetFIFOAndCancel(t *testing.T) {
@@ -141,6 +143,59 @@ func TestBudgetChargesSharedRecordsOnce(t *testing.T) {
 	}
 	ga.release()
 	gb.release()
+	if n := b.inUse(); n != 0 {
+		t.Errorf("%d bytes in use after every release", n)
+	}
+}
+
+// TestBudgetDropsGrantedWaiters checks that the budget's queue keeps no
+// reference to a waiter once it is granted (or gives up): a waiter's
+// grant holds the frame records its response slices, which must not stay
+// alive after the response was sent and the frame superseded.
+func TestBudgetDropsGrantedWaiters(t *testing.T) {
+	b := newBudget(100)
+	ctx := context.Background()
+	reachable := func(p weak.Pointer[records]) bool {
+		runtime.GC()
+		runtime.GC()
+		return p.Value() != nil
+	}
+	full, err := b.acquire(ctx, 100, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	granted := &records{b: make([]byte, 50)}
+	gone := weak.Make(granted)
+	c := make(chan *grant, 1)
+	go func(r *records) { g, _ := b.acquire(ctx, 10, r); c <- g }(granted)
+	granted = nil
+	waitFor(t, func() bool { return queued(b) == 1 })
+	full.release()
+	(<-c).release()
+	if reachable(gone) {
+		t.Error("the records of a granted and released waiter are still reachable")
+	}
+
+	// A waiter that gives up, queued behind one granted later.
+	full, _ = b.acquire(ctx, 100, nil)
+	go func() { g, _ := b.acquire(ctx, 10, nil); c <- g }()
+	waitFor(t, func() bool { return queued(b) == 1 })
+	cancelled := &records{b: make([]byte, 50)}
+	left := weak.Make(cancelled)
+	cctx, cancel := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	go func(r *records) { _, err := b.acquire(cctx, 10, r); errc <- err }(cancelled)
+	cancelled = nil
+	waitFor(t, func() bool { return queued(b) == 2 })
+	cancel()
+	if <-errc == nil {
+		t.Fatal("a cancelled wait was granted")
+	}
+	full.release()
+	(<-c).release()
+	if reachable(left) {
+		t.Error("the records of a cancelled waiter are still reachable")
+	}
 	if n := b.inUse(); n != 0 {
 		t.Errorf("%d bytes in use after every release", n)
 	}
