@@ -8,7 +8,10 @@ import (
 	"time"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -165,4 +168,75 @@ func TestCodecKeepsInitialVersions(t *testing.T) {
 	if !maps.Equal(plain.InitialResourceVersions, sent.InitialResourceVersions) {
 		t.Fatalf("decoded outside a stream: %d map entries, want %d", len(plain.InitialResourceVersions), 100)
 	}
+}
+
+// rawCodec sends a test's bytes as they are, whatever they decode to.
+type rawCodec struct{}
+
+func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
+	return mem.BufferSlice{mem.SliceBuffer(v.([]byte))}, nil
+}
+func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	*v.(*[]byte) = data.Materialize()
+	return nil
+}
+func (rawCodec) Name() string { return "proto" }
+
+// TestRequestBudgetReturnsAfterFailures checks that every way a stream can
+// end gives its lease and its share of the request budget back: a large
+// request that is admitted and then fails to decode, a stream closed
+// before it sent anything, and a served reconnect whose client leaves.
+// After many of each, nothing is held.
+func TestRequestBudgetReturnsAfterFailures(t *testing.T) {
+	const n = 2000
+	good, err := proto.Marshal(reconnectReq(n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := good[:len(good)-1] // the last record cut short: admitted, then refused by the decoder
+	if len(bad) < smallRequest {
+		t.Fatalf("test request of %d bytes is small", len(bad))
+	}
+	s := NewServer(Options{RequestBudget: 2*len(good) + len(good)/2})
+	s.Apply(services(n), nil)
+	cc := serve(t, s)
+	desc := &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}
+	const method = "/envoy.service.discovery.v3.AggregatedDiscoveryService/DeltaAggregatedResources"
+	for range 20 {
+		st, err := cc.NewStream(context.Background(), desc, method, grpc.ForceCodecV2(rawCodec{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.SendMsg(bad); err != nil {
+			t.Fatal(err)
+		}
+		var reply []byte
+		if err := st.RecvMsg(&reply); status.Code(err) == codes.OK {
+			t.Fatal("a truncated request was answered")
+		}
+
+		ctx, cancel := context.WithCancel(context.Background())
+		if _, err := cc.NewStream(ctx, desc, method); err != nil {
+			t.Fatal(err)
+		}
+		cancel() // gone before its first request
+
+		// Bounded, so that a budget or lease not given back fails the
+		// test here rather than hanging it.
+		ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+		ok, err := discoveryv3.NewAggregatedDiscoveryServiceClient(cc).DeltaAggregatedResources(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ok.Send(reconnectReq(n)); err != nil {
+			t.Fatal(err)
+		}
+		if r, err := ok.Recv(); err != nil || len(r.Resources) != n {
+			t.Fatalf("reconnect answered with %d clusters (%v), want %d", len(r.GetResources()), err, n)
+		}
+		cancel()
+	}
+	waitFor(t, func() bool {
+		return s.admit.inUse() == 0 && len(s.reads.slots) == 0 && len(s.Clients()) == 0
+	})
 }
