@@ -249,8 +249,8 @@ func wallTime(results []Result) time.Duration {
 // figure's own median and range.
 func representatives(results []Result) []Result {
 	key := func(r Result) Config {
-		c := r.Config
-		c.Rep, c.Bin, c.OutDir, c.Logger = 0, "", "", nil
+		c := r.Config.measured()
+		c.Rep = 0
 		return c
 	}
 	headline := func(r Result) time.Duration {

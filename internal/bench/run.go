@@ -60,6 +60,13 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// measured is c without what does not change what a run measures: where
+// its binary, profiles and log go.
+func (c Config) measured() Config {
+	c.Bin, c.OutDir, c.Logger = "", "", nil
+	return c
+}
+
 // Mode is "delta" or "sotw".
 func (c Config) Mode() string {
 	if c.Delta {
@@ -353,14 +360,15 @@ func paced(ctx context.Context, cfg Config, srv *server, f *fleet, w *workload.W
 		}
 		elapsed := time.Since(began)
 		last := min(total, int(elapsed/interval)+1)
-		res.DriverLagMax = max(res.DriverLagMax, elapsed-time.Duration(next-1)*interval)
+		lag := elapsed - time.Duration(next-1)*interval
+		res.DriverLagMax = max(res.DriverLagMax, lag)
 		t0 := time.Now()
 		ts, err := post(ctx, srv, f, want, next, last)
 		if err != nil {
 			return err
 		}
 		if took := time.Since(t0); took > 100*time.Millisecond {
-			cfg.Logger.Warn("slow change call", "run", cfg.ID(), "changes", len(ts), "took", took, "behind", elapsed-time.Duration(next-1)*interval)
+			cfg.Logger.Warn("slow change call", "run", cfg.ID(), "changes", len(ts), "took", took, "behind", lag)
 		}
 		*all = append(*all, ts...)
 		// Changes overlap; each leaves the pending set as soon as it has

@@ -233,10 +233,11 @@ func (s Suite) Run(ctx context.Context) ([]Result, error) {
 	return results, nil
 }
 
+// sameRun reports whether a and b measure the same thing, whichever
+// scenario they were planned for.
 func sameRun(a, b Config) bool {
+	a, b = a.measured(), b.measured()
 	a.Scenario, b.Scenario = "", ""
-	a.Bin, b.Bin, a.OutDir, b.OutDir = "", "", "", ""
-	a.Logger, b.Logger = nil, nil
 	return a == b
 }
 

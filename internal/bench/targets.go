@@ -20,10 +20,13 @@ func Targets(results []Result) string {
 		}
 		return fmt.Sprintf("**missed** (%.2f× the target)", by)
 	}
+	// of reports whether r is a run, not failed and not at a rate, of
+	// scenario sc by impl in the given protocol.
+	of := func(r Result, sc, impl string, delta bool) bool {
+		return r.Scenario == sc && r.Impl == impl && r.Delta == delta && !r.Failed && r.Rate == 0
+	}
 	find := func(sc, impl string, delta bool) (Result, bool) {
-		i := slices.IndexFunc(results, func(r Result) bool {
-			return r.Scenario == sc && r.Impl == impl && r.Delta == delta && !r.Failed && r.Rate == 0
-		})
+		i := slices.IndexFunc(results, func(r Result) bool { return of(r, sc, impl, delta) })
 		if i < 0 {
 			return Result{}, false
 		}
@@ -85,8 +88,7 @@ func Targets(results []Result) string {
 		var best Result
 		ok := false
 		for _, r := range results {
-			if r.Scenario == sc && r.Impl == impl && r.Delta == delta && !r.Failed && r.Rate == 0 &&
-				(!ok || r.Clients*r.Services > best.Clients*best.Services) {
+			if of(r, sc, impl, delta) && (!ok || r.Clients*r.Services > best.Clients*best.Services) {
 				best, ok = r, true
 			}
 		}
@@ -124,11 +126,10 @@ func Targets(results []Result) string {
 	// clients, after S1's changes; at the stated size when it was run,
 	// since a larger fleet spreads the process's fixed share thinner.
 	steady, ok := largest("S1", "xdsbridge", true)
-	for _, r := range results {
-		if r.Scenario == "S1" && r.Impl == "xdsbridge" && r.Delta && !r.Failed && r.Clients == 1000 && r.Services == 1000 {
-			steady, ok = r, true
-			break
-		}
+	if i := slices.IndexFunc(results, func(r Result) bool {
+		return of(r, "S1", "xdsbridge", true) && r.Clients == 1000 && r.Services == 1000
+	}); i >= 0 {
+		steady = results[i]
 	}
 	if b := steady; ok && b.ServerRSS > 0 && b.Clients > 0 {
 		per := float64(b.ServerRSS) / float64(b.Clients)
