@@ -154,8 +154,13 @@ func BenchmarkApply(b *testing.B) {
 
 func benchEngine(b *testing.B, nc, n int, delta bool) {
 	ctx, cancel := context.WithCancel(context.Background())
-	var writers sync.WaitGroup
-	defer func() { cancel(); writers.Wait() }()
+	var writers []*writer
+	defer func() {
+		cancel()
+		for _, w := range writers {
+			_ = w.stop()
+		}
+	}()
 
 	r := newBenchRig(nc, n)
 	s, all := r.s, r.all
@@ -194,8 +199,8 @@ func benchEngine(b *testing.B, nc, n int, delta bool) {
 			}
 			s.onSotW(c, "", &discoveryv3.DiscoveryRequest{Node: &corev3.Node{Id: fmt.Sprint("c", i)}, TypeUrl: EndpointType, ResourceNames: all})
 		}
-		writers.Add(1)
-		go func() { defer writers.Done(); _ = s.push(ctx, c, send) }()
+		w := s.startWriter(ctx, cancel, c, send)
+		writers = append(writers, w)
 	}
 	b.ReportAllocs()
 	perClient, cpu := r.run(b)

@@ -17,8 +17,8 @@ import (
 //   - everything a push reads or writes (held, dirty, waiting, nonces,
 //     ACK/NACK): client.mu.
 //
-// Lock order is Server.mu then client.mu. The writer (the stream handler
-// goroutine) takes only client.mu and never holds it while sending, so a
+// Lock order is Server.mu then client.mu. The writer (writer.go) takes
+// only client.mu and never holds it while sending, so a
 // client blocked by flow control blocks nobody else.
 type client struct {
 	s       *Server
@@ -27,7 +27,6 @@ type client struct {
 	peer    string
 	conn    string // the TCP peer the stream counts against (Server.conns)
 	since   time.Time
-	wake    chan struct{} // buffered(1): "state changed, look again"
 	// cancel ends the stream (nil for in-process clients); refused is the
 	// limit breach or invalid request it ended for (see Server.fail).
 	cancel  context.CancelFunc
@@ -48,6 +47,7 @@ type client struct {
 	unknown int
 
 	mu      sync.Mutex
+	out     atomic.Pointer[writer] // set once by startWriter
 	watches map[string]*watch
 	order   []*watch // by rank: the make-before-break push order
 	brk     []*watch // by breakRank: the order of removals
@@ -193,10 +193,11 @@ func (w *watch) unpin(sl *slot) {
 	w.t.release(sl)
 }
 
+// poke tells the client's writer to look again; a client without one (not
+// yet attached, or driven in process) ignores it.
 func (c *client) poke() {
-	select {
-	case c.wake <- struct{}{}:
-	default:
+	if w := c.out.Load(); w != nil {
+		w.poke()
 	}
 }
 

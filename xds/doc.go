@@ -24,8 +24,9 @@
 // Each name keeps the set of watches subscribed to it by name; each type
 // keeps its wildcard watches. Apply marks a change on exactly those watches
 // (a map write under the client's lock) and pokes their writers; it never
-// sends and never waits for a client. Each stream has one writer (the
-// handler goroutine) that drains its client's pending map; the pending map
+// sends and never waits for a client. Each stream has one writer (a
+// goroutine started when the client is owed something, gone when it is
+// not: writer.go) that drains its client's pending map; the pending map
 // coalesces to the newest entry per name, so a client that stops reading
 // holds at most one pending entry per subscribed name, and only its own
 // writer is blocked by gRPC flow control. A subscription to much of a type

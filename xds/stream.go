@@ -3,10 +3,8 @@ package xds
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net"
-	"slices"
 	"strings"
 	"time"
 
@@ -49,11 +47,15 @@ func (s *Server) serveDelta(st deltaStream, variant, typ string) error {
 		func(c *client, req *discoveryv3.DeltaDiscoveryRequest, in *inbound) { s.onDeltaFrom(c, typ, req, in) })
 }
 
-// serveStream runs one stream of either protocol: a goroutine reads
-// requests and hands each to on, while the handler goroutine is the
-// stream's only writer. It sends each response as the engine's wireMsg
-// through SendMsg (the typed Send would need a *Resp): Codec writes its
+// serveStream runs one stream of either protocol: the handler goroutine
+// reads requests and hands each to on, and a writer (see writer) sends the
+// responses. It sends each response as the engine's wireMsg through
+// SendMsg (the typed Send would need a *Resp): Codec writes its
 // pre-encoded bytes, another codec marshals it as the Resp it stands for.
+//
+// The stream ends when the read does: the client closes or goes away, or a
+// request is refused (Server.fail). A send fails only once the stream is
+// gone, which ends the read as well.
 func serveStream[Req, Resp any](s *Server, st grpc.BidiStreamingServer[Req, Resp], variant string, delta bool,
 	on func(*client, *Req, *inbound)) error {
 	ctx, cancel := context.WithCancel(st.Context())
@@ -65,45 +67,48 @@ func serveStream[Req, Resp any](s *Server, st grpc.BidiStreamingServer[Req, Resp
 	}
 	c.cancel = cancel
 	defer s.disconnect(c)
-	errc := make(chan error, 1)
-	go func() {
-		defer cancel()
-		for first := true; ; first = false {
-			req := new(Req)
-			in := &inbound{msg: any(req).(proto.Message), ctx: ctx, admit: s.admit}
-			if first {
-				l, err := s.reads.lease(ctx)
-				if err != nil {
-					errc <- err
-					return
-				}
-				in.lease = l
-			}
-			err := st.RecvMsg(in)
-			in.lease.release() // admitted, small, or failed
-			if err != nil {
-				in.release()
-				switch {
-				case status.Code(err) == codes.ResourceExhausted:
-					s.m.refused.WithLabelValues(reasonRequestBytes).Inc()
-				case ctx.Err() != nil:
-					err = ctx.Err() // also what ends a wait for admission
-				}
-				errc <- err
-				return
-			}
-			ok := s.handle(ctx, func() { on(c, req, in) })
-			in.release()
-			if !ok {
-				return
-			}
-		}
-	}()
-	err := s.push(ctx, c, func(o *out) error { return st.SendMsg(o.msg) })
+	w := s.startWriter(ctx, cancel, c, func(o *out) error { return st.SendMsg(o.msg) })
+	recvErr := readStream(ctx, s, st, c, on)
+	cancel()
+	sendErr := w.stop()
 	if r := c.refused.Load(); r != nil {
 		return r.err
 	}
-	return streamErr(err, errc)
+	return streamErr(sendErr, recvErr)
+}
+
+// readStream receives the stream's requests and handles them in order
+// until the stream ends, and returns why it ended.
+func readStream[Req, Resp any](ctx context.Context, s *Server, st grpc.BidiStreamingServer[Req, Resp], c *client,
+	on func(*client, *Req, *inbound)) error {
+	for first := true; ; first = false {
+		req := new(Req)
+		in := &inbound{msg: any(req).(proto.Message), ctx: ctx, admit: s.admit}
+		if first {
+			l, err := s.reads.lease(ctx)
+			if err != nil {
+				return err
+			}
+			in.lease = l
+		}
+		err := st.RecvMsg(in)
+		in.lease.release() // admitted, small, or failed
+		if err != nil {
+			in.release()
+			switch {
+			case status.Code(err) == codes.ResourceExhausted:
+				s.m.refused.WithLabelValues(reasonRequestBytes).Inc()
+			case ctx.Err() != nil:
+				err = ctx.Err() // also what ends a wait for admission
+			}
+			return err
+		}
+		ok := s.handle(ctx, func() { on(c, req, in) })
+		in.release()
+		if !ok {
+			return ctx.Err()
+		}
+	}
 }
 
 // handle runs a received request's handler once the server is ready; false
@@ -126,75 +131,14 @@ func (s *Server) handle(ctx context.Context, on func()) bool {
 
 // streamErr is the status a stream ends with: the send error, else the
 // receive error unless the client simply closed or went away.
-func streamErr(sendErr error, errc <-chan error) error {
+func streamErr(sendErr, recvErr error) error {
 	if sendErr != nil {
 		return sendErr
 	}
-	select {
-	case err := <-errc:
-		if errors.Is(err, io.EOF) || status.Code(err) == codes.Canceled || errors.Is(err, context.Canceled) {
-			return nil
-		}
-		return err
-	default:
+	if recvErr == nil || errors.Is(recvErr, io.EOF) || status.Code(recvErr) == codes.Canceled || errors.Is(recvErr, context.Canceled) {
 		return nil
 	}
-}
-
-// push is the stream's writer: it sends what the client is owed, then
-// waits for a change, an unknown-name deadline or the end of the stream.
-// A large response first waits for its share of the send budget, which
-// the transport returns once it has written the response (see budget);
-// whatever the stream still holds when it ends is returned then.
-func (s *Server) push(ctx context.Context, c *client, send func(*out) error) error {
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	var grants []*grant
-	defer func() {
-		for _, g := range grants {
-			g.release()
-		}
-	}()
-	for {
-		var due time.Time
-		for {
-			c.mu.Lock()
-			o, d := c.next(time.Now())
-			c.mu.Unlock()
-			if o == nil {
-				due = d
-				break
-			}
-			tr := o.msg.sendState()
-			if o.bytes >= smallResponse {
-				g, err := s.budget.reserve(ctx, o.msg)
-				if err != nil {
-					return nil // the stream ended while waiting
-				}
-				tr.g = g
-				grants = append(slices.DeleteFunc(grants, func(g *grant) bool { return g.done.Load() }), g)
-			}
-			err := send(o)
-			if !tr.encoded.Load() {
-				tr.g.release() // another codec marshalled a copy: nothing shared in flight
-			}
-			if err != nil {
-				return fmt.Errorf("sending %s: %w", o.t.url, err)
-			}
-			o.t.m.sent(o)
-		}
-		var tc <-chan time.Time
-		if !due.IsZero() {
-			timer.Reset(time.Until(due))
-			tc = timer.C
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-c.wake:
-		case <-tc:
-		}
-	}
+	return recvErr
 }
 
 // connect admits a new stream within Limits.Streams and
@@ -205,7 +149,6 @@ func (s *Server) connect(ctx context.Context, variant string, delta bool) (*clie
 		variant: variant,
 		delta:   delta,
 		since:   time.Now(),
-		wake:    make(chan struct{}, 1),
 		watches: make(map[string]*watch),
 		src:     s.sv.forStream(strings.HasSuffix(variant, "_ads"), delta),
 	}
@@ -237,8 +180,8 @@ func (s *Server) connect(ctx context.Context, variant string, delta bool) (*clie
 	return c, nil
 }
 
-// disconnect removes the client from every index; its reader goroutine may
-// still deliver a request, which the closed flag turns into a no-op.
+// disconnect removes the client from every index; a request handled after
+// it finds the closed flag and does nothing.
 func (s *Server) disconnect(c *client) {
 	s.mu.Lock()
 	c.closed = true

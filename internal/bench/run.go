@@ -186,6 +186,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	if st, err := srv.stats(ctx); err == nil {
 		res.ServerRSS = st.RSS
+		// What the RSS is made of, for the steady-state figure.
+		log.Info("server memory after the changes", "rss", st.RSS, "heap_inuse", st.HeapInuse,
+			"heap_retained", st.HeapSys-st.HeapReleased, "stacks", st.StackInuse, "goroutines", st.Goroutines)
 	}
 
 	if cfg.Reconnect && !res.Failed {

@@ -54,6 +54,7 @@ type Stats struct {
 	HeapSys       uint64 // heap memory obtained from the OS
 	HeapReleased  uint64 // of HeapSys, returned to the OS
 	NextGC        uint64 // heap size at which the next GC starts
+	StackInuse    uint64 // goroutine stacks
 	Goroutines    int
 	Changes       int // applied
 	Flushes       int // calls to the implementation's change (one publish each)
@@ -257,7 +258,7 @@ func (c *control) stats(w http.ResponseWriter, _ *http.Request) {
 		Changes:    c.changes,
 		Flushes:    c.flushes,
 	}
-	s.HeapSys, s.HeapReleased, s.NextGC = ms.HeapSys, ms.HeapReleased, ms.NextGC
+	s.HeapSys, s.HeapReleased, s.NextGC, s.StackInuse = ms.HeapSys, ms.HeapReleased, ms.NextGC, ms.StackInuse
 	c.mu.Unlock()
 	_ = json.NewEncoder(w).Encode(s)
 }

@@ -1,0 +1,155 @@
+package xds
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// writer sends a stream's responses from a goroutine that exists only while
+// the client is owed something. A poke (a change, a request, an
+// unknown-name deadline) starts one unless one is running, in which case
+// that one looks again before it exits; once it finds nothing to send it
+// arms the next deadline and exits. An idle stream therefore holds no
+// writer goroutine: at a thousand connected clients a parked writer per
+// stream was a thousand stacks the process kept for nothing, while
+// starting a goroutine per push costs a few microseconds.
+//
+// At most one goroutine sends at a time, so the stream's SendMsg is never
+// called concurrently; stop waits for it, so none is called after the
+// stream's handler returns.
+type writer struct {
+	s      *Server
+	c      *client
+	ctx    context.Context
+	cancel context.CancelFunc // ends the stream when a send fails
+	send   func(*out) error
+
+	mu      sync.Mutex
+	idle    sync.Cond // signalled when a run ends
+	running bool
+	again   bool // poked while running: look again before exiting
+	stopped bool
+	err     error       // the send that failed
+	timer   *time.Timer // pokes at the next unknown-name deadline
+	// grants are the send budget shares of responses still in flight;
+	// the transport returns each once written, stop returns the rest.
+	grants []*grant
+
+	// afterDrain, when set (by tests), runs between a run's last look and
+	// its exit: where a poke must not be lost.
+	afterDrain func()
+}
+
+// startWriter attaches a writer to c and pokes it once, for whatever the
+// client was owed before it had one.
+func (s *Server) startWriter(ctx context.Context, cancel context.CancelFunc, c *client, send func(*out) error) *writer {
+	w := &writer{s: s, c: c, ctx: ctx, cancel: cancel, send: send}
+	w.idle.L = &w.mu
+	w.timer = time.AfterFunc(time.Hour, w.poke)
+	w.timer.Stop()
+	c.out.Store(w)
+	w.poke()
+	return w
+}
+
+// poke makes sure a run looks at the client after this call.
+func (w *writer) poke() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case w.stopped:
+	case w.running:
+		w.again = true
+	default:
+		w.running = true
+		go w.run()
+	}
+}
+
+// run sends until nothing is owed and no poke came meanwhile.
+func (w *writer) run() {
+	for {
+		due, err := w.drain()
+		if w.afterDrain != nil {
+			w.afterDrain()
+		}
+		w.mu.Lock()
+		if err != nil || w.ctx.Err() != nil {
+			w.err = err
+			w.stopped = true
+		}
+		if w.again && !w.stopped {
+			w.again = false
+			w.mu.Unlock()
+			continue
+		}
+		w.running = false
+		if !w.stopped && !due.IsZero() {
+			w.timer.Reset(time.Until(due))
+		}
+		w.idle.Broadcast()
+		w.mu.Unlock()
+		if err != nil {
+			w.cancel()
+		}
+		return
+	}
+}
+
+// drain sends what the client is owed; it returns the earliest
+// unknown-name deadline when nothing is left. A large response first waits
+// for its share of the send budget, which the transport returns once it
+// has written the response (see budget).
+func (w *writer) drain() (time.Time, error) {
+	c := w.c
+	for {
+		c.mu.Lock()
+		o, due := c.next(time.Now())
+		c.mu.Unlock()
+		if o == nil {
+			return due, nil
+		}
+		tr := o.msg.sendState()
+		if o.bytes >= smallResponse {
+			g, err := w.s.budget.reserve(w.ctx, o.msg)
+			if err != nil {
+				return time.Time{}, nil // the stream ended while waiting
+			}
+			tr.g = g
+			w.mu.Lock()
+			w.grants = append(slices.DeleteFunc(w.grants, func(g *grant) bool { return g.done.Load() }), g)
+			w.mu.Unlock()
+		}
+		err := w.send(o)
+		if !tr.encoded.Load() {
+			tr.g.release() // another codec marshalled a copy: nothing shared in flight
+		}
+		if err != nil {
+			return time.Time{}, fmt.Errorf("sending %s: %w", o.t.url, err)
+		}
+		o.t.m.sent(o)
+	}
+}
+
+// stop ends the writer once the stream's context is done: it waits for a
+// running send, returns the budget the stream still holds and reports the
+// send that failed, if one did.
+func (w *writer) stop() error {
+	w.mu.Lock()
+	w.stopped = true
+	w.timer.Stop()
+	for w.running {
+		w.idle.Wait()
+	}
+	grants := w.grants
+	w.grants = nil
+	err := w.err
+	w.mu.Unlock()
+	for _, g := range grants {
+		g.release()
+	}
+	return err
+}
