@@ -77,6 +77,10 @@ func (w *watch) upserts(now, readyAt time.Time, wait time.Duration) *out {
 			return w.build(ups, nil, fr, runs)
 		}
 	}
+	if ups == nil && len(w.dirty) > 0 {
+		// Sized for a push of a few changes; a burst grows it as usual.
+		ups = make([]*entry, 0, min(len(w.dirty), 256))
+	}
 	for sl, p := range w.dirty {
 		if p.e == nil {
 			continue // a removal: second phase
