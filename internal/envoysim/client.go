@@ -92,6 +92,10 @@ type Options struct {
 	Logger      *slog.Logger
 }
 
+// envoyWindow is Envoy's default initial_stream_window_size and
+// initial_connection_window_size.
+const envoyWindow = 256 << 20
+
 // Received describes one response.
 type Received struct {
 	Time             time.Time
@@ -188,6 +192,14 @@ func Start(ctx context.Context, opts Options) (*Client, error) {
 	dial := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(1 << 30)),
+		// Envoy's HTTP/2 receive windows are fixed (256 MiB by default for
+		// streams and connections) and it sends no PINGs unless keepalive
+		// is configured. gRPC-Go's default instead probes the
+		// bandwidth-delay product with a PING on received data, which
+		// costs the server a read and a write per push that an Envoy
+		// fleet does not.
+		grpc.WithStaticStreamWindowSize(envoyWindow),
+		grpc.WithStaticConnWindowSize(envoyWindow),
 	}, opts.DialOptions...)
 	conn, err := grpc.NewClient(opts.Addr, dial...)
 	if err != nil {
