@@ -141,6 +141,9 @@ func (b *budget) releaseLocked(g *grant) {
 			delete(b.pins, g.shared)
 			b.used -= p.n
 		}
+		// A stream keeps its released grants until its next large send;
+		// they must not keep a superseded frame's records alive.
+		g.shared = nil
 	}
 	b.grantLocked()
 }

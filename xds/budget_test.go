@@ -200,3 +200,23 @@ func TestBudgetDropsGrantedWaiters(t *testing.T) {
 		t.Errorf("%d bytes in use after every release", n)
 	}
 }
+
+// A stream keeps its released grants until its next large send: a grant
+// given back no longer keeps its frame's records alive.
+func TestBudgetReleasedGrantDropsRecords(t *testing.T) {
+	b := newBudget(100)
+	recs := &records{b: make([]byte, 50)}
+	gone := weak.Make(recs)
+	g, err := b.acquire(context.Background(), 10, recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs = nil
+	g.release()
+	runtime.GC()
+	runtime.GC()
+	if gone.Value() != nil {
+		t.Error("a released grant still keeps its frame's records reachable")
+	}
+	runtime.KeepAlive(g)
+}

@@ -124,8 +124,9 @@ func refuse(reason string, code codes.Code, format string, args ...any) *refusal
 }
 
 // fail ends c's stream with r's status: it is counted, logged once, and the
-// stream's context is cancelled so that its writer returns and the
-// disconnect frees what it held. Only the first refusal of a stream counts.
+// stream's context is cancelled, so that its reader stops after the
+// request being handled, its writer stops sending, and the disconnect
+// frees what it held. Only the first refusal of a stream counts.
 func (s *Server) fail(c *client, r *refusal) {
 	if !c.refused.CompareAndSwap(nil, r) {
 		return

@@ -54,8 +54,11 @@ func (s *Server) serveDelta(st deltaStream, variant, typ string) error {
 // pre-encoded bytes, another codec marshals it as the Resp it stands for.
 //
 // The stream ends when the read does: the client closes or goes away, or a
-// request is refused (Server.fail). A send fails only once the stream is
-// gone, which ends the read as well.
+// request is refused (Server.fail). A send that fails ends the read too:
+// gRPC ends the stream (it writes the error's status) whenever SendMsg
+// fails, and the writer cancels the stream's context. A stream wrapper
+// whose SendMsg can fail without calling gRPC's must end the stream
+// likewise, or the stream waits for the client's next request.
 func serveStream[Req, Resp any](s *Server, st grpc.BidiStreamingServer[Req, Resp], variant string, delta bool,
 	on func(*client, *Req, *inbound)) error {
 	ctx, cancel := context.WithCancel(st.Context())

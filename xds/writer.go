@@ -38,8 +38,9 @@ type writer struct {
 	// the transport returns each once written, stop returns the rest.
 	grants []*grant
 
-	// afterDrain, when set (by tests), runs between a run's last look and
-	// its exit: where a poke must not be lost.
+	// afterDrain, when set (by tests, only while no run is under way),
+	// runs between a run's last look and its exit: where a poke must not
+	// be lost.
 	afterDrain func()
 }
 
