@@ -92,10 +92,6 @@ type Options struct {
 	Logger      *slog.Logger
 }
 
-// envoyWindow is the clients' fixed HTTP/2 receive window, of the stream
-// and of the connection (see Start).
-const envoyWindow = 1 << 20
-
 // Received describes one response.
 type Received struct {
 	Time             time.Time
@@ -192,19 +188,6 @@ func Start(ctx context.Context, opts Options) (*Client, error) {
 	dial := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(1 << 30)),
-		// Envoy's HTTP/2 receive windows are fixed and it sends no PINGs
-		// unless keepalive is configured. gRPC-Go's default instead probes
-		// the bandwidth-delay product with a PING on received data, which
-		// costs the server a read and a write per push that an Envoy fleet
-		// does not. The windows are fixed here too, but at 1 MiB rather
-		// than Envoy's 256 MiB: a thousand simulated clients share one
-		// process and the server's CPUs, and with 256 MiB a client that
-		// fell behind had megabytes queued in its socket: in one run of a
-		// thousand cold starts of 10,000 clusters a connection was closed
-		// by the server's TCP user timeout (20 s, gRPC's keepalive
-		// default), and with it that client.
-		grpc.WithStaticStreamWindowSize(envoyWindow),
-		grpc.WithStaticConnWindowSize(envoyWindow),
 	}, opts.DialOptions...)
 	conn, err := grpc.NewClient(opts.Addr, dial...)
 	if err != nil {
