@@ -43,6 +43,9 @@
 // in its type). An Envoy with wildcard CDS and EDS for 1,000 clusters costs
 // about 10 KB of engine heap (BenchmarkApply); with gRPC's own buffers the
 // bench harness measures ~34 KB of server heap per client (S1 in docs/benchmarks.md).
+// An idle stream holds one goroutine of its own, its reader (the writer
+// runs only while the client is owed something), beside gRPC's three per
+// connection.
 //
 // # SotW ACK decoding
 //
