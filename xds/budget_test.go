@@ -148,6 +148,13 @@ func TestBudgetChargesSharedRecordsOnce(t *testing.T) {
 	}
 }
 
+// reachable reports whether p's records survive two collections.
+func reachable(p weak.Pointer[records]) bool {
+	runtime.GC()
+	runtime.GC()
+	return p.Value() != nil
+}
+
 // TestBudgetDropsGrantedWaiters checks that the budget's queue keeps no
 // reference to a waiter once it is granted (or gives up): a waiter's
 // grant holds the frame records its response slices, which must not stay
@@ -155,11 +162,6 @@ func TestBudgetChargesSharedRecordsOnce(t *testing.T) {
 func TestBudgetDropsGrantedWaiters(t *testing.T) {
 	b := newBudget(100)
 	ctx := context.Background()
-	reachable := func(p weak.Pointer[records]) bool {
-		runtime.GC()
-		runtime.GC()
-		return p.Value() != nil
-	}
 	full, err := b.acquire(ctx, 100, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -213,9 +215,7 @@ func TestBudgetReleasedGrantDropsRecords(t *testing.T) {
 	}
 	recs = nil
 	g.release()
-	runtime.GC()
-	runtime.GC()
-	if gone.Value() != nil {
+	if reachable(gone) {
 		t.Error("a released grant still keeps its frame's records reachable")
 	}
 	runtime.KeepAlive(g)

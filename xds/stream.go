@@ -138,7 +138,7 @@ func streamErr(sendErr, recvErr error) error {
 	if sendErr != nil {
 		return sendErr
 	}
-	if recvErr == nil || errors.Is(recvErr, io.EOF) || status.Code(recvErr) == codes.Canceled || errors.Is(recvErr, context.Canceled) {
+	if errors.Is(recvErr, io.EOF) || status.Code(recvErr) == codes.Canceled || errors.Is(recvErr, context.Canceled) {
 		return nil
 	}
 	return recvErr

@@ -22,7 +22,6 @@ import (
 // called concurrently; stop waits for it, so none is called after the
 // stream's handler returns.
 type writer struct {
-	s      *Server
 	c      *client
 	ctx    context.Context
 	cancel context.CancelFunc // ends the stream when a send fails
@@ -37,6 +36,8 @@ type writer struct {
 	timer   *time.Timer // pokes at the next unknown-name deadline
 	// grants are the send budget shares of responses still in flight;
 	// the transport returns each once written, stop returns the rest.
+	// Only the run under way touches them, and stop once none is (the
+	// hand-over from one run to the next, and to stop, is under mu).
 	grants []*grant
 
 	// afterDrain, when set (by tests, only while no run is under way),
@@ -48,7 +49,7 @@ type writer struct {
 // startWriter attaches a writer to c and pokes it once, for whatever the
 // client was owed before it had one.
 func (s *Server) startWriter(ctx context.Context, cancel context.CancelFunc, c *client, send func(*out) error) *writer {
-	w := &writer{s: s, c: c, ctx: ctx, cancel: cancel, send: send}
+	w := &writer{c: c, ctx: ctx, cancel: cancel, send: send}
 	w.idle.L = &w.mu
 	w.timer = time.AfterFunc(time.Hour, w.poke)
 	w.timer.Stop()
@@ -116,14 +117,12 @@ func (w *writer) drain() (time.Time, error) {
 		}
 		tr := o.msg.sendState()
 		if o.bytes >= smallResponse {
-			g, err := w.s.budget.reserve(w.ctx, o.msg)
+			g, err := c.s.budget.reserve(w.ctx, o.msg)
 			if err != nil {
 				return time.Time{}, nil // the stream ended while waiting
 			}
 			tr.g = g
-			w.mu.Lock()
 			w.grants = append(slices.DeleteFunc(w.grants, func(g *grant) bool { return g.done.Load() }), g)
-			w.mu.Unlock()
 		}
 		err := w.send(o)
 		if !tr.encoded.Load() {
