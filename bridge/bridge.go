@@ -23,6 +23,7 @@ import (
 
 	"github.com/xdsbridge/xdsbridge/admin"
 	"github.com/xdsbridge/xdsbridge/config"
+	"github.com/xdsbridge/xdsbridge/internal/reclaim"
 	"github.com/xdsbridge/xdsbridge/sources"
 	"github.com/xdsbridge/xdsbridge/xds"
 )
@@ -47,6 +48,7 @@ type Instance struct {
 	xdsLis   net.Listener
 	adminLis net.Listener
 	views    *views
+	reclaim  *reclaim.Reclaimer
 }
 
 // Run builds the bridge of cfg and runs it until ctx is done; see New and
@@ -80,6 +82,7 @@ func New(cfg *config.Config, log *slog.Logger) (*Instance, error) {
 		Store:      warmStore(cfg, log),
 	})
 	reg.MustRegister(admin.SourceCollector{Sources: in.snapshots})
+	in.reclaim = newReclaimer(cfg.Memory, reg)
 	in.reload = newReloader(cfg, in.manager, log, reg)
 
 	server := xds.NewServer(xds.Options{
@@ -203,6 +206,7 @@ func (in *Instance) Run(ctx context.Context) error {
 
 	var wg sync.WaitGroup
 	in.views.run(ctx, &wg, cancel)
+	wg.Go(func() { in.reclaim.Run(ctx) })
 	wg.Go(func() {
 		publish := func(c sources.Changes) {
 			in.pub.publish(c)

@@ -139,8 +139,11 @@ func TestRun(t *testing.T) {
 	if code, body := get(t, admin+"/readyz"); code != http.StatusOK {
 		t.Errorf("/readyz after sync = %d %q", code, body)
 	}
-	if _, body := get(t, admin+"/metrics"); !strings.Contains(body, `xdsbridge_services 1`) {
-		t.Errorf("/metrics lacks xdsbridge_services 1")
+	_, body = get(t, admin+"/metrics")
+	for _, want := range []string{"xdsbridge_services 1", "xdsbridge_memory_returns_total ", "xdsbridge_memory_returned_bytes_total "} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
 	}
 
 	// Stop with the client's stream still open: the graceful stop cannot

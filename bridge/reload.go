@@ -144,6 +144,7 @@ func restartKeys(a, b *config.Config) []string {
 		{"admin", a.Admin, b.Admin},
 		{"log", a.Log, b.Log},
 		{"holdoff", a.Holdoff, b.Holdoff},
+		{"memory", a.Memory, b.Memory},
 		{"state_dir", a.StateDir, b.StateDir},
 		{"outputs", a.Outputs, b.Outputs},
 		// Shaping rules and transforms apply to every service: a change

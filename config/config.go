@@ -22,6 +22,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 
+	"github.com/xdsbridge/xdsbridge/internal/reclaim"
 	"github.com/xdsbridge/xdsbridge/sources"
 	"github.com/xdsbridge/xdsbridge/transform"
 	"github.com/xdsbridge/xdsbridge/translate"
@@ -34,6 +35,7 @@ type Config struct {
 	Admin   Admin   `mapstructure:"admin"`
 	Log     Log     `mapstructure:"log"`
 	Holdoff Holdoff `mapstructure:"holdoff"`
+	Memory  Memory  `mapstructure:"memory"`
 	// StateDir, when set, is where the state is persisted for warm starts.
 	StateDir string           `mapstructure:"state_dir"`
 	Guard    GuardDefaults    `mapstructure:"guard"`
@@ -130,6 +132,15 @@ type Holdoff struct {
 	Max time.Duration `mapstructure:"max"`
 }
 
+// Memory configures how the process returns memory after a burst
+// (internal/reclaim).
+type Memory struct {
+	// ReturnAfterQuiet is how long allocation must stay quiet after a
+	// burst (a storm of connects, a push to every client) before the free
+	// heap is collected and returned to the OS; 0 never does so.
+	ReturnAfterQuiet time.Duration `mapstructure:"return_after_quiet"`
+}
+
 // Source is one entry of the sources list.
 type Source struct {
 	Name string
@@ -186,6 +197,7 @@ var defaults = map[string]any{
 	"log.format":                             "text",
 	"holdoff.min":                            sources.DefaultHoldoff.String(),
 	"holdoff.max":                            sources.DefaultMaxHoldoff.String(),
+	"memory.return_after_quiet":              reclaim.DefaultPolicy.Quiet.String(),
 	"state_dir":                              "",
 	"guard.max_removed_fraction":             sources.DefaultMaxRemovedFraction,
 	"guard.hold":                             sources.DefaultGuardHold.String(),

@@ -42,6 +42,9 @@ func (c *Config) Validate() error {
 			return sources.Errorf(d.key, "must be a positive duration, not %s", d.val)
 		}
 	}
+	if d := c.Memory.ReturnAfterQuiet; d < 0 {
+		return sources.Errorf("memory.return_after_quiet", "must be a positive duration or 0 (never), not %s", d)
+	}
 	if n := c.XDS.MaxResponseBytes; n < minResponseBytes || n > math.MaxInt32 {
 		return sources.Errorf("xds.max_response_bytes", "%d is out of range (%d to %d)", n, minResponseBytes, math.MaxInt32)
 	}

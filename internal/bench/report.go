@@ -112,6 +112,8 @@ var metrics = []metric{
 	{"resources / client·change", func(r Result) float64 { return r.ResPerClientChange }, func(r Result) string { return fmt.Sprintf("%.2f", r.ResPerClientChange) }},
 	{"server heap / client", func(r Result) float64 { return r.HeapPerClient }, func(r Result) string { return size(r.HeapPerClient) }},
 	{"server RSS / client", func(r Result) float64 { return r.RSSPerClient }, func(r Result) string { return size(r.RSSPerClient) }},
+	{"process RSS once quiet", func(r Result) float64 { return float64(r.ServerRSS) }, func(r Result) string { return size(float64(r.ServerRSS)) }},
+	{"process RSS right after the changes", func(r Result) float64 { return float64(r.ServerRSSBusy) }, func(r Result) string { return size(float64(r.ServerRSSBusy)) }},
 	{"cold-start server CPU", func(r Result) float64 { return float64(r.ColdCPU) }, func(r Result) string { return ms(r.ColdCPU) }},
 	{"reconnect: all served", func(r Result) float64 { return float64(r.ReconnectTime) }, func(r Result) string { return ms(r.ReconnectTime) }},
 	{"reconnect: server CPU", func(r Result) float64 { return float64(r.ReconnectCPU) }, func(r Result) string { return ms(r.ReconnectCPU) }},
@@ -209,7 +211,7 @@ func CSV(w io.Writer, results []Result) error {
 	head := []string{"scenario", "rep", "impl", "mode", "clients", "services", "endpoints", "changes", "rate",
 		"cold_start_ns", "cold_cpu_ns", "conv_p50_ns", "conv_p99_ns", "conv_max_ns", "client_p50_ns", "client_p99_ns",
 		"cpu_per_change_ns", "cpu_per_client_change_ns", "bytes_per_client_change", "resources_per_client_change",
-		"heap_per_client", "rss_per_client", "server_rss", "server_peak_rss", "reconnect_ns", "reconnect_cpu_ns", "reconnect_bytes_per_client",
+		"heap_per_client", "rss_per_client", "server_rss", "server_rss_busy", "server_peak_rss", "reconnect_ns", "reconnect_cpu_ns", "reconnect_bytes_per_client",
 		"loadgen_cpu_per_change_ns", "achieved_rate", "holdoff_ns", "flushes",
 		"conv_p99_first_ns", "conv_p99_last_ns", "driver_lag_max_ns", "failed", "problem", "wall_ns"}
 	if err := cw.Write(head); err != nil {
@@ -221,7 +223,7 @@ func CSV(w io.Writer, results []Result) error {
 		row := []string{r.Scenario, i(int64(r.Rep)), r.Impl, r.Mode(), i(int64(r.Clients)), i(int64(r.Services)), i(int64(r.Endpoints)),
 			i(int64(r.ChangesDone)), f(r.Rate), i(int64(r.ColdStart)), i(int64(r.ColdCPU)), i(int64(r.ConvP50)), i(int64(r.ConvP99)),
 			i(int64(r.ConvMax)), i(int64(r.ClientP50)), i(int64(r.ClientP99)), i(int64(r.CPUPerChange)), i(int64(r.CPUPerClientChange)),
-			f(r.BytesPerClientChange), f(r.ResPerClientChange), f(r.HeapPerClient), f(r.RSSPerClient), i(r.ServerRSS), i(r.PeakRSS),
+			f(r.BytesPerClientChange), f(r.ResPerClientChange), f(r.HeapPerClient), f(r.RSSPerClient), i(r.ServerRSS), i(r.ServerRSSBusy), i(r.PeakRSS),
 			i(int64(r.ReconnectTime)), i(int64(r.ReconnectCPU)), f(r.ReconnectBytesClient), i(int64(r.LoadgenCPUPerChange)),
 			f(r.AchievedRate), i(int64(r.Holdoff)), i(int64(r.Flushes)),
 			i(int64(r.ConvP99First)), i(int64(r.ConvP99Last)), i(int64(r.DriverLagMax)), strconv.FormatBool(r.Failed), r.Problem, i(int64(r.Wall))}

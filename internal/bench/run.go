@@ -21,6 +21,7 @@ import (
 
 	"github.com/xdsbridge/xdsbridge/internal/bench/workload"
 	"github.com/xdsbridge/xdsbridge/internal/envoysim"
+	"github.com/xdsbridge/xdsbridge/internal/reclaim"
 )
 
 // Config is one run: one implementation, one protocol mode, one size.
@@ -110,7 +111,12 @@ type Result struct {
 
 	HeapPerClient float64 // bytes of server heap in use per connected client
 	RSSPerClient  float64
-	ServerRSS     int64 // after the changes
+	// ServerRSS is the process RSS once quiet after the changes, when the
+	// process's memory return policy has decided on their burst; and
+	// ServerRSSBusy the RSS right after the changes, what a process under
+	// steady churn keeps.
+	ServerRSS     int64
+	ServerRSSBusy int64
 	PeakRSS       int64 // VmHWM of the server at the end of the run (load, cold start, changes, reconnect)
 
 	ReconnectTime        time.Duration
@@ -185,10 +191,12 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		log.Warn("heap profile", "err", err)
 	}
 	if st, err := srv.stats(ctx); err == nil {
-		res.ServerRSS = st.RSS
-		// What the RSS is made of, for the steady-state figure.
-		log.Info("server memory after the changes", "rss", st.RSS, "heap_inuse", st.HeapInuse,
-			"heap_retained", st.HeapSys-st.HeapReleased, "stacks", st.StackInuse, "goroutines", st.Goroutines)
+		res.ServerRSSBusy = st.RSS
+		logMemory(log, "server memory right after the changes", st)
+		if st, err = quietStats(ctx, srv, st, log); err == nil {
+			res.ServerRSS = st.RSS
+			logMemory(log, "server memory once quiet", st)
+		}
 	}
 
 	if cfg.Reconnect && !res.Failed {
@@ -240,6 +248,41 @@ func settledStats(ctx context.Context, srv *server) (s0 targetStats, err error) 
 	}
 	return s0, err
 }
+
+// logMemory logs what the server's RSS is made of.
+func logMemory(log *slog.Logger, msg string, st targetStats) {
+	log.Info(msg, "rss", st.RSS, "heap_inuse", st.HeapInuse, "heap_retained", st.HeapSys-st.HeapReleased,
+		"stacks", st.StackInuse, "goroutines", st.Goroutines, "memory_returns", st.Reclaim.Releases)
+}
+
+// quietStats waits until the server's memory return policy has sampled
+// the allocation since from and decided on its quiet period (returned the
+// burst's memory, or found it too small to), then returns the stats. It
+// gives up after quietWait, returning the latest stats.
+func quietStats(ctx context.Context, srv *server, from targetStats, log *slog.Logger) (targetStats, error) {
+	deadline := time.Now().Add(quietWait)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		st, err := srv.stats(ctx)
+		if err != nil || st.Reclaim.Samples > from.Reclaim.Samples && st.Reclaim.Settled {
+			return st, err
+		}
+		if time.Now().After(deadline) {
+			log.Warn("the server's memory return policy did not settle", "after", quietWait)
+			return st, nil
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return st, ctx.Err()
+		}
+	}
+}
+
+// quietWait bounds quietStats: the policy decides Quiet after the last
+// busy sample.
+var quietWait = 5 * reclaim.DefaultPolicy.Quiet
 
 func runChanges(ctx context.Context, cfg Config, srv *server, f *fleet, w *workload.World, res *Result) error {
 	total := cfg.Changes

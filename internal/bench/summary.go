@@ -24,7 +24,8 @@ var summaryColumns = []struct {
 	{"bytes / client·change", "bytes_per_client_change", size},
 	{"heap / client", "heap_per_client", size},
 	{"RSS / client", "rss_per_client", size},
-	{"process RSS", "server_rss", size}, // after the changes: what a container limit sees
+	{"process RSS", "server_rss", size}, // once quiet after the changes: what a container limit sees
+	{"RSS right after", "server_rss_busy", size},
 	{"peak RSS", "server_peak_rss", size},
 	{"reconnect", "reconnect_ns", nsShow},
 	{"fleet CPU / change", "loadgen_cpu_per_change_ns", nsShow},

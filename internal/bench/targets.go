@@ -123,7 +123,8 @@ func Targets(results []Result) string {
 		}
 	}
 	// Steady state: the process RSS a container limit sees, over the
-	// clients, after S1's changes; at the stated size when it was run,
+	// clients, once quiet after S1's changes (the process has returned
+	// the changes' memory, as the bridge does; internal/reclaim); at the stated size when it was run,
 	// since a larger fleet spreads the process's fixed share thinner.
 	steady, ok := largest("S1", "xdsbridge", true)
 	if i := slices.IndexFunc(results, func(r Result) bool {
@@ -133,8 +134,9 @@ func Targets(results []Result) string {
 	}
 	if b := steady; ok && b.ServerRSS > 0 && b.Clients > 0 {
 		per := float64(b.ServerRSS) / float64(b.Clients)
-		rows = append(rows, row{"process RSS ≤ 100 KB per connected client",
-			fmt.Sprintf("%s (%s for C=%d, N=%d)", size(per), gb(b.ServerRSS), b.Clients, b.Services), verdict(per <= 100e3, per/100e3)})
+		rows = append(rows, row{"process RSS ≤ 100 KB per connected client, once quiet",
+			fmt.Sprintf("%s (%s for C=%d, N=%d; right after the changes %s)", size(per), gb(b.ServerRSS), b.Clients, b.Services,
+				size(float64(b.ServerRSSBusy)/float64(b.Clients))), verdict(per <= 100e3, per/100e3)})
 	}
 	if b, ok := largest("S7", "xdsbridge", true); ok {
 		at := fmt.Sprintf(" (C=%d, N=%d)", b.Clients, b.Services)

@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/xdsbridge/xdsbridge/internal/bench/workload"
+	"github.com/xdsbridge/xdsbridge/internal/reclaim"
 )
 
 // Options configure Serve.
@@ -58,6 +59,10 @@ type Stats struct {
 	Goroutines    int
 	Changes       int // applied
 	Flushes       int // calls to the implementation's change (one publish each)
+	// Reclaim is what the process's memory return policy has done: every
+	// implementation runs the bridge's (reclaim.DefaultPolicy), since it
+	// is a property of the process, not of the xDS server.
+	Reclaim reclaim.Stats
 }
 
 // CPU is user + system time.
@@ -98,7 +103,10 @@ func Serve(ctx context.Context, opts Options) error {
 		xl.Close()
 		return fmt.Errorf("listening for control: %w", err)
 	}
-	c := &control{impl: im, log: opts.Logger}
+	c := &control{impl: im, log: opts.Logger, reclaim: reclaim.New(reclaim.DefaultPolicy)}
+	var rwg sync.WaitGroup
+	rwg.Go(func() { c.reclaim.Run(ctx) })
+	defer func() { cancel(); rwg.Wait() }()
 	if opts.Holdoff > 0 {
 		c.batch = newBatcher(opts.Holdoff, opts.MaxHoldoff, c.flush)
 		var wg sync.WaitGroup
@@ -132,7 +140,8 @@ type control struct {
 	// recording a change must not wait for the previous batch's publish,
 	// or the driver's rate would depend on the implementation's publish
 	// time.
-	loaded atomic.Bool
+	loaded  atomic.Bool
+	reclaim *reclaim.Reclaimer
 
 	mu      sync.Mutex
 	impl    impl
@@ -257,6 +266,7 @@ func (c *control) stats(w http.ResponseWriter, _ *http.Request) {
 		Goroutines: runtime.NumGoroutine(),
 		Changes:    c.changes,
 		Flushes:    c.flushes,
+		Reclaim:    c.reclaim.Stats(),
 	}
 	s.HeapSys, s.HeapReleased, s.NextGC, s.StackInuse = ms.HeapSys, ms.HeapReleased, ms.NextGC, ms.StackInuse
 	c.mu.Unlock()

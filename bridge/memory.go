@@ -1,0 +1,27 @@
+package bridge
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/xdsbridge/xdsbridge/config"
+	"github.com/xdsbridge/xdsbridge/internal/reclaim"
+)
+
+// newReclaimer returns the process's memory return policy of cfg, its
+// counters exported on reg.
+func newReclaimer(cfg config.Memory, reg prometheus.Registerer) *reclaim.Reclaimer {
+	p := reclaim.DefaultPolicy
+	p.Quiet = cfg.ReturnAfterQuiet
+	r := reclaim.New(p)
+	reg.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "xdsbridge_memory_returns_total",
+			Help: "Collections run to return the free heap to the OS after a burst of allocation was followed by memory.return_after_quiet of quiet.",
+		}, func() float64 { return float64(r.Stats().Releases) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "xdsbridge_memory_returned_bytes_total",
+			Help: "Heap returned to the OS by those collections.",
+		}, func() float64 { return float64(r.Stats().Released) }),
+	)
+	return r
+}

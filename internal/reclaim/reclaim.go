@@ -1,0 +1,225 @@
+// Package reclaim hands a process's free heap back to the operating system
+// once a burst of allocation is over.
+//
+// Why it is needed: after a burst (a reconnect storm, a push to every
+// client) the Go runtime keeps the burst's memory resident. Its garbage
+// stays in the heap until the next collection, which a quiet process only
+// reaches through the runtime's two-minute forced GC; and the background
+// scavenger keeps about the heap goal mapped (twice the live heap with
+// GOGC=100), so even then the pages stay. A container limit counts all of
+// it for as long as the process is quiet. A Reclaimer samples the process's
+// allocation counter and, once a burst has been followed by a quiet period,
+// collects and returns the free pages (debug.FreeOSMemory), once. Under
+// steady allocation it never acts: the collector's own cycles set the pace
+// then, and a forced collection would only add to them.
+//
+// The cost is two full collections per burst (see release), and a burst
+// only counts when it allocated at least half the live heap, so a process
+// collects at most about four times as often as the collector alone would,
+// and only when it has nothing else to do.
+package reclaim
+
+import (
+	"context"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"sync"
+	"time"
+)
+
+// Policy says when a burst is over and worth a collection.
+type Policy struct {
+	// Quiet is how long the allocation rate must stay under QuietRate
+	// after a burst before its memory is returned; zero disables the
+	// Reclaimer. The counter is sampled four times per Quiet.
+	Quiet time.Duration
+	// QuietRate is the allocation rate, in bytes per second, under which
+	// the process counts as quiet. A process that never gets under it
+	// is never collected by the Reclaimer.
+	QuietRate uint64
+	// MinBurst is the least a burst must have allocated to be worth a
+	// collection; a burst must also have allocated half the live heap
+	// it started from.
+	MinBurst uint64
+}
+
+// DefaultPolicy returns memory after a quiet second that follows at least
+// 16 MiB of allocation (and half the live heap).
+var DefaultPolicy = Policy{Quiet: time.Second, QuietRate: 1 << 20, MinBurst: 16 << 20}
+
+// quietSamples is how many samples make up Policy.Quiet.
+const quietSamples = 4
+
+// Stats is what a Reclaimer has done so far.
+type Stats struct {
+	Samples  int // samples of the allocation counter taken
+	Releases int // collections run to return memory
+	// Released is the heap returned to the OS by those collections, in
+	// bytes (the runtime's count of released heap pages, before and
+	// after each).
+	Released uint64
+	// Settled is true once the latest quiet period has been decided on
+	// (memory returned, or too little allocated to be worth it), and
+	// false from the first sample of a burst until then.
+	Settled bool
+}
+
+// A Reclaimer returns memory after bursts; see the package comment. Its
+// methods are safe for concurrent use.
+type Reclaimer struct {
+	p       Policy
+	read    func() sample
+	release func()
+
+	mu sync.Mutex
+	d  decider
+	st Stats
+}
+
+// New returns a Reclaimer with policy p, reading this process's runtime.
+func New(p Policy) *Reclaimer {
+	return &Reclaimer{p: p, read: readRuntime, release: release, d: decider{p: p, quiet: -1}, st: Stats{Settled: true}}
+}
+
+// release collects twice and returns the free heap to the OS. One
+// collection is not enough after a burst: what the burst put back in
+// sync.Pools (gRPC's write buffers, 32 KiB for each connection that was
+// written to) survives the first collection in the pools' victim caches
+// and is freed only by the second.
+func release() {
+	runtime.GC()
+	debug.FreeOSMemory()
+}
+
+// Run samples until ctx ends. It returns at once if the policy is
+// disabled.
+func (r *Reclaimer) Run(ctx context.Context) {
+	if r.p.Quiet <= 0 {
+		return
+	}
+	interval := r.p.Quiet / quietSamples
+	r.mu.Lock()
+	r.d.last = r.read().allocs
+	r.mu.Unlock()
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		r.step(interval)
+	}
+}
+
+// step takes one sample and, if the decider says so, returns memory.
+func (r *Reclaimer) step(interval time.Duration) {
+	s := r.read()
+	r.mu.Lock()
+	act := r.d.observe(s, interval)
+	r.st.Samples++
+	// A quiet period is settled once its memory is returned, not when the
+	// collection starts.
+	r.st.Settled = r.d.settled() && act == none
+	r.mu.Unlock()
+	if act == none {
+		return
+	}
+	r.release()
+	after := r.read()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	// The collection's own allocation is not a burst.
+	r.d.last = after.allocs
+	r.st.Settled = true
+	r.st.Releases++
+	if after.released > s.released {
+		r.st.Released += after.released - s.released
+	}
+}
+
+// Stats returns what the Reclaimer has done so far.
+func (r *Reclaimer) Stats() Stats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.st
+}
+
+// sample is one reading of the runtime's counters, in bytes.
+type sample struct {
+	allocs   uint64 // allocated since the process started
+	live     uint64 // live heap at the end of the last collection
+	released uint64 // heap pages returned to the OS and not reused
+}
+
+var sampleNames = []string{"/gc/heap/allocs:bytes", "/gc/heap/live:bytes", "/memory/classes/heap/released:bytes"}
+
+// readRuntime reads the counters; runtime/metrics does so without stopping
+// the world.
+func readRuntime() sample {
+	ms := make([]metrics.Sample, len(sampleNames))
+	for i, n := range sampleNames {
+		ms[i].Name = n
+	}
+	metrics.Read(ms)
+	v := func(i int) uint64 {
+		if ms[i].Value.Kind() != metrics.KindUint64 {
+			return 0
+		}
+		return ms[i].Value.Uint64()
+	}
+	return sample{allocs: v(0), live: v(1), released: v(2)}
+}
+
+type action int
+
+const (
+	none action = iota
+	collect
+)
+
+// decider is the Reclaimer's policy over a sequence of samples; it has no
+// clock and no runtime, so its tests state the sequences.
+type decider struct {
+	p     Policy
+	last  uint64 // allocation counter at the previous sample
+	burst uint64 // allocated by the busy samples since the last decision
+	// live is the live heap when the burst began. Later readings are no
+	// measure of what the burst is worth collecting: a collection during
+	// the burst counts its buffers in flight as live.
+	live  uint64
+	quiet int // consecutive quiet samples; -1 once decided
+}
+
+// observe takes the next sample, interval after the previous one, and says
+// whether to collect now.
+func (d *decider) observe(s sample, interval time.Duration) action {
+	n := s.allocs - d.last
+	d.last = s.allocs
+	if n >= uint64(float64(d.p.QuietRate)*interval.Seconds()) {
+		if d.burst == 0 {
+			d.live = s.live
+		}
+		d.burst += n
+		d.quiet = 0
+		return none
+	}
+	if d.quiet < 0 {
+		return none // this quiet period was decided on
+	}
+	if d.quiet++; d.quiet < quietSamples {
+		return none
+	}
+	d.quiet = -1
+	burst := d.burst
+	d.burst = 0
+	if burst < d.p.MinBurst || burst < d.live/2 {
+		return none
+	}
+	return collect
+}
+
+// settled reports whether the current quiet period has been decided on.
+func (d *decider) settled() bool { return d.quiet < 0 }

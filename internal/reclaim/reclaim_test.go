@@ -1,0 +1,160 @@
+package reclaim
+
+import (
+	"context"
+	"runtime"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+const mib = 1 << 20
+
+// run feeds the decider one sample per step: the bytes allocated in that
+// step and the live heap, and returns the steps at which it collected.
+func run(p Policy, live uint64, allocs ...uint64) []int {
+	d := decider{p: p, quiet: -1}
+	var total uint64
+	var at []int
+	for i, n := range allocs {
+		total += n
+		if d.observe(sample{allocs: total, live: live}, p.Quiet/quietSamples) == collect {
+			at = append(at, i)
+		}
+	}
+	return at
+}
+
+func TestDecider(t *testing.T) {
+	p := Policy{Quiet: time.Second, QuietRate: 4 * mib, MinBurst: 16 * mib} // quiet: under 1 MiB a sample
+	busy, idle := uint64(10*mib), uint64(100<<10)
+	for _, c := range []struct {
+		name   string
+		live   uint64
+		allocs []uint64
+		want   []int
+	}{
+		{"a burst then a quiet period collects once, at its end", 8 * mib,
+			[]uint64{busy, busy, idle, idle, idle, idle, idle, idle, idle}, []int{5}},
+		{"a quiet period shorter than Quiet does not", 8 * mib,
+			[]uint64{busy, busy, idle, idle, idle, busy, idle, idle}, nil},
+		{"steady allocation never does", 8 * mib,
+			[]uint64{busy, busy, busy, busy, busy, busy, busy, busy, busy}, nil},
+		{"a burst under MinBurst does not", 8 * mib,
+			[]uint64{busy, idle, idle, idle, idle}, nil},
+		{"nor one under half the live heap", 64 * mib,
+			[]uint64{busy, busy, idle, idle, idle, idle}, nil},
+		{"a small burst is forgotten once decided on", 8 * mib,
+			[]uint64{busy, idle, idle, idle, idle, busy, idle, idle, idle, idle}, nil},
+		{"each burst is collected after it", 8 * mib,
+			[]uint64{busy, busy, idle, idle, idle, idle, busy, busy, idle, idle, idle, idle}, []int{5, 11}},
+		{"idle from the start never collects", 0,
+			[]uint64{idle, idle, idle, idle, idle, idle}, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := run(p, c.live, c.allocs...); !equal(got, c.want) {
+				t.Errorf("collected at samples %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
+// TestDeciderLiveAtBurstStart: a collection during a burst counts the
+// burst's own buffers as live; the burst is weighed against the live heap
+// it started from, or a large burst would inflate its own bar.
+func TestDeciderLiveAtBurstStart(t *testing.T) {
+	p := Policy{Quiet: time.Second, QuietRate: 4 * mib, MinBurst: 16 * mib}
+	d := decider{p: p, quiet: -1}
+	var total uint64
+	var got action
+	for _, s := range []struct{ alloc, live uint64 }{
+		{10 * mib, 40 * mib}, {10 * mib, 40 * mib}, {10 * mib, 80 * mib},
+		{0, 80 * mib}, {0, 80 * mib}, {0, 80 * mib}, {0, 80 * mib},
+	} {
+		total += s.alloc
+		got = d.observe(sample{allocs: total, live: s.live}, p.Quiet/quietSamples)
+	}
+	if got != collect {
+		t.Errorf("a 30 MiB burst from a 40 MiB live heap, measured at 80 MiB mid-burst: not collected")
+	}
+}
+
+func equal(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestReclaimerSettles drives a Reclaimer on a fake clock and counters:
+// Settled goes false with a burst and true when its quiet period is decided,
+// and the release runs once, with the released bytes counted.
+func TestReclaimerSettles(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var cur sample
+		released := 0
+		r := New(Policy{Quiet: time.Second, QuietRate: mib, MinBurst: 16 * mib})
+		r.read = func() sample { return cur }
+		settledDuring := false
+		r.release = func() { released++; cur.released += 30 * mib; settledDuring = r.Stats().Settled }
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() { r.Run(ctx); close(done) }()
+		synctest.Wait()
+
+		cur.allocs += 40 * mib
+		time.Sleep(250 * time.Millisecond) // one sample, on the fake clock
+		synctest.Wait()
+		if st := r.Stats(); st.Settled || st.Samples != 1 {
+			t.Fatalf("after a burst: %+v, want unsettled after 1 sample", st)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		st := r.Stats()
+		if !st.Settled || st.Releases != 1 || released != 1 || st.Released != 30*mib {
+			t.Fatalf("after a quiet second: %+v (released %d times), want settled, 1 release of 30 MiB", st, released)
+		}
+		if settledDuring {
+			t.Errorf("Settled while the memory was being returned: a reader would measure too early")
+		}
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		if released != 1 {
+			t.Fatalf("released %d times while idle, want 1", released)
+		}
+		cancel()
+		<-done
+	})
+}
+
+// TestReclaimerReturnsMemory runs the real runtime: garbage from a burst
+// is returned once the process is quiet.
+func TestReclaimerReturnsMemory(t *testing.T) {
+	r := New(Policy{Quiet: 40 * time.Millisecond, QuietRate: 64 * mib, MinBurst: 16 * mib})
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go r.Run(ctx)
+	var keep [][]byte
+	for range 64 {
+		keep = append(keep, make([]byte, mib))
+	}
+	runtime.KeepAlive(keep)
+	keep = nil
+	// Wait on the Reclaimer's own state; the deadline only bounds a
+	// failure.
+	deadline := time.Now().Add(10 * time.Second)
+	for r.Stats().Releases == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no release within 10 s after a 64 MiB burst: %+v", r.Stats())
+		}
+		runtime.Gosched()
+	}
+	if st := r.Stats(); st.Released == 0 {
+		t.Errorf("released %+v, want some heap returned", st)
+	}
+}
