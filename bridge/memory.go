@@ -16,7 +16,7 @@ func newReclaimer(cfg config.Memory, reg prometheus.Registerer) *reclaim.Reclaim
 	reg.MustRegister(
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "xdsbridge_memory_returns_total",
-			Help: "Collections run to return the free heap to the OS after a burst of allocation was followed by memory.return_after_quiet of quiet.",
+			Help: "Returns of the free heap to the OS (two collections each), after a burst of allocation was followed by memory.return_after_quiet of quiet.",
 		}, func() float64 { return float64(r.Stats().Releases) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "xdsbridge_memory_returned_bytes_total",

@@ -16,6 +16,11 @@ import (
 // hold at least one typical resource besides its envelope.
 const minResponseBytes = 64 << 10
 
+// minReturnAfterQuiet is the shortest memory.return_after_quiet: the
+// policy samples four times per quiet period, and much shorter periods
+// are not quiet, only gaps between a burst's writes.
+const minReturnAfterQuiet = 100 * time.Millisecond
+
 // Validate checks every setting and returns a *sources.KeyError naming the
 // first bad key. It also builds each source with its type's constructor
 // (which does no I/O) so that source-specific settings are checked too.
@@ -42,8 +47,8 @@ func (c *Config) Validate() error {
 			return sources.Errorf(d.key, "must be a positive duration, not %s", d.val)
 		}
 	}
-	if d := c.Memory.ReturnAfterQuiet; d < 0 {
-		return sources.Errorf("memory.return_after_quiet", "must be a positive duration or 0 (never), not %s", d)
+	if d := c.Memory.ReturnAfterQuiet; d != 0 && d < minReturnAfterQuiet {
+		return sources.Errorf("memory.return_after_quiet", "must be at least %s, or 0 (never), not %s", minReturnAfterQuiet, d)
 	}
 	if n := c.XDS.MaxResponseBytes; n < minResponseBytes || n > math.MaxInt32 {
 		return sources.Errorf("xds.max_response_bytes", "%d is out of range (%d to %d)", n, minResponseBytes, math.MaxInt32)

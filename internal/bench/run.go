@@ -193,7 +193,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if st, err := srv.stats(ctx); err == nil {
 		res.ServerRSSBusy = st.RSS
 		logMemory(log, "server memory right after the changes", st)
-		if st, err = quietStats(ctx, srv, st, log); err == nil {
+		if st, err = quietStats(ctx, srv, st, log); err == nil && st.Reclaim.Settled {
 			res.ServerRSS = st.RSS
 			logMemory(log, "server memory once quiet", st)
 		}
@@ -258,7 +258,8 @@ func logMemory(log *slog.Logger, msg string, st targetStats) {
 // quietStats waits until the server's memory return policy has sampled
 // the allocation since from and decided on its quiet period (returned the
 // burst's memory, or found it too small to), then returns the stats. It
-// gives up after quietWait, returning the latest stats.
+// gives up after quietWait, returning the latest stats, unsettled: the
+// caller then has no figure once quiet.
 func quietStats(ctx context.Context, srv *server, from targetStats, log *slog.Logger) (targetStats, error) {
 	deadline := time.Now().Add(quietWait)
 	tick := time.NewTicker(100 * time.Millisecond)
@@ -269,7 +270,7 @@ func quietStats(ctx context.Context, srv *server, from targetStats, log *slog.Lo
 			return st, err
 		}
 		if time.Now().After(deadline) {
-			log.Warn("the server's memory return policy did not settle", "after", quietWait)
+			log.Warn("the server's memory return policy did not settle: no RSS once quiet", "after", quietWait)
 			return st, nil
 		}
 		select {

@@ -9,14 +9,17 @@
 // GOGC=100), so even then the pages stay. A container limit counts all of
 // it for as long as the process is quiet. A Reclaimer samples the process's
 // allocation counter and, once a burst has been followed by a quiet period,
-// collects and returns the free pages (debug.FreeOSMemory), once. Under
-// steady allocation it never acts: the collector's own cycles set the pace
-// then, and a forced collection would only add to them.
+// collects and returns the free pages (debug.FreeOSMemory), once. While
+// allocation goes on without a quiet period it never acts: the collector's
+// own cycles set the pace then, and a forced collection would only add to
+// them. Churn with quiet gaps gets one return after each burst that clears
+// the bar below.
 //
 // The cost is two full collections per burst (see release), and a burst
-// only counts when it allocated at least half the live heap, so a process
-// collects at most about four times as often as the collector alone would,
-// and only when it has nothing else to do.
+// only counts when it allocated at least half the live heap it started
+// from, so with GOGC=100 a process collects at most about four times as
+// often as the collector alone would (more with a higher GOGC), and only in
+// a quiet moment.
 package reclaim
 
 import (
@@ -31,8 +34,9 @@ import (
 // Policy says when a burst is over and worth a collection.
 type Policy struct {
 	// Quiet is how long the allocation rate must stay under QuietRate
-	// after a burst before its memory is returned; zero disables the
-	// Reclaimer. The counter is sampled four times per Quiet.
+	// after a burst before its memory is returned; zero (or less than
+	// four nanoseconds) disables the Reclaimer. The counter is sampled four
+	// times per Quiet.
 	Quiet time.Duration
 	// QuietRate is the allocation rate, in bytes per second, under which
 	// the process counts as quiet. A process that never gets under it
@@ -54,7 +58,7 @@ const quietSamples = 4
 // Stats is what a Reclaimer has done so far.
 type Stats struct {
 	Samples  int // samples of the allocation counter taken
-	Releases int // collections run to return memory
+	Releases int // returns of the free heap to the OS (two collections each)
 	// Released is the heap returned to the OS by those collections, in
 	// bytes (the runtime's count of released heap pages, before and
 	// after each).
@@ -99,6 +103,9 @@ func (r *Reclaimer) Run(ctx context.Context) {
 		return
 	}
 	interval := r.p.Quiet / quietSamples
+	if interval <= 0 {
+		return
+	}
 	r.mu.Lock()
 	r.d.last = r.read().allocs
 	r.mu.Unlock()

@@ -3,6 +3,7 @@ package reclaim
 import (
 	"context"
 	"runtime"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -91,23 +92,42 @@ func equal(a, b []int) bool {
 	return true
 }
 
+// fakeRuntime stands for the runtime's counters and its release.
+type fakeRuntime struct {
+	mu       sync.Mutex
+	cur      sample
+	releases int
+	// settledDuring records whether the Reclaimer said it had settled
+	// while its release was under way.
+	settledDuring bool
+}
+
+func (f *fakeRuntime) allocate(n uint64) { f.mu.Lock(); f.cur.allocs += n; f.mu.Unlock() }
+func (f *fakeRuntime) read() sample      { f.mu.Lock(); defer f.mu.Unlock(); return f.cur }
+func (f *fakeRuntime) released() int     { f.mu.Lock(); defer f.mu.Unlock(); return f.releases }
+
 // TestReclaimerSettles drives a Reclaimer on a fake clock and counters:
 // Settled goes false with a burst and true when its quiet period is decided,
 // and the release runs once, with the released bytes counted.
 func TestReclaimerSettles(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var cur sample
-		released := 0
+		f := &fakeRuntime{}
 		r := New(Policy{Quiet: time.Second, QuietRate: mib, MinBurst: 16 * mib})
-		r.read = func() sample { return cur }
-		settledDuring := false
-		r.release = func() { released++; cur.released += 30 * mib; settledDuring = r.Stats().Settled }
+		r.read = f.read
+		r.release = func() {
+			settled := r.Stats().Settled
+			f.mu.Lock()
+			f.releases++
+			f.cur.released += 30 * mib
+			f.settledDuring = f.settledDuring || settled
+			f.mu.Unlock()
+		}
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan struct{})
 		go func() { r.Run(ctx); close(done) }()
 		synctest.Wait()
 
-		cur.allocs += 40 * mib
+		f.allocate(40 * mib)
 		time.Sleep(250 * time.Millisecond) // one sample, on the fake clock
 		synctest.Wait()
 		if st := r.Stats(); st.Settled || st.Samples != 1 {
@@ -116,45 +136,65 @@ func TestReclaimerSettles(t *testing.T) {
 		time.Sleep(time.Second)
 		synctest.Wait()
 		st := r.Stats()
-		if !st.Settled || st.Releases != 1 || released != 1 || st.Released != 30*mib {
-			t.Fatalf("after a quiet second: %+v (released %d times), want settled, 1 release of 30 MiB", st, released)
+		if !st.Settled || st.Releases != 1 || f.released() != 1 || st.Released != 30*mib {
+			t.Fatalf("after a quiet second: %+v (released %d times), want settled, 1 release of 30 MiB", st, f.released())
 		}
-		if settledDuring {
+		f.mu.Lock()
+		if f.settledDuring {
 			t.Errorf("Settled while the memory was being returned: a reader would measure too early")
 		}
+		f.mu.Unlock()
 		time.Sleep(5 * time.Second)
 		synctest.Wait()
-		if released != 1 {
-			t.Fatalf("released %d times while idle, want 1", released)
+		if n := f.released(); n != 1 {
+			t.Fatalf("released %d times while idle, want 1", n)
 		}
 		cancel()
 		<-done
 	})
 }
 
-// TestReclaimerReturnsMemory runs the real runtime: garbage from a burst
-// is returned once the process is quiet.
+// TestReclaimerReturnsMemory runs the real runtime: a burst's buffers,
+// left in a sync.Pool as gRPC leaves its write buffers, are freed and
+// returned once the process is quiet. One collection would leave them in
+// the pool's victim cache.
 func TestReclaimerReturnsMemory(t *testing.T) {
 	r := New(Policy{Quiet: 40 * time.Millisecond, QuietRate: 64 * mib, MinBurst: 16 * mib})
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	go r.Run(ctx)
-	var keep [][]byte
+	// The burst must come after the Reclaimer's first reading, or that
+	// reading already counts it. Waiting on its state; the deadlines only
+	// bound a failure.
+	waitFor(t, "a first sample", func() bool { return r.Stats().Samples > 0 }, r)
+	var pool sync.Pool
+	var bufs [][]byte
 	for range 64 {
-		keep = append(keep, make([]byte, mib))
+		bufs = append(bufs, make([]byte, mib))
 	}
-	runtime.KeepAlive(keep)
-	keep = nil
-	// Wait on the Reclaimer's own state; the deadline only bounds a
-	// failure.
-	deadline := time.Now().Add(10 * time.Second)
-	for r.Stats().Releases == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("no release within 10 s after a 64 MiB burst: %+v", r.Stats())
-		}
-		runtime.Gosched()
+	for _, b := range bufs {
+		pool.Put(b)
 	}
+	bufs = nil
+	waitFor(t, "a release after a 64 MiB burst", func() bool { return r.Stats().Releases > 0 }, r)
 	if st := r.Stats(); st.Released == 0 {
 		t.Errorf("released %+v, want some heap returned", st)
+	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	if ms.HeapInuse > 32*mib {
+		t.Errorf("heap in use %d MiB after the release, want the pooled 64 MiB freed", ms.HeapInuse/mib)
+	}
+	runtime.KeepAlive(&pool)
+}
+
+func waitFor(t *testing.T, what string, cond func() bool, r *Reclaimer) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s within 10 s: %+v", what, r.Stats())
+		}
+		runtime.Gosched()
 	}
 }
