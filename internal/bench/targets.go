@@ -124,8 +124,9 @@ func Targets(results []Result) string {
 	}
 	// Steady state: the process RSS a container limit sees, over the
 	// clients, once quiet after S1's changes (the process has returned
-	// the changes' memory, as the bridge does; internal/reclaim); at the stated size when it was run,
-	// since a larger fleet spreads the process's fixed share thinner.
+	// the changes' memory, as the bridge does: internal/reclaim); at the
+	// stated size when it was run, since a larger fleet spreads the
+	// process's fixed share thinner.
 	steady, ok := largest("S1", "xdsbridge", true)
 	if i := slices.IndexFunc(results, func(r Result) bool {
 		return of(r, "S1", "xdsbridge", true) && r.Clients == 1000 && r.Services == 1000

@@ -72,7 +72,6 @@ type Stats struct {
 // A Reclaimer returns memory after bursts; see the package comment. Its
 // methods are safe for concurrent use.
 type Reclaimer struct {
-	p       Policy
 	read    func() sample
 	release func()
 
@@ -83,7 +82,7 @@ type Reclaimer struct {
 
 // New returns a Reclaimer with policy p, reading this process's runtime.
 func New(p Policy) *Reclaimer {
-	return &Reclaimer{p: p, read: readRuntime, release: release, d: decider{p: p, quiet: -1}, st: Stats{Settled: true}}
+	return &Reclaimer{read: readRuntime, release: release, d: decider{p: p, quiet: -1}, st: Stats{Settled: true}}
 }
 
 // release collects twice and returns the free heap to the OS. One
@@ -99,10 +98,7 @@ func release() {
 // Run samples until ctx ends. It returns at once if the policy is
 // disabled.
 func (r *Reclaimer) Run(ctx context.Context) {
-	if r.p.Quiet <= 0 {
-		return
-	}
-	interval := r.p.Quiet / quietSamples
+	interval := r.d.p.Quiet / quietSamples
 	if interval <= 0 {
 		return
 	}

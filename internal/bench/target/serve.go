@@ -104,14 +104,12 @@ func Serve(ctx context.Context, opts Options) error {
 		return fmt.Errorf("listening for control: %w", err)
 	}
 	c := &control{impl: im, log: opts.Logger, reclaim: reclaim.New(reclaim.DefaultPolicy)}
-	var rwg sync.WaitGroup
-	rwg.Go(func() { c.reclaim.Run(ctx) })
-	defer func() { cancel(); rwg.Wait() }()
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	wg.Go(func() { c.reclaim.Run(ctx) })
 	if opts.Holdoff > 0 {
 		c.batch = newBatcher(opts.Holdoff, opts.MaxHoldoff, c.flush)
-		var wg sync.WaitGroup
 		wg.Go(func() { c.batch.run(ctx) })
-		defer func() { cancel(); wg.Wait() }()
 	}
 	hs := &http.Server{Handler: c.mux(), ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 2)
