@@ -131,6 +131,7 @@ func (c *client) watchFor(t *typeState) *watch {
 	w := &watch{
 		c:       c,
 		t:       t,
+		held:    heldSet{t: t},
 		dirty:   make(map[*slot]pend),
 		waiting: make(map[*slot]waitSince),
 	}
@@ -243,7 +244,7 @@ func (w *watch) subscribe(sl *slot, now time.Time, bulk bool) {
 		w.named[sl] = struct{}{}
 	}
 	if !w.held.has(sl) {
-		w.held.put(sl, nil, w.t.total())
+		w.held.put(sl, nil)
 	}
 	if bulk {
 		w.settle(sl, now)
@@ -275,26 +276,25 @@ func (w *watch) setWildcard(on bool, now time.Time) {
 	}
 	if on {
 		w.named = make(map[*slot]struct{}, w.held.len())
-		for sl := range w.held.all(w.t) {
+		for sl := range w.held.all() {
 			w.named[sl] = struct{}{}
 		}
 		w.wildcard = true
 		w.t.wild[w] = struct{}{}
-		total := w.t.total()
-		w.held.reserve(len(w.t.slots), total)
+		w.held.reserve(len(w.t.slots))
 		for _, sl := range w.t.byIdx {
 			if sl == nil || sl.cur == nil {
 				continue
 			}
 			if !w.held.has(sl) {
-				w.held.put(sl, nil, total)
+				w.held.put(sl, nil)
 			}
 			w.settle(sl, now)
 		}
 		w.rescan()
 		// Names the client claims (delta initial versions) that no longer
 		// exist are removed.
-		for sl, h := range w.held.all(w.t) {
+		for sl, h := range w.held.all() {
 			if h != nil && sl.cur == nil {
 				w.mark(sl, nil, false)
 			}
@@ -303,7 +303,7 @@ func (w *watch) setWildcard(on bool, now time.Time) {
 	}
 	delete(w.t.wild, w)
 	w.wildcard = false
-	for sl := range w.held.all(w.t) {
+	for sl := range w.held.all() {
 		if _, ok := w.named[sl]; !ok {
 			w.held.del(sl)
 			delete(w.dirty, sl)
@@ -316,7 +316,7 @@ func (w *watch) setWildcard(on bool, now time.Time) {
 // drop removes the watch from every index (stream end). Both locks held.
 func (w *watch) drop() {
 	delete(w.t.wild, w)
-	for sl := range w.held.all(w.t) {
+	for sl := range w.held.all() {
 		sl.subs.remove(w.idx)
 		w.t.release(sl)
 	}

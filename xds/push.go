@@ -100,7 +100,7 @@ func (w *watch) upserts(now, readyAt time.Time, wait time.Duration) *out {
 		}
 		used += n
 		delete(w.dirty, sl)
-		w.held.put(sl, p.e, w.t.total())
+		w.held.put(sl, p.e)
 		delete(w.waiting, sl)
 		ups = append(ups, p.e)
 	}
@@ -147,7 +147,7 @@ func (w *watch) removals() *out {
 			continue
 		}
 		if w.explicit(sl) {
-			w.held.put(sl, nil, w.t.total())
+			w.held.put(sl, nil)
 		} else {
 			w.held.del(sl)
 		}
@@ -197,7 +197,7 @@ func (w *watch) build(ups []*entry, gone []*slot, fr *frame, runs []run) *out {
 	case w.t.url == EndpointType:
 		for _, sl := range gone {
 			e := emptyAssignment(sl.name)
-			w.held.put(sl, e, w.t.total())
+			w.held.put(sl, e)
 			list = append(list, e)
 		}
 	}

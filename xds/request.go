@@ -184,7 +184,7 @@ func (w *watch) unsubscribeExcept(want map[*slot]struct{}) {
 		}
 		return
 	}
-	for sl := range w.held.all(w.t) {
+	for sl := range w.held.all() {
 		if _, ok := want[sl]; !ok {
 			w.unsubscribe(sl)
 		}
@@ -337,7 +337,7 @@ func (w *watch) unsubscribeDelta(sl *slot) *refusal {
 		w.mark(sl, e, true)
 		return nil
 	}
-	w.held.put(sl, stale, w.t.total())
+	w.held.put(sl, stale)
 	w.mark(sl, nil, false)
 	return nil
 }
@@ -357,7 +357,7 @@ func (s *Server) firstDelta(w *watch, req *discoveryv3.DeltaDiscoveryRequest, in
 		sl := t.slots[name]
 		if sl != nil {
 			if e := c.visible(sl.cur); e != nil && e.version == ver {
-				w.held.put(sl, e, t.total())
+				w.held.put(sl, e)
 				return nil
 			}
 		} else {
@@ -368,7 +368,7 @@ func (s *Server) firstDelta(w *watch, req *discoveryv3.DeltaDiscoveryRequest, in
 		if r := w.pin(sl); r != nil {
 			return r
 		}
-		w.held.put(sl, stale, t.total())
+		w.held.put(sl, stale)
 		return nil
 	}
 	if wild {
@@ -412,7 +412,7 @@ func (s *Server) firstDelta(w *watch, req *discoveryv3.DeltaDiscoveryRequest, in
 		w.rescan()
 	}
 	// Explicit names whose claimed version is gone here are removed.
-	for sl, h := range w.held.all(t) {
+	for sl, h := range w.held.all() {
 		if h == stale && c.visible(sl.cur) == nil {
 			w.mark(sl, nil, false)
 		}

@@ -145,7 +145,7 @@ func (w *watch) bulk(n int) bool {
 	if n < 64 || 4*n < w.t.total() {
 		return false
 	}
-	w.held.reserve(n, w.t.total())
+	w.held.reserve(n)
 	return true
 }
 
@@ -168,7 +168,6 @@ func (w *watch) settle(sl *slot, now time.Time) {
 // client.mu held.
 func (w *watch) scanned(ups []*entry, used, room int, split bool) (_ []*entry, _ int, _ *frame, runs []run, done bool) {
 	f := w.scan
-	total := w.t.total()
 	for ; w.scanAt < len(f.slots); w.scanAt++ {
 		sl := f.slots[w.scanAt]
 		h, ok := w.held.get(sl)
@@ -192,7 +191,7 @@ func (w *watch) scanned(ups []*entry, used, room int, split bool) (_ []*entry, _
 		if ups == nil {
 			ups = make([]*entry, 0, len(f.slots)-w.scanAt)
 		}
-		w.held.put(sl, e, total)
+		w.held.put(sl, e)
 		if len(w.waiting) > 0 {
 			delete(w.waiting, sl)
 		}

@@ -278,6 +278,9 @@ func (s *Server) Apply(upserts []Resource, removals []Key) {
 	for _, ch := range changes {
 		touched = s.set(ch, touched)
 	}
+	for _, ch := range changes {
+		ch.t.publishChunks() // a no-op after the type's first
+	}
 	if first {
 		s.readyNs.Store(time.Now().UnixNano())
 		close(s.ready)
@@ -299,6 +302,7 @@ func (s *Server) Apply(upserts []Resource, removals []Key) {
 func (s *Server) set(ch change, touched []*client) []*client {
 	ch.sl.cur = ch.e
 	ch.t.cur = nil
+	ch.t.touchChunk(ch.sl.idx)
 	if ch.e != nil {
 		ch.sl.tomb = true
 	}

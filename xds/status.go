@@ -68,7 +68,7 @@ func (s *Server) Clients() []ClientStatus {
 				LastNonce:    w.lastNonce,
 				AckedVersion: w.acked,
 			}
-			for sl, h := range w.held.all(w.t) {
+			for sl, h := range w.held.all() {
 				if h != nil && h != stale {
 					ts.Held++
 				}

@@ -191,6 +191,10 @@ type typeState struct {
 	// cur is the frame of the current entries (scan.go), nil after a
 	// change until a scan asks for it.
 	cur *frame
+	// table is the current entries in immutable chunks, by slot.idx
+	// (held.go); touched are the chunks changed since it was published.
+	table   atomic.Pointer[[]*heldChunk]
+	touched []int
 	// watches by watch.idx (nil = free), for subscribers bitmaps.
 	watches []*watch
 	wfree   []int
