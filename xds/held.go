@@ -20,6 +20,11 @@ import (
 // than 8 bytes per resource, which at 1,000 clients of 1,000 clusters was
 // half of the server's live heap, all of it pointers for the collector to
 // scan. A watch copies a shared chunk before it writes to it.
+//
+// Only a client served the entries themselves can share: a gRPC client of
+// resources with a gRPC variant, a client of a non-ADS stream (altered
+// copies), or one holding names the type does not have keeps chunks of
+// its own, as much memory as before.
 // Guarded by client.mu.
 type heldSet struct {
 	t     *typeState
@@ -245,8 +250,8 @@ func (h *heldSet) all() iter.Seq2[*slot, *entry] {
 
 // The type's chunk table: its slots' current entries, chunkLen slots a
 // chunk, immutable once published. Apply marks the chunks of the slots it
-// changes (Server.mu held) and publishes a new table before it wakes any
-// writer, so a writer sending a change finds the chunk it converges to.
+// changes (Server.mu held) and publishes a new table before it marks any
+// watch, so a writer sending a change finds the chunk it converges to.
 // Writers read the table holding only client.mu.
 
 // chunk returns the published chunk k of the type's current entries, nil

@@ -1,9 +1,13 @@
 package xds
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
+
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 )
 
 // heldType is a type of n slots, each with a current entry, its chunk
@@ -158,6 +162,40 @@ func TestHeldSetDenseMatchesAMap(t *testing.T) {
 			if c.e != e {
 				t.Fatal("a published chunk was written")
 			}
+		}
+	}
+}
+
+// Through the server: a delta client sent a change holds the type's chunks
+// again, none of its own.
+func TestHeldSetSharedAfterAChange(t *testing.T) {
+	s := NewServer(Options{})
+	s.Apply(services(200), nil)
+	c, _ := s.connect(context.Background(), "delta_ads", true)
+	defer s.disconnect(c)
+	s.onDelta(c, "", &discoveryv3.DeltaDiscoveryRequest{Node: envoyNode, TypeUrl: ClusterType, ResourceNamesSubscribe: []string{"*"}})
+	drain := func() (n int) {
+		for {
+			c.mu.Lock()
+			o, _ := c.next(time.Now())
+			c.mu.Unlock()
+			if o == nil {
+				return n
+			}
+			n++
+		}
+	}
+	if drain() == 0 {
+		t.Fatal("no initial state sent")
+	}
+	s.Apply([]Resource{cluster(svcName(3), 7*time.Second)}, nil)
+	if drain() == 0 {
+		t.Fatal("the change was not sent")
+	}
+	ts, w := s.types[ClusterType], c.watches[ClusterType]
+	for k, hc := range w.held.dense {
+		if hc != ts.chunk(k) {
+			t.Fatalf("chunk %d of %d is the client's own after the change was sent", k, len(w.held.dense))
 		}
 	}
 }

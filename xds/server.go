@@ -274,12 +274,23 @@ func (s *Server) Apply(upserts []Resource, removals []Key) {
 	slices.SortStableFunc(changes[nup:], func(a, b change) int { return a.t.brk - b.t.brk })
 
 	s.gen++
-	var touched []*client
 	for _, ch := range changes {
-		touched = s.set(ch, touched)
+		ch.sl.cur = ch.e
+		ch.t.cur = nil
+		ch.t.touchChunk(ch.sl.idx)
+		if ch.e != nil {
+			ch.sl.tomb = true
+		}
 	}
+	// Published before the first mark: a writer already running may send
+	// a change as soon as it is marked, and finds the chunk it converges
+	// to (held.go).
 	for _, ch := range changes {
 		ch.t.publishChunks() // a no-op after the type's first
+	}
+	var touched []*client
+	for _, ch := range changes {
+		touched = s.mark(ch, touched)
 	}
 	if first {
 		s.readyNs.Store(time.Now().UnixNano())
@@ -296,16 +307,10 @@ func (s *Server) Apply(upserts []Resource, removals []Key) {
 	s.m.apply.Observe(time.Since(start).Seconds())
 }
 
-// set installs one change and marks it pending on the watches subscribed to
-// it. A changed cluster also re-marks its assignment (forced), because Envoy
+// mark marks an installed change pending on the watches subscribed to it.
+// A changed cluster also re-marks its assignment (forced), because Envoy
 // re-warms the cluster and waits for it. Server.mu held.
-func (s *Server) set(ch change, touched []*client) []*client {
-	ch.sl.cur = ch.e
-	ch.t.cur = nil
-	ch.t.touchChunk(ch.sl.idx)
-	if ch.e != nil {
-		ch.sl.tomb = true
-	}
+func (s *Server) mark(ch change, touched []*client) []*client {
 	touched = s.markAll(ch.t, ch.sl, ch.e, false, touched)
 	if ch.e != nil && ch.e.edsName != "" {
 		if et := s.types[EndpointType]; et != nil {
