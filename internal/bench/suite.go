@@ -259,11 +259,15 @@ func (s Suite) write(results []Result) error {
 	return nil
 }
 
-// Repeat returns every run n times in a row, numbered by Config.Rep.
+// Repeat returns the runs n times, numbered by Config.Rep, in rounds: the
+// whole plan, then the whole plan again. Implementations compared in one
+// invocation alternate, so a drift of the machine over the invocation (the
+// fleet's memory settling, another process) reaches each of them alike
+// instead of the one that happens to run last.
 func Repeat(runs []Config, n int) []Config {
 	out := make([]Config, 0, len(runs)*max(n, 1))
-	for _, r := range runs {
-		for rep := range max(n, 1) {
+	for rep := range max(n, 1) {
+		for _, r := range runs {
 			r.Rep = rep
 			out = append(out, r)
 		}
