@@ -279,26 +279,7 @@ func (w *watch) setWildcard(on bool, now time.Time) {
 		for sl := range w.held.all() {
 			w.named[sl] = struct{}{}
 		}
-		w.wildcard = true
-		w.t.wild[w] = struct{}{}
-		w.held.reserve(len(w.t.slots))
-		for _, sl := range w.t.byIdx {
-			if sl == nil || sl.cur == nil {
-				continue
-			}
-			if !w.held.has(sl) {
-				w.held.put(sl, nil)
-			}
-			w.settle(sl, now)
-		}
-		w.rescan()
-		// Names the client claims (delta initial versions) that no longer
-		// exist are removed.
-		for sl, h := range w.held.all() {
-			if h != nil && sl.cur == nil {
-				w.mark(sl, nil, false)
-			}
-		}
+		w.wildcardOn(now)
 		return
 	}
 	delete(w.t.wild, w)
@@ -311,6 +292,31 @@ func (w *watch) setWildcard(on bool, now time.Time) {
 		}
 	}
 	w.named = nil
+}
+
+// wildcardOn subscribes the watch to the whole type, w.named holding the
+// names it subscribed to explicitly. Both locks held.
+func (w *watch) wildcardOn(now time.Time) {
+	w.wildcard = true
+	w.t.wild[w] = struct{}{}
+	w.held.reserve(len(w.t.slots))
+	for _, sl := range w.t.byIdx {
+		if sl == nil || sl.cur == nil {
+			continue
+		}
+		if !w.held.has(sl) {
+			w.held.put(sl, nil)
+		}
+		w.settle(sl, now)
+	}
+	w.rescan()
+	// Names the client claims (delta initial versions) that no longer
+	// exist are removed.
+	for sl, h := range w.held.all() {
+		if h != nil && sl.cur == nil {
+			w.mark(sl, nil, false)
+		}
+	}
 }
 
 // drop removes the watch from every index (stream end). Both locks held.

@@ -371,6 +371,7 @@ func (s *Server) firstDelta(w *watch, req *discoveryv3.DeltaDiscoveryRequest, in
 		w.held.put(sl, stale)
 		return nil
 	}
+	w.held.reserve(initial.len()) // a reconnect's claims: dense at once
 	if wild {
 		for name, ver := range initial.all() {
 			if r := claim(name, ver); r != nil {
@@ -388,8 +389,8 @@ func (s *Server) firstDelta(w *watch, req *discoveryv3.DeltaDiscoveryRequest, in
 		}
 	}
 	if wild {
-		w.setWildcard(true, now)
 		w.named = make(map[*slot]struct{}) // claimed names are not explicit
+		w.wildcardOn(now)
 		w.initial = initial.len() == 0
 	}
 	if w.private() && len(sub) == 0 {
