@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -136,6 +137,11 @@ type Result struct {
 func Run(ctx context.Context, cfg Config) (Result, error) {
 	log := cfg.Logger.With("run", cfg.ID())
 	res := Result{Config: cfg}
+	// The fleet lives in this process, and the previous run's (13 GB at
+	// C=1,000, N=10,000) is garbage the collector has not necessarily
+	// reached: collected now, it is not collected in the middle of this
+	// run's cold start, and every run starts from the same heap.
+	runtime.GC()
 	srv, err := startServer(ctx, cfg.Bin, cfg.ServerCPUs, cfg.Impl, cfg.Holdoff, cfg.MaxHoldoff, filepath.Join(cfg.OutDir, cfg.ID()+".server.log"))
 	if err != nil {
 		return res, err
