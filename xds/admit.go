@@ -118,7 +118,7 @@ type firstReads struct{ slots chan struct{} }
 // CPUs took 1.25x as long as without the budgets: a lease is held through
 // the upload of a 310 KB request by a client that shares the CPUs with
 // 999 others, and 64 of them did not keep the server busy. With 256 it
-// took 0.90x, at a peak RSS 150 MB higher (820-850 MB).
+// took 0.90x, at a peak RSS 160 MB higher (860-895 MB).
 const leaseBytes = 64 << 10
 
 func newFirstReads(requestBudget int) *firstReads {
