@@ -136,8 +136,21 @@ func TestRun(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("client: %v; %s", err, c.State().Summary())
 	}
-	if code, body := get(t, admin+"/readyz"); code != http.StatusOK {
-		t.Errorf("/readyz after sync = %d %q", code, body)
+	// The manager publishes the first state and only then marks itself
+	// ready, so the client may hold the state a moment before /readyz
+	// says so: wait for it, within the client's deadline.
+	for tick := time.NewTicker(10 * time.Millisecond); ; {
+		code, body := get(t, admin+"/readyz")
+		if code == http.StatusOK {
+			tick.Stop()
+			break
+		}
+		select {
+		case <-tick.C:
+			continue
+		case <-wctx.Done():
+			t.Fatalf("/readyz after sync = %d %q", code, body)
+		}
 	}
 	_, body = get(t, admin+"/metrics")
 	for _, want := range []string{"xdsbridge_services 1", "xdsbridge_memory_returns_total ", "xdsbridge_memory_returned_bytes_total "} {
