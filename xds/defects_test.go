@@ -104,9 +104,7 @@ func reconnectTime(t *testing.T, n int) time.Duration {
 				ResourceNamesSubscribe: sub, InitialResourceVersions: initial})
 		}))
 		debug.SetGCPercent(gc)
-		c.mu.Lock()
-		o, _ := c.next(time.Now())
-		c.mu.Unlock()
+		o := owed(c)
 		s.disconnect(c)
 		if o != nil {
 			t.Fatalf("a reconnect with nothing changed is owed %d resources", o.resources)

@@ -262,3 +262,12 @@ func wantNames(t testing.TB, got []string, want ...string) {
 func deltaReq(typ string, sub ...string) *discoveryv3.DeltaDiscoveryRequest {
 	return &discoveryv3.DeltaDiscoveryRequest{Node: envoyNode, TypeUrl: typ, ResourceNamesSubscribe: sub}
 }
+
+// owed takes what the client is owed now, as its writer would (nil:
+// nothing).
+func owed(c *client) *out {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	o, _ := c.next(time.Now())
+	return o
+}

@@ -49,13 +49,10 @@ type heldChunk struct {
 // none marks a present slot without an entry in dense mode.
 var none = &entry{}
 
-// densify is when a map switches to chunks: at least 64 entries covering
-// at least a quarter of the type's slots.
-func (h *heldSet) maybeDensify() { h.reserve(len(h.m)) }
-
-// reserve takes the dense form at once for a watch about to hold n of the
-// type's slots, when it would reach it anyway: growing a map to a quarter
-// of a large type first costs more than the whole subscription.
+// reserve takes the dense form for a watch holding, or about to hold, n of
+// the type's slots: at least 64 covering at least a quarter of them. Taken
+// at once for a bulk subscription, since growing a map to a quarter of a
+// large type first costs more than the whole subscription.
 func (h *heldSet) reserve(n int) {
 	total := h.t.total()
 	if h.dense != nil || n < 64 || 4*n < total {
@@ -102,7 +99,7 @@ func (h *heldSet) put(sl *slot, e *entry) {
 			h.m = make(map[*slot]*entry)
 		}
 		h.m[sl] = e
-		h.maybeDensify()
+		h.reserve(len(h.m))
 		return
 	}
 	if e == nil {

@@ -175,15 +175,10 @@ func TestHeldSetSharedAfterAChange(t *testing.T) {
 	defer s.disconnect(c)
 	s.onDelta(c, "", &discoveryv3.DeltaDiscoveryRequest{Node: envoyNode, TypeUrl: ClusterType, ResourceNamesSubscribe: []string{"*"}})
 	drain := func() (n int) {
-		for {
-			c.mu.Lock()
-			o, _ := c.next(time.Now())
-			c.mu.Unlock()
-			if o == nil {
-				return n
-			}
+		for owed(c) != nil {
 			n++
 		}
+		return n
 	}
 	if drain() == 0 {
 		t.Fatal("no initial state sent")

@@ -64,9 +64,7 @@ func TestBulkSubscriptionScan(t *testing.T) {
 			removed := map[string]bool{}
 			responses, joined := 0, 0
 			take := func() bool {
-				c.mu.Lock()
-				o, _ := c.next(time.Now())
-				c.mu.Unlock()
+				o := owed(c)
 				if o == nil {
 					return false
 				}

@@ -5,7 +5,6 @@ import (
 	"runtime"
 	"testing"
 	"testing/synctest"
-	"time"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 )
@@ -76,10 +75,7 @@ func TestWriterLosesNoPoke(t *testing.T) {
 	}
 	w.poke()
 	w.waitIdle()
-	c.mu.Lock()
-	o, _ := c.next(time.Now())
-	c.mu.Unlock()
-	if o != nil {
+	if o := owed(c); o != nil {
 		t.Fatalf("writer idle while %d resources are owed", o.resources)
 	}
 	if o := <-sent; o.resources != 1 {
