@@ -82,7 +82,6 @@ func New(cfg *config.Config, log *slog.Logger) (*Instance, error) {
 		Store:      warmStore(cfg, log),
 	})
 	reg.MustRegister(admin.SourceCollector{Sources: in.snapshots})
-	in.reclaim = newReclaimer(cfg.Memory, reg)
 	in.reload = newReloader(cfg, in.manager, log, reg)
 
 	server := xds.NewServer(xds.Options{
@@ -97,6 +96,7 @@ func New(cfg *config.Config, log *slog.Logger) (*Instance, error) {
 		// The publisher exists by the time the first Apply can refuse.
 		OnRefused: func(k xds.Key, err error) { in.pub.refused(k, err) },
 	})
+	in.reclaim = newReclaimer(cfg.Memory, reg, server)
 	if in.views, err = newViews(cfg, server, log); err != nil {
 		return nil, err
 	}

@@ -5,13 +5,16 @@ import (
 
 	"github.com/xdsbridge/xdsbridge/config"
 	"github.com/xdsbridge/xdsbridge/internal/reclaim"
+	"github.com/xdsbridge/xdsbridge/xds"
 )
 
 // newReclaimer returns the process's memory return policy of cfg, its
-// counters exported on reg.
-func newReclaimer(cfg config.Memory, reg prometheus.Registerer) *reclaim.Reclaimer {
+// counters exported on reg. The process is not quiet while srv has
+// responses or requests in flight.
+func newReclaimer(cfg config.Memory, reg prometheus.Registerer, srv *xds.Server) *reclaim.Reclaimer {
 	p := reclaim.DefaultPolicy
 	p.Quiet = cfg.ReturnAfterQuiet
+	p.Busy = func() bool { return srv.InFlight() > 0 }
 	r := reclaim.New(p)
 	reg.MustRegister(
 		prometheus.NewCounterFunc(prometheus.CounterOpts{

@@ -71,11 +71,15 @@ func TestBudgetHoldsLargeNotSmall(t *testing.T) {
 	small.send(deltaReq(EndpointType, all[0]))
 	wantNames(t, deltaNames(small.recv()), all[0])
 	large.none(100 * time.Millisecond)
+	if n := s.InFlight(); n < 1<<20 {
+		t.Errorf("InFlight %d while a response waits on a full budget, want at least the budget", n)
+	}
 	held.release()
 	if r := large.recv(); len(r.Resources) != len(all) {
 		t.Fatalf("large response with %d resources, want %d", len(r.Resources), len(all))
 	}
-	waitFor(t, func() bool { return s.budget.inUse() == 0 })
+	// What the memory policy reads: nothing in flight once written.
+	waitFor(t, func() bool { return s.InFlight() == 0 })
 }
 
 // TestBudgetChargesSharedRecordsOnce checks that frame records sliced by

@@ -157,6 +157,14 @@ func NewServer(opts Options) *Server {
 	}
 }
 
+// InFlight is the bytes charged to the send and request budgets: large
+// responses accepted for sending and not yet written, and large requests
+// being decoded and handled. While it is above zero the server is in the
+// middle of a storm even if it allocates nothing (it writes shared
+// encoded records, and a slow client can keep it waiting for seconds);
+// the memory return policy reads it so as not to collect then.
+func (s *Server) InFlight() int64 { return s.budget.inUse() + s.admit.inUse() }
+
 // Ready reports whether the first Apply happened, i.e. whether the server
 // answers requests.
 func (s *Server) Ready() bool { return s.readyNs.Load() != 0 }

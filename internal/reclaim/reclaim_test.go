@@ -80,6 +80,74 @@ func TestDeciderLiveAtBurstStart(t *testing.T) {
 	}
 }
 
+// TestDeciderCPU: a process that allocates little but burns CPU (a server
+// writing pre-encoded bytes through a reconnect storm) is not quiet; its
+// quiet period starts when the CPU use falls too.
+func TestDeciderCPU(t *testing.T) {
+	p := Policy{Quiet: time.Second, QuietRate: 4 * mib, QuietCPU: 0.1, MinBurst: 16 * mib}
+	interval := p.Quiet / quietSamples
+	busyCPU, idleCPU := interval/2, interval/20 // 50% and 5% of a CPU
+	for _, c := range []struct {
+		name   string
+		cpu    []time.Duration
+		want   []int
+		policy func(Policy) Policy
+	}{
+		{"writing without allocating postpones the collection", []time.Duration{
+			busyCPU, busyCPU, busyCPU, busyCPU, busyCPU, busyCPU, idleCPU, idleCPU, idleCPU, idleCPU}, []int{9}, nil},
+		{"light CPU use is quiet", []time.Duration{
+			busyCPU, busyCPU, idleCPU, idleCPU, idleCPU, idleCPU}, []int{5}, nil},
+		{"QuietCPU zero leaves CPU out", []time.Duration{
+			busyCPU, busyCPU, busyCPU, busyCPU, busyCPU, busyCPU}, []int{5},
+			func(p Policy) Policy { p.QuietCPU = 0; return p }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := p
+			if c.policy != nil {
+				p = c.policy(p)
+			}
+			d := decider{p: p, quiet: -1}
+			var s sample
+			var at []int
+			for i, cpu := range c.cpu {
+				if i < 2 {
+					s.allocs += 10 * mib // the burst; allocation is idle after it
+				}
+				s.cpu += cpu
+				if d.observe(s, interval) == collect {
+					at = append(at, i)
+				}
+			}
+			if !equal(at, c.want) {
+				t.Errorf("collected at samples %v, want %v", at, c.want)
+			}
+		})
+	}
+}
+
+// TestDeciderBusy: a process idle while its clients are slow to take what
+// it queued for them is not quiet; the quiet period starts once the hook
+// says the work in flight is done.
+func TestDeciderBusy(t *testing.T) {
+	p := Policy{Quiet: time.Second, QuietRate: 4 * mib, MinBurst: 16 * mib}
+	interval := p.Quiet / quietSamples
+	d := decider{p: p, quiet: -1}
+	var s sample
+	var at []int
+	for i, busy := range []bool{true, true, true, true, true, true, false, false, false, false} {
+		if i < 2 {
+			s.allocs += 10 * mib
+		}
+		s.busy = busy
+		if d.observe(s, interval) == collect {
+			at = append(at, i)
+		}
+	}
+	if !equal(at, []int{9}) {
+		t.Errorf("collected at samples %v, want [9]: four samples after the work in flight ended", at)
+	}
+}
+
 func equal(a, b []int) bool {
 	if len(a) != len(b) {
 		return false

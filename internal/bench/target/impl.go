@@ -92,6 +92,9 @@ type bridge struct {
 	codec bool
 }
 
+// busy is the bridge's memory policy hook: responses or requests in flight.
+func (b *bridge) busy() bool { return b.srv.InFlight() > 0 }
+
 // The engine's own transport options (xds.Server.GRPCOptions: request
 // size, receive windows) are applied as the bridge applies them.
 func (b *bridge) serverOptions() []grpc.ServerOption {

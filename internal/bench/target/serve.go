@@ -61,7 +61,9 @@ type Stats struct {
 	Flushes       int // calls to the implementation's change (one publish each)
 	// Reclaim is what the process's memory return policy has done: every
 	// implementation runs the bridge's (reclaim.DefaultPolicy), since it
-	// is a property of the process, not of the xDS server.
+	// is a property of the process, not of the xDS server. Only the
+	// bridge's engine tells it when responses are in flight (Policy.Busy),
+	// as in the bridge; the others are judged by allocation and CPU.
 	Reclaim reclaim.Stats
 }
 
@@ -103,7 +105,11 @@ func Serve(ctx context.Context, opts Options) error {
 		xl.Close()
 		return fmt.Errorf("listening for control: %w", err)
 	}
-	c := &control{impl: im, log: opts.Logger, reclaim: reclaim.New(reclaim.DefaultPolicy)}
+	policy := reclaim.DefaultPolicy
+	if b, ok := im.(interface{ busy() bool }); ok {
+		policy.Busy = b.busy
+	}
+	c := &control{impl: im, log: opts.Logger, reclaim: reclaim.New(policy)}
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()
 	wg.Go(func() { c.reclaim.Run(ctx) })
