@@ -87,15 +87,17 @@ func (c *codec) Unmarshal(data mem.BufferSlice, v any) error {
 		}
 	case *discoveryv3.DeltaDiscoveryRequest:
 		// resource_names_subscribe is field 3 too. An Envoy's first EDS
-		// request names every cluster; it is sent once, so it is decoded
-		// with one allocation but not cached.
+		// request names every cluster. Each client sends it once, but a
+		// homogeneous fleet sends the same list from every client, so it
+		// is shared from the cache too, and the engine resolves a shared
+		// list to its slots once (typeState.lookup).
 		dec = func(b []byte) error {
 			if in != nil {
-				if ok, err := unmarshalCompact(b, r, in); ok {
+				if ok, err := unmarshalCompact(b, r, in, c.names); ok {
 					return err
 				}
 			}
-			return unmarshalDelta(b, r)
+			return unmarshalDelta(b, r, c.names)
 		}
 	default:
 		return c.base.Unmarshal(data, v)
@@ -109,8 +111,8 @@ func (c *codec) Unmarshal(data mem.BufferSlice, v any) error {
 }
 
 // unmarshalDelta is unmarshalNames for a delta request.
-func unmarshalDelta(b []byte, r *discoveryv3.DeltaDiscoveryRequest) error {
-	names, err := unmarshalNames(b, r, decodeNames)
+func unmarshalDelta(b []byte, r *discoveryv3.DeltaDiscoveryRequest, decode func(raw []byte, count int) ([]string, error)) error {
+	names, err := unmarshalNames(b, r, decode)
 	if names != nil {
 		r.ResourceNamesSubscribe = names
 	}

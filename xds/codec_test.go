@@ -82,14 +82,37 @@ func TestCodecDecodesDeltaRequests(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := &discoveryv3.DeltaDiscoveryRequest{}
-			if err := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, got); err != nil {
-				t.Fatal(err)
-			}
-			if !proto.Equal(got, tt.req) {
-				t.Fatalf("got %v, want %v", got, tt.req)
+			for range 2 { // the second decode of a long list comes from the cache
+				got := &discoveryv3.DeltaDiscoveryRequest{}
+				if err := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, got); err != nil {
+					t.Fatal(err)
+				}
+				if !proto.Equal(got, tt.req) {
+					t.Fatalf("got %v, want %v", got, tt.req)
+				}
 			}
 		})
+	}
+}
+
+// TestCodecSharesDeltaSubscriptions: every client of a fleet sends the same
+// first EDS subscription; the codec hands out one shared list for it, with
+// or without initial versions beside it.
+func TestCodecSharesDeltaSubscriptions(t *testing.T) {
+	c := Codec().(*codec)
+	for _, initial := range []map[string]string{nil, {"svc-1": "v"}} {
+		b, _ := proto.Marshal(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: EndpointType, ResourceNamesSubscribe: manyNames(100), InitialResourceVersions: initial})
+		var lists [][]string
+		for range 2 {
+			r := &discoveryv3.DeltaDiscoveryRequest{}
+			if err := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, &inbound{msg: r, ctx: t.Context(), admit: newBudget(1 << 20)}); err != nil {
+				t.Fatal(err)
+			}
+			lists = append(lists, r.ResourceNamesSubscribe)
+		}
+		if &lists[0][0] != &lists[1][0] || !isShared(lists[0]) {
+			t.Errorf("initial versions %v: identical subscriptions were not shared", initial)
+		}
 	}
 }
 

@@ -34,12 +34,12 @@ const (
 // the simple form initialVersions walks (contiguous records whose entries
 // hold only a UTF-8 key and value): the caller then decodes b as usual,
 // which also words any error.
-func unmarshalCompact(b []byte, r *discoveryv3.DeltaDiscoveryRequest, in *inbound) (bool, error) {
+func unmarshalCompact(b []byte, r *discoveryv3.DeltaDiscoveryRequest, in *inbound, decode func(raw []byte, count int) ([]string, error)) (bool, error) {
 	start, end, n, err := recordsSpan(b, fieldInitialVersions)
 	if err != nil || start < 0 || !simpleEntries(b[start:end]) {
 		return false, nil
 	}
-	if err := unmarshalDelta(b[:start], r); err != nil {
+	if err := unmarshalDelta(b[:start], r, decode); err != nil {
 		return true, err
 	}
 	if err := (proto.UnmarshalOptions{Merge: true}).Unmarshal(b[end:], r); err != nil {

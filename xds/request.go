@@ -141,9 +141,10 @@ func (s *Server) sotw(c *client, fixed string, req *discoveryv3.DiscoveryRequest
 			"subscribing to %d names, more than the %d allowed per type", n, max)
 	}
 	want := make(map[*slot]struct{}, len(names))
-	for _, n := range names {
+	slots := t.lookup(names)
+	for i, n := range names {
 		if n != "*" {
-			sl := t.get(n)
+			sl := t.slotOf(slots, names, i)
 			want[sl] = struct{}{}
 			if r := w.pin(sl); r != nil {
 				return r
@@ -397,11 +398,12 @@ func (s *Server) firstDelta(w *watch, req *discoveryv3.DeltaDiscoveryRequest, in
 		w.initial = true
 	}
 	bulk := w.bulk(len(sub))
-	for _, n := range sub {
+	slots := t.lookup(sub)
+	for i, n := range sub {
 		if n == "*" {
 			continue
 		}
-		sl := t.get(n)
+		sl := t.slotOf(slots, sub, i)
 		if r := w.pin(sl); r != nil {
 			return r
 		}

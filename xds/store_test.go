@@ -1,0 +1,42 @@
+package xds
+
+import "testing"
+
+// TestLookupSharedList: a shared name list is looked up once, creates no
+// slot, and is looked up again once a slot of the type was released, so a
+// name whose slot was released and created again gets the new slot.
+func TestLookupSharedList(t *testing.T) {
+	ts := newTypeState(EndpointType, nil)
+	names := []string{"a", "b", "c"}
+	shared.Store(&names[0], struct{}{})
+	defer shared.Delete(&names[0])
+
+	if got := ts.lookup(names); got != nil || len(ts.slots) != 0 {
+		t.Fatalf("lookup of names without slots: %v, %d slots created; want nil, none", got, len(ts.slots))
+	}
+	for _, n := range names {
+		ts.get(n)
+	}
+	first := ts.lookup(names)
+	for i, n := range names {
+		if first[i] != ts.slots[n] {
+			t.Fatalf("slot %d is not %q's", i, n)
+		}
+	}
+	if again := ts.lookup(names); &again[0] != &first[0] {
+		t.Error("the same shared list was looked up again")
+	}
+	if unshared := append([]string(nil), names...); ts.lookup(unshared) != nil {
+		t.Error("a list the codec did not share was answered; only shared lists are")
+	}
+
+	old := ts.slots["b"]
+	ts.release(old) // nobody subscribes to it, it never had an entry
+	if got := ts.lookup(names); got != nil {
+		t.Fatalf("after b's slot was released: %v, want nil (b has no slot)", got)
+	}
+	renewed := ts.get("b")
+	if got := ts.lookup(names); got == nil || got[1] != renewed || got[1] == old {
+		t.Fatalf("after b's slot was created again: %v, want its new slot", got)
+	}
+}
