@@ -300,14 +300,19 @@ func (w *watch) wildcardOn(now time.Time) {
 	w.wildcard = true
 	w.t.wild[w] = struct{}{}
 	w.held.reserve(len(w.t.slots))
-	for _, sl := range w.t.byIdx {
-		if sl == nil || sl.cur == nil {
-			continue
+	for k := 0; k<<chunkBits < len(w.t.byIdx); k++ {
+		if w.held.subscribeChunk(k, w.t.chunk(k), w.c.src != nil) {
+			continue // the usual first request: whole chunks at once
 		}
-		if !w.held.has(sl) {
-			w.held.put(sl, nil)
+		for _, sl := range w.t.byIdx[k<<chunkBits : min(len(w.t.byIdx), (k+1)<<chunkBits)] {
+			if sl == nil || sl.cur == nil {
+				continue
+			}
+			if !w.held.has(sl) {
+				w.held.put(sl, nil)
+			}
+			w.settle(sl, now)
 		}
-		w.settle(sl, now)
 	}
 	w.rescan()
 	// Names the client claims (delta initial versions) that no longer

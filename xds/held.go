@@ -44,6 +44,13 @@ const (
 type heldChunk struct {
 	e      [chunkLen]*entry
 	shared bool
+	// Set on a type's table chunks only. plain: none of its entries is
+	// gRPC-only or has a gRPC variant, so a client not served a Variant
+	// is sent the entries themselves. none: its twin, present without an
+	// entry wherever it has one, which a watch subscribing to all of the
+	// chunk holds until the entries are sent (see scan.go).
+	plain bool
+	none  *heldChunk
 }
 
 // none marks a present slot without an entry in dense mode.
@@ -245,6 +252,24 @@ func (h *heldSet) all() iter.Seq2[*slot, *entry] {
 	}
 }
 
+// subscribeChunk subscribes the watch to every slot of chunk tc (the
+// type's current chunk k) without a word per slot, by taking tc's shared
+// twin of present-without-entry slots, when the watch holds nothing of
+// chunk k and is served tc's entries themselves (so the caller has nothing
+// to settle). It reports whether it did.
+func (h *heldSet) subscribeChunk(k int, tc *heldChunk, variant bool) bool {
+	if variant || tc == nil || !tc.plain || h.dense == nil || k >= len(h.dense) || h.dense[k] != nil {
+		return false
+	}
+	for _, e := range tc.e {
+		if e != nil {
+			h.n++
+		}
+	}
+	h.dense[k] = tc.none
+	return true
+}
+
 // The type's chunk table: its slots' current entries, chunkLen slots a
 // chunk, immutable once published. Apply marks the chunks of the slots it
 // changes (Server.mu held) and publishes a new table before it marks any
@@ -294,9 +319,11 @@ func (t *typeState) publishChunks() {
 			i := k<<chunkBits | j
 			if i < len(t.byIdx) && t.byIdx[i] != nil && t.byIdx[i].cur != nil {
 				if c == nil {
-					c = &heldChunk{shared: true}
+					c = &heldChunk{shared: true, plain: true, none: &heldChunk{shared: true}}
 				}
-				c.e[j] = t.byIdx[i].cur
+				e := t.byIdx[i].cur
+				c.e[j], c.none.e[j] = e, none
+				c.plain = c.plain && !e.grpcOnly && e.grpc == nil
 			}
 		}
 		tab[k] = c

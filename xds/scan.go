@@ -1,6 +1,7 @@
 package xds
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -17,13 +18,18 @@ import (
 // frame comparing each entry with what the client holds, a few loads per
 // name and no allocation.
 //
-// Correctness rests on two rules. A change after the frame was taken is
+// Correctness rests on three rules. A change after the frame was taken is
 // marked in the dirty map as always, so the dirty map is never older than
 // the frame; hence the scan skips a name the dirty map has, and the scan
 // runs to its end before the dirty map is drained, so an older frame entry
-// is never sent after a newer one. And every request that queues a scan
+// is never sent after a newer one. Every request that queues a scan
 // restarts it from the type's current frame, so names subscribed after an
-// earlier frame are compared with their current entries.
+// earlier frame are compared with their current entries. And the
+// scan sends a frame entry only while it is still the current one, by the
+// type's published chunk table: a name subscribed by a request that queues
+// no scan, after a change the watch was not marked with, was compared with
+// its current state by that request, and a pending scan must not send it
+// the entry the change replaced (or removed).
 
 // frame is a type's resources with an entry at one moment: slots[i] had
 // entries[i]. Built under Server.mu, then read-only, so writers read it
@@ -32,6 +38,11 @@ type frame struct {
 	slots   []*slot
 	entries []*entry
 	recs    [2]records // SotW, delta; built on first use
+	// tab is the type's chunk table when the frame was taken: chunk k
+	// holds the frame's entries of slots k*chunkLen on. starts are the
+	// positions in slots where a chunk begins.
+	tab    []*heldChunk
+	starts []int
 }
 
 // Written as one buffer per record, an initial state of 10,000 resources
@@ -127,14 +138,68 @@ func (t *typeState) frame() *frame {
 		return t.cur
 	}
 	f := &frame{}
-	for _, sl := range t.byIdx {
+	if tab := t.table.Load(); tab != nil {
+		f.tab = *tab
+	}
+	for i, sl := range t.byIdx {
 		if sl != nil && sl.cur != nil {
+			if len(f.slots) == 0 || f.slots[len(f.slots)-1].idx>>chunkBits != i>>chunkBits {
+				f.starts = append(f.starts, len(f.slots))
+			}
 			f.slots = append(f.slots, sl)
 			f.entries = append(f.entries, sl.cur)
 		}
 	}
 	t.cur = f
 	return f
+}
+
+// Comparing a watch's chunk with the frame's as a whole: a client's
+// initial state (a wildcard, or every name of the type) is chunks the
+// client is subscribed to and holds nothing of, and a reconnect's is
+// chunks it holds already. Either is told from the two chunks, 64 slots
+// at a time, and the first is sent as a run of the frame with the
+// watch taking the frame's chunk, a few words per chunk instead of a
+// comparison and a held-set write per name.
+
+type chunkFit int
+
+const (
+	perName  chunkFit = iota // compare name by name
+	heldAll                  // the watch holds the frame's entries
+	lacksAll                 // subscribed to all of them, holds none
+)
+
+// fit tells how the watch stands to the frame's chunk k, where that can be
+// told from the chunks alone. client.mu held.
+func (w *watch) fit(f *frame, k int) chunkFit {
+	h := &w.held
+	if w.c.src != nil || h.dense == nil || k >= len(h.dense) || k >= len(f.tab) {
+		return perName
+	}
+	tc, hc := f.tab[k], h.dense[k]
+	switch {
+	case tc == nil || !tc.plain || hc == nil:
+		return perName
+	case hc == tc:
+		return heldAll
+	case tc != w.t.chunk(k):
+		return perName // changed since the frame (the third rule above)
+	case len(w.dirty) > 0:
+		return perName // a pending change of the chunk is newer than the frame
+	case hc == tc.none:
+		return lacksAll
+	}
+	for j, e := range tc.e {
+		want := none
+		if e == nil {
+			want = nil // nothing else may be held: taking tc would drop it
+		}
+		if hc.e[j] != want {
+			return perName
+		}
+	}
+	return lacksAll
 }
 
 // bulk reports whether a request subscribing n names should queue a scan
@@ -168,7 +233,37 @@ func (w *watch) settle(sl *slot, now time.Time) {
 // client.mu held.
 func (w *watch) scanned(ups []*entry, used, room int, split bool) (_ []*entry, _ int, _ *frame, runs []run, done bool) {
 	f := w.scan
+	b, _ := slices.BinarySearch(f.starts, w.scanAt) // the chunk at (or after) scanAt
 	for ; w.scanAt < len(f.slots); w.scanAt++ {
+		if b < len(f.starts) && f.starts[b] == w.scanAt {
+			at, end := w.scanAt, len(f.slots)
+			if b++; b < len(f.starts) {
+				end = f.starts[b]
+			}
+			k := f.slots[at].idx >> chunkBits
+			switch w.fit(f, k) {
+			case heldAll:
+				w.scanAt = end - 1
+				continue
+			case lacksAll:
+				recs := f.records(w.c.delta)
+				n := recs.off[end] - recs.off[at]
+				if split && used+n > room {
+					break // compared name by name, up to the room left
+				}
+				used += n
+				w.held.dense[k] = f.tab[k] // each none becomes its entry: the count stands
+				if len(w.waiting) > 0 {
+					for _, sl := range f.slots[at:end] {
+						delete(w.waiting, sl)
+					}
+				}
+				runs = extendRun(runs, len(ups), at, end)
+				ups = appendFrame(ups, f.entries, at, end)
+				w.scanAt = end - 1
+				continue
+			}
+		}
 		sl := f.slots[w.scanAt]
 		h, ok := w.held.get(sl)
 		if !ok {
@@ -177,6 +272,9 @@ func (w *watch) scanned(ups []*entry, used, room int, split bool) (_ []*entry, _
 		e := w.c.visible(f.entries[w.scanAt])
 		if e == nil || same(h, e) {
 			continue
+		}
+		if w.t.chunk(sl.idx>>chunkBits).at(sl.idx&(chunkLen-1)) != f.entries[w.scanAt] {
+			continue // changed since the frame: not the scan's to send (the third rule above)
 		}
 		if len(w.dirty) > 0 {
 			if _, ok := w.dirty[sl]; ok {
@@ -196,16 +294,39 @@ func (w *watch) scanned(ups []*entry, used, room int, split bool) (_ []*entry, _
 			delete(w.waiting, sl)
 		}
 		if e == f.entries[w.scanAt] { // the client's shape is the entry itself
-			if k := len(runs) - 1; k >= 0 && runs[k].to == w.scanAt && runs[k].at+runs[k].to-runs[k].from == len(ups) {
-				runs[k].to++
-			} else {
-				runs = append(runs, run{at: len(ups), from: w.scanAt, to: w.scanAt + 1})
-			}
+			runs = extendRun(runs, len(ups), w.scanAt, w.scanAt+1)
 		}
 		ups = append(ups, e)
 	}
 	w.scan = nil
 	return ups, used, f, runs, true
+}
+
+// appendFrame appends entries[at:end] to ups. A response that is one run
+// of the frame (an initial state) is the frame's own list, resliced: at
+// 10,000 entries a copy per client was the scan's main cost, each pointer
+// written with the collector's write barrier in a cold start. The slice is
+// capped at its length, so an append to it copies and the frame is never
+// written.
+func appendFrame(ups, entries []*entry, at, end int) []*entry {
+	n := len(ups)
+	if n == 0 {
+		return entries[at:end:end]
+	}
+	if cap(ups) == n && at >= n && &entries[at-n] == &ups[0] {
+		return entries[at-n : end : end] // it continues the frame's list
+	}
+	return append(ups, entries[at:end]...)
+}
+
+// extendRun records that the response's entries from at on are the frame's
+// records from to to, extending the last run when they continue it.
+func extendRun(runs []run, at, from, to int) []run {
+	if k := len(runs) - 1; k >= 0 && runs[k].to == from && runs[k].at+runs[k].to-runs[k].from == at {
+		runs[k].to = to
+		return runs
+	}
+	return append(runs, run{at: at, from: from, to: to})
 }
 
 // pendingScan counts the names the pending scan will send, for the admin
