@@ -270,6 +270,50 @@ func (h *heldSet) subscribeChunk(k int, tc *heldChunk, variant bool) bool {
 	return true
 }
 
+// claimChunks prepares a bulk subscription of slots (in the request's
+// order): wherever the slots of one chunk of the type, consecutive in
+// slots, are exactly the chunk's slots with an entry and the watch holds
+// nothing of that chunk, the watch takes the chunk's shared twin at once.
+// Subscribing those names one by one then finds them present without an
+// entry, as it would have made them, without a write per name. The caller
+// must still subscribe every name (the slots' subscriber sets), and must
+// not rely on that to count the names against a limit, since they are
+// held already. Both locks held.
+func (w *watch) claimChunks(slots []*slot) {
+	h := &w.held
+	if h.dense == nil {
+		return
+	}
+	for i := 0; i < len(slots); {
+		k := slots[i].idx >> chunkBits
+		tc := w.t.chunk(k)
+		ok := tc != nil && k < len(h.dense) && h.dense[k] == nil
+		var seen uint64
+		j := i
+		for ; j < len(slots) && slots[j].idx>>chunkBits == k; j++ {
+			b := uint64(1) << (slots[j].idx & (chunkLen - 1))
+			ok = ok && seen&b == 0 && tc.e[slots[j].idx&(chunkLen-1)] != nil
+			seen |= b
+		}
+		if ok && tc.mask() == seen {
+			h.dense[k] = tc.none
+			h.n += j - i
+		}
+		i = j
+	}
+}
+
+// mask has bit j set where the chunk holds something.
+func (c *heldChunk) mask() uint64 {
+	var m uint64
+	for j, e := range c.e {
+		if e != nil {
+			m |= 1 << j
+		}
+	}
+	return m
+}
+
 // The type's chunk table: its slots' current entries, chunkLen slots a
 // chunk, immutable once published. Apply marks the chunks of the slots it
 // changes (Server.mu held) and publishes a new table before it marks any

@@ -399,6 +399,9 @@ func (s *Server) firstDelta(w *watch, req *discoveryv3.DeltaDiscoveryRequest, in
 	}
 	bulk := w.bulk(len(sub))
 	slots := t.lookup(sub)
+	if bulk && slots != nil && w.held.len()+len(slots) <= s.opts.Limits.NamesPerSubscription {
+		w.claimChunks(slots) // no name below can breach the limit
+	}
 	for i, n := range sub {
 		if n == "*" {
 			continue

@@ -286,15 +286,17 @@ func (w *watch) scanned(ups []*entry, used, room int, split bool) (_ []*entry, _
 			return ups, used, f, runs, false
 		}
 		used += n
-		if ups == nil {
-			ups = make([]*entry, 0, len(f.slots)-w.scanAt)
-		}
 		w.held.put(sl, e)
 		if len(w.waiting) > 0 {
 			delete(w.waiting, sl)
 		}
 		if e == f.entries[w.scanAt] { // the client's shape is the entry itself
 			runs = extendRun(runs, len(ups), w.scanAt, w.scanAt+1)
+			ups = appendFrame(ups, f.entries, w.scanAt, w.scanAt+1)
+			continue
+		}
+		if ups == nil {
+			ups = make([]*entry, 0, len(f.slots)-w.scanAt)
 		}
 		ups = append(ups, e)
 	}

@@ -1,14 +1,26 @@
 package xds
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 )
+
+// share marks names as a list the codec hands out to several requests, as
+// Codec does with the identical lists of a fleet.
+func share(t *testing.T, names []string) []string {
+	if len(names) > 0 {
+		shared.Store(&names[0], struct{}{})
+		t.Cleanup(func() { shared.Delete(&names[0]) })
+	}
+	return names
+}
 
 // TestScanChunkFit: the scan takes a chunk as a whole only when the chunks
 // alone say what the name-by-name comparison would conclude.
@@ -51,6 +63,34 @@ func TestScanChunkFit(t *testing.T) {
 			if got := w.fit(f, k); got != lacksAll {
 				t.Errorf("chunk %d: %v, want lacksAll", k, got)
 			}
+		}
+	})
+	t.Run("every name, a shared list, takes the shared twins", func(t *testing.T) {
+		_, _, w, f := setup(t, share(t, manyNames(n)))
+		for k := range f.tab {
+			if w.held.dense[k] != f.tab[k].none {
+				t.Errorf("chunk %d: not the type's twin", k)
+			}
+		}
+		if w.held.len() != n {
+			t.Errorf("held set counts %d, want %d", w.held.len(), n)
+		}
+	})
+	t.Run("a shared list naming one twice counts it once", func(t *testing.T) {
+		names := manyNames(n)
+		names = append(names[:6:6], names[5:]...) // svc-5 twice, in slot order
+		_, _, w, _ := setup(t, share(t, names))
+		if w.held.len() != n {
+			t.Errorf("held set counts %d, want %d", w.held.len(), n)
+		}
+	})
+	t.Run("a shared list over the names-per-subscription limit is still refused", func(t *testing.T) {
+		s := NewServer(Options{Limits: Limits{NamesPerSubscription: n - 1}})
+		s.Apply(services(n), nil)
+		c, _ := s.connect(context.Background(), "delta_ads", true)
+		defer s.disconnect(c)
+		if r := s.delta(c, "", &discoveryv3.DeltaDiscoveryRequest{Node: envoyNode, TypeUrl: EndpointType, ResourceNamesSubscribe: share(t, manyNames(n))}, initialVersions{}); r == nil || r.reason != reasonNamesPerSub {
+			t.Fatalf("refusal %v, want %s", r, reasonNamesPerSub)
 		}
 	})
 	t.Run("a chunk with a name left out, or an unknown name, is compared name by name", func(t *testing.T) {
@@ -132,6 +172,9 @@ func TestScanMatchesModel(t *testing.T) {
 			first := manyNames(n + extra)[:rng.IntN(n+extra)+1]
 			if rng.IntN(2) == 0 {
 				first = manyNames(n) // the usual first request: every name
+			}
+			if rng.IntN(2) == 0 {
+				first = share(t, first) // as the codec gives a fleet's lists
 			}
 			m.request(EndpointType, first, nil)
 			for _, name := range first {
@@ -238,6 +281,12 @@ func (m *scanModel) reconnect(subscribed map[string]bool, rng *rand.Rand) {
 		var sub []string
 		for name := range subscribed {
 			sub = append(sub, name)
+		}
+		slices.SortFunc(sub, func(a, b string) int { // svc-N by N: mostly slot order
+			return cmp.Compare(len(a), len(b))*2 + cmp.Compare(a, b)
+		})
+		if rng.IntN(2) == 0 {
+			sub = share(m.t, sub)
 		}
 		if len(sub) > 0 {
 			m.s.onDelta(c, "", &discoveryv3.DeltaDiscoveryRequest{Node: envoyNode, TypeUrl: typ, ResourceNamesSubscribe: sub, InitialResourceVersions: initial})
