@@ -287,8 +287,16 @@ func (w *watch) setWildcard(on bool, now time.Time) {
 	for sl := range w.held.all() {
 		if _, ok := w.named[sl]; !ok {
 			w.held.del(sl)
-			delete(w.dirty, sl)
 			delete(w.waiting, sl)
+		}
+	}
+	// Also the changes of names the watch never held: no longer
+	// subscribed, it is not marked with their later changes, and a
+	// change left here would be older than the frame of a later scan
+	// (scan.go), which skips a name with a pending change.
+	for sl := range w.dirty {
+		if _, ok := w.named[sl]; !ok {
+			delete(w.dirty, sl)
 		}
 	}
 	w.named = nil

@@ -30,7 +30,7 @@ import (
 // Using it is optional: the engine works with the default codec, which then
 // marshals every response for every client.
 func Codec() encoding.CodecV2 {
-	return &codec{base: encoding.GetCodecV2(protoenc.Name), cache: map[uint64]*namesEntry{}}
+	return &codec{base: encoding.GetCodecV2(protoenc.Name), sotw: namesCache{m: map[uint64]*namesEntry{}}, delta: namesCache{m: map[uint64]*namesEntry{}}}
 }
 
 const (
@@ -42,9 +42,18 @@ const (
 
 type codec struct {
 	base encoding.CodecV2
+	// The name lists of SotW requests and of delta subscriptions are
+	// cached apart: a fleet of unique delta lists (a reconnect of clients
+	// subscribed to different names) must not evict the SotW lists whose
+	// identity makes every ACK of an unchanged subscription cheap.
+	sotw, delta namesCache
+}
 
+// namesCache holds recently decoded name lists by the hash of their
+// records; bounded by maxCacheEntries and maxCacheBytes of records.
+type namesCache struct {
 	mu    sync.Mutex
-	cache map[uint64]*namesEntry
+	m     map[uint64]*namesEntry
 	bytes int
 }
 
@@ -79,7 +88,7 @@ func (c *codec) Unmarshal(data mem.BufferSlice, v any) error {
 	switch r := v.(type) {
 	case *discoveryv3.DiscoveryRequest:
 		dec = func(b []byte) error {
-			names, err := unmarshalNames(b, r, c.names)
+			names, err := unmarshalNames(b, r, c.sotw.names)
 			if names != nil {
 				r.ResourceNames = names
 			}
@@ -93,11 +102,11 @@ func (c *codec) Unmarshal(data mem.BufferSlice, v any) error {
 		// list to its slots once (typeState.lookup).
 		dec = func(b []byte) error {
 			if in != nil {
-				if ok, err := unmarshalCompact(b, r, in, c.names); ok {
+				if ok, err := unmarshalCompact(b, r, in, c.delta.names); ok {
 					return err
 				}
 			}
-			return unmarshalDelta(b, r, c.names)
+			return unmarshalDelta(b, r, c.delta.names)
 		}
 	default:
 		return c.base.Unmarshal(data, v)
@@ -199,13 +208,13 @@ func recordsSpan(b []byte, field protowire.Number) (start, end, count int, err e
 
 // names decodes the resource_names records in raw, from the cache when the
 // same list was seen before.
-func (c *codec) names(raw []byte, count int) ([]string, error) {
+func (c *namesCache) names(raw []byte, count int) ([]string, error) {
 	if count < minCachedNames {
 		return decodeNames(raw, count)
 	}
 	h := xxhash.Sum64(raw)
 	c.mu.Lock()
-	e := c.cache[h]
+	e := c.m[h]
 	c.mu.Unlock()
 	if e != nil && bytes.Equal(e.raw, raw) {
 		return e.names, nil
@@ -217,20 +226,20 @@ func (c *codec) names(raw []byte, count int) ([]string, error) {
 	e = &namesEntry{raw: bytes.Clone(raw), names: names}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.cache) >= maxCacheEntries || c.bytes+len(raw) > maxCacheBytes {
-		for k, old := range c.cache { // evict an arbitrary entry
-			delete(c.cache, k)
+	if len(c.m) >= maxCacheEntries || c.bytes+len(raw) > maxCacheBytes {
+		for k, old := range c.m { // evict an arbitrary entry
+			delete(c.m, k)
 			c.bytes -= len(old.raw)
 			shared.Delete(&old.names[0])
 			break
 		}
 	}
 	if len(raw) <= maxCacheBytes/4 {
-		if old := c.cache[h]; old != nil {
+		if old := c.m[h]; old != nil {
 			c.bytes -= len(old.raw)
 			shared.Delete(&old.names[0])
 		}
-		c.cache[h] = e
+		c.m[h] = e
 		c.bytes += len(raw)
 		shared.Store(&names[0], struct{}{})
 	}
@@ -240,7 +249,8 @@ func (c *codec) names(raw []byte, count int) ([]string, error) {
 // shared holds &names[0] of every list the codecs hand out to several
 // requests. Such a list is immutable, so a watch that got the same list
 // last time knows its subscription is unchanged without hashing 1,000
-// names (see onSotW). An evicted list leaves the map; a watch that still
+// names (see Server.sotw), and a type looks up its slots once (see
+// typeState.lookup). An evicted list leaves the map; a watch that still
 // references it compares by identity only, which stays correct.
 var shared sync.Map
 

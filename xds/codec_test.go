@@ -188,3 +188,21 @@ func TestCodecServes(t *testing.T) {
 		t.Fatalf("after one change: %+v", got)
 	}
 }
+
+// TestCodecDeltaListsKeepSotWLists: unique delta subscriptions, more than
+// the cache holds, do not evict the SotW list a fleet's ACKs repeat.
+func TestCodecDeltaListsKeepSotWLists(t *testing.T) {
+	c := Codec().(*codec)
+	b, _ := proto.Marshal(&discoveryv3.DiscoveryRequest{ResourceNames: manyNames(100)})
+	r1, _ := decodeWith(t, c, b)
+	for i := range 2 * maxCacheEntries {
+		d, _ := proto.Marshal(&discoveryv3.DeltaDiscoveryRequest{ResourceNamesSubscribe: append(manyNames(20), svcName(1000+i))})
+		if err := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(d)}, &discoveryv3.DeltaDiscoveryRequest{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r2, _ := decodeWith(t, c, b)
+	if &r1.ResourceNames[0] != &r2.ResourceNames[0] {
+		t.Fatal("the SotW list was evicted by delta lists")
+	}
+}

@@ -1,6 +1,7 @@
 package xds
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -178,4 +179,65 @@ func TestApplySkipsBadResources(t *testing.T) {
 	c := openADS(t, cc)
 	c.send(req(ClusterType))
 	wantNames(t, names(t, c.recv()), "svc-0")
+}
+
+// TestWildcardToggleDropsStaleChanges: a removal queued for a name a
+// wildcard watch never held must not survive the wildcard being turned
+// off. If it did, after the name came back and the wildcard was turned on
+// again, it would make the scan skip the name (a pending change is newer
+// than the frame) and the removal phase would drop it (the client holds
+// nothing): the client would never be sent the resource.
+func TestWildcardToggleDropsStaleChanges(t *testing.T) {
+	s := NewServer(Options{})
+	s.Apply(services(100), nil)
+	c, _ := s.connect(context.Background(), "delta_ads", true)
+	defer s.disconnect(c)
+	s.onDelta(c, "", &discoveryv3.DeltaDiscoveryRequest{Node: envoyNode, TypeUrl: EndpointType, ResourceNamesSubscribe: []string{"*"}})
+	for owed(c) != nil {
+	}
+	x := svcName(150)
+	s.Apply([]Resource{assignment(x, 1)}, nil) // marked for the wildcard
+	s.Apply(nil, []Key{{EndpointType, x}})     // coalesced to a removal; never held
+	s.onDelta(c, "", &discoveryv3.DeltaDiscoveryRequest{TypeUrl: EndpointType, ResourceNamesUnsubscribe: []string{"*"}})
+	s.Apply([]Resource{assignment(x, 2)}, nil) // not marked: no longer wildcard
+	s.onDelta(c, "", &discoveryv3.DeltaDiscoveryRequest{TypeUrl: EndpointType, ResourceNamesSubscribe: []string{"*"}})
+	got := false
+	for o := owed(c); o != nil; o = owed(c) {
+		list, _, _ := wireOf(t, o.msg)
+		for _, e := range list {
+			got = got || e.name == x
+		}
+	}
+	if !got {
+		t.Fatalf("%s exists and the watch is wildcard again, but was never sent", x)
+	}
+}
+
+// TestSubscriptionRemovedBeforeAnswerIsAnswered: a delta subscription to an
+// existing name whose resource is removed before the response is built is
+// answered, by the removal (doc.go: every subscription is answered).
+func TestSubscriptionRemovedBeforeAnswerIsAnswered(t *testing.T) {
+	s := NewServer(Options{})
+	s.Apply(services(10), nil)
+	c, _ := s.connect(context.Background(), "delta_ads", true)
+	defer s.disconnect(c)
+	s.onDelta(c, "", &discoveryv3.DeltaDiscoveryRequest{Node: envoyNode, TypeUrl: EndpointType, ResourceNamesSubscribe: []string{svcName(1)}})
+	for owed(c) != nil {
+	}
+	x := svcName(2)
+	s.onDelta(c, "", &discoveryv3.DeltaDiscoveryRequest{TypeUrl: EndpointType, ResourceNamesSubscribe: []string{x}})
+	s.Apply(nil, []Key{{EndpointType, x}})
+	answered := false
+	for o := owed(c); o != nil; o = owed(c) {
+		list, removed, _ := wireOf(t, o.msg)
+		for _, e := range list {
+			answered = answered || e.name == x
+		}
+		for _, n := range removed {
+			answered = answered || n == x
+		}
+	}
+	if !answered {
+		t.Fatalf("the subscription to %s was never answered", x)
+	}
 }

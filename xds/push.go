@@ -127,8 +127,10 @@ func (w *watch) upserts(now, readyAt time.Time, wait time.Duration) *out {
 }
 
 // removals takes the pending removals of resources the client holds, as
-// many as fit in one response. SotW EDS/RDS send nothing: Envoy drops an
-// assignment with its cluster.
+// many as fit in one response, and of names a delta client subscribed to
+// and is owed an answer for (a forced mark) whose resource went before the
+// answer was sent: the removal is that answer. SotW EDS/RDS send nothing:
+// Envoy drops an assignment with its cluster.
 func (w *watch) removals() *out {
 	var rem []*slot
 	room, used := w.c.s.lim.room, 0
@@ -143,7 +145,7 @@ func (w *watch) removals() *out {
 		}
 		delete(w.dirty, sl)
 		h, ok := w.held.get(sl)
-		if !ok || h == nil {
+		if !ok || h == nil && !(p.force && w.c.delta) {
 			continue
 		}
 		if w.explicit(sl) {

@@ -185,8 +185,8 @@ func (w *watch) fit(f *frame, k int) chunkFit {
 		return heldAll
 	case tc != w.t.chunk(k):
 		return perName // changed since the frame (the third rule above)
-	case len(w.dirty) > 0:
-		return perName // a pending change of the chunk is newer than the frame
+	case w.dirtyIn(k):
+		return perName // a pending change is newer than the frame
 	case hc == tc.none:
 		return lacksAll
 	}
@@ -200,6 +200,21 @@ func (w *watch) fit(f *frame, k int) chunkFit {
 		}
 	}
 	return lacksAll
+}
+
+// dirtyIn reports whether a pending change may be of a slot of chunk k:
+// a few pending changes (steady churn while a client starts) are looked
+// at, many are assumed to be. client.mu held.
+func (w *watch) dirtyIn(k int) bool {
+	if len(w.dirty) > chunkLen/4 {
+		return true
+	}
+	for sl := range w.dirty {
+		if sl.idx>>chunkBits == k {
+			return true
+		}
+	}
+	return false
 }
 
 // bulk reports whether a request subscribing n names should queue a scan
@@ -265,21 +280,9 @@ func (w *watch) scanned(ups []*entry, used, room int, split bool) (_ []*entry, _
 			}
 		}
 		sl := f.slots[w.scanAt]
-		h, ok := w.held.get(sl)
-		if !ok {
-			continue // not subscribed
-		}
-		e := w.c.visible(f.entries[w.scanAt])
-		if e == nil || same(h, e) {
+		e := w.owes(f, w.scanAt)
+		if e == nil {
 			continue
-		}
-		if w.t.chunk(sl.idx>>chunkBits).at(sl.idx&(chunkLen-1)) != f.entries[w.scanAt] {
-			continue // changed since the frame: not the scan's to send (the third rule above)
-		}
-		if len(w.dirty) > 0 {
-			if _, ok := w.dirty[sl]; ok {
-				continue // a newer state: the dirty map sends it
-			}
 		}
 		n := e.recLen(w.c.delta)
 		if split && len(ups) > 0 && used+n > room {
@@ -331,6 +334,29 @@ func extendRun(runs []run, at, from, to int) []run {
 	return append(runs, run{at: at, from: from, to: to})
 }
 
+// owes returns what the scan is to send for position i of frame f: the
+// client's shape of the frame's entry, or nil. client.mu held.
+func (w *watch) owes(f *frame, i int) *entry {
+	sl := f.slots[i]
+	h, ok := w.held.get(sl)
+	if !ok {
+		return nil // not subscribed
+	}
+	e := w.c.visible(f.entries[i])
+	if e == nil || same(h, e) {
+		return nil
+	}
+	if w.t.chunk(sl.idx>>chunkBits).at(sl.idx&(chunkLen-1)) != f.entries[i] {
+		return nil // changed since the frame: not the scan's to send (the third rule above)
+	}
+	if len(w.dirty) > 0 {
+		if _, ok := w.dirty[sl]; ok {
+			return nil // a newer state: the dirty map sends it
+		}
+	}
+	return e
+}
+
 // pendingScan counts the names the pending scan will send, for the admin
 // API. client.mu held.
 func (w *watch) pendingScan() int {
@@ -339,11 +365,8 @@ func (w *watch) pendingScan() int {
 		return 0
 	}
 	for i := w.scanAt; i < len(f.slots); i++ {
-		h, ok := w.held.get(f.slots[i])
-		if e := w.c.visible(f.entries[i]); ok && e != nil && !same(h, e) {
-			if _, ok := w.dirty[f.slots[i]]; !ok {
-				n++
-			}
+		if w.owes(f, i) != nil {
+			n++
 		}
 	}
 	return n

@@ -103,15 +103,19 @@ func TestScanChunkFit(t *testing.T) {
 			}
 		}
 	})
-	t.Run("a pending change sends the chunk name by name", func(t *testing.T) {
+	t.Run("a pending change sends its chunk name by name", func(t *testing.T) {
 		_, c, w, f := setup(t, manyNames(n))
 		c.mu.Lock()
-		w.dirty[f.slots[70]] = pend{}
-		got := w.fit(f, 2)
-		delete(w.dirty, f.slots[70])
+		w.dirty[f.slots[70]] = pend{} // chunk 1
+		in, other := w.fit(f, 1), w.fit(f, 2)
+		for _, sl := range f.slots[100:120] {
+			w.dirty[sl] = pend{} // many pending changes: every chunk
+		}
+		many := w.fit(f, 0)
+		clear(w.dirty)
 		c.mu.Unlock()
-		if got != perName {
-			t.Errorf("with a dirty name %v, want perName", got)
+		if in != perName || other != lacksAll || many != perName {
+			t.Errorf("with a dirty name: its chunk %v, another %v, with many %v; want perName, lacksAll, perName", in, other, many)
 		}
 	})
 	t.Run("a whole chunk sent ends the waits of its names", func(t *testing.T) {
