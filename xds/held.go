@@ -270,24 +270,26 @@ func (h *heldSet) subscribeChunk(k int, tc *heldChunk, variant bool) bool {
 	return true
 }
 
-// claimChunks prepares a bulk subscription of slots (in the request's
-// order): wherever the slots of one chunk of the type, consecutive in
-// slots, are exactly the chunk's slots with an entry and the watch holds
-// nothing of that chunk, the watch takes the chunk's shared twin at once.
-// Subscribing those names one by one then finds them present without an
-// entry, as it would have made them, without a write per name. The caller
-// must still subscribe every name (the slots' subscriber sets), and must
-// not rely on that to count the names against a limit, since they are
-// held already. Both locks held.
-func (w *watch) claimChunks(slots []*slot) {
+// claimChunks subscribes the watch to the slots of a bulk request (in the
+// request's order) a chunk at a time where it can: wherever the slots of
+// one chunk of the type, consecutive in slots, are exactly the chunk's
+// slots with an entry, the chunk's entries are sent as they are (plain,
+// no Variant: nothing for settle to do), and the watch holds nothing of
+// the chunk, the watch takes the chunk's shared twin and each slot gets
+// the watch as a subscriber: what subscribe would have done name by name,
+// without a held-set write, pin or settle per name. It returns the ranges
+// of slots it subscribed, in order; the caller subscribes the rest. It
+// counts nothing against a limit: the caller must know that none can be
+// breached. Both locks held.
+func (w *watch) claimChunks(slots []*slot) (done [][2]int) {
 	h := &w.held
-	if h.dense == nil {
-		return
+	if h.dense == nil || w.wildcard || w.c.src != nil {
+		return nil
 	}
 	for i := 0; i < len(slots); {
 		k := slots[i].idx >> chunkBits
 		tc := w.t.chunk(k)
-		ok := tc != nil && k < len(h.dense) && h.dense[k] == nil
+		ok := tc != nil && tc.plain && k < len(h.dense) && h.dense[k] == nil
 		var seen uint64
 		j := i
 		for ; j < len(slots) && slots[j].idx>>chunkBits == k; j++ {
@@ -298,9 +300,14 @@ func (w *watch) claimChunks(slots []*slot) {
 		if ok && tc.mask() == seen {
 			h.dense[k] = tc.none
 			h.n += j - i
+			for _, sl := range slots[i:j] {
+				sl.subs.add(w.idx)
+			}
+			done = append(done, [2]int{i, j})
 		}
 		i = j
 	}
+	return done
 }
 
 // mask has bit j set where the chunk holds something.

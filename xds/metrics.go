@@ -33,7 +33,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"variant"}),
 		pushes:    perType("xdsbridge_xds_pushes_total", "Responses sent, by resource type."),
 		resources: perType("xdsbridge_xds_resources_sent_total", "Resources carried by the responses sent, by resource type."),
-		bytes:     perType("xdsbridge_xds_bytes_sent_total", "Marshalled resource bytes carried by the responses sent, by resource type."),
+		bytes:     perType("xdsbridge_xds_bytes_sent_total", "Resource bytes carried by the responses sent (delta: the Resource records; SotW: the Any messages), by resource type."),
 		nacks:     perType("xdsbridge_xds_nacks_total", "Responses rejected by clients (NACK), by resource type."),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "xdsbridge_xds_refused_total",

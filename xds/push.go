@@ -178,9 +178,8 @@ func (w *watch) build(ups []*entry, gone []*slot, fr *frame, runs []run) *out {
 	env := envelope{version: w.lastVersion, typeURL: w.t.url, nonce: w.lastNonce}
 	if c.delta {
 		m := &deltaMsg{env: env, list: ups, fr: fr, runs: runs}
-		for _, e := range ups {
-			o.bytes += e.size + len(e.name) + len(e.version)
-		}
+		own, inRuns := listBytes(ups, fr, runs, true)
+		o.bytes = own + inRuns // the Resource records
 		for _, sl := range gone {
 			m.removed = append(m.removed, sl.name)
 			o.bytes += len(sl.name)

@@ -399,10 +399,16 @@ func (s *Server) firstDelta(w *watch, req *discoveryv3.DeltaDiscoveryRequest, in
 	}
 	bulk := w.bulk(len(sub))
 	slots := t.lookup(sub)
+	var claimed [][2]int
 	if bulk && slots != nil && w.held.len()+len(slots) <= s.opts.Limits.NamesPerSubscription {
-		w.claimChunks(slots) // no name below can breach the limit
+		claimed = w.claimChunks(slots) // no name can breach the limit
 	}
-	for i, n := range sub {
+	for i := 0; i < len(sub); i++ {
+		if len(claimed) > 0 && claimed[0][0] == i {
+			i, claimed = claimed[0][1]-1, claimed[1:]
+			continue // subscribed a chunk at a time
+		}
+		n := sub[i]
 		if n == "*" {
 			continue
 		}

@@ -109,16 +109,26 @@ func charge(list []*entry, fr *frame, runs []run, delta bool) (own int, shared *
 	if len(runs) > 0 {
 		shared = fr.records(delta)
 	}
+	own, _ = listBytes(list, fr, runs, delta)
+	return own, shared
+}
+
+// listBytes is the size of list's records outside runs (own) and in the
+// runs of fr, without reading the entries of a run: an initial state of
+// 10,000 entries is one run.
+func listBytes(list []*entry, fr *frame, runs []run, delta bool) (own, inRuns int) {
 	for i := 0; i < len(list); {
 		if len(runs) > 0 && runs[0].at == i {
-			i += runs[0].to - runs[0].from
+			r, recs := runs[0], fr.records(delta)
+			inRuns += recs.off[r.to] - recs.off[r.from]
+			i += r.to - r.from
 			runs = runs[1:]
 			continue
 		}
 		own += list[i].recLen(delta)
 		i++
 	}
-	return own, shared
+	return own, inRuns
 }
 
 // buffersFor is the capacity of a response's buffer list: the envelope's
