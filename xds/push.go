@@ -128,8 +128,10 @@ func (w *watch) upserts(now, readyAt time.Time, wait time.Duration) *out {
 
 // removals takes the pending removals of resources the client holds, as
 // many as fit in one response, and of names a delta client subscribed to
-// and is owed an answer for (a forced mark) whose resource went before the
-// answer was sent: the removal is that answer. SotW EDS/RDS send nothing:
+// by name (or is owed an answer for: a forced mark) whose resource went
+// before it was sent: the removal is the answer. A removal is only marked
+// for a name that had a resource, so this never cuts an unknown name's
+// wait short. SotW EDS/RDS send nothing:
 // Envoy drops an assignment with its cluster.
 func (w *watch) removals() *out {
 	var rem []*slot
@@ -145,7 +147,7 @@ func (w *watch) removals() *out {
 		}
 		delete(w.dirty, sl)
 		h, ok := w.held.get(sl)
-		if !ok || h == nil && !(p.force && w.c.delta) {
+		if !ok || h == nil && !(w.c.delta && (p.force || w.explicit(sl))) {
 			continue
 		}
 		if w.explicit(sl) {

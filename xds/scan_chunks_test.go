@@ -4,11 +4,13 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 )
 
@@ -444,5 +446,907 @@ func TestAppendFrame(t *testing.T) {
 	}
 	if len(ups2) != 129 || ups2[128] != other || len(ups3) != 178 || ups3[128] != entries[150] {
 		t.Fatalf("appends lost entries: %d %d", len(ups2), len(ups3))
+	}
+}
+
+// TestScanMatchesModelClients drives an Envoy and a proxyless gRPC client
+// (delta ADS, wildcard CDS, EDS by name and by wildcard) side by side
+// through random changes, subscriptions, wildcard toggles, reconnects with
+// claims and partial drains, over resources some of which are gRPC-only or
+// have a gRPC variant, with small name limits in some seeds. After full
+// drains each client must hold exactly what its node class sees of the
+// current entries it subscribes to, the server's held sets must agree,
+// every name subscribed must have been answered (or be waiting for its
+// bounded wait), and a reconnect must not be sent what it correctly claimed.
+func TestScanMatchesModelClients(t *testing.T) {
+	const n, extra = 300, 100 // names svc-0..svc-399; 300 exist at first
+	st := &fleetStats{refused: map[string]int{}}
+	for seed := range uint64(18) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 11))
+			opts := Options{}
+			if seed%2 == 1 {
+				opts.MaxResponseBytes = 3000
+			}
+			switch seed / 2 % 3 { // at most one small limit, so the reason refused is known
+			case 1:
+				opts.Limits.NamesPerSubscription = 150 + rng.IntN(140)
+			case 2:
+				opts.Limits.UnknownNames = 5 + rng.IntN(40)
+			}
+			s := NewServer(opts)
+			m := &fleetModel{t: t, s: s, rng: rng, ever: map[string]bool{}, st: st}
+			initial := services(n)
+			for range 8 { // a few resources of the variant chunks for gRPC only, or with a gRPC variant
+				i := variantNum(rng, n, extra)
+				if i >= n {
+					continue
+				}
+				kind := rng.IntN(4)
+				initial[2*i+kind/2] = m.resource(kind, svcName(i), 0) // services: cluster, assignment
+			}
+			s.Apply(initial, nil)
+			for i := range n {
+				m.ever[svcName(i)] = true
+			}
+			m.clients = []*fleetClient{{grpc: false}, {grpc: true}}
+			for _, fc := range m.clients {
+				m.fresh(fc)
+				first := manyNames(n + extra)[:rng.IntN(n+extra)+1]
+				if rng.IntN(2) == 0 {
+					first = manyNames(n) // the usual first request: every name
+				}
+				if rng.IntN(4) == 0 {
+					first = append([]string{"*"}, first[:rng.IntN(len(first))]...)
+				}
+				if rng.IntN(2) == 0 || seed/2%3 != 0 { // with a small limit, a shared list may be refused
+					first = share(t, first)
+				}
+				m.send(fc, EndpointType, first, nil, nil, nil)
+			}
+			for step := range 300 {
+				fc := m.clients[rng.IntN(len(m.clients))]
+				switch op := rng.IntN(24); {
+				case op < 6:
+					m.apply(n, extra, step)
+				case op < 10:
+					m.subscribe(fc, n+extra)
+				case op < 12:
+					m.toggleWildcard(fc, n+extra)
+				case op < 14: // whole chunks, then a reconnect that holds them or not
+					m.subscribeChunks(fc, n+extra)
+					if rng.IntN(2) == 0 {
+						m.drain(fc, -1)
+					}
+					m.reconnect(fc)
+				case op < 15:
+					m.reconnect(fc)
+				case op < 16:
+					m.drainAll()
+					m.check()
+				default:
+					m.drain(fc, rng.IntN(3))
+				}
+			}
+			m.drainAll()
+			m.check()
+		})
+	}
+	t.Logf("coverage: %+v", *st)
+	for what, got := range map[string]int{
+		"refusals for names_per_subscription":             st.refused[reasonNamesPerSub],
+		"refusals for unknown_names":                      st.refused[reasonUnknownNames],
+		"shared first requests refused":                   st.sharedFirstRefused,
+		"EDS wildcards turned on":                         st.wildOn,
+		"EDS wildcards turned off":                        st.wildOff,
+		"explicit unsubscribes under a wildcard":          st.unsubUnderWild,
+		"chunks claimChunks took":                         st.claimTaken,
+		"whole chunks skipped for claims":                 st.claimSkipped,
+		"wildcard chunks skipped for claims":              st.wildSkipped,
+		"gRPC variants held":                              st.variantHeld,
+		"gRPC-only resources hidden":                      st.hiddenHeld,
+		"non-plain chunks subscribed whole":               st.nonPlainWhole,
+		"gRPC-only chunks an Envoy reconnect names whole": st.nonPlainClaimable,
+		"subscriptions answered by a removal":             st.hiddenAnswered,
+	} {
+		if got == 0 {
+			t.Errorf("no %s: the test lost that coverage", what)
+		}
+	}
+}
+
+// fleetStats count what the model test exercised, over all seeds.
+type fleetStats struct {
+	refused            map[string]int
+	sharedFirstRefused int
+	wildOn, wildOff    int
+	unsubUnderWild     int
+	claimTaken         int // chunks claimChunks took on a reconnect
+	claimSkipped       int // chunks it would have taken but for the claims held there
+	wildSkipped        int // chunks a wildcard's subscribeChunk would have taken but for claims
+	variantHeld        int // gRPC variants a gRPC client holds at a check
+	hiddenHeld         int // gRPC-only resources an Envoy subscribes to at a check
+	nonPlainWhole      int // chunks with gRPC-only or variant entries a client subscribes to whole
+	nonPlainClaimable  int // such chunks, with gRPC-only entries, an Envoy reconnect names whole, claiming nothing there
+	hiddenAnswered     int // removals answering a subscription to a name that had a resource
+	mayRefused         int // refusals for unknown names that got a resource since pinned
+	firstUnanswered    int // subscriptions of a first request left unanswered (the defect)
+	checks             int
+}
+
+// fleetModel is a test server and its delta ADS clients, with what each
+// holds by the responses it received.
+type fleetModel struct {
+	t       *testing.T
+	s       *Server
+	rng     *rand.Rand
+	ever    map[string]bool // EDS names that ever had an entry: never pinned as unknown
+	clients []*fleetClient
+	st      *fleetStats
+	// responses counts the responses drained.
+	responses int
+}
+
+type fleetClient struct {
+	grpc    bool
+	c       *client
+	view    map[string]map[string]string // type → name → version received
+	named   map[string]bool              // EDS names subscribed by name
+	wild    bool                         // EDS subscribed to "*"
+	started bool                         // the stream sent its first EDS request
+	// asked are EDS names subscribed and not yet answered (an entry or a
+	// removal).
+	asked map[string]asked
+	// pendRm are names without a resource unsubscribed under the wildcard
+	// whose removal is still owed: pinned until it is sent.
+	pendRm map[string]bool
+	// pinned are names the stream made the server pin as unknown and may
+	// still: a pin outlives the name getting a resource while a change of
+	// it is pending or it waits (watch.sweep).
+	pinned map[string]bool
+	// claimed are what the last reconnect claimed at the current version,
+	// until the next change or request: not to be sent again.
+	claimed map[string]map[string]string
+}
+
+// asked is a subscription not yet answered: whether its name had a
+// resource then, visible to the client or not, and whether a stream's
+// first EDS request made it.
+type asked struct{ known, visible, first bool }
+
+func (fc *fleetClient) node() *corev3.Node {
+	if fc.grpc {
+		return grpcNode
+	}
+	return envoyNode
+}
+
+// seenBy is e as a client of that class must see it (nil: hidden): the
+// rule of Resource.For, written out again.
+func seenBy(e *entry, grpc bool) *entry {
+	switch {
+	case e == nil || e.grpcOnly && !grpc:
+		return nil
+	case grpc && e.grpc != nil:
+		return e.grpc
+	}
+	return e
+}
+
+// variantNum picks a name that may be gRPC-only or have a gRPC variant:
+// chunks 0 and 2 and the names beyond the first n; chunks 1 and 3 stay
+// plain, so that whole-chunk paths are taken too.
+func variantNum(rng *rand.Rand, n, extra int) int {
+	switch rng.IntN(3) {
+	case 0:
+		return rng.IntN(chunkLen)
+	case 1:
+		return 2*chunkLen + rng.IntN(chunkLen)
+	}
+	return n + rng.IntN(extra)
+}
+
+// resource builds kind 0: a gRPC-only cluster, 1: a cluster with a gRPC
+// variant, 2: a gRPC-only assignment, 3: an assignment with a gRPC variant.
+func (m *fleetModel) resource(kind int, name string, step int) Resource {
+	switch kind {
+	case 0:
+		r := cluster(name, time.Duration(step+1)*time.Millisecond)
+		r.GRPCOnly = true
+		return r
+	case 1:
+		return withGRPCVariant(cluster(name, time.Duration(step+1)*time.Millisecond), time.Duration(step+1)*time.Second)
+	case 2:
+		r := assignment(name, uint32(step), uint32(m.rng.IntN(1000)))
+		r.GRPCOnly = true
+		return r
+	}
+	r := assignment(name, uint32(step), uint32(m.rng.IntN(1000)))
+	r.GRPC = assignment(name, uint32(step), 7, uint32(m.rng.IntN(1000))).Message
+	return r
+}
+
+func (m *fleetModel) apply(n, extra, step int) {
+	var up []Resource
+	var rm []Key
+	for range m.rng.IntN(8) + 1 {
+		i := m.rng.IntN(n + extra)
+		if m.rng.IntN(3) == 0 {
+			i = variantNum(m.rng, n, extra)
+		}
+		name := svcName(i)
+		variantOK := i < chunkLen || (i >= 2*chunkLen && i < 3*chunkLen) || i >= n
+		switch k := m.rng.IntN(8); {
+		case k == 0:
+			rm = append(rm, Key{ClusterType, name}, Key{EndpointType, name})
+		case k < 3:
+			up = append(up, cluster(name, time.Duration(step+1)*time.Millisecond))
+		case k < 5 && variantOK:
+			r := m.resource(m.rng.IntN(4), name, step)
+			up = append(up, r)
+			if r.Type == EndpointType {
+				m.ever[name] = true
+			}
+		default:
+			up = append(up, assignment(name, uint32(step), uint32(m.rng.IntN(1000))))
+			m.ever[name] = true
+		}
+	}
+	m.s.Apply(up, rm)
+	for _, fc := range m.clients {
+		fc.claimed = nil
+	}
+}
+
+// pick returns up to k distinct names of 0..names-1 in random order.
+func (m *fleetModel) pick(k, names int) []string {
+	var out []string
+	seen := map[int]bool{}
+	for range k {
+		if i := m.rng.IntN(names); !seen[i] {
+			seen[i] = true
+			out = append(out, svcName(i))
+		}
+	}
+	return out
+}
+
+// subscribe subscribes and unsubscribes random names (unsubscribing only
+// names subscribed by name: the client forgets what it unsubscribes from).
+func (m *fleetModel) subscribe(fc *fleetClient, names int) {
+	var sub, unsub []string
+	for _, name := range m.pick(m.rng.IntN(70)+1, names) {
+		switch {
+		case fc.named[name] && fc.started && m.rng.IntN(2) == 0:
+			unsub = append(unsub, name)
+		case !fc.named[name]:
+			sub = append(sub, name)
+		}
+	}
+	if len(sub) > 1 && m.rng.IntN(4) == 0 {
+		sub = share(m.t, sub)
+	}
+	if len(sub)+len(unsub) > 0 {
+		m.send(fc, EndpointType, sub, unsub, nil, nil)
+	}
+}
+
+// toggleWildcard subscribes to or unsubscribes from "*", with a few names
+// in the same request at times.
+func (m *fleetModel) toggleWildcard(fc *fleetClient, names int) {
+	var sub, unsub []string
+	if fc.wild {
+		unsub = []string{"*"}
+	} else {
+		sub = []string{"*"}
+	}
+	if m.rng.IntN(2) == 0 {
+		for _, name := range m.pick(m.rng.IntN(10)+1, names) {
+			switch {
+			case fc.named[name] && fc.started:
+				unsub = append(unsub, name)
+			case !fc.named[name]:
+				sub = append(sub, name)
+			}
+		}
+	}
+	m.send(fc, EndpointType, sub, unsub, nil, nil)
+}
+
+// subscribeChunks subscribes to every name of one to three chunks, so that
+// later reconnects name whole chunks.
+func (m *fleetModel) subscribeChunks(fc *fleetClient, names int) {
+	var sub []string
+	for range m.rng.IntN(3) + 1 {
+		k := m.rng.IntN((names + chunkLen - 1) / chunkLen)
+		for i := k * chunkLen; i < min(names, (k+1)*chunkLen); i++ {
+			if name := svcName(i); !fc.named[name] && !slices.Contains(sub, name) {
+				sub = append(sub, name)
+			}
+		}
+	}
+	if len(sub) > 0 {
+		m.send(fc, EndpointType, sub, nil, nil, nil)
+	}
+}
+
+// predict is the refusal a request of fc must get: the names subscribed by
+// name after it over NamesPerSubscription, or the names without a
+// resource pinned over UnknownNames (those subscribed by name before it,
+// unanswered unsubscriptions under the wildcard and the new ones: a
+// request's unsubscriptions unpin at the next request). may is true when
+// the request may be refused for UnknownNames though it need not: names
+// pinned before they got a resource may still count.
+func (m *fleetModel) predict(fc *fleetClient, sub, unsub []string) (must string, may bool) {
+	lim := m.s.opts.Limits
+	unknown, after, upper := 0, len(fc.named), 0
+	for name := range fc.named {
+		if !m.ever[name] {
+			unknown++
+		}
+	}
+	for name := range fc.pendRm {
+		if !m.ever[name] && !fc.named[name] {
+			unknown++
+		}
+	}
+	for _, name := range unsub {
+		if fc.named[name] {
+			after--
+		}
+	}
+	seen := make(map[string]bool, len(sub))
+	for _, name := range sub {
+		if name == "*" || seen[name] || fc.named[name] {
+			continue
+		}
+		seen[name] = true
+		after++
+		if !m.ever[name] && !fc.pendRm[name] {
+			unknown++
+		}
+	}
+	for name := range fc.pinned {
+		if m.ever[name] {
+			upper++
+		}
+	}
+	switch {
+	case unknown > lim.UnknownNames:
+		return reasonUnknownNames, true
+	case after > lim.NamesPerSubscription:
+		return reasonNamesPerSub, false
+	}
+	return "", unknown+upper > lim.UnknownNames
+}
+
+// send sends a delta request of fc and updates the model. A request the
+// model says breaches a limit must be refused for it: the client then
+// starts again on a fresh stream. notAsked are names subscribed that the
+// request claims at their current version. It reports whether the request
+// was refused.
+func (m *fleetModel) send(fc *fleetClient, typ string, sub, unsub []string, initial map[string]string, notAsked map[string]string) bool {
+	m.t.Helper()
+	if typ == EndpointType && !fc.started && len(unsub) > 0 {
+		m.t.Fatal("the model unsubscribes on a stream's first EDS request")
+	}
+	want, may := "", false
+	if typ == EndpointType {
+		want, may = m.predict(fc, sub, unsub)
+	}
+	now := map[string]asked{} // the subscribed names as they stand before the request
+	if typ == EndpointType {
+		m.s.mu.Lock()
+		for _, name := range sub {
+			if sl := m.s.types[typ].slots[name]; sl != nil && sl.cur != nil {
+				now[name] = asked{known: true, visible: seenBy(sl.cur, fc.grpc) != nil, first: !fc.started}
+			}
+		}
+		m.s.mu.Unlock()
+	}
+	m.s.onDelta(fc.c, "", &discoveryv3.DeltaDiscoveryRequest{Node: fc.node(), TypeUrl: typ,
+		ResourceNamesSubscribe: sub, ResourceNamesUnsubscribe: unsub, InitialResourceVersions: initial})
+	got := ""
+	if r := fc.c.refused.Load(); r != nil {
+		got = r.reason
+	}
+	if got != want && may && got == reasonUnknownNames {
+		m.st.mayRefused++
+		want = got
+	}
+	if got != want {
+		m.t.Fatalf("EDS request (first %v, wildcard %v, %d named, sub %d, unsub %d): refused for %q, want %q; pinned and not in the model: %v",
+			!fc.started, fc.wild, len(fc.named), len(sub), len(unsub), got, want, m.unmodelledPins(fc, sub))
+	}
+	fc.claimed = nil
+	if got != "" {
+		m.st.refused[got]++
+		if !fc.started && isShared(sub) {
+			m.st.sharedFirstRefused++
+		}
+		m.fresh(fc)
+		return true
+	}
+	if typ != EndpointType {
+		return false
+	}
+	fc.started = true
+	if slices.Contains(sub, "*") && !fc.wild {
+		fc.wild = true
+		m.st.wildOn++
+	}
+	if slices.Contains(unsub, "*") && fc.wild {
+		fc.wild = false
+		m.st.wildOff++
+		clear(fc.pendRm) // the server forgets them, unsent
+	}
+	for _, name := range unsub {
+		if name == "*" || !fc.named[name] {
+			continue
+		}
+		if !fc.wild {
+			delete(fc.pinned, name) // nothing of it left: unpinned at the next request
+		}
+		delete(fc.named, name)
+		delete(fc.asked, name)
+		delete(fc.view[EndpointType], name) // a client forgets what it unsubscribes from
+		if fc.wild {
+			m.st.unsubUnderWild++
+			if !m.ever[name] {
+				fc.pendRm[name], fc.pinned[name] = true, true
+			}
+		}
+	}
+	for _, name := range sub {
+		if name == "*" {
+			continue
+		}
+		fc.named[name] = true
+		if !m.ever[name] {
+			fc.pinned[name] = true
+		}
+		if _, ok := notAsked[name]; ok {
+			delete(fc.asked, name) // held at the current version: answered
+		} else {
+			fc.asked[name] = now[name]
+		}
+	}
+	if !fc.wild {
+		for name := range fc.view[EndpointType] {
+			if !fc.named[name] {
+				delete(fc.view[EndpointType], name) // held through the wildcard alone
+			}
+		}
+	}
+	return false
+}
+
+// unmodelledPins are the names the server pins for fc's EDS watch that
+// the model does not count as unknown, for a refusal it did not predict.
+func (m *fleetModel) unmodelledPins(fc *fleetClient, sub []string) []string {
+	m.s.mu.Lock()
+	defer m.s.mu.Unlock()
+	var out []string
+	if w := fc.c.watches[EndpointType]; w != nil {
+		for sl := range w.pins {
+			if !fc.pinned[sl.name] && (m.ever[sl.name] || !fc.named[sl.name] && !fc.pendRm[sl.name] && !slices.Contains(sub, sl.name)) {
+				out = append(out, sl.name)
+			}
+		}
+	}
+	return byNum(out)
+}
+
+// fresh replaces fc's stream by a new one that holds and subscribes to
+// nothing but "*" of CDS.
+func (m *fleetModel) fresh(fc *fleetClient) {
+	if fc.c != nil {
+		m.s.disconnect(fc.c)
+	}
+	fc.c = m.connect()
+	fc.view = map[string]map[string]string{ClusterType: {}, EndpointType: {}}
+	fc.named, fc.asked, fc.pendRm, fc.pinned = map[string]bool{}, map[string]asked{}, map[string]bool{}, map[string]bool{}
+	fc.wild, fc.started, fc.claimed = false, false, nil
+	m.send(fc, ClusterType, []string{"*"}, nil, nil, nil)
+}
+
+func (m *fleetModel) connect() *client {
+	c, r := m.s.connect(context.Background(), "delta_ads", true)
+	if r != nil {
+		m.t.Fatal(r)
+	}
+	return c
+}
+
+// mix hashes s with salt: per-name choices that take nothing of the test's
+// random sequence, whatever the client holds.
+func mix(salt uint64, s string) uint64 {
+	h := salt ^ 0xcbf29ce484222325
+	for i := 0; i < len(s); i++ {
+		h = (h ^ uint64(s[i])) * 0x100000001b3
+	}
+	h ^= h >> 33
+	h *= 0xff51afd7ed558ccd
+	return h ^ h>>33
+}
+
+// byNum sorts svc-N names by N: mostly slot order.
+func byNum(names []string) []string {
+	slices.SortFunc(names, func(a, b string) int { return cmp.Compare(len(a), len(b))*2 + cmp.Compare(a, b) })
+	return names
+}
+
+// reconnect replaces fc's stream by a new one that subscribes to what the
+// old one did and claims what fc holds, chunk by chunk all of it, none of
+// it or some (some claims at a version the server never had). The old
+// stream ends before the new one starts, or after its requests, as when
+// the server learns of a lost connection late.
+func (m *fleetModel) reconnect(fc *fleetClient) {
+	old := fc.c
+	late := m.rng.IntN(2) == 0
+	if !late {
+		m.s.disconnect(old)
+	}
+	fc.c = m.connect()
+	fc.started, fc.claimed = false, nil
+	clear(fc.pendRm)
+	clear(fc.pinned)
+	salt := m.rng.Uint64()
+	sub := byNum(slices.Collect(maps.Keys(fc.named)))
+	if fc.wild {
+		sub = append([]string{"*"}, sub...)
+	}
+	shared := len(sub) > 1 && m.rng.IntN(3) > 0
+	initial := map[string]map[string]string{}
+	correct := map[string]map[string]string{}
+	withClaims := map[string]map[int]bool{} // type → chunks holding a claim
+	m.s.mu.Lock()
+	for _, typ := range []string{ClusterType, EndpointType} {
+		initial[typ], correct[typ], withClaims[typ] = map[string]string{}, map[string]string{}, map[int]bool{}
+		ts := m.s.types[typ]
+		for name, v := range fc.view[typ] {
+			sl := ts.slots[name]
+			k := -1
+			if sl != nil {
+				k = sl.idx >> chunkBits
+			}
+			switch mix(salt, typ+itoa(k+1)) % 3 {
+			case 1: // nothing of this chunk claimed: the client lost it
+				delete(fc.view[typ], name)
+				continue
+			case 2:
+				if mix(salt, name)%2 == 0 {
+					delete(fc.view[typ], name)
+					continue
+				}
+			}
+			if mix(salt^1, name)%10 == 0 {
+				v = "forgotten" // a version the server never had: sent again
+			}
+			initial[typ][name] = v
+			if sl != nil {
+				withClaims[typ][k] = true
+				if e := seenBy(sl.cur, fc.grpc); e != nil && e.version == v {
+					correct[typ][name] = v
+				}
+			}
+		}
+	}
+	// Whole chunks the subscription names, which a claim there must keep
+	// claimChunks (or the wildcard's subscribeChunk) from taking.
+	whole := map[string]map[int]bool{ClusterType: {}, EndpointType: {}}
+	for _, typ := range []string{ClusterType, EndpointType} {
+		tab := m.s.types[typ].table.Load()
+		if tab == nil {
+			continue
+		}
+		for k, tc := range *tab {
+			if tc != nil && tc.plain && (typ == ClusterType || fc.wild) {
+				whole[typ][k] = true
+			}
+		}
+	}
+	if ts := m.s.types[EndpointType]; !fc.wild && shared && len(sub) >= chunkLen && 4*len(sub) >= ts.total() &&
+		len(initial[EndpointType])+len(sub) <= m.s.opts.Limits.NamesPerSubscription { // firstDelta calls claimChunks
+		for i := 0; i < len(sub); {
+			sl := ts.slots[sub[i]]
+			if sl == nil {
+				break // lookup answers nil: no chunk is claimed
+			}
+			k := sl.idx >> chunkBits
+			var seen uint64
+			ok := true
+			j := i
+			for ; j < len(sub); j++ {
+				sj := ts.slots[sub[j]]
+				if sj == nil || sj.idx>>chunkBits != k {
+					break
+				}
+				b := uint64(1) << (sj.idx & (chunkLen - 1))
+				ok = ok && seen&b == 0 && sj.cur != nil
+				seen |= b
+			}
+			if tc := ts.chunk(k); ok && tc != nil && tc.mask() == seen {
+				if tc.plain {
+					whole[EndpointType][k] = true
+				} else if !withClaims[EndpointType][k] && !fc.grpc && slices.ContainsFunc(tc.e[:], func(e *entry) bool { return e != nil && e.grpcOnly }) {
+					// claimChunks must decline it for plain alone, or the
+					// Envoy is never told the gRPC-only names are absent.
+					m.st.nonPlainClaimable++
+				}
+			}
+			i = j
+		}
+	}
+	m.s.mu.Unlock()
+
+	m.send(fc, ClusterType, []string{"*"}, nil, initial[ClusterType], nil)
+	refused := false
+	if len(sub) > 0 {
+		if shared {
+			sub = share(m.t, sub)
+		}
+		refused = m.send(fc, EndpointType, sub, nil, initial[EndpointType], correct[EndpointType])
+	}
+	if late {
+		m.s.disconnect(old)
+	}
+	if refused {
+		return
+	}
+	m.s.mu.Lock()
+	fc.c.mu.Lock()
+	for _, typ := range []string{ClusterType, EndpointType} {
+		w := fc.c.watches[typ]
+		if w == nil {
+			continue
+		}
+		present := 0
+		for range w.held.all() {
+			present++
+		}
+		if present != w.held.len() {
+			m.t.Errorf("%s after a reconnect: held set counts %d, holds %d", typ, w.held.len(), present)
+		}
+		for k, hc := range w.held.dense {
+			tc := w.t.chunk(k)
+			if tc == nil || hc != tc.none {
+				switch {
+				case !withClaims[typ][k] || !whole[typ][k]:
+				case typ == EndpointType && !fc.wild:
+					m.st.claimSkipped++
+				default:
+					m.st.wildSkipped++
+				}
+				continue
+			}
+			if withClaims[typ][k] {
+				m.t.Errorf("%s chunk %d: taken whole by a reconnect that claims names in it", typ, k)
+			}
+			if typ == EndpointType && !fc.wild {
+				m.st.claimTaken++
+			}
+		}
+	}
+	fc.c.mu.Unlock()
+	m.s.mu.Unlock()
+	fc.claimed = correct
+}
+
+// drain takes up to k responses of fc (k < 0: all it is owed).
+func (m *fleetModel) drain(fc *fleetClient, k int) {
+	for ; k != 0; k-- {
+		o := owed(fc.c)
+		if o == nil {
+			return
+		}
+		m.responses++
+		var list []*entry
+		var removed []string
+		if m.responses%4 == 0 { // decoding each costs a third of the test
+			list, removed, _ = wireOf(m.t, o.msg)
+		} else {
+			d := o.msg.(*deltaMsg)
+			list, removed = d.list, d.removed
+		}
+		typ := o.t.url
+		v := fc.view[typ]
+		seen := make(map[string]bool, len(list))
+		for _, e := range list {
+			if seen[e.name] {
+				m.t.Fatalf("a response carries %s twice", e.name)
+			}
+			seen[e.name] = true
+			if c, ok := fc.claimed[typ][e.name]; ok && c == e.version {
+				m.t.Errorf("%s %s: sent again at the version the reconnect claimed", typ, e.name)
+			}
+			v[e.name] = e.version
+			if typ == EndpointType {
+				delete(fc.asked, e.name)
+			}
+		}
+		for _, name := range removed {
+			delete(v, name)
+			if typ == EndpointType {
+				if a, ok := fc.asked[name]; ok && a.known {
+					m.st.hiddenAnswered++
+				}
+				delete(fc.asked, name)
+				delete(fc.pendRm, name)
+			}
+		}
+	}
+}
+
+func (m *fleetModel) drainAll() {
+	for _, fc := range m.clients {
+		m.drain(fc, -1)
+	}
+}
+
+// check compares each client's view and the server's held sets with what
+// the client's class sees of the current entries: every cluster, and the
+// assignments subscribed to by name or through the wildcard.
+func (m *fleetModel) check() {
+	m.st.checks++
+	m.s.mu.Lock()
+	defer m.s.mu.Unlock()
+	for ci, fc := range m.clients {
+		fc.c.mu.Lock()
+		m.checkClient(fmt.Sprintf("client %d (grpc %v)", ci, fc.grpc), fc)
+		fc.c.mu.Unlock()
+	}
+}
+
+func (m *fleetModel) checkClient(who string, fc *fleetClient) {
+	t := m.t
+	for _, typ := range []string{ClusterType, EndpointType} {
+		ts := m.s.types[typ]
+		wild := typ == ClusterType || fc.wild
+		subscribed := func(name string) bool { return wild || typ == EndpointType && fc.named[name] }
+		want := map[string]string{}
+		for _, sl := range ts.byIdx {
+			if sl == nil || sl.cur == nil || !subscribed(sl.name) {
+				continue
+			}
+			e := seenBy(sl.cur, fc.grpc)
+			if v := fc.c.visible(sl.cur); v != e {
+				t.Errorf("%s: %s %s: visible gives %v, the rule %v", who, typ, sl.name, v, e)
+			}
+			if e == nil {
+				m.st.hiddenHeld++
+				continue
+			}
+			if e != sl.cur {
+				m.st.variantHeld++
+			}
+			want[sl.name] = e.version
+		}
+		if typ == EndpointType {
+			for _, tc := range *ts.table.Load() {
+				if tc == nil || tc.plain {
+					continue
+				}
+				all := true
+				for _, e := range tc.e {
+					all = all && (e == nil || subscribed(e.name))
+				}
+				if all {
+					m.st.nonPlainWhole++
+				}
+			}
+		}
+		got := fc.view[typ]
+		for name, v := range want {
+			if got[name] != v {
+				t.Errorf("%s: %s %s: client holds %q, current %q", who, typ, name, got[name], v)
+			}
+		}
+		for name := range got {
+			if _, ok := want[name]; !ok {
+				t.Errorf("%s: %s %s: client holds %q, not current, not subscribed or hidden", who, typ, name, got[name])
+			}
+		}
+		w := fc.c.watches[typ]
+		if w == nil {
+			if len(want) > 0 {
+				t.Errorf("%s: %s: no watch", who, typ)
+			}
+			continue
+		}
+		if typ == EndpointType && w.wildcard != fc.wild {
+			t.Errorf("%s: EDS wildcard %v, want %v", who, w.wildcard, fc.wild)
+		}
+		if typ == EndpointType && w.wildcard {
+			for sl := range w.named {
+				if !fc.named[sl.name] {
+					t.Errorf("%s: EDS %s: named by the server, not by the client", who, sl.name)
+				}
+			}
+			if len(w.named) != len(fc.named) {
+				t.Errorf("%s: EDS: the server has %d names subscribed by name, the client %d", who, len(w.named), len(fc.named))
+			}
+		}
+		present := 0
+		for sl, e := range w.held.all() {
+			present++
+			if e != nil && got[sl.name] != e.version {
+				t.Errorf("%s: %s %s: server thinks the client holds %q, it holds %q", who, typ, sl.name, e.version, got[sl.name])
+			}
+			// Under a wildcard, a slot present without an entry may
+			// outlive its resource (removals drop nothing the client was
+			// not sent): harmless, the client holds nothing of it.
+			if !(typ == EndpointType && fc.named[sl.name]) && !(wild && (sl.cur != nil || e == nil)) {
+				t.Errorf("%s: %s %s: in the held set, not subscribed", who, typ, sl.name)
+			}
+		}
+		if present != w.held.len() {
+			t.Errorf("%s: %s: held set counts %d, holds %d", who, typ, w.held.len(), present)
+		}
+		for name, v := range got {
+			sl := ts.slots[name]
+			if sl == nil {
+				t.Errorf("%s: %s %s: held by the client, no slot", who, typ, name)
+				continue
+			}
+			if h, _ := w.held.get(sl); h == nil || h.version != v {
+				t.Errorf("%s: %s %s: client holds %q, server thinks %v", who, typ, name, v, h)
+			}
+		}
+		if typ != EndpointType {
+			continue
+		}
+		for name := range fc.named {
+			if sl := ts.slots[name]; sl == nil || !w.held.has(sl) {
+				t.Errorf("%s: EDS %s: subscribed, not in the held set", who, name)
+			}
+		}
+		// Every subscription is answered: at once when the name has a
+		// resource (hidden: as removed), else after the bounded wait. A first
+		// request's name that was visible and is gone before the answer is
+		// answered by its removal, which this view does not track.
+		for name, a := range fc.asked {
+			sl := ts.slots[name]
+			if sl == nil {
+				t.Errorf("%s: EDS %s: subscribed, no slot", who, name)
+				continue
+			}
+			_, waits := w.waiting[sl]
+			if !waits && a.first && a.visible && seenBy(sl.cur, fc.grpc) == nil {
+				m.st.firstUnanswered++ // answered by its removal: TestFirstRequestRemovedBeforeAnswerIsAnswered
+				continue
+			}
+			if !waits || sl.cur != nil && seenBy(sl.cur, fc.grpc) != nil {
+				h, held := w.held.get(sl)
+				t.Errorf("%s: EDS %s: subscribed (%+v), never answered (current %v, waiting %v, held %v %v)", who, name, a, sl.cur != nil, waits, held, h)
+			}
+		}
+	}
+}
+
+// TestFirstRequestRemovedBeforeAnswerIsAnswered: a name that a stream's
+// first delta request subscribes to, whose resource is removed before the
+// response is built, is answered by the removal (doc.go: every
+// subscription is answered). TestSubscriptionRemovedBeforeAnswerIsAnswered
+// covers later requests, which force their answer; the first request's
+// bulk path queues its entries unforced.
+func TestFirstRequestRemovedBeforeAnswerIsAnswered(t *testing.T) {
+	s := NewServer(Options{})
+	s.Apply(services(10), nil)
+	c, _ := s.connect(context.Background(), "delta_ads", true)
+	defer s.disconnect(c)
+	x := svcName(2)
+	s.onDelta(c, "", &discoveryv3.DeltaDiscoveryRequest{Node: envoyNode, TypeUrl: EndpointType, ResourceNamesSubscribe: []string{svcName(1), x}})
+	s.Apply(nil, []Key{{EndpointType, x}})
+	answered := false
+	for o := owed(c); o != nil; o = owed(c) {
+		list, removed, _ := wireOf(t, o.msg)
+		for _, e := range list {
+			answered = answered || e.name == x
+		}
+		answered = answered || slices.Contains(removed, x)
+	}
+	if !answered {
+		t.Fatalf("the first request's subscription to %s was never answered", x)
 	}
 }

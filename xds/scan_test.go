@@ -88,9 +88,12 @@ func TestBulkSubscriptionScan(t *testing.T) {
 			if !take() {
 				t.Fatal("no first response")
 			}
-			held := map[string]bool{} // removed names the client holds: told
+			// Removed names are told if the client holds them, and a delta
+			// client subscribed by name is told either way: the removal
+			// answers its subscription.
+			held := map[string]bool{}
 			for _, k := range tt.removed {
-				held[k.Name] = got[k.Name] != ""
+				held[k.Name] = got[k.Name] != "" || !tt.sotw && tt.sub[0] != "*"
 			}
 			s.Apply(tt.during, tt.removed)
 			for take() {
