@@ -2,6 +2,7 @@ package xds
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -201,14 +202,7 @@ func TestWildcardToggleDropsStaleChanges(t *testing.T) {
 	s.onDelta(c, "", &discoveryv3.DeltaDiscoveryRequest{TypeUrl: EndpointType, ResourceNamesUnsubscribe: []string{"*"}})
 	s.Apply([]Resource{assignment(x, 2)}, nil) // not marked: no longer wildcard
 	s.onDelta(c, "", &discoveryv3.DeltaDiscoveryRequest{TypeUrl: EndpointType, ResourceNamesSubscribe: []string{"*"}})
-	got := false
-	for o := owed(c); o != nil; o = owed(c) {
-		list, _, _ := wireOf(t, o.msg)
-		for _, e := range list {
-			got = got || e.name == x
-		}
-	}
-	if !got {
+	if got, _ := drainFor(t, c, x); !got {
 		t.Fatalf("%s exists and the watch is wildcard again, but was never sent", x)
 	}
 }
@@ -227,17 +221,21 @@ func TestSubscriptionRemovedBeforeAnswerIsAnswered(t *testing.T) {
 	x := svcName(2)
 	s.onDelta(c, "", &discoveryv3.DeltaDiscoveryRequest{TypeUrl: EndpointType, ResourceNamesSubscribe: []string{x}})
 	s.Apply(nil, []Key{{EndpointType, x}})
-	answered := false
-	for o := owed(c); o != nil; o = owed(c) {
-		list, removed, _ := wireOf(t, o.msg)
-		for _, e := range list {
-			answered = answered || e.name == x
-		}
-		for _, n := range removed {
-			answered = answered || n == x
-		}
-	}
-	if !answered {
+	if sent, removed := drainFor(t, c, x); !sent && !removed {
 		t.Fatalf("the subscription to %s was never answered", x)
 	}
+}
+
+// drainFor takes every response c is owed and reports whether one carried
+// name as a resource (sent) or among its removed names.
+func drainFor(t *testing.T, c *client, name string) (sent, removed bool) {
+	t.Helper()
+	for o := owed(c); o != nil; o = owed(c) {
+		list, gone, _ := wireOf(t, o.msg)
+		for _, e := range list {
+			sent = sent || e.name == name
+		}
+		removed = removed || slices.Contains(gone, name)
+	}
+	return sent, removed
 }

@@ -2,6 +2,7 @@ package xds
 
 import (
 	"iter"
+	"math/bits"
 	"slices"
 )
 
@@ -44,12 +45,14 @@ const (
 type heldChunk struct {
 	e      [chunkLen]*entry
 	shared bool
-	// Set on a type's table chunks only. plain: none of its entries is
-	// gRPC-only or has a gRPC variant, so a client not served a Variant
-	// is sent the entries themselves. none: its twin, present without an
-	// entry wherever it has one, which a watch subscribing to all of the
-	// chunk holds until the entries are sent (see scan.go).
+	// Set on a type's table chunks only, when published. plain: none of
+	// its entries is gRPC-only or has a gRPC variant, so a client not
+	// served a Variant is sent the entries themselves. mask: bit j set
+	// where it has an entry. none: its twin, present without an entry
+	// wherever it has one, which a watch subscribing to all of the chunk
+	// holds until the entries are sent (see scan.go).
 	plain bool
+	mask  uint64
 	none  *heldChunk
 }
 
@@ -261,11 +264,7 @@ func (h *heldSet) subscribeChunk(k int, tc *heldChunk, variant bool) bool {
 	if variant || tc == nil || !tc.plain || h.dense == nil || k >= len(h.dense) || h.dense[k] != nil {
 		return false
 	}
-	for _, e := range tc.e {
-		if e != nil {
-			h.n++
-		}
-	}
+	h.n += bits.OnesCount64(tc.mask)
 	h.dense[k] = tc.none
 	return true
 }
@@ -297,7 +296,7 @@ func (w *watch) claimChunks(slots []*slot) (done [][2]int) {
 			ok = ok && seen&b == 0 && tc.e[slots[j].idx&(chunkLen-1)] != nil
 			seen |= b
 		}
-		if ok && tc.mask() == seen {
+		if ok && tc.mask == seen {
 			h.dense[k] = tc.none
 			h.n += j - i
 			for _, sl := range slots[i:j] {
@@ -308,17 +307,6 @@ func (w *watch) claimChunks(slots []*slot) (done [][2]int) {
 		i = j
 	}
 	return done
-}
-
-// mask has bit j set where the chunk holds something.
-func (c *heldChunk) mask() uint64 {
-	var m uint64
-	for j, e := range c.e {
-		if e != nil {
-			m |= 1 << j
-		}
-	}
-	return m
 }
 
 // The type's chunk table: its slots' current entries, chunkLen slots a
@@ -374,6 +362,7 @@ func (t *typeState) publishChunks() {
 				}
 				e := t.byIdx[i].cur
 				c.e[j], c.none.e[j] = e, none
+				c.mask |= 1 << j
 				c.plain = c.plain && !e.grpcOnly && e.grpc == nil
 			}
 		}

@@ -131,8 +131,8 @@ func (w *watch) upserts(now, readyAt time.Time, wait time.Duration) *out {
 // by name (or is owed an answer for: a forced mark) whose resource went
 // before it was sent: the removal is the answer. A removal is only marked
 // for a name that had a resource, so this never cuts an unknown name's
-// wait short. SotW EDS/RDS send nothing:
-// Envoy drops an assignment with its cluster.
+// wait short. SotW EDS/RDS send nothing: Envoy drops an assignment with
+// its cluster.
 func (w *watch) removals() *out {
 	var rem []*slot
 	room, used := w.c.s.lim.room, 0
@@ -147,10 +147,11 @@ func (w *watch) removals() *out {
 		}
 		delete(w.dirty, sl)
 		h, ok := w.held.get(sl)
-		if !ok || h == nil && !(w.c.delta && (p.force || w.explicit(sl))) {
+		explicit := w.explicit(sl)
+		if !ok || h == nil && !(w.c.delta && (p.force || explicit)) {
 			continue
 		}
-		if w.explicit(sl) {
+		if explicit {
 			w.held.put(sl, nil)
 		} else {
 			w.held.del(sl)
