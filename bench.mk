@@ -1,7 +1,10 @@
 # Benchmark targets, included by the Makefile. See docs/benchmarks.md.
 #   make bench         reduced S1 + S2, all three servers side by side (~5 min on 2 cores)
 #   make bench-full    every scenario S1..S7 at full size, 3 runs each, then bench-consul,
-#                      bench-consul-scale and bench-file; prints its wall time (hours on 2 cores)
+#                      bench-consul-scale and bench-file; prints its wall time (about 2 h 15 min
+#                      on 2 cores). A run's sequential changes stop after 30 s (at least 5):
+#                      the stock caches take up to 11 s a change at C=1,000 (SotW), and the
+#                      per-change figures do not need 50 of them; BENCH_FULL_FLAGS= runs them all.
 #   make bench-consul  end to end: real Consul agent -> bridge binary -> clients
 #   make bench-consul-scale  the Consul source at 10,000 services, every kind of change
 #   make bench-file    the file source end to end: bridge binary on a services file, one-line edits
@@ -10,6 +13,7 @@
 # bench-consul-scale: out/bench/consul-scale/, bench-file: out/bench/file/).
 BENCH_OUT   ?= out/bench
 BENCH_FLAGS ?=
+BENCH_FULL_FLAGS ?= --change-budget=30s
 
 .PHONY: bench bench-full bench-consul bench-consul-scale bench-file bench-bin
 
@@ -20,19 +24,25 @@ bench-bin:
 bench: bench-bin
 	$(BENCH_OUT)/xdsload bench --preset quick --out $(BENCH_OUT) $(BENCH_FLAGS)
 
+# A failed run is a result (on 2 CPUs the stock caches fall behind at 300
+# changes/s and every server's fleet at 1,000/s); the report records it,
+# so it does not stop the benchmarks after it. The target still fails at
+# the end if anything did.
 bench-full: bench-bin
 	@mkdir -p $(BENCH_OUT)/full
-	set -eu; start=$$(date +%s); \
-	$(BENCH_OUT)/xdsload bench --preset full --runs 3 --timeout 2m --out $(BENCH_OUT)/full $(BENCH_FLAGS); \
-	$(MAKE) bench-consul bench-consul-scale bench-file; \
-	echo "make bench-full: $$(( $$(date +%s) - start )) s of wall time on $$(nproc) CPUs" | tee $(BENCH_OUT)/full/wall.txt
+	set -u; start=$$(date +%s); rc=0; \
+	$(BENCH_OUT)/xdsload bench --preset full --runs 3 --timeout 2m --out $(BENCH_OUT)/full $(BENCH_FULL_FLAGS) $(BENCH_FLAGS) || rc=1; \
+	$(MAKE) bench-consul bench-consul-scale bench-file || rc=1; \
+	echo "make bench-full: $$(( $$(date +%s) - start )) s of wall time on $$(nproc) CPUs (exit status $$rc)" | tee $(BENCH_OUT)/full/wall.txt; \
+	exit $$rc
 
 bench-consul: bench-bin
 	go build -o $(BENCH_OUT)/bridge ./cmd/bridge
 	set -eu; vars=$$(scripts/tools.sh); eval "$$vars"; \
-	for mode in "" --delta; do \
+	for mode in sotw delta; do \
+	  flag=; [ $$mode = sotw ] || flag=--delta; \
 	  $(BENCH_OUT)/xdsload consul --consul "$$XDSBRIDGE_CONSUL" --bridge $(BENCH_OUT)/bridge \
-	    -c 200 -n 200 --changes 30 $$mode --out $(BENCH_OUT)/consul/$${mode:-sotw}; \
+	    -c 200 -n 200 --changes 30 $$flag --out $(BENCH_OUT)/consul/$$mode; \
 	done
 
 # The Consul source at 10,000 services: a server agent and a client agent,
