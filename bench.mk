@@ -1,7 +1,7 @@
 # Benchmark targets, included by the Makefile. See docs/benchmarks.md.
 #   make bench         reduced S1 + S2, all three servers side by side (~5 min on 2 cores)
 #   make bench-full    every scenario S1..S7 at full size, 3 runs each, then bench-consul,
-#                      bench-consul-scale and bench-file; prints its wall time (about 2 h 6 min
+#                      bench-consul-scale and bench-file; prints its wall time (about 2 h 4 min
 #                      on 2 cores). A run's sequential changes stop after 30 s (at least 5):
 #                      the stock caches take up to 11 s a change at C=1,000 (SotW), and the
 #                      per-change figures do not need 50 of them; BENCH_FULL_FLAGS= runs them all.
