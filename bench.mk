@@ -27,8 +27,10 @@ bench: bench-bin
 # A failed run is a result (on 2 CPUs the stock caches fall behind at 300
 # changes/s and every server's fleet at 1,000/s); the report records it,
 # so it does not stop the benchmarks after it. The target still fails at
-# the end if anything did.
+# the end if anything did. A previous run's outputs are moved aside, not
+# overwritten: they are two hours of work.
 bench-full: bench-bin
+	@if [ -e $(BENCH_OUT)/full ]; then mv $(BENCH_OUT)/full $(BENCH_OUT)/full.$$(date +%Y%m%dT%H%M%S); fi
 	@mkdir -p $(BENCH_OUT)/full
 	set -u; start=$$(date +%s); rc=0; \
 	$(BENCH_OUT)/xdsload bench --preset full --runs 3 --timeout 2m --out $(BENCH_OUT)/full $(BENCH_FULL_FLAGS) $(BENCH_FLAGS) || rc=1; \
