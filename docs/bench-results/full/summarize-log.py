@@ -23,7 +23,7 @@ kv = re.compile(r'(\w[\w/·]*)=("[^"]*"|\S+)')
 
 def dur(s):
     """Seconds from a Go duration string (1m2.5s, 450ms, 12µs)."""
-    total, num = 0.0, ""
+    total = 0.0
     units = {"h": 3600, "m": 60, "s": 1, "ms": 1e-3, "µs": 1e-6, "us": 1e-6, "ns": 1e-9}
     for m in re.finditer(r"([\d.]+)(h|ms|m|s|µs|us|ns)", s):
         total += float(m.group(1)) * units[m.group(2)]
@@ -63,7 +63,6 @@ def main(path):
             r["reconnect peak RSS MB"] = max(r.get("reconnect peak RSS MB", 0), int(f["rss_mb"]) * 1.048576)
         elif msg == "done":
             r["failed"] = f["failed"] == "true"
-            r["run s"] = dur(f["took"])
             if not r["failed"]:
                 r["conv p99 ms"] = dur(f["conv_p99"]) * 1e3
                 r["CPU/client·change µs"] = dur(f["cpu/client·change"]) * 1e6
