@@ -27,6 +27,15 @@ type Update struct {
 	Full     bool
 	Services []Service
 	Removed  []string
+	// Reset says the registry lost its state since the source last read
+	// it and is filling up again: a Consul agent restarted without its
+	// data (an index that went backwards, a new node ID), an agent back
+	// after an outage whose catalog may still be partial. The removals
+	// that this update and the following ones imply are provisional: the
+	// source's removal guard holds them until the refill has settled,
+	// while everything the source reports flows at once. A source sets it
+	// on the first update after it noticed the reset, and only then.
+	Reset bool
 }
 
 // Source watches one registry and reports the services it finds.
