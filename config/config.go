@@ -199,8 +199,10 @@ var defaults = map[string]any{
 	"holdoff.max":                            sources.DefaultMaxHoldoff.String(),
 	"memory.return_after_quiet":              reclaim.DefaultPolicy.Quiet.String(),
 	"state_dir":                              "",
-	"guard.max_removed_fraction":             sources.DefaultMaxRemovedFraction,
 	"guard.hold":                             sources.DefaultGuardHold.String(),
+	"guard.max_removed_fraction":             sources.DefaultMaxRemovedFraction,
+	"guard.min_removed":                      sources.DefaultMinRemoved,
+	"guard.per_service":                      false,
 	"merge.default":                          sources.MergeFirst,
 }
 

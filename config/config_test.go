@@ -183,6 +183,11 @@ func TestInvalid(t *testing.T) {
 		{"source guard fraction", "sources: [{name: n, type: fake, path: p, guard: {max_removed_fraction: 0}}]",
 			"sources[0].guard.max_removed_fraction", "(0, 1]"},
 		{"source guard key", "sources: [{name: n, type: fake, path: p, guard: {off: true}}]", "sources[0].guard.off", "unknown key"},
+		{"guard min removed", "guard: {min_removed: 0}\n" + minimal, "guard.min_removed", "at least 1"},
+		{"guard per service", "guard: {per_service: maybe}\n" + minimal, "guard.per_service", ""},
+		{"source guard min removed", "sources: [{name: n, type: fake, path: p, guard: {min_removed: -2}}]",
+			"sources[0].guard.min_removed", "at least 1"},
+		{"source guard hold", "sources: [{name: n, type: fake, path: p, guard: {hold: 0s}}]", "sources[0].guard.hold", "positive"},
 		{"source startup timeout", "sources: [{name: n, type: fake, path: p, startup: {timeout: -1s}}]",
 			"sources[0].startup.timeout", "positive"},
 		{"source startup required", "sources: [{name: n, type: fake, path: p, startup: {required: maybe}}]",
@@ -211,7 +216,7 @@ state_dir: /var/lib/xdsbridge
 guard: {max_removed_fraction: 0.25, hold: 1m}
 sources:
   - {name: a, type: fake, path: p}
-  - {name: b, type: fake, path: p, startup: {timeout: 5s, required: true}, guard: {hold: 10s}}
+  - {name: b, type: fake, path: p, startup: {timeout: 5s, required: true}, guard: {hold: 10s, min_removed: 3, per_service: true}}
   - {name: c, type: fake, path: p, guard: {enabled: false}}
 `), "/d", nil)
 	if err != nil {
@@ -221,8 +226,8 @@ sources:
 		startup sources.Startup
 		guard   sources.Guard
 	}{
-		{sources.Startup{Timeout: 30 * time.Second}, sources.Guard{MaxRemovedFraction: 0.25, Hold: time.Minute}},
-		{sources.Startup{Timeout: 5 * time.Second, Required: true}, sources.Guard{MaxRemovedFraction: 0.25, Hold: 10 * time.Second}},
+		{sources.Startup{Timeout: 30 * time.Second}, sources.Guard{MaxRemovedFraction: 0.25, Hold: time.Minute, MinRemoved: sources.DefaultMinRemoved}},
+		{sources.Startup{Timeout: 5 * time.Second, Required: true}, sources.Guard{MaxRemovedFraction: 0.25, Hold: 10 * time.Second, MinRemoved: 3, PerService: true}},
 		{sources.Startup{Timeout: 30 * time.Second}, sources.Guard{}},
 	}
 	for i, w := range want {

@@ -7,10 +7,13 @@ import (
 )
 
 // GuardDefaults are the removal guard settings every source gets unless its
-// own `guard` entry overrides them (see sources.Guard).
+// own `guard` entry overrides them; sources.Guard explains the rules they
+// set.
 type GuardDefaults struct {
-	MaxRemovedFraction float64       `mapstructure:"max_removed_fraction"`
 	Hold               time.Duration `mapstructure:"hold"`
+	MaxRemovedFraction float64       `mapstructure:"max_removed_fraction"`
+	MinRemoved         int           `mapstructure:"min_removed"`
+	PerService         bool          `mapstructure:"per_service"`
 }
 
 // sourcePolicy is what a sources entry may say about its startup and
@@ -21,9 +24,8 @@ type sourcePolicy struct {
 		Required bool          `mapstructure:"required"`
 	} `mapstructure:"startup"`
 	Guard struct {
-		Enabled            bool          `mapstructure:"enabled"`
-		MaxRemovedFraction float64       `mapstructure:"max_removed_fraction"`
-		Hold               time.Duration `mapstructure:"hold"`
+		Enabled       bool `mapstructure:"enabled"`
+		GuardDefaults `mapstructure:",squash"`
 	} `mapstructure:"guard"`
 }
 
@@ -35,37 +37,39 @@ var policyKeys = map[string]bool{"startup": true, "guard": true}
 func (c *Config) parsePolicy(s *Source, raw map[string]any) error {
 	// The defaults are checked first, so that a bad one is named as such
 	// rather than as the first source's setting.
-	if err := checkGuard("guard", c.Guard.MaxRemovedFraction, c.Guard.Hold); err != nil {
+	if err := c.Guard.check("guard"); err != nil {
 		return err
 	}
 	var p sourcePolicy
 	p.Startup.Timeout = sources.DefaultStartupTimeout
 	p.Guard.Enabled = true
-	p.Guard.MaxRemovedFraction = c.Guard.MaxRemovedFraction
-	p.Guard.Hold = c.Guard.Hold
+	p.Guard.GuardDefaults = c.Guard
 	if err := sources.Decode(raw, &p); err != nil {
 		return sources.Prefix(s.Key(), err)
 	}
 	s.Startup = sources.Startup{Timeout: p.Startup.Timeout, Required: p.Startup.Required}
 	if p.Guard.Enabled {
-		s.Guard = sources.Guard{MaxRemovedFraction: p.Guard.MaxRemovedFraction, Hold: p.Guard.Hold}
+		g := p.Guard.GuardDefaults
+		s.Guard = sources.Guard{Hold: g.Hold, MaxRemovedFraction: g.MaxRemovedFraction, MinRemoved: g.MinRemoved, PerService: g.PerService}
 	}
 	switch {
 	case p.Startup.Timeout <= 0:
 		return sources.Errorf(s.Key()+".startup.timeout", "must be a positive duration, not %s", p.Startup.Timeout)
 	case p.Guard.Enabled:
-		return checkGuard(s.Key()+".guard", p.Guard.MaxRemovedFraction, p.Guard.Hold)
+		return p.Guard.check(s.Key() + ".guard")
 	}
 	return nil
 }
 
-// checkGuard validates guard settings under key.
-func checkGuard(key string, fraction float64, hold time.Duration) error {
-	if !(fraction > 0 && fraction <= 1) {
-		return sources.Errorf(key+".max_removed_fraction", "must be in (0, 1], not %v", fraction)
-	}
-	if hold <= 0 {
-		return sources.Errorf(key+".hold", "must be a positive duration, not %s", hold)
+// check validates guard settings under key.
+func (g GuardDefaults) check(key string) error {
+	switch {
+	case g.Hold <= 0:
+		return sources.Errorf(key+".hold", "must be a positive duration, not %s", g.Hold)
+	case !(g.MaxRemovedFraction > 0 && g.MaxRemovedFraction <= 1):
+		return sources.Errorf(key+".max_removed_fraction", "must be in (0, 1], not %v", g.MaxRemovedFraction)
+	case g.MinRemoved < 1:
+		return sources.Errorf(key+".min_removed", "must be at least 1, not %d", g.MinRemoved)
 	}
 	return nil
 }

@@ -64,7 +64,7 @@ func (c *Config) Validate() error {
 	if n := c.XDS.RequestBudgetBytes; n < c.XDS.Limits.RequestBytes {
 		return sources.Errorf("xds.request_budget_bytes", "%d is less than xds.limits.request_bytes (%d)", n, c.XDS.Limits.RequestBytes)
 	}
-	if err := checkGuard("guard", c.Guard.MaxRemovedFraction, c.Guard.Hold); err != nil {
+	if err := c.Guard.check("guard"); err != nil {
 		return err
 	}
 	if c.Holdoff.Max < c.Holdoff.Min {

@@ -8,21 +8,28 @@ import (
 	"time"
 )
 
-// The removal guard stands between a source and the merged state. A change
-// that would remove more than Guard.MaxRemovedFraction of the source's
-// services, or of one service's endpoints, is what an emptied or
-// half-restarted registry looks like (a Consul agent restarted without its
-// state reports nothing, then its services as they re-register), so its
-// removals are held: while a hold is on, the source's additions and changes
-// flow as usual, but everything it stopped reporting stays served.
+// The removal guard stands between a source and the merged state. An
+// update that its rules (Guard, in guardrule.go) find suspicious starts a
+// hold: from then on every removal the source's updates imply is held,
+// while its additions and changes flow as usual. Held means served: a
+// service the source stopped reporting stays as it was when the hold
+// began, and a service that lost endpoints is served with them added
+// back. Full and partial updates during a hold are alike: each changes
+// what the source reports, and what is served is that plus what it
+// dropped since the hold began, so a service that comes back and goes
+// again within the hold is held again, never removed in between.
 //
-// The hold ends Guard.Hold after the source last brought back something it
-// had dropped (a registry refilling keeps it on, however long it takes; a
-// source deliberately emptied brings nothing back, so it empties after one
-// Hold), at most maxHoldFactor times Hold after it began, at once when the
-// source reports everything again, or when an operator confirms it
-// (Manager.ConfirmRemovals). The source's state as it reports it then is
-// applied in full.
+// The hold ends, and the source's state as it reports it then is applied
+// in full:
+//   - at once when everything that was held is back;
+//   - when the refill has settled: Guard.Hold after the source last
+//     brought something back (a registry refilling keeps the hold on
+//     however long the refill takes, a source deliberately emptied brings
+//     nothing back and empties after one Hold); a Reset during a hold
+//     starts a new refill and so counts as bringing something back;
+//   - at most maxHoldFactor times Hold after it began;
+//   - when an operator confirms it (Manager.ConfirmRemovals), or the
+//     source is removed from the configuration.
 
 // maxHoldFactor bounds a hold that the source keeps extending (an instance
 // flapping in and out) to this many times Guard.Hold.
@@ -39,6 +46,7 @@ type epKey struct {
 type sourceGuard struct {
 	policy Guard
 	eff    map[string]Service
+	live   int // services of eff with endpoints, while no hold is on
 	hold   *heldChange
 	status *Status
 }
@@ -55,80 +63,65 @@ type heldChange struct {
 	reason                 string
 }
 
+// holdEvent tells the caller of receive or release that a hold started
+// (reason) or ended (why), and what it held or removed.
+type holdEvent struct {
+	reason, why         string
+	services, endpoints int
+	until               time.Time
+}
+
 func newGuard(p Guard, st *Status) *sourceGuard {
 	return &sourceGuard{policy: p, eff: map[string]Service{}, status: st}
 }
 
 // receive turns update u of the source into the update the merger applies:
 // u itself unless a hold is on or u starts one.
-func (g *sourceGuard) receive(u Update, now time.Time) (out Update, started string) {
-	if g.hold == nil {
-		if !g.policy.enabled() {
-			applyUpdate(g.eff, u)
-			return u, ""
+func (g *sourceGuard) receive(u Update, now time.Time) (out Update, ev holdEvent) {
+	switch {
+	case g.hold != nil:
+		if u.Reset {
+			g.hold.restored = now
 		}
-		if started = g.suspicious(u); started == "" {
+	case !g.policy.enabled():
+		applyUpdate(g.eff, u)
+		return u, ev
+	default:
+		v := g.policy.judge(g.eff, g.live, u)
+		if v.reason == "" {
 			applyUpdate(g.eff, u)
-			return u, ""
+			g.live = v.live
+			return u, ev
 		}
 		g.hold = &heldChange{base: g.eff, rep: maps.Clone(g.eff), held: map[string]int{},
-			since: now, restored: now, reason: started}
+			since: now, restored: now, reason: v.reason}
 		g.eff = maps.Clone(g.eff)
+		ev.reason = v.reason
 	}
 	h := g.hold
 	before := h.services + h.endpoints
 	for _, name := range applyUpdate(h.rep, u) {
 		g.resolve(name, &out)
 	}
-	if h.services+h.endpoints < before {
+	after := h.services + h.endpoints
+	if after < before {
 		h.restored = now
 	}
 	h.until = h.restored.Add(g.policy.Hold)
 	if limit := h.since.Add(maxHoldFactor * g.policy.Hold); limit.Before(h.until) {
 		h.until = limit
 	}
-	if h.services+h.endpoints == 0 {
-		// Everything came back: nothing is left to remove.
-		g.eff, g.hold = h.rep, nil
+	ev.services, ev.endpoints, ev.until = h.services, h.endpoints, h.until
+	if after == 0 && before > 0 {
+		// Everything came back: nothing is left to remove. (A hold that
+		// a Reset started with nothing missing waits for its deadline:
+		// the refill may still remove.)
+		g.end()
+		ev.why = "everything the source had dropped came back"
+		return out, ev
 	}
 	g.publishStatus()
-	return out, started
-}
-
-// suspicious returns why u removes too much, or "".
-func (g *sourceGuard) suspicious(u Update) string {
-	f := g.policy.MaxRemovedFraction
-	removed := 0
-	if u.Full {
-		keep := make(map[string]bool, len(u.Services))
-		for _, s := range u.Services {
-			keep[s.Name] = true
-		}
-		for name := range g.eff {
-			if !keep[name] {
-				removed++
-			}
-		}
-	} else {
-		for _, name := range u.Removed {
-			if _, ok := g.eff[name]; ok {
-				removed++
-			}
-		}
-	}
-	if len(g.eff) > 0 && float64(removed) > f*float64(len(g.eff)) {
-		return fmt.Sprintf("%d of %d services removed", removed, len(g.eff))
-	}
-	for _, s := range u.Services {
-		old, ok := g.eff[s.Name]
-		if !ok || len(old.Endpoints) == 0 {
-			continue
-		}
-		if lost := len(missing(old, s)); float64(lost) > f*float64(len(old.Endpoints)) {
-			return fmt.Sprintf("service %s: %d of %d endpoints removed", s.Name, lost, len(old.Endpoints))
-		}
-	}
-	return ""
+	return out, ev
 }
 
 // resolve recomputes what is served for name during a hold: what the
@@ -198,13 +191,28 @@ func (g *sourceGuard) deadline() time.Time {
 }
 
 // release ends the hold and returns the update that applies what the
-// source reports, with the number of services and endpoints it removes.
-func (g *sourceGuard) release() (out Update, services, endpoints int) {
+// source reports, and what that removes.
+func (g *sourceGuard) release(why string) (out Update, ev holdEvent) {
 	h := g.hold
 	out = Update{Full: true, Services: slices.Collect(maps.Values(h.rep))}
-	g.eff, g.hold = h.rep, nil
+	g.end()
+	return out, holdEvent{why: why, services: h.services, endpoints: h.endpoints}
+}
+
+// timeout says why a hold that reached its deadline ends.
+func (g *sourceGuard) timeout() string {
+	h := g.hold
+	if h.until.Equal(h.since.Add(maxHoldFactor * g.policy.Hold)) {
+		return fmt.Sprintf("the hold reached its limit of %s", maxHoldFactor*g.policy.Hold)
+	}
+	return fmt.Sprintf("the source brought nothing back for %s", g.policy.Hold)
+}
+
+// end makes what the source reports the served state.
+func (g *sourceGuard) end() {
+	g.eff, g.hold = g.hold.rep, nil
+	g.live = countLive(g.eff)
 	g.publishStatus()
-	return out, h.services, h.endpoints
 }
 
 func (g *sourceGuard) publishStatus() {
@@ -292,8 +300,7 @@ func (m *Manager) confirm(pol *policy, st *merger, source string) error {
 		if pol.guards[i].hold == nil {
 			return fmt.Errorf("source %q holds no removals", source)
 		}
-		m.log.Info("removals confirmed by an operator", "source", source)
-		st.apply(i, pol.release(i))
+		st.apply(i, pol.release(i, "confirmed by an operator"))
 		return nil
 	}
 	return fmt.Errorf("no source named %q", source)

@@ -203,6 +203,7 @@ func forward(ctx context.Context, sl *slot, up <-chan Update, events chan<- even
 func (m *Manager) loop(ctx context.Context, events <-chan event, publish func(Changes)) *policy {
 	st := m.newMerger()
 	pol := newPolicy(m, time.Now())
+	st.changes = pol.changes
 	defer pol.timer.Stop()
 	publish = pol.reporting(publish)
 	timer := time.NewTimer(time.Hour)
@@ -212,6 +213,7 @@ func (m *Manager) loop(ctx context.Context, events <-chan event, publish func(Ch
 	cad := Cadence{Holdoff: m.opts.Holdoff}
 	// settle publishes or arms the holdoff after updates were merged.
 	settle := func(changed bool, now time.Time) {
+		pol.changes.flush(now)
 		switch {
 		case pol.open:
 			if !changed {

@@ -32,6 +32,9 @@ type merger struct {
 	shadowed []map[string]struct{}
 	served   []bool // scratch of resolve: the sources whose version is served
 	log      *slog.Logger
+	// changes, when set, is told what each update after a source's first
+	// changed in that source's state.
+	changes *changeLog
 }
 
 func newMerger(n int) *merger {
@@ -60,9 +63,11 @@ func (m *merger) allSynced() bool { return m.nsynced == len(m.synced) }
 // the merged state. The update's services are kept as they are (the Update
 // contract hands them over), sorted in place.
 func (m *merger) apply(src int, u Update) (changed bool) {
+	note := m.note
 	if !m.synced[src] {
 		m.synced[src] = true
 		m.nsynced++
+		note = func(int, byte, string) {} // the first sync is logged as such
 	}
 	state := m.bySource[src]
 	if u.Full {
@@ -75,6 +80,7 @@ func (m *merger) apply(src int, u Update) (changed bool) {
 		for name := range state {
 			if _, ok := keep[name]; !ok {
 				delete(state, name)
+				note(src, '-', name)
 				changed = m.touch(src, name) || changed
 			}
 		}
@@ -82,19 +88,34 @@ func (m *merger) apply(src int, u Update) (changed bool) {
 		for _, name := range u.Removed {
 			if _, ok := state[name]; ok {
 				delete(state, name)
+				note(src, '-', name)
 				changed = m.touch(src, name) || changed
 			}
 		}
 	}
 	for _, s := range u.Services {
 		s.Sort()
-		if old, ok := state[s.Name]; ok && old.Equal(s) {
+		old, ok := state[s.Name]
+		if ok && old.Equal(s) {
 			continue
 		}
 		state[s.Name] = s
+		mark := byte('+')
+		if ok {
+			mark = '~'
+		}
+		note(src, mark, s.Name)
 		changed = m.touch(src, s.Name) || changed
 	}
 	return changed
+}
+
+// note tells changes, if set, that the update of source src added ('+'),
+// changed ('~') or removed ('-') the service name.
+func (m *merger) note(src int, mark byte, name string) {
+	if m.changes != nil {
+		m.changes.note(m.names[src], mark, name)
+	}
 }
 
 // touch marks name dirty. Even a change that a source of higher

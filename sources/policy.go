@@ -13,22 +13,11 @@ type Startup struct {
 	Required bool
 }
 
-// Guard configures the removal guard of one source (see guard.go). The zero
-// value (Hold 0) turns the guard off, so every removal applies at once.
-type Guard struct {
-	// MaxRemovedFraction is the share of the source's services, or of one
-	// service's endpoints, that one change may remove without being held.
-	MaxRemovedFraction float64
-	// Hold is how long a suspicious change waits once the source stops
-	// bringing back what it removed; at most maxHoldFactor times Hold in all.
-	Hold time.Duration
-}
-
 // Defaults of the per-source policies, as the configuration applies them.
+// The guard's are explained with Guard.
 const (
 	DefaultStartupTimeout     = 30 * time.Second
-	DefaultMaxRemovedFraction = 0.5
 	DefaultGuardHold          = 30 * time.Second
+	DefaultMaxRemovedFraction = 0.5
+	DefaultMinRemoved         = 10
 )
-
-func (g Guard) enabled() bool { return g.Hold > 0 }

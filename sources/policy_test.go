@@ -1,12 +1,15 @@
 package sources
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -192,8 +195,8 @@ func TestGuard(t *testing.T) {
 		waitUntil(t, "the hold to end", func() bool { return held(t, m) == nil })
 		quiet(t, fakes[1], rec, 3, "mark2")
 	})
-	t.Run("endpoints of one service", func(t *testing.T) {
-		m, fakes, rec := start(t)
+	t.Run("endpoints of one service, per-service rule", func(t *testing.T) {
+		m, fakes, rec := startWith(t, Guard{MaxRemovedFraction: 0.5, MinRemoved: 1, PerService: true, Hold: 150 * time.Millisecond})
 		big := testSvc("s1", "10.0.0.1", "10.0.0.5", "10.0.0.6", "10.0.0.7")
 		fakes[0].send(t, upsertUp(big))
 		expectPublish(t, rec, 1, Changes{Upserted: []Service{big}})
@@ -265,4 +268,129 @@ func TestPersistRateLimited(t *testing.T) {
 	if limit := 1 + int(time.Since(began)/every) + 1; saves > limit {
 		t.Errorf("%d saves in %v, want at most %d (one per %v)", saves, time.Since(began), limit, every)
 	}
+}
+
+// TestGuardLetsOrdinaryRemovalsThrough runs the manager with the default
+// guard: each ordinary removal is published at once, and no hold starts.
+func TestGuardLetsOrdinaryRemovalsThrough(t *testing.T) {
+	dns := []Service{testSvc("api", "10.0.0.1", "10.0.0.2", "10.0.0.3"), testSvc("web", "10.0.1.1"), testSvc("db", "10.0.2.1")}
+	file := []Service{testSvc("web", "10.0.0.1"), testSvc("api", "10.0.1.1"), testSvc("payments", "10.0.2.1"), testSvc("search", "10.0.3.1")}
+	tests := []struct {
+		name   string
+		before []Service
+		up     Update
+		want   Changes
+	}{
+		{"last instance deregistered", file, upsertUp(Service{Name: "api"}),
+			Changes{Upserted: []Service{{Name: "api"}}}},
+		{"scale-down from four instances to one", []Service{testSvc("web", "10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4")},
+			upsertUp(testSvc("web", "10.0.0.1")), Changes{Upserted: []Service{testSvc("web", "10.0.0.1")}}},
+		{"one of several names answers NXDOMAIN", dns, upsertUp(Service{Name: "web"}),
+			Changes{Upserted: []Service{{Name: "web"}}}},
+		{"one SRV target of three dropped", dns, upsertUp(testSvc("api", "10.0.0.1", "10.0.0.3")),
+			Changes{Upserted: []Service{testSvc("api", "10.0.0.1", "10.0.0.3")}}},
+		{"three of four services deleted from a file", file, fullUp(file[0]),
+			Changes{Removed: []string{"api", "payments", "search"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, fakes, rec := startNamed(t, ManagerOptions{Holdoff: time.Millisecond}, Named{Name: "src", Guard: defaultGuard})
+			fakes[0].send(t, fullUp(tt.before...))
+			rec.wait(t, 0)
+			fakes[0].send(t, tt.up)
+			expectPublish(t, rec, 1, tt.want)
+			if snap := m.opts.Sources[0].Status.Snapshot(); snap.GuardHolds != 0 || snap.Guard != nil {
+				t.Errorf("guard status = %+v, want no hold", snap.PolicySnapshot)
+			}
+		})
+	}
+}
+
+// TestGuardReset drives the manager with a source that reports a reset of
+// its registry and refills.
+func TestGuardReset(t *testing.T) {
+	// In a bubble the hold's clock moves only when every goroutine waits,
+	// so a loaded machine cannot let the hold expire between two sends.
+	synctest.Test(t, func(t *testing.T) {
+		const hold = 150 * time.Millisecond
+		four := []Service{testSvc("s1", "10.0.0.1"), testSvc("s2", "10.0.0.2"), testSvc("s3", "10.0.0.3"), testSvc("s4", "10.0.0.4")}
+		guard := defaultGuard
+		guard.Hold = hold
+		var logs testLog
+		m, fakes, rec := startNamed(t, ManagerOptions{Holdoff: time.Millisecond, Logger: logs.logger()},
+			Named{Name: "consul", Guard: guard}, Named{Name: "sentinel"})
+		fakes[1].send(t, fullUp())
+		fakes[0].send(t, fullUp(four...))
+		expectPublish(t, rec, 0, Changes{Upserted: four})
+
+		// The reset: an empty catalog plus a new service; the new one flows.
+		fresh := testSvc("fresh", "10.0.1.1")
+		fakes[0].send(t, Update{Full: true, Reset: true, Services: []Service{fresh}})
+		expectPublish(t, rec, 1, Changes{Upserted: []Service{fresh}})
+		snap := m.opts.Sources[0].Status.Snapshot()
+		if g := snap.Guard; g == nil || g.HeldServices != 4 || !strings.Contains(g.Reason, "registry reset") {
+			t.Fatalf("guard status = %+v, want 4 services held after the reset", g)
+		}
+		// The refill: three come back, one of them changed; only the change
+		// is published.
+		s2 := testSvc("s2", "10.0.0.2", "10.0.0.9")
+		fakes[0].send(t, fullUp(fresh, four[0], s2, four[2]))
+		expectPublish(t, rec, 2, Changes{Upserted: []Service{s2}})
+		// Settled: the one that never came back is removed, and only then.
+		expectPublish(t, rec, 3, Changes{Removed: []string{"s4"}})
+		if snap := m.opts.Sources[0].Status.Snapshot(); snap.Guard != nil || snap.GuardHolds != 1 {
+			t.Errorf("guard status after the refill = %+v", snap.PolicySnapshot)
+		}
+		logs.want(t, "level=WARN", "source=consul", "registry reset", `confirm="POST /guard/confirm?source=consul on the admin listener"`, "held_until=")
+		logs.want(t, "level=INFO", "removal hold over", "source=consul", "brought nothing back", "removed_services=1")
+	})
+}
+
+// TestGuardWarmStart checks that a warm source's first real sync goes
+// through the guard: persisted services are not dropped by an empty read.
+func TestGuardWarmStart(t *testing.T) {
+	store := &memStore{state: map[string][]Service{"consul": {testSvc("web", "10.0.0.1"), testSvc("api", "10.0.0.2")}}}
+	m, fakes, rec := startNamed(t, ManagerOptions{Holdoff: time.Millisecond, Store: store},
+		Named{Name: "consul", Guard: defaultGuard, Startup: Startup{Timeout: time.Minute}}, Named{Name: "file"})
+	fakes[1].send(t, fullUp())
+	rec.wait(t, 0)
+	fakes[0].send(t, fullUp())
+	waitUntil(t, "a hold", func() bool { return m.opts.Sources[0].Status.Snapshot().Guard != nil })
+	quiet(t, fakes[1], rec, 1, "mark")
+}
+
+// testLog collects what a manager logs, in text form.
+type testLog struct{ buf lockedBuffer }
+
+func (l *testLog) logger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(&l.buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// want fails unless a line contains every one of parts.
+func (l *testLog) want(t *testing.T, parts ...string) {
+	t.Helper()
+	for line := range strings.Lines(l.buf.String()) {
+		if !slices.ContainsFunc(parts, func(p string) bool { return !strings.Contains(line, p) }) {
+			return
+		}
+	}
+	t.Errorf("no log line with %q in:\n%s", parts, l.buf.String())
+}
+
+// lockedBuffer is a bytes.Buffer safe for concurrent writes and reads.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

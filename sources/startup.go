@@ -33,10 +33,11 @@ type policy struct {
 	saveDue time.Time            // a save is pending, not before then
 	lastSav time.Time
 	timer   *time.Timer
+	changes *changeLog
 }
 
 func newPolicy(m *Manager, now time.Time) *policy {
-	p := &policy{m: m, start: now, timer: time.NewTimer(time.Hour)}
+	p := &policy{m: m, start: now, timer: time.NewTimer(time.Hour), changes: newChangeLog(m.log)}
 	for _, n := range m.opts.Sources {
 		p.phases = append(p.phases, PhaseWaiting)
 		p.guards = append(p.guards, newGuard(n.Guard, n.Status))
@@ -75,12 +76,24 @@ func (p *policy) receive(i int, u Update, now time.Time) Update {
 	for k := range u.Services {
 		u.Services[k].Sort()
 	}
-	out, reason := p.guards[i].receive(u, now)
-	if reason != "" {
-		p.m.log.Warn("holding a change that removes too much", "source", n.Name, "reason", reason,
-			"until", p.guards[i].deadline().Format(time.RFC3339))
-	}
+	out, ev := p.guards[i].receive(u, now)
+	p.logHold(i, ev)
 	return out
+}
+
+// logHold logs the start (WARN) or the end (INFO) of a hold of source i.
+func (p *policy) logHold(i int, ev holdEvent) {
+	n := p.m.opts.Sources[i]
+	if ev.reason != "" {
+		p.m.log.Warn("holding the removals of a source that looks emptied or reset; they apply once it brings nothing back for the hold, at the latest at held_until, or at once when confirmed",
+			"source", n.Name, "reason", ev.reason, "held_services", ev.services, "held_endpoints", ev.endpoints,
+			"hold", n.Guard.Hold, "held_until", ev.until.Format(time.RFC3339),
+			"confirm", "POST /guard/confirm?source="+n.Name+" on the admin listener")
+	}
+	if ev.why != "" {
+		p.m.log.Info("removal hold over; applying what the source reports", "source", n.Name, "why", ev.why,
+			"removed_services", ev.services, "removed_endpoints", ev.endpoints)
+	}
 }
 
 // due applies what is due at now (warm state, startup timeouts, ends of
@@ -105,7 +118,7 @@ func (p *policy) due(now time.Time) map[int]Update {
 	}
 	for i, g := range p.guards {
 		if d := g.deadline(); !d.IsZero() && !now.Before(d) {
-			out[i] = p.release(i)
+			out[i] = p.release(i, g.timeout())
 		}
 	}
 	if !p.saveDue.IsZero() && !now.Before(p.saveDue) {
@@ -114,11 +127,10 @@ func (p *policy) due(now time.Time) map[int]Update {
 	return out
 }
 
-// release ends the hold of source i.
-func (p *policy) release(i int) Update {
-	u, svcs, eps := p.guards[i].release()
-	p.m.log.Info("hold over; applying the source's removals", "source", p.m.opts.Sources[i].Name,
-		"removed_services", svcs, "removed_endpoints", eps)
+// release ends the hold of source i, for the reason why.
+func (p *policy) release(i int, why string) Update {
+	u, ev := p.guards[i].release(why)
+	p.logHold(i, ev)
 	return u
 }
 
@@ -191,6 +203,7 @@ func (p *policy) rearm(now time.Time) {
 		consider(g.deadline())
 	}
 	consider(p.saveDue)
+	consider(p.changes.next())
 	p.timer.Stop()
 	if !next.IsZero() {
 		p.timer.Reset(max(next.Sub(now), 0))
