@@ -29,7 +29,7 @@ var (
 	heldDesc = prometheus.NewDesc("xdsbridge_source_guard_held",
 		"Services and endpoints the removal guard keeps serving although the source no longer reports them.", []string{"source", "kind"}, nil)
 	holdsDesc = prometheus.NewDesc("xdsbridge_source_guard_holds_total",
-		"Changes the removal guard held because they removed too much.", []string{"source"}, nil)
+		"Holds the removal guard started: the source emptied, lost most of its services at once, or reported a registry reset.", []string{"source"}, nil)
 	phaseDesc = prometheus.NewDesc("xdsbridge_source_startup_phase",
 		"1 for the source's startup phase: waiting, synced, warm (serving persisted state) or timed_out (served empty).", []string{"source", "phase"}, nil)
 	shadowedDesc = prometheus.NewDesc("xdsbridge_source_shadowed_services",

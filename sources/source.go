@@ -5,6 +5,13 @@
 // Adapters live in sub-packages (sources/file, sources/dns, sources/consul)
 // and register themselves from init(); the plugins package imports the
 // built-in ones.
+//
+// Between each source and the merged state stands its removal guard: it
+// holds the removals of an update that looks like a broken or restarting
+// registry (the source emptied, most of its services gone dark at once,
+// or Update.Reset) and lets every other update through at once. Guard
+// states the rules and why they measure services with endpoints, with a
+// floor for small sources, rather than endpoints or per-service shares.
 package sources
 
 import (
