@@ -1,0 +1,252 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
+	"github.com/xdsbridge/xdsbridge/internal/dnstest"
+	"github.com/xdsbridge/xdsbridge/internal/envoysim"
+	"github.com/xdsbridge/xdsbridge/sources"
+)
+
+// The removal guard with its default settings, against real registries:
+// ordinary removals reach the clients with no hold at all, an emptied
+// source is held, shown in /sources and applied on confirmation.
+
+// guardWait bounds every wait of these tests: a DNS change takes a zone
+// reload, a TTL and a refresh to show, on a machine that may be loaded.
+const guardWait = 30 * time.Second
+
+// guardBridge writes a bridge.yaml with one source entry (entry, indented
+// as a list item of sources) on free ports, without any guard setting.
+func guardBridge(t *testing.T, dir, entry string) (cfg, xdsAddr, adminAddr string) {
+	t.Helper()
+	xdsAddr, adminAddr = bridgetest.FreeAddr(t), bridgetest.FreeAddr(t)
+	cfg = filepath.Join(dir, "bridge.yaml")
+	writeFile(t, cfg, fmt.Sprintf("xds: {listen: %s}\nadmin: {listen: %s}\nlog: {level: info}\nsources:\n%s", xdsAddr, adminAddr, entry))
+	return cfg, xdsAddr, adminAddr
+}
+
+// sourceStatus returns the /sources entry of the named source.
+func sourceStatus(t *testing.T, adminAddr, name string) sources.StatusSnapshot {
+	t.Helper()
+	code, body := bridgetest.Get("http://" + adminAddr + "/sources")
+	var all []sources.StatusSnapshot
+	if code != http.StatusOK || json.Unmarshal([]byte(body), &all) != nil {
+		t.Fatalf("/sources = %d %q", code, body)
+	}
+	for _, s := range all {
+		if s.Name == name {
+			return s
+		}
+	}
+	t.Fatalf("/sources has no source %q: %s", name, body)
+	return sources.StatusSnapshot{}
+}
+
+// noHold fails if the source's guard ever held a change.
+func noHold(t *testing.T, adminAddr, name, step string) {
+	t.Helper()
+	if s := sourceStatus(t, adminAddr, name); s.GuardHolds != 0 || s.Guard != nil {
+		t.Errorf("%s: the guard held (guard_holds %d, guard %+v), want no hold", step, s.GuardHolds, s.Guard)
+	}
+}
+
+// waitHold waits until /sources shows a hold of the source whose reason
+// contains reason, and returns it.
+func waitHold(t *testing.T, adminAddr, name, reason string) sources.GuardSnapshot {
+	t.Helper()
+	var g *sources.GuardSnapshot
+	bridgetest.Eventually(t, guardWait, "a hold of "+name+" in /sources", func() bool {
+		g = sourceStatus(t, adminAddr, name).Guard
+		return g != nil
+	})
+	if !strings.Contains(g.Reason, reason) || g.Until.Before(g.Since) {
+		t.Errorf("hold %+v, want the reason to contain %q", g, reason)
+	}
+	return *g
+}
+
+// confirmHold posts the operator's confirmation for the source.
+func confirmHold(t *testing.T, adminAddr, name string) {
+	t.Helper()
+	resp, err := http.Post("http://"+adminAddr+"/guard/confirm?source="+name, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST /guard/confirm?source=%s = %d, want 200", name, resp.StatusCode)
+	}
+	if s := sourceStatus(t, adminAddr, name); s.Guard != nil || s.GuardHolds != 1 {
+		t.Errorf("after the confirmation: guard %+v, guard_holds %d; want no hold, one in all", s.Guard, s.GuardHolds)
+	}
+}
+
+// waitClient waits until c's state satisfies cond and returns when.
+func waitClient(t *testing.T, c *envoysim.Client, what string, cond func(envoysim.State) bool) time.Time {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), guardWait)
+	defer cancel()
+	if err := c.WaitFor(ctx, cond); err != nil {
+		t.Fatalf("waiting for %s: %v\n%s", what, err, c.State().Summary())
+	}
+	return time.Now()
+}
+
+func TestGuardDNSDefaults(t *testing.T) {
+	const hosts = "a 2 IN A 127.0.0.11\nb 2 IN A 127.0.0.12\nc 2 IN A 127.0.0.13\nd 2 IN A 127.0.0.14\n"
+	const (
+		api  = "_api._tcp 2 IN SRV 10 10 8080 a\n_api._tcp 2 IN SRV 10 10 8081 b\n_api._tcp 2 IN SRV 10 10 8082 c\n"
+		api2 = "_api._tcp 2 IN SRV 10 10 8080 a\n_api._tcp 2 IN SRV 10 10 8082 c\n"
+		web  = "_web._tcp 2 IN SRV 10 10 9090 d\n"
+		db   = "_db._tcp 2 IN SRV 10 10 5432 a\n"
+	)
+	s := dnstest.Start(t, "example.org", hosts+api+web+db)
+	// refresh.min below the TTL, so that the TTL paces the refreshes.
+	cfg, xdsAddr, adminAddr := guardBridge(t, t.TempDir(), fmt.Sprintf(`  - name: dns
+    type: dns
+    servers: [%q]
+    refresh: {min: 1s}
+    services:
+      - {cluster: api, srv: _api._tcp.example.org}
+      - {cluster: web, srv: _web._tcp.example.org}
+      - {cluster: db, srv: _db._tcp.example.org}
+`, s.Addr))
+	p := start(t, cfg)
+	bridgetest.WaitReady(t, adminAddr, guardWait)
+	cl := startClient(t, xdsAddr, envoysim.Options{Node: "dns", Delta: true})
+	n := func(st envoysim.State, name string) int { return len(endpoints(st.Assignments[name])) }
+	waitClient(t, cl, "every service", func(st envoysim.State) bool { return n(st, "api") == 3 && n(st, "web") == 1 && n(st, "db") == 1 })
+
+	// One name answers NXDOMAIN: its cluster stays, empty.
+	written := time.Now()
+	s.SetZone(hosts + api + db)
+	got := waitClient(t, cl, "web emptied", func(st envoysim.State) bool {
+		return st.Clusters["web"] != nil && st.Assignments["web"] != nil && n(st, "web") == 0
+	})
+	t.Logf("one name's NXDOMAIN reached the client %v after the zone write (TTL 2s)", got.Sub(written).Round(time.Millisecond))
+	noHold(t, adminAddr, "dns", "one name NXDOMAIN")
+
+	// One SRV target of three dropped.
+	written = time.Now()
+	s.SetZone(hosts + api2 + db)
+	got = waitClient(t, cl, "api with two targets", func(st envoysim.State) bool { return n(st, "api") == 2 })
+	t.Logf("a dropped SRV target reached the client %v after the zone write", got.Sub(written).Round(time.Millisecond))
+	noHold(t, adminAddr, "dns", "one SRV target dropped")
+	p.waitLog(guardWait, "source changes applied", "source=dns", "~api")
+
+	// Every name answers NXDOMAIN: the source empties, which is held (at
+	// the last name that still had endpoints, when they go one by one).
+	s.SetZone(hosts)
+	waitHold(t, adminAddr, "dns", "source emptied")
+	if st := cl.State(); n(st, "api")+n(st, "db") == 0 {
+		t.Errorf("the hold left no endpoint at the client:\n%s", st.Summary())
+	}
+	p.waitLog(guardWait, "level=WARN", "source=dns", "source emptied", "POST /guard/confirm?source=dns")
+	confirmHold(t, adminAddr, "dns")
+	waitClient(t, cl, "every cluster empty", func(st envoysim.State) bool {
+		return len(st.Clusters) == 3 && n(st, "api")+n(st, "web")+n(st, "db") == 0
+	})
+	p.waitLog(guardWait, "level=INFO", "removal hold over", "source=dns", "confirmed by an operator")
+}
+
+func TestGuardFileDefaults(t *testing.T) {
+	dir := t.TempDir()
+	cfg, xdsAddr, adminAddr := writeConfig(t, dir)
+	services := filepath.Join(dir, "services.yaml")
+	four := []svc{
+		{Name: "web", EPs: []ep{{Addr: "127.0.0.1", Port: 8081}, {Addr: "127.0.0.1", Port: 8082}}},
+		{Name: "api", EPs: []ep{{Addr: "127.0.0.1", Port: 9091}}},
+		{Name: "payments", EPs: []ep{{Addr: "127.0.0.1", Port: 9092}}},
+		{Name: "search", EPs: []ep{{Addr: "::1", Port: 9200}}},
+	}
+	writeFile(t, services, render(four))
+	p := start(t, cfg)
+	bridgetest.WaitReady(t, adminAddr, guardWait)
+	cl := startClient(t, xdsAddr, envoysim.Options{Node: "file", Delta: true})
+	waitState(t, cl, "file", guardWait, four)
+
+	// Three of four services deleted from the file: an edit, applied at
+	// once and logged at INFO.
+	written := time.Now()
+	writeFile(t, services, render(four[:1]))
+	waitState(t, cl, "file", guardWait, four[:1])
+	t.Logf("deleting three of four services reached the client in %v", time.Since(written).Round(time.Millisecond))
+	noHold(t, adminAddr, "static", "three services deleted")
+	p.waitLog(guardWait, "level=INFO", "source changes applied", "source=static", "removed=3")
+
+	// The file truncated to no services: held, visible, confirmable.
+	writeFile(t, services, render(four))
+	waitState(t, cl, "file", guardWait, four)
+	writeFile(t, services, "services: []\n")
+	g := waitHold(t, adminAddr, "static", "source emptied")
+	if g.HeldServices != 4 {
+		t.Errorf("hold %+v, want the 4 services held", g)
+	}
+	if d := diff(cl.State(), four); d != "" {
+		t.Errorf("the client lost services during the hold: %s", d)
+	}
+	p.waitLog(guardWait, "level=WARN", "source=static", "source emptied", "POST /guard/confirm?source=static")
+	confirmHold(t, adminAddr, "static")
+	waitState(t, cl, "file", guardWait, nil)
+}
+
+func TestGuardHTTPEmptied(t *testing.T) {
+	doc := func(n int) []byte {
+		var b strings.Builder
+		b.WriteString(`{"services": [`)
+		for i := range n {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			fmt.Fprintf(&b, `{"name": "svc%04d", "endpoints": [{"address": "10.%d.%d.1", "port": 8080}]}`, i, i/250, i%250)
+		}
+		b.WriteString("]}")
+		return []byte(b.String())
+	}
+	var body atomic.Pointer[[]byte]
+	set := func(b []byte) { body.Store(&b) }
+	set(doc(1000))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(*body.Load())
+	}))
+	t.Cleanup(srv.Close)
+	cfg, xdsAddr, adminAddr := guardBridge(t, t.TempDir(), fmt.Sprintf("  - {name: cmdb, type: http, url: %q, interval: 200ms}\n", srv.URL))
+	p := start(t, cfg)
+	bridgetest.WaitReady(t, adminAddr, guardWait)
+	cl := startClient(t, xdsAddr, envoysim.Options{Node: "http", Delta: true})
+	clusters := func(want int) func(envoysim.State) bool {
+		return func(st envoysim.State) bool { return len(st.Clusters) == want && len(st.Assignments) == want }
+	}
+	waitClient(t, cl, "1,000 clusters", clusters(1000))
+
+	// Ten services gone: applied at once.
+	written := time.Now()
+	set(doc(990))
+	got := waitClient(t, cl, "990 clusters", clusters(990))
+	t.Logf("ten removals of 1,000 reached the client in %v", got.Sub(written).Round(time.Millisecond))
+	noHold(t, adminAddr, "cmdb", "ten services removed")
+
+	// The registry answers an empty list: held, visible, confirmable.
+	set([]byte(`{"services": []}`))
+	if g := waitHold(t, adminAddr, "cmdb", "source emptied"); g.HeldServices != 990 {
+		t.Errorf("hold %+v, want the 990 services held", g)
+	}
+	if st := cl.State(); len(st.Clusters) != 990 {
+		t.Errorf("the client has %d clusters during the hold, want 990", len(st.Clusters))
+	}
+	p.waitLog(guardWait, "level=WARN", "source=cmdb", "source emptied", "POST /guard/confirm?source=cmdb")
+	confirmHold(t, adminAddr, "cmdb")
+	waitClient(t, cl, "no cluster", clusters(0))
+}
