@@ -1,7 +1,6 @@
 package sources
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -11,6 +10,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/xdsbridge/xdsbridge/internal/syncbuf"
 )
 
 // expectPublish fails unless publish number n is want.
@@ -360,7 +361,7 @@ func TestGuardWarmStart(t *testing.T) {
 }
 
 // testLog collects what a manager logs, in text form.
-type testLog struct{ buf lockedBuffer }
+type testLog struct{ buf syncbuf.Buffer }
 
 func (l *testLog) logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(&l.buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -375,22 +376,4 @@ func (l *testLog) want(t *testing.T, parts ...string) {
 		}
 	}
 	t.Errorf("no log line with %q in:\n%s", parts, l.buf.String())
-}
-
-// lockedBuffer is a bytes.Buffer safe for concurrent writes and reads.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

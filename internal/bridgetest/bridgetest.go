@@ -4,7 +4,6 @@
 package bridgetest
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -12,12 +11,12 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/xdsbridge/xdsbridge/bridge"
 	"github.com/xdsbridge/xdsbridge/config"
+	"github.com/xdsbridge/xdsbridge/internal/syncbuf"
 )
 
 // Start writes yaml as the bridge's config file in a temporary directory,
@@ -120,19 +119,4 @@ func WaitReady(t testing.TB, addr string, timeout time.Duration) {
 }
 
 // LogBuffer collects a log written from several goroutines.
-type LogBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *LogBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *LogBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type LogBuffer = syncbuf.Buffer

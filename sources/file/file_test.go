@@ -1,7 +1,6 @@
 package file
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,12 +10,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
+	"github.com/xdsbridge/xdsbridge/internal/syncbuf"
 	"github.com/xdsbridge/xdsbridge/sources"
 )
 
@@ -64,22 +63,9 @@ func TestNew(t *testing.T) {
 }
 
 // logBuffer is a concurrency-safe log sink.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
+type logBuffer struct{ syncbuf.Buffer }
 
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) count(s string) int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return strings.Count(b.buf.String(), s)
-}
+func (b *logBuffer) count(s string) int { return strings.Count(b.String(), s) }
 
 // harness runs a file source over a file in a temporary directory.
 type harness struct {
@@ -240,7 +226,7 @@ func TestRunInvalidThenFixed(t *testing.T) {
 		t.Errorf("last error = %q, want it to contain %q", s.LastError, wantErr)
 	}
 	if n := h.logs.count("outside 1..65535"); n != 1 {
-		t.Errorf("the error was logged %d times, want once:\n%s", n, h.logs.buf.String())
+		t.Errorf("the error was logged %d times, want once:\n%s", n, h.logs.String())
 	}
 	h.replace(services("web", "api"))
 	h.next("web", "api")
