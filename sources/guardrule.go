@@ -36,9 +36,9 @@ import (
 // scale-down or a redeploy look like, and clients must stop sending to
 // those endpoints at once; a failing registry loses whole services. Why a
 // floor (MinRemoved): an edit of a services file, a deregistration or one
-// name answering NXDOMAIN darkens one or a few services, and in a small
-// source a few is already most of it, while the registries worth guarding
-// serve many services and their failures darken many. So with the
+// name answering NXDOMAIN darkens one to three services at once, and in a
+// small source that is already most of it, while a registry failure
+// darkens most of the catalog, a dozen services or far more. So with the
 // defaults a service's last instance deregistered, a scale-down to one
 // instance, one NXDOMAIN among several names, an SRV target dropped and a
 // few services deleted from a file all apply at once, while a registry

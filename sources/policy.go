@@ -19,5 +19,5 @@ const (
 	DefaultStartupTimeout     = 30 * time.Second
 	DefaultGuardHold          = 30 * time.Second
 	DefaultMaxRemovedFraction = 0.5
-	DefaultMinRemoved         = 10
+	DefaultMinRemoved         = 5
 )
