@@ -85,9 +85,9 @@ func (p *policy) receive(i int, u Update, now time.Time) Update {
 func (p *policy) logHold(i int, ev holdEvent) {
 	n := p.m.opts.Sources[i]
 	if ev.reason != "" {
-		p.m.log.Warn("holding the removals of a source that looks emptied or reset; they apply once it brings nothing back for the hold, at the latest at held_until, or at once when confirmed",
+		p.m.log.Warn("holding the removals of a source that looks broken or restarting; they apply once it has brought nothing back for the hold, or at once when confirmed",
 			"source", n.Name, "reason", ev.reason, "held_services", ev.services, "held_endpoints", ev.endpoints,
-			"hold", n.Guard.Hold, "held_until", ev.until.Format(time.RFC3339),
+			"hold", n.Guard.Hold, "held_until", ev.until, "longest", maxHoldFactor*n.Guard.Hold,
 			"confirm", "POST /guard/confirm?source="+n.Name+" on the admin listener")
 	}
 	if ev.why != "" {
