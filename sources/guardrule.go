@@ -42,7 +42,8 @@ import (
 // defaults a service's last instance deregistered, a scale-down to one
 // instance, one NXDOMAIN among several names, an SRV target dropped and a
 // few services deleted from a file all apply at once, while a registry
-// answering with less than half of its catalog is held. The price: a
+// answering with less than half of its catalog is held (once the part
+// missing is MinRemoved services or more). The price: a
 // source of at most MinRemoved live services is held only when it
 // empties, and a source that loses its services over several small
 // updates is held only at the last one.
