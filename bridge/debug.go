@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"sync"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+
 	"github.com/xdsbridge/xdsbridge/admin"
 	"github.com/xdsbridge/xdsbridge/sources"
 	"github.com/xdsbridge/xdsbridge/translate"
@@ -52,11 +54,18 @@ type WhyEndpoint struct {
 	Weight     uint32            `json:"weight,omitempty"`
 	Priority   uint32            `json:"priority,omitempty"`
 	Health     string            `json:"health"`
-	Locality   sources.Locality  `json:"locality"`
+	Locality   WhyLocality       `json:"locality"`
 	Metadata   map[string]string `json:"metadata,omitempty"`
 	Source     string            `json:"source"`
 	Record     string            `json:"record,omitempty"`
 	Transforms []string          `json:"transforms,omitempty"`
+}
+
+// WhyLocality is an endpoint's locality in the admin API's JSON.
+type WhyLocality struct {
+	Region  string `json:"region,omitempty"`
+	Zone    string `json:"zone,omitempty"`
+	SubZone string `json:"sub_zone,omitempty"`
 }
 
 // explain returns the provenance of cluster name, false if it is not served.
@@ -74,7 +83,7 @@ func (w *why) explain(name string) (Why, bool) {
 	for _, e := range svc.Endpoints {
 		out.Endpoints = append(out.Endpoints, WhyEndpoint{
 			Address: e.Address, Port: e.Port, Weight: e.Weight, Priority: e.Priority,
-			Health: e.Health.String(), Locality: e.Locality, Metadata: e.Metadata,
+			Health: e.Health.String(), Locality: WhyLocality(e.Locality), Metadata: e.Metadata,
 			Source: e.Origin.Source, Record: e.Origin.Record, Transforms: e.Origin.Transforms,
 		})
 	}
@@ -87,7 +96,9 @@ func (w *why) explain(name string) (Why, bool) {
 //	/debug/config_dump?node=N     what the connected node N holds
 //	/debug/config_dump[?grpc=1]   everything served, as an Envoy (or gRPC) client gets it
 //
-// Both answer JSON; config_dump's resources are in Envoy's JSON form.
+// Both answer JSON; config_dump answers an envoy.admin.v3.ConfigDump in
+// Envoy's JSON form (see ConfigDump), so that it reads and diffs like an
+// Envoy's own /config_dump.
 func debugHandlers(w *why, server *xds.Server) map[string]http.Handler {
 	return map[string]http.Handler{
 		"GET /debug/why": http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
@@ -106,21 +117,43 @@ func debugHandlers(w *why, server *xds.Server) map[string]http.Handler {
 		"GET /debug/config_dump": http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 			q := r.URL.Query()
 			var d xds.Dump
+			var opts DumpOptions
 			if node := q.Get("node"); node != "" {
 				var ok bool
 				if d, ok = server.Held(node); !ok {
 					http.Error(rw, "no xDS stream of node "+node+" is connected", http.StatusNotFound)
 					return
 				}
+				opts = heldBy(server.Clients(), node)
 			} else {
 				d = server.Current(q.Get("grpc") == "1" || q.Get("grpc") == "true")
 			}
-			doc, err := document(d)
-			if err != nil {
-				http.Error(rw, err.Error(), http.StatusInternalServerError)
-				return
+			cd, err := ConfigDump(d, opts)
+			if err == nil {
+				var out []byte
+				if out, err = Render(cd, false); err == nil {
+					rw.Header().Set("Content-Type", "application/json")
+					_, _ = rw.Write(out)
+					return
+				}
 			}
-			admin.WriteJSON(rw, doc)
+			http.Error(rw, err.Error(), http.StatusInternalServerError)
 		}),
 	}
+}
+
+// heldBy describes the connected node id for its config dump: the node as
+// its streams reported it and, per type, the version it last ACKed.
+func heldBy(clients []xds.ClientStatus, id string) DumpOptions {
+	opts := DumpOptions{Versions: map[string]string{}}
+	for _, c := range clients {
+		if c.ID != id {
+			continue
+		}
+		opts.Node = &corev3.Node{Id: c.ID, Cluster: c.Cluster, UserAgentName: c.UserAgent}
+		for _, t := range c.Types {
+			opts.Versions[t.TypeURL] = t.AckedVersion
+		}
+	}
+	return opts
 }

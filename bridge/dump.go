@@ -1,18 +1,17 @@
 package bridge
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/prometheus/client_golang/prometheus"
-	"go.yaml.in/yaml/v3"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/xdsbridge/xdsbridge/config"
@@ -27,28 +26,41 @@ func (c *collector) Apply(upserts []xds.Resource, _ []xds.Key) {
 	c.upserts = append(c.upserts, upserts...)
 }
 
+// failPoll is how often Snapshot looks for a failed first read. A source
+// records failures in its Status without telling anyone, so a dry run that
+// must stop at the first one asks.
+const failPoll = 50 * time.Millisecond
+
 // Snapshot runs every source of cfg until each has reported its state once,
 // then transforms, translates and shapes that state exactly as a running
-// bridge does, and returns the resources it would serve. When ctx ends
-// first, the error names the sources that had not reported.
+// bridge does, and returns the resources it would serve. It fails as soon
+// as a source that has not reported yet fails a read, with that source's
+// error: a dry run has no registry outage to ride out. When ctx ends first,
+// the error names the sources that had not reported.
 func Snapshot(ctx context.Context, cfg *config.Config, log *slog.Logger) ([]xds.Resource, error) {
 	named, err := buildSources(cfg, log)
 	if err != nil {
 		return nil, err
 	}
 	m := sources.NewManager(sources.ManagerOptions{Sources: named, Merge: cfg.Merge, Logger: log.With("component", "manager")})
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	wg.Go(func() { watchFailures(runCtx, named, cancel) })
 	var first *sources.Changes
 	if err := m.Run(runCtx, func(c sources.Changes) {
 		if first == nil {
 			first = &c
-			cancel()
+			cancel(nil)
 		}
 	}); err != nil {
 		return nil, err
 	}
 	if first == nil {
+		if err := context.Cause(runCtx); err != nil && ctx.Err() == nil {
+			return nil, err
+		}
 		return nil, fmt.Errorf("sources did not report before the deadline: %s", strings.Join(m.Pending(), ", "))
 	}
 	col := &collector{}
@@ -57,15 +69,47 @@ func Snapshot(ctx context.Context, cfg *config.Config, log *slog.Logger) ([]xds.
 	return col.upserts, nil
 }
 
-// ForClient returns, per type URL, the resources of rs a client of that
-// class receives (see xds.Resource.For), limited to types when not empty.
-func ForClient(rs []xds.Resource, grpc bool, types ...string) (xds.Dump, error) {
+// watchFailures cancels ctx with a source's error once a source that has
+// not synced records a failed read; it returns when ctx ends.
+func watchFailures(ctx context.Context, named []sources.Named, cancel context.CancelCauseFunc) {
+	tick := time.NewTicker(failPoll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		for _, n := range named {
+			if s := n.Status.Snapshot(); !s.Synced && s.Failures > 0 {
+				cancel(fmt.Errorf("source %s: %s", n.Name, s.LastError))
+				return
+			}
+		}
+	}
+}
+
+// Client returns the node of a client: id and cluster as given, and the
+// user_agent_name by which the server tells proxyless gRPC clients from
+// Envoys.
+func Client(id, cluster string, grpc bool) *corev3.Node {
+	agent := "envoy"
+	if grpc {
+		agent = "grpc-go"
+	}
+	return &corev3.Node{Id: id, Cluster: cluster, UserAgentName: agent}
+}
+
+// ForNode returns, per type URL, the resources of rs that node n receives
+// (see xds.Resource.ForNode) with the versions the server gives them,
+// limited to types when not empty, sorted by name like the server's dumps.
+func ForNode(rs []xds.Resource, n *corev3.Node, types ...string) (xds.Dump, error) {
 	d := xds.Dump{}
 	for _, r := range rs {
 		if len(types) > 0 && !slices.Contains(types, r.Type) {
 			continue
 		}
-		m, ok := r.For(grpc)
+		m, ok := r.ForNode(n)
 		if !ok {
 			continue
 		}
@@ -73,7 +117,14 @@ func ForClient(rs []xds.Resource, grpc bool, types ...string) (xds.Dump, error) 
 		if err != nil {
 			return nil, fmt.Errorf("packing %s %q: %w", r.Type, r.Name, err)
 		}
-		d[r.Type] = append(d[r.Type], a)
+		v, err := xds.Version(m)
+		if err != nil {
+			return nil, err
+		}
+		d[r.Type] = append(d[r.Type], xds.Dumped{Name: r.Name, Version: v, Resource: a})
+	}
+	for _, list := range d {
+		slices.SortFunc(list, func(a, b xds.Dumped) int { return strings.Compare(a.Name, b.Name) })
 	}
 	return d, nil
 }
@@ -82,82 +133,4 @@ func ForClient(rs []xds.Resource, grpc bool, types ...string) (xds.Dump, error) 
 var TypeURLs = map[string]string{
 	"cds": resource.ClusterType, "eds": resource.EndpointType,
 	"lds": resource.ListenerType, "rds": resource.RouteType,
-}
-
-// Document is what `bridge dump` prints and /debug/config_dump serves: the
-// resources of each type in Envoy's JSON form (each with its "@type").
-type Document struct {
-	Node      string            `json:"node,omitempty"`
-	Client    string            `json:"client,omitempty"` // envoy or grpc
-	Clusters  []json.RawMessage `json:"clusters,omitempty"`
-	Endpoints []json.RawMessage `json:"endpoints,omitempty"`
-	Listeners []json.RawMessage `json:"listeners,omitempty"`
-	Routes    []json.RawMessage `json:"routes,omitempty"`
-}
-
-// document renders d (resources of the four xDS types; others are left
-// out). Within a type, resources keep d's order.
-func document(d xds.Dump) (Document, error) {
-	var doc Document
-	for url, dst := range map[string]*[]json.RawMessage{
-		resource.ClusterType: &doc.Clusters, resource.EndpointType: &doc.Endpoints,
-		resource.ListenerType: &doc.Listeners, resource.RouteType: &doc.Routes,
-	} {
-		for _, a := range d[url] {
-			b, err := protojson.Marshal(a)
-			if err != nil {
-				return Document{}, fmt.Errorf("rendering %s: %w", a.TypeUrl, err)
-			}
-			*dst = append(*dst, b)
-		}
-	}
-	return doc, nil
-}
-
-// Render prints d as indented JSON, or YAML (block style, fields in the
-// order Envoy's JSON has them). Output is deterministic.
-func Render(doc Document, yamlOut bool) ([]byte, error) {
-	b, err := json.MarshalIndent(doc, "", "  ")
-	if err != nil {
-		return nil, err
-	}
-	if !yamlOut {
-		return append(b, '\n'), nil
-	}
-	var n yaml.Node
-	if err := yaml.Unmarshal(b, &n); err != nil {
-		return nil, err
-	}
-	blockStyle(&n)
-	var out bytes.Buffer
-	enc := yaml.NewEncoder(&out)
-	enc.SetIndent(2)
-	if err := enc.Encode(&n); err != nil {
-		return nil, err
-	}
-	return out.Bytes(), nil
-}
-
-// blockStyle turns the flow style of parsed JSON into YAML's block style,
-// keeping quotes only where YAML needs them.
-func blockStyle(n *yaml.Node) {
-	n.Style = 0
-	for _, c := range n.Content {
-		blockStyle(c)
-	}
-}
-
-// Dump renders rs as a client of that class receives it; see ForClient and
-// Render.
-func Dump(rs []xds.Resource, node string, grpc bool, types []string, yamlOut bool) ([]byte, error) {
-	d, err := ForClient(rs, grpc, types...)
-	if err != nil {
-		return nil, err
-	}
-	doc, err := document(d)
-	if err != nil {
-		return nil, err
-	}
-	doc.Node, doc.Client = node, map[bool]string{false: "envoy", true: "grpc"}[grpc]
-	return Render(doc, yamlOut)
 }

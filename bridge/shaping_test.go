@@ -12,8 +12,10 @@ import (
 	"testing"
 	"time"
 
+	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/xdsbridge/xdsbridge/bridge"
@@ -91,6 +93,24 @@ func getJSON(t *testing.T, url string, v any) {
 	}
 }
 
+// configDump gets an Envoy-shaped config dump from url and unpacks it.
+func configDump(t *testing.T, url string) (xds.Dump, bridge.DumpOptions) {
+	t.Helper()
+	code, body := bridgetest.Get(url)
+	if code != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", url, code, body)
+	}
+	var cd adminv3.ConfigDump
+	if err := protojson.Unmarshal([]byte(body), &cd); err != nil {
+		t.Fatalf("GET %s: not an envoy.admin.v3.ConfigDump: %v in %s", url, err, body)
+	}
+	d, opts, err := bridge.Unpack(&cd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, opts
+}
+
 // TestShapedClusterPerClientClass is the acceptance test of cluster
 // shaping: the rule reaches an Envoy-like client, the same rule limited to
 // Envoy clients does not reach grpc-go, which still routes RPCs; the admin
@@ -132,35 +152,38 @@ func TestShapedClusterPerClientClass(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := bridge.ForClient(rs, false, xds.ClusterType)
+	d, err := bridge.ForNode(rs, bridge.Client("envoy-1", "", false), xds.ClusterType)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var dumpedCluster clusterv3.Cluster
-	if len(d[xds.ClusterType]) != 1 || d[xds.ClusterType][0].UnmarshalTo(&dumpedCluster) != nil {
+	if len(d[xds.ClusterType]) != 1 || d[xds.ClusterType][0].Resource.UnmarshalTo(&dumpedCluster) != nil {
 		t.Fatalf("dump: %v", d)
 	}
 	if held := envoy.State().Clusters["greeter"]; !proto.Equal(held, &dumpedCluster) {
 		t.Errorf("bridge dump shows\n%v\nthe Envoy holds\n%v", &dumpedCluster, held)
 	}
 
-	var dump bridge.Document
-	getJSON(t, admin+"/debug/config_dump?node=grpc-1", &dump)
-	if len(dump.Clusters) != 1 || strings.Contains(string(dump.Clusters[0]), "LEAST_REQUEST") {
-		t.Errorf("grpc-go holds clusters %s; want greeter without the Envoy-only shaping", dump.Clusters)
+	dump, opts := configDump(t, admin+"/debug/config_dump?node=grpc-1")
+	if clusters := dump[xds.ClusterType]; len(clusters) != 1 || strings.Contains(clusters[0].Resource.String(), "LEAST_REQUEST") {
+		t.Errorf("grpc-go holds clusters %v; want greeter without the Envoy-only shaping", clusters)
 	}
-	getJSON(t, admin+"/debug/config_dump?node=envoy-1", &dump)
-	if len(dump.Clusters) != 1 || !strings.Contains(string(dump.Clusters[0]), "LEAST_REQUEST") {
-		t.Errorf("the Envoy holds clusters %s; want greeter shaped", dump.Clusters)
+	if opts.Node.GetId() != "grpc-1" || opts.Versions[xds.ClusterType] == "" {
+		t.Errorf("grpc-1's dump has node %v and versions %v; want its id and its ACKed CDS version", opts.Node, opts.Versions)
+	}
+	dump, _ = configDump(t, admin+"/debug/config_dump?node=envoy-1")
+	if clusters := dump[xds.ClusterType]; len(clusters) != 1 || !strings.Contains(clusters[0].Resource.String(), "LEAST_REQUEST") ||
+		clusters[0].Version == "" {
+		t.Errorf("the Envoy holds clusters %v; want greeter shaped, with its version", clusters)
 	}
 	for _, c := range []struct {
 		query  string
 		shaped bool
 	}{{"", true}, {"?grpc=1", false}} {
-		var all bridge.Document
-		getJSON(t, admin+"/debug/config_dump"+c.query, &all)
-		if len(all.Clusters) != 1 || len(all.Endpoints) != 1 || strings.Contains(string(all.Clusters[0]), "LEAST_REQUEST") != c.shaped {
-			t.Errorf("config_dump%s = %s %s; want greeter's cluster (shaped: %t) and endpoints", c.query, all.Clusters, all.Endpoints, c.shaped)
+		all, _ := configDump(t, admin+"/debug/config_dump"+c.query)
+		clusters := all[xds.ClusterType]
+		if len(clusters) != 1 || len(all[xds.EndpointType]) != 1 || strings.Contains(clusters[0].Resource.String(), "LEAST_REQUEST") != c.shaped {
+			t.Errorf("config_dump%s = %v; want greeter's cluster (shaped: %t) and endpoints", c.query, all, c.shaped)
 		}
 	}
 	if code, _ := bridgetest.Get(admin + "/debug/config_dump?node=nobody"); code != http.StatusNotFound {
@@ -199,10 +222,9 @@ func TestShapedClusterForAllClients(t *testing.T) {
 	if hits[addrs[0]]+hits[addrs[1]] != 20 {
 		t.Errorf("grpc-go RPCs reached %v, want all 20 on %v", hits, addrs)
 	}
-	var dump bridge.Document
-	getJSON(t, "http://"+in.AdminAddr().String()+"/debug/config_dump?node=grpc-1", &dump)
-	if len(dump.Clusters) != 1 || !strings.Contains(string(dump.Clusters[0]), "LEAST_REQUEST") {
-		t.Errorf("grpc-go holds clusters %s; want greeter shaped", dump.Clusters)
+	dump, _ := configDump(t, "http://"+in.AdminAddr().String()+"/debug/config_dump?node=grpc-1")
+	if clusters := dump[xds.ClusterType]; len(clusters) != 1 || !strings.Contains(clusters[0].Resource.String(), "LEAST_REQUEST") {
+		t.Errorf("grpc-go holds clusters %v; want greeter shaped", clusters)
 	}
 }
 

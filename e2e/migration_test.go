@@ -12,15 +12,18 @@ import (
 	"testing"
 	"time"
 
+	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/hashicorp/consul/api"
 	"go.yaml.in/yaml/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/xdsbridge/xdsbridge/bridge"
 	"github.com/xdsbridge/xdsbridge/internal/consultest"
 	"github.com/xdsbridge/xdsbridge/internal/dnstest"
 )
@@ -70,40 +73,30 @@ func dump(t *testing.T, config string, args ...string) dumped {
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("bridge dump %s: %v\n%s", config, err, stderr.String())
 	}
-	var doc struct {
-		Clusters, Endpoints []json.RawMessage
+	var cd adminv3.ConfigDump
+	if err := protojson.Unmarshal(stdout.Bytes(), &cd); err != nil {
+		t.Fatalf("bridge dump output is not an envoy.admin.v3.ConfigDump: %v\n%s", err, stdout.String())
 	}
-	if err := json.Unmarshal(stdout.Bytes(), &doc); err != nil {
-		t.Fatalf("bridge dump output: %v\n%s", err, stdout.String())
+	all, _, err := bridge.Unpack(&cd)
+	if err != nil {
+		t.Fatal(err)
 	}
 	d := dumped{clusters: map[string]*clusterv3.Cluster{}, assignments: map[string]*endpointv3.ClusterLoadAssignment{}}
-	for _, raw := range doc.Clusters {
+	for _, r := range all[resource.ClusterType] {
 		var c clusterv3.Cluster
-		if err := protojson.Unmarshal(stripType(t, raw), &c); err != nil {
-			t.Fatalf("dumped cluster: %v\n%s", err, raw)
+		if err := r.Resource.UnmarshalTo(&c); err != nil {
+			t.Fatalf("dumped cluster: %v", err)
 		}
 		d.clusters[c.GetName()] = &c
 	}
-	for _, raw := range doc.Endpoints {
+	for _, r := range all[resource.EndpointType] {
 		var a endpointv3.ClusterLoadAssignment
-		if err := protojson.Unmarshal(stripType(t, raw), &a); err != nil {
-			t.Fatalf("dumped assignment: %v\n%s", err, raw)
+		if err := r.Resource.UnmarshalTo(&a); err != nil {
+			t.Fatalf("dumped assignment: %v", err)
 		}
 		d.assignments[a.GetClusterName()] = &a
 	}
 	return d
-}
-
-// stripType removes the top-level "@type" of a dumped resource.
-func stripType(t *testing.T, raw json.RawMessage) []byte {
-	t.Helper()
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &m); err != nil {
-		t.Fatal(err)
-	}
-	delete(m, "@type")
-	b, _ := json.Marshal(m)
-	return b
 }
 
 // validate runs `bridge validate` on an example.

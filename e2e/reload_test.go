@@ -180,11 +180,11 @@ sources:
 	serves("the same state from the restarted Consul source", "10.0.2.2")
 }
 
-// connectedTimes extracts the "Connected" fields of /clients, one per stream.
+// connectedTimes extracts the "connected" fields of /clients, one per stream.
 func connectedTimes(clients string) string {
 	var out []string
 	for l := range strings.Lines(clients) {
-		if strings.Contains(l, `"Connected"`) {
+		if strings.Contains(l, `"connected"`) {
 			out = append(out, strings.TrimSpace(l))
 		}
 	}

@@ -8,8 +8,15 @@ import (
 )
 
 // Dump is a view of served resources for the admin API: per type URL, the
-// resources as marshalled for the wire, sorted by name.
-type Dump map[string][]*anypb.Any
+// resources sorted by name.
+type Dump map[string][]Dumped
+
+// Dumped is one resource of a Dump: its name, its content-hash version and
+// the resource as marshalled for the wire.
+type Dumped struct {
+	Name, Version string
+	Resource      *anypb.Any
+}
 
 // dump builds a Dump from entries by type URL.
 func dump(byType map[string][]*entry) Dump {
@@ -17,7 +24,7 @@ func dump(byType map[string][]*entry) Dump {
 	for url, list := range byType {
 		slices.SortFunc(list, func(a, b *entry) int { return cmp.Compare(a.name, b.name) })
 		for _, e := range list {
-			d[url] = append(d[url], e.any)
+			d[url] = append(d[url], Dumped{Name: e.name, Version: e.version, Resource: e.any})
 		}
 	}
 	return d

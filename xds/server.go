@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
@@ -51,6 +52,13 @@ func (r Resource) For(grpc bool) (proto.Message, bool) {
 		return r.GRPC, true
 	}
 	return r.Message, true
+}
+
+// ForNode is For for the client class of node n: the rule the engine
+// applies to a stream of that node. Only the node's user_agent_name decides
+// today (gRPC or not); a rule that scopes resources per node goes here too.
+func (r Resource) ForNode(n *corev3.Node) (proto.Message, bool) {
+	return r.For(isGRPC(n))
 }
 
 // Key names a resource to remove.

@@ -3,43 +3,90 @@ package xds
 import (
 	"cmp"
 	"slices"
+	"strconv"
 	"time"
 )
 
-// ClientStatus is the state of one connected stream, for the admin API.
+// MaxStatusNames bounds the subscribed names a TypeStatus lists: a client
+// may subscribe to tens of thousands, and the admin API shows what one
+// looks like, not all of them (Subscribed has the count).
+const MaxStatusNames = 100
+
+// ClientStatus is the state of one connected stream, for the admin API
+// (its JSON form is what /clients serves).
 type ClientStatus struct {
 	// ID and Cluster are the node's id and cluster; UserAgent its
 	// user_agent_name. GRPC reports whether it is served gRPC-only resources.
-	ID, Cluster, UserAgent string
-	GRPC                   bool
+	ID        string `json:"id"`
+	Cluster   string `json:"cluster"`
+	UserAgent string `json:"user_agent,omitempty"`
+	GRPC      bool   `json:"grpc"`
 	// Variant is sotw_ads, delta_ads, sotw_cds, delta_eds, ...
-	Variant   string
-	Peer      string
-	Connected time.Time
-	Types     []TypeStatus
+	Variant   string       `json:"variant"`
+	Peer      string       `json:"peer"`
+	Connected time.Time    `json:"connected"`
+	Types     []TypeStatus `json:"types"`
 }
 
 // TypeStatus is a stream's state for one resource type.
 type TypeStatus struct {
-	TypeURL  string
-	Wildcard bool
-	// Subscribed counts explicit names; Held what the client holds (sent);
-	// Pending names changed but not yet sent.
-	Subscribed, Held, Pending int
-	Pushes                    uint64
+	TypeURL  string `json:"type_url"`
+	Wildcard bool   `json:"wildcard"`
+	// Subscribed counts explicit names and Names lists the first
+	// MaxStatusNames of them, sorted; Held counts what the client holds
+	// (sent); Pending the names changed but not yet sent.
+	Subscribed int      `json:"subscribed"`
+	Names      []string `json:"names,omitempty"`
+	Held       int      `json:"held"`
+	Pending    int      `json:"pending"`
+	Pushes     uint64   `json:"pushes"`
 	// LastVersion/LastNonce are of the latest response sent, AckedVersion
 	// of the latest one ACKed.
-	LastVersion, LastNonce, AckedVersion string
+	LastVersion  string `json:"sent_version"`
+	LastNonce    string `json:"sent_nonce"`
+	AckedVersion string `json:"acked_version"`
 	// NACK is the latest rejection, nil if none.
-	NACK *NACKStatus
+	NACK *NACKStatus `json:"last_nack,omitempty"`
 }
 
 // NACKStatus is a response a client rejected.
 type NACKStatus struct {
-	Version, Nonce, Error string
-	At                    time.Time
+	Version string    `json:"version"`
+	Nonce   string    `json:"nonce"`
+	Error   string    `json:"error"`
+	At      time.Time `json:"at"`
 	// Count is how many NACKs of this type the stream sent so far.
-	Count int
+	Count int `json:"count"`
+}
+
+// Lag is how many responses the client has not ACKed: a stream's versions
+// are counters of the responses sent on it, so the difference of the latest
+// sent and the latest ACKed one counts them. A version that is not such a
+// counter (another server's, say) counts as no lag.
+func (t TypeStatus) Lag() int {
+	s, a, ok := t.versions()
+	if !ok || s < a {
+		return 0
+	}
+	return s - a
+}
+
+// NACKing reports whether the latest response the client answered was
+// rejected: its last NACK is of a version newer than its last ACK.
+func (t TypeStatus) NACKing() bool {
+	if t.NACK == nil {
+		return false
+	}
+	n, err := strconv.Atoi(t.NACK.Version)
+	_, a, ok := t.versions()
+	return err == nil && ok && n > a
+}
+
+// versions parses the sent and ACKed counters; nothing ACKed yet is 0.
+func (t TypeStatus) versions() (sent, acked int, ok bool) {
+	s, err1 := strconv.Atoi(t.LastVersion)
+	a, err2 := strconv.Atoi(cmp.Or(t.AckedVersion, "0"))
+	return s, a, err1 == nil && err2 == nil
 }
 
 // Clients returns the state of every connected stream, ordered by node id.
@@ -74,8 +121,12 @@ func (s *Server) Clients() []ClientStatus {
 				}
 				if w.explicit(sl) {
 					ts.Subscribed++
+					if len(ts.Names) < MaxStatusNames {
+						ts.Names = append(ts.Names, sl.name)
+					}
 				}
 			}
+			slices.Sort(ts.Names)
 			if w.nack != nil {
 				n := *w.nack
 				ts.NACK = &n

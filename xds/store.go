@@ -101,6 +101,20 @@ type entry struct {
 
 var marshal = proto.MarshalOptions{Deterministic: true}
 
+// contentVersion is the version of a resource marshalled deterministically:
+// the hex of its xxhash64, the same in every replica and after a restart.
+func contentVersion(b []byte) string { return strconv.FormatUint(xxhash.Sum64(b), 16) }
+
+// Version returns the version the server gives m as a resource, for callers
+// that show resources without serving them (a dry run).
+func Version(m proto.Message) (string, error) {
+	b, err := marshal.Marshal(m)
+	if err != nil {
+		return "", fmt.Errorf("marshalling %s: %w", proto.MessageName(m), err)
+	}
+	return contentVersion(b), nil
+}
+
 // stale stands for "the client holds some version we do not have" (a delta
 // initial_resource_versions entry that does not match): it equals no entry.
 var stale = &entry{}
@@ -116,7 +130,7 @@ func newEntry(r Resource) (*entry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("marshalling %s %q: %w", r.Type, r.Name, err)
 	}
-	v := strconv.FormatUint(xxhash.Sum64(b), 16)
+	v := contentVersion(b)
 	w, a := encodeEntry(r.Type, r.Name, v, b)
 	e := &entry{
 		name:     r.Name,

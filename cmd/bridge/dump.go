@@ -5,13 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"os"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/spf13/cobra"
 
 	"github.com/xdsbridge/xdsbridge/bridge"
+	"github.com/xdsbridge/xdsbridge/config"
 )
 
 // dumpCmd is `bridge dump`: a dry run that prints what a client would
@@ -19,48 +23,82 @@ import (
 // fleet's current static configuration.
 func dumpCmd(stdout, stderr io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "dump --config FILE [--node-id N] [--grpc] [--type cds|eds|lds|rds] [--format yaml|json]",
+		Use:   "dump FILE [--type cds,eds,lds,rds] [--format yaml|json] [--grpc] [--node-id N] [--node-cluster C]",
 		Short: "Read every source once and print the resources a client would receive",
-		Long: `Dump runs every source of the configuration once (until each has read its
-registry), applies the transforms and the cluster shaping rules like a
-running bridge, prints the resources exactly as an Envoy (or, with --grpc, a
-proxyless gRPC client) would receive them, and exits. Logs go to stderr.`,
-		Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		Long: `Dump runs every source of the configuration FILE (or --config FILE) once,
+until each has read its registry, applies the transforms and the cluster
+shaping rules like a running bridge, prints the resources exactly as the
+node described by --node-id, --node-cluster and --grpc would receive them,
+and exits.
+
+The output is Envoy's config dump (envoy.admin.v3.ConfigDump, the shape of
+an Envoy's /config_dump) with proto field names: a bootstrap holding the
+node, then dynamic_active_clusters, dynamic_listeners, dynamic_route_configs
+and dynamic_endpoint_configs, each resource with its version_info (the
+version the bridge serves it with). With --type only those types are
+printed, without the bootstrap, so that
+
+  bridge dump FILE --type cds --format json | jq '.configs[0].dynamic_active_clusters[].cluster'
+
+lines up with an Envoy's /config_dump?resource=dynamic_active_clusters.
+Listeners and routes are served to proxyless gRPC clients only: see them
+with --grpc.
+
+Only resources go to stdout; warnings and errors go to stderr (more with
+--log-level info). A source that fails its first read ends the dump with
+its error.
+
+Exit codes: 0 printed, 1 a source failed or did not report within
+--timeout, 2 invalid configuration or command line.`,
+		Args: maxOneArg,
+		RunE: func(cmd *cobra.Command, args []string) error {
 			f := cmd.Flags()
 			format, _ := f.GetString("format")
+			format = strings.ToLower(format)
 			if format != "yaml" && format != "json" {
 				return usageError{fmt.Errorf("--format: unknown format %q (want yaml or json)", format)}
 			}
-			typ, _ := f.GetString("type")
-			var types []string
-			if typ != "" {
-				url, ok := bridge.TypeURLs[typ]
-				if !ok {
-					return usageError{fmt.Errorf("--type: unknown type %q (want cds, eds, lds or rds)", typ)}
-				}
-				types = []string{url}
+			names, _ := f.GetStringSlice("type")
+			types, err := typeURLs(names)
+			if err != nil {
+				return err
 			}
 			timeout, _ := f.GetDuration("timeout")
 			if timeout <= 0 {
 				return usageError{errors.New("--timeout: must be a positive duration")}
 			}
-			node, _ := f.GetString("node-id")
+			id, _ := f.GetString("node-id")
+			cluster, _ := f.GetString("node-cluster")
 			grpc, _ := f.GetBool("grpc")
-			cfg, err := loadConfig(cmd)
+			cfg, err := loadConfig(cmd, args)
 			if err != nil {
 				return err
 			}
-			if grpc && !cfg.XDS.GRPC.Enabled && (typ == "lds" || typ == "rds") {
-				fmt.Fprintln(stderr, "bridge: note: xds.grpc.enabled is false, so there are no gRPC listeners or routes")
-			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
-			rs, err := bridge.Snapshot(ctx, cfg, cfg.Log.NewLogger(stderr))
+			rs, err := bridge.Snapshot(ctx, cfg, dumpLogger(cmd, cfg, stderr))
 			if err != nil {
 				return fmt.Errorf("reading the sources: %w", err)
 			}
-			out, err := bridge.Dump(rs, node, grpc, types, format == "yaml")
+			node := bridge.Client(id, cluster, grpc)
+			d, err := bridge.ForNode(rs, node, types...)
+			if err != nil {
+				return err
+			}
+			for _, url := range types {
+				if len(d[url]) == 0 {
+					fmt.Fprintln(stderr, "bridge: note:", emptyHint(url, grpc, cfg.XDS.GRPC.Enabled))
+				}
+			}
+			opts := bridge.DumpOptions{Types: types}
+			if len(types) == 0 {
+				opts.Node = node
+			}
+			cd, err := bridge.ConfigDump(d, opts)
+			if err != nil {
+				return err
+			}
+			out, err := bridge.Render(cd, format == "yaml")
 			if err != nil {
 				return err
 			}
@@ -68,19 +106,60 @@ proxyless gRPC client) would receive them, and exits. Logs go to stderr.`,
 			return err
 		},
 	}
-	configFlags(cmd)
 	f := cmd.Flags()
-	f.String("node-id", "", "the node id to show in the output")
-	f.Bool("grpc", false, "show what a proxyless gRPC client receives (default: an Envoy)")
-	types := slices.Sorted(func(yield func(string) bool) {
-		for k := range bridge.TypeURLs {
-			if !yield(k) {
-				return
-			}
-		}
-	})
-	f.String("type", "", "only this type: "+strings.Join(types, ", "))
+	// Of the flags that override the file only --log-level matters to a
+	// dry run: it listens on nothing.
+	f.StringP("config", "c", "", "configuration file (YAML); or give it as the argument")
+	f.String("log-level", "", "log level on stderr: debug, info, warn or error (default warn here)")
+	f.String("node-id", "", "the node's id")
+	f.String("node-cluster", "", "the node's cluster")
+	f.Bool("grpc", false, "the node is a proxyless gRPC client (default: an Envoy)")
+	f.StringSlice("type", nil, "only these types, comma-separated, any case: cds, eds, lds, rds")
 	f.String("format", "yaml", "output format: yaml or json")
 	f.Duration("timeout", 30*time.Second, "how long to wait for every source to read its registry once")
 	return cmd
 }
+
+// typeURLs maps the names given to --type (any case, lists or repeated
+// flags) to type URLs in Envoy's dump order, without duplicates.
+func typeURLs(names []string) ([]string, error) {
+	var urls []string
+	for _, n := range names {
+		url, ok := bridge.TypeURLs[strings.ToLower(strings.TrimSpace(n))]
+		if !ok {
+			return nil, usageError{fmt.Errorf("--type: unknown type %q (want cds, eds, lds or rds)", n)}
+		}
+		if !slices.Contains(urls, url) {
+			urls = append(urls, url)
+		}
+	}
+	return urls, nil
+}
+
+// dumpLogger logs warnings and errors only, unless --log-level or
+// BRIDGE_LOG_LEVEL asks for more: a dry run's stdout is the product, and
+// the INFO lines of a starting bridge are noise around it.
+func dumpLogger(cmd *cobra.Command, cfg *config.Config, stderr io.Writer) *slog.Logger {
+	l := cfg.Log
+	if !cmd.Flags().Changed("log-level") && os.Getenv("BRIDGE_LOG_LEVEL") == "" {
+		l.Level = "warn"
+	}
+	return l.NewLogger(stderr)
+}
+
+// emptyHint says why a type asked for has no resources.
+func emptyHint(url string, grpc, grpcEnabled bool) string {
+	what := map[string]string{
+		resource.ClusterType: "clusters", resource.EndpointType: "endpoints",
+		resource.ListenerType: "listeners", resource.RouteType: "routes",
+	}[url]
+	switch {
+	case (url == resource.ListenerType || url == resource.RouteType) && !grpc:
+		return "no " + what + ": the bridge serves listeners and routes to proxyless gRPC clients only; add --grpc"
+	case (url == resource.ListenerType || url == resource.RouteType) && !grpcEnabled:
+		return "no " + what + ": xds.grpc.enabled is false, so there are no gRPC listeners or routes"
+	}
+	return "no " + what + ": the sources reported no services"
+}
+
+

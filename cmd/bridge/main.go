@@ -1,13 +1,17 @@
 // Command bridge serves the services of registries (Consul, DNS SRV, files)
 // to Envoy and proxyless gRPC clients over xDS.
 //
-//	bridge run --config FILE        serve until SIGINT or SIGTERM; SIGHUP reloads FILE
-//	bridge validate --config FILE   check a configuration and exit
-//	bridge dump --config FILE       read the sources once, print what a client would receive
-//	bridge version                  print the version
+//	bridge run FILE          serve until SIGINT or SIGTERM; SIGHUP reloads FILE
+//	bridge validate FILE     check a configuration and exit
+//	bridge dump FILE         read the sources once, print what a client would receive
+//	bridge status [NODE]     the connected clients of a running bridge, worst first
+//	bridge config NODE       what a connected node holds
+//	bridge healthcheck       exit 0 if a running bridge is ready
+//	bridge version           print the version
 //
-// Exit codes: 0 after a graceful stop, 1 on a runtime failure, 2 on an
-// invalid configuration or command line.
+// FILE may also be given as --config FILE. Exit codes: 0 after a graceful
+// stop, 1 on a runtime failure, 2 on an invalid configuration or command
+// line.
 package main
 
 import (
@@ -73,48 +77,72 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			_ = cmd.Usage()
-			return usageError{errors.New("a command is required: run, validate, dump or version")}
+			return usageError{errors.New("a command is required: run, validate, dump, status, config, healthcheck or version")}
 		},
+		// --version prints what `bridge version` prints.
+		Version: versionLine(),
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	// Unknown flags and arguments are usage errors too.
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(runCmd(stderr), validateCmd(stdout), versionCmd(stdout), dumpCmd(stdout, stderr))
+	root.AddCommand(runCmd(stderr), validateCmd(stdout), versionCmd(stdout), dumpCmd(stdout, stderr),
+		statusCmd(stdout), configCmd(stdout), healthcheckCmd(stdout))
 	return root
 }
 
-// loadConfig loads the file named by --config with the overriding flags.
-func loadConfig(cmd *cobra.Command) (*config.Config, error) {
-	path, _ := cmd.Flags().GetString("config")
-	if path == "" {
-		return nil, usageError{errors.New("--config is required")}
+// configPath is the configuration file of a command that takes it as its
+// one argument or as --config (promtool and consul take a path; the flag
+// stays for scripts that use it).
+func configPath(cmd *cobra.Command, args []string) (string, error) {
+	flag, _ := cmd.Flags().GetString("config")
+	switch {
+	case len(args) == 1 && flag != "" && flag != args[0]:
+		return "", usageError{fmt.Errorf("two configuration files given: %s and --config %s", args[0], flag)}
+	case len(args) == 1:
+		return args[0], nil
+	case flag == "":
+		return "", usageError{fmt.Errorf("a configuration file is required: bridge %s FILE (or --config FILE)", cmd.Name())}
+	}
+	return flag, nil
+}
+
+// loadConfig loads the configuration file of cmd (see configPath) with the
+// overriding flags.
+func loadConfig(cmd *cobra.Command, args []string) (*config.Config, error) {
+	path, err := configPath(cmd, args)
+	if err != nil {
+		return nil, err
 	}
 	cfg, err := config.Load(path, cmd.Flags())
 	if err != nil {
-		return nil, usageError{fmt.Errorf("invalid configuration %s: %w", path, err)}
+		return nil, usageError{fmt.Errorf("invalid configuration %s: %w%s", path, err, servicesFileHint(path))}
 	}
 	return cfg, nil
 }
 
+// configFlags adds --config and the flags that override the file.
 func configFlags(cmd *cobra.Command) {
-	cmd.Flags().StringP("config", "c", "", "configuration file (YAML)")
+	cmd.Flags().StringP("config", "c", "", "configuration file (YAML); or give it as the argument")
 	config.AddFlags(cmd.Flags())
 }
 
 func runCmd(stderr io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "run --config FILE",
+		Use:   "run FILE",
 		Short: "Run the bridge until SIGINT or SIGTERM",
-		Args:  noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadConfig(cmd)
+		Long:  runHelp,
+		Args:  maxOneArg,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := loadConfig(cmd, args)
 			if err != nil {
 				return err
 			}
+			path, _ := configPath(cmd, args)
 			log := cfg.Log.NewLogger(stderr)
-			log.Info("starting xdsbridge", "version", version, "config", cmd.Flag("config").Value.String())
-			load := func() (*config.Config, error) { return config.Load(cmd.Flag("config").Value.String(), cmd.Flags()) }
+			log.Info("starting xdsbridge", "version", version, "config", path)
+			load := func() (*config.Config, error) { return config.Load(path, cmd.Flags()) }
 			if err := serve(cmd.Context(), cfg, load, log); err != nil {
 				return err
 			}
@@ -128,28 +156,23 @@ func runCmd(stderr io.Writer) *cobra.Command {
 
 func validateCmd(stdout io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "validate --config FILE",
+		Use:   "validate FILE",
 		Short: "Check a configuration, including each source's settings, and exit",
-		Args:  noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadConfig(cmd)
+		Long: `Validate checks the configuration FILE (or --config FILE) without starting
+anything: every key, each source's settings, URLs, and that the files it
+names exist. It prints each problem with its key path and a summary.
+
+Exit codes: 0 valid (warnings are printed), 2 invalid.`,
+		Args: maxOneArg,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := loadConfig(cmd, args)
 			if err != nil {
 				return err
 			}
 			if err := reportProblems(stdout, cfg.Check()); err != nil {
 				return err
 			}
-			fmt.Fprintln(stdout, "config OK")
-			fmt.Fprintf(stdout, "  xds.listen    %s (grpc chain: %t)\n", cfg.XDS.Listen, cfg.XDS.GRPC.Enabled)
-			fmt.Fprintf(stdout, "  admin.listen  %s\n", cfg.Admin.Listen)
-			fmt.Fprintf(stdout, "  log           %s, %s\n", cfg.Log.Level, cfg.Log.Format)
-			fmt.Fprintf(stdout, "  holdoff       %s (max %s)\n", cfg.Holdoff.Min, cfg.Holdoff.Max)
-			fmt.Fprintf(stdout, "  sources       %d\n", len(cfg.Entries))
-			for _, e := range cfg.Entries {
-				fmt.Fprintf(stdout, "    - %s (%s)\n", e.Name, e.Type)
-			}
-			fmt.Fprintf(stdout, "  transforms    %d\n", cfg.Chain.Len())
-			fmt.Fprintf(stdout, "  clusters      %d shaping rules\n", len(cfg.Shaping.Rules))
+			summary(stdout, cfg)
 			return nil
 		},
 	}
@@ -179,13 +202,25 @@ func versionCmd(stdout io.Writer) *cobra.Command {
 		Short: "Print the version",
 		Args:  noArgs,
 		Run: func(*cobra.Command, []string) {
-			fmt.Fprintf(stdout, "xdsbridge %s (%s, %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			fmt.Fprintln(stdout, versionLine())
 		},
 	}
 }
 
+// versionLine is what `bridge version` and `bridge --version` print.
+func versionLine() string {
+	return fmt.Sprintf("xdsbridge %s (%s, %s/%s)", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+}
+
 func noArgs(cmd *cobra.Command, args []string) error {
 	if err := cobra.NoArgs(cmd, args); err != nil {
+		return usageError{err}
+	}
+	return nil
+}
+
+func maxOneArg(cmd *cobra.Command, args []string) error {
+	if err := cobra.MaximumNArgs(1)(cmd, args); err != nil {
 		return usageError{err}
 	}
 	return nil
