@@ -161,5 +161,3 @@ func emptyHint(url string, grpc, grpcEnabled bool) string {
 	}
 	return "no " + what + ": the sources reported no services"
 }
-
-

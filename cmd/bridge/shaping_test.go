@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -81,23 +82,36 @@ clusters:
     clients: envoy
     cluster: {lb_policy: LEAST_REQUEST}
 `)
+	const (
+		clusters  = "'@type': type.googleapis.com/envoy.admin.v3.ClustersConfigDump\n    dynamic_active_clusters:\n"
+		listeners = "'@type': type.googleapis.com/envoy.admin.v3.ListenersConfigDump\n    dynamic_listeners:\n"
+		endpoints = "'@type': type.googleapis.com/envoy.admin.v3.EndpointsConfigDump\n    dynamic_endpoint_configs:\n"
+	)
 	tests := []struct {
 		name string
 		args []string
 		want []string // in stdout, in this order
 		not  []string
+		note string // on stderr
 	}{
 		{"envoy clusters", []string{"--type", "cds", "--format", "json"},
-			[]string{`"client": "envoy"`, `"name": "greeter"`, `"lbPolicy": "LEAST_REQUEST"`, `"name": "web-v2"`}, []string{"endpoints", "listeners"}},
-		{"grpc clusters", []string{"--type", "cds", "--grpc", "--node-id", "n1", "--format", "json"},
-			[]string{`"node": "n1"`, `"client": "grpc"`, `"name": "greeter"`}, []string{"LEAST_REQUEST"}},
-		{"envoy gets no gRPC listeners", []string{"--type", "lds"}, []string{"client: envoy"}, []string{"listeners"}},
-		{"grpc listeners yaml", []string{"--type", "lds", "--grpc"}, []string{"client: grpc\nlisteners:\n  - '@type': type.googleapis.com/envoy.config.listener.v3.Listener\n    name: greeter"}, nil},
-		{"everything", nil, []string{"clusters:", "endpoints:", "address: 10.0.0.2"}, []string{"listeners:"}},
+			[]string{`"@type": "type.googleapis.com/envoy.admin.v3.ClustersConfigDump"`, `"dynamic_active_clusters": [`, `"version_info": "`,
+				`"name": "greeter"`, `"lb_policy": "LEAST_REQUEST"`, `"name": "web-v2"`, `"connect_timeout": "5s"`},
+			[]string{"lbPolicy", "connectTimeout", "EndpointsConfigDump", "Bootstrap"}, ""},
+		{"grpc clusters", []string{"--type", "CDS", "--grpc", "--node-id", "n1", "--format", "JSON"},
+			[]string{`"name": "greeter"`}, []string{"LEAST_REQUEST"}, ""},
+		{"a node", []string{"--node-id", "n1", "--node-cluster", "edge"},
+			[]string{"BootstrapConfigDump\n    bootstrap:\n      node:\n        id: n1\n        cluster: edge\n        user_agent_name: envoy\n", clusters, endpoints}, nil, ""},
+		{"envoy gets no gRPC listeners", []string{"--type", "lds"}, []string{"ListenersConfigDump"}, []string{"dynamic_listeners"},
+			"note: no listeners: the bridge serves listeners and routes to proxyless gRPC clients only; add --grpc"},
+		{"grpc listeners yaml", []string{"--type", "lds", "--grpc"},
+			[]string{listeners + "      - name: greeter\n        active_state:\n          version_info: "}, nil, ""},
+		{"type list", []string{"--type", "eds,cds", "--type", "EDS"}, []string{clusters, endpoints}, []string{"Listeners", "Bootstrap"}, ""},
+		{"everything", nil, []string{"BootstrapConfigDump", clusters, endpoints, "address: 10.0.0.2"}, []string{"Listeners"}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			code, out, errOut := runBridge(append([]string{"dump", "--config", path}, tt.args...)...)
+			code, out, errOut := runBridge(append([]string{"dump", path}, tt.args...)...)
 			if code != 0 {
 				t.Fatalf("exit %d: %s", code, errOut)
 			}
@@ -114,8 +128,12 @@ clusters:
 					t.Errorf("output has %q:\n%s", n, out)
 				}
 			}
-			if strings.Contains(strings.Join(tt.args, " "), "json") && !json.Valid([]byte(out)) {
+			if strings.Contains(strings.ToLower(strings.Join(tt.args, " ")), "json") && !json.Valid([]byte(out)) {
 				t.Errorf("output is not JSON:\n%s", out)
+			}
+			// Quiet by default: the sources' INFO lines are not printed.
+			if strings.Contains(errOut, "level=INFO") || !strings.Contains(errOut, tt.note) || (tt.note == "" && errOut != "") {
+				t.Errorf("stderr %q; want only %q", errOut, tt.note)
 			}
 		})
 	}
@@ -123,9 +141,19 @@ clusters:
 
 func TestDumpErrors(t *testing.T) {
 	good := writeConfig(t, "")
+	// An http source asking a server that accepts and never answers
+	// neither reports nor fails before the deadline.
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
 	stuck := filepath.Join(t.TempDir(), "stuck.yaml")
-	// A DNS source asking a server that does not answer never syncs.
-	if err := os.WriteFile(stuck, []byte("sources: [{name: dns, type: dns, servers: ['127.0.0.1:1'], services: [{cluster: a, srv: _a._tcp.example.org}]}]\n"), 0o644); err != nil {
+	if err := os.WriteFile(stuck, []byte("sources: [{name: cmdb, type: http, url: 'http://"+lis.Addr().String()+"/', timeout: 10m}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(t.TempDir(), "missing.yaml")
+	if err := os.WriteFile(missing, []byte("sources: [{name: static, type: file, path: nowhere.yaml}]\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
@@ -135,9 +163,14 @@ func TestDumpErrors(t *testing.T) {
 		want string
 	}{
 		{"bad type", []string{"dump", "-c", good, "--type", "xds"}, 2, `--type: unknown type "xds"`},
+		{"bad type in a list", []string{"dump", good, "--type", "cds,x"}, 2, `--type: unknown type "x"`},
 		{"bad format", []string{"dump", "-c", good, "--format", "toml"}, 2, `--format: unknown format "toml"`},
 		{"bad config", []string{"dump", "-c", writeConfig(t, "clusters: [{cluster: {name: x}}]")}, 2, "clusters[0].cluster.name"},
-		{"sources never sync", []string{"dump", "-c", stuck, "--timeout", "300ms"}, 1, "sources did not report before the deadline: dns"},
+		{"no listen flags", []string{"dump", good, "--xds-listen", ":1"}, 2, "unknown flag: --xds-listen"},
+		{"sources never sync", []string{"dump", "-c", stuck, "--timeout", "300ms"}, 1, "sources did not report before the deadline: cmdb"},
+		// The timeout is far longer than any test: only failing at the
+		// first failed read ends this one.
+		{"a source fails", []string{"dump", missing, "--timeout", "1h"}, 1, "reading the sources: source static: "},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

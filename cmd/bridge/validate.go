@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -69,6 +70,6 @@ func servicesFileHint(path string) string {
 		return ""
 	}
 	return "; this looks like a services file for a `file` source; the bridge configuration is " +
-		"the YAML file that lists it under sources (sources: [{name: static, type: file, path: " + path + "}]), " +
+		"the YAML file that lists it under sources (sources: [{name: static, type: file, path: " + filepath.Base(path) + "}]), " +
 		"such as examples/quickstart/bridge.yaml"
 }
