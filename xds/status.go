@@ -33,7 +33,7 @@ type TypeStatus struct {
 	TypeURL  string `json:"type_url"`
 	Wildcard bool   `json:"wildcard"`
 	// Subscribed counts explicit names and Names lists the first
-	// MaxStatusNames of them, sorted; Held counts what the client holds
+	// MaxStatusNames of them in sorted order; Held counts what the client holds
 	// (sent); Pending the names changed but not yet sent.
 	Subscribed int      `json:"subscribed"`
 	Names      []string `json:"names,omitempty"`
@@ -121,12 +121,9 @@ func (s *Server) Clients() []ClientStatus {
 				}
 				if w.explicit(sl) {
 					ts.Subscribed++
-					if len(ts.Names) < MaxStatusNames {
-						ts.Names = append(ts.Names, sl.name)
-					}
+					ts.Names = keepFirst(ts.Names, sl.name)
 				}
 			}
-			slices.Sort(ts.Names)
 			if w.nack != nil {
 				n := *w.nack
 				ts.NACK = &n
@@ -140,6 +137,21 @@ func (s *Server) Clients() []ClientStatus {
 		return cmp.Or(cmp.Compare(a.ID, b.ID), a.Connected.Compare(b.Connected))
 	})
 	return out
+}
+
+// keepFirst inserts name into names, sorted, keeping the first
+// MaxStatusNames: a bounded sample that does not depend on the order in
+// which the names were subscribed.
+func keepFirst(names []string, name string) []string {
+	if len(names) == MaxStatusNames && name >= names[len(names)-1] {
+		return names
+	}
+	i, _ := slices.BinarySearch(names, name)
+	names = slices.Insert(names, i, name)
+	if len(names) > MaxStatusNames {
+		names = names[:MaxStatusNames]
+	}
+	return names
 }
 
 // id names the client in logs. client.mu or Server.mu held.
