@@ -16,12 +16,18 @@ func TestExitCodes(t *testing.T) {
 	consulURL := filepath.Join(dir, "consul-url.yaml")
 	noToken := filepath.Join(dir, "no-token.yaml")
 	noCert := filepath.Join(dir, "no-cert.yaml")
+	full := filepath.Join(dir, "full.yaml")
+	services := filepath.Join(dir, "web-services.yaml")
 	for path, content := range map[string]string{
 		good:      "sources: [{name: static, type: file, path: services.yaml}]\n",
 		bad:       "sources: [{name: static, type: nope}]\n",
 		consulURL: "sources: [{name: c, type: consul, address: 'http://[::1'}]\n",
 		noToken:   "sources: [{name: c, type: consul, token_file: missing-token}]\n",
 		noCert:    "xds: {tls: {cert_file: c.pem, key_file: k.pem}}\nsources: [{name: c, type: consul}]\n",
+		full: "sources: [{name: a, type: file, path: services.yaml}, {name: b, type: file, path: services.yaml}]\n" +
+			"merge: {default: union, services: [{service: web, mode: weighted, weights: [{source: a, weight: 90}, {source: b, weight: 10}]}]}\n" +
+			"outputs: [{type: files, dir: out, types: [eds]}]\n",
+		services: "services:\n  - name: web\n    endpoints: [{address: 10.0.0.1, port: 80}]\n",
 	} {
 		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 			t.Fatal(err)
@@ -36,6 +42,10 @@ func TestExitCodes(t *testing.T) {
 		{"version", []string{"version"}, 0, "xdsbridge dev (go"},
 		{"validate ok", []string{"validate", "--config", good}, 0, "config OK"},
 		{"validate bad", []string{"validate", "--config", bad}, 2, `sources[0].type: unknown source type "nope"`},
+		{"validate summary", []string{"validate", full}, 0, "  merge         default union, 1 service rules\n    - web: weighted (a=90, b=10)\n" +
+			"  outputs       1\n    - files " + filepath.Join(dir, "out") + " (eds)\n"},
+		{"validate a services file", []string{"validate", services}, 2, "services: unknown key; this looks like a services file for a `file` source; " +
+			"the bridge configuration is the YAML file that lists it under sources (sources: [{name: static, type: file, path: web-services.yaml}])"},
 		{"validate missing services file warns", []string{"validate", "--config", good}, 0, "warning: sources[0].path: file " + filepath.Join(dir, "services.yaml") + " does not exist"},
 		{"validate consul url", []string{"validate", "--config", consulURL}, 2, `error: sources[0].address: invalid address "http://[::1"`},
 		{"validate token file", []string{"validate", "--config", noToken}, 2, "error: sources[0].token_file: file " + filepath.Join(dir, "missing-token") + " does not exist"},

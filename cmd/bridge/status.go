@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/xdsbridge/xdsbridge/bridge"
 	"github.com/xdsbridge/xdsbridge/xds"
 )
 
@@ -103,17 +104,14 @@ func health(c xds.ClientStatus) (nacking bool, behind int) {
 	return nacking, behind
 }
 
-// shortTypes are the table's type columns, by type URL suffix.
-var shortTypes = []struct{ name, suffix string }{
-	{"CDS", ".cluster.v3.Cluster"}, {"EDS", ".endpoint.v3.ClusterLoadAssignment"},
-	{"LDS", ".listener.v3.Listener"}, {"RDS", ".route.v3.RouteConfiguration"},
-}
+// shortTypes are the table's type columns.
+var shortTypes = []string{"CDS", "EDS", "LDS", "RDS"}
 
-// shortType names a type URL the way operators say it.
+// shortType names a type URL the way operators say it (CDS, ...).
 func shortType(url string) string {
-	for _, s := range shortTypes {
-		if strings.HasSuffix(url, s.suffix) {
-			return s.name
+	for short, u := range bridge.TypeURLs {
+		if u == url {
+			return strings.ToUpper(short)
 		}
 	}
 	return url
@@ -157,7 +155,7 @@ func statusTable(w io.Writer, clients []xds.ClientStatus, now time.Time) error {
 		for _, s := range shortTypes {
 			cell := "-"
 			for _, t := range c.Types {
-				if shortType(t.TypeURL) == s.name {
+				if shortType(t.TypeURL) == s {
 					cell = typeState(t)
 				}
 			}
