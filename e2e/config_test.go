@@ -59,8 +59,8 @@ func TestUsage(t *testing.T) {
 	if code, out := runBinary(t, 30*time.Second, "version"); code != 0 || !strings.Contains(out, "xdsbridge dev (go") {
 		t.Errorf("version: exit %d, output %q", code, out)
 	}
-	if code, out := runBinary(t, 30*time.Second, "run"); code != 2 || !strings.Contains(out, "--config is required") {
-		t.Errorf("run without --config: exit %d, output %q", code, out)
+	if code, out := runBinary(t, 30*time.Second, "run"); code != 2 || !strings.Contains(out, "a configuration file is required: bridge run FILE (or --config FILE)") {
+		t.Errorf("run without a configuration: exit %d, output %q", code, out)
 	}
 	if code, out := runBinary(t, 30*time.Second, "run", "--config", "/nonexistent/bridge.yaml"); code != 2 || !strings.Contains(out, "/nonexistent/bridge.yaml") {
 		t.Errorf("run with a missing config file: exit %d, output %q", code, out)
