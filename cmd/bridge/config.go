@@ -69,16 +69,7 @@ names), limited to --type when given.`,
 				}
 				return tw.Flush()
 			}
-			out, err := bridge.ConfigDump(d, opts)
-			if err != nil {
-				return err
-			}
-			rendered, err := bridge.Render(out, format == "yaml")
-			if err != nil {
-				return err
-			}
-			_, err = stdout.Write(rendered)
-			return err
+			return printDump(stdout, d, opts, format == "yaml")
 		},
 	}
 	adminFlags(cmd)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/xdsbridge/xdsbridge/bridge"
 	"github.com/xdsbridge/xdsbridge/config"
+	"github.com/xdsbridge/xdsbridge/xds"
 )
 
 // dumpCmd is `bridge dump`: a dry run that prints what a client would
@@ -94,16 +95,7 @@ Exit codes: 0 printed, 1 a source failed or did not report within
 			if len(types) == 0 {
 				opts.Node = node
 			}
-			cd, err := bridge.ConfigDump(d, opts)
-			if err != nil {
-				return err
-			}
-			out, err := bridge.Render(cd, format == "yaml")
-			if err != nil {
-				return err
-			}
-			_, err = stdout.Write(out)
-			return err
+			return printDump(stdout, d, opts, format == "yaml")
 		},
 	}
 	f := cmd.Flags()
@@ -118,6 +110,21 @@ Exit codes: 0 printed, 1 a source failed or did not report within
 	f.String("format", "yaml", "output format: yaml or json")
 	f.Duration("timeout", 30*time.Second, "how long to wait for every source to read its registry once")
 	return cmd
+}
+
+// printDump writes d as Envoy's config dump (see bridge.ConfigDump), in
+// YAML or JSON.
+func printDump(w io.Writer, d xds.Dump, opts bridge.DumpOptions, yamlOut bool) error {
+	cd, err := bridge.ConfigDump(d, opts)
+	if err != nil {
+		return err
+	}
+	out, err := bridge.Render(cd, yamlOut)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(out)
+	return err
 }
 
 // typeURLs maps the names given to --type (any case, lists or repeated
