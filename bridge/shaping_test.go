@@ -173,8 +173,8 @@ func TestShapedClusterPerClientClass(t *testing.T) {
 	}
 	dump, _ = configDump(t, admin+"/debug/config_dump?node=envoy-1")
 	if clusters := dump[xds.ClusterType]; len(clusters) != 1 || !strings.Contains(clusters[0].Resource.String(), "LEAST_REQUEST") ||
-		clusters[0].Version == "" {
-		t.Errorf("the Envoy holds clusters %v; want greeter shaped, with its version", clusters)
+		clusters[0].Version != d[xds.ClusterType][0].Version {
+		t.Errorf("the Envoy holds clusters %v; want greeter shaped, with the version bridge dump gives it (%s)", clusters, d[xds.ClusterType][0].Version)
 	}
 	for _, c := range []struct {
 		query  string
