@@ -13,6 +13,7 @@ import (
 	"go.yaml.in/yaml/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/xdsbridge/xdsbridge/xds"
@@ -154,6 +155,38 @@ func Unpack(cd *adminv3.ConfigDump) (xds.Dump, DumpOptions, error) {
 		}
 	}
 	return d, opts, nil
+}
+
+// Resource is Envoy's /config_dump?resource=FIELD form of cd: the elements
+// of the repeated field FIELD (dynamic_active_clusters, dynamic_listeners,
+// dynamic_route_configs, dynamic_endpoint_configs) of its configs, each
+// packed on its own. It is an error when no config has such a field.
+func Resource(cd *adminv3.ConfigDump, field string) (*adminv3.ConfigDump, error) {
+	out := &adminv3.ConfigDump{}
+	found := false
+	for _, a := range cd.GetConfigs() {
+		m, err := a.UnmarshalNew()
+		if err != nil {
+			return nil, fmt.Errorf("unpacking %s: %w", a.GetTypeUrl(), err)
+		}
+		fd := m.ProtoReflect().Descriptor().Fields().ByName(protoreflect.Name(field))
+		if fd == nil || !fd.IsList() || fd.Kind() != protoreflect.MessageKind {
+			continue
+		}
+		found = true
+		list := m.ProtoReflect().Get(fd).List()
+		for i := range list.Len() {
+			elem, err := anypb.New(list.Get(i).Message().Interface())
+			if err != nil {
+				return nil, fmt.Errorf("packing %s: %w", field, err)
+			}
+			out.Configs = append(out.Configs, elem)
+		}
+	}
+	if !found {
+		return nil, fmt.Errorf("no config of this dump has a resource field %q", field)
+	}
+	return out, nil
 }
 
 // resourceName is the name of a packed cluster, listener, route

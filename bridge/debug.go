@@ -95,6 +95,7 @@ func (w *why) explain(name string) (Why, bool) {
 //	/debug/why?cluster=C          provenance of cluster C's endpoints
 //	/debug/config_dump?node=N     what the connected node N holds
 //	/debug/config_dump[?grpc=1]   everything served, as an Envoy (or gRPC) client gets it
+//	/debug/config_dump?resource=F the entries of field F alone, as Envoy's ?resource=
 //
 // Both answer JSON; config_dump answers an envoy.admin.v3.ConfigDump in
 // Envoy's JSON form (see ConfigDump), so that it reads and diffs like an
@@ -129,6 +130,12 @@ func debugHandlers(w *why, server *xds.Server) map[string]http.Handler {
 				d = server.Current(q.Get("grpc") == "1" || q.Get("grpc") == "true")
 			}
 			cd, err := ConfigDump(d, opts)
+			if res := q.Get("resource"); res != "" && err == nil {
+				if cd, err = Resource(cd, res); err != nil {
+					http.Error(rw, err.Error(), http.StatusBadRequest)
+					return
+				}
+			}
 			if err == nil {
 				var out []byte
 				if out, err = Render(cd, false); err == nil {

@@ -176,6 +176,14 @@ func TestShapedClusterPerClientClass(t *testing.T) {
 		clusters[0].Version != d[xds.ClusterType][0].Version {
 		t.Errorf("the Envoy holds clusters %v; want greeter shaped, with the version bridge dump gives it (%s)", clusters, d[xds.ClusterType][0].Version)
 	}
+	// ?resource= flattens the dump as Envoy's admin does.
+	if code, body := bridgetest.Get(admin + "/debug/config_dump?node=envoy-1&resource=dynamic_active_clusters"); code != http.StatusOK ||
+		!strings.HasPrefix(body, "{\n  \"configs\": [\n    {\n      \"@type\": \"type.googleapis.com/envoy.admin.v3.ClustersConfigDump.DynamicCluster\",\n      \"version_info\": \"") {
+		t.Errorf("config_dump?resource=dynamic_active_clusters = %d %.300s", code, body)
+	}
+	if code, _ := bridgetest.Get(admin + "/debug/config_dump?resource=nope"); code != http.StatusBadRequest {
+		t.Errorf("config_dump?resource=nope = %d, want 400", code)
+	}
 	for _, c := range []struct {
 		query  string
 		shaped bool
