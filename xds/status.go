@@ -33,8 +33,8 @@ type TypeStatus struct {
 	TypeURL  string `json:"type_url"`
 	Wildcard bool   `json:"wildcard"`
 	// Subscribed counts explicit names and Names lists the first
-	// MaxStatusNames of them in sorted order; Held counts what the client holds
-	// (sent); Pending the names changed but not yet sent.
+	// MaxStatusNames of them in sorted order; Held counts what the client
+	// holds (sent); Pending the names changed but not yet sent.
 	Subscribed int      `json:"subscribed"`
 	Names      []string `json:"names,omitempty"`
 	Held       int      `json:"held"`
