@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -154,15 +155,27 @@ func addresses(a *endpointv3.ClusterLoadAssignment) []string {
 // replaced by new (a registry address), and returns the copy's path.
 func rewrite(t *testing.T, path, old, new string) string {
 	t.Helper()
+	return rewriteInto(t, t.TempDir(), path, old, new)
+}
+
+// rewriteInto copies the example file path into dir, under the same base
+// name, with each old string of the old, new pairs replaced by its new one
+// (free ports for the examples' fixed ones, the addresses of test servers),
+// and returns the copy's path. Every old string must occur in the file, so
+// that an example edited out from under its test fails loudly.
+func rewriteInto(t *testing.T, dir, path string, oldnew ...string) string {
+	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Contains(data, []byte(old)) {
-		t.Fatalf("%s does not contain %q", path, old)
+	for i := 0; i < len(oldnew); i += 2 {
+		if !bytes.Contains(data, []byte(oldnew[i])) {
+			t.Fatalf("%s does not contain %q", path, oldnew[i])
+		}
 	}
-	out := filepath.Join(t.TempDir(), "bridge.yaml")
-	if err := os.WriteFile(out, bytes.ReplaceAll(data, []byte(old), []byte(new)), 0o644); err != nil {
+	out := filepath.Join(dir, filepath.Base(path))
+	if err := os.WriteFile(out, []byte(strings.NewReplacer(oldnew...).Replace(string(data))), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return out
