@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,11 +14,14 @@ import (
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+
+	"github.com/xdsbridge/xdsbridge/xds"
 )
 
-// TestEnvoyBootstraps checks the example Envoy bootstraps parse strictly as
-// v3 Bootstrap protos, pass Envoy's validation rules and use the ADS variant
-// their name promises. Envoy itself is not available here.
+// TestEnvoyBootstraps checks the example Envoy bootstraps that use ADS
+// parse strictly as v3 Bootstrap protos, pass Envoy's validation rules and
+// use the ADS variant their name promises. Envoy itself is not available
+// here.
 func TestEnvoyBootstraps(t *testing.T) {
 	cases := []struct {
 		file string
@@ -27,6 +31,7 @@ func TestEnvoyBootstraps(t *testing.T) {
 		{"envoy/envoy.yaml", corev3.ApiConfigSource_GRPC, "127.0.0.1"},
 		{"envoy/envoy-delta.yaml", corev3.ApiConfigSource_DELTA_GRPC, "127.0.0.1"},
 		{"compose/envoy.yaml", corev3.ApiConfigSource_GRPC, "bridge"},
+		{"migration/static-to-eds/envoy.yaml", corev3.ApiConfigSource_GRPC, "127.0.0.1"},
 	}
 	for _, c := range cases {
 		t.Run(c.file, func(t *testing.T) {
@@ -43,6 +48,46 @@ func TestEnvoyBootstraps(t *testing.T) {
 				t.Errorf("control plane at %s:%d, want %s:18000", host, port, c.host)
 			}
 		})
+	}
+}
+
+// TestExampleBootstrapsNameOneControlPlane checks that every Envoy
+// bootstrap among the examples that talks to the bridge (over ADS,
+// per-type streams or REST) calls the bridge's static cluster by the
+// name of the bridge's default xds.config_cluster: the name the clusters
+// served to Envoys without ADS point at, and so the one name that works
+// in every variant.
+func TestExampleBootstrapsNameOneControlPlane(t *testing.T) {
+	var checked int
+	err := filepath.WalkDir(filepath.Join("..", "examples"), func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasPrefix(d.Name(), "envoy") || filepath.Ext(path) != ".yaml" {
+			return err
+		}
+		b := bootstrap(t, path)
+		dyn := b.GetDynamicResources()
+		var names []string
+		for _, acs := range []*corev3.ApiConfigSource{dyn.GetAdsConfig(), dyn.GetCdsConfig().GetApiConfigSource(), dyn.GetLdsConfig().GetApiConfigSource()} {
+			names = append(names, acs.GetClusterNames()...)
+			for _, g := range acs.GetGrpcServices() {
+				names = append(names, g.GetEnvoyGrpc().GetClusterName())
+			}
+		}
+		for _, n := range names {
+			if n != xds.DefaultConfigCluster {
+				t.Errorf("%s: the bridge's cluster is named %q, want %q (xds.config_cluster's default)", path, n, xds.DefaultConfigCluster)
+			}
+		}
+		if len(names) > 0 {
+			checked++
+			controlPlane(t, b, names[0])
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if checked < 7 {
+		t.Errorf("checked %d bootstraps that talk to the bridge, want the 7 of the examples", checked)
 	}
 }
 
