@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,10 +19,12 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	"github.com/hashicorp/consul/api"
+	mdns "github.com/miekg/dns"
 	"go.yaml.in/yaml/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
 	"github.com/xdsbridge/xdsbridge/internal/consultest"
 	"github.com/xdsbridge/xdsbridge/internal/dnstest"
 )
@@ -203,14 +206,33 @@ func TestMigrationStaticToEDS(t *testing.T) {
 	}
 }
 
+// exampleDNS runs CoreDNS as examples/migration/coredns/Corefile says (in
+// a copy of that directory, so the zone file's relative path holds), on a
+// free port instead of 5353, and returns its address once it answers.
+func exampleDNS(t *testing.T) string {
+	t.Helper()
+	dir, addr := t.TempDir(), dnstest.FreeAddr(t)
+	_, port, _ := net.SplitHostPort(addr)
+	corefile := rewriteInto(t, dir, filepath.Join(migration, "coredns", "Corefile"), ":5353 {", ":"+port+" {")
+	rewriteInto(t, dir, filepath.Join(migration, "coredns", "db.example.org"))
+	cmd := exec.Command(dnstest.Binary(t), "-conf", filepath.Base(corefile))
+	cmd.Dir = dir
+	startProgram(t, "coredns", cmd, nil)
+	bridgetest.Eventually(t, 20*time.Second, "CoreDNS to answer for example.org", func() bool {
+		m := new(mdns.Msg)
+		m.SetQuestion("example.org.", mdns.TypeSOA)
+		r, err := mdns.Exchange(m, addr)
+		return err == nil && r.Rcode == mdns.RcodeSuccess && len(r.Answer) == 1
+	})
+	return addr
+}
+
 func TestMigrationStrictDNS(t *testing.T) {
 	dir := filepath.Join(migration, "strict-dns")
 	config := filepath.Join(dir, "bridge.yaml")
 	validate(t, config)
 	before := bootstrap(t, filepath.Join(dir, "envoy-before.yaml"))
-	dns := dnstest.Start(t, "example.org",
-		"api 30 IN A 10.0.3.1\napi 30 IN A 10.0.3.2\nsearch 30 IN A 10.0.4.1\n")
-	d := dump(t, rewrite(t, config, "127.0.0.1:5353", dns.Addr))
+	d := dump(t, rewrite(t, config, "127.0.0.1:5353", exampleDNS(t)))
 	sameAsBefore(t, before, d)
 	if got := addresses(d.assignments["api"]); !slices.Equal(got, []string{"10.0.3.1:8080", "10.0.3.2:8080"}) {
 		t.Errorf("api endpoints %v, want the A records on port 8080", got)
