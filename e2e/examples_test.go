@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -131,17 +132,51 @@ func TestGRPCBootstrap(t *testing.T) {
 	}
 }
 
+// exampleRuns names, for every bridge configuration under examples/, the
+// test that runs it as far as this machine allows beyond `bridge validate`
+// (a dump against real registry servers, or the bridge as a process with
+// its clients). TestExampleConfigsValidate fails for a configuration
+// missing here, so a new example cannot go unexercised.
+var exampleRuns = map[string]string{
+	"quickstart/bridge.yaml":                 "TestQuickstart",
+	"grpc/bridge.yaml":                       "TestGRPCExample",
+	"views/bridge.yaml":                      "TestViewsExample",
+	"consul/bridge.yaml":                     "TestConsulExample",
+	"dns/bridge.yaml":                        "TestDNSExample",
+	"compose/bridge.yaml":                    "TestComposeExampleBridge",
+	"migration/static-to-eds/bridge.yaml":    "TestMigrationStaticToEDS",
+	"migration/strict-dns/bridge.yaml":       "TestMigrationStrictDNS",
+	"migration/consul-template/bridge.yaml":  "TestMigrationConsulTemplate",
+	"migration/weighted-cutover/bridge.yaml": "TestMigrationWeightedCutover",
+}
+
 // TestExampleConfigsValidate runs `bridge validate` on every example
-// configuration, the compose one (Consul source) included.
+// configuration, and checks that each is run by a test of exampleRuns.
 func TestExampleConfigsValidate(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("..", "examples", "*", "bridge.yaml"))
-	if err != nil || len(files) < 4 {
-		t.Fatalf("example configs: %v, %v", files, err)
+	var found []string
+	err := filepath.WalkDir(examples, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.Name() != "bridge.yaml" {
+			return err
+		}
+		rel, err := filepath.Rel(examples, path)
+		found = append(found, filepath.ToSlash(rel))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, f := range files {
-		code, out := runBinary(t, 30*time.Second, "validate", "--config", f)
+	for _, f := range found {
+		code, out := runBinary(t, 30*time.Second, "validate", "--config", filepath.Join(examples, f))
 		if code != 0 || !strings.Contains(out, "config OK") {
 			t.Errorf("validate %s: exit %d, output %q", f, code, out)
+		}
+		if exampleRuns[f] == "" {
+			t.Errorf("%s: no test runs it (add one, and list it in exampleRuns)", f)
+		}
+	}
+	for f := range exampleRuns {
+		if !slices.Contains(found, f) {
+			t.Errorf("exampleRuns lists %s, which does not exist", f)
 		}
 	}
 }
