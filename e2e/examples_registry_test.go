@@ -1,15 +1,20 @@
 package e2e
 
 import (
+	"fmt"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
 	"github.com/xdsbridge/xdsbridge/internal/consultest"
+	"github.com/xdsbridge/xdsbridge/internal/dockerfile"
 )
 
 // examples is the examples directory.
@@ -68,22 +73,18 @@ func TestDNSExample(t *testing.T) {
 	}
 }
 
-// TestComposeExampleBridge dumps the compose example's bridge.yaml against
-// a real Consul agent (the compose file's version) loading the compose
+// TestComposeExample dumps the compose example's bridge.yaml against a
+// real Consul agent (the compose file's version) loading the compose
 // example's consul-services.json as the consul container does
 // (-config-dir): the one service it registers is served at its address.
-func TestComposeExampleBridge(t *testing.T) {
+// Then it runs the consul container's healthcheck command against that
+// agent: it passes while the agent runs and fails once it stopped.
+func TestComposeExample(t *testing.T) {
 	dir := filepath.Join(examples, "compose")
 	config := filepath.Join(dir, "bridge.yaml")
 	validate(t, config)
 	confDir := t.TempDir()
-	data, err := os.ReadFile(filepath.Join(dir, "consul-services.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(confDir, "services.json"), data, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	rewriteInto(t, confDir, filepath.Join(dir, "consul-services.json"))
 	agent := consultest.Start(t, consultest.WithArgs("-config-dir", confDir))
 	// The agent registers the file's services in the catalog by its
 	// anti-entropy sync, shortly after it has a leader.
@@ -94,5 +95,118 @@ func TestComposeExampleBridge(t *testing.T) {
 	d := dump(t, rewrite(t, config, "consul:8500", agent.HTTPAddr))
 	if got := addresses(d.assignments["web"]); !slices.Equal(got, []string{"172.28.0.10:8080"}) {
 		t.Errorf("web endpoints %v, want the hello container's address from consul-services.json", got)
+	}
+
+	hc := readCompose(t).Services["consul"].Healthcheck
+	if hc == nil {
+		t.Fatal("the consul service has no healthcheck")
+	}
+	test := hc.Test
+	if len(test) < 2 || test[0] != "CMD" || test[1] != "consul" {
+		t.Fatalf("consul healthcheck %q, want [CMD consul ...] (the image has no shell or curl)", test)
+	}
+	check := func() error {
+		// In the container the agent is the CLI's default address; here
+		// the environment points the CLI at the test's agent.
+		cmd := exec.Command(consultest.Binary(t), test[2:]...)
+		cmd.Env = append(os.Environ(), "CONSUL_HTTP_ADDR="+agent.HTTPAddr)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%w: %s", err, out)
+		}
+		return nil
+	}
+	if err := check(); err != nil {
+		t.Errorf("consul healthcheck %q against a running agent: %v", test, err)
+	}
+	agent.Stop()
+	if err := check(); err == nil {
+		t.Errorf("consul healthcheck %q passes with the agent stopped", test)
+	}
+}
+
+// compose is what the tests read of examples/compose/docker-compose.yaml.
+type compose struct {
+	Services map[string]struct {
+		Build *struct {
+			Context, Dockerfile string
+		}
+		Healthcheck *struct {
+			Test []string
+		}
+		DependsOn yaml.Node `yaml:"depends_on"`
+	}
+}
+
+func readCompose(t *testing.T) compose {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(examples, "compose", "docker-compose.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c compose
+	if err := yaml.Unmarshal(data, &c); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestComposeWaitsForHealth checks that in the compose example every
+// service starts only once what it depends on is healthy, and that each
+// dependency has a health check: its own in the compose file, or the
+// HEALTHCHECK of the Dockerfile it is built from, which must run `bridge
+// healthcheck`.
+func TestComposeWaitsForHealth(t *testing.T) {
+	c := readCompose(t)
+	waited := 0
+	for name, svc := range c.Services {
+		if svc.DependsOn.IsZero() {
+			continue
+		}
+		var deps map[string]struct{ Condition string }
+		if err := svc.DependsOn.Decode(&deps); err != nil {
+			t.Errorf("%s: depends_on is not a map of conditions (a list waits only for the start): %v", name, err)
+			continue
+		}
+		for dep, cond := range deps {
+			waited++
+			if cond.Condition != "service_healthy" {
+				t.Errorf("%s: depends_on %s with condition %q, want service_healthy", name, dep, cond.Condition)
+			}
+			d, ok := c.Services[dep]
+			switch {
+			case !ok:
+				t.Errorf("%s: depends on %s, which is not a service", name, dep)
+			case d.Healthcheck != nil:
+			case d.Build != nil:
+				checkImageHealthcheck(t, filepath.Join(examples, "compose", d.Build.Context, d.Build.Dockerfile))
+			default:
+				t.Errorf("%s: depends on %s, which has no health check", name, dep)
+			}
+		}
+	}
+	if waited < 2 {
+		t.Errorf("%d dependencies, want the bridge on Consul and Envoy on the bridge", waited)
+	}
+}
+
+// checkImageHealthcheck checks that the image the Dockerfile at path builds
+// declares a HEALTHCHECK running `bridge healthcheck`.
+func checkImageHealthcheck(t *testing.T, path string) {
+	t.Helper()
+	f, err := dockerfile.Parse(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := f.Final().All("HEALTHCHECK")
+	if len(hc) != 1 {
+		t.Fatalf("%s: %d HEALTHCHECK instructions in the final stage, want 1", path, len(hc))
+	}
+	argv, err := hc[0].Exec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(argv) < 2 || filepath.Base(argv[0]) != "bridge" || argv[1] != "healthcheck" {
+		t.Errorf("%s: HEALTHCHECK runs %q, want bridge healthcheck", path, argv)
 	}
 }

@@ -143,7 +143,7 @@ var exampleRuns = map[string]string{
 	"views/bridge.yaml":                      "TestViewsExample",
 	"consul/bridge.yaml":                     "TestConsulExample",
 	"dns/bridge.yaml":                        "TestDNSExample",
-	"compose/bridge.yaml":                    "TestComposeExampleBridge",
+	"compose/bridge.yaml":                    "TestComposeExample",
 	"migration/static-to-eds/bridge.yaml":    "TestMigrationStaticToEDS",
 	"migration/strict-dns/bridge.yaml":       "TestMigrationStrictDNS",
 	"migration/consul-template/bridge.yaml":  "TestMigrationConsulTemplate",
