@@ -109,9 +109,10 @@ func TestImage(t *testing.T) {
 			t.Logf("the image's bridge:\n%s", stderr.String())
 		}
 	}()
-	checkProcess(t, run.Process.Pid, root, sb.uid)
 
 	waitHealthy(t, sb, health, exited)
+	// By now nsenter and chroot have exec'd into the image's program.
+	checkProcess(t, run.Process.Pid, root, sb.uid)
 	readyz := "http://" + loopback(t, cfg, "BRIDGE_ADMIN_LISTEN") + "/readyz"
 	get := sb.hostCommand(os.Args[0])
 	get.Env = append(os.Environ(), getEnv+"="+readyz)
