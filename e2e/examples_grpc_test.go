@@ -71,8 +71,10 @@ func TestGRPCExample(t *testing.T) {
 	before := c.waitCalls(60*time.Second, "calls answered by a and b", only("a", "b"))
 	editAt := len(calls(c.stdout.String()))
 	writeFile(t, services, withPorts.Replace(edited))
+	editedAt := time.Now()
 	moved := c.waitCalls(30*time.Second, "calls answered by b and c after the edit", only("b", "c"))
-	t.Logf("before the edit: %v; after: %v", before, moved)
+	t.Logf("before the edit: %v; after: %v; %d calls answered only by b and c %s after the edit",
+		before, moved, grpcCallWindow, time.Since(editedAt).Round(10*time.Millisecond))
 
 	all := calls(c.stdout.String())
 	if i := slices.Index(all[:editAt], "c"); i >= 0 {
