@@ -62,7 +62,23 @@ func (p *podman) buildContext(dir string) string {
 		p.t.Fatal(err)
 	}
 	p.run("build", "--quiet", "--file", file, "--tag", "localhost/xdsbridge-context:e2e", dir)
-	return filepath.Join(p.mount("localhost/xdsbridge-context:e2e"), "context")
+	tree := filepath.Join(p.mount("localhost/xdsbridge-context:e2e"), "context")
+	// The plain names the ignore file lists must be missing from the tree,
+	// or podman did not apply it and the tree is not what a build gets.
+	ignore, err := os.ReadFile(filepath.Join(dir, ".dockerignore"))
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	for name := range strings.Lines(string(ignore)) {
+		name = strings.TrimSpace(name)
+		if name == "" || strings.ContainsAny(name, "*?[!#/") {
+			continue
+		}
+		if _, err := os.Lstat(filepath.Join(tree, name)); err == nil {
+			p.t.Fatalf("the build context holds %s, which .dockerignore excludes", name)
+		}
+	}
+	return tree
 }
 
 // The user database of the distroless base, whose nonroot user the image
