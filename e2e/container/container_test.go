@@ -35,8 +35,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
 	"github.com/xdsbridge/xdsbridge/internal/dockerfile"
+	"github.com/xdsbridge/xdsbridge/internal/syncbuf"
 )
 
 // repo is the repository root, the Dockerfile's build context.
@@ -96,7 +96,7 @@ func TestImage(t *testing.T) {
 		t.Errorf("bridge version in the image: %v, %q; want %s", err, out, version)
 	}
 
-	var stderr bridgetest.LogBuffer
+	var stderr syncbuf.Buffer
 	run := sb.command(append(slices.Clone(cfg.Config.Entrypoint), cfg.Config.Cmd...)...)
 	run.Stdout, run.Stderr = &stderr, &stderr
 	if err := run.Start(); err != nil {
