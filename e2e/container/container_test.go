@@ -32,6 +32,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -104,11 +105,16 @@ func TestImage(t *testing.T) {
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- run.Wait() }()
-	defer func() {
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			_ = run.Process.Kill()
+			<-exited
+		}
 		if t.Failed() {
 			t.Logf("the image's bridge:\n%s", stderr.String())
 		}
-	}()
+	})
 
 	waitHealthy(t, sb, health, exited)
 	// By now nsenter and chroot have exec'd into the image's program.
@@ -120,17 +126,18 @@ func TestImage(t *testing.T) {
 		t.Errorf("GET %s in the image's network namespace: %v, %q; want 200", readyz, err, out)
 	}
 
-	if err := run.Process.Signal(os.Interrupt); err != nil {
+	// docker stop sends SIGTERM.
+	if err := run.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	select {
 	case err := <-exited:
+		stopped = true
 		if err != nil {
-			t.Errorf("the image's bridge exited with %v after SIGINT, want 0", err)
+			t.Errorf("the image's bridge exited with %v after SIGTERM, want 0", err)
 		}
 	case <-time.After(30 * time.Second):
-		_ = run.Process.Kill()
-		t.Errorf("the image's bridge did not stop within 30s of SIGINT")
+		t.Errorf("the image's bridge did not stop within 30s of SIGTERM")
 	}
 }
 
@@ -257,6 +264,12 @@ func checkConfig(t *testing.T, final *dockerfile.Stage, cfg imageConfig, version
 	want := append([]string{"CMD"}, execForm("HEALTHCHECK")...)
 	if !slices.Equal(cfg.Healthcheck.Test, want) || len(want) < 3 || want[2] != "healthcheck" {
 		t.Errorf("healthcheck %q, want %q running bridge healthcheck", cfg.Healthcheck.Test, want)
+	}
+	for _, key := range []string{"BRIDGE_XDS_LISTEN", "BRIDGE_ADMIN_LISTEN"} {
+		_, port, _ := strings.Cut(loopback(t, cfg, key), ":")
+		if _, ok := cfg.Config.ExposedPorts[port+"/tcp"]; !ok {
+			t.Errorf("%s listens on port %s, which the image does not expose (%v)", key, port, cfg.Config.ExposedPorts)
+		}
 	}
 	if user := final.All("USER"); len(user) != 1 || cfg.Config.User != user[0].Args {
 		t.Errorf("user %q, want the final stage's USER", cfg.Config.User)
