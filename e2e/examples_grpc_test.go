@@ -15,7 +15,7 @@ import (
 )
 
 // grpcExample is the directory of the proxyless gRPC example.
-var grpcExample = filepath.Join("..", "examples", "grpc")
+var grpcExample = filepath.Join(examples, "grpc")
 
 // The lines of examples/grpc/services.yaml that its README's edit swaps:
 // backend a is taken out, backend c put in.

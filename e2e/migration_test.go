@@ -30,7 +30,7 @@ import (
 )
 
 // migration is the directory of the migration examples (docs/migration.md).
-var migration = filepath.Join("..", "examples", "migration")
+var migration = filepath.Join(examples, "migration")
 
 // bootstrap reads an example Envoy bootstrap strictly and validates it.
 func bootstrap(t *testing.T, path string) *bootstrapv3.Bootstrap {
