@@ -2,8 +2,10 @@ package e2e
 
 import (
 	"encoding/json"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,11 +15,14 @@ import (
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+
+	"github.com/xdsbridge/xdsbridge/xds"
 )
 
-// TestEnvoyBootstraps checks the example Envoy bootstraps parse strictly as
-// v3 Bootstrap protos, pass Envoy's validation rules and use the ADS variant
-// their name promises. Envoy itself is not available here.
+// TestEnvoyBootstraps checks the example Envoy bootstraps that use ADS
+// parse strictly as v3 Bootstrap protos, pass Envoy's validation rules and
+// use the ADS variant their name promises. Envoy itself is not available
+// here.
 func TestEnvoyBootstraps(t *testing.T) {
 	cases := []struct {
 		file string
@@ -27,6 +32,7 @@ func TestEnvoyBootstraps(t *testing.T) {
 		{"envoy/envoy.yaml", corev3.ApiConfigSource_GRPC, "127.0.0.1"},
 		{"envoy/envoy-delta.yaml", corev3.ApiConfigSource_DELTA_GRPC, "127.0.0.1"},
 		{"compose/envoy.yaml", corev3.ApiConfigSource_GRPC, "bridge"},
+		{"migration/static-to-eds/envoy.yaml", corev3.ApiConfigSource_GRPC, "127.0.0.1"},
 	}
 	for _, c := range cases {
 		t.Run(c.file, func(t *testing.T) {
@@ -43,6 +49,46 @@ func TestEnvoyBootstraps(t *testing.T) {
 				t.Errorf("control plane at %s:%d, want %s:18000", host, port, c.host)
 			}
 		})
+	}
+}
+
+// TestExampleBootstrapsNameOneControlPlane checks that every Envoy
+// bootstrap among the examples that talks to the bridge (over ADS,
+// per-type streams or REST) calls the bridge's static cluster by the
+// name of the bridge's default xds.config_cluster: the name the clusters
+// served to Envoys without ADS point at, and so the one name that works
+// in every variant.
+func TestExampleBootstrapsNameOneControlPlane(t *testing.T) {
+	var checked int
+	err := filepath.WalkDir(filepath.Join("..", "examples"), func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasPrefix(d.Name(), "envoy") || filepath.Ext(path) != ".yaml" {
+			return err
+		}
+		b := bootstrap(t, path)
+		dyn := b.GetDynamicResources()
+		var names []string
+		for _, acs := range []*corev3.ApiConfigSource{dyn.GetAdsConfig(), dyn.GetCdsConfig().GetApiConfigSource(), dyn.GetLdsConfig().GetApiConfigSource()} {
+			names = append(names, acs.GetClusterNames()...)
+			for _, g := range acs.GetGrpcServices() {
+				names = append(names, g.GetEnvoyGrpc().GetClusterName())
+			}
+		}
+		for _, n := range names {
+			if n != xds.DefaultConfigCluster {
+				t.Errorf("%s: the bridge's cluster is named %q, want %q (xds.config_cluster's default)", path, n, xds.DefaultConfigCluster)
+			}
+		}
+		if len(names) > 0 {
+			checked++
+			controlPlane(t, b, names[0])
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if checked < 7 {
+		t.Errorf("checked %d bootstraps that talk to the bridge, want the 7 of the examples", checked)
 	}
 }
 
@@ -86,17 +132,51 @@ func TestGRPCBootstrap(t *testing.T) {
 	}
 }
 
+// exampleRuns names, for every bridge configuration under examples/, the
+// test that runs it as far as this machine allows beyond `bridge validate`
+// (a dump against real registry servers, or the bridge as a process with
+// its clients). TestExampleConfigsValidate fails for a configuration
+// missing here, so a new example cannot go unexercised.
+var exampleRuns = map[string]string{
+	"quickstart/bridge.yaml":                 "TestQuickstart",
+	"grpc/bridge.yaml":                       "TestGRPCExample",
+	"views/bridge.yaml":                      "TestViewsExample",
+	"consul/bridge.yaml":                     "TestConsulExample",
+	"dns/bridge.yaml":                        "TestDNSExample",
+	"compose/bridge.yaml":                    "TestComposeExample",
+	"migration/static-to-eds/bridge.yaml":    "TestMigrationStaticToEDS",
+	"migration/strict-dns/bridge.yaml":       "TestMigrationStrictDNS",
+	"migration/consul-template/bridge.yaml":  "TestMigrationConsulTemplate",
+	"migration/weighted-cutover/bridge.yaml": "TestMigrationWeightedCutover",
+}
+
 // TestExampleConfigsValidate runs `bridge validate` on every example
-// configuration, the compose one (Consul source) included.
+// configuration, and checks that each is run by a test of exampleRuns.
 func TestExampleConfigsValidate(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("..", "examples", "*", "bridge.yaml"))
-	if err != nil || len(files) < 4 {
-		t.Fatalf("example configs: %v, %v", files, err)
+	var found []string
+	err := filepath.WalkDir(examples, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.Name() != "bridge.yaml" {
+			return err
+		}
+		rel, err := filepath.Rel(examples, path)
+		found = append(found, filepath.ToSlash(rel))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, f := range files {
-		code, out := runBinary(t, 30*time.Second, "validate", "--config", f)
+	for _, f := range found {
+		code, out := runBinary(t, 30*time.Second, "validate", "--config", filepath.Join(examples, f))
 		if code != 0 || !strings.Contains(out, "config OK") {
 			t.Errorf("validate %s: exit %d, output %q", f, code, out)
+		}
+		if exampleRuns[f] == "" {
+			t.Errorf("%s: no test runs it (add one, and list it in exampleRuns)", f)
+		}
+	}
+	for f := range exampleRuns {
+		if !slices.Contains(found, f) {
+			t.Errorf("exampleRuns lists %s, which does not exist", f)
 		}
 	}
 }

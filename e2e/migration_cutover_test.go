@@ -9,25 +9,24 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/xdsbridge/xdsbridge/internal/consultest"
-	"github.com/xdsbridge/xdsbridge/internal/dnstest"
 )
 
 // TestMigrationWeightedCutover dumps the weighted-cutover example against a
-// real CoreDNS and a real Consul agent: one cluster web with
+// real CoreDNS running the example's own Corefile and zone, and a real
+// Consul agent: one cluster web with
 // locality-weighted load balancing, the DNS endpoints in a locality of
 // weight 90,000 and the Consul ones in one of 10,000. e2e/cutover measures
 // the traffic split with grpc-go.
 func TestMigrationWeightedCutover(t *testing.T) {
 	config := filepath.Join(migration, "weighted-cutover", "bridge.yaml")
 	validate(t, config)
-	dns := dnstest.Start(t, "example.org",
-		"legacy 30 IN A 10.0.7.1\n_web._tcp 30 IN SRV 10 10 8080 legacy\n")
+	dns := exampleDNS(t)
 	agent := consultest.Start(t)
 	if err := agent.Client().Agent().ServiceRegister(&api.AgentServiceRegistration{
 		ID: "web-1", Name: "web", Address: "10.0.8.1", Port: 8080}); err != nil {
 		t.Fatal(err)
 	}
-	d := dump(t, rewrite(t, rewrite(t, config, "127.0.0.1:5353", dns.Addr), "127.0.0.1:8500", agent.HTTPAddr))
+	d := dump(t, rewrite(t, rewrite(t, config, "127.0.0.1:5353", dns), "127.0.0.1:8500", agent.HTTPAddr))
 	web := d.clusters["web"]
 	if _, ok := web.GetCommonLbConfig().GetLocalityConfigSpecifier().(*clusterv3.Cluster_CommonLbConfig_LocalityWeightedLbConfig_); !ok {
 		t.Errorf("cluster web = %v; want locality_weighted_lb_config", web)
@@ -39,7 +38,7 @@ func TestMigrationWeightedCutover(t *testing.T) {
 	if weights["legacy-dns"] != 90000 || weights["consul"] != 10000 || len(weights) != 2 {
 		t.Errorf("locality weights by sub-zone %v, want legacy-dns 90000 and consul 10000", weights)
 	}
-	if got := addresses(d.assignments["web"]); !slices.Equal(got, []string{"10.0.7.1:8080", "10.0.8.1:8080"}) {
+	if got := addresses(d.assignments["web"]); !slices.Equal(got, []string{"10.0.7.1:8080", "10.0.7.2:8080", "10.0.8.1:8080"}) {
 		t.Errorf("web endpoints %v", got)
 	}
 }

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,17 +21,19 @@ import (
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/hashicorp/consul/api"
+	mdns "github.com/miekg/dns"
 	"go.yaml.in/yaml/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/xdsbridge/xdsbridge/bridge"
+	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
 	"github.com/xdsbridge/xdsbridge/internal/consultest"
 	"github.com/xdsbridge/xdsbridge/internal/dnstest"
 )
 
 // migration is the directory of the migration examples (docs/migration.md).
-var migration = filepath.Join("..", "examples", "migration")
+var migration = filepath.Join(examples, "migration")
 
 // bootstrap reads an example Envoy bootstrap strictly and validates it.
 func bootstrap(t *testing.T, path string) *bootstrapv3.Bootstrap {
@@ -147,15 +151,27 @@ func addresses(a *endpointv3.ClusterLoadAssignment) []string {
 // replaced by new (a registry address), and returns the copy's path.
 func rewrite(t *testing.T, path, old, new string) string {
 	t.Helper()
+	return rewriteInto(t, t.TempDir(), path, old, new)
+}
+
+// rewriteInto copies the example file path into dir, under the same base
+// name, with each old string of the old, new pairs replaced by its new one
+// (free ports for the examples' fixed ones, the addresses of test servers),
+// and returns the copy's path. Every old string must occur in the file, so
+// that an example edited out from under its test fails loudly.
+func rewriteInto(t *testing.T, dir, path string, oldnew ...string) string {
+	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Contains(data, []byte(old)) {
-		t.Fatalf("%s does not contain %q", path, old)
+	for i := 0; i < len(oldnew); i += 2 {
+		if !bytes.Contains(data, []byte(oldnew[i])) {
+			t.Fatalf("%s does not contain %q", path, oldnew[i])
+		}
 	}
-	out := filepath.Join(t.TempDir(), "bridge.yaml")
-	if err := os.WriteFile(out, bytes.ReplaceAll(data, []byte(old), []byte(new)), 0o644); err != nil {
+	out := filepath.Join(dir, filepath.Base(path))
+	if err := os.WriteFile(out, []byte(strings.NewReplacer(oldnew...).Replace(string(data))), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return out
@@ -183,14 +199,33 @@ func TestMigrationStaticToEDS(t *testing.T) {
 	}
 }
 
+// exampleDNS runs CoreDNS as examples/migration/coredns/Corefile says (in
+// a copy of that directory, so the zone file's relative path holds), on a
+// free port instead of 5353, and returns its address once it answers.
+func exampleDNS(t *testing.T) string {
+	t.Helper()
+	dir, addr := t.TempDir(), dnstest.FreeAddr(t)
+	_, port, _ := net.SplitHostPort(addr)
+	corefile := rewriteInto(t, dir, filepath.Join(migration, "coredns", "Corefile"), ":5353 {", ":"+port+" {")
+	rewriteInto(t, dir, filepath.Join(migration, "coredns", "db.example.org"))
+	cmd := exec.Command(dnstest.Binary(t), "-conf", filepath.Base(corefile))
+	cmd.Dir = dir
+	startProgram(t, "coredns", cmd, nil)
+	bridgetest.Eventually(t, 20*time.Second, "CoreDNS to answer for example.org", func() bool {
+		m := new(mdns.Msg)
+		m.SetQuestion("example.org.", mdns.TypeSOA)
+		r, err := mdns.Exchange(m, addr)
+		return err == nil && r.Rcode == mdns.RcodeSuccess && len(r.Answer) == 1
+	})
+	return addr
+}
+
 func TestMigrationStrictDNS(t *testing.T) {
 	dir := filepath.Join(migration, "strict-dns")
 	config := filepath.Join(dir, "bridge.yaml")
 	validate(t, config)
 	before := bootstrap(t, filepath.Join(dir, "envoy-before.yaml"))
-	dns := dnstest.Start(t, "example.org",
-		"api 30 IN A 10.0.3.1\napi 30 IN A 10.0.3.2\nsearch 30 IN A 10.0.4.1\n")
-	d := dump(t, rewrite(t, config, "127.0.0.1:5353", dns.Addr))
+	d := dump(t, rewrite(t, config, "127.0.0.1:5353", exampleDNS(t)))
 	sameAsBefore(t, before, d)
 	if got := addresses(d.assignments["api"]); !slices.Equal(got, []string{"10.0.3.1:8080", "10.0.3.2:8080"}) {
 		t.Errorf("api endpoints %v, want the A records on port 8080", got)

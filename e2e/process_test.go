@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
+	"github.com/xdsbridge/xdsbridge/internal/childproc"
 )
 
 // binary is the bridge built once by TestMain.
@@ -26,13 +26,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binary = filepath.Join(dir, "bridge")
-	args := []string{"build", "-o", binary}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	build := exec.Command("go", append(args, "github.com/xdsbridge/xdsbridge/cmd/bridge")...)
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
+	if err := goBuild(binary, "github.com/xdsbridge/xdsbridge/cmd/bridge"); err != nil {
 		fmt.Fprintln(os.Stderr, "building the bridge:", err)
 		os.RemoveAll(dir)
 		os.Exit(1)
@@ -42,14 +36,31 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// goBuild builds the package pkg into out, with the race detector when the
+// tests run with it, so that the programs the tests start are checked too.
+func goBuild(out, pkg string) error {
+	args := []string{"build", "-o", out}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	build := exec.Command("go", append(args, pkg)...)
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return fmt.Errorf("building %s: %w", pkg, err)
+	}
+	return nil
+}
+
 // syncBuffer is an io.Writer safe for the process's output copier and the
 // test reading it.
 type syncBuffer = bridgetest.LogBuffer
 
-// process is a running bridge.
+// process is a running bridge, or another program a test starts.
 type process struct {
 	t      *testing.T
+	name   string // the program's name, for messages
 	cmd    *exec.Cmd
+	stdout *syncBuffer
 	stderr *syncBuffer
 	done   chan struct{}
 	err    error // of Wait, once done is closed
@@ -65,11 +76,19 @@ func start(t *testing.T, cfg string, args ...string) *process {
 // startEnv runs the bridge with args and env added to the environment.
 func startEnv(t *testing.T, env []string, args ...string) *process {
 	t.Helper()
-	p := &process{t: t, stderr: &syncBuffer{}, done: make(chan struct{})}
-	p.cmd = exec.Command(binary, args...)
+	return startProgram(t, "bridge", exec.Command(binary, args...), env)
+}
+
+// startProgram starts cmd, with env added to the environment, collecting
+// its output; a cleanup stops it with SIGTERM and checks that it exits 0.
+// name names it in messages.
+func startProgram(t *testing.T, name string, cmd *exec.Cmd, env []string) *process {
+	t.Helper()
+	p := &process{t: t, name: name, cmd: cmd, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{})}
 	p.cmd.Env = append(os.Environ(), env...)
-	p.cmd.Stdout = io.Discard
+	p.cmd.Stdout = p.stdout
 	p.cmd.Stderr = p.stderr
+	childproc.Tie(p.cmd)
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +98,10 @@ func startEnv(t *testing.T, env []string, args ...string) *process {
 	}()
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("bridge stderr:\n%s", p.stderr)
+			if out := p.stdout.String(); out != "" {
+				t.Logf("%s stdout:\n%s", name, out)
+			}
+			t.Logf("%s stderr:\n%s", name, p.stderr)
 		}
 		select {
 		case <-p.done:
@@ -90,12 +112,12 @@ func startEnv(t *testing.T, env []string, args ...string) *process {
 		select {
 		case <-p.done:
 			if p.err != nil {
-				t.Errorf("bridge exited with %v after SIGTERM, want 0", p.err)
+				t.Errorf("%s exited with %v after SIGTERM, want 0", name, p.err)
 			}
 		case <-time.After(15 * time.Second):
 			_ = p.cmd.Process.Kill()
 			<-p.done
-			t.Errorf("bridge did not stop within 15s of SIGTERM")
+			t.Errorf("%s did not stop within 15s of SIGTERM", name)
 		}
 	})
 	return p

@@ -8,9 +8,11 @@
 # graphs never enter the project's go.mod, and cached in
 # ${XDSBRIDGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/xdsbridge}/bin.
 # A cold Consul build takes about 10 minutes on 2 cores, CoreDNS about 5.
-# The status page test renders the admin page in a real headless Chromium:
-# when none is on PATH and apt-get can install one (as root), it is
-# installed from the distribution's packages (about a minute).
+# The status page test renders the admin page in a real headless Chromium,
+# and the container image test (e2e/container) builds the Dockerfile with
+# podman: when one is not on PATH and apt-get can install it (as root), it
+# is installed from the distribution's packages (Chromium about a minute,
+# podman about 30 seconds).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cache=${XDSBRIDGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/xdsbridge}
@@ -30,14 +32,23 @@ ensure() {
 	echo "$bin"
 }
 
-if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
+# install PACKAGE FOR: installs a distribution package with apt-get when
+# running as root, else says what to install and which test needs it.
+updated=
+install() {
+	local pkg=$1 for=$2
 	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-		echo "installing chromium from the distribution's packages" >&2
-		(apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium) >&2
+		echo "installing $pkg from the distribution's packages" >&2
+		if [ -z "$updated" ]; then apt-get update -qq >&2; updated=1; fi
+		apt-get install -y -qq --no-install-recommends "$pkg" >&2
 	else
-		echo "no chromium on PATH: install it (apt-get install chromium) for the status page test" >&2
+		echo "no $pkg on PATH: install it (apt-get install $pkg) for $for" >&2
 	fi
+}
+if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
+	install chromium "the status page test"
 fi
+command -v podman >/dev/null 2>&1 || install podman "the container image test"
 
 consul=$(ensure consul 1.14.11 tools/consul github.com/hashicorp/consul)
 coredns=$(ensure coredns 1.15.0 tools/coredns github.com/coredns/coredns)

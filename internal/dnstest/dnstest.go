@@ -106,7 +106,7 @@ func Start(t testing.TB, origin, records string) *Server {
 	s.corefile = filepath.Join(s.dir, "Corefile")
 	s.zonefile = filepath.Join(s.dir, "db.zone")
 	s.logfile = filepath.Join(s.dir, "coredns.log")
-	s.Addr = freeAddr(t)
+	s.Addr = FreeAddr(t)
 	s.records = records
 	if err := s.writeZone(); err != nil {
 		t.Fatal(err)
@@ -295,9 +295,9 @@ func (s *Server) writeZone() error {
 	return nil
 }
 
-// freeAddr returns a 127.0.0.1 address whose port was free for UDP and
+// FreeAddr returns a 127.0.0.1 address whose port was free for UDP and
 // TCP a moment ago.
-func freeAddr(t testing.TB) string {
+func FreeAddr(t testing.TB) string {
 	t.Helper()
 	for range 20 {
 		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
