@@ -104,12 +104,12 @@ func waitClient(t *testing.T, c *envoysim.Client, what string, cond func(envoysi
 }
 
 func TestGuardDNSDefaults(t *testing.T) {
-	const hosts = "a 2 IN A 127.0.0.11\nb 2 IN A 127.0.0.12\nc 2 IN A 127.0.0.13\nd 2 IN A 127.0.0.14\n"
+	const hosts = "a 2 IN A 127.0.0.11\nb 2 IN A 127.0.0.12\nc 2 IN A 127.0.0.13\nd 2 IN A 127.0.0.14\ne 5 IN A 127.0.0.15\n"
 	const (
 		api  = "_api._tcp 2 IN SRV 10 10 8080 a\n_api._tcp 2 IN SRV 10 10 8081 b\n_api._tcp 2 IN SRV 10 10 8082 c\n"
 		api2 = "_api._tcp 2 IN SRV 10 10 8080 a\n_api._tcp 2 IN SRV 10 10 8082 c\n"
 		web  = "_web._tcp 2 IN SRV 10 10 9090 d\n"
-		db   = "_db._tcp 2 IN SRV 10 10 5432 a\n"
+		db   = "_db._tcp 5 IN SRV 10 10 5432 e\n" // a longer TTL than api's
 	)
 	s := dnstest.Start(t, "example.org", hosts+api+web+db)
 	// refresh.min below the TTL, so that the TTL paces the refreshes.
@@ -145,12 +145,16 @@ func TestGuardDNSDefaults(t *testing.T) {
 	noHold(t, adminAddr, "dns", "one SRV target dropped")
 	p.waitLog(guardWait, "source changes applied", "source=dns", "~api")
 
-	// Every name answers NXDOMAIN: the source empties, which is held (at
-	// the last name that still had endpoints, when they go one by one).
+	// Every name answers NXDOMAIN. Their TTLs differ, but the first to
+	// expire brings the other with it, so the source empties in one change,
+	// which is held before the client lost anything: both services' three
+	// endpoints are held and still served.
 	s.SetZone(hosts)
-	waitHold(t, adminAddr, "dns", "source emptied")
-	if st := cl.State(); n(st, "api")+n(st, "db") == 0 {
-		t.Errorf("the hold left no endpoint at the client:\n%s", st.Summary())
+	if g := waitHold(t, adminAddr, "dns", "source emptied"); g.HeldEndpoints != 3 {
+		t.Errorf("hold %+v, want api's 2 endpoints and db's 1 held", g)
+	}
+	if st := cl.State(); n(st, "api") != 2 || n(st, "db") != 1 {
+		t.Errorf("during the hold the client has %d endpoints of api and %d of db, want 2 and 1:\n%s", n(st, "api"), n(st, "db"), st.Summary())
 	}
 	p.waitLog(guardWait, "level=WARN", "source=dns", "source emptied", "POST /guard/confirm?source=dns")
 	confirmHold(t, adminAddr, "dns")

@@ -43,6 +43,7 @@ type reply struct {
 	wrongQ    bool // answer a different question
 	garbage   bool // answer bytes that do not parse
 	failFirst int  // answer SERVFAIL to the first failFirst queries
+	flap      bool // answer NXDOMAIN to every second query, from the second
 }
 
 func newFakeServer(t *testing.T) *fakeServer {
@@ -134,8 +135,11 @@ func (f *fakeServer) ServeDNS(w mdns.ResponseWriter, req *mdns.Msg) {
 	f.queries = append(f.queries, query{qkey: k, net: network, at: time.Now()})
 	r, ok := f.replies[k]
 	f.mu.Unlock()
-	if seen < r.failFirst {
+	switch {
+	case seen < r.failFirst:
 		r = reply{rcode: mdns.RcodeServerFailure}
+	case r.flap && seen%2 == 1:
+		r = reply{rcode: mdns.RcodeNameError}
 	}
 	if r.silent {
 		return

@@ -9,6 +9,16 @@
 // NXDOMAIN or NODATA answer empties it (a real change); a server failure,
 // timeout or malformed response publishes nothing, so the last good state
 // stays served, and is recorded in the source's Status.
+//
+// A name that had endpoints and is answered empty is not reported alone:
+// the source first looks up every other name that has endpoints once
+// more, at once, and reports all the outcomes as one update (confirm.go).
+// Each name expires on its own TTL, so a resolver that lost a whole zone
+// would otherwise empty the source one name at a time, each update too
+// small for the removal guard to hold; confirmed, it is one update that
+// empties the source (or darkens most of it), which the guard holds,
+// while one name gone among many still applies at once, one round of
+// queries later. Rounds start at most once per refresh.min.
 package dns
 
 import (
@@ -54,17 +64,21 @@ func New(cfg map[string]any, opts sources.Options) (sources.Source, error) {
 	return &Source{cfg: c, entries: entries, servers: servers, family: fam, log: opts.Logger, status: opts.Status}, nil
 }
 
-// outcome is the result of one lookup of entry i.
+// outcome is the result of one lookup of entry i, begun at at, by the
+// entry's own refresh (round 0) or by a confirmation round.
 type outcome struct {
-	i   int
-	res Result
-	err error
+	i     int
+	res   Result
+	err   error
+	at    time.Time
+	round int
 }
 
 // Run resolves every entry on its own schedule and reports the services:
 // one Full update once every entry has been resolved (answered or
 // authoritatively empty), then a partial update carrying the services
-// whose endpoints changed. It returns ctx.Err() when ctx is done, or an
+// whose endpoints changed; a service that lost its last endpoints comes
+// with the outcomes of a confirmation round. It returns ctx.Err() when ctx is done, or an
 // error when the system resolver configuration cannot be read.
 func (s *Source) Run(ctx context.Context, up chan<- sources.Update) error {
 	r, err := s.resolver()
@@ -80,7 +94,7 @@ func (s *Source) Run(ctx context.Context, up chan<- sources.Update) error {
 	for i, e := range s.entries {
 		wg.Go(func() { s.poll(ctx, r, i, e, results) })
 	}
-	return s.merge(ctx, results, up)
+	return s.merge(ctx, r, results, up)
 }
 
 func (s *Source) resolver() (*resolver, error) {
@@ -108,12 +122,13 @@ func (s *Source) resolver() (*resolver, error) {
 func (s *Source) poll(ctx context.Context, r *resolver, i int, e entry, out chan<- outcome) {
 	failures := 0
 	for {
+		at := time.Now()
 		res, err := lookup(ctx, r, e, s.family)
 		if ctx.Err() != nil {
 			return
 		}
 		select {
-		case out <- outcome{i: i, res: res, err: err}:
+		case out <- outcome{i: i, res: res, err: err, at: at}:
 		case <-ctx.Done():
 			return
 		}
