@@ -50,6 +50,7 @@ func startConfirm(t *testing.T, f *fakeServer, refresh map[string]any, ttls map[
 	}
 	cfg := baseConfig([]string{f.addr}, svcs...)
 	cfg["refresh"] = refresh
+	cfg["timeout"] = "2s" // a retried query would count as a round
 	r := start(t, cfg)
 	if u := r.next(t, 5*time.Second); !u.Full || len(u.Services) != len(ttls) {
 		t.Fatalf("first update %+v, want Full with %d services", u, len(ttls))
