@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -36,27 +35,10 @@ func guardBridge(t *testing.T, dir, entry string) (cfg, xdsAddr, adminAddr strin
 	return cfg, xdsAddr, adminAddr
 }
 
-// sourceStatus returns the /sources entry of the named source.
-func sourceStatus(t *testing.T, adminAddr, name string) sources.StatusSnapshot {
-	t.Helper()
-	code, body := bridgetest.Get("http://" + adminAddr + "/sources")
-	var all []sources.StatusSnapshot
-	if code != http.StatusOK || json.Unmarshal([]byte(body), &all) != nil {
-		t.Fatalf("/sources = %d %q", code, body)
-	}
-	for _, s := range all {
-		if s.Name == name {
-			return s
-		}
-	}
-	t.Fatalf("/sources has no source %q: %s", name, body)
-	return sources.StatusSnapshot{}
-}
-
 // noHold fails if the source's guard ever held a change.
 func noHold(t *testing.T, adminAddr, name, step string) {
 	t.Helper()
-	if s := sourceStatus(t, adminAddr, name); s.GuardHolds != 0 || s.Guard != nil {
+	if s := bridgetest.SourceStatus(t, adminAddr, name); s.GuardHolds != 0 || s.Guard != nil {
 		t.Errorf("%s: the guard held (guard_holds %d, guard %+v), want no hold", step, s.GuardHolds, s.Guard)
 	}
 }
@@ -67,7 +49,7 @@ func waitHold(t *testing.T, adminAddr, name, reason string) sources.GuardSnapsho
 	t.Helper()
 	var g *sources.GuardSnapshot
 	bridgetest.Eventually(t, guardWait, "a hold of "+name+" in /sources", func() bool {
-		g = sourceStatus(t, adminAddr, name).Guard
+		g = bridgetest.SourceStatus(t, adminAddr, name).Guard
 		return g != nil
 	})
 	if !strings.Contains(g.Reason, reason) || g.Until.Before(g.Since) {
@@ -79,15 +61,8 @@ func waitHold(t *testing.T, adminAddr, name, reason string) sources.GuardSnapsho
 // confirmHold posts the operator's confirmation for the source.
 func confirmHold(t *testing.T, adminAddr, name string) {
 	t.Helper()
-	resp, err := http.Post("http://"+adminAddr+"/guard/confirm?source="+name, "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("POST /guard/confirm?source=%s = %d, want 200", name, resp.StatusCode)
-	}
-	if s := sourceStatus(t, adminAddr, name); s.Guard != nil || s.GuardHolds != 1 {
+	bridgetest.ConfirmRemovals(t, adminAddr, name)
+	if s := bridgetest.SourceStatus(t, adminAddr, name); s.Guard != nil || s.GuardHolds != 1 {
 		t.Errorf("after the confirmation: guard %+v, guard_holds %d; want no hold, one in all", s.Guard, s.GuardHolds)
 	}
 }

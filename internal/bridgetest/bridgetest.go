@@ -5,6 +5,7 @@ package bridgetest
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net"
@@ -17,6 +18,7 @@ import (
 	"github.com/xdsbridge/xdsbridge/bridge"
 	"github.com/xdsbridge/xdsbridge/config"
 	"github.com/xdsbridge/xdsbridge/internal/syncbuf"
+	"github.com/xdsbridge/xdsbridge/sources"
 )
 
 // Start writes yaml as the bridge's config file in a temporary directory,
@@ -120,3 +122,35 @@ func WaitReady(t testing.TB, addr string, timeout time.Duration) {
 
 // LogBuffer collects a log written from several goroutines.
 type LogBuffer = syncbuf.Buffer
+
+// SourceStatus returns the /sources entry of the named source of the
+// bridge whose admin listener is adminAddr.
+func SourceStatus(t testing.TB, adminAddr, name string) sources.StatusSnapshot {
+	t.Helper()
+	code, body := Get("http://" + adminAddr + "/sources")
+	var all []sources.StatusSnapshot
+	if code != http.StatusOK || json.Unmarshal([]byte(body), &all) != nil {
+		t.Fatalf("/sources = %d %q", code, body)
+	}
+	for _, s := range all {
+		if s.Name == name {
+			return s
+		}
+	}
+	t.Fatalf("/sources has no source %q: %s", name, body)
+	return sources.StatusSnapshot{}
+}
+
+// ConfirmRemovals posts the operator's confirmation of the named source's
+// removal hold, and fails the test unless the bridge accepts it.
+func ConfirmRemovals(t testing.TB, adminAddr, name string) {
+	t.Helper()
+	resp, err := http.Post("http://"+adminAddr+"/guard/confirm?source="+name, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST /guard/confirm?source=%s = %d, want 200", name, resp.StatusCode)
+	}
+}

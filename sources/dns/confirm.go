@@ -2,7 +2,6 @@ package dns
 
 import (
 	"context"
-	"sync"
 	"time"
 )
 
@@ -76,24 +75,11 @@ func (r *rounds) start(now time.Time, n int) int {
 // room for it). It sends nothing when ctx ends first.
 func (s *Source) confirm(ctx context.Context, r *resolver, round int, idx []int, out chan<- []outcome) {
 	outs := make([]outcome, len(idx))
-	sema := make(chan struct{}, confirmQueries)
-	var wg sync.WaitGroup
-	for k, i := range idx {
-		select {
-		case sema <- struct{}{}:
-		case <-ctx.Done():
-		}
-		if ctx.Err() != nil {
-			break
-		}
-		wg.Go(func() {
-			defer func() { <-sema }()
-			at := time.Now()
-			res, err := lookup(ctx, r, s.entries[i], s.family)
-			outs[k] = outcome{i: i, res: res, err: err, at: at, round: round}
-		})
-	}
-	wg.Wait()
+	bounded(ctx, len(idx), confirmQueries, func(k int) {
+		at := time.Now()
+		res, err := lookup(ctx, r, s.entries[idx[k]], s.family)
+		outs[k] = outcome{i: idx[k], res: res, err: err, at: at, round: round}
+	})
 	if ctx.Err() != nil {
 		return
 	}

@@ -2,9 +2,7 @@ package dns_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,24 +14,6 @@ import (
 	"github.com/xdsbridge/xdsbridge/internal/envoysim"
 	"github.com/xdsbridge/xdsbridge/sources"
 )
-
-// guardOf returns the removal guard's part of the named source's /sources
-// entry.
-func guardOf(t *testing.T, adminAddr, name string) (holds uint64, g *sources.GuardSnapshot) {
-	t.Helper()
-	code, body := bridgetest.Get("http://" + adminAddr + "/sources")
-	var all []sources.StatusSnapshot
-	if code != http.StatusOK || json.Unmarshal([]byte(body), &all) != nil {
-		t.Fatalf("/sources = %d %q", code, body)
-	}
-	for _, s := range all {
-		if s.Name == name {
-			return s.GuardHolds, s.Guard
-		}
-	}
-	t.Fatalf("/sources has no source %q: %s", name, body)
-	return 0, nil
-}
 
 // The whole bridge with its default guard against CoreDNS, whose names
 // have TTLs from 2s to 6s: one name answering NXDOMAIN reaches the client
@@ -109,8 +89,8 @@ sources:
 	// One name of five answers NXDOMAIN: applied, no hold.
 	s.SetZone(live)
 	wait("old emptied", func(n map[string]int) bool { return n["old"] == 0 })
-	if holds, g := guardOf(t, admin, "dns"); holds != 0 || g != nil {
-		t.Errorf("one name NXDOMAIN: guard_holds %d, guard %+v; want no hold", holds, g)
+	if st := bridgetest.SourceStatus(t, admin, "dns"); st.GuardHolds != 0 || st.Guard != nil {
+		t.Errorf("one name NXDOMAIN: guard_holds %d, guard %+v; want no hold", st.GuardHolds, st.Guard)
 	}
 
 	// Every name answers NXDOMAIN: the first to expire brings the others
@@ -119,7 +99,7 @@ sources:
 	s.SetZone("")
 	var g *sources.GuardSnapshot
 	bridgetest.Eventually(t, 30*time.Second, "a hold of dns", func() bool {
-		_, g = guardOf(t, admin, "dns")
+		g = bridgetest.SourceStatus(t, admin, "dns").Guard
 		return g != nil
 	})
 	if !strings.Contains(g.Reason, "source emptied") || g.HeldEndpoints != len(kept) {
@@ -137,14 +117,7 @@ sources:
 	}
 	mu.Unlock()
 
-	resp, err := http.Post("http://"+admin+"/guard/confirm?source=dns", "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("POST /guard/confirm = %d", resp.StatusCode)
-	}
+	bridgetest.ConfirmRemovals(t, admin, "dns")
 	wait("every service emptied", func(n map[string]int) bool {
 		return n["api"]+n["web"]+n["cache"]+n["db"]+n["old"] == 0
 	})

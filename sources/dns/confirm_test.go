@@ -58,6 +58,19 @@ func startConfirm(t *testing.T, f *fakeServer, refresh map[string]any, ttls map[
 	return r
 }
 
+// expect waits for the next update and fails unless it is partial and
+// carries exactly the services of want, with that many endpoints each.
+func (r *running) expect(t *testing.T, want map[string]int, why string) {
+	t.Helper()
+	u := r.next(t, 5*time.Second)
+	if got := endpointCounts(u); u.Full || !maps.Equal(got, want) {
+		t.Fatalf("update %v (full %t), want %v: %s", got, u.Full, want, why)
+	}
+}
+
+// asked returns how many times the fake server was asked for cluster c.
+func asked(f *fakeServer, c string) int { return f.count(confirmName(c), mdns.TypeSRV, "") }
+
 // endpointCounts maps each service of u to its number of endpoints.
 func endpointCounts(u sources.Update) map[string]int {
 	out := map[string]int{}
@@ -77,12 +90,8 @@ func TestConfirmEveryNameDark(t *testing.T) {
 	for _, c := range []string{"b", "c", "d", "a"} { // a, refreshed, last
 		nxdomain(f, c)
 	}
-	u := r.next(t, 5*time.Second)
-	want := map[string]int{"a": 0, "b": 0, "c": 0, "d": 0}
-	if got := endpointCounts(u); u.Full || !maps.Equal(got, want) {
-		t.Fatalf("update %+v, want every service emptied in one partial update", got)
-	}
-	if n := f.count(confirmName("b"), mdns.TypeSRV, ""); n != 2 {
+	r.expect(t, map[string]int{"a": 0, "b": 0, "c": 0, "d": 0}, "every service emptied in one update")
+	if n := asked(f, "b"); n != 2 {
 		t.Errorf("b was asked %d times, want 2 (the start and one confirmation)", n)
 	}
 }
@@ -93,19 +102,15 @@ func TestConfirmOneNameDark(t *testing.T) {
 	f := newFakeServer(t)
 	r := startConfirm(t, f, fastRefresh, map[string]int{"a": 0, "b": 3600, "c": 3600})
 	nxdomain(f, "a")
-	if got := endpointCounts(r.next(t, 5*time.Second)); !maps.Equal(got, map[string]int{"a": 0}) {
-		t.Fatalf("update %v, want a emptied alone", got)
-	}
-	if n := f.count(confirmName("b"), mdns.TypeSRV, ""); n != 2 {
+	r.expect(t, map[string]int{"a": 0}, "a emptied alone")
+	if n := asked(f, "b"); n != 2 {
 		t.Errorf("b was asked %d times, want 2 (the start and one confirmation)", n)
 	}
-	n := f.count(confirmName("a"), mdns.TypeSRV, "")
-	r.quiet(t, 5*time.Second, func() bool { return f.count(confirmName("a"), mdns.TypeSRV, "") >= n+3 })
+	n := asked(f, "a")
+	r.quiet(t, 5*time.Second, func() bool { return asked(f, "a") >= n+3 })
 	serve(f, "a", 0, 9)
-	if got := endpointCounts(r.next(t, 5*time.Second)); !maps.Equal(got, map[string]int{"a": 1}) {
-		t.Fatalf("update %v, want a back with its endpoint", got)
-	}
-	if n := f.count(confirmName("b"), mdns.TypeSRV, ""); n != 2 {
+	r.expect(t, map[string]int{"a": 1}, "a back with its endpoint")
+	if n := asked(f, "b"); n != 2 {
 		t.Errorf("b was asked %d times, want still 2: only a darkening starts a round", n)
 	}
 }
@@ -118,9 +123,7 @@ func TestConfirmFailureKeepsLastState(t *testing.T) {
 	f.set(confirmName("b"), mdns.TypeSRV, reply{rcode: mdns.RcodeServerFailure})
 	nxdomain(f, "c")
 	nxdomain(f, "a")
-	if got := endpointCounts(r.next(t, 5*time.Second)); !maps.Equal(got, map[string]int{"a": 0, "c": 0}) {
-		t.Fatalf("update %v, want a and c emptied, b left as it was", got)
-	}
+	r.expect(t, map[string]int{"a": 0, "c": 0}, "a and c emptied, b left as it was")
 	if snap := r.status.Snapshot(); !snap.Stale || snap.Failures == 0 {
 		t.Errorf("status %+v, want stale after b's failed confirmation", snap)
 	}
@@ -134,22 +137,16 @@ func TestConfirmRoundRate(t *testing.T) {
 	// Every name is refreshed every 20ms; a round may start once an hour.
 	r := startConfirm(t, f, map[string]any{"min": "1h", "max": "1h", "interval": "20ms", "jitter": 0},
 		map[string]int{"a": 60, "b": 60})
-	asked := func() int { return f.count(confirmName("a"), mdns.TypeSRV, "") }
-
 	nxdomain(f, "a")
-	if got := endpointCounts(r.next(t, 5*time.Second)); !maps.Equal(got, map[string]int{"a": 0}) {
-		t.Fatalf("update %v, want a emptied: the first round starts at once", got)
-	}
+	r.expect(t, map[string]int{"a": 0}, "the first round starts at once")
 	serve(f, "a", 60, 1)
-	if got := endpointCounts(r.next(t, 5*time.Second)); !maps.Equal(got, map[string]int{"a": 1}) {
-		t.Fatalf("update %v, want a back at once: an answer needs no round", got)
-	}
+	r.expect(t, map[string]int{"a": 1}, "an answer needs no round")
 	nxdomain(f, "a")
-	n := asked()
-	r.quiet(t, 5*time.Second, func() bool { return asked() >= n+5 })
+	n := asked(f, "a")
+	r.quiet(t, 5*time.Second, func() bool { return asked(f, "a") >= n+5 })
 	serve(f, "a", 60, 1)
-	n = asked()
-	r.quiet(t, 5*time.Second, func() bool { return asked() >= n+5 })
+	n = asked(f, "a")
+	r.quiet(t, 5*time.Second, func() bool { return asked(f, "a") >= n+5 })
 }
 
 // Names flapping between an answer and NXDOMAIN on every refresh cost at
@@ -190,9 +187,9 @@ func TestConfirmFlappingBounded(t *testing.T) {
 			}
 		}
 	}()
-	from := f.count(confirmName("f0"), mdns.TypeSRV, "")
-	waitFor(t, 30*time.Second, func() bool { return f.count(confirmName("f0"), mdns.TypeSRV, "") >= from+20 })
-	rounds := f.count(confirmName("w"), mdns.TypeSRV, "") - 1
+	from := asked(f, "f0")
+	waitFor(t, 30*time.Second, func() bool { return asked(f, "f0") >= from+20 })
+	rounds := asked(f, "w") - 1
 	elapsed := time.Since(began)
 	t.Logf("%d rounds and %d updates in %s", rounds, updates.Load(), elapsed.Round(time.Millisecond))
 	if limit := 1 + int(elapsed/every); rounds < 1 || rounds > limit {
@@ -202,8 +199,8 @@ func TestConfirmFlappingBounded(t *testing.T) {
 	for _, c := range flappers {
 		nxdomain(f, c)
 	}
-	base := f.count(confirmName("f0"), mdns.TypeSRV, "")
-	waitFor(t, 30*time.Second, func() bool { return f.count(confirmName("f0"), mdns.TypeSRV, "") >= base+10 })
+	base := asked(f, "f0")
+	waitFor(t, 30*time.Second, func() bool { return asked(f, "f0") >= base+10 })
 	cancel()
 	state := <-last
 	for _, c := range flappers {

@@ -104,12 +104,32 @@ func resolveTargets(ctx context.Context, r *resolver, name string, msgs []*mdns.
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var (
-		mu   sync.Mutex
-		out  []*mdns.Msg
-		wg   sync.WaitGroup
-		sema = make(chan struct{}, targetQueries)
+		mu  sync.Mutex
+		out []*mdns.Msg
 	)
-	for _, t := range todo {
+	bounded(ctx, len(todo), targetQueries, func(k int) {
+		_, got, err := addrQueries(ctx, r, todo[k], fam)
+		if err != nil && !errors.Is(err, errNegative) {
+			cancel(err)
+			return
+		}
+		mu.Lock()
+		out = append(out, got...)
+		mu.Unlock()
+	})
+	if err := context.Cause(ctx); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// bounded calls do(k) for every k in [0, n), each in a goroutine of its
+// own, at most limit at a time, and returns once every call it started has
+// returned. It starts no more calls once ctx is done.
+func bounded(ctx context.Context, n, limit int, do func(k int)) {
+	var wg sync.WaitGroup
+	sema := make(chan struct{}, limit)
+	for k := range n {
 		select {
 		case sema <- struct{}{}:
 		case <-ctx.Done():
@@ -119,19 +139,8 @@ func resolveTargets(ctx context.Context, r *resolver, name string, msgs []*mdns.
 		}
 		wg.Go(func() {
 			defer func() { <-sema }()
-			_, got, err := addrQueries(ctx, r, t, fam)
-			if err != nil && !errors.Is(err, errNegative) {
-				cancel(err)
-				return
-			}
-			mu.Lock()
-			out = append(out, got...)
-			mu.Unlock()
+			do(k)
 		})
 	}
 	wg.Wait()
-	if err := context.Cause(ctx); err != nil {
-		return nil, err
-	}
-	return out, nil
 }
