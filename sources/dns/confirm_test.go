@@ -149,9 +149,9 @@ func TestConfirmRoundRate(t *testing.T) {
 	r.quiet(t, 5*time.Second, func() bool { return asked(f, "a") >= n+5 })
 }
 
-// Names flapping between an answer and NXDOMAIN on every refresh cost at
-// most one round per refresh.min, and every darkening that waited is
-// reported once its name stays dark.
+// Names flapping between an answer and NXDOMAIN on every refresh (spread
+// apart by the jitter) cost at most one round per refresh.min, and every
+// darkening that waited is reported once its name stays dark.
 func TestConfirmFlappingBounded(t *testing.T) {
 	const every = 100 * time.Millisecond
 	f := newFakeServer(t)
@@ -161,7 +161,7 @@ func TestConfirmFlappingBounded(t *testing.T) {
 		ttls[c] = 0
 	}
 	began := time.Now()
-	r := startConfirm(t, f, map[string]any{"min": every.String(), "max": "1h", "jitter": 0}, ttls)
+	r := startConfirm(t, f, map[string]any{"min": every.String(), "max": "1h", "jitter": 0.9}, ttls)
 	for i, c := range flappers {
 		rep := answerOf(c, 0, 10+i)
 		rep.flap = true
@@ -188,7 +188,7 @@ func TestConfirmFlappingBounded(t *testing.T) {
 		}
 	}()
 	from := asked(f, "f0")
-	waitFor(t, 30*time.Second, func() bool { return asked(f, "f0") >= from+20 })
+	waitFor(t, 30*time.Second, func() bool { return asked(f, "f0") >= from+40 })
 	rounds := asked(f, "w") - 1
 	elapsed := time.Since(began)
 	t.Logf("%d rounds and %d updates in %s", rounds, updates.Load(), elapsed.Round(time.Millisecond))
@@ -207,5 +207,59 @@ func TestConfirmFlappingBounded(t *testing.T) {
 		if state[c] != 0 {
 			t.Errorf("%s last reported with %d endpoints, want 0: a darkening that waited was never reported", c, state[c])
 		}
+	}
+}
+
+// A darkening that comes while a round may not start yet joins the next
+// round, which starts once refresh.min has passed though nothing else
+// happens. The test feeds merge the names' outcomes itself, so that no
+// refresh wakes merge up and only the rounds query the server.
+func TestConfirmNextRoundStartsUnprompted(t *testing.T) {
+	f := newFakeServer(t)
+	var svcs []map[string]any
+	for i, c := range []string{"a", "b", "c"} {
+		serve(f, c, 3600, i+1)
+		svcs = append(svcs, srvService(c, confirmName(c)))
+	}
+	cfg := baseConfig([]string{f.addr}, svcs...)
+	cfg["refresh"] = map[string]any{"min": "300ms", "max": "1h"}
+	cfg["timeout"] = "2s"
+	st := sources.NewStatus("test")
+	src, err := New(cfg, sources.Options{Name: "test", Status: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := src.(*Source)
+	res, err := s.resolver()
+	if err != nil {
+		t.Fatal(err)
+	}
+	results := make(chan outcome)
+	run := &running{up: make(chan sources.Update), status: st}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.merge(ctx, res, results, run.up) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	for i, e := range s.entries {
+		at := time.Now()
+		r, err := lookup(ctx, res, e, s.family)
+		if err != nil {
+			t.Fatal(err)
+		}
+		results <- outcome{i: i, res: r, at: at}
+	}
+	if u := run.next(t, 5*time.Second); !u.Full {
+		t.Fatalf("first update %+v, want Full", u)
+	}
+
+	results <- outcome{i: 0, at: time.Now()}
+	run.expect(t, map[string]int{"a": 0}, "a's round starts at once")
+	results <- outcome{i: 1, at: time.Now()}
+	run.expect(t, map[string]int{"b": 0}, "b's round starts when refresh.min has passed")
+	if n := asked(f, "c"); n != 3 {
+		t.Errorf("c was asked %d times, want 3 (the start and two rounds)", n)
 	}
 }
