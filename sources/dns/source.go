@@ -78,8 +78,9 @@ type outcome struct {
 // one Full update once every entry has been resolved (answered or
 // authoritatively empty), then a partial update carrying the services
 // whose endpoints changed; a service that lost its last endpoints comes
-// with the outcomes of a confirmation round. It returns ctx.Err() when ctx is done, or an
-// error when the system resolver configuration cannot be read.
+// with the outcomes of a confirmation round. It returns ctx.Err() when ctx
+// is done, or an error when the system resolver configuration cannot be
+// read.
 func (s *Source) Run(ctx context.Context, up chan<- sources.Update) error {
 	r, err := s.resolver()
 	if err != nil {
