@@ -117,8 +117,11 @@ type Source struct {
 	debounce time.Duration
 	settle   time.Duration
 	maxBytes int64
-	log      *slog.Logger
-	status   *sources.Status
+	// closeWrite lets reads wait for a writer's close where the watch
+	// reports closes; tests clear it to exercise the settle fallback.
+	closeWrite bool
+	log        *slog.Logger
+	status     *sources.Status
 }
 
 var _ sources.Source = (*Source)(nil)
@@ -151,15 +154,16 @@ func newSource(c Config, opts sources.Options) *Source {
 		path = filepath.Join(opts.BaseDir, path)
 	}
 	s := &Source{
-		name:     c.Path,
-		path:     filepath.Clean(path),
-		json:     strings.EqualFold(filepath.Ext(path), ".json"),
-		poll:     c.PollInterval,
-		debounce: debounce,
-		settle:   c.Settle,
-		maxBytes: c.MaxBytes,
-		log:      opts.Logger,
-		status:   opts.Status,
+		name:       c.Path,
+		path:       filepath.Clean(path),
+		json:       strings.EqualFold(filepath.Ext(path), ".json"),
+		poll:       c.PollInterval,
+		debounce:   debounce,
+		settle:     c.Settle,
+		maxBytes:   c.MaxBytes,
+		closeWrite: true,
+		log:        opts.Logger,
+		status:     opts.Status,
 	}
 	return s
 }

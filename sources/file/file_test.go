@@ -277,12 +277,16 @@ func TestRunPollFallback(t *testing.T) {
 	h.next("api")
 }
 
-// TestRunInPlaceWriterPausing writes the file in place, pausing 300ms at a
-// line boundary where the first half is valid YAML on its own (the second
-// endpoint's port cut from 8080 to 80): with the watch and a fast poll both
-// looking, the half file is never published, the whole one is.
-func TestRunInPlaceWriterPausing(t *testing.T) {
+// TestRunInPlaceWriterPausingSettle is the fallback where closes are not
+// reported (polling, network file systems, other platforms): the file is
+// written in place, pausing 300ms at a line boundary where the first half
+// is valid YAML on its own (the second endpoint's port cut from 8080 to
+// 80), and the writer keeps it open. With the watch and a fast poll both
+// looking, the half file is never published, the whole one is once it has
+// been quiet for settle.
+func TestRunInPlaceWriterPausingSettle(t *testing.T) {
 	h := start(t, services("web"), func(s *Source) {
+		s.closeWrite = false
 		s.settle = DefaultSettle
 		s.poll = 20 * time.Millisecond
 	})
