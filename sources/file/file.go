@@ -77,6 +77,8 @@ type Config struct {
 	Settle time.Duration `mapstructure:"settle"`
 	// MaxBytes is the largest file accepted. Default 32 MiB.
 	MaxBytes int64 `mapstructure:"max_bytes"`
+	// Schema holds format, service_label and default_service.
+	Schema `mapstructure:",squash"`
 }
 
 // Defaults of Config.
@@ -105,7 +107,7 @@ func (c Config) Validate() error {
 	if c.MaxBytes < 0 {
 		return sources.Errorf("max_bytes", "must be positive, got %d", c.MaxBytes)
 	}
-	return nil
+	return c.Schema.Validate()
 }
 
 // Source reads services from a file. Create it with New.
@@ -117,6 +119,7 @@ type Source struct {
 	debounce time.Duration
 	settle   time.Duration
 	maxBytes int64
+	schema   Schema
 	// closeWrite lets reads wait for a writer's close where the watch
 	// reports closes; tests clear it to exercise the settle fallback.
 	closeWrite bool
@@ -161,6 +164,7 @@ func newSource(c Config, opts sources.Options) *Source {
 		debounce:   debounce,
 		settle:     c.Settle,
 		maxBytes:   c.MaxBytes,
+		schema:     c.Schema,
 		closeWrite: true,
 		log:        opts.Logger,
 		status:     opts.Status,

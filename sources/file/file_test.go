@@ -37,6 +37,12 @@ func TestNew(t *testing.T) {
 		{name: "negative poll", cfg: map[string]any{"path": "s.yaml", "poll_interval": "-1s"}, wantErr: "poll_interval: must be positive"},
 		{name: "negative settle", cfg: map[string]any{"path": "s.yaml", "settle": "-1s"}, wantErr: "settle: must be positive"},
 		{name: "negative max_bytes", cfg: map[string]any{"path": "s.yaml", "max_bytes": -1}, wantErr: "max_bytes: must be positive"},
+		{name: "prometheus target groups", cfg: map[string]any{"path": "targets.json", "format": "prometheus",
+			"service_label": "__meta_service", "default_service": "scraped"},
+			wantPath: "/etc/bridge/targets.json", wantPoll: DefaultPollInterval},
+		{name: "unknown format", cfg: map[string]any{"path": "s.yaml", "format": "file_sd"}, wantErr: `format: "file_sd" is not one of`},
+		{name: "label without target groups", cfg: map[string]any{"path": "s.yaml", "format": "xdsbridge", "service_label": "job"},
+			wantErr: "service_label: applies to Prometheus target groups only"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -77,16 +83,25 @@ type harness struct {
 	state  map[string]sources.Service // what the updates so far add up to
 }
 
-// start runs the source; tune may adjust it before it runs.
+// start runs the source of services.yaml; tune may adjust it before it
+// runs.
 func start(t *testing.T, content string, tune func(*Source)) *harness {
 	t.Helper()
+	return startFile(t, Config{Path: "services.yaml"}, content, tune)
+}
+
+// startFile runs the source of c, whose path is a file name, in a new
+// directory holding content there (none if empty).
+func startFile(t *testing.T, c Config, content string, tune func(*Source)) *harness {
+	t.Helper()
 	t.Cleanup(func() { goleak.VerifyNone(t) })
-	h := &harness{t: t, path: filepath.Join(t.TempDir(), "services.yaml"), up: make(chan sources.Update),
+	h := &harness{t: t, path: filepath.Join(t.TempDir(), c.Path), up: make(chan sources.Update),
 		status: sources.NewStatus("f"), logs: &logBuffer{}}
 	if content != "" {
 		h.write(content)
 	}
-	s := newSource(Config{Path: "services.yaml", PollInterval: time.Hour}, sources.Options{
+	c.PollInterval = time.Hour
+	s := newSource(c, sources.Options{
 		Name: "f", BaseDir: filepath.Dir(h.path), Status: h.status,
 		Logger: slog.New(slog.NewTextHandler(h.logs, nil)),
 	})

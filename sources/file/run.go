@@ -235,10 +235,13 @@ func (s *Source) load(r *reader) (u sources.Update, ok, changing bool) {
 	// file too, and a second pass over the file here would double it.
 	same := r.published && !r.items.holds() && bytes.Equal(data, r.last)
 	if !same {
-		if u, err = r.items.parse(data, s.json); err != nil {
+		r.items.schema = s.schema
+		var dropped Dropped
+		if u, dropped, err = r.items.parse(data, s.json); err != nil {
 			s.fail(r, fmt.Errorf("%s: %w", s.name, err))
 			return sources.Update{}, false, false
 		}
+		dropped.Record(s.status, s.log, s.name)
 	}
 	s.status.Succeeded()
 	if r.logged != "" {
