@@ -14,8 +14,9 @@ import (
 // of file_sd (JSON or YAML) and http_sd (JSON), as Prometheus documents it
 // (https://prometheus.io/docs/prometheus/latest/configuration/configuration/#file_sd_config):
 //
-//   - targets: ["10.0.0.1:8080", "10.0.0.2:8080"]   # host:port
-//     labels: {job: web, env: prod}                  # optional
+//	# a target group per item
+//	- targets: ["10.0.0.1:8080", "10.0.0.2:8080"]   # host:port
+//	  labels: {job: web, env: prod}                  # optional
 //
 // The value of the schema's service label names each group's service
 // (DefaultService where a group lacks it); groups of one name make one

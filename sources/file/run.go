@@ -100,14 +100,12 @@ func (s *Source) Run(ctx context.Context, up chan<- sources.Update) error {
 		}
 	}
 	reload := func() bool {
-		if q := g.quiet(s.debounce, s.settle); q > 0 {
-			if age, err := s.age(); err == nil && age < q {
-				wait(q - age)
-				return true
-			}
-		}
-		u, ok, changing := s.load(&r)
-		if changing {
+		u, ok, young, changing := s.load(&r, g.quiet(s.debounce, s.settle))
+		switch {
+		case young > 0:
+			wait(young)
+			return true
+		case changing:
 			g.inPlace = true
 			wait(s.settle)
 			return true
@@ -209,10 +207,14 @@ func (s *Source) age() (time.Duration, error) {
 // file is valid and differs from what was last published (Full the first
 // time, then only what changed where the item cache could tell); a bad file is
 // recorded as a failure and sends nothing, so the last good state stays.
-// changing reports a file modified while it was read: nothing is decided
-// on such a read.
-func (s *Source) load(r *reader) (u sources.Update, ok, changing bool) {
-	data, stamp, changing, err := s.read(r.spare)
+// young reports a file modified less than quiet ago, which is not read
+// until it has been quiet that long; changing, a file modified while it was
+// read: nothing is decided on such a read.
+func (s *Source) load(r *reader, quiet time.Duration) (u sources.Update, ok bool, young time.Duration, changing bool) {
+	data, stamp, young, changing, err := s.read(r.spare, quiet)
+	if young > 0 {
+		return sources.Update{}, false, young, false
+	}
 	if stamp != nil {
 		r.stamp = stamp
 	}
@@ -222,10 +224,10 @@ func (s *Source) load(r *reader) (u sources.Update, ok, changing bool) {
 	r.spare = data
 	if err != nil {
 		s.fail(r, err)
-		return sources.Update{}, false, false
+		return sources.Update{}, false, 0, false
 	}
 	if changing {
-		return sources.Update{}, false, true
+		return sources.Update{}, false, 0, true
 	}
 	// The last content is kept rather than a hash of it: the item cache
 	// holds its text anyway, and a comparison of bytes costs less than
@@ -239,7 +241,7 @@ func (s *Source) load(r *reader) (u sources.Update, ok, changing bool) {
 		var dropped Dropped
 		if u, dropped, err = r.items.parse(data, s.json); err != nil {
 			s.fail(r, fmt.Errorf("%s: %w", s.name, err))
-			return sources.Update{}, false, false
+			return sources.Update{}, false, 0, false
 		}
 		dropped.Record(s.status, s.log, s.name)
 	}
@@ -249,32 +251,40 @@ func (s *Source) load(r *reader) (u sources.Update, ok, changing bool) {
 		r.logged = ""
 	}
 	if same {
-		return sources.Update{}, false, false
+		return sources.Update{}, false, 0, false
 	}
 	r.published, r.last, r.spare = true, data, r.last
 	if !u.Full && len(u.Services) == 0 && len(u.Removed) == 0 {
-		return sources.Update{}, false, false // only comments or blank lines changed
+		return sources.Update{}, false, 0, false // only comments or blank lines changed
 	}
 	s.log.Debug("services file loaded", "file", s.name, "full", u.Full, "services", len(u.Services), "removed", len(u.Removed))
-	return u, true, false
+	return u, true, 0, false
 }
 
 // read returns the file's content, at most s.maxBytes of it, read into buf
 // when it is large enough, the file's stat as the read began, and whether
-// its size or modification time changed while it was read.
-func (s *Source) read(buf []byte) (data []byte, before os.FileInfo, changing bool, err error) {
+// its size or modification time changed while it was read. A file
+// modified less than quiet ago is not read: young says how long until it
+// will have been quiet that long. The age is the open file's, taken before
+// its first byte is read, so that a write between a caller's decision to
+// read and the read itself still counts: a write before that stat makes
+// the file young, one after it makes it changing.
+func (s *Source) read(buf []byte, quiet time.Duration) (data []byte, before os.FileInfo, young time.Duration, changing bool, err error) {
 	f, err := os.Open(s.path)
 	if err != nil {
-		return nil, nil, false, fmt.Errorf("reading services file: %w", err)
+		return nil, nil, 0, false, fmt.Errorf("reading services file: %w", err)
 	}
 	defer f.Close()
 	before, err = f.Stat()
 	if err != nil {
-		return nil, nil, false, fmt.Errorf("reading services file: %w", err)
+		return nil, nil, 0, false, fmt.Errorf("reading services file: %w", err)
+	}
+	if age := time.Since(before.ModTime()); age < quiet {
+		return nil, before, quiet - age, false, nil
 	}
 	size := before.Size()
 	if size > s.maxBytes {
-		return nil, before, false, fmt.Errorf("%s: %d bytes, more than max_bytes (%d)", s.name, size, s.maxBytes)
+		return nil, before, 0, false, fmt.Errorf("%s: %d bytes, more than max_bytes (%d)", s.name, size, s.maxBytes)
 	}
 	// One byte more than the file had, to see it grow. A new buffer has
 	// room for the file to grow a little, so that an edit that adds a few
@@ -284,12 +294,12 @@ func (s *Source) read(buf []byte) (data []byte, before os.FileInfo, changing boo
 	}
 	n, err := io.ReadFull(f, buf[:size+1])
 	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
-		return nil, before, false, fmt.Errorf("reading services file: %w", err)
+		return nil, before, 0, false, fmt.Errorf("reading services file: %w", err)
 	}
 	data = buf[:n]
 	after, err := os.Stat(s.path)
 	changing = err != nil || after.Size() != size || !after.ModTime().Equal(before.ModTime()) || int64(n) != size
-	return data, before, changing, nil
+	return data, before, 0, changing, nil
 }
 
 func (s *Source) fail(r *reader, err error) {
