@@ -351,6 +351,18 @@ func (p parser) locality(path string, n *yaml.Node, l *sources.Locality) error {
 }
 
 func (p parser) metadata(path string, n *yaml.Node, md *map[string]string) error {
+	if n = deref(n); n.Kind == yaml.MappingNode {
+		*md = make(map[string]string, len(n.Content)/2)
+	}
+	return stringMap(path, n, func(k *yaml.Node, v string) error {
+		(*md)[k.Value] = v
+		return nil
+	})
+}
+
+// stringMap calls fn with each key of the mapping n and its value as text
+// (see text); null is an empty mapping.
+func stringMap(path string, n *yaml.Node, fn func(k *yaml.Node, v string) error) error {
 	n = deref(n)
 	if isNull(n) {
 		return nil
@@ -358,14 +370,15 @@ func (p parser) metadata(path string, n *yaml.Node, md *map[string]string) error
 	if n.Kind != yaml.MappingNode {
 		return fail(path, n, "want a mapping, got %s", describe(n))
 	}
-	*md = make(map[string]string, len(n.Content)/2)
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k := n.Content[i]
 		v, err := text(join(path, k.Value), deref(n.Content[i+1]))
 		if err != nil {
 			return err
 		}
-		(*md)[k.Value] = v
+		if err := fn(k, v); err != nil {
+			return err
+		}
 	}
 	return nil
 }

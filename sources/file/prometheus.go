@@ -108,26 +108,14 @@ func (sc Schema) targetGroups(n *yaml.Node) (Document, error) {
 // not be empty nor repeated, and its value must be a string (a YAML number
 // or boolean is taken as written).
 func labelSet(path string, n *yaml.Node, into map[string]string) error {
-	if isNull(n) {
-		return nil
-	}
-	if n.Kind != yaml.MappingNode {
-		return fail(path, n, "want a mapping, got %s", describe(n))
-	}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k := n.Content[i]
+	return stringMap(path, n, func(k *yaml.Node, v string) error {
 		if k.Value == "" {
 			return fail(path, k, "a label name is empty")
 		}
-		key := join(path, k.Value)
 		if _, dup := into[k.Value]; dup {
-			return fail(key, k, "duplicate label")
-		}
-		v, err := text(key, deref(n.Content[i+1]))
-		if err != nil {
-			return err
+			return fail(join(path, k.Value), k, "duplicate label")
 		}
 		into[k.Value] = v
-	}
-	return nil
+		return nil
+	})
 }
