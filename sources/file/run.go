@@ -31,14 +31,19 @@ const noteWriter = "writer"
 // and every poll interval until ctx is done.
 func (s *Source) Run(ctx context.Context, up chan<- sources.Update) error {
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel() // ends the watch's goroutine
+	defer cancel()
 	dir := filepath.Dir(s.path)
 	w, err := newWatcher(ctx, dir)
 	var changes <-chan change
 	if err != nil {
 		s.log.Warn("cannot watch the services file; polling only", "err", err, "poll_interval", s.poll)
 	} else {
-		defer w.close()
+		// The watch's goroutine may be waiting to hand over a change that
+		// nothing reads any more: the context ends that wait first.
+		defer func() {
+			cancel()
+			w.close()
+		}()
 		changes = w.changes()
 	}
 	// A writer may be at work as the source starts, and nothing has told
