@@ -46,7 +46,7 @@ func BenchmarkEdit(b *testing.B) {
 		edited := bytes.Replace(data, []byte("port: 8003,"), []byte("port: 9003,"), 1)
 		b.Run(fmt.Sprintf("yaml/N=%d", n), func(b *testing.B) {
 			var c itemCache
-			if _, err := c.parse(data, false); err != nil {
+			if _, _, err := c.parse(data, false); err != nil {
 				b.Fatal(err)
 			}
 			b.ReportAllocs()
@@ -55,7 +55,7 @@ func BenchmarkEdit(b *testing.B) {
 				if i%2 == 0 {
 					in = edited
 				}
-				if _, err := c.parse(in, false); err != nil {
+				if _, _, err := c.parse(in, false); err != nil {
 					b.Fatal(err)
 				}
 			}

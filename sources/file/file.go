@@ -5,11 +5,14 @@
 //
 //	path: services.yaml   # required; relative to the configuration file
 //	poll_interval: 5s     # optional; fallback re-read interval
-//	settle: 1s            # optional; quiet time before an in-place write is read
+//	settle: 1s            # optional; where closes are not reported, quiet time before an in-place write is read
 //	max_bytes: 33554432   # optional; larger files are rejected (32 MiB)
+//	format: auto          # auto | xdsbridge | prometheus
+//	service_label: job    # target groups: the label that names the service
+//	default_service: ""   # target groups: the service of groups without that label
 //
 // The file holds one document; JSON when its name ends in .json, YAML
-// otherwise:
+// otherwise. It is either the xdsbridge format:
 //
 //	services:
 //	  - name: web                  # required, unique in the file
@@ -22,28 +25,65 @@
 //	        locality: {region: eu, zone: eu-1a, sub_zone: rack1}   # optional
 //	        metadata: {version: v1}                               # optional, string values
 //
+// or a list of Prometheus target groups, the document of file_sd and
+// http_sd:
+//
+//	# a list of target groups
+//	- targets: ['10.0.0.1:8080', '10.0.0.2:8080']   # IP:port
+//	  labels: {job: web, env: prod}                  # job names the service; the rest is endpoint metadata
+//
+// With `format: auto` (the default) the top-level value tells them apart,
+// a mapping being the first and a list the second, so detection can never
+// guess: declaring the format only turns a document of the other shape
+// into an error that says which one the configuration expects. Groups of
+// one service_label value make one service (see Schema.Parse); a group
+// without the label is served as default_service, or, without one, its
+// targets are dropped.
+//
 // The source watches the file's directory (editors and consul-template
 // replace a file by renaming a new one over it, which a watch on the file
 // itself would lose) and also re-reads the file every poll_interval, in case
-// the watch misses an event (network file systems, a directory that did not
-// exist yet). A change is published only when the content differs from
-// what was last published: the first load as a Full update, later ones,
-// where the file has the usual shape (see itemCache), as a partial update
-// with the services of the items that changed and the names of those gone,
-// and otherwise as a Full update again. Writing a complete new file and
-// renaming it over the old one is the safe way to change it: it is read
-// 100ms after the rename. A file written in place is read only once it has
-// been quiet (its modification time unchanged) for `settle`, by the watch
-// and the poll alike, and a read during which the file changed is thrown
-// away: a writer that pauses mid-file for less than `settle` is never read
-// half way, even when the half is valid YAML (`port: 8080` cut to `port:
-// 80`).
+// the watch misses an event (a write through a hard link in another
+// directory, a directory that did not exist yet). A change is published
+// only when the content differs from what was last published: the first
+// load as a Full update, later ones, where the file has the usual shape of
+// the xdsbridge format (see itemCache), as a partial update with the
+// services of the items that changed and the names of those gone, and
+// otherwise as a Full update again.
 //
-// The file is all or nothing: an unknown field, a bad value or a duplicate
-// name rejects the whole file with an error naming the file and the field
-// (`services.yaml: services[1].endpoints[0].port: 70000 is outside
-// 1..65535`). The error is logged once and recorded in the source's Status,
-// and the last good content stays served until the file is fixed. A missing
+// When the file is read (see gate):
+//
+//   - A file renamed into place is whole: it is read 100ms after the rename.
+//   - A file written in place, on Linux, is read once its writer has closed
+//     it (inotify's IN_CLOSE_WRITE, 100ms later): however long the writer
+//     pauses mid-file, nothing reads it before, the poll included. A writer
+//     that keeps it open for longer than settle is named in the source's
+//     status notes, and the last good content stays served.
+//   - Where no close is reported, a file written in place is read once it
+//     has been unmodified for settle, by the watch and the poll alike, so a
+//     writer pausing for less than settle is never read half way and one
+//     pausing for longer is. That is the case on other platforms, on network
+//     file systems (NFS, SMB/CIFS, 9p, Ceph, FUSE, AFS, Coda, OCFS2, GFS2,
+//     Lustre: writers on other hosts reach no local watch), while the
+//     directory cannot be watched, for the next read after the kernel's
+//     queue overflowed and lost changes, when the poll finds the file
+//     changed in place with no change reported, and at start, since nothing
+//     can tell yet whether a writer is at work (a file not modified in the
+//     last settle is read at once).
+//
+// Whichever way, a read during which the file changed is thrown away. A
+// writer that closes a short file has it read as it is: a file that lost
+// services removes them, and the removal guard decides how fast.
+//
+// The xdsbridge format is all or nothing: an unknown field, a bad value or
+// a duplicate name rejects the whole file with an error naming the file
+// and the field (`services.yaml: services[1].endpoints[0].port: 70000 is
+// outside 1..65535`). So is the shape of a target-group document, but its
+// targets are registry data: one that is not IP:port or cannot be served is
+// dropped, counted in the source's dropped_endpoints once per change of the
+// file, and named in the status notes, and the rest is served. A rejected
+// file's error is logged once and recorded in the source's Status, and
+// the last good content stays served until the file is fixed. A missing
 // file is a failure of the same kind, so the source is not synced until the
 // file first loads.
 package file
@@ -73,10 +113,13 @@ type Config struct {
 	// events. Default 5s.
 	PollInterval time.Duration `mapstructure:"poll_interval"`
 	// Settle is how long a file written in place must stay unmodified
-	// before it is read. Default 1s.
+	// before it is read where the writer's close is not reported.
+	// Default 1s.
 	Settle time.Duration `mapstructure:"settle"`
 	// MaxBytes is the largest file accepted. Default 32 MiB.
 	MaxBytes int64 `mapstructure:"max_bytes"`
+	// Schema holds format, service_label and default_service.
+	Schema `mapstructure:",squash"`
 }
 
 // Defaults of Config.
@@ -105,7 +148,7 @@ func (c Config) Validate() error {
 	if c.MaxBytes < 0 {
 		return sources.Errorf("max_bytes", "must be positive, got %d", c.MaxBytes)
 	}
-	return nil
+	return c.Schema.Validate()
 }
 
 // Source reads services from a file. Create it with New.
@@ -117,8 +160,12 @@ type Source struct {
 	debounce time.Duration
 	settle   time.Duration
 	maxBytes int64
-	log      *slog.Logger
-	status   *sources.Status
+	schema   Schema
+	// closeWrite lets reads wait for a writer's close where the watch
+	// reports closes; tests clear it to exercise the settle fallback.
+	closeWrite bool
+	log        *slog.Logger
+	status     *sources.Status
 }
 
 var _ sources.Source = (*Source)(nil)
@@ -151,15 +198,17 @@ func newSource(c Config, opts sources.Options) *Source {
 		path = filepath.Join(opts.BaseDir, path)
 	}
 	s := &Source{
-		name:     c.Path,
-		path:     filepath.Clean(path),
-		json:     strings.EqualFold(filepath.Ext(path), ".json"),
-		poll:     c.PollInterval,
-		debounce: debounce,
-		settle:   c.Settle,
-		maxBytes: c.MaxBytes,
-		log:      opts.Logger,
-		status:   opts.Status,
+		name:       c.Path,
+		path:       filepath.Clean(path),
+		json:       strings.EqualFold(filepath.Ext(path), ".json"),
+		poll:       c.PollInterval,
+		debounce:   debounce,
+		settle:     c.Settle,
+		maxBytes:   c.MaxBytes,
+		schema:     c.Schema,
+		closeWrite: true,
+		log:        opts.Logger,
+		status:     opts.Status,
 	}
 	return s
 }

@@ -37,6 +37,12 @@ func TestNew(t *testing.T) {
 		{name: "negative poll", cfg: map[string]any{"path": "s.yaml", "poll_interval": "-1s"}, wantErr: "poll_interval: must be positive"},
 		{name: "negative settle", cfg: map[string]any{"path": "s.yaml", "settle": "-1s"}, wantErr: "settle: must be positive"},
 		{name: "negative max_bytes", cfg: map[string]any{"path": "s.yaml", "max_bytes": -1}, wantErr: "max_bytes: must be positive"},
+		{name: "prometheus target groups", cfg: map[string]any{"path": "targets.json", "format": "prometheus",
+			"service_label": "__meta_service", "default_service": "scraped"},
+			wantPath: "/etc/bridge/targets.json", wantPoll: DefaultPollInterval},
+		{name: "unknown format", cfg: map[string]any{"path": "s.yaml", "format": "file_sd"}, wantErr: `format: "file_sd" is not one of`},
+		{name: "label without target groups", cfg: map[string]any{"path": "s.yaml", "format": "xdsbridge", "service_label": "job"},
+			wantErr: "service_label: applies to Prometheus target groups only"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -77,16 +83,25 @@ type harness struct {
 	state  map[string]sources.Service // what the updates so far add up to
 }
 
-// start runs the source; tune may adjust it before it runs.
+// start runs the source of services.yaml; tune may adjust it before it
+// runs.
 func start(t *testing.T, content string, tune func(*Source)) *harness {
 	t.Helper()
+	return startFile(t, Config{Path: "services.yaml"}, content, tune)
+}
+
+// startFile runs the source of c, whose path is a file name, in a new
+// directory holding content there (none if empty).
+func startFile(t *testing.T, c Config, content string, tune func(*Source)) *harness {
+	t.Helper()
 	t.Cleanup(func() { goleak.VerifyNone(t) })
-	h := &harness{t: t, path: filepath.Join(t.TempDir(), "services.yaml"), up: make(chan sources.Update),
+	h := &harness{t: t, path: filepath.Join(t.TempDir(), c.Path), up: make(chan sources.Update),
 		status: sources.NewStatus("f"), logs: &logBuffer{}}
 	if content != "" {
 		h.write(content)
 	}
-	s := newSource(Config{Path: "services.yaml", PollInterval: time.Hour}, sources.Options{
+	c.PollInterval = time.Hour
+	s := newSource(c, sources.Options{
 		Name: "f", BaseDir: filepath.Dir(h.path), Status: h.status,
 		Logger: slog.New(slog.NewTextHandler(h.logs, nil)),
 	})
@@ -277,12 +292,16 @@ func TestRunPollFallback(t *testing.T) {
 	h.next("api")
 }
 
-// TestRunInPlaceWriterPausing writes the file in place, pausing 300ms at a
-// line boundary where the first half is valid YAML on its own (the second
-// endpoint's port cut from 8080 to 80): with the watch and a fast poll both
-// looking, the half file is never published, the whole one is.
-func TestRunInPlaceWriterPausing(t *testing.T) {
+// TestRunInPlaceWriterPausingSettle is the fallback where closes are not
+// reported (polling, network file systems, other platforms): the file is
+// written in place, pausing 300ms at a line boundary where the first half
+// is valid YAML on its own (the second endpoint's port cut from 8080 to
+// 80), and the writer keeps it open. With the watch and a fast poll both
+// looking, the half file is never published, the whole one is once it has
+// been quiet for settle.
+func TestRunInPlaceWriterPausingSettle(t *testing.T) {
 	h := start(t, services("web"), func(s *Source) {
+		s.closeWrite = false
 		s.settle = DefaultSettle
 		s.poll = 20 * time.Millisecond
 	})

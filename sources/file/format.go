@@ -17,8 +17,9 @@ import (
 	"github.com/xdsbridge/xdsbridge/sources"
 )
 
-// Parse reads a services file (JSON when isJSON, else YAML) into services
-// with their endpoints in canonical order. Any problem rejects the whole
+// Parse reads a services document in the xdsbridge format (JSON when
+// isJSON, else YAML) into services with their endpoints in canonical order;
+// Schema.Parse reads Prometheus target groups too. Any problem rejects the whole
 // file with a *sources.KeyError naming the field, such as
 // `services[1].endpoints[0].port: 70000 is outside 1..65535 (line 9)`.
 //
@@ -37,9 +38,10 @@ func Parse(data []byte, isJSON bool) ([]sources.Service, error) {
 
 func parseTree(data []byte, isJSON bool) (*yaml.Node, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
-		// An empty file is far more often a write caught half way than a
-		// wish to remove every service; that is written `services: []`.
-		return nil, &sources.KeyError{Err: errors.New("file is empty (write `services: []` for no services)")}
+		// An empty document is far more often a write caught half way
+		// than a wish to remove every service; that is written
+		// `services: []` (or `[]` of target groups).
+		return nil, &sources.KeyError{Err: errors.New("document is empty (write `services: []` or `[]` for no services)")}
 	}
 	if isJSON {
 		dec := json.NewDecoder(bytes.NewReader(data))
@@ -62,7 +64,7 @@ func parseTree(data []byte, isJSON bool) (*yaml.Node, error) {
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
-			return nil, &sources.KeyError{Err: errors.New("file has no YAML document (write `services: []` for no services)")}
+			return nil, &sources.KeyError{Err: errors.New("no YAML document (write `services: []` or `[]` for no services)")}
 		}
 		return nil, &sources.KeyError{Err: fmt.Errorf("parsing YAML: %w", err)}
 	}
@@ -349,6 +351,18 @@ func (p parser) locality(path string, n *yaml.Node, l *sources.Locality) error {
 }
 
 func (p parser) metadata(path string, n *yaml.Node, md *map[string]string) error {
+	if n = deref(n); n.Kind == yaml.MappingNode {
+		*md = make(map[string]string, len(n.Content)/2)
+	}
+	return stringMap(path, n, func(k *yaml.Node, v string) error {
+		(*md)[k.Value] = v
+		return nil
+	})
+}
+
+// stringMap calls fn with each key of the mapping n and its value as text
+// (see text); null is an empty mapping.
+func stringMap(path string, n *yaml.Node, fn func(k *yaml.Node, v string) error) error {
 	n = deref(n)
 	if isNull(n) {
 		return nil
@@ -356,14 +370,15 @@ func (p parser) metadata(path string, n *yaml.Node, md *map[string]string) error
 	if n.Kind != yaml.MappingNode {
 		return fail(path, n, "want a mapping, got %s", describe(n))
 	}
-	*md = make(map[string]string, len(n.Content)/2)
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k := n.Content[i]
 		v, err := text(join(path, k.Value), deref(n.Content[i+1]))
 		if err != nil {
 			return err
 		}
-		(*md)[k.Value] = v
+		if err := fn(k, v); err != nil {
+			return err
+		}
 	}
 	return nil
 }

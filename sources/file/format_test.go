@@ -103,7 +103,7 @@ func TestParse(t *testing.T) {
 			wantErr: "services[0].endpoints[1]: duplicate endpoint 10.0.0.1:80 (also endpoints[0])"},
 		{name: "yaml syntax", data: "services: [\n", wantErr: "parsing YAML"},
 		{name: "two documents", data: "services: []\n---\nservices: []\n", wantErr: "more than one document"},
-		{name: "empty file", data: "\n", wantErr: "file is empty"},
+		{name: "empty file", data: "\n", wantErr: "document is empty"},
 		{name: "only comments", data: "# nothing\n", wantErr: "no YAML document"},
 		{name: "json syntax", json: true, data: "{\"services\":\n [}", wantErr: "parsing JSON: invalid character '}' looking for beginning of value (line 2)"},
 		{name: "json trailing data", json: true, data: `{"services": []} {}`, wantErr: "data after the top-level value"},

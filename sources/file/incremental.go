@@ -38,10 +38,13 @@ import (
 // with the last one at its start and at its end are found first (at the
 // speed of memory) and only the items between them are split anew.
 type itemCache struct {
-	data  []byte              // the last file loaded item by item
-	spans []span              // where each of its items is
-	svcs  []sources.Service   // each item's service, parsed alone (origins name services[0])
-	names map[string]struct{} // every service's name, to find duplicates
+	// schema reads what the split refuses, and a cache whose format is
+	// FormatPrometheus never splits: target groups are parsed whole.
+	schema Schema
+	data   []byte              // the last file loaded item by item
+	spans  []span              // where each of its items is
+	svcs   []sources.Service   // each item's service, parsed alone (origins name services[0])
+	names  map[string]struct{} // every service's name, to find duplicates
 }
 
 // holds reports whether the cache holds the last file loaded, so that
@@ -55,9 +58,13 @@ type span [2]int
 // service when nothing was cached (the first load, or after a file the
 // split refused), else a partial one with the services of the items that
 // changed and the names of those gone. Either applied to what the last
-// update left gives what Parse(data, isJSON) returns; an error is Parse's,
-// and leaves the cache as it was.
-func (c *itemCache) parse(data []byte, isJSON bool) (sources.Update, error) {
+// update left gives what c.schema.Parse(data, isJSON) returns, whose
+// dropped targets it returns too; an error is that Parse's, and leaves the
+// cache as it was.
+func (c *itemCache) parse(data []byte, isJSON bool) (sources.Update, Dropped, error) {
+	if c.schema.format() == FormatPrometheus {
+		return c.whole(data, isJSON)
+	}
 	// An item is parsed as the only item of a file of its own.
 	wrap, tail := []byte("services:\n"), []byte("\n")
 	if isJSON {
@@ -136,7 +143,7 @@ func (c *itemCache) parse(data []byte, isJSON bool) (sources.Update, error) {
 		c.svcs = slices.Concat(c.svcs[:p], mid, c.svcs[len(c.svcs)-s:])
 	}
 	c.data, c.spans = data, spans // the new text, so that the old file can be freed
-	return u, nil
+	return u, nil, nil
 }
 
 // split returns the items of data, and how many at its start (p) and end
@@ -255,13 +262,13 @@ func (c *itemCache) window(data []byte, splitter func([]byte) ([]span, bool), is
 
 // whole parses data in one piece and empties the cache: the next load
 // starts over from a Full update.
-func (c *itemCache) whole(data []byte, isJSON bool) (sources.Update, error) {
-	svcs, err := Parse(data, isJSON)
+func (c *itemCache) whole(data []byte, isJSON bool) (sources.Update, Dropped, error) {
+	doc, err := c.schema.Parse(data, isJSON)
 	if err != nil {
-		return sources.Update{}, err
+		return sources.Update{}, nil, err
 	}
-	*c = itemCache{}
-	return sources.Update{Full: true, Services: svcs}, nil
+	*c = itemCache{schema: c.schema}
+	return sources.Update{Full: true, Services: doc.Services}, doc.Dropped, nil
 }
 
 // placed is a copy of s, parsed alone as services[0], as item i of the

@@ -62,7 +62,7 @@ type follower struct {
 // load parses data and returns the services the updates so far add up to,
 // in the order of want (Parse's order), and the update.
 func (f *follower) load(data []byte, isJSON bool, want []sources.Service) ([]sources.Service, sources.Update, error) {
-	u, err := f.c.parse(data, isJSON)
+	u, _, err := f.c.parse(data, isJSON)
 	if err != nil {
 		return nil, u, err
 	}
@@ -163,7 +163,7 @@ func TestItemCacheFullOrigins(t *testing.T) {
 			data = servicesJSON(20)
 		}
 		var c itemCache
-		u, err := c.parse(data, isJSON)
+		u, _, err := c.parse(data, isJSON)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -187,10 +187,10 @@ func TestItemCacheSendsOnlyTheEdit(t *testing.T) {
 			edited = []byte(strings.Replace(string(data), "port: 8003,", "port: 9003,", 1))
 		}
 		var c itemCache
-		if _, err := c.parse(data, isJSON); err != nil {
+		if _, _, err := c.parse(data, isJSON); err != nil {
 			t.Fatal(err)
 		}
-		u, err := c.parse(edited, isJSON)
+		u, _, err := c.parse(edited, isJSON)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -201,11 +201,11 @@ func TestItemCacheSendsOnlyTheEdit(t *testing.T) {
 	}
 	var c itemCache
 	data := servicesYAML(50)
-	if _, err := c.parse(data, false); err != nil {
+	if _, _, err := c.parse(data, false); err != nil {
 		t.Fatal(err)
 	}
 	in := strings.Replace(string(data), "  - name: svc-10\n", "  - name: new\n    endpoints: []\n  - name: svc-10\n", 1)
-	u, err := c.parse([]byte(in), false)
+	u, _, err := c.parse([]byte(in), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,10 +302,10 @@ func TestItemCacheUnchanged(t *testing.T) {
 			data = servicesJSON(20)
 		}
 		var c itemCache
-		if _, err := c.parse(data, isJSON); err != nil || !c.holds() {
+		if _, _, err := c.parse(data, isJSON); err != nil || !c.holds() {
 			t.Fatalf("json %v: first parse: %v, holds %v", isJSON, err, c.holds())
 		}
-		u, err := c.parse(slices.Clone(data), isJSON)
+		u, _, err := c.parse(slices.Clone(data), isJSON)
 		if err != nil || u.Full || len(u.Services) != 0 || len(u.Removed) != 0 {
 			t.Errorf("json %v: same file again sent %+v, %v", isJSON, u, err)
 		}

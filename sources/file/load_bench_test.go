@@ -24,7 +24,7 @@ func BenchmarkLoadEdit(b *testing.B) {
 		}
 	}
 	write(data)
-	if _, ok, _ := s.load(&r); !ok {
+	if _, ok, _, _ := s.load(&r, 0); !ok {
 		b.Fatal("first load")
 	}
 	b.ResetTimer()
@@ -36,7 +36,7 @@ func BenchmarkLoadEdit(b *testing.B) {
 		}
 		write(in)
 		b.StartTimer()
-		if _, ok, _ := s.load(&r); !ok {
+		if _, ok, _, _ := s.load(&r, 0); !ok {
 			b.Fatal("edit not loaded")
 		}
 	}

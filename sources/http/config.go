@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/xdsbridge/xdsbridge/sources"
+	"github.com/xdsbridge/xdsbridge/sources/file"
 )
 
 // Defaults of Config.
@@ -27,6 +28,9 @@ type Config struct {
 	MaxBodyBytes    int64         `mapstructure:"max_body_bytes"`
 	BearerTokenFile string        `mapstructure:"bearer_token_file"`
 	TLS             TLS           `mapstructure:"tls"`
+	// Schema holds format, service_label and default_service, as the file
+	// source has them.
+	file.Schema `mapstructure:",squash"`
 }
 
 // TLS configures the client side of an https URL.
@@ -73,6 +77,9 @@ func (c Config) validate() (*url.URL, error) {
 			key = "tls.cert_file"
 		}
 		return nil, sources.Errorf(key, "is required with tls.cert_file and tls.key_file together")
+	}
+	if err := c.Schema.Validate(); err != nil {
+		return nil, err
 	}
 	return u, nil
 }

@@ -1,6 +1,7 @@
 package http
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
@@ -9,15 +10,16 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"mime"
 	nethttp "net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/xdsbridge/xdsbridge/internal/filestamp"
 	"github.com/xdsbridge/xdsbridge/sources"
-	"github.com/xdsbridge/xdsbridge/sources/file"
 )
 
 // Type is the value of the `type` key that selects this source.
@@ -119,24 +121,30 @@ func (p *poller) poll(ctx context.Context) (*sources.Update, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
 	defer cancel()
-	body, isYAML, etag, err := p.fetch(ctx)
+	body, contentType, etag, err := p.fetch(ctx)
 	if errors.Is(err, errNotModified) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	digest := sha256.Sum256(append(body, boolByte(isYAML)))
+	isJSON, why := bodyFormat(contentType, body)
+	digest := sha256.Sum256(append(body, boolByte(isJSON)))
 	if p.synced && digest == p.digest {
 		p.etag = etag
 		return nil, nil
 	}
-	svcs, err := file.Parse(body, !isYAML)
+	doc, err := p.cfg.Schema.Parse(body, isJSON)
 	if err != nil {
-		return nil, fmt.Errorf("parsing the answer: %w", err)
+		as := "YAML"
+		if isJSON {
+			as = "JSON"
+		}
+		return nil, fmt.Errorf("parsing the body as %s (%s): %w", as, why, err)
 	}
+	doc.Dropped.Record(p.status, p.log, p.url.Redacted())
 	p.etag, p.digest, p.synced = etag, digest, true
-	return &sources.Update{Full: true, Services: svcs}, nil
+	return &sources.Update{Full: true, Services: doc.Services}, nil
 }
 
 func boolByte(b bool) byte {
@@ -146,46 +154,77 @@ func boolByte(b bool) byte {
 	return 0
 }
 
-// fetch GETs the URL and returns the body, whether it is YAML, and the
+// bodyFormat decides whether a body is JSON or YAML, and says why: by its
+// Content-Type where that names either (application/json and */*+json;
+// application/yaml, application/x-yaml, text/yaml, text/x-yaml and
+// */*+yaml), else by its first byte other than white space (`{` or `[`
+// is JSON, anything else YAML), since a server may well label a file it
+// serves application/octet-stream or text/plain.
+func bodyFormat(contentType string, body []byte) (isJSON bool, why string) {
+	if mt, _, err := mime.ParseMediaType(contentType); err == nil {
+		switch {
+		case mt == "application/json" || strings.HasSuffix(mt, "+json"):
+			return true, "Content-Type " + mt
+		case mt == "application/yaml" || mt == "application/x-yaml" || mt == "text/yaml" ||
+			mt == "text/x-yaml" || strings.HasSuffix(mt, "+yaml"):
+			return false, "Content-Type " + mt
+		}
+	}
+	trimmed := bytes.TrimLeft(body, " \t\r\n")
+	isJSON = len(trimmed) > 0 && (trimmed[0] == '{' || trimmed[0] == '[')
+	sniffed := "sniffed YAML"
+	if isJSON {
+		sniffed = "sniffed JSON"
+	}
+	if strings.TrimSpace(contentType) == "" {
+		return isJSON, "no Content-Type; " + sniffed
+	}
+	return isJSON, fmt.Sprintf("Content-Type %q is neither JSON nor YAML; %s", contentType, sniffed)
+}
+
+// fetch GETs the URL and returns the body, its Content-Type, and the
 // answer's ETag; errNotModified for a 304.
-func (p *poller) fetch(ctx context.Context) (body []byte, isYAML bool, etag string, err error) {
+func (p *poller) fetch(ctx context.Context) (body []byte, contentType, etag string, err error) {
 	req, err := nethttp.NewRequestWithContext(ctx, nethttp.MethodGet, p.url.String(), nil)
 	if err != nil {
-		return nil, false, "", err
+		return nil, "", "", err
 	}
 	req.Header.Set("Accept", "application/json, application/yaml;q=0.9")
 	req.Header.Set("User-Agent", "xdsbridge")
+	// What Prometheus sends to an http_sd endpoint, which may use it to
+	// pace its caches.
+	req.Header.Set("X-Prometheus-Refresh-Interval-Seconds", strconv.FormatFloat(p.cfg.Interval.Seconds(), 'f', -1, 64))
 	if p.synced && p.etag != "" {
 		req.Header.Set("If-None-Match", p.etag)
 	}
 	if p.cfg.BearerTokenFile != "" {
 		t, err := filestamp.ReadToken(p.cfg.BearerTokenFile)
 		if err != nil {
-			return nil, false, "", fmt.Errorf("reading bearer_token_file: %w", err)
+			return nil, "", "", fmt.Errorf("reading bearer_token_file: %w", err)
 		}
 		req.Header.Set("Authorization", "Bearer "+t)
 	}
 	resp, err := p.client.Do(req)
 	if err != nil {
-		return nil, false, "", err
+		return nil, "", "", err
 	}
 	defer resp.Body.Close()
 	switch {
 	case resp.StatusCode == nethttp.StatusNotModified && req.Header.Get("If-None-Match") != "":
-		return nil, false, "", errNotModified
+		return nil, "", "", errNotModified
 	case resp.StatusCode != nethttp.StatusOK:
 		// A little of the body says why, for the log; the rest is dropped.
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
-		return nil, false, "", fmt.Errorf("status %s: %q", resp.Status, strings.TrimSpace(string(msg)))
+		return nil, "", "", fmt.Errorf("status %s: %q", resp.Status, strings.TrimSpace(string(msg)))
 	}
 	body, err = io.ReadAll(io.LimitReader(resp.Body, p.cfg.MaxBodyBytes+1))
 	if err != nil {
-		return nil, false, "", fmt.Errorf("reading the body: %w", err)
+		return nil, "", "", fmt.Errorf("reading the body: %w", err)
 	}
 	if int64(len(body)) > p.cfg.MaxBodyBytes {
-		return nil, false, "", fmt.Errorf("body exceeds max_body_bytes (%d)", p.cfg.MaxBodyBytes)
+		return nil, "", "", fmt.Errorf("body exceeds max_body_bytes (%d)", p.cfg.MaxBodyBytes)
 	}
-	return body, strings.Contains(resp.Header.Get("Content-Type"), "yaml"), resp.Header.Get("ETag"), nil
+	return body, resp.Header.Get("Content-Type"), resp.Header.Get("ETag"), nil
 }
 
 // newClient builds the HTTP client of the source's TLS settings; the CA

@@ -187,7 +187,7 @@ func TestOutcomes(t *testing.T) {
 	}{
 		{"malformed JSON", func(w nethttp.ResponseWriter, r *nethttp.Request) {
 			fmt.Fprint(w, `{"services": [{"name": "web", "endpoints": [}`)
-		}, "parsing the answer: parsing JSON"},
+		}, `parsing the body as JSON (Content-Type "text/plain; charset=utf-8" is neither JSON nor YAML; sniffed JSON): parsing JSON`},
 		{"invalid endpoint", func(w nethttp.ResponseWriter, r *nethttp.Request) {
 			fmt.Fprint(w, `{"services": [{"name": "web", "endpoints": [{"address": "10.0.0.9", "port": 0}]}]}`)
 		}, "services[0].endpoints[0].port"},
@@ -346,6 +346,9 @@ func TestConfigErrors(t *testing.T) {
 		{"key without cert", map[string]any{"url": "https://x/", "tls": map[string]any{"key_file": "k.pem"}}, "tls.cert_file: is required"},
 		{"unknown key", map[string]any{"url": "http://x/", "intervall": "1s"}, "intervall: unknown key"},
 		{"unknown tls key", map[string]any{"url": "https://x/", "tls": map[string]any{"insecure": true}}, "tls.insecure: unknown key"},
+		{"unknown format", map[string]any{"url": "http://x/", "format": "http_sd"}, `format: "http_sd" is not one of auto, xdsbridge, prometheus`},
+		{"default service without target groups", map[string]any{"url": "http://x/", "format": "xdsbridge", "default_service": "x"},
+			"default_service: applies to Prometheus target groups only"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
