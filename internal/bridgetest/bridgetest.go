@@ -21,6 +21,9 @@ import (
 	"github.com/xdsbridge/xdsbridge/sources"
 )
 
+// Version is the version the bridges of Start and StartIn report.
+const Version = "bridgetest"
+
 // Start writes yaml as the bridge's config file in a temporary directory,
 // loads it and runs the bridge in-process, its log discarded, until the test
 // ends; a cleanup stops it and fails the test if Run returned an error.
@@ -43,7 +46,7 @@ func StartIn(t testing.TB, dir, yaml string, logw io.Writer) *bridge.Instance {
 	if err != nil {
 		t.Fatalf("loading config: %v", err)
 	}
-	in, err := bridge.New(cfg, slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	in, err := bridge.New(cfg, slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelDebug})), Version)
 	if err != nil {
 		t.Fatal(err)
 	}
