@@ -3,8 +3,8 @@ package admin
 import (
 	"fmt"
 	"html"
-	"regexp"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"

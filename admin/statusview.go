@@ -188,7 +188,7 @@ func paginate[T any](rows []T, all, page, per int, link func(int) string) listin
 
 func newView(p Page, f filter) view {
 	v := view{Now: p.Now, About: p.About, Pending: p.Pending, Filter: f,
-		ToggleRefresh: f.link(func(f *filter) { f.NoRefresh = !f.NoRefresh }, ""),
+		ToggleRefresh:   f.link(func(f *filter) { f.NoRefresh = !f.NoRefresh }, ""),
 		ServiceProblems: f.link(func(f *filter) { *f = filter{Problems: true, NoRefresh: f.NoRefresh} }, "services"),
 		ClientProblems:  f.link(func(f *filter) { *f = filter{Problems: true, NoRefresh: f.NoRefresh} }, "clients"),
 		Unfiltered:      f.link(func(f *filter) { *f = filter{NoRefresh: f.NoRefresh} }, "services"),
