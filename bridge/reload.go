@@ -86,7 +86,7 @@ func (r *reloader) reload(ctx context.Context, load func() (*config.Config, erro
 		return res, err
 	}
 	r.total.WithLabelValues("applied").Inc()
-	r.loaded.Store(&loadedState{path: prev.path, at: time.Now()})
+	r.loaded.Store(&loadedState{path: r.cfg.Path, at: time.Now()})
 	if len(res.NeedRestart) > 0 {
 		r.log.Warn("configuration reloaded, but these settings changed and need a restart to take effect; they were not applied",
 			"keys", strings.Join(res.NeedRestart, ", "))
@@ -139,6 +139,7 @@ func (r *reloader) apply(ctx context.Context, load func() (*config.Config, error
 	// compares against what is really in force.
 	applied := *old
 	applied.Sources, applied.Entries, applied.Dir, applied.Merge = next.Sources, next.Entries, next.Dir, next.Merge
+	applied.Path = next.Path
 	r.cfg = &applied
 	return res, nil
 }
