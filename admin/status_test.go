@@ -178,6 +178,8 @@ func TestStatusPageFilter(t *testing.T) {
 			[]string{">svc-00199</a>", ">svc-00300</a>"}},
 		{"past the end", "/?page=9999", []string{"(9,901–10,000 of 10,000)", "page 100 of 100"}, nil},
 		{"nonsense", "/?page=-3&cpage=x", []string{"(1–100 of 10,000)", "(1–50 of 1,000)"}, nil},
+		{"a filter text is cut", "/?q=svc-" + strings.Repeat("0", 300), []string{`value="svc-` + strings.Repeat("0", maxQuery-4) + `"`},
+			[]string{strings.Repeat("0", maxQuery)}},
 		{"no refresh", "/?refresh=off&q=svc", []string{`<input type="hidden" name="refresh" value="off">`,
 			`href="/?q=svc">refresh every 5 s</a>`, `href="/?page=2&amp;q=svc&amp;refresh=off#services"`},
 			[]string{`http-equiv="refresh"`}},

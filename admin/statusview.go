@@ -19,8 +19,9 @@ import (
 const (
 	servicesPerPage = 100
 	clientsPerPage  = 50
-	problemsShown   = 10 // of each kind
-	errorsPerSource = 3  // service errors in a source's row
+	problemsShown   = 10  // of each kind
+	errorsPerSource = 3   // service errors in a source's row
+	maxQuery        = 200 // bytes of a filter text kept (it is echoed in the page)
 )
 
 // filter is what the query asks of the long tables:
@@ -45,8 +46,12 @@ func parseFilter(q url.Values) filter {
 		}
 		return n
 	}
+	text := strings.TrimSpace(q.Get("q"))
+	if len(text) > maxQuery {
+		text = strings.ToValidUTF8(text[:maxQuery], "")
+	}
 	return filter{
-		Q:         strings.TrimSpace(q.Get("q")),
+		Q:         text,
 		Problems:  q.Get("only") == "problems",
 		Page:      page("page"),
 		CPage:     page("cpage"),
