@@ -165,9 +165,8 @@ func (b *browser) wait(ctx context.Context, session, method string) error {
 type PageLoad struct {
 	// From the Navigation Timing of the page, in ms from the navigation's
 	// start: the first byte of the answer, its last byte, the DOM parsed
-	// (DOMContentLoaded handled) and the load event handled; and the first
-	// contentful paint.
-	FirstByte, LastByte, DOMContentLoaded, Load, FirstPaint float64
+	// (DOMContentLoaded handled) and the load event handled.
+	FirstByte, LastByte, DOMContentLoaded, Load float64
 	// Bytes is the answer's body as received (decodedBodySize).
 	Bytes int
 	// From Performance.getMetrics: the time spent laying out and in style
@@ -176,12 +175,13 @@ type PageLoad struct {
 	Nodes               int
 }
 
-// timingScript reads the navigation and paint timing of the loaded page.
+// timingScript reads the navigation timing of the loaded page after two
+// animation frames, so that the layout and style work of its first frame
+// is in the metrics read next.
 const timingScript = `new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r))).then(() => JSON.stringify((() => {
   const n = performance.getEntriesByType('navigation')[0];
-  const p = performance.getEntriesByName('first-contentful-paint')[0];
   return {FirstByte: n.responseStart, LastByte: n.responseEnd, DOMContentLoaded: n.domContentLoadedEventEnd,
-    Load: n.loadEventEnd, FirstPaint: p ? p.startTime : 0, Bytes: n.decodedBodySize};
+    Load: n.loadEventEnd, Bytes: n.decodedBodySize};
 })()))`
 
 // load opens url in a new tab, waits for its load event, reads what it

@@ -286,7 +286,7 @@ func median[T any](xs []T, f func(T) float64) float64 {
 func StatusPageCSV(w io.Writer, results []StatusPageResult) error {
 	cw := csv.NewWriter(w)
 	if err := cw.Write([]string{"label", "path", "services", "clients", "http_bytes", "run", "fetch_ns",
-		"first_byte_ms", "last_byte_ms", "dom_content_loaded_ms", "load_ms", "first_paint_ms",
+		"first_byte_ms", "last_byte_ms", "dom_content_loaded_ms", "load_ms",
 		"layout_ns", "recalc_style_ns", "nodes"}); err != nil {
 		return err
 	}
@@ -299,7 +299,7 @@ func StatusPageCSV(w io.Writer, results []StatusPageResult) error {
 			f := func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
 			if err := cw.Write([]string{r.Label, r.Path, strconv.Itoa(r.Services), strconv.Itoa(r.Clients),
 				strconv.Itoa(r.Bytes), strconv.Itoa(i + 1), strconv.FormatInt(int64(fetch), 10),
-				f(l.FirstByte), f(l.LastByte), f(l.DOMContentLoaded), f(l.Load), f(l.FirstPaint),
+				f(l.FirstByte), f(l.LastByte), f(l.DOMContentLoaded), f(l.Load),
 				strconv.FormatInt(int64(l.Layout), 10), strconv.FormatInt(int64(l.RecalcStyle), 10), strconv.Itoa(l.Nodes)}); err != nil {
 				return err
 			}
@@ -312,14 +312,14 @@ func StatusPageCSV(w io.Writer, results []StatusPageResult) error {
 // StatusPageMarkdown is a table of the medians, one row per path.
 func StatusPageMarkdown(results []StatusPageResult) string {
 	var b strings.Builder
-	b.WriteString("| bridge | path | services | clients | page bytes | GET (Go) | first byte | DOMContentLoaded | load | first paint | layout + style | DOM nodes |\n")
-	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	b.WriteString("| bridge | path | services | clients | page bytes | GET (Go) | first byte | DOMContentLoaded | load | layout + style | DOM nodes |\n")
+	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, r := range results {
 		ms := func(f func(PageLoad) float64) string { return fmt.Sprintf("%.0f ms", median(r.Loads, f)) }
-		fmt.Fprintf(&b, "| %s | `%s` | %d | %d | %d | %s | %s | %s | %s | %s | %s | %.0f |\n",
+		fmt.Fprintf(&b, "| %s | `%s` | %d | %d | %d | %s | %s | %s | %s | %s | %.0f |\n",
 			r.Label, r.Path, r.Services, r.Clients, r.Bytes, pct(r.Fetch, 50).Round(100*time.Microsecond),
 			ms(func(l PageLoad) float64 { return l.FirstByte }), ms(func(l PageLoad) float64 { return l.DOMContentLoaded }),
-			ms(func(l PageLoad) float64 { return l.Load }), ms(func(l PageLoad) float64 { return l.FirstPaint }),
+			ms(func(l PageLoad) float64 { return l.Load }),
 			time.Duration(median(r.Loads, func(l PageLoad) float64 { return float64(l.Layout + l.RecalcStyle) })).Round(100*time.Microsecond),
 			median(r.Loads, func(l PageLoad) float64 { return float64(l.Nodes) }))
 	}
