@@ -15,26 +15,30 @@ import (
 
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/xdsbridge/xdsbridge/bridge"
 	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
 	"github.com/xdsbridge/xdsbridge/internal/envoysim"
 )
 
 var updateScreenshot = flag.Bool("update-screenshot", false, "write the status page screenshot to docs/status-page.png")
 
-// chromium returns the path of a Chromium binary, or skips the test: it
-// runs only when integration tests are required (CI installs Chromium).
-func chromium(t *testing.T) string {
+// staticBridge runs a bridge with one file source, static, of the
+// settings given (flow style, such as "path: services.yaml"), its config
+// file in dir, and waits until it is ready.
+func staticBridge(t *testing.T, dir, settings string) *bridge.Instance {
 	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if path, err := exec.LookPath(name); err == nil {
-			return path
-		}
+	in := bridgetest.StartIn(t, dir, "xds: {listen: 127.0.0.1:0}\nadmin: {listen: 127.0.0.1:0}\nsources:\n"+
+		"  - {name: static, type: file, "+settings+"}\n", io.Discard)
+	bridgetest.WaitReady(t, in.AdminAddr().String(), 30*time.Second)
+	return in
+}
+
+// rejectAssignments makes a simulated client NACK every assignment.
+func rejectAssignments(typeURL string, _ []*anypb.Any) error {
+	if strings.HasSuffix(typeURL, "ClusterLoadAssignment") {
+		return errors.New("endpoint weight out of range")
 	}
-	if os.Getenv("XDSBRIDGE_INTEGRATION") == "required" {
-		t.Fatal("XDSBRIDGE_INTEGRATION=required but no chromium on PATH (apt-get install chromium)")
-	}
-	t.Skip("no chromium on PATH")
-	return ""
+	return nil
 }
 
 // headless runs Chromium headless with args and returns its stdout.
@@ -59,7 +63,7 @@ func headless(t *testing.T, bin string, args ...string) string {
 // which one NACKs, in headless Chromium and checks what the browser
 // shows; -update-screenshot refreshes docs/status-page.png.
 func TestStatusPageInChromium(t *testing.T) {
-	bin := chromium(t)
+	bin := bridgetest.Chromium(t)
 	dir := t.TempDir()
 	services := filepath.Join(dir, "services.yaml")
 	if err := os.WriteFile(services, []byte(`services:
@@ -74,24 +78,13 @@ func TestStatusPageInChromium(t *testing.T) {
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	in := bridgetest.StartIn(t, dir, fmt.Sprintf(`
-xds: {listen: 127.0.0.1:0}
-admin: {listen: 127.0.0.1:0}
-sources:
-  - {name: static, type: file, path: %s, poll_interval: 100ms}
-`, services), io.Discard)
+	in := staticBridge(t, dir, "path: services.yaml, poll_interval: 100ms")
 	admin := in.AdminAddr().String()
-	bridgetest.WaitReady(t, admin, 10*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, opts := range []envoysim.Options{
 		{Node: "envoy-eu-1", Delta: true},
-		{Node: "envoy-eu-2", Reject: func(typeURL string, _ []*anypb.Any) error {
-			if strings.HasSuffix(typeURL, "ClusterLoadAssignment") {
-				return errors.New("endpoint weight out of range")
-			}
-			return nil
-		}},
+		{Node: "envoy-eu-2", Reject: rejectAssignments},
 	} {
 		opts.Addr = in.XDSAddr().String()
 		c, err := envoysim.Start(ctx, opts)
@@ -159,7 +152,7 @@ func TestStatusPageInChromiumAtScale(t *testing.T) {
 		t.Skip("10,000 services and 100 clients")
 	}
 	const services, clients = 10_000, 100
-	bin := chromium(t)
+	bin := bridgetest.Chromium(t)
 	dir := t.TempDir()
 	var file strings.Builder
 	file.WriteString("services:\n")
@@ -174,26 +167,15 @@ func TestStatusPageInChromiumAtScale(t *testing.T) {
 	if err := os.WriteFile(path, []byte(file.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	in := bridgetest.StartIn(t, dir, fmt.Sprintf(`
-xds: {listen: 127.0.0.1:0}
-admin: {listen: 127.0.0.1:0}
-sources:
-  - {name: static, type: file, path: %s}
-`, path), io.Discard)
+	in := staticBridge(t, dir, "path: services.yaml")
 	admin := in.AdminAddr().String()
-	bridgetest.WaitReady(t, admin, 30*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for i := range clients {
 		opts := envoysim.Options{Addr: in.XDSAddr().String(), Node: fmt.Sprintf("envoy-%03d", i), Delta: i%2 == 0, Light: true,
 			Clusters: []string{fmt.Sprintf("svc-%05d", i), fmt.Sprintf("svc-%05d", i+5000)}}
 		if i%10 == 0 {
-			opts.Reject = func(typeURL string, _ []*anypb.Any) error {
-				if strings.HasSuffix(typeURL, "ClusterLoadAssignment") {
-					return errors.New("endpoint weight out of range")
-				}
-				return nil
-			}
+			opts.Reject = rejectAssignments
 		}
 		c, err := envoysim.Start(ctx, opts)
 		if err != nil {

@@ -3,11 +3,11 @@ package bench
 import (
 	"context"
 	"log/slog"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
 )
 
 // TestStatusPageSmall measures the status page of a small bridge in
@@ -16,15 +16,8 @@ func TestStatusPageSmall(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the bridge binary and starts Chromium")
 	}
-	browser, err := exec.LookPath("chromium")
-	if err != nil {
-		if os.Getenv("XDSBRIDGE_INTEGRATION") == "required" {
-			t.Fatal("XDSBRIDGE_INTEGRATION=required but no chromium on PATH (apt-get install chromium)")
-		}
-		t.Skip("no chromium on PATH")
-	}
 	rs, err := RunStatusPage(context.Background(), StatusPageConfig{
-		BridgeBin: buildBridge(t), Chromium: browser, Services: 1200, Clients: 4, Paths: []string{"/", "/?q=svc-0001"},
+		BridgeBin: buildBridge(t), Chromium: bridgetest.Chromium(t), Services: 1200, Clients: 4, Paths: []string{"/", "/?q=svc-0001"},
 		Runs: 2, Timeout: time.Minute, OutDir: t.TempDir(), Label: "test", Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {

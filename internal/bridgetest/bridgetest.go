@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -112,6 +113,22 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bo
 		}
 		<-tick.C
 	}
+}
+
+// Chromium returns the path of a Chromium binary, or skips the test: it
+// runs only when integration tests are required (CI installs Chromium).
+func Chromium(t testing.TB) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if path, err := exec.LookPath(name); err == nil {
+			return path
+		}
+	}
+	if os.Getenv("XDSBRIDGE_INTEGRATION") == "required" {
+		t.Fatal("XDSBRIDGE_INTEGRATION=required but no chromium on PATH (apt-get install chromium)")
+	}
+	t.Skip("no chromium on PATH")
+	return ""
 }
 
 // WaitReady waits until the admin listener at addr answers /readyz with 200.
