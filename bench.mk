@@ -8,14 +8,16 @@
 #   make bench-consul  end to end: real Consul agent -> bridge binary -> clients
 #   make bench-consul-scale  the Consul source at 10,000 services, every kind of change
 #   make bench-file    the file source end to end: bridge binary on a services file, one-line edits
+#   make bench-status-page  the admin status page at 10,000 services and 1,000 clients, in headless Chromium
 # Output: out/bench/{results.md,results.csv,chart.svg,profiles/}
 # (bench-full: out/bench/full/ and wall.txt there, bench-consul: out/bench/consul/,
-# bench-consul-scale: out/bench/consul-scale/, bench-file: out/bench/file/).
+# bench-consul-scale: out/bench/consul-scale/, bench-file: out/bench/file/,
+# bench-status-page: out/bench/status-page/).
 BENCH_OUT   ?= out/bench
 BENCH_FLAGS ?=
 BENCH_FULL_FLAGS ?= --change-budget=30s
 
-.PHONY: bench bench-full bench-consul bench-consul-scale bench-file bench-bin
+.PHONY: bench bench-full bench-consul bench-consul-scale bench-file bench-status-page bench-bin
 
 bench-bin:
 	@mkdir -p $(BENCH_OUT)
@@ -60,3 +62,10 @@ bench-file: bench-bin
 	go build -o $(BENCH_OUT)/bridge ./cmd/bridge
 	$(BENCH_OUT)/xdsload file-source --bridge $(BENCH_OUT)/bridge -n 1000,10000,100000 \
 	  --formats yaml,json --edits 5 --out $(BENCH_OUT)/file
+
+# STATUS_BRIDGES=old=path/to/old,new=$(BENCH_OUT)/bridge compares builds.
+STATUS_BRIDGES ?= $(BENCH_OUT)/bridge
+bench-status-page: bench-bin
+	go build -o $(BENCH_OUT)/bridge ./cmd/bridge
+	$(BENCH_OUT)/xdsload status-page --bridge $(STATUS_BRIDGES) -n 10000 -c 1000 --runs 5 \
+	  --paths '/,/?only=problems,/?q=svc-04&page=3' --out $(BENCH_OUT)/status-page

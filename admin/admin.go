@@ -53,7 +53,7 @@ type Options struct {
 //	/metrics        Prometheus metrics
 //	/clients        JSON status of the xDS clients
 //	/guard/confirm  POST ?source=NAME: apply the removals the guard holds
-//	/debug/pprof/   the Go profiler, with PProf
+//	/debug/pprof/   the Go profiler, with PProf; without it 404 naming admin.pprof
 func Handler(opts Options) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -96,9 +96,18 @@ func Handler(opts Options) http.Handler {
 		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
 		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	} else {
+		// A bare 404 would leave the operator guessing whether the path is
+		// wrong or the profiler off; the answer names the key.
+		mux.HandleFunc("GET /debug/pprof/", func(w http.ResponseWriter, _ *http.Request) {
+			http.Error(w, pprofOff, http.StatusNotFound)
+		})
 	}
 	return mux
 }
+
+// pprofOff is the answer under /debug/pprof/ while the profiler is off.
+const pprofOff = "the profiler is off: set admin.pprof: true in the configuration to serve /debug/pprof/"
 
 // WriteJSON answers v as indented JSON.
 func WriteJSON(w http.ResponseWriter, v any) {

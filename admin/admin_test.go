@@ -98,3 +98,15 @@ func TestOptionalEndpointsAbsent(t *testing.T) {
 		}
 	}
 }
+
+// TestPProfOffSaysHowToTurnItOn checks that the profiler's paths, while it
+// is off, answer 404 with one line naming the key that turns it on.
+func TestPProfOffSaysHowToTurnItOn(t *testing.T) {
+	h := Handler(Options{Pending: func() []string { return nil }, Sources: func() []sources.StatusSnapshot { return nil }})
+	for _, path := range []string{"/debug/pprof/", "/debug/pprof/heap", "/debug/pprof/profile?seconds=1"} {
+		code, body := get(t, h, path)
+		if code != http.StatusNotFound || !strings.Contains(body, "admin.pprof: true") || strings.Count(body, "\n") != 1 {
+			t.Errorf("%s = %d %q, want 404 and one line naming admin.pprof", path, code, body)
+		}
+	}
+}

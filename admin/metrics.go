@@ -23,7 +23,7 @@ var (
 	lastSuccessDesc = prometheus.NewDesc("xdsbridge_source_last_success_timestamp_seconds",
 		"Unix time of the source's last successful read (0 if none).", []string{"source"}, nil)
 	failuresDesc = prometheus.NewDesc("xdsbridge_source_failures_total",
-		"Failed reads of the source.", []string{"source"}, nil)
+		"Failed reads of the source since it started, every one (the status page and /sources count those of the current failing period).", []string{"source"}, nil)
 	droppedDesc = prometheus.NewDesc("xdsbridge_source_dropped_endpoints_total",
 		"Endpoints the source could not serve and left out.", []string{"source"}, nil)
 	heldDesc = prometheus.NewDesc("xdsbridge_source_guard_held",
@@ -56,7 +56,7 @@ func (c SourceCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(staleDesc, prometheus.GaugeValue, bool01(s.Stale), s.Name)
 		ch <- prometheus.MustNewConstMetric(syncedDesc, prometheus.GaugeValue, bool01(s.Synced), s.Name)
 		ch <- prometheus.MustNewConstMetric(lastSuccessDesc, prometheus.GaugeValue, last, s.Name)
-		ch <- prometheus.MustNewConstMetric(failuresDesc, prometheus.CounterValue, float64(s.Failures), s.Name)
+		ch <- prometheus.MustNewConstMetric(failuresDesc, prometheus.CounterValue, float64(s.FailuresTotal), s.Name)
 		ch <- prometheus.MustNewConstMetric(droppedDesc, prometheus.CounterValue, float64(s.Dropped), s.Name)
 		ch <- prometheus.MustNewConstMetric(shadowedDesc, prometheus.GaugeValue, float64(s.Shadowed), s.Name)
 		collectPolicy(ch, s)

@@ -49,23 +49,27 @@ type Instance struct {
 	adminLis net.Listener
 	views    *views
 	reclaim  *reclaim.Reclaimer
+	// version and started are what the status page says of the process.
+	version string
+	started time.Time
 }
 
 // Run builds the bridge of cfg and runs it until ctx is done; see New and
 // Instance.Run.
-func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
-	in, err := New(cfg, log)
+func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, version string) error {
+	in, err := New(cfg, log, version)
 	if err != nil {
 		return err
 	}
 	return in.Run(ctx)
 }
 
-// New builds the sources of cfg and binds the xDS and admin listeners.
+// New builds the sources of cfg and binds the xDS and admin listeners;
+// version is the build's, which the status page shows.
 // Configuration errors are *sources.KeyError values; a listen error names
 // its key too (`xds.listen: listen tcp ...: address already in use`).
-func New(cfg *config.Config, log *slog.Logger) (*Instance, error) {
-	in := &Instance{log: log, services: newServiceView()}
+func New(cfg *config.Config, log *slog.Logger, version string) (*Instance, error) {
+	in := &Instance{log: log, services: newServiceView(), version: version, started: time.Now()}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 

@@ -7,9 +7,12 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/xdsbridge/xdsbridge/admin"
 	"github.com/xdsbridge/xdsbridge/config"
 	"github.com/xdsbridge/xdsbridge/sources"
 )
@@ -27,6 +30,17 @@ type reloader struct {
 
 	mu  sync.Mutex // one reload at a time
 	cfg *config.Config
+
+	// loaded says when the configuration in force was read and which
+	// reload was refused since, for the status page, which must not wait
+	// for a reload in progress.
+	loaded atomic.Pointer[loadedState]
+}
+
+type loadedState struct {
+	path     string
+	at       time.Time
+	rejected *admin.Rejection
 }
 
 func newReloader(cfg *config.Config, m *sources.Manager, log *slog.Logger, reg prometheus.Registerer) *reloader {
@@ -39,6 +53,7 @@ func newReloader(cfg *config.Config, m *sources.Manager, log *slog.Logger, reg p
 	r.total.WithLabelValues("applied")
 	r.total.WithLabelValues("rejected")
 	reg.MustRegister(r.total)
+	r.loaded.Store(&loadedState{path: cfg.Path, at: time.Now()})
 	return r
 }
 
@@ -63,12 +78,15 @@ func (r *reloader) reload(ctx context.Context, load func() (*config.Config, erro
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	res, err := r.apply(ctx, load)
+	prev := r.loaded.Load()
 	if err != nil {
+		r.loaded.Store(&loadedState{path: prev.path, at: prev.at, rejected: &admin.Rejection{At: time.Now(), Error: err.Error()}})
 		r.total.WithLabelValues("rejected").Inc()
 		r.log.Error("configuration reload rejected; the running configuration stays", "err", err)
 		return res, err
 	}
 	r.total.WithLabelValues("applied").Inc()
+	r.loaded.Store(&loadedState{path: r.cfg.Path, at: time.Now()})
 	if len(res.NeedRestart) > 0 {
 		r.log.Warn("configuration reloaded, but these settings changed and need a restart to take effect; they were not applied",
 			"keys", strings.Join(res.NeedRestart, ", "))
@@ -121,6 +139,7 @@ func (r *reloader) apply(ctx context.Context, load func() (*config.Config, error
 	// compares against what is really in force.
 	applied := *old
 	applied.Sources, applied.Entries, applied.Dir, applied.Merge = next.Sources, next.Entries, next.Dir, next.Merge
+	applied.Path = next.Path
 	r.cfg = &applied
 	return res, nil
 }

@@ -51,7 +51,9 @@ func (v *serviceView) list() []admin.ServiceRow {
 
 // page gathers the status page's content.
 func (in *Instance) page(clients func() []xds.ClientStatus) admin.Page {
-	p := admin.Page{Now: time.Now(), Pending: in.manager.Pending(), Sources: in.snapshots(), Services: in.services.list()}
+	loaded := in.reload.loaded.Load()
+	p := admin.Page{Now: time.Now(), Pending: in.manager.Pending(), Sources: in.snapshots(), Services: in.services.list(),
+		About: admin.About{Version: in.version, Started: in.started, ConfigPath: loaded.path, Loaded: loaded.at, Rejected: loaded.rejected}}
 	for _, c := range clients() {
 		row := admin.ClientRow{ID: c.ID, Cluster: c.Cluster, Variant: c.Variant, Peer: c.Peer, Connected: c.Connected}
 		for _, t := range c.Types {

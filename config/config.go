@@ -54,6 +54,9 @@ type Config struct {
 	// Dir is the absolute directory of the configuration file; relative
 	// paths in source settings are relative to it.
 	Dir string `mapstructure:"-"`
+	// Path is the configuration file's absolute path (empty when the
+	// configuration did not come from Load).
+	Path string `mapstructure:"-"`
 	// Shaping and Chain are the built Clusters and Transforms.
 	Shaping *translate.Shaping `mapstructure:"-"`
 	Chain   *transform.Chain   `mapstructure:"-"`
@@ -232,7 +235,12 @@ func Load(path string, fs *pflag.FlagSet) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("locating config file: %w", err)
 	}
-	return parse(data, dir, fs)
+	cfg, err := parse(data, dir, fs)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Path = filepath.Join(dir, filepath.Base(path))
+	return cfg, nil
 }
 
 // parse is Load on the file's content; dir is the file's directory.

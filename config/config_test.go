@@ -314,8 +314,15 @@ func TestLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Dir != dir {
-		t.Errorf("Dir = %q, want %q", cfg.Dir, dir)
+	if cfg.Dir != dir || cfg.Path != path {
+		t.Errorf("Dir, Path = %q, %q; want %q, %q", cfg.Dir, cfg.Path, dir, path)
+	}
+	// A relative path is made absolute: the status page names the file.
+	t.Chdir(dir)
+	if cfg, err := Load("bridge.yaml", nil); err != nil {
+		t.Error(err)
+	} else if cfg.Path != path {
+		t.Errorf("Load(relative).Path = %q, want %q", cfg.Path, path)
 	}
 	if _, err := Load(filepath.Join(dir, "missing.yaml"), nil); err == nil {
 		t.Error("loading a missing file succeeded")

@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -247,5 +248,39 @@ func TestQuickstart(t *testing.T) {
 	}
 	if got := len(endpoints(c.State().Assignments["web"])); got != 2 {
 		t.Errorf("web has %d endpoints, want the quickstart's 2", got)
+	}
+
+	// The quick start names the status page; on this run's port it says
+	// what runs and links each service and client to its debug pages.
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	quick, _, _ := strings.Cut(string(readme), "## Configuration")
+	if !strings.Contains(quick, "<http://127.0.0.1:19000/>") {
+		t.Error("the README's quick start does not name the status page, http://127.0.0.1:19000/")
+	}
+	_, page := bridgetest.Get("http://" + adminAddr + "/")
+	for _, want := range []string{`id="version">dev<`, filepath.Join("examples", "quickstart", "bridge.yaml") + "</code> loaded",
+		`<a href="/debug/why?cluster=payments">`, `<a href="/debug/config_dump?node=quickstart">`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the status page lacks %q", want)
+		}
+	}
+	// Every query the README's admin table gives the page works.
+	_, row, _ := strings.Cut(string(readme), "\n| `/` |")
+	row, _, _ = strings.Cut(row, "\n")
+	for query, want := range map[string]string{
+		"?q=TEXT": "?q=pay", "?only=problems": "?only=problems", "?page=N": "?page=1", "?cpage=N": "?cpage=1", "?refresh=off": "?refresh=off",
+	} {
+		if !strings.Contains(row, "`"+query+"`") {
+			t.Errorf("the README's row of / does not document %s", query)
+		}
+		if code, body := bridgetest.Get("http://" + adminAddr + "/" + want); code != http.StatusOK || !strings.Contains(body, `id="services"`) {
+			t.Errorf("/%s = %d, without the services", want, code)
+		}
+	}
+	if _, body := bridgetest.Get("http://" + adminAddr + "/?q=pay"); !strings.Contains(body, ">payments</a>") || strings.Contains(body, ">web</a>") {
+		t.Error("/?q=pay does not show payments alone")
 	}
 }

@@ -26,6 +26,10 @@ type Status struct {
 	notes       map[string]string
 	policy      PolicySnapshot
 	shadowed    map[string]struct{}
+
+	// failures (above) counts the failed reads since the last successful
+	// one; failuresTotal every failed read since the source started.
+	failuresTotal uint64
 }
 
 // NewStatus returns the status of the source called name.
@@ -42,6 +46,7 @@ func (s *Status) Succeeded() {
 	s.lastSuccess = s.now()
 	s.lastError = ""
 	s.failingFrom = time.Time{}
+	s.failures = 0
 }
 
 // Failed records a failed read. It reports whether this failure starts a new
@@ -51,6 +56,7 @@ func (s *Status) Failed(err error) (first bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.failures++
+	s.failuresTotal++
 	first = s.failingFrom.IsZero()
 	if first {
 		s.failingFrom = s.now()
@@ -86,6 +92,11 @@ func (s *Status) Note(key, msg string) {
 }
 
 // StatusSnapshot is a copy of a Status at one moment.
+//
+// Failures counts the consecutive failed reads of the current failing
+// period, 0 once a read succeeds again: a source that recovered must not
+// look as if it were still failing. FailuresTotal counts every failed read
+// since the source started, which is what a rate needs.
 type StatusSnapshot struct {
 	Name        string            `json:"name"`
 	Synced      bool              `json:"synced"`
@@ -96,6 +107,8 @@ type StatusSnapshot struct {
 	Failures    uint64            `json:"failures"`
 	Dropped     uint64            `json:"dropped_endpoints"`
 	Notes       map[string]string `json:"notes,omitempty"`
+
+	FailuresTotal uint64 `json:"failures_total"`
 	PolicySnapshot
 	// Shadowed counts the services whose endpoints this source reports but
 	// the merge does not serve; ShadowedServices names the first few.
@@ -115,6 +128,7 @@ func (s *Status) Snapshot() StatusSnapshot {
 		FailingFrom:    s.failingFrom,
 		LastError:      s.lastError,
 		Failures:       s.failures,
+		FailuresTotal:  s.failuresTotal,
 		Dropped:        s.dropped,
 		PolicySnapshot: s.policy.clone(),
 		Notes:          maps.Clone(s.notes),

@@ -4,6 +4,7 @@
 //	xdsload run   --impl xdsbridge --delta -c 200 -n 1000 --changes 20
 //	xdsload consul --bridge bin/bridge --consul $XDSBRIDGE_CONSUL -c 100 -n 100
 //	xdsload file-source --bridge bin/bridge -n 1000,10000,100000 --edits 5
+//	xdsload status-page --bridge old=bin/old,new=bin/bridge -n 10000 -c 1000
 //	xdsload serve --impl snapshot     (started by bench and run; one server under test)
 //
 // See docs/benchmarks.md.
@@ -41,7 +42,7 @@ func main() {
 	}
 }
 
-var errUsage = errors.New("usage: xdsload bench|run|consul|consul-events|file-source|serve [flags] (-h for flags), or xdsload summarize FILE.csv...")
+var errUsage = errors.New("usage: xdsload bench|run|consul|consul-events|file-source|status-page|serve [flags] (-h for flags), or xdsload summarize FILE.csv...")
 
 // summarize prints the min/median/max tables of result CSVs (see
 // bench.Summarize); docs/benchmarks.md's tables are its output.
@@ -79,6 +80,8 @@ func run(ctx context.Context, args []string) error {
 		return consulEvents(ctx, args[1:], log)
 	case "file-source":
 		return fileSource(ctx, args[1:], log)
+	case "status-page":
+		return statusPage(ctx, args[1:], log)
 	}
 	return errUsage
 }

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -20,6 +21,9 @@ import (
 	"github.com/xdsbridge/xdsbridge/internal/syncbuf"
 	"github.com/xdsbridge/xdsbridge/sources"
 )
+
+// Version is the version the bridges of Start and StartIn report.
+const Version = "bridgetest"
 
 // Start writes yaml as the bridge's config file in a temporary directory,
 // loads it and runs the bridge in-process, its log discarded, until the test
@@ -43,7 +47,7 @@ func StartIn(t testing.TB, dir, yaml string, logw io.Writer) *bridge.Instance {
 	if err != nil {
 		t.Fatalf("loading config: %v", err)
 	}
-	in, err := bridge.New(cfg, slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	in, err := bridge.New(cfg, slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelDebug})), Version)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,6 +113,22 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bo
 		}
 		<-tick.C
 	}
+}
+
+// Chromium returns the path of a Chromium binary, or skips the test: it
+// runs only when integration tests are required (CI installs Chromium).
+func Chromium(t testing.TB) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if path, err := exec.LookPath(name); err == nil {
+			return path
+		}
+	}
+	if os.Getenv("XDSBRIDGE_INTEGRATION") == "required" {
+		t.Fatal("XDSBRIDGE_INTEGRATION=required but no chromium on PATH (apt-get install chromium)")
+	}
+	t.Skip("no chromium on PATH")
+	return ""
 }
 
 // WaitReady waits until the admin listener at addr answers /readyz with 200.
