@@ -1,18 +1,22 @@
 // Package config loads and validates the bridge's configuration file.
 //
 // The file is YAML (JSON is accepted, being YAML too). Every setting has its
-// default in defaults below; unknown keys are errors; durations are written
-// like "30s". Three settings can be overridden from the environment
-// (BRIDGE_XDS_LISTEN, BRIDGE_ADMIN_LISTEN, BRIDGE_LOG_LEVEL; in fact every
-// scalar key, dots becoming underscores) and from command-line flags; flags
-// beat the environment, which beats the file.
+// default in defaults below; unknown keys are errors; durations need a unit
+// ("30s"; a bare number is an error, except 0). Three settings can be
+// overridden from the environment (BRIDGE_XDS_LISTEN, BRIDGE_ADMIN_LISTEN,
+// BRIDGE_LOG_LEVEL; in fact every scalar key, dots becoming underscores)
+// and from command-line flags; flags beat the environment, which beats the
+// file. A BRIDGE_ variable that names no setting is reported in Warnings.
 //
-// Every error that a user can fix in the file is a *sources.KeyError naming
-// the key, such as `sources[1].type: unknown source type "foo"`.
+// Every error that a user can fix is a *sources.KeyError naming the key,
+// such as `sources[1].type: unknown source type "foo"`; Load returns it in
+// an *Error, one line naming the file, or the variable or flag the value
+// came from.
 package config
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -55,11 +59,21 @@ type Config struct {
 	// paths in source settings are relative to it.
 	Dir string `mapstructure:"-"`
 	// Path is the configuration file's absolute path (empty when the
-	// configuration did not come from Load).
+	// configuration did not come from Load); File is the file as Load was
+	// given it, which is how messages name it, as the user wrote it.
 	Path string `mapstructure:"-"`
+	File string `mapstructure:"-"`
 	// Shaping and Chain are the built Clusters and Transforms.
 	Shaping *translate.Shaping `mapstructure:"-"`
 	Chain   *transform.Chain   `mapstructure:"-"`
+	// Warnings are what is suspicious but harmless, such as a BRIDGE_
+	// variable that names no setting, one sentence each; Check lists
+	// them and `bridge run` logs them.
+	Warnings []string `mapstructure:"-"`
+
+	// origins maps the settings that a flag or the environment set to
+	// where their value came from (see originOf).
+	origins map[string]string
 }
 
 // XDS configures the xDS gRPC listener.
@@ -226,63 +240,77 @@ func AddFlags(fs *pflag.FlagSet) {
 // Load reads the file at path, applies the environment and the flags of fs
 // that were set (fs may be nil), and validates the result, including each
 // source's own settings (by calling its type's New, which does no I/O).
+// Its errors are *Error values.
 func Load(path string, fs *pflag.FlagSet) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("reading config file: %w", err)
+		return nil, &Error{File: path, Err: fmt.Errorf("reading config file: %w", err)}
 	}
 	dir, err := filepath.Abs(filepath.Dir(path))
 	if err != nil {
-		return nil, fmt.Errorf("locating config file: %w", err)
+		return nil, &Error{File: path, Err: fmt.Errorf("locating config file: %w", err)}
 	}
 	cfg, err := parse(data, dir, fs)
 	if err != nil {
-		return nil, err
+		return nil, &Error{File: path, Err: err}
 	}
 	cfg.Path = filepath.Join(dir, filepath.Base(path))
+	cfg.File = path
 	return cfg, nil
 }
 
-// parse is Load on the file's content; dir is the file's directory.
+// parse is Load on the file's content; dir is the file's directory. A
+// *sources.KeyError it returns has its Origin set when the value came from
+// a flag or the environment.
 func parse(data []byte, dir string, fs *pflag.FlagSet) (*Config, error) {
+	cfg := &Config{Dir: dir, origins: origins(fs), Warnings: unknownEnv(os.Environ())}
+	if err := cfg.fill(data, fs); err != nil {
+		return nil, sources.Attribute(err, cfg.originOf)
+	}
+	return cfg, nil
+}
+
+// fill decodes data, with the defaults, the environment and the flags of
+// fs, into c and validates the result.
+func (c *Config) fill(data []byte, fs *pflag.FlagSet) error {
 	v := viper.New()
 	for k, d := range defaults {
 		v.SetDefault(k, d)
 	}
-	v.SetEnvPrefix("BRIDGE")
+	v.SetEnvPrefix(strings.TrimSuffix(envPrefix, "_"))
 	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))
 	v.AutomaticEnv()
-	if fs != nil {
-		for flag, key := range Flags {
-			if f := fs.Lookup(flag); f != nil {
-				if err := v.BindPFlag(key, f); err != nil {
-					return nil, fmt.Errorf("binding flag --%s: %w", flag, err)
-				}
+	for flag, key := range Flags {
+		if f := lookupFlag(fs, flag); f != nil {
+			if err := v.BindPFlag(key, f); err != nil {
+				return fmt.Errorf("binding flag --%s: %w", flag, err)
 			}
 		}
 	}
 	v.SetConfigType("yaml")
 	if err := v.ReadConfig(bytes.NewReader(data)); err != nil {
-		return nil, fmt.Errorf("parsing config file: %w", err)
+		// Viper's wrapping ("While parsing config: yaml: ...") says
+		// nothing the reader needs.
+		var pe viper.ConfigParseError
+		if errors.As(err, &pe) && pe.Unwrap() != nil {
+			err = errors.New(strings.TrimPrefix(pe.Unwrap().Error(), "yaml: "))
+		}
+		return fmt.Errorf("not valid YAML: %w", err)
 	}
-	cfg := &Config{Dir: dir}
 	if err := checkMergeShape(v.Get("merge.services")); err != nil {
-		return nil, err
+		return err
 	}
-	if err := sources.Decode(v.AllSettings(), cfg); err != nil {
-		return nil, err
+	if err := sources.Decode(v.AllSettings(), c); err != nil {
+		return err
 	}
-	if err := cfg.rawLists(data); err != nil {
-		return nil, err
+	if err := c.rawLists(data); err != nil {
+		return err
 	}
-	if err := cfg.parseSources(); err != nil {
-		return nil, err
+	if err := c.parseSources(); err != nil {
+		return err
 	}
-	cfg.resolvePaths()
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	return cfg, nil
+	c.resolvePaths()
+	return c.Validate()
 }
 
 // setNameOrType stores val, which must be a string, in *name or *typ as k

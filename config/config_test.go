@@ -154,7 +154,7 @@ func TestInvalid(t *testing.T) {
 		{"request budget under the request limit", "xds: {request_budget_bytes: 1000}\n" + minimal, "xds.request_budget_bytes", "less than"},
 		{"request budget negative", "xds: {request_budget_bytes: -1}\n" + minimal, "xds.request_budget_bytes", "less than"},
 		{"negative memory quiet", "memory: {return_after_quiet: -1s}\n" + minimal, "memory.return_after_quiet", "at least 100ms, or 0"},
-		{"tiny memory quiet", "memory: {return_after_quiet: 1}\n" + minimal, "memory.return_after_quiet", "at least 100ms, or 0"},
+		{"tiny memory quiet", "memory: {return_after_quiet: 1ms}\n" + minimal, "memory.return_after_quiet", "at least 100ms, or 0"},
 		{"holdoff max below min", "holdoff: {min: 2s, max: 1s}\n" + minimal, "holdoff.max", "shorter"},
 		{"bad level", "log: {level: loud}\n" + minimal, "log.level", "unknown level"},
 		{"bad format", "log: {format: xml}\n" + minimal, "log.format", "unknown format"},

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -140,7 +141,9 @@ func (c *Config) resolvePaths() {
 // Check checks what `bridge validate` can check beyond Validate without
 // starting anything: the files the listeners read (an error each: the
 // bridge reads them at startup) and whatever each source's Checker reports,
-// prefixed with the entry's key.
+// prefixed with the entry's key. Each problem names where its value came
+// from (the file, or a flag or environment variable); the Warnings come
+// last.
 func (c *Config) Check() []sources.Problem {
 	var out []sources.Problem
 	keys := append(c.XDS.TLS.fileKeys("xds.tls"), c.Admin.TLS.fileKeys("admin.tls")...)
@@ -149,7 +152,7 @@ func (c *Config) Check() []sources.Problem {
 	}
 	for _, k := range keys {
 		if err := sources.Readable(k[1]); err != nil {
-			out = append(out, sources.Problem{Key: k[0], Err: err})
+			out = append(out, sources.Problem{Key: k[0], Err: err, Origin: c.originOf(k[0])})
 		}
 	}
 	for _, e := range c.Entries {
@@ -164,6 +167,14 @@ func (c *Config) Check() []sources.Problem {
 				out = append(out, p)
 			}
 		}
+	}
+	for i := range out {
+		if out[i].Origin == "" {
+			out[i].Origin = c.File
+		}
+	}
+	for _, w := range c.Warnings {
+		out = append(out, sources.Problem{Err: errors.New(w), Warning: true})
 	}
 	return out
 }

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"net"
-	"strconv"
 	"strings"
 	"time"
 
@@ -79,6 +77,9 @@ func (c *Config) Validate() error {
 	if err := c.validateREST(); err != nil {
 		return err
 	}
+	if err := c.checkCollisions(); err != nil {
+		return err
+	}
 	if err := c.validateOutputs(); err != nil {
 		return err
 	}
@@ -113,23 +114,6 @@ func (c *Config) validateSources() error {
 		if _, err := c.NewSource(s, opts); err != nil {
 			return err
 		}
-	}
-	return nil
-}
-
-// checkListen checks that addr is host:port with a numeric port. The host
-// is not resolved: validation does no I/O.
-func checkListen(key, addr string) error {
-	host, port, err := net.SplitHostPort(addr)
-	if err == nil {
-		if _, perr := strconv.ParseUint(port, 10, 16); perr != nil {
-			err = fmt.Errorf("port %q is not a number in 0..65535", port)
-		} else if strings.ContainsAny(host, " /") {
-			err = fmt.Errorf("host %q is not a host name or IP address", host)
-		}
-	}
-	if err != nil {
-		return sources.Errorf(key, "invalid address %q: %w", addr, err)
 	}
 	return nil
 }

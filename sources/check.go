@@ -6,6 +6,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"strings"
 )
 
 // Checker is implemented by sources whose settings name things outside the
@@ -23,18 +24,30 @@ type Checker interface {
 type Problem struct {
 	Key string
 	Err error
+	// Origin is where the value came from, as in KeyError: a source sets
+	// it for a value it took from the environment; the configuration
+	// loader fills in the file's name for the others.
+	Origin string
 	// Warning marks a problem the running bridge copes with, such as a
 	// file that may legitimately appear later; the others keep it from
 	// ever working as configured.
 	Warning bool
 }
 
+// String words the problem in one line: `error: bridge.yaml:
+// sources[0].token_file: file /x does not exist`, the origin and the key
+// left out when empty.
 func (p Problem) String() string {
-	kind := "error"
+	parts := []string{"error"}
 	if p.Warning {
-		kind = "warning"
+		parts[0] = "warning"
 	}
-	return fmt.Sprintf("%s: %s: %v", kind, p.Key, p.Err)
+	for _, s := range []string{p.Origin, p.Key} {
+		if s != "" {
+			parts = append(parts, s)
+		}
+	}
+	return strings.Join(append(parts, p.Err.Error()), ": ")
 }
 
 // Readable checks that path names a readable regular file.

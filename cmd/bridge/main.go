@@ -117,7 +117,9 @@ func loadConfig(cmd *cobra.Command, args []string) (*config.Config, error) {
 	}
 	cfg, err := config.Load(path, cmd.Flags())
 	if err != nil {
-		return nil, usageError{fmt.Errorf("invalid configuration %s: %w%s", path, err, servicesFileHint(path))}
+		// A *config.Error names the file, or the variable or flag the
+		// value came from.
+		return nil, usageError{fmt.Errorf("%w%s", err, servicesFileHint(path))}
 	}
 	return cfg, nil
 }
@@ -142,6 +144,9 @@ func runCmd(stderr io.Writer) *cobra.Command {
 			path, _ := configPath(cmd, args)
 			log := cfg.Log.NewLogger(stderr)
 			log.Info("starting xdsbridge", "version", version, "config", path)
+			for _, w := range cfg.Warnings {
+				log.Warn(w)
+			}
 			load := func() (*config.Config, error) { return config.Load(path, cmd.Flags()) }
 			if err := serve(cmd.Context(), cfg, load, log); err != nil {
 				return err
