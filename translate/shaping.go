@@ -5,13 +5,11 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
-	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"github.com/xdsbridge/xdsbridge/sources"
 )
@@ -70,37 +68,41 @@ var bridgeOwned = []protoreflect.Name{"name", "type", "cluster_type", "eds_clust
 
 // NewRule builds a rule from a Cluster fragment written as in an Envoy
 // configuration (field names in snake_case or lowerCamelCase, Any values
-// with "@type", durations like "5s"). It fails, with a *sources.KeyError
-// whose key starts with "cluster", on an unknown field, a value of the
-// wrong type, a field the bridge owns, or a fragment that makes the bridge's
-// cluster fail validation.
+// with "@type", durations like "5s" or "100ms"). It fails, with a
+// *sources.KeyError whose key is the snake_case path of the offending
+// field from "cluster", on an unknown field, a value of the wrong type (an
+// unknown enum value lists the known ones), a field the bridge owns, or a
+// fragment that makes the bridge's cluster fail validation.
 func NewRule(match sources.Selector, clients Clients, fragment map[string]any) (Rule, error) {
 	if err := match.Validate(); err != nil {
 		return Rule{}, sources.Prefix("match", err)
 	}
 	r := Rule{Match: match, Clients: clients, fragment: &clusterv3.Cluster{}}
 	md := r.fragment.ProtoReflect().Descriptor()
-	if err := checkFields(md, fragment, "cluster"); err != nil {
+	norm, err := normalize(md, fragment, "cluster")
+	if err != nil {
 		return Rule{}, err
 	}
 	for _, k := range slices.Sorted(maps.Keys(fragment)) {
 		fd := field(md, k)
 		if slices.Contains(bridgeOwned, fd.Name()) {
-			return Rule{}, sources.Errorf("cluster."+k, "is set by the bridge and cannot be shaped")
+			return Rule{}, sources.Errorf("cluster."+string(fd.Name()), "is set by the bridge and cannot be shaped")
 		}
 		r.fields = append(r.fields, fd)
 	}
-	b, err := json.Marshal(fragment)
+	b, err := json.Marshal(norm)
 	if err != nil {
 		return Rule{}, sources.Errorf("cluster", "%v", err)
 	}
 	if err := protojson.Unmarshal(b, r.fragment); err != nil {
-		return Rule{}, sources.Errorf("cluster", "%s", strings.TrimPrefix(err.Error(), "proto: "))
+		// normalize catches what a person writes wrong; what is left
+		// is said without protojson's position in a text no one wrote.
+		return Rule{}, sources.Errorf("cluster", "%s", protojsonPosition.ReplaceAllString(err.Error(), ""))
 	}
 	// Check the result on a sample of the bridge's own cluster, so that a
 	// rule that cannot produce a valid cluster fails at load time.
 	if err := r.apply(Cluster("example", 0)).ValidateAll(); err != nil {
-		return Rule{}, sources.Errorf("cluster", "the shaped cluster is invalid: %v", err)
+		return Rule{}, invalidCluster(md, err)
 	}
 	return r, nil
 }
@@ -150,68 +152,6 @@ func field(md protoreflect.MessageDescriptor, key string) protoreflect.FieldDesc
 		return fd
 	}
 	return md.Fields().ByTextName(key)
-}
-
-// checkFields walks a fragment against the message it describes and names
-// the first unknown field by its full key path (protojson would only say
-// "unknown field"). Any values are checked against the type their "@type"
-// names. Values of the wrong type are left to protojson.
-func checkFields(md protoreflect.MessageDescriptor, v any, key string) error {
-	obj, ok := v.(map[string]any)
-	if !ok || strings.HasPrefix(string(md.FullName()), "google.protobuf.") && md.FullName() != "google.protobuf.Any" {
-		return nil // a scalar, or a well-known type with its own JSON form
-	}
-	if md.FullName() == "google.protobuf.Any" {
-		url, _ := obj["@type"].(string)
-		mt, err := protoregistry.GlobalTypes.FindMessageByURL(url)
-		if err != nil {
-			return sources.Errorf(key+".@type", "unknown type %q", url)
-		}
-		md = mt.Descriptor()
-		if strings.HasPrefix(string(md.FullName()), "google.protobuf.") {
-			return nil
-		}
-	}
-	for _, k := range slices.Sorted(maps.Keys(obj)) {
-		if k == "@type" {
-			continue
-		}
-		fd := field(md, k)
-		if fd == nil {
-			return sources.Errorf(key+"."+k, "unknown field of %s", md.FullName())
-		}
-		if err := checkValue(fd, obj[k], key+"."+k); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// checkValue checks the value of one field: each element of a list, each
-// value of a map, or the message itself.
-func checkValue(fd protoreflect.FieldDescriptor, v any, key string) error {
-	switch {
-	case fd.IsMap():
-		if vd := fd.MapValue(); vd.Message() != nil {
-			obj, _ := v.(map[string]any)
-			for _, k := range slices.Sorted(maps.Keys(obj)) {
-				if err := checkFields(vd.Message(), obj[k], key+"."+k); err != nil {
-					return err
-				}
-			}
-		}
-	case fd.Message() == nil:
-	case fd.IsList():
-		list, _ := v.([]any)
-		for i, item := range list {
-			if err := checkFields(fd.Message(), item, fmt.Sprintf("%s[%d]", key, i)); err != nil {
-				return err
-			}
-		}
-	default:
-		return checkFields(fd.Message(), v, key)
-	}
-	return nil
 }
 
 // shape returns the cluster Envoy clients get and, when it differs, the one

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -115,6 +116,25 @@ func TestShapingClientClasses(t *testing.T) {
 	}
 }
 
+// TestNewRuleReadsConfigurationScalars checks that a fragment takes
+// durations as the rest of the configuration writes them and numbers and
+// booleans written as strings, which protojson alone refuses.
+func TestNewRuleReadsConfigurationScalars(t *testing.T) {
+	r := mustRule(t, sources.Selector{}, AllClients,
+		`{connect_timeout: 1m30s, respect_dns_ttl: "true", outlier_detection: {interval: 100ms, consecutive_5xx: "7"}}`)
+	c := r.apply(Cluster("x", 0))
+	od := c.GetOutlierDetection()
+	if got := c.GetConnectTimeout().AsDuration(); got != 90*time.Second {
+		t.Errorf("connect_timeout = %v, want 1m30s", got)
+	}
+	if got := od.GetInterval().AsDuration(); got != 100*time.Millisecond {
+		t.Errorf("outlier_detection.interval = %v, want 100ms", got)
+	}
+	if od.GetConsecutive_5Xx().GetValue() != 7 || !c.GetRespectDnsTtl() {
+		t.Errorf("consecutive_5xx = %v, respect_dns_ttl = %v; want 7, true", od.GetConsecutive_5Xx(), c.GetRespectDnsTtl())
+	}
+}
+
 func TestNewRuleErrors(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -127,13 +147,19 @@ func TestNewRuleErrors(t *testing.T) {
 		{"typo in a list", sources.Selector{}, "health_checks: [{timeout: 1s, intervall: 5s}]", "cluster.health_checks[0].intervall: unknown field"},
 		{"typo inside an Any", sources.Selector{}, `transport_socket: {name: tls, typed_config: {"@type": type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext, snii: x}}`, "cluster.transport_socket.typed_config.snii: unknown field"},
 		{"unknown Any type", sources.Selector{}, `transport_socket: {name: tls, typed_config: {"@type": type.googleapis.com/nope.Nope}}`, `cluster.transport_socket.typed_config.@type: unknown type "type.googleapis.com/nope.Nope"`},
-		{"bad enum", sources.Selector{}, "lb_policy: FASTEST", "cluster: "},
-		{"bad duration", sources.Selector{}, "connect_timeout: soon", "cluster: "},
+		{"bad enum", sources.Selector{}, "lb_policy: LEAST_REQUESTS", `cluster.lb_policy: unknown value "LEAST_REQUESTS" (want ROUND_ROBIN, LEAST_REQUEST, RING_HASH, RANDOM, MAGLEV, CLUSTER_PROVIDED, LOAD_BALANCING_POLICY_CONFIG)`},
+		{"bad enum in a list, camelCase key", sources.Selector{}, "circuitBreakers: {thresholds: [{priority: HIGHH}]}", `cluster.circuit_breakers.thresholds[0].priority: unknown value "HIGHH" (want DEFAULT, HIGH)`},
+		{"bad duration", sources.Selector{}, "connect_timeout: soon", `cluster.connect_timeout: "soon" is not a duration: durations need a unit such as 100ms or 30s`},
+		{"duration without a unit", sources.Selector{}, "outlier_detection: {interval: 10}", "cluster.outlier_detection.interval: 10 is not a duration: durations need a unit such as 100ms or 30s"},
+		{"not a whole number", sources.Selector{}, "outlier_detection: {consecutive_5xx: abc}", `cluster.outlier_detection.consecutive_5xx: "abc" is not a whole number`},
+		{"out of range", sources.Selector{}, "outlier_detection: {consecutive_5xx: -1}", "cluster.outlier_detection.consecutive_5xx: -1 is out of range (0 to 4294967295)"},
+		{"not a bool", sources.Selector{}, "respect_dns_ttl: yes", `cluster.respect_dns_ttl: "yes" is not true or false`},
+		{"a list for a message", sources.Selector{}, "outlier_detection: [5]", "cluster.outlier_detection: want a map of envoy.config.cluster.v3.OutlierDetection fields, not the list [5]"},
 		{"bridge-owned name", sources.Selector{}, "name: other", "cluster.name: is set by the bridge"},
 		{"bridge-owned type", sources.Selector{}, "type: STRICT_DNS", "cluster.type: is set by the bridge"},
 		{"bridge-owned eds config", sources.Selector{}, "eds_cluster_config: {service_name: x}", "cluster.eds_cluster_config: is set by the bridge"},
-		{"fails validation", sources.Selector{}, "connect_timeout: 0s", "cluster: the shaped cluster is invalid"},
-		{"panic threshold out of range", sources.Selector{}, "common_lb_config: {healthy_panic_threshold: {value: 150}}", "cluster: the shaped cluster is invalid"},
+		{"fails validation", sources.Selector{}, "connect_timeout: 0s", "cluster.connect_timeout: the shaped cluster is invalid: value must be greater than 0s"},
+		{"panic threshold out of range", sources.Selector{}, "common_lb_config: {healthy_panic_threshold: {value: 150}}", "cluster.common_lb_config.healthy_panic_threshold.value: the shaped cluster is invalid: value must be inside range [0, 100]"},
 		{"bad glob", sources.Selector{Services: []string{"web", "[a"}}, "lb_policy: RANDOM", `match.services[1]: bad glob "[a"`},
 	}
 	for _, tt := range tests {
