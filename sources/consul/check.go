@@ -2,22 +2,20 @@ package consul
 
 import (
 	"fmt"
-	"net/url"
 	"strings"
 
+	"github.com/xdsbridge/xdsbridge/internal/scalar"
 	"github.com/xdsbridge/xdsbridge/sources"
 )
 
 var _ sources.Checker = (*Source)(nil)
 
-// Check reports, for `bridge validate`, an address that does not parse and
-// named files that cannot be read. Each is an error: the source would fail
-// every read until the configuration is fixed.
+// Check reports, for `bridge validate`, named files that cannot be read.
+// Each is an error: the source would fail every read until the
+// configuration is fixed. (An address that does not parse is caught by
+// New.)
 func (s *Source) Check() []sources.Problem {
 	var out []sources.Problem
-	if err := checkAddress(s.cfg.Address, s.cfg.Scheme); err != nil {
-		out = append(out, sources.Problem{Key: "address", Err: err})
-	}
 	for _, f := range []struct{ key, path string }{
 		{"token_file", s.cfg.TokenFile},
 		{"tls.ca_file", s.cfg.TLS.CAFile},
@@ -28,7 +26,7 @@ func (s *Source) Check() []sources.Problem {
 			continue
 		}
 		if err := sources.Readable(f.path); err != nil {
-			out = append(out, sources.Problem{Key: f.key, Err: err})
+			out = append(out, sources.Problem{Key: f.key, Err: err, Origin: s.cfg.origin(f.key)})
 		}
 	}
 	return out
@@ -41,21 +39,22 @@ func checkAddress(addr, scheme string) error {
 	if !strings.Contains(addr, "://") {
 		raw = scheme + "://" + addr
 	}
-	u, err := url.Parse(raw)
+	const want = "want host:port or an http://, https:// or unix:// URL"
+	u, err := scalar.URL(raw)
 	if err != nil {
-		return fmt.Errorf("invalid address %q: %w", addr, err)
+		return fmt.Errorf("%q is not an address (%s): %w", addr, want, err)
 	}
 	switch u.Scheme {
 	case "unix":
 		if u.Path == "" {
-			return fmt.Errorf("invalid address %q: no socket path", addr)
+			return fmt.Errorf("%q has no socket path", addr)
 		}
 	case "http", "https":
 		if u.Host == "" {
-			return fmt.Errorf("invalid address %q: no host", addr)
+			return fmt.Errorf("%q has no host (%s)", addr, want)
 		}
 	default:
-		return fmt.Errorf("invalid address %q: unknown scheme %q (want http, https or unix)", addr, u.Scheme)
+		return fmt.Errorf("%q has the unknown scheme %q (%s)", addr, u.Scheme, want)
 	}
 	return nil
 }

@@ -71,6 +71,7 @@ func (s *Source) newAPIClient(limit int, record bool) (*api.Client, *http.Transp
 	tlsCfg, err := api.SetupTLSConfig(&api.TLSConfig{
 		Address:            cfg.TLS.ServerName,
 		CAFile:             cfg.TLS.CAFile,
+		CAPath:             cfg.TLS.CAPath,
 		CertFile:           cfg.TLS.CertFile,
 		KeyFile:            cfg.TLS.KeyFile,
 		InsecureSkipVerify: cfg.TLS.InsecureSkipVerify,

@@ -11,20 +11,24 @@ import (
 	"text/template"
 	"time"
 
+	"github.com/xdsbridge/xdsbridge/internal/scalar"
 	"github.com/xdsbridge/xdsbridge/sources"
 )
 
 // Config is the configuration of one consul source (the keys of its entry
-// under `sources`, besides name and type). Defaults live in defaults(),
-// validation in validate().
+// under `sources`, besides name and type). The consul CLI's environment
+// variables fill the keys the entry leaves out (see consulEnv), defaults()
+// the rest; validation is in validate().
 type Config struct {
 	// Address is host:port of the Consul agent (or a URL with the scheme);
 	// default $CONSUL_HTTP_ADDR, else 127.0.0.1:8500.
 	Address string `mapstructure:"address"`
-	// Scheme is http or https; default http (https when address says so).
+	// Scheme is http or https; default https with CONSUL_HTTP_SSL=true or
+	// when address starts with https://, else http.
 	Scheme string `mapstructure:"scheme"`
 	// Token is the ACL token; TokenFile a file holding it (wins over Token);
-	// default $CONSUL_HTTP_TOKEN. Neither is ever logged.
+	// default $CONSUL_HTTP_TOKEN_FILE, else $CONSUL_HTTP_TOKEN. Neither is
+	// ever logged.
 	Token     string    `mapstructure:"token"`
 	TokenFile string    `mapstructure:"token_file"`
 	TLS       TLSConfig `mapstructure:"tls"`
@@ -136,11 +140,17 @@ type Config struct {
 	// a failed read, never a partial one: the service keeps its last
 	// state and the source says why.
 	MaxResponseBytes int64 `mapstructure:"max_response_bytes"`
+
+	// origins maps the keys filled from the environment to their variable,
+	// so that an error about one names the variable.
+	origins map[string]string
 }
 
-// TLSConfig configures HTTPS to the agent.
+// TLSConfig configures HTTPS to the agent. CAPath is a directory of CA
+// certificates, used besides CAFile.
 type TLSConfig struct {
 	CAFile     string `mapstructure:"ca_file"`
+	CAPath     string `mapstructure:"ca_path"`
 	CertFile   string `mapstructure:"cert_file"`
 	KeyFile    string `mapstructure:"key_file"`
 	ServerName string `mapstructure:"server_name"`
@@ -216,10 +226,100 @@ func (c *Config) readSlots() int {
 	return max(1, min(c.MaxConcurrentFetches, c.MaxConnections-fixedConns(len(c.Datacenters))))
 }
 
-func (c *Config) defaults() {
-	if c.Address == "" {
-		c.Address = os.Getenv("CONSUL_HTTP_ADDR")
+// newConfig decodes a source's raw configuration, fills what it leaves
+// out from the environment (see consulEnv) and the defaults, and validates
+// it; baseDir resolves relative file paths. An error about a value taken
+// from the environment names the variable (sources.KeyError.Origin).
+func newConfig(raw map[string]any, baseDir string) (Config, *template.Template, error) {
+	c := Config{origins: map[string]string{}}
+	if err := sources.Decode(raw, &c); err != nil {
+		return c, nil, err
 	}
+	if err := c.environment(raw); err != nil {
+		return c, nil, err
+	}
+	c.defaults()
+	tmpl, err := c.validate(baseDir)
+	return c, tmpl, sources.Attribute(err, c.origin)
+}
+
+// origin says where the value of key came from: an environment variable,
+// or "" for the configuration file.
+func (c *Config) origin(key string) string { return c.origins[key] }
+
+// consulEnv are the consul CLI's variables that apply to reading the
+// catalog, in the order they are read, each with the keys it yields to
+// (the first is the one it fills: a key the entry sets, or an earlier
+// variable filled, wins, as the consul CLI's flags beat its variables)
+// and how it fills it. Paths are made absolute against the working
+// directory, as the consul CLI reads them. CONSUL_HTTP_AUTH (HTTP basic
+// authentication) is not read.
+var consulEnv = []struct {
+	name string
+	keys []string
+	fill func(c *Config, v string) error
+}{
+	{"CONSUL_HTTP_ADDR", []string{"address"}, func(c *Config, v string) error { c.Address = v; return nil }},
+	{"CONSUL_HTTP_TOKEN_FILE", []string{"token_file", "token"}, func(c *Config, v string) error { c.TokenFile = absolute(v); return nil }},
+	{"CONSUL_HTTP_TOKEN", []string{"token", "token_file"}, func(c *Config, v string) error { c.Token = v; return nil }},
+	{"CONSUL_HTTP_SSL", []string{"scheme"}, func(c *Config, v string) error {
+		on, err := scalar.Bool(v)
+		if on {
+			c.Scheme = "https"
+		}
+		return err
+	}},
+	{"CONSUL_HTTP_SSL_VERIFY", []string{"tls.insecure_skip_verify"}, func(c *Config, v string) error {
+		verify, err := scalar.Bool(v)
+		c.TLS.InsecureSkipVerify = !verify
+		return err
+	}},
+	{"CONSUL_CACERT", []string{"tls.ca_file"}, func(c *Config, v string) error { c.TLS.CAFile = absolute(v); return nil }},
+	{"CONSUL_CAPATH", []string{"tls.ca_path"}, func(c *Config, v string) error { c.TLS.CAPath = absolute(v); return nil }},
+	{"CONSUL_CLIENT_CERT", []string{"tls.cert_file"}, func(c *Config, v string) error { c.TLS.CertFile = absolute(v); return nil }},
+	{"CONSUL_CLIENT_KEY", []string{"tls.key_file"}, func(c *Config, v string) error { c.TLS.KeyFile = absolute(v); return nil }},
+	{"CONSUL_TLS_SERVER_NAME", []string{"tls.server_name"}, func(c *Config, v string) error { c.TLS.ServerName = v; return nil }},
+	{"CONSUL_NAMESPACE", []string{"namespace"}, func(c *Config, v string) error { c.Namespace = v; return nil }},
+	{"CONSUL_PARTITION", []string{"partition"}, func(c *Config, v string) error { c.Partition = v; return nil }},
+}
+
+// environment fills, from consulEnv, the keys raw (the entry as written)
+// leaves out, and records where each came from in origins.
+func (c *Config) environment(raw map[string]any) error {
+	for _, e := range consulEnv {
+		v := os.Getenv(e.name)
+		if v == "" || slices.ContainsFunc(e.keys, func(k string) bool { return written(raw, k) || c.origins[k] != "" }) {
+			continue
+		}
+		origin := "environment variable " + e.name
+		if err := e.fill(c, v); err != nil {
+			return &sources.KeyError{Key: e.keys[0], Err: err, Origin: origin}
+		}
+		c.origins[e.keys[0]] = origin
+	}
+	return nil
+}
+
+// written reports whether raw sets key, such as "tls.ca_file".
+func written(raw map[string]any, key string) bool {
+	top, sub, nested := strings.Cut(key, ".")
+	v, ok := raw[top]
+	if m, isMap := v.(map[string]any); nested && isMap {
+		_, ok = m[sub]
+	}
+	return ok
+}
+
+// absolute makes a path from the environment absolute against the working
+// directory; the configuration's paths are relative to its file.
+func absolute(p string) string {
+	if abs, err := filepath.Abs(p); err == nil {
+		return abs
+	}
+	return p
+}
+
+func (c *Config) defaults() {
 	if c.Address == "" {
 		c.Address = "127.0.0.1:8500"
 	}
@@ -228,9 +328,6 @@ func (c *Config) defaults() {
 		if strings.HasPrefix(c.Address, "https://") {
 			c.Scheme = "https"
 		}
-	}
-	if c.Token == "" && c.TokenFile == "" {
-		c.Token = os.Getenv("CONSUL_HTTP_TOKEN")
 	}
 	if c.AddressSource == "" {
 		c.AddressSource = AddressService
@@ -306,6 +403,9 @@ func (c *Config) validate(baseDir string) (*template.Template, error) {
 	if err := oneOf("scheme", c.Scheme, "http", "https"); err != nil {
 		return nil, err
 	}
+	if err := checkAddress(c.Address, c.Scheme); err != nil {
+		return nil, sources.Errorf("address", "%v", err)
+	}
 	if err := oneOf("warning", c.Warning, WarningDegrade, WarningHealthy); err != nil {
 		return nil, err
 	}
@@ -365,7 +465,7 @@ func (c *Config) validate(baseDir string) (*template.Template, error) {
 	if c.RetryMin <= 0 || c.RetryMax < c.RetryMin {
 		return nil, sources.Errorf("retry_max", "retry_min (%v) must be positive and at most retry_max (%v)", c.RetryMin, c.RetryMax)
 	}
-	for _, f := range []*string{&c.TokenFile, &c.TLS.CAFile, &c.TLS.CertFile, &c.TLS.KeyFile} {
+	for _, f := range []*string{&c.TokenFile, &c.TLS.CAFile, &c.TLS.CAPath, &c.TLS.CertFile, &c.TLS.KeyFile} {
 		if *f != "" && !filepath.IsAbs(*f) && baseDir != "" {
 			*f = filepath.Join(baseDir, *f)
 		}

@@ -2,6 +2,9 @@ package consul
 
 import (
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -100,7 +103,7 @@ func TestDocumentedKeys(t *testing.T) {
 address: 127.0.0.1:8500
 scheme: http
 token_file: /run/secrets/consul
-tls: {ca_file: "", cert_file: "", key_file: "", server_name: "", insecure_skip_verify: false}
+tls: {ca_file: "", ca_path: "", cert_file: "", key_file: "", server_name: "", insecure_skip_verify: false}
 datacenters: [dc1]
 datacenter_priority: {}
 namespace: ""
@@ -135,5 +138,119 @@ read_timeout: 5s
 	}
 	if _, err := New(raw, sources.Options{Name: "c"}); err != nil {
 		t.Fatalf("documented configuration: %v", err)
+	}
+}
+
+// TestEnvironment checks the consul CLI's variables: each fills its key
+// when the entry leaves it out, the entry's keys win, and a bad value is
+// an error naming the variable.
+func TestEnvironment(t *testing.T) {
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := map[string]string{
+		"CONSUL_HTTP_ADDR":       "10.0.0.9:8501",
+		"CONSUL_HTTP_TOKEN_FILE": "token",
+		"CONSUL_HTTP_TOKEN":      "secret",
+		"CONSUL_HTTP_SSL":        "true",
+		"CONSUL_HTTP_SSL_VERIFY": "false",
+		"CONSUL_CACERT":          "ca.pem",
+		"CONSUL_CAPATH":          "/etc/consul/ca",
+		"CONSUL_CLIENT_CERT":     "/etc/consul/client.pem",
+		"CONSUL_CLIENT_KEY":      "/etc/consul/client-key.pem",
+		"CONSUL_TLS_SERVER_NAME": "consul.example",
+		"CONSUL_NAMESPACE":       "team-a",
+		"CONSUL_PARTITION":       "part-1",
+	}
+	tests := []struct {
+		name string
+		env  map[string]string
+		raw  map[string]any
+		want func(c Config) string // "" when c is as expected, else what is wrong
+	}{
+		{"every variable", all, nil, func(c Config) string {
+			type envKeys struct {
+				Address, Scheme, Token, TokenFile, Namespace, Partition string
+				TLS                                                     TLSConfig
+			}
+			want := envKeys{Address: "10.0.0.9:8501", Scheme: "https", TokenFile: filepath.Join(wd, "token"),
+				Namespace: "team-a", Partition: "part-1",
+				TLS: TLSConfig{CAFile: filepath.Join(wd, "ca.pem"), CAPath: "/etc/consul/ca", CertFile: "/etc/consul/client.pem",
+					KeyFile: "/etc/consul/client-key.pem", ServerName: "consul.example", InsecureSkipVerify: true}}
+			got := envKeys{c.Address, c.Scheme, c.Token, c.TokenFile, c.Namespace, c.Partition, c.TLS}
+			if got != want {
+				return fmt.Sprintf("got %+v, want %+v", got, want)
+			}
+			return ""
+		}},
+		{"the token without a token file", map[string]string{"CONSUL_HTTP_TOKEN": "secret"}, nil, func(c Config) string {
+			if c.Token != "secret" || c.TokenFile != "" {
+				return fmt.Sprintf("token %q, token_file %q", c.Token, c.TokenFile)
+			}
+			return ""
+		}},
+		{"the entry's keys win", all, map[string]any{
+			"address": "127.0.0.1:8500", "scheme": "http", "token": "mine", "namespace": "ns", "partition": "",
+			"tls": map[string]any{"ca_file": "/mine.pem", "insecure_skip_verify": false},
+		}, func(c Config) string {
+			if c.Address != "127.0.0.1:8500" || c.Scheme != "http" || c.Token != "mine" || c.TokenFile != "" ||
+				c.Namespace != "ns" || c.Partition != "" || c.TLS.CAFile != "/mine.pem" || c.TLS.InsecureSkipVerify ||
+				c.TLS.ServerName != "consul.example" {
+				return fmt.Sprintf("got %+v", c)
+			}
+			return ""
+		}},
+		{"ssl off changes nothing", map[string]string{"CONSUL_HTTP_SSL": "0", "CONSUL_HTTP_ADDR": "https://c:8501"}, nil, func(c Config) string {
+			if c.Scheme != "https" {
+				return "scheme " + c.Scheme
+			}
+			return ""
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			clearEnv(t)
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			s, err := New(tc.raw, sources.Options{Name: "c"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if msg := tc.want(s.cfg); msg != "" {
+				t.Error(msg)
+			}
+		})
+	}
+}
+
+func TestEnvironmentErrors(t *testing.T) {
+	tests := []struct {
+		name, variable, value, want string
+	}{
+		{"ssl not a boolean", "CONSUL_HTTP_SSL", "yes", `scheme: "yes" is not true or false`},
+		{"verify not a boolean", "CONSUL_HTTP_SSL_VERIFY", "off!", `tls.insecure_skip_verify: "off!" is not true or false`},
+		{"address", "CONSUL_HTTP_ADDR", "foo:bar:baz", `address: "foo:bar:baz" is not an address (want host:port or an http://, https:// or unix:// URL): invalid port ":bar:baz" after host`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			clearEnv(t)
+			t.Setenv(tc.variable, tc.value)
+			_, err := New(nil, sources.Options{Name: "c"})
+			var ke *sources.KeyError
+			if !errors.As(err, &ke) || err.Error() != tc.want || ke.Origin != "environment variable "+tc.variable {
+				t.Fatalf("err = %v (origin %q), want %q from environment variable %s", err, ke.Origin, tc.want, tc.variable)
+			}
+		})
+	}
+}
+
+// clearEnv empties the variables the source reads for the rest of the
+// test (an empty variable counts as unset), so that the tester's own
+// environment does not take part.
+func clearEnv(t *testing.T) {
+	for _, e := range consulEnv {
+		t.Setenv(e.name, "")
 	}
 }

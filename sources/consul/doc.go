@@ -10,9 +10,9 @@
 //	  - name: consul
 //	    type: consul
 //	    address: 127.0.0.1:8500          # $CONSUL_HTTP_ADDR, else 127.0.0.1:8500
-//	    scheme: http                     # https when address starts with https://
-//	    token_file: /run/secrets/consul  # or token; default $CONSUL_HTTP_TOKEN
-//	    tls: {ca_file: "", cert_file: "", key_file: "", server_name: "", insecure_skip_verify: false}
+//	    scheme: http                     # https with CONSUL_HTTP_SSL=true or when address starts with https://
+//	    token_file: /run/secrets/consul  # or token; default $CONSUL_HTTP_TOKEN_FILE, else $CONSUL_HTTP_TOKEN
+//	    tls: {ca_file: "", ca_path: "", cert_file: "", key_file: "", server_name: "", insecure_skip_verify: false}
 //	    datacenters: [dc1]               # default: the agent's own; failover order
 //	    datacenter_priority: {}          # e.g. {dc3: 1}: dc3 shares priority 1 with dc2
 //	    namespace: ""                    # Enterprise
@@ -42,6 +42,21 @@
 //	    retry_min: 250ms
 //	    retry_max: 30s
 //	    read_timeout: 5s                 # deadline of a read; blocking: wait + wait/16 + this
+//
+// The consul CLI's environment variables that apply to reading the catalog
+// fill the keys an entry leaves out; a key the entry sets wins over its
+// variable, and a variable wins over the default: CONSUL_HTTP_ADDR
+// (address), CONSUL_HTTP_TOKEN_FILE (token_file), CONSUL_HTTP_TOKEN (token;
+// neither token variable applies when the entry sets token or token_file,
+// and the file's wins over the token's), CONSUL_HTTP_SSL (true: scheme
+// https), CONSUL_HTTP_SSL_VERIFY (false: tls.insecure_skip_verify),
+// CONSUL_CACERT (tls.ca_file), CONSUL_CAPATH (tls.ca_path),
+// CONSUL_CLIENT_CERT and CONSUL_CLIENT_KEY (tls.cert_file, tls.key_file),
+// CONSUL_TLS_SERVER_NAME (tls.server_name), CONSUL_NAMESPACE (namespace)
+// and CONSUL_PARTITION (partition). Paths in variables are relative to the
+// working directory, as for the consul CLI; paths in the configuration
+// are relative to its file. An error in a value taken from a variable
+// names the variable. CONSUL_HTTP_AUTH is not read.
 //
 // # Watching, and what it costs Consul
 //

@@ -51,12 +51,7 @@ type Source struct {
 // New decodes and validates a source's configuration. It does no I/O (the
 // token file is read by Run).
 func New(raw map[string]any, opts sources.Options) (*Source, error) {
-	var cfg Config
-	if err := sources.Decode(raw, &cfg); err != nil {
-		return nil, err
-	}
-	cfg.defaults()
-	tmpl, err := cfg.validate(opts.BaseDir)
+	cfg, tmpl, err := newConfig(raw, opts.BaseDir)
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/xdsbridge/xdsbridge/internal/scalar"
 	"github.com/xdsbridge/xdsbridge/sources"
 	"github.com/xdsbridge/xdsbridge/sources/file"
 )
@@ -53,10 +54,12 @@ func (c Config) validate() (*url.URL, error) {
 	if strings.TrimSpace(c.URL) == "" {
 		return nil, sources.Errorf("url", "is required")
 	}
-	u, err := url.Parse(c.URL)
+	u, err := scalar.URL(c.URL)
 	switch {
+	case !strings.Contains(c.URL, "://"):
+		return nil, sources.Errorf("url", "%q has no scheme (want http:// or https://, such as http://%s)", c.URL, c.URL)
 	case err != nil:
-		return nil, sources.Errorf("url", "%v", err)
+		return nil, sources.Errorf("url", "%q is not a URL: %v", c.URL, err)
 	case u.Scheme != "http" && u.Scheme != "https":
 		return nil, sources.Errorf("url", "scheme %q is not http or https", u.Scheme)
 	case u.Host == "":

@@ -1,0 +1,13 @@
+package scalar
+
+import "net/url"
+
+// URL parses s as a URL, its error the reason alone (`invalid port ":x"
+// after host`), without the parser's `parse "...":` around it.
+func URL(s string) (*url.URL, error) {
+	u, err := url.Parse(s)
+	if ue, ok := err.(*url.Error); ok {
+		return nil, ue.Err
+	}
+	return u, err
+}
