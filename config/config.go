@@ -27,6 +27,7 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/xdsbridge/xdsbridge/internal/reclaim"
+	"github.com/xdsbridge/xdsbridge/internal/scalar"
 	"github.com/xdsbridge/xdsbridge/sources"
 	"github.com/xdsbridge/xdsbridge/transform"
 	"github.com/xdsbridge/xdsbridge/translate"
@@ -318,7 +319,7 @@ func (c *Config) fill(data []byte, fs *pflag.FlagSet) error {
 func setNameOrType(key, k string, val any, name, typ *string) error {
 	str, ok := val.(string)
 	if !ok {
-		return sources.Errorf(fmt.Sprintf("%s.%s", key, k), "must be a string, not %T", val)
+		return sources.Errorf(fmt.Sprintf("%s.%s", key, k), "%v", scalar.Mismatch("a string", val))
 	}
 	if k == "name" {
 		*name = str

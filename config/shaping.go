@@ -6,6 +6,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/xdsbridge/xdsbridge/internal/scalar"
 	"github.com/xdsbridge/xdsbridge/sources"
 	"github.com/xdsbridge/xdsbridge/transform"
 	"github.com/xdsbridge/xdsbridge/translate"
@@ -36,13 +37,13 @@ func listOfMaps(raw map[string]any, key string) ([]map[string]any, error) {
 	}
 	list, ok := v.([]any)
 	if !ok {
-		return nil, sources.Errorf(key, "must be a list, not %T", v)
+		return nil, sources.Errorf(key, "%v", scalar.Mismatch("a list", v))
 	}
 	out := make([]map[string]any, 0, len(list))
 	for i, item := range list {
 		m, ok := item.(map[string]any)
 		if !ok {
-			return nil, sources.Errorf(fmt.Sprintf("%s[%d]", key, i), "must be a map, not %T", item)
+			return nil, sources.Errorf(fmt.Sprintf("%s[%d]", key, i), "%v", scalar.Mismatch("a map", item))
 		}
 		out = append(out, m)
 	}

@@ -40,8 +40,9 @@ func checkValue(from, to reflect.Type, data any) (any, error) {
 		}
 	case k == reflect.Slice || k == reflect.Array:
 		// A string is split at commas (the environment's lists) and any
-		// other scalar becomes a list of one.
-		if isMap {
+		// other scalar becomes a list of one, when the elements are
+		// scalars.
+		if elem := to.Elem().Kind(); isMap || (!isList && (elem == reflect.Struct || elem == reflect.Map)) {
 			return nil, scalar.Mismatch("a list", data)
 		}
 	case isList || isMap:

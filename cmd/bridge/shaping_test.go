@@ -41,9 +41,9 @@ func writeConfig(t *testing.T, extra string) string {
 // sections is reported by `bridge validate` with its key path, exit 2.
 func TestValidateShapingErrors(t *testing.T) {
 	tests := []struct{ name, config, want string }{
-		{"clusters not a list", "clusters: {a: 1}", "clusters: must be a list"},
-		{"rule not a map", "clusters: [{cluster: {lb_policy: RANDOM}}, web]", "clusters[1]: expected type"},
-		{"transforms not a list", "transforms: exclude", "transforms[0]: expected type"},
+		{"clusters not a list", "clusters: {a: 1}", "clusters: want a list, not the map {a: 1}"},
+		{"rule not a map", "clusters: [{cluster: {lb_policy: RANDOM}}, web]", `clusters[1]: want a map, not "web"`},
+		{"transforms not a list", "transforms: exclude", `transforms: want a list, not "exclude"`},
 		{"rule unknown key", "clusters: [{matches: {}, cluster: {lb_policy: RANDOM}}]", "clusters[0].matches: unknown key"},
 		{"rule without cluster", "clusters: [{match: {services: [web]}}]", "clusters[0].cluster: is required"},
 		{"bad clients", "clusters: [{clients: proxies, cluster: {lb_policy: RANDOM}}]", `clusters[0].clients: unknown client class "proxies"`},
@@ -51,16 +51,17 @@ func TestValidateShapingErrors(t *testing.T) {
 		{"match unknown key", "clusters: [{match: {service: [web]}, cluster: {lb_policy: RANDOM}}]", "clusters[0].match.service: unknown key"},
 		{"fragment typo", "clusters:\n  - {cluster: {lb_policy: RANDOM}}\n  - {cluster: {outlier_detection: {consecutive_5xxx: 1}}}",
 			"clusters[1].cluster.outlier_detection.consecutive_5xxx: unknown field"},
-		{"fragment bad value", "clusters: [{cluster: {lb_policy: FASTEST}}]", "clusters[0].cluster: "},
+		{"fragment bad value", "clusters: [{cluster: {lb_policy: FASTEST}}]", `clusters[0].cluster.lb_policy: unknown value "FASTEST" (want ROUND_ROBIN, LEAST_REQUEST`},
 		{"fragment bridge-owned", "clusters: [{cluster: {eds_cluster_config: {service_name: x}}}]", "clusters[0].cluster.eds_cluster_config: is set by the bridge"},
-		{"fragment invalid", "clusters: [{cluster: {common_lb_config: {healthy_panic_threshold: {value: 101}}}}]", "clusters[0].cluster: the shaped cluster is invalid"},
+		{"fragment invalid", "clusters: [{cluster: {common_lb_config: {healthy_panic_threshold: {value: 101}}}}]",
+			"clusters[0].cluster.common_lb_config.healthy_panic_threshold.value: the shaped cluster is invalid: value must be inside range [0, 100]"},
 		{"fragment unknown Any", `clusters: [{cluster: {transport_socket: {name: x, typed_config: {"@type": type.googleapis.com/x.Y}}}}]`,
 			"clusters[0].cluster.transport_socket.typed_config.@type: unknown type"},
 		{"transform without type", "transforms: [{services: [web]}]", "transforms[0].type: is required"},
 		{"transform unknown type", "transforms: [{type: upcase}]", `transforms[0].type: unknown transform type "upcase"`},
-		{"transform name not a string", "transforms: [{name: [a], type: include}]", "transforms[0].name: must be a string"},
+		{"transform name not a string", "transforms: [{name: [a], type: include}]", "transforms[0].name: want a string, not the list [a]"},
 		{"transform unknown key", "transforms: [{type: include}, {type: rename, template: x, servces: [a]}]", "transforms[1].servces: unknown key"},
-		{"transform bad template", "transforms: [{type: rename, template: '{{.Nam}}'}]", "transforms[0].template: "},
+		{"transform bad template", "transforms: [{type: rename, template: '{{.Nam}}'}]", "transforms[0].template: unknown field .Nam (want .Name, .Source, .Meta or .Locality)"},
 		{"transform bad setting", "transforms: [{type: override, weight: 0}]", "transforms[0].weight: 0 is outside"},
 	}
 	for _, tt := range tests {

@@ -473,12 +473,13 @@ func (c *Config) validate(baseDir string) (*template.Template, error) {
 	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
 		return nil, sources.Errorf("tls.key_file", "cert_file and key_file go together")
 	}
+	sample := nameData{Service: "s", Datacenter: "dc"}
 	tmpl, err := template.New("cluster_name").Option("missingkey=error").Parse(c.ClusterName)
-	if err != nil {
-		return nil, sources.Errorf("cluster_name", "%v", err)
+	if err == nil {
+		_, err = renderName(tmpl, sample)
 	}
-	if _, err := renderName(tmpl, nameData{Service: "s", Datacenter: "dc"}); err != nil {
-		return nil, sources.Errorf("cluster_name", "%v", err)
+	if err != nil {
+		return nil, sources.Errorf("cluster_name", "%v", scalar.TemplateError(err, sample))
 	}
 	return tmpl, nil
 }

@@ -8,6 +8,7 @@ import (
 
 	mdns "github.com/miekg/dns"
 
+	"github.com/xdsbridge/xdsbridge/internal/scalar"
 	"github.com/xdsbridge/xdsbridge/sources"
 )
 
@@ -71,6 +72,9 @@ type Service struct {
 	Host    string `mapstructure:"host"`
 	Port    int    `mapstructure:"port"`
 }
+
+// templateData is what a Template's strings see.
+type templateData struct{ Service, Domain string }
 
 // Template expands into one Service per entry of Services; its SRV, Host
 // and Cluster are text/template strings over {{.Service}} and {{.Domain}}.
@@ -217,13 +221,13 @@ func (t Template) expand() ([]Service, error) {
 		}
 		tpl, err := template.New(f.key).Option("missingkey=error").Parse(f.src)
 		if err != nil {
-			return nil, sources.Errorf(f.key, "parsing template: %v", err)
+			return nil, sources.Errorf(f.key, "%v", scalar.TemplateError(err, templateData{}))
 		}
 		for i, name := range t.Services {
 			var b strings.Builder
-			data := struct{ Service, Domain string }{name, t.Domain}
+			data := templateData{name, t.Domain}
 			if err := tpl.Execute(&b, data); err != nil {
-				return nil, sources.Errorf(f.key, "expanding template for %q: %v", name, err)
+				return nil, sources.Errorf(f.key, "expanding it for %q: %v", name, scalar.TemplateError(err, data))
 			}
 			*f.dst(&out[i]) = b.String()
 		}

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"text/template"
 
+	"github.com/xdsbridge/xdsbridge/internal/scalar"
 	"github.com/xdsbridge/xdsbridge/sources"
 )
 
@@ -29,7 +30,7 @@ func parseTemplate(key, text string) (*template.Template, error) {
 		_, err = render(t, sample)
 	}
 	if err != nil {
-		return nil, sources.Errorf(key, "%v", err)
+		return nil, sources.Errorf(key, "%v", scalar.TemplateError(err, sample))
 	}
 	return t, nil
 }
