@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -14,6 +15,9 @@ import (
 // is not resolved: validation does no I/O.
 func checkListen(key, addr string) error {
 	host, port, err := net.SplitHostPort(addr)
+	if ae, ok := err.(*net.AddrError); ok {
+		err = errors.New(ae.Err) // without its "address x:", the value being named already
+	}
 	if err == nil {
 		if _, perr := strconv.ParseUint(port, 10, 16); perr != nil {
 			err = fmt.Errorf("port %q is not a number in 0..65535", port)

@@ -1,0 +1,158 @@
+package config
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+
+	_ "github.com/xdsbridge/xdsbridge/plugins" // the real source types, whose messages are checked here
+)
+
+// goInternals are fragments of Go's own error texts that no configuration
+// error may show: parser packages, reflect kinds, protojson positions and
+// lowerCamelCase proto field names.
+var goInternals = []string{"strconv", "reflect", "mapstructure", "interface {}", "expected type", "proto:",
+	"(line ", "got \"slice\"", "time: ", "parse \"", "lbPolicy", "[]string"}
+
+// TestErrorMessages checks the whole message of each kind of mistake, as
+// `bridge` prints it after "bridge: ": one line, naming the file (or the
+// variable or flag the value came from), the key, the value and what is
+// allowed.
+func TestErrorMessages(t *testing.T) {
+	const file = "sources: [{name: static, type: file, path: services.yaml}]\n"
+	tests := []struct {
+		name   string
+		config string
+		env    map[string]string
+		flags  []string
+		want   string
+	}{
+		{name: "whole number", config: file + "xds: {max_response_bytes: abc}",
+			want: `invalid configuration bridge.yaml: xds.max_response_bytes: "abc" is not a whole number`},
+		{name: "whole number out of its type's range", config: "sources: [{name: c, type: consul, datacenters: [a], datacenter_priority: {a: -1}}]",
+			want: `invalid configuration bridge.yaml: sources[0].datacenter_priority.a: -1 is out of range (0 to 4294967295)`},
+		{name: "duration with a wrong unit", config: file + "holdoff: {min: 10 seconds}",
+			want: `invalid configuration bridge.yaml: holdoff.min: "10 seconds" is not a duration: durations need a unit such as 100ms or 30s`},
+		{name: "duration without a unit", config: file + "holdoff: {min: 100}",
+			want: `invalid configuration bridge.yaml: holdoff.min: 100 is not a duration: durations need a unit such as 100ms or 30s`},
+		{name: "duration without a unit from the environment", config: file, env: map[string]string{"BRIDGE_HOLDOFF_MIN": "100"},
+			want: `invalid configuration from environment variable BRIDGE_HOLDOFF_MIN: holdoff.min: "100" is not a duration: durations need a unit such as 100ms or 30s`},
+		{name: "boolean", config: file + "xds: {grpc: {enabled: yes}}",
+			want: `invalid configuration bridge.yaml: xds.grpc.enabled: "yes" is not true or false`},
+		{name: "list for a map", config: "sources: [{name: c, type: consul, services: [web, api]}]",
+			want: `invalid configuration bridge.yaml: sources[0].services: want a map with keys include, exclude, not the list [web, api]`},
+		{name: "map for a list", config: "sources: [{name: c, type: consul, datacenters: {dc1: 0}}]",
+			want: `invalid configuration bridge.yaml: sources[0].datacenters: want a list, not the map {dc1: 0}`},
+		{name: "unknown enum value of a cluster fragment", config: file + "clusters: [{cluster: {lb_policy: LEAST_REQUESTS}}]",
+			want: `invalid configuration bridge.yaml: clusters[0].cluster.lb_policy: unknown value "LEAST_REQUESTS" ` +
+				`(want ROUND_ROBIN, LEAST_REQUEST, RING_HASH, RANDOM, MAGLEV, CLUSTER_PROVIDED, LOAD_BALANCING_POLICY_CONFIG)`},
+		{name: "URL without a scheme", config: `sources: [{name: cmdb, type: http, url: "127.0.0.1:18555/x"}]`,
+			want: `invalid configuration bridge.yaml: sources[0].url: "127.0.0.1:18555/x" has no scheme (want http:// or https://, such as http://127.0.0.1:18555/x)`},
+		{name: "consul address", config: `sources: [{name: c, type: consul, address: "foo:bar:baz"}]`,
+			want: `invalid configuration bridge.yaml: sources[0].address: "foo:bar:baz" is not an address (want host:port or an http://, https:// or unix:// URL): invalid port ":bar:baz" after host`},
+		{name: "consul address from the environment", config: "sources: [{name: c, type: consul}]", env: map[string]string{"CONSUL_HTTP_ADDR": "foo:bar:baz"},
+			want: `invalid configuration from environment variable CONSUL_HTTP_ADDR: sources[0].address: "foo:bar:baz" is not an address (want host:port or an http://, https:// or unix:// URL): invalid port ":bar:baz" after host`},
+		{name: "consul boolean variable", config: "sources: [{name: c, type: consul}]", env: map[string]string{"CONSUL_HTTP_SSL": "yes"},
+			want: `invalid configuration from environment variable CONSUL_HTTP_SSL: sources[0].scheme: "yes" is not true or false`},
+		{name: "level from the environment", config: file, env: map[string]string{"BRIDGE_LOG_LEVEL": "verbose"},
+			want: `invalid configuration from environment variable BRIDGE_LOG_LEVEL: log.level: unknown level "verbose" (want debug, info, warn or error)`},
+		{name: "level from a flag", config: file, env: map[string]string{"BRIDGE_LOG_LEVEL": "verbose"}, flags: []string{"--log-level=loud"},
+			want: `invalid configuration from flag --log-level: log.level: unknown level "loud" (want debug, info, warn or error)`},
+		{name: "level from the file", config: file + "log: {level: verbose}",
+			want: `invalid configuration bridge.yaml: log.level: unknown level "verbose" (want debug, info, warn or error)`},
+		{name: "same address for xds and admin", config: file + "xds: {listen: '127.0.0.1:9000'}\nadmin: {listen: '127.0.0.1:9000'}",
+			want: `invalid configuration bridge.yaml: admin.listen: 127.0.0.1:9000 collides with xds.listen (127.0.0.1:9000): each listener needs an address of its own`},
+		{name: "wildcard and specific host on one port", config: file + "xds: {listen: '0.0.0.0:9000'}\nadmin: {listen: 'localhost:9000'}",
+			want: `invalid configuration bridge.yaml: admin.listen: localhost:9000 collides with xds.listen (0.0.0.0:9000): a wildcard host takes port 9000 on every address`},
+		{name: "REST on the xds address", config: file + "xds: {listen: '[::1]:9000', rest: {enabled: true, listen: '[::1]:9000'}}",
+			want: `invalid configuration bridge.yaml: xds.rest.listen: [::1]:9000 collides with xds.listen ([::1]:9000): each listener needs an address of its own`},
+		{name: "collision from the environment", config: file, env: map[string]string{"BRIDGE_ADMIN_LISTEN": "127.0.0.1:18000"},
+			want: `invalid configuration from environment variable BRIDGE_ADMIN_LISTEN: admin.listen: 127.0.0.1:18000 collides with xds.listen (127.0.0.1:18000): each listener needs an address of its own`},
+		{name: "not YAML", config: "xds: [",
+			want: `invalid configuration bridge.yaml: not valid YAML: line 1: did not find expected node content`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Chdir(t.TempDir())
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			if err := os.WriteFile("bridge.yaml", []byte(tc.config+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+			AddFlags(fs)
+			if err := fs.Parse(tc.flags); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Load("bridge.yaml", fs)
+			if err == nil {
+				t.Fatalf("Load succeeded, want %q", tc.want)
+			}
+			if got := err.Error(); got != tc.want {
+				t.Errorf("error\n got %s\nwant %s", got, tc.want)
+			}
+			for _, bad := range goInternals {
+				if strings.Contains(err.Error(), bad) || strings.Contains(err.Error(), "\n") {
+					t.Errorf("error %q has Go's own text %q or more than one line", err, bad)
+				}
+			}
+		})
+	}
+}
+
+// TestZeroDurationAllowed: a bare 0 is zero in any unit, allowed where
+// zero means "never" (memory.return_after_quiet), refused as not positive
+// where it does not.
+func TestZeroDurationAllowed(t *testing.T) {
+	cfg, err := parse([]byte("memory: {return_after_quiet: 0}\nxds: {keepalive: {max_connection_age: 0}}\n"+minimal), "/d", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Memory.ReturnAfterQuiet != 0 || cfg.XDS.Keepalive.MaxConnectionAge != 0 {
+		t.Errorf("return_after_quiet %v, max_connection_age %v; want 0", cfg.Memory.ReturnAfterQuiet, cfg.XDS.Keepalive.MaxConnectionAge)
+	}
+	_, err = parse([]byte("holdoff: {min: 0}\n"+minimal), "/d", nil)
+	if err == nil || err.Error() != "holdoff.min: must be a positive duration, not 0s" {
+		t.Errorf("holdoff.min: 0: error %v", err)
+	}
+}
+
+// TestListenersThatCanShare: different ports, port 0 (each listener gets
+// its own) and different specific hosts on one port all pass.
+func TestListenersThatCanShare(t *testing.T) {
+	for _, listen := range []string{
+		"xds: {listen: '127.0.0.1:0'}\nadmin: {listen: '127.0.0.1:0'}",
+		"xds: {listen: '127.0.0.1:9000'}\nadmin: {listen: '127.0.0.2:9000'}",
+		"xds: {listen: '127.0.0.1:9000', rest: {enabled: false, listen: '127.0.0.1:9000'}}",
+		"xds: {listen: '[::1]:9000'}\nadmin: {listen: '127.0.0.1:9000'}",
+	} {
+		if _, err := parse([]byte(listen+"\n"+minimal), "/d", nil); err != nil {
+			t.Errorf("%s: %v", listen, err)
+		}
+	}
+}
+
+// TestUnknownEnvironmentVariable: a misspelled BRIDGE_ variable is a
+// warning naming the closest setting; a known one is not.
+func TestUnknownEnvironmentVariable(t *testing.T) {
+	t.Setenv("BRIDGE_XDS_LISTN", "127.0.0.1:1")
+	t.Setenv("BRIDGE_LOG_FORMAT", "json")
+	cfg, err := parse([]byte(minimal), "/d", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "environment variable BRIDGE_XDS_LISTN is not a setting and is ignored (did you mean BRIDGE_XDS_LISTEN?)"
+	if len(cfg.Warnings) != 1 || cfg.Warnings[0] != want {
+		t.Errorf("Warnings = %q, want [%q]", cfg.Warnings, want)
+	}
+	if cfg.XDS.Listen != "127.0.0.1:18000" {
+		t.Errorf("xds.listen = %q, want the default", cfg.XDS.Listen)
+	}
+	problems := cfg.Check()
+	if n := len(problems); n == 0 || problems[n-1].String() != "warning: "+want {
+		t.Errorf("Check() = %v, want it to end with the warning", problems)
+	}
+}
