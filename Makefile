@@ -18,7 +18,8 @@ FMT_CHECK = files=$$(find . -name '*.go' -not -path './.git/*' -print0 | xargs -
 # here once on 2 cores); 20,000 inputs take 2-8 s a target here.
 FUZZTIME ?= 20000x
 FUZZ_TARGETS = FuzzConvert:./sources/dns/ FuzzParse:./config/ FuzzParse:./sources/file/ \
-	FuzzMapping:./sources/consul/ FuzzCodecRequest:./xds/ FuzzService:./translate/
+	FuzzMapping:./sources/consul/ FuzzCodecRequest:./xds/ FuzzService:./translate/ \
+	FuzzNewRule:./translate/
 FUZZ = for t in $(FUZZ_TARGETS); do \
 	$(GO) test -run='^$$' -fuzz="^$${t%%:*}\$$" -fuzztime=$(FUZZTIME) "$${t\#*:}" || exit 1; done
 
