@@ -9,6 +9,7 @@
 #   make bench-consul-scale  the Consul source at 10,000 services, every kind of change
 #   make bench-file    the file source end to end: bridge binary on a services file, one-line edits
 #   make bench-status-page  the admin status page at 10,000 services and 1,000 clients, in headless Chromium
+#   make bench-headline  prints the headline table of docs/benchmarks.md and redraws its chart
 # Output: out/bench/{results.md,results.csv,chart.svg,profiles/}
 # (bench-full: out/bench/full/ and wall.txt there, bench-consul: out/bench/consul/,
 # bench-consul-scale: out/bench/consul-scale/, bench-file: out/bench/file/,
@@ -17,7 +18,7 @@ BENCH_OUT   ?= out/bench
 BENCH_FLAGS ?=
 BENCH_FULL_FLAGS ?= --change-budget=30s
 
-.PHONY: bench bench-full bench-consul bench-consul-scale bench-file bench-status-page bench-bin
+.PHONY: bench bench-full bench-consul bench-consul-scale bench-file bench-status-page bench-headline bench-bin
 
 bench-bin:
 	@mkdir -p $(BENCH_OUT)
@@ -69,3 +70,10 @@ bench-status-page: bench-bin
 	go build -o $(BENCH_OUT)/bridge ./cmd/bridge
 	$(BENCH_OUT)/xdsload status-page --bridge $(STATUS_BRIDGES) -n 10000 -c 1000 --runs 5 \
 	  --paths '/,/?only=problems,/?q=svc-04&page=3' --out $(BENCH_OUT)/status-page
+
+# The headline table and chart of docs/benchmarks.md, from committed raw
+# results (a suite's log or results CSVs; the first file that ran a row's
+# configuration gives the whole row).
+HEADLINE_RESULTS ?= docs/bench-results/full/xdsload.log
+bench-headline: bench-bin
+	$(BENCH_OUT)/xdsload headline --svg docs/benchmarks-headline.svg $(HEADLINE_RESULTS)

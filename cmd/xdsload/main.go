@@ -5,6 +5,7 @@
 //	xdsload consul --bridge bin/bridge --consul $XDSBRIDGE_CONSUL -c 100 -n 100
 //	xdsload file-source --bridge bin/bridge -n 1000,10000,100000 --edits 5
 //	xdsload status-page --bridge old=bin/old,new=bin/bridge -n 10000 -c 1000
+//	xdsload headline --svg docs/benchmarks-headline.svg docs/bench-results/full/xdsload.log
 //	xdsload serve --impl snapshot     (started by bench and run; one server under test)
 //
 // See docs/benchmarks.md.
@@ -42,7 +43,7 @@ func main() {
 	}
 }
 
-var errUsage = errors.New("usage: xdsload bench|run|consul|consul-events|file-source|status-page|serve [flags] (-h for flags), or xdsload summarize FILE.csv...")
+var errUsage = errors.New("usage: xdsload bench|run|consul|consul-events|file-source|status-page|serve [flags] (-h for flags), or xdsload summarize FILE.csv..., or xdsload headline [--svg FILE] RESULTS...")
 
 // summarize prints the min/median/max tables of result CSVs (see
 // bench.Summarize); docs/benchmarks.md's tables are its output.
@@ -76,6 +77,8 @@ func run(ctx context.Context, args []string) error {
 		return consul(ctx, args[1:], log)
 	case "summarize":
 		return summarize(args[1:])
+	case "headline":
+		return headline(args[1:])
 	case "consul-events":
 		return consulEvents(ctx, args[1:], log)
 	case "file-source":

@@ -2,9 +2,7 @@ package bench
 
 import (
 	"cmp"
-	"encoding/csv"
 	"fmt"
-	"io"
 	"math"
 	"slices"
 	"strconv"
@@ -203,36 +201,6 @@ func btoi(b bool) int {
 		return 1
 	}
 	return 0
-}
-
-// CSV writes one row per run with every figure in base units (ns, bytes).
-func CSV(w io.Writer, results []Result) error {
-	cw := csv.NewWriter(w)
-	head := []string{"scenario", "rep", "impl", "mode", "clients", "services", "endpoints", "changes", "rate",
-		"cold_start_ns", "cold_cpu_ns", "conv_p50_ns", "conv_p99_ns", "conv_max_ns", "client_p50_ns", "client_p99_ns",
-		"cpu_per_change_ns", "cpu_per_client_change_ns", "bytes_per_client_change", "resources_per_client_change",
-		"heap_per_client", "rss_per_client", "server_rss", "server_rss_busy", "server_peak_rss", "reconnect_ns", "reconnect_cpu_ns", "reconnect_bytes_per_client",
-		"loadgen_cpu_per_change_ns", "achieved_rate", "holdoff_ns", "flushes",
-		"conv_p99_first_ns", "conv_p99_last_ns", "driver_lag_max_ns", "failed", "problem", "wall_ns"}
-	if err := cw.Write(head); err != nil {
-		return err
-	}
-	i := func(v int64) string { return strconv.FormatInt(v, 10) }
-	f := func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
-	for _, r := range results {
-		row := []string{r.Scenario, i(int64(r.Rep)), r.Impl, r.Mode(), i(int64(r.Clients)), i(int64(r.Services)), i(int64(r.Endpoints)),
-			i(int64(r.ChangesDone)), f(r.Rate), i(int64(r.ColdStart)), i(int64(r.ColdCPU)), i(int64(r.ConvP50)), i(int64(r.ConvP99)),
-			i(int64(r.ConvMax)), i(int64(r.ClientP50)), i(int64(r.ClientP99)), i(int64(r.CPUPerChange)), i(int64(r.CPUPerClientChange)),
-			f(r.BytesPerClientChange), f(r.ResPerClientChange), f(r.HeapPerClient), f(r.RSSPerClient), i(r.ServerRSS), i(r.ServerRSSBusy), i(r.PeakRSS),
-			i(int64(r.ReconnectTime)), i(int64(r.ReconnectCPU)), f(r.ReconnectBytesClient), i(int64(r.LoadgenCPUPerChange)),
-			f(r.AchievedRate), i(int64(r.Holdoff)), i(int64(r.Flushes)),
-			i(int64(r.ConvP99First)), i(int64(r.ConvP99Last)), i(int64(r.DriverLagMax)), strconv.FormatBool(r.Failed), r.Problem, i(int64(r.Wall))}
-		if err := cw.Write(row); err != nil {
-			return err
-		}
-	}
-	cw.Flush()
-	return cw.Error()
 }
 
 // wallTime is the sum of the runs' own wall times.

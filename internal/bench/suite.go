@@ -213,7 +213,13 @@ func (s Suite) Run(ctx context.Context) ([]Result, error) {
 			results = append(results, r)
 			continue
 		}
-		s.Logger.Info("run", "n", fmt.Sprintf("%d/%d", i+1, len(s.Runs)), "id", cfg.ID())
+		// The id does not name a rate (file names would change), so the
+		// line does: ReadLog tells S4's steps apart by it.
+		attrs := []any{"n", fmt.Sprintf("%d/%d", i+1, len(s.Runs)), "id", cfg.ID()}
+		if cfg.Rate > 0 {
+			attrs = append(attrs, "rate", cfg.Rate)
+		}
+		s.Logger.Info("run", attrs...)
 		started := time.Now()
 		r, err := Run(ctx, cfg)
 		r.Wall = time.Since(started)

@@ -136,13 +136,9 @@ func spread(vs []float64, show func(float64) string) string {
 	if len(vs) == 0 {
 		return "–"
 	}
-	slices.Sort(vs)
-	med := vs[len(vs)/2]
-	if len(vs)%2 == 0 {
-		med = (vs[len(vs)/2-1] + vs[len(vs)/2]) / 2
-	}
-	if vs[0] == vs[len(vs)-1] {
+	med, lo, hi := medianRange(vs)
+	if lo == hi {
 		return show(med)
 	}
-	return fmt.Sprintf("%s (%s–%s)", show(med), show(vs[0]), show(vs[len(vs)-1]))
+	return fmt.Sprintf("%s (%s–%s)", show(med), show(lo), show(hi))
 }
