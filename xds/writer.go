@@ -16,7 +16,7 @@ import (
 // writer goroutine: at a thousand connected clients a parked writer per
 // stream was a thousand stacks (3.5 MB) the process kept for nothing,
 // while starting a goroutine per push cost no measurable CPU (see
-// docs/benchmarks.md, "Fifth pass").
+// docs/bench-history.md, "Fifth pass").
 //
 // At most one goroutine sends at a time, so the stream's SendMsg is never
 // called concurrently; stop waits for it, so none is called after the

@@ -67,9 +67,9 @@ type Figure struct {
 
 var (
 	figConvP99 = Figure{"a change at every client, p99", unitMs, func(r Result) float64 { return float64(r.ConvP99) }}
-	figCPU     = Figure{"server CPU per client per change", unitUs, func(r Result) float64 { return float64(r.CPUPerClientChange) }}
-	figBytes   = Figure{"bytes sent per client per change", unitB, func(r Result) float64 { return r.BytesPerClientChange }}
-	figCold    = Figure{"cold start: every client holds everything", unitS, func(r Result) float64 { return float64(r.ColdStart) }}
+	figCPU     = Figure{"server CPU per client·change", unitUs, func(r Result) float64 { return float64(r.CPUPerClientChange) }}
+	figBytes   = Figure{"bytes sent per client·change", unitB, func(r Result) float64 { return r.BytesPerClientChange }}
+	figCold    = Figure{"cold start, until every client holds all", unitS, func(r Result) float64 { return float64(r.ColdStart) }}
 	figRSS     = Figure{"server RSS once quiet", unitMB, func(r Result) float64 { return float64(r.ServerRSS) }}
 	figRSSPer  = Figure{"server RSS once quiet, per client", unitKB, func(r Result) float64 {
 		if r.Clients == 0 {
@@ -77,7 +77,7 @@ var (
 		}
 		return float64(r.ServerRSS) / float64(r.Clients)
 	}}
-	figPeak = Figure{"server peak RSS in a reconnect storm", unitMB, func(r Result) float64 { return float64(r.PeakRSS) }}
+	figPeak = Figure{"server peak RSS, reconnect storm", unitMB, func(r Result) float64 { return float64(r.PeakRSS) }}
 )
 
 // A Point is one configuration of a suite, whichever implementation ran it.
@@ -157,7 +157,9 @@ type cell struct {
 
 func (c cell) ok() bool { return c.runs > c.failed && c.med > 0 }
 
-func (c cell) show(u Unit) string {
+// show is the cell's median, with its range if spread is set, and what
+// failed.
+func (c cell) show(u Unit, spread bool) string {
 	switch {
 	case c.runs == 0:
 		return "not run"
@@ -166,7 +168,10 @@ func (c cell) show(u Unit) string {
 	case !c.ok():
 		return "not recorded"
 	}
-	s := c.point(u)
+	s := u.num(c.med) + " " + u.Name
+	if spread {
+		s = c.point(u)
+	}
 	if c.failed > 0 {
 		s += fmt.Sprintf("; %d of %d runs failed", c.failed, c.runs)
 	}
@@ -252,22 +257,33 @@ func collect(sources []Source, rows []HeadlineRow) []rowData {
 }
 
 // Headline writes the headline table of rows from sources (see collect),
-// then which file each row comes from.
+// then which file each row comes from. Consecutive rows of one figure go
+// under a line naming it, which keeps the table narrow enough for one
+// line a row; xdsbridge's cells have their range, the stock caches' their
+// median (the chart has their ranges); the stock cache the ratio divides
+// by is in bold.
 func Headline(w io.Writer, sources []Source, rows []HeadlineRow) error {
 	data := collect(sources, rows)
 	if len(data) == 0 {
 		return fmt.Errorf("printing the headline: no source has a run of xdsbridge at any of its %d rows", len(rows))
 	}
 	var b strings.Builder
-	b.WriteString("| figure | configuration | xdsbridge |")
+	b.WriteString("| configuration | xdsbridge |")
 	for _, im := range stockImpls {
 		b.WriteString(" " + title(im) + " |")
 	}
-	b.WriteString(" xdsbridge ÷ reference |\n|---|---|---:|" + strings.Repeat("---:|", len(stockImpls)) + "---|\n")
-	for _, d := range data {
-		fmt.Fprintf(&b, "| %s | %s |", d.Figure.Name, d.At)
-		for _, im := range append([]string{"xdsbridge"}, stockImpls...) {
-			fmt.Fprintf(&b, " %s |", d.cells[im].show(d.Figure.Unit))
+	b.WriteString(" ratio |\n|---|---:|" + strings.Repeat("---:|", len(stockImpls)) + "---:|\n")
+	for i, d := range data {
+		if i == 0 || data[i-1].Figure.Name != d.Figure.Name {
+			fmt.Fprintf(&b, "| **%s** |%s\n", d.Figure.Name, strings.Repeat(" |", 2+len(stockImpls)))
+		}
+		fmt.Fprintf(&b, "| %s | %s |", d.At, d.cells["xdsbridge"].show(d.Figure.Unit, true))
+		for _, im := range stockImpls {
+			s := d.cells[im].show(d.Figure.Unit, false)
+			if im == d.ref() {
+				s = "**" + s + "**"
+			}
+			fmt.Fprintf(&b, " %s |", s)
 		}
 		fmt.Fprintf(&b, " %s |\n", d.ratio())
 	}
@@ -301,17 +317,17 @@ func sourcesOf(data []rowData) []string {
 	return names
 }
 
-// ratio is xdsbridge's median over the reference's, naming the reference,
-// and its median when it has no column of its own.
+// ratio is xdsbridge's median over the reference's; a reference without a
+// column of its own is named, with its median.
 func (d rowData) ratio() string {
 	ref := d.ref()
 	own, other := d.cells["xdsbridge"], d.cells[ref]
 	if ref == "" || !own.ok() || !other.ok() {
-		return "no baseline in this run"
+		return "–"
 	}
-	s := ratio(own.med, other.med) + " " + title(ref)
+	s := ratio(own.med, other.med)
 	if !slices.Contains(stockImpls, ref) {
-		s += " (" + other.point(d.Figure.Unit) + ")"
+		s += fmt.Sprintf(" the %s's %s %s", title(ref), d.Figure.Unit.num(other.med), d.Figure.Unit.Name)
 	}
 	return s
 }

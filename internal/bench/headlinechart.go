@@ -17,7 +17,7 @@ const (
 	hcPanelH        = 160
 	hcTop, hcBottom = 52, 30
 	hcLabelW        = 104 // implementation names, right-aligned
-	hcValueW        = 76  // room for the median after the longest bar
+	hcValueW        = 80  // room for the median after the longest bar
 	hcBarH, hcGap   = 22, 8
 	hcBarsTop       = 44 // below the panel's two title lines
 )
@@ -34,10 +34,10 @@ func HeadlineChart(sources []Source, rows []HeadlineRow) string {
 	nrows := max((len(charted)+hcCols-1)/hcCols, 1)
 	width, height := hcCols*hcPanelW+20, hcTop+nrows*hcPanelH+hcBottom
 	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="11">`+"\n",
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n",
 		width, height, width, height)
 	b.WriteString(`<rect width="100%" height="100%" fill="white"/>` + "\n")
-	b.WriteString(`<text x="10" y="20" font-size="14" font-weight="bold">xdsbridge and go-control-plane's stock caches, same rig, same workload</text>` + "\n")
+	b.WriteString(`<text x="10" y="20" font-size="15" font-weight="bold">xdsbridge and go-control-plane's stock caches, same rig, same workload</text>` + "\n")
 	b.WriteString(`<text x="10" y="38" fill="#555">each bar the median of a configuration's runs, the whisker their range; scales linear from zero; lower is better</text>` + "\n")
 	for i, d := range charted {
 		fmt.Fprintf(&b, `<g transform="translate(%d,%d)">`+"\n", 10+(i%hcCols)*hcPanelW, hcTop+(i/hcCols)*hcPanelH)
@@ -51,7 +51,7 @@ func HeadlineChart(sources []Source, rows []HeadlineRow) string {
 
 // panel draws one row's bars in a panel whose origin is its top left.
 func (d rowData) panel(b *strings.Builder) {
-	fmt.Fprintf(b, `<text x="0" y="14" font-size="12" font-weight="bold">%s</text>`+"\n", html.EscapeString(d.Figure.Name))
+	fmt.Fprintf(b, `<text x="0" y="14" font-size="13" font-weight="bold">%s</text>`+"\n", html.EscapeString(d.Figure.Name))
 	fmt.Fprintf(b, `<text x="0" y="29" fill="#555">%s</text>`+"\n", html.EscapeString(d.At.String()))
 	top := 0.0
 	for _, c := range d.cells {
@@ -68,7 +68,7 @@ func (d rowData) panel(b *strings.Builder) {
 		fmt.Fprintf(b, `<text x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n", hcLabelW-6, mid+4, title(im))
 		c := d.cells[im]
 		if !c.ok() {
-			fmt.Fprintf(b, `<text x="%.1f" y="%.1f" fill="#999" font-style="italic">%s</text>`+"\n", x0+2, mid+4, html.EscapeString(c.show(u)))
+			fmt.Fprintf(b, `<text x="%.1f" y="%.1f" fill="#999" font-style="italic">%s</text>`+"\n", x0+2, mid+4, html.EscapeString(c.show(u, false)))
 			continue
 		}
 		fmt.Fprintf(b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%d" fill="%s"><title>%s: %s</title></rect>`+"\n",
@@ -80,8 +80,8 @@ func (d rowData) panel(b *strings.Builder) {
 		}
 		fmt.Fprintf(b, `<text x="%.1f" y="%.1f">%s %s</text>`+"\n", max(xpos(c.hi), xpos(c.med))+5, mid+4, u.num(c.med), u.Name)
 	}
-	if r := d.ratio(); d.ref() != "" {
+	if ref := d.ref(); ref != "" && d.cells["xdsbridge"].ok() && d.cells[ref].ok() {
 		y := hcBarsTop + len(d.impls())*(hcBarH+hcGap) + 6
-		fmt.Fprintf(b, `<text x="%d" y="%d" fill="#555">xdsbridge: %s</text>`+"\n", hcLabelW, y, html.EscapeString(r))
+		fmt.Fprintf(b, `<text x="%d" y="%d" fill="#555">xdsbridge: %s %s's</text>`+"\n", hcLabelW, y, ratio(d.cells["xdsbridge"].med, d.cells[ref].med), title(ref))
 	}
 }

@@ -3,7 +3,9 @@
 
 The 2026-12-03 `make bench-full` left its log but not its CSV (a second
 invocation started by mistake rewrote out/bench/full/results.csv), so the
-figures of docs/benchmarks.md's ninth pass come from the log's lines:
+figures of the ninth pass (docs/bench-history.md) and the table of every
+configuration of the latest full run (docs/benchmarks.md) come from the
+log's lines:
 "cold start" (time), "server memory right after the changes" and
 "... once quiet" (rss), "memory high" (the reconnect's RSS samples; the
 largest is the peak), and "done" (convergence p99, server CPU and bytes
