@@ -113,9 +113,9 @@ func TestNomadConfigValidates(t *testing.T) {
 	memory := *task.Resources.MemoryMB
 	te := TaskEnv{
 		Env: map[string]string{
-			"NOMAD_PORT_xds":                  fmt.Sprint(ports["xds"]),
-			"NOMAD_PORT_admin":                fmt.Sprint(ports["admin"]),
-			"NOMAD_MEMORY_LIMIT":              fmt.Sprint(memory),
+			"NOMAD_PORT_xds":                 fmt.Sprint(ports["xds"]),
+			"NOMAD_PORT_admin":               fmt.Sprint(ports["admin"]),
+			"NOMAD_MEMORY_LIMIT":             fmt.Sprint(memory),
 			"attr.unique.network.ip-address": testHostIP,
 		},
 		Vars: map[string]map[string]string{"nomad/jobs/xdsbridge": {"admin_token": "placeholder"}},
