@@ -4,7 +4,7 @@ GO      ?= go
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: build test lint vet fmt-check fuzz
+.PHONY: build test lint vet fmt-check fuzz deploy-check
 
 # Shell snippets shared by test and the single-purpose targets (test runs
 # them inline rather than through $(MAKE), so that `make -n test` runs nothing).
@@ -22,13 +22,21 @@ FUZZ_TARGETS = FuzzConvert:./sources/dns/ FuzzParse:./config/ FuzzParse:./source
 	FuzzNewRule:./translate/
 FUZZ = for t in $(FUZZ_TARGETS); do \
 	$(GO) test -run='^$$' -fuzz="^$${t%%:*}\$$" -fuzztime=$(FUZZTIME) "$${t\#*:}" || exit 1; done
+# The deployment manifests (deploy/) checked by their own module,
+# tools/deploycheck, so that Kubernetes' and Nomad's API types stay out of
+# the product's go.mod: vet, then its tests, which decode every manifest
+# strictly and run `bridge validate` on the configuration each carries. No
+# -race: the checks start no goroutines, and instrumenting k8s.io/api would
+# only lengthen a cold build.
+DEPLOY_CHECK = { $(GO) vet -C tools/deploycheck ./... && $(GO) test -C tools/deploycheck ./...; } || exit 1
 
 ## build: the bridge binary, into bin/bridge
 build:
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/bridge ./cmd/bridge
 
 ## test: vet, gofmt, every test with -race (integration tests against real
-## Consul and CoreDNS binaries are required, not skipped), and a short fuzz run.
+## Consul and CoreDNS binaries are required, not skipped), the deployment
+## manifests' checks (tools/deploycheck) and a short fuzz run.
 ## scripts/tools.sh builds those binaries once (cold: ~15 min on 2 cores)
 ## and caches them.
 test:
@@ -38,6 +46,7 @@ test:
 	$(GO) vet ./...; \
 	$(FMT_CHECK); \
 	$(GO) test -race -timeout 25m ./...; \
+	$(DEPLOY_CHECK); \
 	$(FUZZ)
 
 ## lint: go vet and gofmt
@@ -48,6 +57,10 @@ vet:
 
 fmt-check:
 	@$(FMT_CHECK)
+
+## deploy-check: the deployment manifests' checks alone
+deploy-check:
+	$(DEPLOY_CHECK)
 
 ## fuzz: a short fuzz run (FUZZTIME, default 20000x inputs) of every parser of untrusted input
 fuzz:

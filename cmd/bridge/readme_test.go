@@ -12,7 +12,7 @@ import (
 )
 
 // documented are the documents whose command lines must work.
-var documented = []string{"README.md", "docs/migration.md", "docs/shaping.md"}
+var documented = []string{"README.md", "docs/migration.md", "docs/shaping.md", "docs/deployment.md"}
 
 var (
 	// fence is a fenced code block; its lines that run bridge (bridge,
