@@ -25,10 +25,12 @@ FUZZ = for t in $(FUZZ_TARGETS); do \
 # The deployment manifests (deploy/) checked by their own module,
 # tools/deploycheck, so that Kubernetes' and Nomad's API types stay out of
 # the product's go.mod: vet, then its tests, which decode every manifest
-# strictly and run `bridge validate` on the configuration each carries. No
-# -race: the checks start no goroutines, and instrumenting k8s.io/api would
-# only lengthen a cold build.
-DEPLOY_CHECK = { $(GO) vet -C tools/deploycheck ./... && $(GO) test -C tools/deploycheck ./...; } || exit 1
+# strictly and run `bridge validate` on the configuration each carries.
+# -count=1: the tests build the bridge from the product's sources, which
+# go test's result cache does not see, so a cached pass could hide a change
+# there. No -race: the checks start no goroutines, and instrumenting
+# k8s.io/api would only lengthen a cold build.
+DEPLOY_CHECK = { $(GO) vet -C tools/deploycheck ./... && $(GO) test -C tools/deploycheck -count=1 ./...; } || exit 1
 
 ## build: the bridge binary, into bin/bridge
 build:
