@@ -3,7 +3,8 @@
 # a check on /readyz. Before the first run, store the admin token:
 #   nomad var put nomad/jobs/xdsbridge admin_token="$(head -c 32 /dev/urandom | base64)"
 # then: nomad job run deploy/nomad/xdsbridge.nomad.hcl
-# Sizing, upgrades and security: docs/deployment.md. The tests decode this
+# Needs Nomad 1.5 or newer (the datacenters wildcard, nomadVar, template
+# uid/gid). Sizing, upgrades and security: docs/deployment.md. The tests decode this
 # file against the Nomad API's job types and run `bridge validate` on the
 # configuration it renders (tools/deploycheck); it was never run on Nomad.
 job "xdsbridge" {
