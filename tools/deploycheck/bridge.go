@@ -54,6 +54,7 @@ type Summary struct {
 	XDSListen   string
 	AdminListen string
 	Sources     []string // "name (type)"
+	Warnings    []string // the "warning: ..." lines
 	Output      string   // everything it printed
 }
 
@@ -74,6 +75,8 @@ func Validate(bin, cfg string, env []string) (Summary, error) {
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
 		switch {
+		case len(f) >= 1 && f[0] == "warning:":
+			s.Warnings = append(s.Warnings, sc.Text())
 		case len(f) >= 2 && f[0] == "xds.listen":
 			s.XDSListen, inSources = f[1], false
 		case len(f) >= 2 && f[0] == "admin.listen":

@@ -257,8 +257,8 @@ func TestKubeConfigValidates(t *testing.T) {
 	if listenPort(t, sum.XDSListen) != ports["grpc-xds"] || listenPort(t, sum.AdminListen) != ports["http-admin"] {
 		t.Errorf("the bridge listens on %s (xDS) and %s (admin), the container's ports are %v", sum.XDSListen, sum.AdminListen, ports)
 	}
-	if !slices.Equal(sum.Sources, []string{"consul (consul)"}) {
-		t.Errorf("sources %v, want the consul source", sum.Sources)
+	if !slices.Equal(sum.Sources, []string{"consul (consul)"}) || len(sum.Warnings) > 0 {
+		t.Errorf("sources %v and warnings %q, want the consul source and no warning", sum.Sources, sum.Warnings)
 	}
 
 	// The root filesystem is read-only: the state directory must be on a

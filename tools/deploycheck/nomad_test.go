@@ -139,8 +139,8 @@ func TestNomadConfigValidates(t *testing.T) {
 	if listenPort(t, sum.XDSListen) != ports["xds"] || listenPort(t, sum.AdminListen) != ports["admin"] {
 		t.Errorf("the bridge listens on %s (xDS) and %s (admin), the job's ports are %v", sum.XDSListen, sum.AdminListen, ports)
 	}
-	if !slices.Equal(sum.Sources, []string{"consul (consul)"}) {
-		t.Errorf("sources %v, want the consul source", sum.Sources)
+	if !slices.Equal(sum.Sources, []string{"consul (consul)"}) || len(sum.Warnings) > 0 {
+		t.Errorf("sources %v and warnings %q, want the consul source and no warning", sum.Sources, sum.Warnings)
 	}
 	cfg, err := os.ReadFile(filepath.Join(dir, "local", "bridge.yaml"))
 	if err != nil || !strings.Contains(string(cfg), "address: "+testHostIP+":8500") {
