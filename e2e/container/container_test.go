@@ -149,7 +149,7 @@ func need(t *testing.T) map[string]string {
 		t.Skip("needs root: the image's files run under chroot in a network namespace of their own")
 	}
 	tools := map[string]string{}
-	for _, name := range []string{"podman", "unshare", "nsenter", "chroot", "ip", "sleep"} {
+	for _, name := range []string{"podman", "unshare", "nsenter", "chroot", "ip", "sleep", "sh"} {
 		p, err := exec.LookPath(name)
 		if err != nil {
 			msg := fmt.Sprintf("no %s on PATH (apt-get install podman util-linux coreutils iproute2; scripts/tools.sh installs podman as root)", name)

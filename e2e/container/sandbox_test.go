@@ -21,7 +21,7 @@ import (
 // environment.
 type sandbox struct {
 	t        *testing.T
-	tools    map[string]string // absolute paths of unshare, nsenter, chroot, ip, sleep
+	tools    map[string]string // absolute paths of unshare, nsenter, chroot, ip, sleep, sh
 	holder   *exec.Cmd         // keeps the network namespace alive
 	root     string
 	uid, gid int
@@ -41,14 +41,25 @@ func newSandbox(t *testing.T, tools map[string]string, root string, cfg imageCon
 	// A container runtime adds HOME from the user database when the image
 	// does not set it.
 	s.env = append([]string{"HOME=" + home}, cfg.Config.Env...)
-	s.holder = exec.Command(tools["unshare"], "--net", "--", tools["sleep"], "infinity")
+	// The holder brings the namespace's loopback up itself and says so
+	// before it sleeps: until unshare has run, /proc/PID/ns/net of the
+	// holder is still the host's namespace, so configuring it from
+	// outside right after Start could race with the unshare.
+	s.holder = exec.Command(tools["unshare"], "--net", "--", tools["sh"], "-c",
+		`"$0" link set lo up && echo up && exec "$1" infinity`, tools["ip"], tools["sleep"])
 	childproc.Tie(s.holder)
+	var errOut strings.Builder
+	s.holder.Stderr = &errOut
+	stdout, err := s.holder.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := s.holder.Start(); err != nil {
 		t.Fatalf("creating a network namespace: %v", err)
 	}
 	t.Cleanup(func() { _ = s.holder.Process.Kill(); _ = s.holder.Wait() })
-	if out, err := s.hostCommand(tools["ip"], "link", "set", "lo", "up").CombinedOutput(); err != nil {
-		t.Fatalf("bringing up the namespace's loopback: %v\n%s", err, out)
+	if line, _ := bufio.NewReader(stdout).ReadString('\n'); line != "up\n" {
+		t.Fatalf("bringing up the new network namespace's loopback: %q %s", line, errOut.String())
 	}
 	return s
 }
