@@ -212,12 +212,17 @@ func (s *Server) Restart() {
 	}
 }
 
+// queryTimeout bounds one query of the test's own. A running server
+// answers at once and a stopped one is refused at once, so the bound only
+// has to outlast a loaded machine.
+const queryTimeout = 5 * time.Second
+
 // Query sends one query to the server over UDP and returns the response.
 func (s *Server) Query(name string, qtype uint16) (*mdns.Msg, error) {
 	m := new(mdns.Msg)
 	m.SetQuestion(mdns.Fqdn(name), qtype)
 	m.SetEdns0(4096, false)
-	c := &mdns.Client{Net: "udp", Timeout: time.Second}
+	c := &mdns.Client{Net: "udp", Timeout: queryTimeout}
 	r, _, err := c.Exchange(m, s.Addr)
 	return r, err
 }
@@ -241,13 +246,13 @@ func (s *Server) WaitServes(name string, qtype uint16, ok func(*mdns.Msg) bool, 
 }
 
 func (s *Server) waitReady(exited <-chan struct{}) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		udp, uerr := s.Query(s.origin, mdns.TypeSOA)
-		tc := &mdns.Client{Net: "tcp", Timeout: time.Second}
+		tc := &mdns.Client{Net: "tcp", Timeout: queryTimeout}
 		m := new(mdns.Msg)
 		m.SetQuestion(s.origin, mdns.TypeSOA)
 		tcp, _, terr := tc.Exchange(m, s.Addr)

@@ -32,7 +32,7 @@ func TestConsulDNS(t *testing.T) {
 	cfg := baseConfig([]string{agent.DNSAddr}, srvService("web", "web.service.consul"))
 	cfg["refresh"] = map[string]any{"min": "200ms", "max": "5s"}
 	ups, st := watch(t, cfg)
-	u := nextUpdate(t, ups, 15*time.Second)
+	u := nextUpdate(t, ups)
 	got := u.Services[0].Endpoints
 	wantAddrs := []string{"127.0.0.31:8081", "127.0.0.32:8082"}
 	if !u.Full || u.Services[0].Name != "web" || !slices.Equal(hostPorts(got), wantAddrs) {
@@ -53,7 +53,7 @@ func TestConsulDNS(t *testing.T) {
 	if err := c.Agent().ServiceDeregister("web-2"); err != nil {
 		t.Fatal(err)
 	}
-	u = nextUpdate(t, ups, 10*time.Second)
+	u = nextUpdate(t, ups)
 	if len(u.Services) != 1 || !slices.Equal(hostPorts(u.Services[0].Endpoints), []string{"127.0.0.31:8081"}) {
 		t.Fatalf("update after deregistration %+v", u.Update)
 	}
@@ -89,7 +89,7 @@ func TestConsulDNSManyInstances(t *testing.T) {
 		cfg["timeout"] = "2s"
 		cfg["transport"] = transport
 		ups, _ := watch(t, cfg)
-		u := nextUpdate(t, ups, 15*time.Second)
+		u := nextUpdate(t, ups)
 		return len(u.Services[0].Endpoints)
 	}
 	if got := count(TransportAuto); got != n {

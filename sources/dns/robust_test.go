@@ -34,8 +34,8 @@ func TestOverTCP(t *testing.T) {
 func testResolver(servers []string, transport string, attempts int) *resolver {
 	return &resolver{
 		servers:   servers,
-		udp:       &mdns.Client{Net: "udp", UDPSize: 1232, Timeout: 300 * time.Millisecond},
-		tcp:       &mdns.Client{Net: "tcp", Timeout: 300 * time.Millisecond},
+		udp:       &mdns.Client{Net: "udp", UDPSize: 1232, Timeout: queryTimeout},
+		tcp:       &mdns.Client{Net: "tcp", Timeout: queryTimeout},
 		ednsSize:  1232,
 		transport: transport,
 		attempts:  attempts,

@@ -47,6 +47,10 @@ type Source struct {
 	family  Family
 	log     *slog.Logger
 	status  *sources.Status
+	// after is the timer that refreshes and retries wait on (time.After):
+	// the one seam through which tests see the schedule the source asks
+	// for, without waiting it out on a real clock.
+	after func(time.Duration) <-chan time.Time
 }
 
 // New decodes and validates cfg. It does no I/O: the system resolver
@@ -61,7 +65,8 @@ func New(cfg map[string]any, opts sources.Options) (sources.Source, error) {
 		return nil, err
 	}
 	opts = opts.WithDefaults()
-	return &Source{cfg: c, entries: entries, servers: servers, family: fam, log: opts.Logger, status: opts.Status}, nil
+	return &Source{cfg: c, entries: entries, servers: servers, family: fam, log: opts.Logger, status: opts.Status,
+		after: time.After}, nil
 }
 
 // outcome is the result of one lookup of entry i, begun at at, by the
@@ -141,11 +146,11 @@ func (s *Source) poll(ctx context.Context, r *resolver, i int, e entry, out chan
 			failures = 0
 			d = s.refreshDelay(res.TTL)
 		}
-		t := time.NewTimer(d)
+		// An abandoned time.After timer is collected (Go 1.23 and later),
+		// so leaving on ctx.Done needs no Stop.
 		select {
-		case <-t.C:
+		case <-s.after(d):
 		case <-ctx.Done():
-			t.Stop()
 			return
 		}
 	}

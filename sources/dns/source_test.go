@@ -3,6 +3,7 @@ package dns
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -15,18 +16,27 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+// patience bounds every wait in these tests. It is a failure detector, not
+// a measurement: a loaded machine must never reach it, so it is far longer
+// than anything waited for takes.
+const patience = 30 * time.Second
+
 // running is a Source under test, run until the test ends.
 type running struct {
 	up     chan sources.Update
 	status *sources.Status
 }
 
-func start(t *testing.T, cfg map[string]any) *running {
+// start runs a source of cfg; setup, if any, adjusts it before it runs.
+func start(t *testing.T, cfg map[string]any, setup ...func(*Source)) *running {
 	t.Helper()
 	st := sources.NewStatus("test")
 	src, err := New(cfg, sources.Options{Name: "test", Status: st})
 	if err != nil {
 		t.Fatalf("New: %v", err)
+	}
+	for _, f := range setup {
+		f(src.(*Source))
 	}
 	r := &running{up: make(chan sources.Update), status: st}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -41,22 +51,30 @@ func start(t *testing.T, cfg map[string]any) *running {
 	return r
 }
 
-func (r *running) next(t *testing.T, within time.Duration) sources.Update {
+func (r *running) next(t *testing.T) sources.Update {
+	t.Helper()
+	return receive(t, r.up, func() string { return fmt.Sprintf("update (status %+v)", r.status.Snapshot()) })
+}
+
+// receive returns the next value on ch; after patience it fails the test,
+// saying what it waited for.
+func receive[T any](t *testing.T, ch <-chan T, what func() string) T {
 	t.Helper()
 	select {
-	case u := <-r.up:
-		return u
-	case <-time.After(within):
-		t.Fatalf("no update within %s (status %+v)", within, r.status.Snapshot())
+	case v := <-ch:
+		return v
+	case <-time.After(patience):
+		t.Fatalf("no %s within %s", what(), patience)
 	}
-	return sources.Update{}
+	var zero T
+	return zero
 }
 
 // quiet waits until cond holds and asserts that no update was sent by
 // then.
-func (r *running) quiet(t *testing.T, within time.Duration, cond func() bool) {
+func (r *running) quiet(t *testing.T, cond func() bool) {
 	t.Helper()
-	waitFor(t, within, cond)
+	waitFor(t, cond)
 	select {
 	case u := <-r.up:
 		t.Fatalf("unexpected update %+v", u)
@@ -64,19 +82,26 @@ func (r *running) quiet(t *testing.T, within time.Duration, cond func() bool) {
 	}
 }
 
-func waitFor(t *testing.T, within time.Duration, cond func() bool) {
+func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
+	deadline := time.Now().Add(patience)
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %s", within)
+			t.Fatalf("condition not met within %s", patience)
 		}
 		<-tick.C
 	}
 }
 
+// queryTimeout is the tests' per-query timeout. It is generous: a server
+// that answers must never be timed out by a loaded machine, or the resolver
+// would rightly move on and the counts of queries the tests check would
+// change. A test of a silent server sets its own.
+const queryTimeout = 5 * time.Second
+
+// baseConfig is a source of services on servers, refreshed often.
 func baseConfig(servers []string, services ...map[string]any) map[string]any {
 	list := make([]any, len(services))
 	for i, s := range services {
@@ -84,7 +109,7 @@ func baseConfig(servers []string, services ...map[string]any) map[string]any {
 	}
 	return map[string]any{
 		"servers":  servers,
-		"timeout":  "300ms",
+		"timeout":  queryTimeout.String(),
 		"refresh":  map[string]any{"min": "50ms", "max": "1s"},
 		"services": list,
 	}
@@ -216,7 +241,7 @@ func TestSourceLookups(t *testing.T) {
 				cfg["family"] = tc.family
 			}
 			r := start(t, cfg)
-			u := r.next(t, 5*time.Second)
+			u := r.next(t)
 			if !u.Full || len(u.Services) != 1 || u.Services[0].Name != "api" {
 				t.Fatalf("first update %+v, want Full with service api", u)
 			}
@@ -249,8 +274,12 @@ func TestSourceFailures(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFakeServer(t)
 			f.set(api, mdns.TypeSRV, tc.reply)
-			r := start(t, baseConfig([]string{f.addr}, srvService("api", api)))
-			r.quiet(t, 5*time.Second, func() bool { return f.count(api, mdns.TypeSRV, "") >= 3 })
+			cfg := baseConfig([]string{f.addr}, srvService("api", api))
+			if tc.reply.silent {
+				cfg["timeout"] = "300ms"
+			}
+			r := start(t, cfg)
+			r.quiet(t, func() bool { return f.count(api, mdns.TypeSRV, "") >= 3 })
 			snap := r.status.Snapshot()
 			if snap.Synced || !snap.Stale || snap.Failures == 0 || snap.LastError == "" {
 				t.Errorf("status %+v, want failing and not synced", snap)
@@ -269,7 +298,7 @@ func TestSourceTargetFailure(t *testing.T) {
 	f.set("a.example.org.", mdns.TypeAAAA, reply{})
 	f.set("b.example.org.", mdns.TypeA, reply{rcode: mdns.RcodeServerFailure})
 	r := start(t, baseConfig([]string{f.addr}, srvService("api", api)))
-	r.quiet(t, 5*time.Second, func() bool { return f.count("b.example.org.", mdns.TypeA, "") >= 3 })
+	r.quiet(t, func() bool { return f.count("b.example.org.", mdns.TypeA, "") >= 3 })
 	if snap := r.status.Snapshot(); snap.Synced || !snap.Stale {
 		t.Errorf("status %+v, want failing and not synced", snap)
 	}
@@ -282,8 +311,11 @@ func TestSourceServersInTurn(t *testing.T) {
 	good.set(api, mdns.TypeSRV, reply{answer: srvs(api, 60, "0 1 80 a.example.org."), extra: []string{"a.example.org. 60 IN A 10.0.0.1"}})
 	cfg := baseConfig([]string{bad.addr, silent.addr, good.addr}, srvService("api", api))
 	cfg["refresh"] = map[string]any{"min": "50ms", "max": "100ms"}
+	// The silent server costs one timeout; the good one, which must never
+	// time out, has as long to answer.
+	cfg["timeout"] = "2s"
 	r := start(t, cfg)
-	u := r.next(t, 5*time.Second)
+	u := r.next(t)
 	if len(u.Services) != 1 || len(u.Services[0].Endpoints) != 1 {
 		t.Fatalf("update %+v, want the good server's endpoint", u)
 	}
@@ -292,7 +324,7 @@ func TestSourceServersInTurn(t *testing.T) {
 	}
 	// Later queries start with the server that answered.
 	n := good.count(api, mdns.TypeSRV, "")
-	waitFor(t, 5*time.Second, func() bool { return good.count(api, mdns.TypeSRV, "") >= n+2 })
+	waitFor(t, func() bool { return good.count(api, mdns.TypeSRV, "") >= n+2 })
 	if got := bad.count(api, mdns.TypeSRV, "") + silent.count(api, mdns.TypeSRV, ""); got != 2 {
 		t.Errorf("failing servers asked %d times, want 2 (once each, before the good one answered)", got)
 	}
@@ -306,19 +338,19 @@ func TestSourceUpdates(t *testing.T) {
 	cfg := baseConfig([]string{f.addr}, srvService("api", api), srvService("web", web))
 	cfg["refresh"] = map[string]any{"min": "50ms", "max": "100ms"}
 	r := start(t, cfg)
-	u := r.next(t, 5*time.Second)
+	u := r.next(t)
 	if !u.Full || len(u.Services) != 2 {
 		t.Fatalf("first update %+v, want Full with 2 services", u)
 	}
 
 	// Refreshes that change nothing publish nothing.
 	n := f.count(api, mdns.TypeSRV, "")
-	r.quiet(t, 5*time.Second, func() bool { return f.count(api, mdns.TypeSRV, "") >= n+3 })
+	r.quiet(t, func() bool { return f.count(api, mdns.TypeSRV, "") >= n+3 })
 
 	// A change of one name sends that service alone.
 	f.set(api, mdns.TypeSRV, reply{answer: srvs(api, 1, "0 1 80 a.example.org.", "0 1 80 b.example.org."),
 		extra: []string{"a.example.org. 1 IN A 10.0.0.1", "b.example.org. 1 IN A 10.0.0.2"}})
-	u = r.next(t, 5*time.Second)
+	u = r.next(t)
 	if u.Full || len(u.Services) != 1 || u.Services[0].Name != "api" || len(u.Services[0].Endpoints) != 2 {
 		t.Fatalf("update %+v, want partial with api's 2 endpoints", u)
 	}
@@ -326,49 +358,101 @@ func TestSourceUpdates(t *testing.T) {
 	// An outage publishes nothing and makes the source stale.
 	f.set(api, mdns.TypeSRV, reply{rcode: mdns.RcodeServerFailure})
 	n = f.count(api, mdns.TypeSRV, "")
-	r.quiet(t, 5*time.Second, func() bool { return f.count(api, mdns.TypeSRV, "") >= n+3 })
+	r.quiet(t, func() bool { return f.count(api, mdns.TypeSRV, "") >= n+3 })
 	if snap := r.status.Snapshot(); !snap.Stale || !snap.Synced {
 		t.Fatalf("status during outage %+v, want synced and stale", snap)
 	}
 
 	// Recovery with an authoritative NXDOMAIN empties the service.
 	f.set(api, mdns.TypeSRV, reply{rcode: mdns.RcodeNameError})
-	u = r.next(t, 5*time.Second)
+	u = r.next(t)
 	if len(u.Services) != 1 || u.Services[0].Name != "api" || len(u.Services[0].Endpoints) != 0 {
 		t.Fatalf("update %+v, want api emptied", u)
 	}
-	waitFor(t, 5*time.Second, func() bool { return !r.status.Snapshot().Stale })
+	waitFor(t, func() bool { return !r.status.Snapshot().Stale })
+}
+
+// timers stands in for a source's clock (Source.after): it records every
+// delay the source asks to wait, and lets a wait end only when the test
+// fires it, so that the schedule is asserted exactly and costs no time.
+type timers struct {
+	asked chan time.Duration
+	fire  chan time.Time
+}
+
+func newTimers() *timers {
+	return &timers{asked: make(chan time.Duration, 16), fire: make(chan time.Time)}
+}
+
+func (ts *timers) after(d time.Duration) <-chan time.Time {
+	ts.asked <- d
+	return ts.fire
+}
+
+// next returns the next delay asked for.
+func (ts *timers) next(t *testing.T) time.Duration {
+	t.Helper()
+	return receive(t, ts.asked, func() string { return "timer asked for" })
+}
+
+// elapse ends the wait the source is in.
+func (ts *timers) elapse(t *testing.T) {
+	t.Helper()
+	select {
+	case ts.fire <- time.Time{}:
+	case <-time.After(patience):
+		t.Fatalf("the source was not waiting on its timer within %s", patience)
+	}
 }
 
 func TestRefreshSchedule(t *testing.T) {
+	servfail := reply{rcode: mdns.RcodeServerFailure}
 	cases := []struct {
 		name    string
-		ttl     int
+		reply   reply // the SRV answer; every other name is NXDOMAIN
 		refresh map[string]any
-		lo, hi  time.Duration // bounds of the gap between two queries
+		want    [][2]time.Duration // bounds of the delays asked for, in turn
 	}{
-		{"TTL drives the refresh", 1, map[string]any{"min": "100ms", "max": "10s", "jitter": 0.1}, 900 * time.Millisecond, 1300 * time.Millisecond},
-		{"long TTL clamped to max", 3600, map[string]any{"min": "50ms", "max": "300ms", "jitter": 0}, 290 * time.Millisecond, 600 * time.Millisecond},
-		{"TTL 0 clamped to min", 0, map[string]any{"min": "200ms", "max": "10s", "jitter": 0}, 190 * time.Millisecond, 500 * time.Millisecond},
-		{"fixed interval ignores the TTL", 3600, map[string]any{"min": "50ms", "max": "1h", "interval": "250ms", "jitter": 0}, 240 * time.Millisecond, 550 * time.Millisecond},
+		{"TTL drives the refresh", ttlReply(1), map[string]any{"min": "100ms", "max": "10s", "jitter": 0.1},
+			[][2]time.Duration{{900 * time.Millisecond, time.Second}, {900 * time.Millisecond, time.Second}}},
+		{"long TTL clamped to max", ttlReply(3600), map[string]any{"min": "50ms", "max": "300ms", "jitter": 0},
+			[][2]time.Duration{{300 * time.Millisecond, 300 * time.Millisecond}, {300 * time.Millisecond, 300 * time.Millisecond}}},
+		{"TTL 0 clamped to min", ttlReply(0), map[string]any{"min": "200ms", "max": "10s", "jitter": 0},
+			[][2]time.Duration{{200 * time.Millisecond, 200 * time.Millisecond}, {200 * time.Millisecond, 200 * time.Millisecond}}},
+		{"fixed interval ignores the TTL", ttlReply(3600), map[string]any{"min": "50ms", "max": "1h", "interval": "250ms", "jitter": 0},
+			[][2]time.Duration{{250 * time.Millisecond, 250 * time.Millisecond}, {250 * time.Millisecond, 250 * time.Millisecond}}},
+		{"failures back off from min to max", servfail, map[string]any{"min": "50ms", "max": "150ms", "jitter": 0},
+			[][2]time.Duration{{50 * time.Millisecond, 50 * time.Millisecond}, {100 * time.Millisecond, 100 * time.Millisecond},
+				{150 * time.Millisecond, 150 * time.Millisecond}, {150 * time.Millisecond, 150 * time.Millisecond}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFakeServer(t)
-			f.set(api, mdns.TypeSRV, reply{answer: srvs(api, tc.ttl, "0 1 80 a.example.org."), extra: []string{"a.example.org. 3600 IN A 10.0.0.1"}})
+			f.set(api, mdns.TypeSRV, tc.reply)
 			cfg := baseConfig([]string{f.addr}, srvService("api", api))
 			cfg["refresh"] = tc.refresh
-			r := start(t, cfg)
-			r.next(t, 5*time.Second)
-			waitFor(t, 10*time.Second, func() bool { return len(f.times(api, mdns.TypeSRV)) >= 3 })
-			ts := f.times(api, mdns.TypeSRV)
-			for i := 1; i < 3; i++ {
-				if gap := ts[i].Sub(ts[i-1]); gap < tc.lo || gap > tc.hi {
-					t.Errorf("gap %d = %s, want within [%s, %s]", i, gap, tc.lo, tc.hi)
+			clock := newTimers()
+			r := start(t, cfg, func(s *Source) { s.after = clock.after })
+			if tc.reply.rcode == mdns.RcodeSuccess {
+				r.next(t)
+			}
+			for i, want := range tc.want {
+				if i > 0 {
+					queried := f.count(api, mdns.TypeSRV, "")
+					clock.elapse(t)
+					waitFor(t, func() bool { return f.count(api, mdns.TypeSRV, "") > queried })
+				}
+				if d := clock.next(t); d < want[0] || d > want[1] {
+					t.Errorf("delay %d = %s, want within [%s, %s]", i+1, d, want[0], want[1])
 				}
 			}
 		})
 	}
+}
+
+// ttlReply answers the SRV name with one target whose records have ttl.
+func ttlReply(ttl int) reply {
+	return reply{answer: srvs(api, ttl, "0 1 80 a.example.org."), extra: []string{"a.example.org. 3600 IN A 10.0.0.1"}}
 }
 
 func TestResolverSearchList(t *testing.T) {
@@ -377,9 +461,9 @@ func TestResolverSearchList(t *testing.T) {
 		extra: []string{"a.b.example. 60 IN A 10.0.0.1"}})
 	r := &resolver{
 		servers:  []string{f.addr},
-		udp:      &mdns.Client{Net: "udp", UDPSize: 1232, Timeout: time.Second},
+		udp:      &mdns.Client{Net: "udp", UDPSize: 1232, Timeout: queryTimeout},
 		ednsSize: 1232,
-		tcp:      &mdns.Client{Net: "tcp", Timeout: time.Second},
+		tcp:      &mdns.Client{Net: "tcp", Timeout: queryTimeout},
 		names:    (&mdns.ClientConfig{Search: []string{"a.example", "b.example"}, Ndots: 1}).NameList,
 	}
 	res, err := lookup(t.Context(), r, entry{cluster: "api", kind: KindSRV, name: "_api._tcp"}, FamilyAny)
