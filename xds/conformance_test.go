@@ -111,7 +111,7 @@ func (f *fixture) converge(c *envoysim.Client, clusters ...string) {
 			want[typ][name] = h
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	defer cancel()
 	err := c.WaitFor(ctx, func(s envoysim.State) bool {
 		return maps.Equal(s.Hashes[ClusterType], want[ClusterType]) && maps.Equal(s.Hashes[EndpointType], want[EndpointType])
@@ -162,7 +162,7 @@ func TestConformance(t *testing.T) {
 			f.apply([]Resource{cluster("svc-1", 7*time.Second)}, nil)
 			f.converge(c)
 			// Warming: the changed cluster's assignment is re-sent.
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), patience)
 			defer cancel()
 			if err := c.WaitFor(ctx, func(envoysim.State) bool {
 				for _, r := range received(c, mark, EndpointType) {
@@ -193,7 +193,7 @@ func TestConformance(t *testing.T) {
 			f.converge(c)
 			mark := len(c.Log())
 			f.s.Apply([]Resource{bad}, nil)
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), patience)
 			defer cancel()
 			if err := c.WaitFor(ctx, func(envoysim.State) bool { return c.Stats().NACKs > 0 }); err != nil {
 				t.Fatal(err)
@@ -259,7 +259,7 @@ func TestConformance(t *testing.T) {
 				changed := assignment("svc-9", 3)
 				fx.apply([]Resource{changed}, nil)
 				want, _ := envoysim.Hash(changed.Message)
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				ctx, cancel := context.WithTimeout(context.Background(), patience)
 				err := r.WaitFor(ctx, func(s envoysim.State) bool { return s.Hashes[EndpointType]["svc-9"] == want })
 				cancel()
 				if err != nil {

@@ -99,7 +99,8 @@ func TestHostileClientMemoryReturned(t *testing.T) {
 	if raceEnabled {
 		n = 10000
 	}
-	s := NewServer(Options{Limits: Limits{NamesPerRequest: n, NamesPerSubscription: n, UnknownNames: 2 * n, RequestBytes: 64 << 20}})
+	s := NewServer(Options{UnknownNameWait: longWait,
+		Limits: Limits{NamesPerRequest: n, NamesPerSubscription: n, UnknownNames: 2 * n, RequestBytes: 64 << 20}})
 	cc := dial(t, listen(t, s, s.GRPCOptions()...), grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(64<<20), grpc.MaxCallRecvMsgSize(64<<20)))
 	s.Apply(services(100), nil)
 	pastWindow(s)

@@ -63,12 +63,12 @@ func subscribed(s *Server, typ string) int {
 
 func waitFor(t testing.TB, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(patience)
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 5s")
+			t.Fatalf("condition not met within %v", patience)
 		}
 		<-tick.C
 	}
@@ -149,9 +149,11 @@ func TestUnknownNameWait(t *testing.T) {
 			if tt.want == nil {
 				c.none(400 * time.Millisecond)
 			} else {
+				// Answered once the wait is over, on its own: nothing else
+				// happens before the deadline of recv.
 				r := c.recv()
-				if el := time.Since(start); el < 150*time.Millisecond || el > 2*time.Second {
-					t.Fatalf("answered after %v, want ~200ms", el)
+				if el := time.Since(start); el < 150*time.Millisecond {
+					t.Fatalf("answered after %v, before the 200ms wait", el)
 				}
 				wantNames(t, names(t, r), tt.want...)
 			}

@@ -223,11 +223,15 @@ func TestRunNeverPartial(t *testing.T) {
 	t.Logf("Apply -> EDS file in place: p50 %v, max %v (50 clusters)", lat[len(lat)/2], lat[len(lat)-1])
 }
 
+// patience bounds every wait of these tests: a failure detector, not a
+// measurement, that a loaded machine must never reach.
+const patience = 30 * time.Second
+
 // waitFile polls path until it decodes and ok holds; any read that does not
 // decode (a partial file) fails the test.
 func waitFile(t *testing.T, path string, ok func(*discoveryv3.DiscoveryResponse) bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(patience)
 	for time.Now().Before(deadline) {
 		b, err := os.ReadFile(path)
 		if err == nil {
@@ -243,7 +247,7 @@ func waitFile(t *testing.T, path string, ok func(*discoveryv3.DiscoveryResponse)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
-	t.Fatalf("%s: not in the expected state within 5s", path)
+	t.Fatalf("%s: not in the expected state within %v", path, patience)
 }
 
 func TestFileName(t *testing.T) {
