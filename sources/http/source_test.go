@@ -86,13 +86,17 @@ func (reg *registry) last() *nethttp.Request {
 	return reg.requests[len(reg.requests)-1]
 }
 
+// patience bounds every wait of these tests: a failure detector, not a
+// measurement, that a loaded machine must never reach.
+const patience = 30 * time.Second
+
 // waitPolls waits until the registry has answered n more requests.
 func (reg *registry) waitPolls(t *testing.T, n int) {
 	t.Helper()
 	for range n {
 		select {
 		case <-reg.polled:
-		case <-time.After(5 * time.Second):
+		case <-time.After(patience):
 			t.Fatal("the source did not poll")
 		}
 	}
@@ -124,7 +128,7 @@ func nextUpdate(t *testing.T, up <-chan sources.Update) sources.Update {
 	select {
 	case u := <-up:
 		return u
-	case <-time.After(5 * time.Second):
+	case <-time.After(patience):
 		t.Fatal("no update")
 		return sources.Update{}
 	}
@@ -152,7 +156,7 @@ func addresses(u sources.Update) string {
 // waitStale polls the status until its staleness is want.
 func waitStale(t *testing.T, st *sources.Status, want bool) sources.StatusSnapshot {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(patience)
 	for {
 		s := st.Snapshot()
 		if s.Stale == want {
@@ -264,7 +268,7 @@ func TestTokenRotation(t *testing.T) {
 		t.Errorf("Authorization = %q, want Bearer first", got)
 	}
 	writeFile(t, tokenFile, "second")
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(patience)
 	for reg.waitPolls(t, 1); reg.last().Header.Get("Authorization") != "Bearer second"; reg.waitPolls(t, 1) {
 		if time.Now().After(deadline) {
 			t.Fatal("the rotated token was never sent")
