@@ -29,7 +29,7 @@ func TestReconfigure(t *testing.T) {
 
 	// b goes first, a is kept, c is removed, d is new.
 	d := newFake()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	defer cancel()
 	if err := m.Reconfigure(ctx, []Named{
 		{Name: "b"}, {Name: "a"}, {Name: "d", Source: d, Status: NewStatus("d")},
@@ -70,7 +70,7 @@ func TestReconfigureRejectedWhole(t *testing.T) {
 	m, fakes, rec := startManager(t, ManagerOptions{Holdoff: time.Millisecond}, "a")
 	fakes[0].send(t, Update{Full: true, Services: []Service{testSvc("x", "10.0.0.1")}})
 	rec.wait(t, 0)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	defer cancel()
 	for _, next := range [][]Named{
 		{{Name: "a"}, {Name: "ghost"}},
