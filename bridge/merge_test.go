@@ -29,7 +29,7 @@ func TestReloadMerge(t *testing.T) {
 
 	reload := func(load func() (*config.Config, error)) {
 		t.Helper()
-		rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
+		rctx, rcancel := context.WithTimeout(ctx, 30*time.Second)
 		defer rcancel()
 		_, _ = in.Reload(rctx, load) // a failure is logged and counted, and changes nothing
 	}

@@ -50,7 +50,7 @@ func TestReload(t *testing.T) {
 	if got := res.String(); got != "kept [a], started [c], stopped [b], need restart [xds]" {
 		t.Errorf("reload: %s", got)
 	}
-	bridgetest.Eventually(t, 5*time.Second, "/sources to list c and a", func() bool {
+	bridgetest.Eventually(t, 30*time.Second, "/sources to list c and a", func() bool {
 		_, body := bridgetest.Get(admin + "/sources")
 		return strings.Index(body, `"name": "c"`) >= 0 && strings.Index(body, `"name": "c"`) < strings.Index(body, `"name": "a"`) &&
 			!strings.Contains(body, `"name": "b"`)
