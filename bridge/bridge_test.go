@@ -129,7 +129,7 @@ func TestRun(t *testing.T) {
 	defer c.Close()
 
 	close(g.release)
-	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second) // a failure detector, not a measurement
 	defer wcancel()
 	if err := c.WaitFor(wctx, func(s envoysim.State) bool {
 		return s.Clusters["web"] != nil && len(s.Assignments["web"].GetEndpoints()) == 1

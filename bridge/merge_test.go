@@ -42,7 +42,7 @@ func TestReloadMerge(t *testing.T) {
 	close(g.release)
 	subZone := func(want string) {
 		t.Helper()
-		wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+		wctx, wcancel := context.WithTimeout(ctx, 30*time.Second) // a failure detector, not a measurement
 		defer wcancel()
 		if err := c.WaitFor(wctx, func(s envoysim.State) bool {
 			eps := s.Assignments["web"].GetEndpoints()

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
 )
@@ -34,7 +33,7 @@ sources: [{name: static, type: file, path: services.yaml}]
 `, io.Discard)
 	admin := "http://" + in.AdminAddr().String()
 	var errs map[string]string
-	bridgetest.Eventually(t, 10*time.Second, "huge reported in /sources", func() bool {
+	bridgetest.Eventually(t, bridgetest.Patience, "huge reported in /sources", func() bool {
 		code, body := bridgetest.Get(admin + "/sources")
 		if code != 200 {
 			return false
@@ -53,7 +52,7 @@ sources: [{name: static, type: file, path: services.yaml}]
 		t.Errorf("service errors = %v, want only huge, naming the size limit", errs)
 	}
 	// The refusal is reported from inside the Apply that serves small.
-	bridgetest.Eventually(t, 10*time.Second, "small served", func() bool {
+	bridgetest.Eventually(t, bridgetest.Patience, "small served", func() bool {
 		code, body := bridgetest.Get(admin + "/debug/config_dump")
 		return code == 200 && strings.Contains(body, `"small"`)
 	})

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/xdsbridge/xdsbridge/config"
 	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
@@ -29,7 +28,7 @@ func TestReload(t *testing.T) {
 	base := "xds: {listen: 127.0.0.1:0}\nadmin: {listen: 127.0.0.1:0}\nsources:\n"
 	in := bridgetest.StartIn(t, dir, base+"  - {name: a, type: file, path: one.yaml}\n  - {name: b, type: file, path: two.yaml}\n", io.Discard)
 	admin := "http://" + in.AdminAddr().String()
-	bridgetest.WaitReady(t, in.AdminAddr().String(), 10*time.Second)
+	bridgetest.WaitReady(t, in.AdminAddr().String(), bridgetest.Patience)
 
 	load := func(yaml string) func() (*config.Config, error) {
 		return func() (*config.Config, error) {
@@ -40,7 +39,7 @@ func TestReload(t *testing.T) {
 			return config.Load(path, nil)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), bridgetest.Patience)
 	defer cancel()
 	res, err := in.Reload(ctx, load("xds: {listen: 127.0.0.1:1}\nadmin: {listen: 127.0.0.1:0}\nsources:\n"+
 		"  - {name: c, type: file, path: three.yaml}\n  - {name: a, type: file, path: one.yaml}\n"))
@@ -50,7 +49,7 @@ func TestReload(t *testing.T) {
 	if got := res.String(); got != "kept [a], started [c], stopped [b], need restart [xds]" {
 		t.Errorf("reload: %s", got)
 	}
-	bridgetest.Eventually(t, 30*time.Second, "/sources to list c and a", func() bool {
+	bridgetest.Eventually(t, bridgetest.Patience, "/sources to list c and a", func() bool {
 		_, body := bridgetest.Get(admin + "/sources")
 		return strings.Index(body, `"name": "c"`) >= 0 && strings.Index(body, `"name": "c"`) < strings.Index(body, `"name": "a"`) &&
 			!strings.Contains(body, `"name": "b"`)

@@ -95,9 +95,8 @@ func (f *mtlsFixture) adsStatus(t *testing.T, client *tlstest.Pair, id string) c
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	// The status is the test's answer, so the deadline must never be it:
-	// generous, a failure detector that a loaded machine does not reach.
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	// The status is the test's answer, so the deadline must never be it.
+	ctx, cancel := context.WithTimeout(context.Background(), bridgetest.Patience)
 	defer cancel()
 	st, err := discoveryv3.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(ctx)
 	if err == nil {
@@ -125,7 +124,7 @@ func (f *mtlsFixture) adsStatus(t *testing.T, client *tlstest.Pair, id string) c
 func TestMTLSIdentity(t *testing.T) {
 	f := startMTLS(t, "")
 	good := f.ca.Issue(f.dir, "client-a", "spiffe://test/node/a")
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), bridgetest.Patience)
 	defer cancel()
 	client := grpcxdstest.DialCreds(t, f.xds, "a", "greeter",
 		grpcxdstest.TLSCreds(f.ca.CertFile, good.CertFile, good.KeyFile, "1s"))
@@ -212,7 +211,7 @@ func TestSecretsNotLogged(t *testing.T) {
 	// A Consul source that cannot connect logs its failures; they must not
 	// carry its token.
 	f := startMTLS(t, fmt.Sprintf("  - {name: consul, type: consul, address: 127.0.0.1:1, token_file: %s, retry_max: 500ms, startup: {required: false, timeout: 1s}}\n", consulToken))
-	bridgetest.WaitReady(t, f.admin, 10*time.Second)
+	bridgetest.WaitReady(t, f.admin, bridgetest.Patience)
 	if code, _ := bridgetest.GetAuth("http://"+f.admin+"/sources", ""); code != http.StatusUnauthorized {
 		t.Errorf("/sources without the token = %d, want 401", code)
 	}
@@ -228,7 +227,7 @@ func TestSecretsNotLogged(t *testing.T) {
 		t.Fatal(err)
 	}
 	keyBody := strings.Split(string(key), "\n")[1] // a line of the key's base64
-	bridgetest.Eventually(t, 10*time.Second, "the consul source to log a failure", func() bool {
+	bridgetest.Eventually(t, bridgetest.Patience, "the consul source to log a failure", func() bool {
 		return strings.Contains(f.logs.String(), "source=consul")
 	})
 	logs := f.logs.String()

@@ -121,7 +121,7 @@ func TestShapedClusterPerClientClass(t *testing.T) {
 	addrs, ports := grpcxdstest.Backends(t, 2)
 	in := bridgetest.Start(t, shapedConfig(writeServices(t, ports), "envoy"))
 	xdsAddr, admin := in.XDSAddr().String(), "http://"+in.AdminAddr().String()
-	bridgetest.WaitReady(t, in.AdminAddr().String(), 10*time.Second)
+	bridgetest.WaitReady(t, in.AdminAddr().String(), bridgetest.Patience)
 
 	envoy, err := envoysim.Start(ctx, envoysim.Options{Addr: xdsAddr, Node: "envoy-1"})
 	if err != nil {
@@ -225,7 +225,7 @@ func TestShapedClusterForAllClients(t *testing.T) {
 	defer cancel()
 	addrs, ports := grpcxdstest.Backends(t, 2)
 	in := bridgetest.Start(t, shapedConfig(writeServices(t, ports), "all"))
-	bridgetest.WaitReady(t, in.AdminAddr().String(), 10*time.Second)
+	bridgetest.WaitReady(t, in.AdminAddr().String(), bridgetest.Patience)
 	hits := grpcxdstest.Dial(t, in.XDSAddr().String(), "grpc-1", "greeter").Hits(ctx, 20)
 	if hits[addrs[0]]+hits[addrs[1]] != 20 {
 		t.Errorf("grpc-go RPCs reached %v, want all 20 on %v", hits, addrs)
@@ -253,14 +253,14 @@ func TestEnvoyTLSIsNACKedByGRPC(t *testing.T) {
 `, 1)
 	in := bridgetest.Start(t, cfg)
 	admin := "http://" + in.AdminAddr().String()
-	bridgetest.WaitReady(t, in.AdminAddr().String(), 10*time.Second)
+	bridgetest.WaitReady(t, in.AdminAddr().String(), bridgetest.Patience)
 
 	rpc := make(chan error, 1)
 	rctx, rcancel := context.WithTimeout(ctx, 20*time.Second)
 	defer rcancel()
 	go func() { rpc <- grpcxdstest.Dial(t, in.XDSAddr().String(), "grpc-1", "greeter").Try(rctx) }()
 	var nack string
-	bridgetest.Eventually(t, 20*time.Second, "grpc-go to NACK the cluster", func() bool {
+	bridgetest.Eventually(t, bridgetest.Patience, "grpc-go to NACK the cluster", func() bool {
 		var clients []xds.ClientStatus
 		getJSON(t, admin+"/clients", &clients)
 		for _, c := range clients {

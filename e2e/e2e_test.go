@@ -18,12 +18,11 @@ import (
 	"github.com/xdsbridge/xdsbridge/internal/envoysim"
 )
 
-// patience bounds each wait for the bridge, a separate race-built process,
-// to do what the test expects: a failure detector, not a measurement, that
-// a loaded machine must never reach. How long an edit of services.yaml took
-// to reach the clients is logged; the README's "about a second" is a figure
-// of the file source's benchmark, not of a test.
-const patience = 30 * time.Second
+// patience bounds each wait for the bridge (see bridgetest.Patience). How
+// long an edit of services.yaml took to reach the clients is logged; the
+// README's "about a second" is a figure of the file source's benchmark, not
+// of a test.
+const patience = bridgetest.Patience
 
 // diff describes how a client's state differs from services ("" if not).
 func diff(s envoysim.State, services []svc) string {

@@ -103,6 +103,13 @@ func GetAuth(url, token string) (int, string) {
 	return resp.StatusCode, string(body)
 }
 
+// Patience is how long the end-to-end tests wait for the bridge to do what
+// they expect. It is a failure detector, not a measurement: a race-built
+// bridge on a loaded machine must never reach it, so it is far longer than
+// anything waited for takes. Latencies are logged, and their targets are
+// the benchmarks'.
+const Patience = 30 * time.Second
+
 // Eventually polls cond every 10ms until it holds, failing the test when
 // timeout passes first.
 func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
