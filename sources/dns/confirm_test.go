@@ -49,10 +49,9 @@ func startConfirm(t *testing.T, f *fakeServer, refresh map[string]any, ttls map[
 		svcs = append(svcs, srvService(c, confirmName(c)))
 	}
 	cfg := baseConfig([]string{f.addr}, svcs...)
-	cfg["refresh"] = refresh
-	cfg["timeout"] = "2s" // a retried query would count as a round
+	cfg["refresh"] = refresh // baseConfig's query timeout: a retried query would count as a round
 	r := start(t, cfg)
-	if u := r.next(t, 5*time.Second); !u.Full || len(u.Services) != len(ttls) {
+	if u := r.next(t); !u.Full || len(u.Services) != len(ttls) {
 		t.Fatalf("first update %+v, want Full with %d services", u, len(ttls))
 	}
 	return r
@@ -62,7 +61,7 @@ func startConfirm(t *testing.T, f *fakeServer, refresh map[string]any, ttls map[
 // carries exactly the services of want, with that many endpoints each.
 func (r *running) expect(t *testing.T, want map[string]int, why string) {
 	t.Helper()
-	u := r.next(t, 5*time.Second)
+	u := r.next(t)
 	if got := endpointCounts(u); u.Full || !maps.Equal(got, want) {
 		t.Fatalf("update %v (full %t), want %v: %s", got, u.Full, want, why)
 	}
@@ -107,7 +106,7 @@ func TestConfirmOneNameDark(t *testing.T) {
 		t.Errorf("b was asked %d times, want 2 (the start and one confirmation)", n)
 	}
 	n := asked(f, "a")
-	r.quiet(t, 5*time.Second, func() bool { return asked(f, "a") >= n+3 })
+	r.quiet(t, func() bool { return asked(f, "a") >= n+3 })
 	serve(f, "a", 0, 9)
 	r.expect(t, map[string]int{"a": 1}, "a back with its endpoint")
 	if n := asked(f, "b"); n != 2 {
@@ -143,10 +142,10 @@ func TestConfirmRoundRate(t *testing.T) {
 	r.expect(t, map[string]int{"a": 1}, "an answer needs no round")
 	nxdomain(f, "a")
 	n := asked(f, "a")
-	r.quiet(t, 5*time.Second, func() bool { return asked(f, "a") >= n+5 })
+	r.quiet(t, func() bool { return asked(f, "a") >= n+5 })
 	serve(f, "a", 60, 1)
 	n = asked(f, "a")
-	r.quiet(t, 5*time.Second, func() bool { return asked(f, "a") >= n+5 })
+	r.quiet(t, func() bool { return asked(f, "a") >= n+5 })
 }
 
 // Names flapping between an answer and NXDOMAIN on every refresh (spread
@@ -188,7 +187,7 @@ func TestConfirmFlappingBounded(t *testing.T) {
 		}
 	}()
 	from := asked(f, "f0")
-	waitFor(t, 30*time.Second, func() bool { return asked(f, "f0") >= from+40 })
+	waitFor(t, func() bool { return asked(f, "f0") >= from+40 })
 	rounds := asked(f, "w") - 1
 	elapsed := time.Since(began)
 	t.Logf("%d rounds and %d updates in %s", rounds, updates.Load(), elapsed.Round(time.Millisecond))
@@ -200,7 +199,7 @@ func TestConfirmFlappingBounded(t *testing.T) {
 		nxdomain(f, c)
 	}
 	base := asked(f, "f0")
-	waitFor(t, 30*time.Second, func() bool { return asked(f, "f0") >= base+10 })
+	waitFor(t, func() bool { return asked(f, "f0") >= base+10 })
 	cancel()
 	state := <-last
 	for _, c := range flappers {
@@ -223,7 +222,6 @@ func TestConfirmNextRoundStartsUnprompted(t *testing.T) {
 	}
 	cfg := baseConfig([]string{f.addr}, svcs...)
 	cfg["refresh"] = map[string]any{"min": "300ms", "max": "1h"}
-	cfg["timeout"] = "2s"
 	st := sources.NewStatus("test")
 	src, err := New(cfg, sources.Options{Name: "test", Status: st})
 	if err != nil {
@@ -251,7 +249,7 @@ func TestConfirmNextRoundStartsUnprompted(t *testing.T) {
 		}
 		results <- outcome{i: i, res: r, at: at}
 	}
-	if u := run.next(t, 5*time.Second); !u.Full {
+	if u := run.next(t); !u.Full {
 		t.Fatalf("first update %+v, want Full", u)
 	}
 
