@@ -50,15 +50,7 @@ func (s *connSampler) run(ctx context.Context) {
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
 	for {
-		n, listing := s.sample()
-		s.mu.Lock()
-		s.samples++
-		s.lastSeen = n
-		s.peak = max(s.peak, n)
-		if n > s.max {
-			s.max, s.atMax, s.maxWhen = n, listing, time.Now()
-		}
-		s.mu.Unlock()
+		s.record(s.sample())
 		select {
 		case <-ctx.Done():
 			return
@@ -67,9 +59,25 @@ func (s *connSampler) run(ctx context.Context) {
 	}
 }
 
-// takePeak returns the peak since the previous call and starts a new one
-// from the latest sample.
+// record adds a sample of n connections, listed.
+func (s *connSampler) record(n int, listing string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.samples++
+	s.lastSeen = n
+	s.peak = max(s.peak, n)
+	if n > s.max {
+		s.max, s.atMax, s.maxWhen = n, listing, time.Now()
+	}
+}
+
+// takePeak returns the peak since the previous call, the connections held
+// now included, and starts a new one from them. Sampling now as well means
+// a phase shorter than run's interval (or than one sample, which on a busy
+// machine can take longer) still has a figure: the connections it ends
+// with.
 func (s *connSampler) takePeak() int {
+	s.record(s.sample())
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := s.peak
