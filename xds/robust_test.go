@@ -9,6 +9,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc"
 )
 
 // TestStuckClient is acceptance 5: a client that stops reading blocks only
@@ -17,7 +18,11 @@ import (
 func TestStuckClient(t *testing.T) {
 	const n = 50
 	s := NewServer(Options{})
-	cc := serve(t, s)
+	// A static stream window: with grpc-go's default BDP estimation the
+	// windows grow to as much as 16 MiB, more when the round trip is long
+	// (a loaded machine), and the stuck stream could take every round
+	// without its writer ever blocking.
+	cc := dial(t, listen(t, s), grpc.WithStaticStreamWindowSize(64<<10))
 	s.Apply(bigServices(n, 0), nil)
 	var all []string
 	for i := range n {
