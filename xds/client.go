@@ -21,18 +21,20 @@ import (
 // only client.mu and never holds it while sending, so a
 // client blocked by flow control blocks nobody else.
 type client struct {
-	s       *Server
+	s *Server
+	// variant is the stream's xDS variant (sotw_ads, delta_eds, ...): the
+	// label of its metrics and ClientStatus.Variant.
 	variant string
 	delta   bool
 	peer    string
 	conn    string // the TCP peer the stream counts against (Server.conns)
 	since   time.Time
 	// cancel ends the stream (nil for in-process clients); refused is the
-	// limit breach or invalid request it ended for (see Server.fail).
+	// limit breach or invalid request it ended for (see Server.endStream).
 	cancel  context.CancelFunc
 	refused atomic.Pointer[refusal]
-	// src is the variant the stream is served (nil: ADS); see variant.go.
-	src *Variant
+	// rewrite is the Rewrite the stream is served (nil: ADS); see variant.go.
+	rewrite *Rewrite
 
 	// Set under Server.mu before the first subscription, then read-only.
 	grpc   bool
@@ -119,8 +121,8 @@ func isGRPC(n *corev3.Node) bool {
 
 // visible hides gRPC-only resources from clients that are not gRPC, gives
 // gRPC clients the gRPC variant where there is one (as Resource.For), and
-// gives a client that is not on ADS its variant of the entry.
-func (c *client) visible(e *entry) *entry { return shape(e, c.grpc, c.src) }
+// gives a client that is not on ADS the entry as its Rewrite rewrites it.
+func (c *client) visible(e *entry) *entry { return shape(e, c.grpc, c.rewrite) }
 
 // watchFor returns the client's watch of t, creating it. Server.mu and
 // client.mu held.
@@ -157,7 +159,7 @@ func (w *watch) pin(sl *slot) *refusal {
 	c := w.c
 	if max := c.s.opts.Limits.UnknownNames; c.unknown >= max {
 		w.t.release(sl) // if the request created it
-		return refuse(reasonUnknownNames, codes.ResourceExhausted,
+		return newRefusal(reasonUnknownNames, codes.ResourceExhausted,
 			"more than %d names the server does not have", max)
 	}
 	if w.pins == nil {
@@ -309,7 +311,7 @@ func (w *watch) wildcardOn(now time.Time) {
 	w.t.wild[w] = struct{}{}
 	w.held.reserve(len(w.t.slots))
 	for k := 0; k<<chunkBits < len(w.t.byIdx); k++ {
-		if w.held.subscribeChunk(k, w.t.chunk(k), w.c.src != nil) {
+		if w.held.subscribeChunk(k, w.t.chunk(k), w.c.rewrite != nil) {
 			continue // the usual first request: whole chunks at once
 		}
 		for _, sl := range w.t.byIdx[k<<chunkBits : min(len(w.t.byIdx), (k+1)<<chunkBits)] {

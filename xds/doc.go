@@ -191,15 +191,15 @@
 //
 // Resources are published with ADS config sources; a client whose
 // bootstrap has no ads_config rejects them. A client on per-type streams
-// is served its Variant (variant.go): the cluster's eds_config (and a gRPC
+// is served its Rewrite (variant.go): the cluster's eds_config (and a gRPC
 // listener's RDS source) becomes an api_config_source naming
 // Options.ConfigCluster, GRPC for SotW and DELTA_GRPC for delta streams.
 // We assume such a client takes EDS the way it takes CDS (per-type, same
 // protocol); a fleet mixing ADS and per-type streams per type is not
-// served a tailored variant. A variant is built lazily, once per resource
-// version, under the entry's own lock, and shared like the entry; its
-// delta version is its own content hash, so a per-type delta reconnect is
-// free too.
+// served a tailored rewrite. A resource is rewritten lazily, once per
+// resource version, under the entry's own lock, and shared like the entry;
+// its delta version is its own content hash, so a per-type delta reconnect
+// is free too.
 //
 // REST polling (xds/rest) and watched files (xds/files) are views of the
 // same store (view.go): they read entries with Select/Snapshot, learn of

@@ -47,7 +47,7 @@ type heldChunk struct {
 	shared bool
 	// Set on a type's table chunks only, when published. plain: none of
 	// its entries is gRPC-only or has a gRPC variant, so a client not
-	// served a Variant is sent the entries themselves. mask: bit j set
+	// served a Rewrite is sent the entries themselves. mask: bit j set
 	// where it has an entry. none: its twin, present without an entry
 	// wherever it has one, which a watch subscribing to all of the chunk
 	// holds until the entries are sent (see scan.go).
@@ -260,8 +260,8 @@ func (h *heldSet) all() iter.Seq2[*slot, *entry] {
 // twin of present-without-entry slots, when the watch holds nothing of
 // chunk k and is served tc's entries themselves (so the caller has nothing
 // to settle). It reports whether it did.
-func (h *heldSet) subscribeChunk(k int, tc *heldChunk, variant bool) bool {
-	if variant || tc == nil || !tc.plain || h.dense == nil || k >= len(h.dense) || h.dense[k] != nil {
+func (h *heldSet) subscribeChunk(k int, tc *heldChunk, rewritten bool) bool {
+	if rewritten || tc == nil || !tc.plain || h.dense == nil || k >= len(h.dense) || h.dense[k] != nil {
 		return false
 	}
 	h.n += bits.OnesCount64(tc.mask)
@@ -273,7 +273,7 @@ func (h *heldSet) subscribeChunk(k int, tc *heldChunk, variant bool) bool {
 // request's order) a chunk at a time where it can: wherever the slots of
 // one chunk of the type, consecutive in slots, are exactly the chunk's
 // slots with an entry, the chunk's entries are sent as they are (plain,
-// no Variant: nothing for settle to do), and the watch holds nothing of
+// no Rewrite: nothing for settle to do), and the watch holds nothing of
 // the chunk, the watch takes the chunk's shared twin and each slot gets
 // the watch as a subscriber: what subscribe would have done name by name,
 // without a held-set write, pin or settle per name. It returns the ranges
@@ -282,7 +282,7 @@ func (h *heldSet) subscribeChunk(k int, tc *heldChunk, variant bool) bool {
 // breached. Both locks held.
 func (w *watch) claimChunks(slots []*slot) (done [][2]int) {
 	h := &w.held
-	if h.dense == nil || w.wildcard || w.c.src != nil {
+	if h.dense == nil || w.wildcard || w.c.rewrite != nil {
 		return nil
 	}
 	for i := 0; i < len(slots); {

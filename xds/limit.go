@@ -18,7 +18,7 @@ const DefaultMaxResponseBytes = 4 << 20
 // bytes; the rest is margin.
 const envelopeReserve = 1 << 10
 
-// limits keeps every response under Options.MaxResponseBytes.
+// responseSize keeps every response under Options.MaxResponseBytes.
 //
 // Delta responses and SotW responses of EDS, RDS and other only-changed
 // types carry any subset of the pending resources, so a larger set is split
@@ -30,33 +30,33 @@ const envelopeReserve = 1 << 10
 // receive limit will reject it. A single resource whose delta record alone
 // exceeds the limit could never be sent: Apply refuses it, and the name
 // keeps its last good version.
-type limits struct {
-	room     int // bytes of resources one response may carry
-	max      int
-	refused  *prometheus.CounterVec
-	oversize *prometheus.CounterVec
+type responseSize struct {
+	room             int // bytes of resources one response may carry
+	max              int
+	refusedResources *prometheus.CounterVec
+	oversize         *prometheus.CounterVec
 
 	mu     sync.Mutex
 	warned map[string]bool // types whose oversize SotW response was logged
 }
 
-func newLimits(max int, reg prometheus.Registerer) *limits {
-	l := &limits{
-		room:     max - envelopeReserve,
-		max:      max,
-		refused:  perType("xdsbridge_xds_refused_resources_total", "Resource versions refused because they alone exceed the response size limit; the name keeps its last good version."),
-		oversize: perType("xdsbridge_xds_oversize_responses_total", "SotW CDS/LDS responses over the response size limit (they cannot be split), by resource type."),
-		warned:   map[string]bool{},
+func newResponseSize(max int, reg prometheus.Registerer) *responseSize {
+	l := &responseSize{
+		room:             max - envelopeReserve,
+		max:              max,
+		refusedResources: perType("xdsbridge_xds_refused_resources_total", "Resource versions refused because they alone exceed the response size limit; the name keeps its last good version."),
+		oversize:         perType("xdsbridge_xds_oversize_responses_total", "SotW CDS/LDS responses over the response size limit (they cannot be split), by resource type."),
+		warned:           map[string]bool{},
 	}
 	if reg != nil {
-		l.refused = register(reg, l.refused)
+		l.refusedResources = register(reg, l.refusedResources)
 		l.oversize = register(reg, l.oversize)
 	}
 	return l
 }
 
 // check is the error of an entry too large to be sent in any response.
-func (l *limits) check(e *entry) error {
+func (l *responseSize) check(e *entry) error {
 	if n := len(e.wire.delta.ReadOnlyData()); n > l.room {
 		return fmt.Errorf("%s %q is %d bytes encoded, over the response size limit of %d bytes (with %d kept for the envelope)",
 			shortType(e.any.TypeUrl), e.name, n, l.max, envelopeReserve)
@@ -64,18 +64,18 @@ func (l *limits) check(e *entry) error {
 	return nil
 }
 
-// refuse reports a refused entry: counted, logged, and passed to
+// refuseResource reports a refused entry: counted, logged, and passed to
 // Options.OnRefused.
-func (s *Server) refuse(e *entry, err error) {
-	s.lim.refused.WithLabelValues(shortType(e.any.TypeUrl)).Inc()
+func (s *Server) refuseResource(e *entry, err error) {
+	s.size.refusedResources.WithLabelValues(shortType(e.any.TypeUrl)).Inc()
 	s.log.Error("refusing a resource version; keeping the last good one", "type", e.any.TypeUrl, "name", e.name, "err", err)
 	if s.opts.OnRefused != nil {
 		s.opts.OnRefused(Key{Type: e.any.TypeUrl, Name: e.name}, err)
 	}
 }
 
-// full records a SotW CDS/LDS response of bytes that cannot be split.
-func (l *limits) full(s *Server, t *typeState, resources, bytes int) {
+// noteFull records a SotW CDS/LDS response of bytes that cannot be split.
+func (l *responseSize) noteFull(s *Server, t *typeState, resources, bytes int) {
 	if bytes <= l.room {
 		return
 	}

@@ -127,7 +127,7 @@ func TestFullStateNotSplit(t *testing.T) {
 	if r := st.recv(); len(r.Resources) != 100 {
 		t.Fatalf("CDS response with %d clusters, want all 100 at once", len(r.Resources))
 	}
-	if n := counter(t, s.lim.oversize.WithLabelValues("cluster")); n != 1 {
+	if n := counter(t, s.size.oversize.WithLabelValues("cluster")); n != 1 {
 		t.Errorf("%v oversize CDS responses counted, want 1", n)
 	}
 }

@@ -119,15 +119,15 @@ type refusal struct {
 	err    error
 }
 
-func refuse(reason string, code codes.Code, format string, args ...any) *refusal {
+func newRefusal(reason string, code codes.Code, format string, args ...any) *refusal {
 	return &refusal{reason: reason, err: status.Error(code, fmt.Sprintf(format, args...))}
 }
 
-// fail ends c's stream with r's status: it is counted, logged once, and the
+// endStream ends c's stream with r's status: it is counted, logged once, and the
 // stream's context is cancelled, so that its reader stops after the
 // request being handled, its writer stops sending, and the disconnect
 // frees what it held. Only the first refusal of a stream counts.
-func (s *Server) fail(c *client, r *refusal) {
+func (s *Server) endStream(c *client, r *refusal) {
 	if !c.refused.CompareAndSwap(nil, r) {
 		return
 	}
@@ -141,7 +141,7 @@ func (s *Server) fail(c *client, r *refusal) {
 // checkNames refuses a name list longer than NamesPerRequest.
 func (s *Server) checkNames(field string, n int) *refusal {
 	if max := s.opts.Limits.NamesPerRequest; n > max {
-		return refuse(reasonNamesPerRequest, codes.ResourceExhausted,
+		return newRefusal(reasonNamesPerRequest, codes.ResourceExhausted,
 			"%s lists %d names, more than the %d allowed per request", field, n, max)
 	}
 	return nil

@@ -62,11 +62,11 @@ func deadline(ws waitSince, readyAt time.Time, wait time.Duration) time.Time {
 // upserts takes the pending new/changed entries and the expired unknown
 // names of the watch into one response. Where the protocol allows a subset
 // (delta; SotW types other than CDS/LDS), it takes no more than fits in one
-// response and leaves the rest pending for the next (see limits).
+// response and leaves the rest pending for the next (see responseSize).
 func (w *watch) upserts(now, readyAt time.Time, wait time.Duration) *out {
 	var ups []*entry
 	split := w.c.delta || !w.t.full
-	room, used := w.c.s.lim.room, 0
+	room, used := w.c.s.size.room, 0
 	var fr *frame
 	var runs []run
 	if w.scan != nil {
@@ -135,7 +135,7 @@ func (w *watch) upserts(now, readyAt time.Time, wait time.Duration) *out {
 // its cluster.
 func (w *watch) removals() *out {
 	var rem []*slot
-	room, used := w.c.s.lim.room, 0
+	room, used := w.c.s.size.room, 0
 	for sl, p := range w.dirty {
 		if p.e != nil {
 			continue
@@ -209,7 +209,7 @@ func (w *watch) build(ups []*entry, gone []*slot, fr *frame, runs []run) *out {
 		o.bytes += e.size
 	}
 	if w.t.full {
-		c.s.lim.full(c.s, w.t, len(list), o.bytes)
+		c.s.size.noteFull(c.s, w.t, len(list), o.bytes)
 	}
 	o.msg, o.resources = &sotwMsg{env: env, list: list, fr: fr, runs: runs}, len(list)
 	return o

@@ -47,7 +47,7 @@ func typeOf(fixed string, req request) (string, *refusal) {
 	if typ := req.GetTypeUrl(); typ != "" {
 		return typ, nil
 	}
-	return "", refuse(reasonNoTypeURL, codes.InvalidArgument, "type_url is required on an aggregated stream")
+	return "", newRefusal(reasonNoTypeURL, codes.InvalidArgument, "type_url is required on an aggregated stream")
 }
 
 // lock takes Server.mu and client.mu for a subscription change, records the
@@ -83,7 +83,7 @@ func (s *Server) unlock(c *client) {
 // onSotW handles one SotW request; fixed is the type of a per-type stream.
 func (s *Server) onSotW(c *client, fixed string, req *discoveryv3.DiscoveryRequest) {
 	if r := s.sotw(c, fixed, req); r != nil {
-		s.fail(c, r)
+		s.endStream(c, r)
 	}
 }
 
@@ -137,7 +137,7 @@ func (s *Server) sotw(c *client, fixed string, req *discoveryv3.DiscoveryRequest
 	wild := slices.Contains(names, "*") || (len(names) == 0 && t.full && !w.everNamed)
 	w.everNamed = w.everNamed || len(names) > 0
 	if n, max := len(names), s.opts.Limits.NamesPerSubscription; n > max {
-		return refuse(reasonNamesPerSub, codes.ResourceExhausted,
+		return newRefusal(reasonNamesPerSub, codes.ResourceExhausted,
 			"subscribing to %d names, more than the %d allowed per type", n, max)
 	}
 	want := make(map[*slot]struct{}, len(names))
@@ -216,7 +216,7 @@ func (s *Server) onDelta(c *client, fixed string, req *discoveryv3.DeltaDiscover
 // (nil: decoded otherwise), which may hold its initial versions.
 func (s *Server) onDeltaFrom(c *client, fixed string, req *discoveryv3.DeltaDiscoveryRequest, in *inbound) {
 	if r := s.delta(c, fixed, req, initialOf(req, in)); r != nil {
-		s.fail(c, r)
+		s.endStream(c, r)
 	}
 }
 
@@ -307,7 +307,7 @@ func (s *Server) delta(c *client, fixed string, req *discoveryv3.DeltaDiscoveryR
 // Both locks held.
 func (w *watch) subscribeChecked(sl *slot, now time.Time, bulk bool) *refusal {
 	if max := w.c.s.opts.Limits.NamesPerSubscription; !w.explicit(sl) && w.explicitCount() >= max {
-		return refuse(reasonNamesPerSub, codes.ResourceExhausted,
+		return newRefusal(reasonNamesPerSub, codes.ResourceExhausted,
 			"subscribing to more than the %d names allowed per type", max)
 	}
 	w.subscribe(sl, now, bulk)

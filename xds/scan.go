@@ -184,7 +184,7 @@ const (
 // told from the chunks alone. client.mu held.
 func (w *watch) fit(f *frame, k int) chunkFit {
 	h := &w.held
-	if w.c.src != nil || h.dense == nil || k >= len(h.dense) || k >= len(f.tab) {
+	if w.c.rewrite != nil || h.dense == nil || k >= len(h.dense) || k >= len(f.tab) {
 		return perName
 	}
 	tc, hc := f.tab[k], h.dense[k]

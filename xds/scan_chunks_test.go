@@ -137,8 +137,8 @@ func TestScanChunkFit(t *testing.T) {
 	})
 	t.Run("a client served a variant never takes a chunk", func(t *testing.T) {
 		_, c, w, f := setup(t, manyNames(n))
-		c.src = &Variant{}
-		defer func() { c.src = nil }()
+		c.rewrite = &Rewrite{}
+		defer func() { c.rewrite = nil }()
 		if got := w.fit(f, 1); got != perName {
 			t.Errorf("%v, want perName", got)
 		}

@@ -82,7 +82,7 @@ type Options struct {
 	// Registerer, if set, receives the engine's metrics
 	// (xdsbridge_xds_*).
 	Registerer prometheus.Registerer
-	// MaxResponseBytes bounds every response (see limits); default
+	// MaxResponseBytes bounds every response (see responseSize); default
 	// DefaultMaxResponseBytes.
 	MaxResponseBytes int
 	// OnRefused, if set, is told of every resource version Apply refuses
@@ -108,16 +108,16 @@ type Options struct {
 
 // Server is the xDS serving engine.
 type Server struct {
-	opts    Options
-	log     *slog.Logger
-	m       *metrics
-	lim     *limits
-	budget  *budget
-	admit   *budget     // requests being decoded and handled (admit.go)
-	reads   *firstReads // leases of new streams' first reads (admit.go)
-	sv      streamVariants
-	readyNs atomic.Int64  // unix nanos of the first Apply; 0 = not ready
-	ready   chan struct{} // closed by the first Apply
+	opts     Options
+	log      *slog.Logger
+	m        *metrics
+	size     *responseSize
+	budget   *budget
+	admit    *budget     // requests being decoded and handled (admit.go)
+	reads    *firstReads // leases of new streams' first reads (admit.go)
+	rewrites streamRewrites
+	readyNs  atomic.Int64  // unix nanos of the first Apply; 0 = not ready
+	ready    chan struct{} // closed by the first Apply
 
 	mu      sync.Mutex
 	types   map[string]*typeState
@@ -150,18 +150,18 @@ func NewServer(opts Options) *Server {
 		opts.ConfigCluster = DefaultConfigCluster
 	}
 	return &Server{
-		opts:    opts,
-		log:     opts.Logger,
-		m:       newMetrics(opts.Registerer),
-		lim:     newLimits(opts.MaxResponseBytes, opts.Registerer),
-		budget:  newBudget(opts.SendBudget),
-		admit:   newBudget(opts.RequestBudget),
-		reads:   newFirstReads(opts.RequestBudget),
-		ready:   make(chan struct{}),
-		sv:      newStreamVariants(opts.ConfigCluster),
-		types:   make(map[string]*typeState),
-		clients: make(map[*client]struct{}),
-		conns:   make(map[string]int),
+		opts:     opts,
+		log:      opts.Logger,
+		m:        newMetrics(opts.Registerer),
+		size:     newResponseSize(opts.MaxResponseBytes, opts.Registerer),
+		budget:   newBudget(opts.SendBudget),
+		admit:    newBudget(opts.RequestBudget),
+		reads:    newFirstReads(opts.RequestBudget),
+		ready:    make(chan struct{}),
+		rewrites: newStreamRewrites(opts.ConfigCluster),
+		types:    make(map[string]*typeState),
+		clients:  make(map[*client]struct{}),
+		conns:    make(map[string]int),
 	}
 }
 
@@ -220,7 +220,7 @@ func (s *Server) storeFor(c *client, typ string) (*typeState, *refusal) {
 		return t, nil
 	}
 	if len(c.private) >= maxUnknownTypes {
-		return nil, refuse(reasonUnknownTypes, codes.InvalidArgument,
+		return nil, newRefusal(reasonUnknownTypes, codes.InvalidArgument,
 			"type_url %q is not served, and this stream already asked for %d such types", typ, maxUnknownTypes)
 	}
 	if c.private == nil {
@@ -253,8 +253,8 @@ func (s *Server) Apply(upserts []Resource, removals []Key) {
 			s.log.Error("skipping resource", "err", err)
 			continue
 		}
-		if err := s.lim.check(e); err != nil {
-			s.refuse(e, err)
+		if err := s.size.check(e); err != nil {
+			s.refuseResource(e, err)
 			continue
 		}
 		entries = append(entries, e)

@@ -95,8 +95,8 @@ type entry struct {
 	// grpc is the variant served to gRPC clients, nil when they get this
 	// entry itself (see Resource.GRPC).
 	grpc *entry
-	// alt holds the entry's variants for non-ADS clients (variant.go).
-	alt altCache
+	// rewritten holds the entry rewritten for non-ADS clients (variant.go).
+	rewritten rewriteCache
 }
 
 var marshal = proto.MarshalOptions{Deterministic: true}

@@ -54,7 +54,7 @@ func (s *Server) serveDelta(st deltaStream, variant, typ string) error {
 // pre-encoded bytes, another codec marshals it as the Resp it stands for.
 //
 // The stream ends when the read does: the client closes or goes away, or a
-// request is refused (Server.fail). A send that fails ends the read too:
+// request is refused (Server.endStream). A send that fails ends the read too:
 // gRPC ends the stream (it writes the error's status) whenever SendMsg
 // fails, and the writer cancels the stream's context. A stream wrapper
 // whose SendMsg can fail without calling gRPC's must end the stream
@@ -115,7 +115,7 @@ func readStream[Req, Resp any](ctx context.Context, s *Server, st grpc.BidiStrea
 }
 
 // handle runs a received request's handler once the server is ready; false
-// means the stream ended (refused by Server.fail, or gone).
+// means the stream ended (refused by Server.endStream, or gone).
 func (s *Server) handle(ctx context.Context, on func()) bool {
 	// Requests wait for readiness rather than being handled against the
 	// still-empty store: a delta reconnect's claimed versions are compared
@@ -153,7 +153,7 @@ func (s *Server) connect(ctx context.Context, variant string, delta bool) (*clie
 		delta:   delta,
 		since:   time.Now(),
 		watches: make(map[string]*watch),
-		src:     s.sv.forStream(strings.HasSuffix(variant, "_ads"), delta),
+		rewrite: s.rewrites.forStream(strings.HasSuffix(variant, "_ads"), delta),
 	}
 	var conn string // the connection's key in Server.conns: its TCP peer
 	if p, ok := peer.FromContext(ctx); ok {
@@ -167,13 +167,13 @@ func (s *Server) connect(ctx context.Context, variant string, delta bool) (*clie
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.clients) >= l.Streams {
-		return nil, refuse(reasonStreams, codes.ResourceExhausted, "the server already serves %d streams", l.Streams)
+		return nil, newRefusal(reasonStreams, codes.ResourceExhausted, "the server already serves %d streams", l.Streams)
 	}
 	// A TCP connection is one peer address; other transports (in-process
 	// clients, Unix sockets) have no address per connection to count by.
 	if conn != "" {
 		if s.conns[conn] >= l.StreamsPerConnection {
-			return nil, refuse(reasonStreamsPerConn, codes.ResourceExhausted,
+			return nil, newRefusal(reasonStreamsPerConn, codes.ResourceExhausted,
 				"this connection already has %d streams open", l.StreamsPerConnection)
 		}
 		s.conns[conn]++

@@ -15,35 +15,37 @@ import (
 // DefaultConfigCluster is Options.ConfigCluster when it is empty.
 const DefaultConfigCluster = "xds_cluster"
 
-// A Variant is one way a client fetches the resources that other resources
+// A Rewrite is one way a client fetches the resources that other resources
 // refer to: a cluster's endpoints (EDS) and a gRPC listener's routes (RDS).
 // Resources are published with ADS config sources ({ads: {}}), right for
 // clients that use ADS. A client on per-type streams, polling REST or
 // reading files has no ADS in its bootstrap and rejects such a cluster
 // ("ADS must be configured to support an ADS config source"), so it is
-// served a variant whose ADS config sources are replaced by Source.
+// served the resource rewritten: its ADS config sources replaced by the
+// Rewrite's source.
 //
-// A variant of a resource version is built at most once (on first use) and
-// shared by every client of that variant, like the original; the zero
-// *Variant (nil) is ADS itself. Its version is the content hash of the
-// variant's bytes, so it differs from the ADS version and is the same on
-// every replica configured alike.
-type Variant struct {
+// A resource version is rewritten at most once per Rewrite (on first use)
+// and the result shared by every client of that Rewrite, like the
+// original; the zero *Rewrite (nil) is ADS itself, which rewrites nothing.
+// A rewritten resource's version is the content hash of its own bytes, so
+// it differs from the ADS version and is the same on every replica
+// configured alike.
+type Rewrite struct {
 	name string
 	// source returns the config source replacing ADS in a resource that
 	// refers to ref (an assignment or a route configuration name).
 	source func(ref string) *corev3.ConfigSource
 }
 
-// NewVariant returns a variant whose ADS config sources become source(ref),
+// NewRewrite returns a Rewrite whose ADS config sources become source(ref),
 // ref being the name of the referred resource. source must be pure, and the
 // returned message is only read.
-func NewVariant(name string, source func(ref string) *corev3.ConfigSource) *Variant {
-	return &Variant{name: name, source: source}
+func NewRewrite(name string, source func(ref string) *corev3.ConfigSource) *Rewrite {
+	return &Rewrite{name: name, source: source}
 }
 
-// String returns the variant's name; "ads" for nil.
-func (v *Variant) String() string {
+// String returns the Rewrite's name; "ads" for nil.
+func (v *Rewrite) String() string {
 	if v == nil {
 		return "ads"
 	}
@@ -66,25 +68,25 @@ func APISource(api corev3.ApiConfigSource_ApiType, cluster string) *corev3.Confi
 	}
 }
 
-// fixedSource is a Variant source that is the same for every reference.
+// fixedSource is a Rewrite source that is the same for every reference.
 func fixedSource(cs *corev3.ConfigSource) func(string) *corev3.ConfigSource {
 	return func(string) *corev3.ConfigSource { return cs }
 }
 
-// streamVariants are the variants of the per-type gRPC streams.
-type streamVariants struct {
-	sotw, delta *Variant
+// streamRewrites are the Rewrites of the per-type gRPC streams.
+type streamRewrites struct {
+	sotw, delta *Rewrite
 }
 
-func newStreamVariants(cluster string) streamVariants {
-	return streamVariants{
-		sotw:  NewVariant("grpc", fixedSource(APISource(corev3.ApiConfigSource_GRPC, cluster))),
-		delta: NewVariant("delta_grpc", fixedSource(APISource(corev3.ApiConfigSource_DELTA_GRPC, cluster))),
+func newStreamRewrites(cluster string) streamRewrites {
+	return streamRewrites{
+		sotw:  NewRewrite("grpc", fixedSource(APISource(corev3.ApiConfigSource_GRPC, cluster))),
+		delta: NewRewrite("delta_grpc", fixedSource(APISource(corev3.ApiConfigSource_DELTA_GRPC, cluster))),
 	}
 }
 
-// forStream is the variant of a stream: ADS streams keep the original.
-func (sv streamVariants) forStream(ads, delta bool) *Variant {
+// forStream is the Rewrite of a stream: ADS streams keep the original.
+func (sv streamRewrites) forStream(ads, delta bool) *Rewrite {
 	switch {
 	case ads:
 		return nil
@@ -94,40 +96,40 @@ func (sv streamVariants) forStream(ads, delta bool) *Variant {
 	return sv.sotw
 }
 
-// altCache holds the variants of one entry, keyed by variant. A resource
-// without ADS config sources maps to the entry itself.
-type altCache struct {
+// rewriteCache holds an entry as each Rewrite rewrote it, keyed by Rewrite.
+// A resource without ADS config sources maps to the entry itself.
+type rewriteCache struct {
 	mu sync.Mutex
-	m  map[*Variant]*entry
+	m  map[*Rewrite]*entry
 }
 
 // of returns the entry as clients of v see it, building it on first use.
 // It takes only the entry's own lock, so it is safe under Server.mu and
 // client.mu alike; the build (one unmarshal and marshal) happens once per
-// version and variant.
-func (v *Variant) of(e *entry) *entry {
+// version and Rewrite.
+func (v *Rewrite) of(e *entry) *entry {
 	if v == nil || e == nil || e == stale || (e.any.TypeUrl != ClusterType && e.any.TypeUrl != ListenerType) {
 		return e
 	}
-	e.alt.mu.Lock()
-	defer e.alt.mu.Unlock()
-	if a, ok := e.alt.m[v]; ok {
+	e.rewritten.mu.Lock()
+	defer e.rewritten.mu.Unlock()
+	if a, ok := e.rewritten.m[v]; ok {
 		return a
 	}
 	a, err := v.build(e)
 	if err != nil {
 		a = e // cannot happen for a resource that marshalled; serve it as is
 	}
-	if e.alt.m == nil {
-		e.alt.m = make(map[*Variant]*entry, 1)
+	if e.rewritten.m == nil {
+		e.rewritten.m = make(map[*Rewrite]*entry, 1)
 	}
-	e.alt.m[v] = a
+	e.rewritten.m[v] = a
 	return a
 }
 
 // build rewrites the ADS config sources of e's resource; it returns e when
 // there are none.
-func (v *Variant) build(e *entry) (*entry, error) {
+func (v *Rewrite) build(e *entry) (*entry, error) {
 	var msg proto.Message
 	switch e.any.TypeUrl {
 	case ClusterType:

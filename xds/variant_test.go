@@ -77,10 +77,10 @@ func wantSource(t testing.TB, cs *corev3.ConfigSource, api corev3.ApiConfigSourc
 	}
 }
 
-// TestPerTypeVariants: an Envoy on per-type streams has no ads_config, so
+// TestPerTypeRewrites: an Envoy on per-type streams has no ads_config, so
 // its clusters must name the bootstrap's xDS cluster, with the API type of
 // its stream; ADS clients keep {ads: {}}.
-func TestPerTypeVariants(t *testing.T) {
+func TestPerTypeRewrites(t *testing.T) {
 	s := NewServer(Options{ConfigCluster: "xds-main"})
 	s.Apply(services(2), nil)
 	cc := serve(t, s)
@@ -140,18 +140,18 @@ func openDeltaCDS(t testing.TB, cc *grpc.ClientConn) *delta {
 	return open(t, st, err)
 }
 
-// TestVariantBuiltOncePerVersion: every client of a variant shares one
+// TestRewriteBuiltOncePerVersion: every client of a Rewrite shares one
 // entry per resource version, and a change builds a new one.
-func TestVariantBuiltOncePerVersion(t *testing.T) {
+func TestRewriteBuiltOncePerVersion(t *testing.T) {
 	s := NewServer(Options{ConfigCluster: "xds-main"})
 	s.Apply([]Resource{cluster("a", 1), grpcListener(t, "a")}, nil)
-	v := s.sv.sotw
+	v := s.rewrites.sotw
 	e := s.types[ClusterType].slots["a"].cur
 	x, y := v.of(e), v.of(e)
 	if x != y || x == e {
 		t.Fatalf("variant entries %p %p of %p: want one shared entry distinct from the original", x, y, e)
 	}
-	if s.sv.delta.of(e) == x {
+	if s.rewrites.delta.of(e) == x {
 		t.Fatal("GRPC and DELTA_GRPC variants share an entry")
 	}
 	wantSource(t, edsSource(t, []*anypb.Any{x.any})[0], corev3.ApiConfigSource_GRPC)

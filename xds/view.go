@@ -34,9 +34,9 @@ type Item struct {
 
 // View says how a view's clients see the store.
 type View struct {
-	// Variant rewrites the ADS config sources of clusters and gRPC
+	// Rewrite rewrites the ADS config sources of clusters and gRPC
 	// listeners for clients that do not use ADS; nil keeps them.
-	Variant *Variant
+	Rewrite *Rewrite
 	// GRPC serves the gRPC-only resources (the proxyless chain).
 	GRPC bool
 }
@@ -117,11 +117,11 @@ func (s *Server) collect(typeURL string, names []string, es []*entry) []*entry {
 }
 
 // items turns entries into what v's clients see, ordered by name, each
-// name once. It runs without Server.mu: building a variant takes time.
+// name once. It runs without Server.mu: rewriting a resource takes time.
 func (v View) items(es []*entry) []Item {
 	out := make([]Item, 0, len(es))
 	for _, e := range es {
-		if e = shape(e, v.GRPC, v.Variant); e == nil {
+		if e = shape(e, v.GRPC, v.Rewrite); e == nil {
 			continue
 		}
 		out = append(out, Item{Name: e.name, Version: e.version, Resource: e.any})
@@ -132,8 +132,9 @@ func (v View) items(es []*entry) []Item {
 
 // shape is e as a client sees it, nil if hidden: gRPC-only resources only
 // for gRPC clients, which get the gRPC shape of a resource when it has one,
-// and in the client's variant. The streams and the views share this rule.
-func shape(e *entry, grpc bool, v *Variant) *entry {
+// and rewritten by the client's Rewrite. The streams and the views share
+// this rule.
+func shape(e *entry, grpc bool, v *Rewrite) *entry {
 	switch {
 	case e == nil:
 		return nil

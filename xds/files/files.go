@@ -113,7 +113,7 @@ func New(o Options) (*Writer, error) {
 		}
 	}
 	envoyEDS := filepath.Join(o.EnvoyDir, EDSDir)
-	w.view = xds.View{Variant: xds.NewVariant("files", func(ref string) *corev3.ConfigSource {
+	w.view = xds.View{Rewrite: xds.NewRewrite("files", func(ref string) *corev3.ConfigSource {
 		return &corev3.ConfigSource{
 			ResourceApiVersion: corev3.ApiVersion_V3,
 			ConfigSourceSpecifier: &corev3.ConfigSource_PathConfigSource{PathConfigSource: &corev3.PathConfigSource{

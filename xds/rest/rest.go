@@ -79,7 +79,7 @@ type Options struct {
 // Handler serves the REST-JSON endpoints.
 type Handler struct {
 	opts    Options
-	variant *xds.Variant
+	rewrite *xds.Rewrite
 	log     *slog.Logger
 
 	mu      sync.Mutex
@@ -136,7 +136,7 @@ func New(o Options) *Handler {
 	cs := restSource(o.ConfigCluster, o.RefreshDelay)
 	return &Handler{
 		opts:    o,
-		variant: xds.NewVariant("rest", func(string) *corev3.ConfigSource { return cs }),
+		rewrite: xds.NewRewrite("rest", func(string) *corev3.ConfigSource { return cs }),
 		log:     o.Logger,
 		pollers: make(map[string]*poller),
 		cache:   make(map[cacheKey]*answer),

@@ -72,7 +72,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // answer builds (or takes from the cache) the response to req.
 func (h *Handler) answer(typ string, req *discoveryv3.DiscoveryRequest) (*answer, error) {
-	view := xds.View{Variant: h.variant, GRPC: xds.IsGRPC(req.GetNode())}
+	view := xds.View{Rewrite: h.rewrite, GRPC: xds.IsGRPC(req.GetNode())}
 	names := req.GetResourceNames()
 	if slices.Contains(names, "*") {
 		names = nil
