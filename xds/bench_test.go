@@ -184,11 +184,11 @@ func benchEngine(b *testing.B, nc, n int, delta bool) {
 			send = func(o *out) error {
 				err := wireBytes(o)
 				env := o.msg.(*deltaMsg).env
-				s.onDelta(c, "", &discoveryv3.DeltaDiscoveryRequest{TypeUrl: env.typeURL, ResponseNonce: env.nonce})
+				s.onDelta(c, "", &discoveryv3.DeltaDiscoveryRequest{TypeUrl: env.typeURL, ResponseNonce: env.nonce}, nil)
 				r.done()
 				return err
 			}
-			s.onDelta(c, "", &discoveryv3.DeltaDiscoveryRequest{Node: envoyNode, TypeUrl: EndpointType, ResourceNamesSubscribe: all})
+			s.onDelta(c, "", &discoveryv3.DeltaDiscoveryRequest{Node: envoyNode, TypeUrl: EndpointType, ResourceNamesSubscribe: all}, nil)
 		} else {
 			send = func(o *out) error {
 				err := wireBytes(o)

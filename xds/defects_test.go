@@ -108,7 +108,7 @@ func reconnectTime(t *testing.T, n int) time.Duration {
 		gc := debug.SetGCPercent(-1)
 		best = min(best, onThread(func() {
 			s.onDelta(c, "", &discoveryv3.DeltaDiscoveryRequest{Node: envoyNode, TypeUrl: EndpointType,
-				ResourceNamesSubscribe: sub, InitialResourceVersions: initial})
+				ResourceNamesSubscribe: sub, InitialResourceVersions: initial}, nil)
 		}))
 		debug.SetGCPercent(gc)
 		o := owed(c)

@@ -68,7 +68,7 @@ func benchReconnect(b *testing.B, n int) {
 		}()
 		<-started
 		t0 := time.Now()
-		s.onDelta(c, "", reconnect)
+		s.onDelta(c, "", reconnect, nil)
 		hold += time.Since(t0)
 		close(stop)
 		applyMax += <-worst

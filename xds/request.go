@@ -207,14 +207,10 @@ func (w *watch) ackSotW(req *discoveryv3.DiscoveryRequest) {
 	w.acked = req.GetVersionInfo()
 }
 
-// onDelta handles one delta request; fixed is the type of a per-type stream.
-func (s *Server) onDelta(c *client, fixed string, req *discoveryv3.DeltaDiscoveryRequest) {
-	s.onDeltaFrom(c, fixed, req, nil)
-}
-
-// onDeltaFrom is onDelta for a request a stream's reader received into in
-// (nil: decoded otherwise), which may hold its initial versions.
-func (s *Server) onDeltaFrom(c *client, fixed string, req *discoveryv3.DeltaDiscoveryRequest, in *inbound) {
+// onDelta handles one delta request; fixed is the type of a per-type
+// stream. in is what the stream's reader received the request into, which
+// may hold its initial versions (nil: decoded otherwise).
+func (s *Server) onDelta(c *client, fixed string, req *discoveryv3.DeltaDiscoveryRequest, in *inbound) {
 	if r := s.delta(c, fixed, req, initialOf(req, in)); r != nil {
 		s.endStream(c, r)
 	}

@@ -53,7 +53,7 @@ func TestBulkSubscriptionScan(t *testing.T) {
 			if tt.sotw {
 				s.onSotW(c, "", &discoveryv3.DiscoveryRequest{TypeUrl: tt.typ, ResourceNames: tt.sub})
 			} else {
-				s.onDelta(c, "", &discoveryv3.DeltaDiscoveryRequest{TypeUrl: tt.typ, ResourceNamesSubscribe: tt.sub})
+				s.onDelta(c, "", &discoveryv3.DeltaDiscoveryRequest{TypeUrl: tt.typ, ResourceNamesSubscribe: tt.sub}, nil)
 			}
 			if w := c.watches[tt.typ]; w.scan == nil {
 				t.Fatal("the subscription queued no scan")

@@ -44,7 +44,7 @@ func (s *Server) serveSotW(st sotwStream, variant, typ string) error {
 // serveDelta runs one delta stream.
 func (s *Server) serveDelta(st deltaStream, variant, typ string) error {
 	return serveStream(s, st, variant, true,
-		func(c *client, req *discoveryv3.DeltaDiscoveryRequest, in *inbound) { s.onDeltaFrom(c, typ, req, in) })
+		func(c *client, req *discoveryv3.DeltaDiscoveryRequest, in *inbound) { s.onDelta(c, typ, req, in) })
 }
 
 // serveStream runs one stream of either protocol: the handler goroutine

@@ -21,7 +21,7 @@ func writerClient(t *testing.T, s *Server, send func(*out) error) (*client, *wri
 	}
 	w := s.startWriter(ctx, cancel, c, send)
 	t.Cleanup(func() { cancel(); _ = w.stop(); s.disconnect(c) })
-	s.onDelta(c, "", &discoveryv3.DeltaDiscoveryRequest{Node: envoyNode, TypeUrl: EndpointType, ResourceNamesSubscribe: []string{"*"}})
+	s.onDelta(c, "", &discoveryv3.DeltaDiscoveryRequest{Node: envoyNode, TypeUrl: EndpointType, ResourceNamesSubscribe: []string{"*"}}, nil)
 	return c, w
 }
 
