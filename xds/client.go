@@ -49,7 +49,7 @@ type client struct {
 	unknown int
 
 	mu      sync.Mutex
-	out     atomic.Pointer[writer] // set once by startWriter
+	writer  atomic.Pointer[writer] // set once by startWriter
 	watches map[string]*watch
 	order   []*watch // by rank: the make-before-break push order
 	brk     []*watch // by breakRank: the order of removals
@@ -90,7 +90,7 @@ type watch struct {
 	// lastNames is the previous SotW resource_names when it was a shared
 	// list from Codec: the same list again is recognised by identity.
 	lastNames []string
-	initial   bool // a first response is owed (wildcard), even if empty
+	firstOwed bool // a first response is owed (wildcard), even if empty
 
 	// held is what the client holds: name → entry sent (nil = subscribed,
 	// nothing sent yet). Without wildcard its keys are the subscription.
@@ -199,7 +199,7 @@ func (w *watch) unpin(sl *slot) {
 // poke tells the client's writer to look again; a client without one (not
 // yet attached, or driven in process) ignores it.
 func (c *client) poke() {
-	if w := c.out.Load(); w != nil {
+	if w := c.writer.Load(); w != nil {
 		w.poke()
 	}
 }
@@ -309,7 +309,7 @@ func (w *watch) setWildcard(on bool, now time.Time) {
 func (w *watch) wildcardOn(now time.Time) {
 	w.wildcard = true
 	w.t.wild[w] = struct{}{}
-	w.held.reserve(len(w.t.slots))
+	w.held.reserveDense(len(w.t.slots))
 	for k := 0; k<<chunkBits < len(w.t.byIdx); k++ {
 		if w.held.subscribeChunk(k, w.t.chunk(k), w.c.rewrite != nil) {
 			continue // the usual first request: whole chunks at once

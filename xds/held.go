@@ -59,11 +59,11 @@ type heldChunk struct {
 // none marks a present slot without an entry in dense mode.
 var none = &entry{}
 
-// reserve takes the dense form for a watch holding, or about to hold, n of
-// the type's slots: at least 64 covering at least a quarter of them. Taken
-// at once for a bulk subscription, since growing a map to a quarter of a
-// large type first costs more than the whole subscription.
-func (h *heldSet) reserve(n int) {
+// reserveDense takes the dense form for a watch holding, or about to hold,
+// n of the type's slots: at least 64 covering at least a quarter of them.
+// Taken at once for a bulk subscription, since growing a map to a quarter
+// of a large type first costs more than the whole subscription.
+func (h *heldSet) reserveDense(n int) {
 	total := h.t.total()
 	if h.dense != nil || n < 64 || 4*n < total {
 		return
@@ -109,7 +109,7 @@ func (h *heldSet) put(sl *slot, e *entry) {
 			h.m = make(map[*slot]*entry)
 		}
 		h.m[sl] = e
-		h.reserve(len(h.m))
+		h.reserveDense(len(h.m))
 		return
 	}
 	if e == nil {

@@ -48,7 +48,7 @@ func TestHeldSetSharesTheTypesChunks(t *testing.T) {
 	}
 	for _, order := range []string{"index", "random"} {
 		h := &heldSet{t: ts}
-		h.reserve(n)
+		h.reserveDense(n)
 		idx := rand.Perm(n)
 		if order == "index" {
 			for i := range idx {
@@ -64,7 +64,7 @@ func TestHeldSetSharesTheTypesChunks(t *testing.T) {
 	}
 
 	h := &heldSet{t: ts}
-	h.reserve(n)
+	h.reserveDense(n)
 	for _, sl := range ts.byIdx {
 		h.put(sl, sl.cur)
 	}
@@ -92,7 +92,7 @@ func TestHeldSetDenseMatchesAMap(t *testing.T) {
 	ts := heldType(n)
 	rng := rand.New(rand.NewPCG(1, 2))
 	h := &heldSet{t: ts}
-	h.reserve(n)
+	h.reserveDense(n)
 	model := map[*slot]*entry{}
 	var tables []map[*heldChunk][chunkLen]*entry // each published chunk's content when published
 	snap := func() {

@@ -74,7 +74,7 @@ func (w *watch) upserts(now, readyAt time.Time, wait time.Duration) *out {
 		// map sent a newer one (scan.go).
 		var done bool
 		if ups, used, fr, runs, done = w.scanned(ups, used, room, split); !done {
-			return w.build(ups, nil, fr, runs)
+			return w.respond(ups, nil, fr, runs)
 		}
 	}
 	if ups == nil && len(w.dirty) > 0 {
@@ -120,10 +120,10 @@ func (w *watch) upserts(now, readyAt time.Time, wait time.Duration) *out {
 			gone = append(gone, sl)
 		}
 	}
-	if len(ups) == 0 && len(gone) == 0 && !w.initial {
+	if len(ups) == 0 && len(gone) == 0 && !w.firstOwed {
 		return nil
 	}
-	return w.build(ups, gone, fr, runs)
+	return w.respond(ups, gone, fr, runs)
 }
 
 // removals takes the pending removals of resources the client holds, as
@@ -161,19 +161,19 @@ func (w *watch) removals() *out {
 	if len(rem) == 0 || (!w.c.delta && !w.t.full) {
 		return nil
 	}
-	return w.build(nil, rem, nil, nil)
+	return w.respond(nil, rem, nil, nil)
 }
 
-// build makes the response: delta carries ups and names gone as removed;
+// respond makes the response: delta carries ups and names gone as removed;
 // SotW CDS/LDS carry everything held (so a pending removal is still in the
 // upsert-phase response), SotW EDS carries ups plus an empty assignment per
 // unknown name, other SotW types carry ups. runs are those of fr among
 // ups (scan.go).
-func (w *watch) build(ups []*entry, gone []*slot, fr *frame, runs []run) *out {
+func (w *watch) respond(ups []*entry, gone []*slot, fr *frame, runs []run) *out {
 	c := w.c
 	c.nonce++
 	w.version++
-	w.initial = false
+	w.firstOwed = false
 	w.pushes++
 	w.lastNonce = strconv.FormatUint(c.nonce, 10)
 	w.lastVersion = strconv.FormatUint(w.version, 10)

@@ -165,7 +165,7 @@ func (s *Server) sotw(c *client, fixed string, req *discoveryv3.DiscoveryRequest
 	// A type the server does not serve is answered at once, empty; its
 	// names are answered as absent like any unknown name.
 	if first && (wild || (w.private() && len(want) == 0)) {
-		w.initial = true
+		w.firstOwed = true
 	}
 	c.poke()
 	return nil
@@ -368,7 +368,7 @@ func (s *Server) firstDelta(w *watch, req *discoveryv3.DeltaDiscoveryRequest, in
 		w.held.put(sl, stale)
 		return nil
 	}
-	w.held.reserve(initial.len()) // a reconnect's claims: dense at once
+	w.held.reserveDense(initial.len()) // a reconnect's claims: dense at once
 	if wild {
 		for name, ver := range initial.all() {
 			if r := claim(name, ver); r != nil {
@@ -388,10 +388,10 @@ func (s *Server) firstDelta(w *watch, req *discoveryv3.DeltaDiscoveryRequest, in
 	if wild {
 		w.named = make(map[*slot]struct{}) // claimed names are not explicit
 		w.wildcardOn(now)
-		w.initial = initial.len() == 0
+		w.firstOwed = initial.len() == 0
 	}
 	if w.private() && len(sub) == 0 {
-		w.initial = true
+		w.firstOwed = true
 	}
 	bulk := w.bulk(len(sub))
 	slots := t.lookup(sub)

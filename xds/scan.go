@@ -235,7 +235,7 @@ func (w *watch) bulk(n int) bool {
 	if n < 64 || 4*n < w.t.total() {
 		return false
 	}
-	w.held.reserve(n)
+	w.held.reserveDense(n)
 	return true
 }
 

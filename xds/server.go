@@ -306,7 +306,7 @@ func (s *Server) Apply(upserts []Resource, removals []Key) {
 	}
 	var touched []*client
 	for _, ch := range changes {
-		touched = s.mark(ch, touched)
+		touched = s.markChange(ch, touched)
 	}
 	if first {
 		s.readyNs.Store(time.Now().UnixNano())
@@ -323,22 +323,25 @@ func (s *Server) Apply(upserts []Resource, removals []Key) {
 	s.m.apply.Observe(time.Since(start).Seconds())
 }
 
-// mark marks an installed change pending on the watches subscribed to it.
-// A changed cluster also re-marks its assignment (forced), because Envoy
-// re-warms the cluster and waits for it. Server.mu held.
-func (s *Server) mark(ch change, touched []*client) []*client {
-	touched = s.markAll(ch.t, ch.sl, ch.e, false, touched)
+// markChange marks an installed change pending on the watches subscribed
+// to it. A changed cluster also re-marks its assignment (forced), because
+// Envoy re-warms the cluster and waits for it. Server.mu held.
+func (s *Server) markChange(ch change, touched []*client) []*client {
+	touched = s.markSubscribers(ch.t, ch.sl, ch.e, false, touched)
 	if ch.e != nil && ch.e.edsName != "" {
 		if et := s.types[EndpointType]; et != nil {
 			if esl := et.slots[ch.e.edsName]; esl != nil && esl.cur != nil {
-				touched = s.markAll(et, esl, esl.cur, true, touched)
+				touched = s.markSubscribers(et, esl, esl.cur, true, touched)
 			}
 		}
 	}
 	return touched
 }
 
-func (s *Server) markAll(t *typeState, sl *slot, e *entry, force bool, touched []*client) []*client {
+// markSubscribers marks e (nil: removed) as sl's pending change on every
+// watch of t subscribed to sl, by name or by wildcard, and collects each
+// client touched once per Apply. Server.mu held.
+func (s *Server) markSubscribers(t *typeState, sl *slot, e *entry, force bool, touched []*client) []*client {
 	mark := func(w *watch) {
 		c := w.c
 		c.mu.Lock()

@@ -53,7 +53,7 @@ func (s *Server) startWriter(ctx context.Context, cancel context.CancelFunc, c *
 	w.idle.L = &w.mu
 	w.timer = time.AfterFunc(time.Hour, w.poke)
 	w.timer.Stop()
-	c.out.Store(w)
+	c.writer.Store(w)
 	w.poke()
 	return w
 }
