@@ -33,7 +33,7 @@ type client struct {
 	// limit breach or invalid request it ended for (see Server.endStream).
 	cancel  context.CancelFunc
 	refused atomic.Pointer[refusal]
-	// rewrite is the Rewrite the stream is served (nil: ADS); see variant.go.
+	// rewrite is the Rewrite the stream is served (nil: ADS); see rewrite.go.
 	rewrite *Rewrite
 
 	// Set under Server.mu before the first subscription, then read-only.

@@ -18,7 +18,7 @@ import (
 
 // Codec returns the gRPC codec to serve xDS with, as
 // grpc.ForceServerCodecV2(xds.Codec()). It sends the engine's responses
-// from bytes encoded once per resource version (see wire.go) and decodes
+// from bytes encoded once per resource version (see encode.go) and decodes
 // requests' resource names its own way; all else is the standard proto
 // codec.
 // Every SotW EDS ACK repeats all the
@@ -65,7 +65,7 @@ type namesEntry struct {
 func (c *codec) Name() string { return protoenc.Name }
 
 // Marshal sends the engine's responses (wireMsg) as their pre-encoded
-// buffers, shared by every client (see wire.go); anything else goes to the
+// buffers, shared by every client (see encode.go); anything else goes to the
 // standard codec.
 func (c *codec) Marshal(v any) (mem.BufferSlice, error) {
 	if m, ok := v.(wireMsg); ok {

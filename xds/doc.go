@@ -66,10 +66,10 @@
 // versions are the content hashes.
 //
 // Responses are assembled from each resource's records, encoded once per
-// version and shared by every client (wire.go), and stay under
+// version and shared by every client (encode.go), and stay under
 // Options.MaxResponseBytes: a set that does not fit goes out as several
 // responses where the protocol allows it, and a resource that alone does
-// not fit is refused by Apply (limit.go).
+// not fit is refused by Apply (responsesize.go).
 // Large responses (initial states) wait for a share of a global send
 // budget, returned when gRPC has written them (budget.go); small pushes
 // never wait. A response is charged what it keeps alive, not its wire
@@ -191,7 +191,7 @@
 //
 // Resources are published with ADS config sources; a client whose
 // bootstrap has no ads_config rejects them. A client on per-type streams
-// is served its Rewrite (variant.go): the cluster's eds_config (and a gRPC
+// is served its Rewrite (rewrite.go): the cluster's eds_config (and a gRPC
 // listener's RDS source) becomes an api_config_source naming
 // Options.ConfigCluster, GRPC for SotW and DELTA_GRPC for delta streams.
 // We assume such a client takes EDS the way it takes CDS (per-type, same

@@ -6,7 +6,7 @@
 // watches subscribed to it, plus the wildcard watches of the type. Apply
 // compares hashes, and for each changed name marks it pending on just the
 // watches subscribed to it; each stream's own goroutine then builds and
-// sends what that client is owed (see push.go). Per client the pending
+// sends what that client is owed (see owed.go). Per client the pending
 // state is a map of names coalescing to the newest version, so a client
 // that does not read costs O(its resources) and delays nobody. The design
 // decisions and their reasons are in doc.go.

@@ -80,7 +80,7 @@ func shortType(typeURL string) string {
 
 // entry is one version of one resource. It is built once per version and
 // shared read-only by every client: the marshalled Any and the encoded
-// records (wire.go) are never mutated after newEntry returns, so concurrent
+// records (encode.go) are never mutated after newEntry returns, so concurrent
 // sends only read them.
 type entry struct {
 	name     string
@@ -95,7 +95,7 @@ type entry struct {
 	// grpc is the variant served to gRPC clients, nil when they get this
 	// entry itself (see Resource.GRPC).
 	grpc *entry
-	// rewritten holds the entry rewritten for non-ADS clients (variant.go).
+	// rewritten holds the entry rewritten for non-ADS clients (rewrite.go).
 	rewritten rewriteCache
 }
 
