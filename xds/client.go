@@ -3,13 +3,11 @@ package xds
 import (
 	"context"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	"google.golang.org/grpc/codes"
 )
 
 // client is one xDS stream. Its state is split by lock:
@@ -56,74 +54,6 @@ type client struct {
 	nonce   uint64
 }
 
-// pend is a coalesced pending push of one slot: the newest entry (nil =
-// removed) and whether it must be sent even if the client holds it.
-type pend struct {
-	e     *entry
-	force bool
-}
-
-// waitSince records when a subscribed name without an entry was requested;
-// immediate names (known but hidden from this client) are answered at once.
-// pushes is the watch's response count then: a SotW CDS/LDS response sent
-// after the request already told the client the name is absent.
-type waitSince struct {
-	at        time.Time
-	immediate bool
-	pushes    uint64
-}
-
-// watch is a client's subscription to one type.
-type watch struct {
-	c   *client
-	t   *typeState
-	idx int // in t.watches; Server.mu
-
-	// Reader-goroutine state (the only writer of subscriptions), also read
-	// under Server.mu and client.mu.
-	wildcard bool
-	started  bool
-	// everNamed: a SotW request of this watch named something (or "*"), so
-	// an empty list no longer means wildcard but "nothing".
-	everNamed bool
-	namesHash uint64
-	// lastNames is the previous SotW resource_names when it was a shared
-	// list from Codec: the same list again is recognised by identity.
-	lastNames []string
-	firstOwed bool // a first response is owed (wildcard), even if empty
-
-	// held is what the client holds: name → entry sent (nil = subscribed,
-	// nothing sent yet). Without wildcard its keys are the subscription.
-	held heldSet
-	// named are the explicit names while wildcard is on.
-	named   map[*slot]struct{}
-	dirty   map[*slot]pend
-	waiting map[*slot]waitSince
-	// pins are the slots without an entry this watch references (see
-	// slot.pins); Server.mu.
-	pins map[*slot]struct{}
-	// scan is the frame still to be compared with held, from scanAt on
-	// (scan.go); nil when none is pending.
-	scan   *frame
-	scanAt int
-
-	version     uint64
-	lastNonce   string
-	lastVersion string
-	acked       string
-	nack        *NACKStatus
-	pushes      uint64
-}
-
-func isGRPC(n *corev3.Node) bool {
-	return strings.Contains(strings.ToLower(n.GetUserAgentName()), "grpc")
-}
-
-// visible hides gRPC-only resources from clients that are not gRPC, gives
-// gRPC clients the gRPC variant where there is one (as Resource.For), and
-// gives a client that is not on ADS the entry as its Rewrite rewrites it.
-func (c *client) visible(e *entry) *entry { return shape(e, c.grpc, c.rewrite) }
-
 // watchFor returns the client's watch of t, creating it. Server.mu and
 // client.mu held.
 func (c *client) watchFor(t *typeState) *watch {
@@ -146,210 +76,10 @@ func (c *client) watchFor(t *typeState) *watch {
 	return w
 }
 
-// pin keeps sl, a name without an entry, from being released while the
-// watch references it, counting it against Limits.UnknownNames. Both locks
-// held.
-func (w *watch) pin(sl *slot) *refusal {
-	if sl.cur != nil || sl.tomb {
-		return nil // never released anyway
-	}
-	if _, ok := w.pins[sl]; ok {
-		return nil
-	}
-	c := w.c
-	if max := c.s.opts.Limits.UnknownNames; c.unknown >= max {
-		w.t.release(sl) // if the request created it
-		return newRefusal(reasonUnknownNames, codes.ResourceExhausted,
-			"more than %d names the server does not have", max)
-	}
-	if w.pins == nil {
-		w.pins = make(map[*slot]struct{})
-	}
-	w.pins[sl] = struct{}{}
-	sl.pins++
-	c.unknown++
-	return nil
-}
-
-// sweep unpins, and releases if nobody else needs them, the slots the watch
-// no longer references: not subscribed, held, pending or waiting, or which
-// got an entry meanwhile. Both locks held.
-func (w *watch) sweep() {
-	for sl := range w.pins {
-		if sl.cur == nil && !sl.tomb && (sl.subs.has(w.idx) || w.held.has(sl)) {
-			continue
-		}
-		if _, ok := w.dirty[sl]; ok {
-			continue
-		}
-		if _, ok := w.waiting[sl]; ok {
-			continue
-		}
-		w.unpin(sl)
-	}
-}
-
-func (w *watch) unpin(sl *slot) {
-	delete(w.pins, sl)
-	sl.pins--
-	w.c.unknown--
-	w.t.release(sl)
-}
-
 // poke tells the client's writer to look again; a client without one (not
 // yet attached, or driven in process) ignores it.
 func (c *client) poke() {
 	if w := c.writer.Load(); w != nil {
 		w.poke()
 	}
-}
-
-// explicit reports whether sl is subscribed by name. client.mu held.
-func (w *watch) explicit(sl *slot) bool {
-	if w.wildcard {
-		_, ok := w.named[sl]
-		return ok
-	}
-	return w.held.has(sl)
-}
-
-// mark records that sl now has entry e (nil = removed). Coalesces: only the
-// newest entry per name is kept. client.mu held.
-func (w *watch) mark(sl *slot, e *entry, force bool) {
-	e = w.c.visible(e)
-	old, ok := w.dirty[sl]
-	w.dirty[sl] = pend{e: e, force: force || (ok && old.force)}
-}
-
-// reconcile compares what the client holds of sl with its current entry and
-// queues the difference; a subscribed name without a visible entry starts
-// its bounded wait. Server.mu and client.mu held.
-func (w *watch) reconcile(sl *slot, now time.Time) {
-	h, ok := w.held.get(sl)
-	if !ok {
-		return
-	}
-	want := w.c.visible(sl.cur)
-	if !same(h, want) {
-		w.mark(sl, want, false)
-	}
-	if want == nil && h == nil {
-		w.waiting[sl] = waitSince{at: now, immediate: sl.cur != nil, pushes: w.pushes}
-	}
-}
-
-// subscribe adds sl to the explicit subscription; with bulk, a visible
-// entry is left to a scan the caller queues (see settle). Both locks held.
-func (w *watch) subscribe(sl *slot, now time.Time, bulk bool) {
-	sl.subs.add(w.idx)
-	if w.wildcard {
-		w.named[sl] = struct{}{}
-	}
-	if !w.held.has(sl) {
-		w.held.put(sl, nil)
-	}
-	if bulk {
-		w.settle(sl, now)
-	} else {
-		w.reconcile(sl, now)
-	}
-}
-
-// unsubscribe drops sl from the explicit subscription. The client forgets
-// the resource itself, so nothing is sent. Both locks held.
-func (w *watch) unsubscribe(sl *slot) {
-	sl.subs.remove(w.idx)
-	if w.wildcard {
-		delete(w.named, sl)
-		if w.c.visible(sl.cur) != nil {
-			return // still delivered through the wildcard
-		}
-	}
-	w.held.del(sl)
-	delete(w.dirty, sl)
-	delete(w.waiting, sl)
-	w.t.release(sl)
-}
-
-// setWildcard turns the wildcard subscription on or off. Both locks held.
-func (w *watch) setWildcard(on bool, now time.Time) {
-	if on == w.wildcard {
-		return
-	}
-	if on {
-		w.named = make(map[*slot]struct{}, w.held.len())
-		for sl := range w.held.all() {
-			w.named[sl] = struct{}{}
-		}
-		w.wildcardOn(now)
-		return
-	}
-	delete(w.t.wild, w)
-	w.wildcard = false
-	for sl := range w.held.all() {
-		if _, ok := w.named[sl]; !ok {
-			w.held.del(sl)
-			delete(w.waiting, sl)
-		}
-	}
-	// Also the changes of names the watch never held: no longer
-	// subscribed, it is not marked with their later changes, and a
-	// change left here would be older than the frame of a later scan
-	// (scan.go), which skips a name with a pending change.
-	for sl := range w.dirty {
-		if _, ok := w.named[sl]; !ok {
-			delete(w.dirty, sl)
-		}
-	}
-	w.named = nil
-}
-
-// wildcardOn subscribes the watch to the whole type, w.named holding the
-// names it subscribed to explicitly. Both locks held.
-func (w *watch) wildcardOn(now time.Time) {
-	w.wildcard = true
-	w.t.wild[w] = struct{}{}
-	w.held.reserveDense(len(w.t.slots))
-	for k := 0; k<<chunkBits < len(w.t.byIdx); k++ {
-		if w.held.subscribeChunk(k, w.t.chunk(k), w.c.rewrite != nil) {
-			continue // the usual first request: whole chunks at once
-		}
-		for _, sl := range w.t.byIdx[k<<chunkBits : min(len(w.t.byIdx), (k+1)<<chunkBits)] {
-			if sl == nil || sl.cur == nil {
-				continue
-			}
-			if !w.held.has(sl) {
-				w.held.put(sl, nil)
-			}
-			w.settle(sl, now)
-		}
-	}
-	w.rescan()
-	// Names the client claims (delta initial versions) that no longer
-	// exist are removed.
-	for sl, h := range w.held.all() {
-		if h != nil && sl.cur == nil {
-			w.mark(sl, nil, false)
-		}
-	}
-}
-
-// drop removes the watch from every index (stream end). Both locks held.
-func (w *watch) drop() {
-	delete(w.t.wild, w)
-	for sl := range w.held.all() {
-		sl.subs.remove(w.idx)
-		w.t.release(sl)
-	}
-	for sl := range w.named {
-		sl.subs.remove(w.idx)
-		w.t.release(sl)
-	}
-	// Last: the held set above still reads the slots pinned here.
-	for sl := range w.pins {
-		sl.pins--
-		w.t.release(sl)
-	}
-	w.pins = nil
-	w.t.removeWatch(w)
 }

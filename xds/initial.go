@@ -2,12 +2,104 @@ package xds
 
 import (
 	"iter"
+	"slices"
+	"strings"
+	"time"
 	"unicode/utf8"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 )
+
+// firstDelta sets up a new delta watch: what the client already holds
+// (initial_resource_versions, within its subscription) counts as sent, so a
+// reconnect with nothing changed sends nothing, also to another replica,
+// because versions are content hashes. It costs O(names) under the locks:
+// a reconnect of 20,000 names must not stall every other client's pushes.
+// A claimed name the server does not have becomes a pinned slot, freed
+// with the stream at the latest. Both locks held.
+func (s *Server) firstDelta(w *watch, req *discoveryv3.DeltaDiscoveryRequest, initial initialVersions, now time.Time) *refusal {
+	t, c := w.t, w.c
+	sub := req.GetResourceNamesSubscribe()
+	wild := slices.Contains(sub, "*") || (len(sub) == 0 && t.full)
+	claim := func(name, ver string) *refusal {
+		sl := t.slots[name]
+		if sl != nil {
+			if e := c.visible(sl.cur); e != nil && e.version == ver {
+				w.held.put(sl, e)
+				return nil
+			}
+		} else {
+			// A copy: name may be a substring of the whole request
+			// (initialVersions), which the slot must not keep alive.
+			sl = t.get(strings.Clone(name))
+		}
+		if r := w.pin(sl); r != nil {
+			return r
+		}
+		w.held.put(sl, stale)
+		return nil
+	}
+	w.held.reserveDense(initial.len()) // a reconnect's claims: dense at once
+	if wild {
+		for name, ver := range initial.all() {
+			if r := claim(name, ver); r != nil {
+				return r
+			}
+		}
+	} else if initial.len() > 0 {
+		claimed := initial.lookup()
+		for _, name := range sub {
+			if ver, ok := claimed[name]; ok {
+				if r := claim(name, ver); r != nil {
+					return r
+				}
+			}
+		}
+	}
+	if wild {
+		w.named = make(map[*slot]struct{}) // claimed names are not explicit
+		w.wildcardOn(now)
+		w.firstOwed = initial.len() == 0
+	}
+	if w.private() && len(sub) == 0 {
+		w.firstOwed = true
+	}
+	bulk := w.bulk(len(sub))
+	slots := t.lookup(sub)
+	var claimed [][2]int
+	if bulk && slots != nil && w.held.len()+len(slots) <= s.opts.Limits.NamesPerSubscription {
+		claimed = w.claimChunks(slots) // no name can breach the limit
+	}
+	for i := 0; i < len(sub); i++ {
+		if len(claimed) > 0 && claimed[0][0] == i {
+			i, claimed = claimed[0][1]-1, claimed[1:]
+			continue // subscribed a chunk at a time
+		}
+		n := sub[i]
+		if n == "*" {
+			continue
+		}
+		sl := t.slotOf(slots, sub, i)
+		if r := w.pin(sl); r != nil {
+			return r
+		}
+		if r := w.subscribeChecked(sl, now, bulk); r != nil {
+			return r
+		}
+	}
+	if bulk {
+		w.rescan()
+	}
+	// Explicit names whose claimed version is gone here are removed.
+	for sl, h := range w.held.all() {
+		if h == stale && c.visible(sl.cur) == nil {
+			w.mark(sl, nil, false)
+		}
+	}
+	return nil
+}
 
 // A reconnecting Envoy lists every resource it holds in
 // initial_resource_versions: 10,000 names and versions make a 310 KB
@@ -17,65 +109,6 @@ import (
 // came instead, one string, and the engine walks them in place
 // (initialVersions); a request in any other form, or decoded by another
 // codec, has its map as usual.
-
-// fieldInitialVersions is DeltaDiscoveryRequest.initial_resource_versions:
-// a map<string, string>, on the wire one record per entry, each a message
-// of key (field 1) and value (field 2).
-const fieldInitialVersions = 5
-
-const (
-	tagEntryKey   = 1<<3 | byte(protowire.BytesType)
-	tagEntryValue = 2<<3 | byte(protowire.BytesType)
-)
-
-// unmarshalCompact decodes b into r as unmarshalDelta does, except that
-// the initial versions are left in in (in.initial, in.initialN) as their
-// records. It returns false, having decoded nothing, when they are not in
-// the simple form initialVersions walks (contiguous records whose entries
-// hold only a UTF-8 key and value): the caller then decodes b as usual,
-// which also words any error.
-func unmarshalCompact(b []byte, r *discoveryv3.DeltaDiscoveryRequest, in *inbound, decode func(raw []byte, count int) ([]string, error)) (bool, error) {
-	start, end, n, err := recordsSpan(b, fieldInitialVersions)
-	if err != nil || start < 0 || !simpleEntries(b[start:end]) {
-		return false, nil
-	}
-	if err := unmarshalDelta(b[:start], r, decode); err != nil {
-		return true, err
-	}
-	if err := (proto.UnmarshalOptions{Merge: true}).Unmarshal(b[end:], r); err != nil {
-		return true, err
-	}
-	in.initial, in.initialN = string(b[start:end]), n
-	return true, nil
-}
-
-// simpleEntries reports whether raw, records of initial versions, is in
-// the form initialVersions walks: each record's tag one byte, each entry
-// only keys and values (one-byte tags), all valid UTF-8.
-func simpleEntries(raw []byte) bool {
-	tag := byte(fieldInitialVersions<<3) | byte(protowire.BytesType)
-	for off := 0; off < len(raw); {
-		if raw[off] != tag {
-			return false
-		}
-		entry, n := protowire.ConsumeBytes(raw[off+1:])
-		if n < 0 {
-			return false
-		}
-		for i := 0; i < len(entry); {
-			if t := entry[i]; t != tagEntryKey && t != tagEntryValue {
-				return false
-			}
-			v, m := protowire.ConsumeBytes(entry[i+1:])
-			if m < 0 || !utf8.Valid(v) {
-				return false
-			}
-			i += 1 + m
-		}
-		off += 1 + n
-	}
-	return true
-}
 
 // initialVersions are a delta request's initial_resource_versions: its map,
 // or the records Codec kept (see above).
@@ -162,4 +195,63 @@ func uvarint(s string, i int) (uint64, int) {
 			return v, n + 1
 		}
 	}
+}
+
+// fieldInitialVersions is DeltaDiscoveryRequest.initial_resource_versions:
+// a map<string, string>, on the wire one record per entry, each a message
+// of key (field 1) and value (field 2).
+const fieldInitialVersions = 5
+
+const (
+	tagEntryKey   = 1<<3 | byte(protowire.BytesType)
+	tagEntryValue = 2<<3 | byte(protowire.BytesType)
+)
+
+// unmarshalCompact decodes b into r as unmarshalDelta does, except that
+// the initial versions are left in in (in.initial, in.initialN) as their
+// records. It returns false, having decoded nothing, when they are not in
+// the simple form initialVersions walks (contiguous records whose entries
+// hold only a UTF-8 key and value): the caller then decodes b as usual,
+// which also words any error.
+func unmarshalCompact(b []byte, r *discoveryv3.DeltaDiscoveryRequest, in *inbound, decode func(raw []byte, count int) ([]string, error)) (bool, error) {
+	start, end, n, err := recordsSpan(b, fieldInitialVersions)
+	if err != nil || start < 0 || !simpleEntries(b[start:end]) {
+		return false, nil
+	}
+	if err := unmarshalDelta(b[:start], r, decode); err != nil {
+		return true, err
+	}
+	if err := (proto.UnmarshalOptions{Merge: true}).Unmarshal(b[end:], r); err != nil {
+		return true, err
+	}
+	in.initial, in.initialN = string(b[start:end]), n
+	return true, nil
+}
+
+// simpleEntries reports whether raw, records of initial versions, is in
+// the form initialVersions walks: each record's tag one byte, each entry
+// only keys and values (one-byte tags), all valid UTF-8.
+func simpleEntries(raw []byte) bool {
+	tag := byte(fieldInitialVersions<<3) | byte(protowire.BytesType)
+	for off := 0; off < len(raw); {
+		if raw[off] != tag {
+			return false
+		}
+		entry, n := protowire.ConsumeBytes(raw[off+1:])
+		if n < 0 {
+			return false
+		}
+		for i := 0; i < len(entry); {
+			if t := entry[i]; t != tagEntryKey && t != tagEntryValue {
+				return false
+			}
+			v, m := protowire.ConsumeBytes(entry[i+1:])
+			if m < 0 || !utf8.Valid(v) {
+				return false
+			}
+			i += 1 + m
+		}
+		off += 1 + n
+	}
+	return true
 }

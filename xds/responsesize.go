@@ -5,7 +5,6 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/grpc/mem"
 )
 
 // DefaultMaxResponseBytes is Options.MaxResponseBytes when unset: grpc-go's
@@ -88,15 +87,4 @@ func (l *responseSize) noteFull(s *Server, t *typeState, resources, bytes int) {
 		s.log.Warn("a SotW response that must list every resource exceeds the response size limit; clients with a smaller receive limit reject it (delta does not have this limit)",
 			"type", t.url, "resources", resources, "bytes", bytes, "limit", l.max)
 	}
-}
-
-// recLen is the size of e's record in a response of the given protocol.
-func (e *entry) recLen(delta bool) int { return len(e.record(delta).ReadOnlyData()) }
-
-// record is the entry's delta Resource record or SotW resources record.
-func (e *entry) record(delta bool) mem.Buffer {
-	if delta {
-		return e.wire.delta
-	}
-	return e.wire.sotw
 }

@@ -14,14 +14,11 @@ package xds
 
 import (
 	"log/slog"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -39,26 +36,6 @@ type Resource struct {
 	// type and name, its own content-hash version, and is marshalled once
 	// per version like Message.
 	GRPC proto.Message
-}
-
-// For returns the message a client of that class receives, and false if
-// the resource is hidden from it. It is the rule the engine applies to
-// every client, for callers that show what a client would get.
-func (r Resource) For(grpc bool) (proto.Message, bool) {
-	switch {
-	case r.GRPCOnly && !grpc:
-		return nil, false
-	case grpc && r.GRPC != nil:
-		return r.GRPC, true
-	}
-	return r.Message, true
-}
-
-// ForNode is For for the client class of node n: the rule the engine
-// applies to a stream of that node. Only the node's user_agent_name decides
-// today (gRPC or not); a rule that scopes resources per node goes here too.
-func (r Resource) ForNode(n *corev3.Node) (proto.Message, bool) {
-	return r.For(isGRPC(n))
 }
 
 // Key names a resource to remove.
@@ -182,181 +159,4 @@ func (s *Server) readyAt() time.Time {
 		return time.Unix(0, ns)
 	}
 	return time.Time{}
-}
-
-// typeFor returns the store of a type, creating it. Only Apply and the four
-// standard types create stores: a type URL a client invents never becomes
-// server state (see storeFor). Server.mu held.
-func (s *Server) typeFor(url string) *typeState {
-	t := s.types[url]
-	if t == nil {
-		t = newTypeState(url, s.m.forType(shortType(url)))
-		s.types[url] = t
-	}
-	return t
-}
-
-func newTypeState(url string, m *typeMetrics) *typeState {
-	return &typeState{
-		url:   url,
-		rank:  rank(url),
-		brk:   breakRank(url),
-		full:  fullState(url),
-		slots: make(map[string]*slot),
-		wild:  make(map[*watch]struct{}),
-		m:     m,
-	}
-}
-
-// storeFor returns the store a client's request of typ works on: the
-// server's store of a served type, else a private empty store of the
-// client's own, which lives as long as the stream, so that the request is
-// answered like any other for names that do not exist. Server.mu held.
-func (s *Server) storeFor(c *client, typ string) (*typeState, *refusal) {
-	if t := s.types[typ]; t != nil || rank(typ) < rankOther {
-		return s.typeFor(typ), nil
-	}
-	if t := c.private[typ]; t != nil {
-		return t, nil
-	}
-	if len(c.private) >= maxUnknownTypes {
-		return nil, newRefusal(reasonUnknownTypes, codes.InvalidArgument,
-			"type_url %q is not served, and this stream already asked for %d such types", typ, maxUnknownTypes)
-	}
-	if c.private == nil {
-		c.private = make(map[string]*typeState)
-	}
-	t := newTypeState(typ, s.m.unknownType)
-	c.private[typ] = t
-	return t, nil
-}
-
-type change struct {
-	t  *typeState
-	sl *slot
-	e  *entry // nil: removal
-}
-
-// Apply upserts and removes resources as one change. Versions are content
-// hashes; an upsert identical to what is served is a no-op, and so is a
-// removal of an unknown name. Changes are pushed to subscribed clients in
-// make-before-break order. The first Apply marks the server ready. A
-// resource that cannot be marshalled, or whose Type does not match its
-// message, is logged and skipped. If a name is both upserted and removed,
-// the removal wins.
-func (s *Server) Apply(upserts []Resource, removals []Key) {
-	start := time.Now()
-	entries := make([]*entry, 0, len(upserts))
-	for _, r := range upserts {
-		e, err := newEntry(r)
-		if err != nil {
-			s.log.Error("skipping resource", "err", err)
-			continue
-		}
-		if err := s.size.check(e); err != nil {
-			s.refuseResource(e, err)
-			continue
-		}
-		entries = append(entries, e)
-	}
-
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var changes []change
-	for _, e := range entries {
-		t := s.typeFor(e.any.TypeUrl)
-		sl := t.get(e.name)
-		if c := sl.cur; c != nil && c.version == e.version && c.grpcOnly == e.grpcOnly && same(c.grpc, e.grpc) {
-			continue
-		}
-		changes = append(changes, change{t, sl, e})
-	}
-	nup := len(changes)
-	for _, k := range removals {
-		if t := s.types[k.Type]; t != nil {
-			if sl := t.slots[k.Name]; sl != nil && sl.cur != nil {
-				changes = append(changes, change{t, sl, nil})
-			}
-		}
-	}
-	first := s.readyNs.Load() == 0
-	if len(changes) == 0 && !first {
-		return
-	}
-	// Upserts before removals, upserts in rank order and removals in break
-	// order: the order in which a writer that looks mid-Apply finds them is
-	// make-before-break too.
-	slices.SortStableFunc(changes[:nup], func(a, b change) int { return a.t.rank - b.t.rank })
-	slices.SortStableFunc(changes[nup:], func(a, b change) int { return a.t.brk - b.t.brk })
-
-	s.gen++
-	for _, ch := range changes {
-		ch.sl.cur = ch.e
-		ch.t.cur = nil
-		ch.t.touchChunk(ch.sl.idx)
-		if ch.e != nil {
-			ch.sl.tomb = true
-		}
-	}
-	// Published before the first mark: a writer already running may send
-	// a change as soon as it is marked, and finds the chunk it converges
-	// to (held.go).
-	for _, ch := range changes {
-		ch.t.publishChunks() // a no-op after the type's first
-	}
-	var touched []*client
-	for _, ch := range changes {
-		touched = s.markChange(ch, touched)
-	}
-	if first {
-		s.readyNs.Store(time.Now().UnixNano())
-		close(s.ready)
-		for c := range s.clients {
-			touched = append(touched, c) // duplicates only cost a no-op poke
-		}
-		s.log.Info("xds ready", "resources", len(entries))
-	}
-	s.views.changed(changes) // after readiness, so a woken view can read
-	for _, c := range touched {
-		c.poke()
-	}
-	s.m.apply.Observe(time.Since(start).Seconds())
-}
-
-// markChange marks an installed change pending on the watches subscribed
-// to it. A changed cluster also re-marks its assignment (forced), because
-// Envoy re-warms the cluster and waits for it. Server.mu held.
-func (s *Server) markChange(ch change, touched []*client) []*client {
-	touched = s.markSubscribers(ch.t, ch.sl, ch.e, false, touched)
-	if ch.e != nil && ch.e.edsName != "" {
-		if et := s.types[EndpointType]; et != nil {
-			if esl := et.slots[ch.e.edsName]; esl != nil && esl.cur != nil {
-				touched = s.markSubscribers(et, esl, esl.cur, true, touched)
-			}
-		}
-	}
-	return touched
-}
-
-// markSubscribers marks e (nil: removed) as sl's pending change on every
-// watch of t subscribed to sl, by name or by wildcard, and collects each
-// client touched once per Apply. Server.mu held.
-func (s *Server) markSubscribers(t *typeState, sl *slot, e *entry, force bool, touched []*client) []*client {
-	mark := func(w *watch) {
-		c := w.c
-		c.mu.Lock()
-		w.mark(sl, e, force)
-		c.mu.Unlock()
-		if c.gen != s.gen {
-			c.gen = s.gen
-			touched = append(touched, c)
-		}
-	}
-	sl.subs.each(func(i int) { mark(t.watches[i]) })
-	for w := range t.wild {
-		if !sl.subs.has(w.idx) {
-			mark(w)
-		}
-	}
-	return touched
 }

@@ -1,17 +1,11 @@
 package xds
 
 import (
-	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
 
-	"github.com/cespare/xxhash/v2"
-	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
-	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/grpc/codes"
 )
 
 // The v3 type URLs the engine orders and treats specially. Any other type is
@@ -76,98 +70,6 @@ func shortType(typeURL string) string {
 		return "route"
 	}
 	return typeURL[strings.LastIndexByte(typeURL, '.')+1:]
-}
-
-// entry is one version of one resource. It is built once per version and
-// shared read-only by every client: the marshalled Any and the encoded
-// records (encode.go) are never mutated after newEntry returns, so concurrent
-// sends only read them.
-type entry struct {
-	name     string
-	version  string // hex of xxhash64 over the deterministic marshal
-	any      *anypb.Any
-	wire     wire
-	size     int
-	grpcOnly bool
-	// edsName is, for an EDS cluster, the assignment it warms with; a change
-	// of the cluster re-sends that assignment.
-	edsName string
-	// grpc is the variant served to gRPC clients, nil when they get this
-	// entry itself (see Resource.GRPC).
-	grpc *entry
-	// rewritten holds the entry rewritten for non-ADS clients (rewrite.go).
-	rewritten rewriteCache
-}
-
-var marshal = proto.MarshalOptions{Deterministic: true}
-
-// contentVersion is the version of a resource marshalled deterministically:
-// the hex of its xxhash64, the same in every replica and after a restart.
-func contentVersion(b []byte) string { return strconv.FormatUint(xxhash.Sum64(b), 16) }
-
-// Version returns the version the server gives m as a resource, for callers
-// that show resources without serving them (a dry run).
-func Version(m proto.Message) (string, error) {
-	b, err := marshal.Marshal(m)
-	if err != nil {
-		return "", fmt.Errorf("marshalling %s: %w", proto.MessageName(m), err)
-	}
-	return contentVersion(b), nil
-}
-
-// stale stands for "the client holds some version we do not have" (a delta
-// initial_resource_versions entry that does not match): it equals no entry.
-var stale = &entry{}
-
-func newEntry(r Resource) (*entry, error) {
-	if r.Message == nil {
-		return nil, fmt.Errorf("building %s %q: nil message", r.Type, r.Name)
-	}
-	if got := "type.googleapis.com/" + string(proto.MessageName(r.Message)); got != r.Type {
-		return nil, fmt.Errorf("building %s %q: message is a %s", r.Type, r.Name, got)
-	}
-	b, err := marshal.Marshal(r.Message)
-	if err != nil {
-		return nil, fmt.Errorf("marshalling %s %q: %w", r.Type, r.Name, err)
-	}
-	v := contentVersion(b)
-	w, a := encodeEntry(r.Type, r.Name, v, b)
-	e := &entry{
-		name:     r.Name,
-		version:  v,
-		any:      a,
-		wire:     w,
-		size:     len(b),
-		grpcOnly: r.GRPCOnly,
-	}
-	if c, ok := r.Message.(*clusterv3.Cluster); ok && c.GetType() == clusterv3.Cluster_EDS {
-		e.edsName = c.GetEdsClusterConfig().GetServiceName()
-		if e.edsName == "" {
-			e.edsName = c.GetName()
-		}
-	}
-	if r.GRPC != nil {
-		if e.grpc, err = newEntry(Resource{Type: r.Type, Name: r.Name, Message: r.GRPC}); err != nil {
-			return nil, fmt.Errorf("gRPC variant: %w", err)
-		}
-	}
-	return e, nil
-}
-
-// emptyAssignment is what a SotW EDS client gets for a name still unknown
-// after Options.UnknownNameWait: Envoy finishes warming the cluster on it
-// (with no endpoints) instead of waiting for initial_fetch_timeout.
-func emptyAssignment(name string) *entry {
-	e, err := newEntry(Resource{Type: EndpointType, Name: name, Message: &endpointv3.ClusterLoadAssignment{ClusterName: name}})
-	if err != nil {
-		panic(err) // cannot happen: a fixed, valid message
-	}
-	return e
-}
-
-// same reports whether a client holding h already has e.
-func same(h, e *entry) bool {
-	return h == e || (h != nil && e != nil && h.version == e.version && h.name == e.name)
 }
 
 // slot is one resource name of one type: its current entry and the watches
@@ -324,3 +226,50 @@ func (t *typeState) shrink() {
 
 // total is the size of the type's slot table, for heldSet's dense form.
 func (t *typeState) total() int { return int(t.count.Load()) }
+
+// typeFor returns the store of a type, creating it. Only Apply and the four
+// standard types create stores: a type URL a client invents never becomes
+// server state (see storeFor). Server.mu held.
+func (s *Server) typeFor(url string) *typeState {
+	t := s.types[url]
+	if t == nil {
+		t = newTypeState(url, s.m.forType(shortType(url)))
+		s.types[url] = t
+	}
+	return t
+}
+
+func newTypeState(url string, m *typeMetrics) *typeState {
+	return &typeState{
+		url:   url,
+		rank:  rank(url),
+		brk:   breakRank(url),
+		full:  fullState(url),
+		slots: make(map[string]*slot),
+		wild:  make(map[*watch]struct{}),
+		m:     m,
+	}
+}
+
+// storeFor returns the store a client's request of typ works on: the
+// server's store of a served type, else a private empty store of the
+// client's own, which lives as long as the stream, so that the request is
+// answered like any other for names that do not exist. Server.mu held.
+func (s *Server) storeFor(c *client, typ string) (*typeState, *refusal) {
+	if t := s.types[typ]; t != nil || rank(typ) < rankOther {
+		return s.typeFor(typ), nil
+	}
+	if t := c.private[typ]; t != nil {
+		return t, nil
+	}
+	if len(c.private) >= maxUnknownTypes {
+		return nil, newRefusal(reasonUnknownTypes, codes.InvalidArgument,
+			"type_url %q is not served, and this stream already asked for %d such types", typ, maxUnknownTypes)
+	}
+	if c.private == nil {
+		c.private = make(map[string]*typeState)
+	}
+	t := newTypeState(typ, s.m.unknownType)
+	c.private[typ] = t
+	return t, nil
+}

@@ -8,7 +8,6 @@ import (
 	"sync"
 
 	"github.com/cespare/xxhash/v2"
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	// The types that JSON encoding must resolve inside Anys.
 	_ "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
@@ -40,10 +39,6 @@ type View struct {
 	// GRPC serves the gRPC-only resources (the proxyless chain).
 	GRPC bool
 }
-
-// IsGRPC reports whether a node identifies as a proxyless gRPC client, the
-// rule the streams use to decide whether to serve gRPC-only resources.
-func IsGRPC(n *corev3.Node) bool { return isGRPC(n) }
 
 // VersionOf is the version of a list of items: a hash of their names and
 // versions in order. Equal content has equal versions everywhere, so a
@@ -128,22 +123,6 @@ func (v View) items(es []*entry) []Item {
 	}
 	slices.SortFunc(out, func(a, b Item) int { return cmp.Compare(a.Name, b.Name) })
 	return slices.CompactFunc(out, func(a, b Item) bool { return a.Name == b.Name })
-}
-
-// shape is e as a client sees it, nil if hidden: gRPC-only resources only
-// for gRPC clients, which get the gRPC shape of a resource when it has one,
-// and rewritten by the client's Rewrite. The streams and the views share
-// this rule.
-func shape(e *entry, grpc bool, v *Rewrite) *entry {
-	switch {
-	case e == nil:
-		return nil
-	case e.grpcOnly && !grpc:
-		return nil
-	case grpc && e.grpc != nil:
-		e = e.grpc
-	}
-	return v.of(e)
 }
 
 // Generation counts the Applies that changed resources of typeURL (0 until
