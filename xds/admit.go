@@ -20,11 +20,11 @@ const smallRequest = 64 << 10
 
 // The send budget bounds responses; this one bounds requests. A
 // reconnecting Envoy's first requests list every resource it holds
-// (initial_resource_versions: about 31 bytes per name on the wire, some
-// 100 bytes once decoded into a map), and in a storm every stream's reader
-// decodes its request at once, on two CPUs as slowly as on twenty, and
-// then queues for the server's lock with the decoded request in hand: with
-// 1,000 Envoys of 10,000 clusters that was 3 GB of peak RSS. Instead a
+// (initial_resource_versions, several times larger once decoded into a map
+// than on the wire), and in a storm every stream's reader decodes its
+// request at once, however few CPUs there are to handle them, and then
+// queues for the server's lock with the decoded request in hand: the peak
+// memory of a storm would grow with the fleet times its resources. Instead a
 // large request waits, first come first served, before it is decoded,
 // until the wire bytes of the requests being decoded and handled fit in
 // Options.RequestBudget; it gives them back once the engine has handled
@@ -89,8 +89,8 @@ func (in *inbound) release() {
 // The budget bounds requests once read, but gRPC reads a request whole as
 // soon as the stream's reader asks for it, and a stream's reader asks for
 // its first request at once: in a storm every new stream's first request,
-// the large one, would be read and then wait in memory for the budget
-// (1,000 reconnecting Envoys of 10,000 clusters: 310 MB). So new streams
+// the large one, would be read and then wait in memory for the budget, all
+// of them at once. So new streams
 // take turns to read their first request: a stream reads it only while it
 // holds one of a few leases, given back once the request is admitted.
 // Until then what a client sent stays, beyond the stream's HTTP/2 receive
@@ -113,12 +113,12 @@ const leaseTime = time.Second
 // nil *firstReads (a budget of 1 GiB or more) leases without limit.
 type firstReads struct{ slots chan struct{} }
 
-// leaseBytes is the share of the request budget per lease. With 64 leases
-// (256 KiB each) a reconnect of 1,000 Envoys of 10,000 clusters on two
-// CPUs took 1.25x as long as without the budgets: a lease is held through
-// the upload of a 310 KB request by a client that shares the CPUs with
-// 999 others, and 64 of them did not keep the server busy. With 256 it
-// took 0.90x, at a peak RSS 160 MB higher (860-895 MB).
+// leaseBytes is the share of the request budget per lease. A lease is held
+// through the upload of a large request by a client that may share the
+// CPUs with the rest of its fleet, so a few large shares leave the server
+// idle in a reconnect storm and make it slower than without the budgets;
+// this share keeps it busy, at the cost of the more requests read and
+// waiting in memory that more leases allow.
 const leaseBytes = 64 << 10
 
 func newFirstReads(requestBudget int) *firstReads {

@@ -16,9 +16,10 @@ import (
 	"google.golang.org/grpc/mem"
 )
 
-// Benchmarks of issue 4's S1 shape: C clients each subscribed to N
-// assignments of 10 endpoints; every op changes one endpoint of one
-// assignment and waits until every client has been sent the change.
+// Benchmarks of the steady-state scenario (S1 in docs/benchmarks.md): C
+// clients each subscribed to N assignments of 10 endpoints; every op
+// changes one endpoint of one assignment and waits until every client has
+// been sent the change.
 //
 // BenchmarkApply drives the engine with in-process clients: the writer's
 // send encodes the response exactly as gRPC does with Codec (and counts its

@@ -28,14 +28,14 @@ const smallResponse = 64 << 10
 // of a response, it writes from those. So a response is charged its own
 // bytes (the records outside frame runs, as if each pinned a superseded
 // version) plus the frame records its runs slice, counted once for all the
-// responses in flight that slice them, however many clients receive them.
-// A cold start of 1,000 clients scanning the same frame then costs the
-// frame's size, not 1,000 times it; charging wire bytes made such clients
-// take turns (256 MiB over a 5.7 MB initial state: about 45 at a time)
-// for no memory saved. A reconnect storm under churn, whose responses pin
-// many frames, and large responses built entry by entry wait first come
-// first served until what they add fits; a response that adds nothing (its
-// frame pinned already, no records of its own) goes at once.
+// responses in flight that slice them, however many clients receive them. A
+// cold start of many clients scanning the same frame then costs the frame's
+// size once, not once per client; charging wire bytes would make such
+// clients take turns for no memory saved. A reconnect storm under churn,
+// whose responses pin many frames, and large responses built entry by entry
+// wait first come first served until what they add fits; a response that
+// adds nothing (its frame pinned already, no records of its own) goes at
+// once.
 type budget struct {
 	max int64
 

@@ -21,12 +21,13 @@ import (
 // from bytes encoded once per resource version (see encode.go) and decodes
 // requests' resource names its own way; all else is the standard proto
 // codec.
-// Every SotW EDS ACK repeats all the
-// names the client subscribes to (1,000 strings for 1,000 clusters), and
-// decoding them was half of the server's CPU per change (profile of issue
-// 4's S1). Identical name lists, which a homogeneous fleet sends over and
-// over, are decoded once and shared (read-only) from a small cache; other
-// lists are decoded with one string allocation instead of one per name.
+//
+// Every SotW EDS ACK repeats all the names the client subscribes to, a
+// string per cluster, and decoding them with the standard codec would be
+// the largest part of the server's CPU per change. Identical name lists,
+// which a homogeneous fleet sends over and over, are decoded once and
+// shared (read-only) from a small cache; other lists are decoded with one
+// string allocation instead of one per name.
 // Using it is optional: the engine works with the default codec, which then
 // marshals every response for every client.
 func Codec() encoding.CodecV2 {
@@ -248,7 +249,7 @@ func (c *namesCache) names(raw []byte, count int) ([]string, error) {
 
 // shared holds &names[0] of every list the codecs hand out to several
 // requests. Such a list is immutable, so a watch that got the same list
-// last time knows its subscription is unchanged without hashing 1,000
+// last time knows its subscription is unchanged without hashing all its
 // names (see Server.sotw), and a type looks up its slots once (see
 // typeState.lookup). An evicted list leaves the map; a watch that still
 // references it compares by identity only, which stays correct.

@@ -13,13 +13,13 @@ import (
 
 // Responses are assembled from bytes encoded once per resource version.
 //
-// Marshalling every response for every client was most of the server's CPU
-// and of its peak memory in a cold start (a delta client of 10,000
-// assignments is a 2.7 MB message, built again for each client). Protobuf
-// encodes a repeated message field as the concatenation of its records, and
-// DiscoveryResponse.resources, DeltaDiscoveryResponse.resources and
-// Resource.resource all have field number 2, so one buffer per entry holds
-// every form a client can receive:
+// Marshalling every response for every client would make most of the
+// server's CPU and of its peak memory in a cold start the same bytes built
+// again for each client: a client's initial state is one large message.
+// Protobuf encodes a repeated message field as the concatenation of its
+// records, and DiscoveryResponse.resources,
+// DeltaDiscoveryResponse.resources and Resource.resource all have field
+// number 2, so one buffer per entry holds every form a client can receive:
 //
 //	[2: len] [3: name] [2: len [1: type_url] [2: value]] [1: version]
 //	└──────────────── delta Resource record ─────────────────────────┘
@@ -112,10 +112,10 @@ func (e *entry) record(delta bool) mem.Buffer {
 // recLen is the size of e's record in a response of the given protocol.
 func (e *entry) recLen(delta bool) int { return len(e.record(delta).ReadOnlyData()) }
 
-// Written as one buffer per record, an initial state of 10,000 resources
-// is 10,000 buffers for gRPC, whose writer walks them for each 16 KB
-// frame, allocating a slice of them each time: a quarter of the server's
-// CPU in a cold start. So a frame also holds its records concatenated,
+// Written as one buffer per record, an initial state is a buffer per
+// resource for gRPC, whose writer walks them for each HTTP/2 frame it
+// writes, allocating a slice of them each time: a large share of the
+// server's CPU in a cold start. So a frame also holds its records concatenated,
 // built once and shared by every client, and a response remembers which of
 // its entries are consecutive records of its frame (runs), to send each
 // run as one buffer.
@@ -181,8 +181,8 @@ func charge(list []*entry, fr *frame, runs []run, delta bool) (own int, shared *
 }
 
 // listBytes is the size of list's records outside runs (own) and in the
-// runs of fr, without reading the entries of a run: an initial state of
-// 10,000 entries is one run.
+// runs of fr, without reading the entries of a run: a whole initial state
+// is one run.
 func listBytes(list []*entry, fr *frame, runs []run, delta bool) (own, inRuns int) {
 	for i := 0; i < len(list); {
 		if len(runs) > 0 && runs[0].at == i {

@@ -18,14 +18,14 @@ import (
 // table, published after each Apply), and a watch whose chunk comes to equal
 // the table's takes the table's chunk instead of keeping its own. A watch
 // that is up to date costs one pointer per 64 resources of the type rather
-// than 8 bytes per resource, which at 1,000 clients of 1,000 clusters was
-// half of the server's live heap, all of it pointers for the collector to
-// scan. A watch copies a shared chunk before it writes to it.
+// than 8 bytes per resource: a pointer per client and resource would be
+// much of the server's live heap in a large fleet, all of it pointers for
+// the collector to scan. A watch copies a shared chunk before it writes to it.
 //
 // Only a client served the entries themselves can share: a gRPC client of
 // resources with a gRPC variant, a client of a non-ADS stream (altered
 // copies), or one holding names the type does not have keeps chunks of
-// its own, as much memory as before.
+// its own, a pointer per slot of each chunk it holds.
 // Guarded by client.mu.
 type heldSet struct {
 	t     *typeState

@@ -16,7 +16,8 @@ import (
 // (initial_resource_versions, within its subscription) counts as sent, so a
 // reconnect with nothing changed sends nothing, also to another replica,
 // because versions are content hashes. It costs O(names) under the locks:
-// a reconnect of 20,000 names must not stall every other client's pushes.
+// a reconnect listing every name of a large type must not stall every
+// other client's pushes.
 // A claimed name the server does not have becomes a pinned slot, freed
 // with the stream at the latest. Both locks held.
 func (s *Server) firstDelta(w *watch, req *discoveryv3.DeltaDiscoveryRequest, initial initialVersions, now time.Time) *refusal {
@@ -102,9 +103,9 @@ func (s *Server) firstDelta(w *watch, req *discoveryv3.DeltaDiscoveryRequest, in
 }
 
 // A reconnecting Envoy lists every resource it holds in
-// initial_resource_versions: 10,000 names and versions make a 310 KB
-// request, which proto decodes into a map of 20,000 strings, about 1 MB of
-// small allocations that the engine reads once, under its lock, and drops.
+// initial_resource_versions, which proto decodes into a map of two strings
+// per name: small allocations, several times the request's wire size, that
+// the engine reads once, under its lock, and drops.
 // For the engine's own streams Codec keeps the field's records as they
 // came instead, one string, and the engine walks them in place
 // (initialVersions); a request in any other form, or decoded by another

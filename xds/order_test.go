@@ -137,8 +137,8 @@ func TestADSOrder(t *testing.T) {
 	}
 }
 
-// TestSingleChangeSendsOne is acceptance 3: 1,000 clusters subscribed, one
-// endpoint changes, one assignment goes out.
+// TestSingleChangeSendsOne checks that a change of one endpoint among many
+// subscribed clusters sends that one assignment and nothing else.
 func TestSingleChangeSendsOne(t *testing.T) {
 	const n = 1000
 	s := NewServer(Options{})

@@ -12,8 +12,8 @@ import (
 	"google.golang.org/grpc"
 )
 
-// TestStuckClient is acceptance 5: a client that stops reading blocks only
-// its own writer; the others converge and its pending state stays bounded
+// TestStuckClient checks that a client that stops reading blocks only its
+// own writer: the others converge and its pending state stays bounded
 // by its subscription.
 func TestStuckClient(t *testing.T) {
 	const n = 50

@@ -6,14 +6,13 @@ import (
 )
 
 // A subscription that covers much of a type at once (a wildcard, an Envoy's
-// first EDS request naming every cluster) used to queue one pending entry
-// per name in the watch's dirty map: at 10,000 names that map's inserts,
-// growth and deletes were most of the server's CPU for a client's initial
-// state. Instead such a request queues a scan: the watch keeps a frame of
-// the type (its entries at the moment of the request, immutable and shared
-// by every watch that scans the same moment), and its writer walks the
-// frame comparing each entry with what the client holds, a few loads per
-// name and no allocation.
+// first EDS request naming every cluster) would queue one pending entry per
+// name in the watch's dirty map, whose inserts, growth and deletes would be
+// most of the server's CPU for a client's initial state. Instead such a
+// request queues a scan: the watch keeps a frame of the type (its entries
+// at the moment of the request, immutable and shared by every watch that
+// scans the same moment), and its writer walks the frame comparing each
+// entry with what the client holds, a few loads per name and no allocation.
 //
 // Correctness rests on three rules. A change after the frame was taken is
 // marked in the dirty map as always, so the dirty map is never older than
@@ -218,12 +217,11 @@ func (w *watch) scanned(ups []*entry, used, room int, split bool) (_ []*entry, _
 	return ups, used, f, runs, true
 }
 
-// appendFrame appends entries[at:end] to ups. A response that is one run
-// of the frame (an initial state) is the frame's own list, resliced: at
-// 10,000 entries a copy per client was the scan's main cost, each pointer
-// written with the collector's write barrier in a cold start. The slice is
-// capped at its length, so an append to it copies and the frame is never
-// written.
+// appendFrame appends entries[at:end] to ups. A response that is one run of
+// the frame (an initial state) is the frame's own list, resliced: a copy
+// per client would be the scan's main cost, each pointer written with the
+// collector's write barrier in a cold start. The slice is capped at its
+// length, so an append to it copies and the frame is never written.
 func appendFrame(ups, entries []*entry, at, end int) []*entry {
 	n := len(ups)
 	if n == 0 {

@@ -17,7 +17,7 @@ const (
 	RouteType    = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
 )
 
-// rank is the make-before-break push order of upserts on ADS (XDS.md):
+// rank is the make-before-break push order of upserts on ADS (see doc.go):
 // clusters, then their endpoints, then listeners, then routes, then
 // anything else (rankOther).
 func rank(typeURL string) int {
@@ -129,10 +129,11 @@ type lookedUp struct {
 // when every name has one; nil for any other list, or when a name has no
 // slot ("*" has none). It creates no slot. Every client of a homogeneous
 // fleet sends the same list of every cluster in its first EDS request, and
-// looking up 10,000 names in the slot map for each was a tenth of the
-// server's CPU in a cold start; a shared list is immutable, so its slots
-// are looked up once and kept until a slot of the type is released, the
-// only way a name's slot changes. The answer is read-only. Server.mu held.
+// looking up every name of it in the slot map for each client would be a
+// good share of the server's CPU in a cold start; a shared list is
+// immutable, so its slots are looked up once and kept until a slot of the
+// type is released, the only way a name's slot changes. The answer is
+// read-only. Server.mu held.
 func (t *typeState) lookup(names []string) []*slot {
 	if !isShared(names) {
 		return nil
@@ -195,7 +196,7 @@ func (t *typeState) release(sl *slot) {
 }
 
 // shrink returns the memory of released slots: without it a client that
-// subscribed to 100,000 invented names would leave some 10 MB behind after
+// subscribed to many invented names would leave their memory behind after
 // it left. The free end of the slot table is cut off at once (amortised
 // O(1) per slot); the table, the free list and the slot map (Go maps never
 // shrink) are reallocated once they are at most a quarter full, which

@@ -3,10 +3,9 @@ package xds
 import "math/bits"
 
 // subscribers is the set of watches subscribed to one slot by name, as a
-// bitmap over the dense watch indexes of the slot's type: 1 bit per watch
-// of the type instead of ~20 bytes per subscriber in a map, so that 1,000
-// Envoys subscribed to 1,000 assignments cost 128 KB in all, and a change
-// walks C/64 words. Guarded by Server.mu.
+// bitmap over the dense watch indexes of the slot's type: one bit per
+// watch of the type instead of a map entry per subscriber, and a change
+// walks one word per 64 watches. Guarded by Server.mu.
 type subscribers struct {
 	words []uint64
 	n     int

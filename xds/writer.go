@@ -13,10 +13,9 @@ import (
 // unknown-name deadline) starts one unless one is running, in which case
 // that one looks again before it exits; once it finds nothing to send it
 // arms the next deadline and exits. An idle stream therefore holds no
-// writer goroutine: at a thousand connected clients a parked writer per
-// stream was a thousand stacks (3.5 MB) the process kept for nothing,
-// while starting a goroutine per push cost no measurable CPU (see
-// docs/bench-history.md, "Fifth pass").
+// writer goroutine: a parked writer per stream would be a stack per
+// connected client that the process keeps for nothing, while starting a
+// goroutine per push costs no measurable CPU.
 //
 // At most one goroutine sends at a time, so the stream's SendMsg is never
 // called concurrently; stop waits for it, so none is called after the
