@@ -1,14 +1,175 @@
-// Design notes for the serving engine. The package comment is in
-// server.go; this file holds the decisions and their reasons.
+// Package xds serves Envoy resources over the xDS protocol: ADS and the
+// per-type services, State-of-the-World and delta, to Envoys and to
+// proxyless gRPC clients. REST polling (xds/rest) and watched files
+// (xds/files) are further views of the same store.
+//
+// The engine keeps one store per type: per name the current entry (proto
+// marshalled once, content-hash version, shared by every client) and the
+// watches subscribed to it, plus the wildcard watches of the type. Apply
+// compares hashes, and for each changed name marks it pending on just the
+// watches subscribed to it; each stream's writer then builds and sends
+// what that client is owed. Per client the pending state is a map of names
+// coalescing to the newest version, so a client that does not read costs
+// O(its resources) and delays nobody.
+//
+// The two walks below follow the code file by file, in the order it runs;
+// the sections after them give the protocol rules the engine relies on and
+// the decisions behind it.
+//
+// # Follow a request
+//
+// One delta request, an Envoy's first EDS request on a delta ADS stream:
+//
+//  1. receive.go: gRPC calls ads.DeltaAggregatedResources, which runs
+//     Server.serveDelta and serveStream. Server.connect admits the stream
+//     within Limits.Streams and Limits.StreamsPerConnection and makes its
+//     client, with the Rewrite of its variant (streamRewrites.forStream,
+//     rewrite.go); Server.startWriter (writer.go) gives it a writer. The
+//     stream's reader, readStream, takes a first-read lease for the first
+//     request (firstReads.lease, admit.go) and receives into an inbound.
+//  2. codec.go: gRPC hands the request's bytes to codec.Unmarshal, which
+//     first admits it (inbound.wait, admit.go): a small request at once, a
+//     large one once the request budget has room (budget.acquire,
+//     budget.go). It decodes the request, keeping the initial versions as
+//     their wire records (unmarshalCompact, initial.go) and the subscribed
+//     names from a cache shared by identical lists (namesCache.names).
+//  3. receive.go: Server.handle holds the request until the first Apply,
+//     then runs the delta handler.
+//  4. delta.go: Server.onDelta wraps the initial versions (initialOf,
+//     initial.go) and calls Server.delta, which finds the request's type
+//     (typeOf, request.go), checks its name lists against
+//     Limits.NamesPerRequest (Server.checkNames, limits.go), and takes the
+//     locks: Server.lock (request.go) finds the type's store
+//     (Server.storeFor, store.go), records the client's node and finds or
+//     makes its watch of the type (client.watchFor, client.go).
+//  5. initial.go: the watch's first request goes to Server.firstDelta: the
+//     claimed initial versions that match count as held, the rest as stale
+//     (heldSet.put, held.go; watch.pin, watch.go), and the subscription is
+//     made: wildcard by watch.wildcardOn (watch.go), a list covering much
+//     of the type a chunk at a time (watch.bulk, scan.go;
+//     watch.claimChunks, held.go), other names one by one
+//     (watch.subscribeChecked, watch.subscribe and watch.reconcile,
+//     watch.go), whose differences watch.mark queues. A bulk subscription
+//     queues a scan of the type's frame instead of an entry per name
+//     (watch.rescan, scan.go). Later requests of the type go to the rest of
+//     Server.delta: subscriptions, unsubscriptions (watch.unsubscribeDelta)
+//     and ACK/NACK (watch.ackDelta, watch.recordNACK in request.go).
+//  6. client.go: client.poke wakes the client's writer, and the response
+//     leaves as in "Follow a push" from its writer.go step.
+//
+// A request that breaches a limit is refused (newRefusal) and ends its
+// stream (Server.endStream, limits.go). When the stream ends,
+// Server.disconnect (receive.go) drops its watches from every index
+// (watch.drop, watch.go). A SotW request takes the same path through
+// Server.onSotW (sotw.go) instead of delta.go and initial.go.
+//
+// # Follow a push
+//
+// One Apply, to the bytes on the wire:
+//
+//  1. apply.go: Server.Apply builds an entry per resource (newEntry,
+//     entry.go): the deterministic marshal, its content-hash version and
+//     the shared records every response is assembled from (encodeEntry,
+//     encode.go). An entry too large for any response is refused
+//     (responseSize.check, Server.refuseResource, responsesize.go). Under
+//     Server.mu it keeps the entries whose version changed (typeState.get,
+//     store.go), orders them make-before-break (rank, breakRank), installs
+//     them and publishes the type's chunk table (typeState.publishChunks,
+//     held.go). Server.markChange and Server.markSubscribers mark each
+//     change on the watches subscribed to its name (subscribers,
+//     subscribers.go) and on the type's wildcard watches.
+//  2. watch.go: watch.mark coalesces the change into the watch's dirty map,
+//     as the client sees it (client.visible and shape, visibility.go; a
+//     client without ADS gets it rewritten, Rewrite.of in rewrite.go).
+//  3. apply.go and client.go: Apply then tells the views (viewSet.changed,
+//     view.go) and pokes every client it touched (client.poke). It never
+//     sends, and never waits for a client.
+//  4. writer.go: writer.poke starts the client's writer goroutine unless it
+//     runs; writer.run calls writer.drain, which asks for the next response
+//     under client.mu.
+//  5. owed.go: client.next takes the watches in make-before-break order:
+//     watch.upserts first sends what a pending scan finds the client lacks
+//     (watch.scanned and watch.owes, scan.go), then the dirty map, then the
+//     unknown names whose wait is over (deadline); then watch.removals, in
+//     the order of removal. Where the protocol allows, a response takes
+//     only what fits under Options.MaxResponseBytes (responseSize.room).
+//     watch.respond records the response as sent (nonce, version, what the
+//     client now holds) and wraps it in a sotwMsg or deltaMsg (encode.go).
+//  6. writer.go and budget.go: a large response first waits for its share
+//     of the send budget (budget.reserve, charged wireMsg.charge from
+//     encode.go); the writer sends it with the stream's SendMsg.
+//  7. codec.go and encode.go: gRPC asks codec.Marshal for the bytes, which
+//     are the response's buffers (sotwMsg.buffers, deltaMsg.buffers): a few
+//     envelope bytes around the entries' shared records, a run of a scan's
+//     frame as one buffer (appendRecords, frame.records). The last buffer
+//     gives the budget back once gRPC has written it (tracking.tail,
+//     trackedTail and releaser in budget.go). The writer counts the push
+//     (typeMetrics.sent, metrics.go) and looks again; when nothing is owed
+//     it arms the next unknown-name deadline and exits.
+//
+// # The other files
+//
+//   - server.go: Resource, Options, Server and NewServer.
+//   - store.go: a type's store (typeState) and its slots, the type URLs and
+//     their make-before-break ranks.
+//   - limits.go: Limits, the refusals that end a stream, and GRPCOptions.
+//   - view.go: the API of the views (Select, Snapshot, Changes).
+//   - status.go, dump.go: what the admin API shows of clients and
+//     resources; metrics.go: the engine's Prometheus collectors.
+//
+// # The protocol, as the engine relies on it
+//
+// The xDS transport protocol is specified at
+// https://www.envoyproxy.io/docs/envoy/latest/api-docs/xds_protocol. It has
+// four variants: State of the World (SotW) or incremental (delta), each on
+// one stream per type or on one aggregated stream for every type (ADS).
+// Envoy speaks all four; gRPC's proxyless clients speak SotW ADS only. The
+// engine serves all four and relies on these rules:
+//
+//   - SotW: a request names the resources it wants (resource_names). A
+//     response carries a version_info and a nonce; for CDS and LDS it lists
+//     every subscribed resource, because an absent cluster or listener is
+//     read as deleted, while EDS and RDS responses may list just some. The
+//     client answers each response: an ACK is a request with the response's
+//     nonce, a NACK the same with error_detail. A request whose nonce is not
+//     the latest of its type on the stream is stale.
+//   - Delta: a request subscribes and unsubscribes names; a response carries
+//     only changed resources, each with its own version, and the names
+//     removed. A new stream lists what the client already holds in
+//     initial_resource_versions, and the server sends only what differs.
+//     ACK and NACK are per response (response_nonce, error_detail). "*" is
+//     the wildcard, and explicit names can coexist with it.
+//   - xDS is eventually consistent: a route can name a cluster the client
+//     does not have yet, or a cluster can arrive before its endpoints. On
+//     ADS the server chooses the order, and make-before-break avoids both:
+//     clusters, then their endpoints, then listeners, then routes, and only
+//     then removals (see "Make-before-break").
+//   - Envoy warms a new or changed cluster: it waits for the cluster's
+//     endpoints (up to initial_fetch_timeout, 15 s by default) before using
+//     it. So a changed cluster's assignment is sent again even when it did
+//     not change, and an EDS request is always answered, also for a cluster
+//     without endpoints.
+//   - Everything in a request (names, type URLs, initial versions) is
+//     client input (see "Client input makes no lasting state").
+//
+// Other control planes fell into traps the engine is built to avoid: a
+// NACKed version re-sent to the client in a tight loop
+// (https://github.com/envoyproxy/go-control-plane/issues/962; see "NACK");
+// endpoints served empty after a restart before the sources synced (see
+// "Readiness"); EDS sent before CDS, or not sent again after a cluster
+// changed; delta reconnects that ignore initial_resource_versions; every
+// response marshalled per client; and named CDS/LDS requests, which gRPC
+// clients send, held until they name every resource (see below).
 //
 // # Why not go-control-plane's server and SnapshotCache
 //
 // Its server answers a watch with a whole snapshot slice: each change costs
 // O(clients × subscribed resources), SotW EDS re-sends every assignment, a
-// NACK is answered with the same version again (#962), and in ADS mode a
-// named CDS/LDS request is held until the names cover the snapshot, which
-// grpc-go's proxyless client never does. The engine keeps go-control-plane's
-// generated service interfaces and writes the stream handling itself.
+// NACK is answered with the same version again (the issue cited above), and
+// in ADS mode a named CDS/LDS request is held until the names cover the
+// snapshot, which grpc-go's proxyless client never does. The engine keeps
+// go-control-plane's generated service interfaces and writes the stream
+// handling itself.
 //
 // # Store and versions
 //
@@ -40,17 +201,16 @@
 // map for sparse subscriptions, a slice indexed by the slot's dense index
 // once the watch covers a quarter of its type) and one bit per subscribed
 // name in the name's subscriber bitmap (indexed by the watch's dense index
-// in its type). An Envoy with wildcard CDS and EDS for 1,000 clusters costs
-// about 10 KB of engine heap (BenchmarkApply); with gRPC's own buffers the
-// bench harness measures ~34 KB of server heap per client (S1 in docs/benchmarks.md).
-// An idle stream holds one goroutine of its own, its reader (the writer
-// runs only while the client is owed something), beside gRPC's three per
-// connection.
+// in its type): at most a pointer per resource of the type, and a pointer
+// per 64 resources while it holds what the type holds (shared chunks,
+// held.go). An idle stream holds one goroutine of its own, its reader (the
+// writer runs only while the client is owed something), beside gRPC's three
+// per connection.
 //
 // # SotW ACK decoding
 //
 // Every SotW EDS ACK repeats all subscribed names. Decoding them with the
-// standard codec was about half of the server CPU per change; Codec decodes
+// standard codec would be most of the server CPU per change; Codec decodes
 // each distinct list once and shares it, and a watch that receives the very
 // same shared list skips even the hashing of its names. Delta ACKs carry no
 // names, so delta does not need it.
@@ -154,9 +314,9 @@
 // bound the rest; a breach ends the stream with a status and is counted
 // in xdsbridge_xds_refused_total{reason}, whose label values are fixed.
 //
-// A delta reconnect costs O(names) under Server.mu: 20,000 names listed in
-// both resource_names_subscribe and initial_resource_versions are a few
-// ms (BenchmarkReconnect), not the 0.9 s of a scan per claimed name.
+// A delta reconnect costs O(names) under Server.mu, never a scan of the
+// type per claimed name: a reconnect listing every name of a large type
+// must not stall every other client's pushes.
 //
 // # Deliberate deviations from the spec
 //
@@ -209,5 +369,4 @@
 // Envoy reads the file as soon as it creates the cluster, and a missing
 // file ends the cluster's warming with no endpoints. Removals still come
 // last.
-
 package xds

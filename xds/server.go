@@ -1,15 +1,3 @@
-// Package xds serves Envoy resources over the xDS protocol: ADS and the
-// per-type services, State-of-the-World and delta.
-//
-// The engine keeps one store per type: per name the current entry (proto
-// marshalled once, content-hash version, shared by every client) and the
-// watches subscribed to it, plus the wildcard watches of the type. Apply
-// compares hashes, and for each changed name marks it pending on just the
-// watches subscribed to it; each stream's own goroutine then builds and
-// sends what that client is owed (see owed.go). Per client the pending
-// state is a map of names coalescing to the newest version, so a client
-// that does not read costs O(its resources) and delays nobody. The design
-// decisions and their reasons are in doc.go.
 package xds
 
 import (
