@@ -23,7 +23,7 @@ const smallResponse = 64 << 10
 // bypass it.
 //
 // What a response keeps alive is not its wire size. Its records are shared:
-// runs of a frame slice the frame's concatenated records (scan.go), other
+// runs of a frame slice the frame's concatenated records (encode.go), other
 // entries are their store entry's record, and the transport copies nothing
 // of a response, it writes from those. So a response is charged its own
 // bytes (the records outside frame runs, as if each pinned a superseded

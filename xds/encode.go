@@ -264,7 +264,7 @@ type sotwMsg struct {
 	tracking
 	env  envelope
 	list []*entry
-	fr   *frame // with runs: records of list sent as one buffer (scan.go)
+	fr   *frame // with runs: records of list sent as one buffer (see run)
 	runs []run
 
 	once sync.Once
