@@ -20,21 +20,24 @@
 //
 // One delta request, an Envoy's first EDS request on a delta ADS stream:
 //
-//  1. receive.go: gRPC calls ads.DeltaAggregatedResources, which runs
+//  1. stream.go: gRPC calls ads.DeltaAggregatedResources, which runs
 //     Server.serveDelta and serveStream. Server.connect admits the stream
 //     within Limits.Streams and Limits.StreamsPerConnection and makes its
-//     client, with the Rewrite of its variant (streamRewrites.forStream,
-//     rewrite.go); Server.startWriter (writer.go) gives it a writer. The
-//     stream's reader, readStream, takes a first-read lease for the first
-//     request (firstReads.lease, admit.go) and receives into an inbound.
-//  2. codec.go: gRPC hands the request's bytes to codec.Unmarshal, which
-//     first admits it (inbound.wait, admit.go): a small request at once, a
-//     large one once the request budget has room (budget.acquire,
-//     budget.go). It decodes the request, keeping the initial versions as
-//     their wire records (unmarshalCompact, initial.go) and the subscribed
-//     names from a cache shared by identical lists (namesCache.names).
-//  3. receive.go: Server.handle holds the request until the first Apply,
-//     then runs the delta handler.
+//     client, with the Rewrite of its xDS variant (streamRewrites.forStream,
+//     rewrite.go); Server.startWriter gives it a writer (writer.go). The
+//     stream's reader, readStream, receives each request into an inbound
+//     (steps 2 and 3) and hands it to Server.handle, which holds it until
+//     the first Apply and then runs the stream's handler (step 4).
+//  2. admit.go: a stream reads its first request only while it holds a
+//     first-read lease (firstReads.lease), so that a storm of new streams
+//     takes turns. gRPC then reads the request's bytes and hands them to the
+//     codec, which first admits the request (inbound.wait): a small one at
+//     once, a large one once the request budget has room (budget.acquire,
+//     budget.go).
+//  3. codec.go: codec.Unmarshal decodes the request. It takes the
+//     subscribed names from a cache shared by identical lists
+//     (namesCache.names) and keeps the initial versions as their wire
+//     records (unmarshalCompact, initial.go).
 //  4. delta.go: Server.onDelta wraps the initial versions (initialOf,
 //     initial.go) and calls Server.delta, which finds the request's type
 //     (typeOf, request.go), checks its name lists against
@@ -42,52 +45,59 @@
 //     locks: Server.lock (request.go) finds the type's store
 //     (Server.storeFor, store.go), records the client's node and finds or
 //     makes its watch of the type (client.watchFor, client.go).
-//  5. initial.go: the watch's first request goes to Server.firstDelta: the
+//  5. initial.go: the watch's first request goes to Server.firstDelta. The
 //     claimed initial versions that match count as held, the rest as stale
 //     (heldSet.put, held.go; watch.pin, watch.go), and the subscription is
-//     made: wildcard by watch.wildcardOn (watch.go), a list covering much
-//     of the type a chunk at a time (watch.bulk, scan.go;
-//     watch.claimChunks, held.go), other names one by one
-//     (watch.subscribeChecked, watch.subscribe and watch.reconcile,
-//     watch.go), whose differences watch.mark queues. A bulk subscription
-//     queues a scan of the type's frame instead of an entry per name
-//     (watch.rescan, scan.go). Later requests of the type go to the rest of
-//     Server.delta: subscriptions, unsubscriptions (watch.unsubscribeDelta)
-//     and ACK/NACK (watch.ackDelta, watch.recordNACK in request.go).
-//  6. client.go: client.poke wakes the client's writer, and the response
+//     made (step 6).
+//  6. watch.go: a wildcard by watch.wildcardOn, other names one by one
+//     (watch.subscribeChecked, watch.subscribe and watch.reconcile), whose
+//     differences watch.mark queues in the watch's dirty map. A list
+//     covering much of the type is subscribed a chunk at a time where it
+//     can (watch.claimChunks, held.go) and queues a scan of the type's
+//     frame instead of an entry per name (watch.bulk and watch.rescan,
+//     scan.go).
+//  7. client.go: client.poke wakes the client's writer, and the response
 //     leaves as in "Follow a push" from its writer.go step.
 //
-// A request that breaches a limit is refused (newRefusal) and ends its
-// stream (Server.endStream, limits.go). When the stream ends,
-// Server.disconnect (receive.go) drops its watches from every index
-// (watch.drop, watch.go). A SotW request takes the same path through
-// Server.onSotW (sotw.go) instead of delta.go and initial.go.
+// Later requests of the type take the rest of Server.delta: subscriptions,
+// unsubscriptions (watch.unsubscribeDelta) and ACK/NACK (watch.ackDelta;
+// watch.recordNACK, request.go). A SotW request takes the same path through
+// Server.onSotW (sotw.go) instead of delta.go and initial.go. A request that
+// breaches a limit is refused (newRefusal) and ends its stream
+// (Server.endStream, limits.go). When the stream ends, Server.disconnect
+// (stream.go) drops its watches from every index (watch.drop, watch.go).
 //
 // # Follow a push
 //
 // One Apply, to the bytes on the wire:
 //
-//  1. apply.go: Server.Apply builds an entry per resource (newEntry,
-//     entry.go): the deterministic marshal, its content-hash version and
-//     the shared records every response is assembled from (encodeEntry,
-//     encode.go). An entry too large for any response is refused
-//     (responseSize.check, Server.refuseResource, responsesize.go). Under
-//     Server.mu it keeps the entries whose version changed (typeState.get,
-//     store.go), orders them make-before-break (rank, breakRank), installs
-//     them and publishes the type's chunk table (typeState.publishChunks,
-//     held.go). Server.markChange and Server.markSubscribers mark each
-//     change on the watches subscribed to its name (subscribers,
-//     subscribers.go) and on the type's wildcard watches.
-//  2. watch.go: watch.mark coalesces the change into the watch's dirty map,
+//  1. apply.go: Server.Apply turns each resource into an entry (step 2) and
+//     refuses an entry too large for any response (step 3). Under
+//     Server.mu it finds each entry's slot (typeState.get, store.go),
+//     keeps the entries whose version changed, orders them make-before-break (rank, breakRank, store.go),
+//     installs them, publishes the type's chunk table
+//     (typeState.publishChunks, held.go) and marks each change on the
+//     watches of its name (Server.markChange, Server.markSubscribers; steps
+//     4 and 5). Then it tells the views (step 6) and pokes every client it
+//     touched (client.poke, client.go). It never sends, and never waits for
+//     a client.
+//  2. entry.go: newEntry makes the entry: the deterministic marshal, its
+//     content-hash version and the records every response is assembled
+//     from (encodeEntry, encode.go), all shared by every client.
+//  3. responsesize.go: responseSize.check finds an entry whose record alone
+//     exceeds Options.MaxResponseBytes, and Server.refuseResource counts
+//     and logs it; the name keeps its last good version.
+//  4. subscribers.go: the name's slot keeps the watches subscribed to it by
+//     name in a bitmap (subscribers.each); the type's wildcard watches
+//     (typeState.wild) are marked too.
+//  5. watch.go: watch.mark coalesces the change into the watch's dirty map,
 //     as the client sees it (client.visible and shape, visibility.go; a
-//     client without ADS gets it rewritten, Rewrite.of in rewrite.go).
-//  3. apply.go and client.go: Apply then tells the views (viewSet.changed,
-//     view.go) and pokes every client it touched (client.poke). It never
-//     sends, and never waits for a client.
-//  4. writer.go: writer.poke starts the client's writer goroutine unless it
-//     runs; writer.run calls writer.drain, which asks for the next response
-//     under client.mu.
-//  5. owed.go: client.next takes the watches in make-before-break order:
+//     client not on ADS gets it rewritten, Rewrite.of in rewrite.go).
+//  6. view.go: viewSet.changed wakes the REST and files views.
+//  7. writer.go: client.poke calls writer.poke, which starts the client's
+//     writer goroutine unless it runs; writer.run calls writer.drain, which
+//     asks client.next for the next response under client.mu.
+//  8. owed.go: client.next takes the watches in make-before-break order:
 //     watch.upserts first sends what a pending scan finds the client lacks
 //     (watch.scanned and watch.owes, scan.go), then the dirty map, then the
 //     unknown names whose wait is over (deadline); then watch.removals, in
@@ -95,17 +105,18 @@
 //     only what fits under Options.MaxResponseBytes (responseSize.room).
 //     watch.respond records the response as sent (nonce, version, what the
 //     client now holds) and wraps it in a sotwMsg or deltaMsg (encode.go).
-//  6. writer.go and budget.go: a large response first waits for its share
-//     of the send budget (budget.reserve, charged wireMsg.charge from
-//     encode.go); the writer sends it with the stream's SendMsg.
-//  7. codec.go and encode.go: gRPC asks codec.Marshal for the bytes, which
-//     are the response's buffers (sotwMsg.buffers, deltaMsg.buffers): a few
-//     envelope bytes around the entries' shared records, a run of a scan's
-//     frame as one buffer (appendRecords, frame.records). The last buffer
-//     gives the budget back once gRPC has written it (tracking.tail,
-//     trackedTail and releaser in budget.go). The writer counts the push
-//     (typeMetrics.sent, metrics.go) and looks again; when nothing is owed
-//     it arms the next unknown-name deadline and exits.
+//  9. budget.go: writer.drain makes a large response wait for its share of
+//     the send budget (budget.reserve, charged wireMsg.charge), then sends
+//     it with the stream's SendMsg.
+//  10. codec.go: gRPC asks codec.Marshal for the response's bytes (step 11).
+//  11. encode.go: they are the response's buffers (sotwMsg.buffers,
+//     deltaMsg.buffers): a few envelope bytes around the entries' shared
+//     records, a run of a scan's frame as one buffer (appendRecords,
+//     frame.records). The last buffer gives the budget back once gRPC has
+//     written it (tracking.lastBuffer; trackedTail and releaser, budget.go).
+//     The writer counts the push (typeMetrics.sent, metrics.go) and looks
+//     again; when nothing is owed it arms the next unknown-name deadline
+//     and exits.
 //
 // # The other files
 //
@@ -153,10 +164,9 @@
 //     client input (see "Client input makes no lasting state").
 //
 // Other control planes fell into traps the engine is built to avoid: a
-// NACKed version re-sent to the client in a tight loop
-// (https://github.com/envoyproxy/go-control-plane/issues/962; see "NACK");
-// endpoints served empty after a restart before the sources synced (see
-// "Readiness"); EDS sent before CDS, or not sent again after a cluster
+// NACKed version re-sent to the client in a tight loop, as in
+// go-control-plane's server (see "NACK"); endpoints served empty after a
+// restart before the sources synced (see "Readiness"); EDS sent before CDS, or not sent again after a cluster
 // changed; delta reconnects that ignore initial_resource_versions; every
 // response marshalled per client; and named CDS/LDS requests, which gRPC
 // clients send, held until they name every resource (see below).
@@ -165,7 +175,7 @@
 //
 // Its server answers a watch with a whole snapshot slice: each change costs
 // O(clients × subscribed resources), SotW EDS re-sends every assignment, a
-// NACK is answered with the same version again (the issue cited above), and
+// NACK is answered with the same version again, and
 // in ADS mode a named CDS/LDS request is held until the names cover the
 // snapshot, which grpc-go's proxyless client never does. The engine keeps
 // go-control-plane's generated service interfaces and writes the stream

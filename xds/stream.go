@@ -86,7 +86,7 @@ func readStream[Req, Resp any](ctx context.Context, s *Server, st grpc.BidiStrea
 	on func(*client, *Req, *inbound)) error {
 	for first := true; ; first = false {
 		req := new(Req)
-		in := &inbound{msg: any(req).(proto.Message), ctx: ctx, admit: s.admit}
+		in := &inbound{msg: any(req).(proto.Message), ctx: ctx, admit: s.requestBudget}
 		if first {
 			l, err := s.reads.lease(ctx)
 			if err != nil {
