@@ -60,8 +60,8 @@ func TestRequestBudgetBoundsStorm(t *testing.T) {
 		st.send(reconnectReq(n))
 		streams = append(streams, st)
 	}
-	waitFor(t, func() bool { return queued(s.admit) == leases })
-	if used := s.admit.inUse(); used != int64(2*size) {
+	waitFor(t, func() bool { return queued(s.requestBudget) == leases })
+	if used := s.requestBudget.inUse(); used != int64(2*size) {
 		t.Fatalf("%d bytes admitted, want two requests (%d)", used, 2*size)
 	}
 	if held := len(s.reads.slots); held != leases {
@@ -73,7 +73,7 @@ func TestRequestBudgetBoundsStorm(t *testing.T) {
 			t.Fatalf("stream %d: %d clusters, want %d", i, len(r.Resources), n)
 		}
 	}
-	waitFor(t, func() bool { return s.admit.inUse() == 0 && len(s.reads.slots) == 0 })
+	waitFor(t, func() bool { return s.requestBudget.inUse() == 0 && len(s.reads.slots) == 0 })
 }
 
 // TestRequestBudgetSmallBypass checks that while large requests wait for
@@ -91,7 +91,7 @@ func TestRequestBudgetSmallBypass(t *testing.T) {
 	small.send(deltaReq(ClusterType, svcName(0)))
 	wantNames(t, deltaNames(small.recv()), svcName(0))
 
-	held, err := s.admit.acquire(context.Background(), size, nil)
+	held, err := s.requestBudget.acquire(context.Background(), size, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,21 +103,21 @@ func TestRequestBudgetSmallBypass(t *testing.T) {
 	if err := st.Send(reconnectReq(n)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return queued(s.admit) == 1 })
+	waitFor(t, func() bool { return queued(s.requestBudget) == 1 })
 	small.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: ClusterType, ResourceNamesSubscribe: []string{svcName(1)}})
 	wantNames(t, deltaNames(small.recv()), svcName(1))
 	cancel()
-	waitFor(t, func() bool { return queued(s.admit) == 0 && len(s.Clients()) == 1 && len(s.reads.slots) == 0 })
+	waitFor(t, func() bool { return queued(s.requestBudget) == 0 && len(s.Clients()) == 1 && len(s.reads.slots) == 0 })
 
 	large := openDeltaADS(t, cc)
 	large.send(reconnectReq(n))
-	waitFor(t, func() bool { return queued(s.admit) == 1 })
+	waitFor(t, func() bool { return queued(s.requestBudget) == 1 })
 	large.none(50 * time.Millisecond)
 	held.release()
 	if r := large.recv(); len(r.Resources) != n {
 		t.Fatalf("%d clusters, want %d", len(r.Resources), n)
 	}
-	waitFor(t, func() bool { return s.admit.inUse() == 0 })
+	waitFor(t, func() bool { return s.requestBudget.inUse() == 0 })
 }
 
 // TestFirstReadLeaseLapses checks that a stream that opens and sends
@@ -237,6 +237,6 @@ func TestRequestBudgetReturnsAfterFailures(t *testing.T) {
 		cancel()
 	}
 	waitFor(t, func() bool {
-		return s.admit.inUse() == 0 && len(s.reads.slots) == 0 && len(s.Clients()) == 0
+		return s.requestBudget.inUse() == 0 && len(s.reads.slots) == 0 && len(s.Clients()) == 0
 	})
 }

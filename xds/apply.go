@@ -66,7 +66,7 @@ func (s *Server) Apply(upserts []Resource, removals []Key) {
 	s.gen++
 	for _, ch := range changes {
 		ch.sl.cur = ch.e
-		ch.t.cur = nil
+		ch.t.cachedFrame = nil
 		ch.t.touchChunk(ch.sl.idx)
 		if ch.e != nil {
 			ch.sl.tomb = true

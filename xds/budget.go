@@ -26,27 +26,28 @@ const smallResponse = 64 << 10
 // runs of a frame slice the frame's concatenated records (encode.go), other
 // entries are their store entry's record, and the transport copies nothing
 // of a response, it writes from those. So a response is charged its own
-// bytes (the records outside frame runs, as if each pinned a superseded
+// bytes (the records outside frame runs, as if each kept a superseded
 // version) plus the frame records its runs slice, counted once for all the
 // responses in flight that slice them, however many clients receive them. A
 // cold start of many clients scanning the same frame then costs the frame's
 // size once, not once per client; charging wire bytes would make such
 // clients take turns for no memory saved. A reconnect storm under churn,
-// whose responses pin many frames, and large responses built entry by entry
+// whose responses slice many frames, and large responses built entry by entry
 // wait first come first served until what they add fits; a response that
-// adds nothing (its frame pinned already, no records of its own) goes at
+// adds nothing (its frame's records charged already, no records of its own) goes at
 // once.
 type budget struct {
 	max int64
 
-	mu    sync.Mutex
-	used  int64
-	pins  map[*records]*pin // frame records sliced by responses in flight
-	queue []*budgetWaiter   // FIFO, so a large response is not starved
+	mu      sync.Mutex
+	used    int64
+	charged map[*records]*recordsCharge // frame records sliced by responses in flight
+	queue   []*budgetWaiter             // FIFO, so a large response is not starved
 }
 
-// pin is a frame's records held by refs responses in flight, charged n.
-type pin struct {
+// recordsCharge is a frame's records held by refs responses in flight,
+// charged n.
+type recordsCharge struct {
 	refs int
 	n    int64
 }
@@ -56,10 +57,12 @@ type budgetWaiter struct {
 	ready chan struct{} // closed when granted
 }
 
-func newBudget(max int) *budget { return &budget{max: int64(max), pins: map[*records]*pin{}} }
+func newBudget(max int) *budget {
+	return &budget{max: int64(max), charged: map[*records]*recordsCharge{}}
+}
 
 // acquire waits until own bytes (at most the whole budget) and, unless a
-// response in flight pins them already, the records shared fit, or ctx
+// response in flight holds them already, the records shared fit, or ctx
 // ends. shared may be nil. The grant must be released once.
 func (b *budget) acquire(ctx context.Context, own int, shared *records) (*grant, error) {
 	g := &grant{b: b, n: min(int64(own), b.max), shared: shared}
@@ -104,14 +107,14 @@ func (b *budget) reserve(ctx context.Context, m wireMsg) (*grant, error) {
 // needLocked is what granting g adds to the bytes in use.
 func (b *budget) needLocked(g *grant) int64 {
 	n := g.n
-	if g.shared != nil && b.pins[g.shared] == nil {
+	if g.shared != nil && b.charged[g.shared] == nil {
 		n += min(int64(len(g.shared.b)), b.max)
 	}
 	return n
 }
 
 // fitsLocked reports whether g may be granted now: it adds nothing (its
-// frame is pinned already), or it is first in line (head) and fits, or
+// frame's records are charged already), or it is first in line (head) and fits, or
 // nothing else is in flight (a response larger than the whole budget goes
 // alone).
 func (b *budget) fitsLocked(g *grant, head bool) bool {
@@ -124,10 +127,10 @@ func (b *budget) takeLocked(g *grant) {
 	if g.shared == nil {
 		return
 	}
-	p := b.pins[g.shared]
+	p := b.charged[g.shared]
 	if p == nil {
-		p = &pin{n: min(int64(len(g.shared.b)), b.max)}
-		b.pins[g.shared] = p
+		p = &recordsCharge{n: min(int64(len(g.shared.b)), b.max)}
+		b.charged[g.shared] = p
 		b.used += p.n
 	}
 	p.refs++
@@ -136,9 +139,9 @@ func (b *budget) takeLocked(g *grant) {
 func (b *budget) releaseLocked(g *grant) {
 	b.used -= g.n
 	if g.shared != nil {
-		p := b.pins[g.shared]
+		p := b.charged[g.shared]
 		if p.refs--; p.refs == 0 {
-			delete(b.pins, g.shared)
+			delete(b.charged, g.shared)
 			b.used -= p.n
 		}
 		// A stream keeps its released grants until its next large send;
@@ -149,7 +152,7 @@ func (b *budget) releaseLocked(g *grant) {
 }
 
 // grantLocked wakes the waiters at the head of the queue that now fit, and
-// any waiter that adds nothing since a grant pinned its frame.
+// any waiter that adds nothing since a grant charged its frame's records.
 //
 // The queue is compacted in place and its vacated slots cleared: a granted
 // waiter left in the array (even before the slice's start, which the array

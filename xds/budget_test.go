@@ -61,7 +61,7 @@ func TestBudgetHoldsLargeNotSmall(t *testing.T) {
 	rs, all := bigAssignments(200) // ~180 KB: a large response
 	s.Apply(rs, nil)
 	cc := serve(t, s)
-	held, err := s.budget.acquire(context.Background(), 1<<20, nil)
+	held, err := s.sendBudget.acquire(context.Background(), 1<<20, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestBudgetHoldsLargeNotSmall(t *testing.T) {
 
 // TestBudgetChargesSharedRecordsOnce checks that frame records sliced by
 // several responses in flight count once, that a response adding nothing
-// to what is pinned goes past the queue, and that the records are charged
+// to what is charged already goes past the queue, and that the records are charged
 // until the last response slicing them is released.
 func TestBudgetChargesSharedRecordsOnce(t *testing.T) {
 	b := newBudget(100)
@@ -98,8 +98,8 @@ func TestBudgetChargesSharedRecordsOnce(t *testing.T) {
 	if err != nil || b.inUse() != 80 {
 		t.Fatalf("second response of the same records: %v, %d bytes in use; want 80", err, b.inUse())
 	}
-	// 30 own bytes do not fit next to the pinned records: it waits, and a
-	// third response of the pinned records does not wait behind it.
+	// 30 own bytes do not fit next to the charged records: it waits, and a
+	// third response of the charged records does not wait behind it.
 	got := make(chan *grant, 1)
 	go func() { g, _ := b.acquire(ctx, 30, nil); got <- g }()
 	waitFor(t, func() bool { b.mu.Lock(); defer b.mu.Unlock(); return len(b.queue) == 1 })
@@ -111,20 +111,20 @@ func TestBudgetChargesSharedRecordsOnce(t *testing.T) {
 	g2.release()
 	select {
 	case <-got:
-		t.Fatal("granted while a response still pins the records")
+		t.Fatal("granted while a response still holds the records")
 	default:
 	}
 	g3.release()
 	g := <-got
 	if n := b.inUse(); n != 30 {
-		t.Errorf("%d bytes in use once the records are unpinned, want the waiter's 30", n)
+		t.Errorf("%d bytes in use once the records are released, want the waiter's 30", n)
 	}
 	g.release()
 	if n := b.inUse(); n != 0 {
 		t.Errorf("%d bytes in use after every release", n)
 	}
 
-	// A waiter behind the head whose records the head pins is granted with
+	// A waiter behind the head whose records the head holds is granted with
 	// it; another frame's records are charged apart.
 	held, _ := b.acquire(ctx, 90, nil)
 	grants := make(chan *grant, 2)
@@ -143,7 +143,7 @@ func TestBudgetChargesSharedRecordsOnce(t *testing.T) {
 	waitFor(t, func() bool { b.mu.Lock(); defer b.mu.Unlock(); return len(b.queue) == 1 })
 	cancel()
 	if err := <-errc; err == nil {
-		t.Error("another frame's records were granted next to 80 pinned bytes of 100")
+		t.Error("another frame's records were granted next to 80 charged bytes of 100")
 	}
 	ga.release()
 	gb.release()

@@ -231,36 +231,36 @@ func (c *namesCache) names(raw []byte, count int) ([]string, error) {
 		for k, old := range c.m { // evict an arbitrary entry
 			delete(c.m, k)
 			c.bytes -= len(old.raw)
-			shared.Delete(&old.names[0])
+			sharedLists.Delete(&old.names[0])
 			break
 		}
 	}
 	if len(raw) <= maxCacheBytes/4 {
 		if old := c.m[h]; old != nil {
 			c.bytes -= len(old.raw)
-			shared.Delete(&old.names[0])
+			sharedLists.Delete(&old.names[0])
 		}
 		c.m[h] = e
 		c.bytes += len(raw)
-		shared.Store(&names[0], struct{}{})
+		sharedLists.Store(&names[0], struct{}{})
 	}
 	return names, nil
 }
 
-// shared holds &names[0] of every list the codecs hand out to several
+// sharedLists holds &names[0] of every list the codecs hand out to several
 // requests. Such a list is immutable, so a watch that got the same list
 // last time knows its subscription is unchanged without hashing all its
 // names (see Server.sotw), and a type looks up its slots once (see
 // typeState.lookup). An evicted list leaves the map; a watch that still
 // references it compares by identity only, which stays correct.
-var shared sync.Map
+var sharedLists sync.Map
 
 // isShared reports whether names is a list handed out by a codec cache.
 func isShared(names []string) bool {
 	if len(names) == 0 {
 		return false
 	}
-	_, ok := shared.Load(&names[0])
+	_, ok := sharedLists.Load(&names[0])
 	return ok
 }
 

@@ -128,9 +128,9 @@ type records struct {
 	off  []int
 }
 
-// run is list[at:at+to-from] of a response: the records from to to of its
+// frameRun is list[at:at+to-from] of a response: the records from to to of its
 // frame.
-type run struct{ at, from, to int }
+type frameRun struct{ at, from, to int }
 
 // records returns the frame's records of one form, concatenating them on
 // first use (safe from any writer).
@@ -156,7 +156,7 @@ func (f *frame) records(delta bool) *records {
 
 // appendRecords appends the records of list to bs, each run of fr as one
 // buffer.
-func appendRecords(bs mem.BufferSlice, list []*entry, fr *frame, runs []run, delta bool) mem.BufferSlice {
+func appendRecords(bs mem.BufferSlice, list []*entry, fr *frame, runs []frameRun, delta bool) mem.BufferSlice {
 	for i := 0; i < len(list); {
 		if len(runs) > 0 && runs[0].at == i {
 			r, recs := runs[0], fr.records(delta)
@@ -172,7 +172,7 @@ func appendRecords(bs mem.BufferSlice, list []*entry, fr *frame, runs []run, del
 
 // charge is what a response of list keeps alive (see budget): the bytes
 // of its records outside runs, and the records of fr the runs slice.
-func charge(list []*entry, fr *frame, runs []run, delta bool) (own int, shared *records) {
+func charge(list []*entry, fr *frame, runs []frameRun, delta bool) (own int, shared *records) {
 	if len(runs) > 0 {
 		shared = fr.records(delta)
 	}
@@ -183,7 +183,7 @@ func charge(list []*entry, fr *frame, runs []run, delta bool) (own int, shared *
 // listBytes is the size of list's records outside runs (own) and in the
 // runs of fr, without reading the entries of a run: a whole initial state
 // is one run.
-func listBytes(list []*entry, fr *frame, runs []run, delta bool) (own, inRuns int) {
+func listBytes(list []*entry, fr *frame, runs []frameRun, delta bool) (own, inRuns int) {
 	for i := 0; i < len(list); {
 		if len(runs) > 0 && runs[0].at == i {
 			r, recs := runs[0], fr.records(delta)
@@ -200,7 +200,7 @@ func listBytes(list []*entry, fr *frame, runs []run, delta bool) (own, inRuns in
 
 // buffersFor is the capacity of a response's buffer list: the envelope's
 // two, one per run and one per entry outside the runs.
-func buffersFor(list []*entry, runs []run) int {
+func buffersFor(list []*entry, runs []frameRun) int {
 	n := len(list) + 2
 	for _, r := range runs {
 		n -= r.to - r.from - 1
@@ -252,9 +252,9 @@ type tracking struct {
 
 func (t *tracking) sendState() *tracking { return t }
 
-// tail is the envelope's last buffer, which releases the grant once gRPC
-// has written it.
-func (t *tracking) tail(b []byte) mem.Buffer {
+// lastBuffer is the response's last buffer: the envelope's tail b, which
+// releases the grant once gRPC has written it.
+func (t *tracking) lastBuffer(b []byte) mem.Buffer {
 	t.encoded.Store(true)
 	return trackedTail(b, t.g)
 }
@@ -264,8 +264,8 @@ type sotwMsg struct {
 	tracking
 	env  envelope
 	list []*entry
-	fr   *frame // with runs: records of list sent as one buffer (see run)
-	runs []run
+	fr   *frame // with runs: records of list sent as one buffer (see frameRun)
+	runs []frameRun
 
 	once sync.Once
 	pb   *discoveryv3.DiscoveryResponse
@@ -275,7 +275,7 @@ func (m *sotwMsg) buffers() mem.BufferSlice {
 	bs := make(mem.BufferSlice, 0, buffersFor(m.list, m.runs))
 	bs = append(bs, mem.SliceBuffer(m.env.head()))
 	bs = appendRecords(bs, m.list, m.fr, m.runs, false)
-	return append(bs, m.tail(m.env.tail(nil)))
+	return append(bs, m.lastBuffer(m.env.tail(nil)))
 }
 
 func (m *sotwMsg) charge() (int, *records) { return charge(m.list, m.fr, m.runs, false) }
@@ -305,7 +305,7 @@ type deltaMsg struct {
 	list    []*entry
 	removed []string
 	fr      *frame // as in sotwMsg
-	runs    []run
+	runs    []frameRun
 
 	once sync.Once
 	pb   *discoveryv3.DeltaDiscoveryResponse
@@ -315,7 +315,7 @@ func (m *deltaMsg) buffers() mem.BufferSlice {
 	bs := make(mem.BufferSlice, 0, buffersFor(m.list, m.runs))
 	bs = append(bs, mem.SliceBuffer(m.env.head()))
 	bs = appendRecords(bs, m.list, m.fr, m.runs, true)
-	return append(bs, m.tail(m.env.tail(m.removed)))
+	return append(bs, m.lastBuffer(m.env.tail(m.removed)))
 }
 
 func (m *deltaMsg) charge() (int, *records) { return charge(m.list, m.fr, m.runs, true) }

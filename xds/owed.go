@@ -68,7 +68,7 @@ func (w *watch) upserts(now, readyAt time.Time, wait time.Duration) *out {
 	split := w.c.delta || !w.t.full
 	room, used := w.c.s.size.room, 0
 	var fr *frame
-	var runs []run
+	var runs []frameRun
 	if w.scan != nil {
 		// The scan first: it must not send a frame's entry after the dirty
 		// map sent a newer one (scan.go).
@@ -169,14 +169,13 @@ func (w *watch) removals() *out {
 // upsert-phase response), SotW EDS carries ups plus an empty assignment per
 // unknown name, other SotW types carry ups. runs are those of fr among
 // ups (scan.go).
-func (w *watch) respond(ups []*entry, gone []*slot, fr *frame, runs []run) *out {
+func (w *watch) respond(ups []*entry, gone []*slot, fr *frame, runs []frameRun) *out {
 	c := w.c
 	c.nonce++
-	w.version++
 	w.firstOwed = false
 	w.pushes++
 	w.lastNonce = strconv.FormatUint(c.nonce, 10)
-	w.lastVersion = strconv.FormatUint(w.version, 10)
+	w.lastVersion = strconv.FormatUint(w.pushes, 10)
 	o := &out{t: w.t}
 	env := envelope{version: w.lastVersion, typeURL: w.t.url, nonce: w.lastNonce}
 	if c.delta {

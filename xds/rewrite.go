@@ -45,11 +45,11 @@ func NewRewrite(name string, source func(ref string) *corev3.ConfigSource) *Rewr
 }
 
 // String returns the Rewrite's name; "ads" for nil.
-func (v *Rewrite) String() string {
-	if v == nil {
+func (rw *Rewrite) String() string {
+	if rw == nil {
 		return "ads"
 	}
-	return v.name
+	return rw.name
 }
 
 // APISource is an api_config_source of the given gRPC API type naming the
@@ -86,14 +86,14 @@ func newStreamRewrites(cluster string) streamRewrites {
 }
 
 // forStream is the Rewrite of a stream: ADS streams keep the original.
-func (sv streamRewrites) forStream(ads, delta bool) *Rewrite {
+func (sr streamRewrites) forStream(ads, delta bool) *Rewrite {
 	switch {
 	case ads:
 		return nil
 	case delta:
-		return sv.delta
+		return sr.delta
 	}
-	return sv.sotw
+	return sr.sotw
 }
 
 // rewriteCache holds an entry as each Rewrite rewrote it, keyed by Rewrite.
@@ -103,33 +103,33 @@ type rewriteCache struct {
 	m  map[*Rewrite]*entry
 }
 
-// of returns the entry as clients of v see it, building it on first use.
+// of returns the entry as clients of rw see it, building it on first use.
 // It takes only the entry's own lock, so it is safe under Server.mu and
 // client.mu alike; the build (one unmarshal and marshal) happens once per
 // version and Rewrite.
-func (v *Rewrite) of(e *entry) *entry {
-	if v == nil || e == nil || e == stale || (e.any.TypeUrl != ClusterType && e.any.TypeUrl != ListenerType) {
+func (rw *Rewrite) of(e *entry) *entry {
+	if rw == nil || e == nil || e == stale || (e.any.TypeUrl != ClusterType && e.any.TypeUrl != ListenerType) {
 		return e
 	}
 	e.rewritten.mu.Lock()
 	defer e.rewritten.mu.Unlock()
-	if a, ok := e.rewritten.m[v]; ok {
+	if a, ok := e.rewritten.m[rw]; ok {
 		return a
 	}
-	a, err := v.build(e)
+	a, err := rw.build(e)
 	if err != nil {
 		a = e // cannot happen for a resource that marshalled; serve it as is
 	}
 	if e.rewritten.m == nil {
 		e.rewritten.m = make(map[*Rewrite]*entry, 1)
 	}
-	e.rewritten.m[v] = a
+	e.rewritten.m[rw] = a
 	return a
 }
 
 // build rewrites the ADS config sources of e's resource; it returns e when
 // there are none.
-func (v *Rewrite) build(e *entry) (*entry, error) {
+func (rw *Rewrite) build(e *entry) (*entry, error) {
 	var msg proto.Message
 	switch e.any.TypeUrl {
 	case ClusterType:
@@ -141,7 +141,7 @@ func (v *Rewrite) build(e *entry) (*entry, error) {
 		if ec.GetEdsConfig().GetAds() == nil {
 			return e, nil
 		}
-		ec.EdsConfig = v.source(e.edsName)
+		ec.EdsConfig = rw.source(e.edsName)
 		msg = c
 	case ListenerType:
 		l := &listenerv3.Listener{}
@@ -160,7 +160,7 @@ func (v *Rewrite) build(e *entry) (*entry, error) {
 		if rds.GetConfigSource().GetAds() == nil {
 			return e, nil
 		}
-		rds.ConfigSource = v.source(rds.GetRouteConfigName())
+		rds.ConfigSource = rw.source(rds.GetRouteConfigName())
 		if err := anypb.MarshalFrom(api, hcm, marshal); err != nil {
 			return nil, fmt.Errorf("encoding listener %q: %w", e.name, err)
 		}

@@ -44,8 +44,8 @@ type frame struct {
 // frame returns the type's current frame, building it when the type
 // changed since the last one. Server.mu held.
 func (t *typeState) frame() *frame {
-	if t.cur != nil {
-		return t.cur
+	if t.cachedFrame != nil {
+		return t.cachedFrame
 	}
 	f := &frame{}
 	if tab := t.table.Load(); tab != nil {
@@ -60,7 +60,7 @@ func (t *typeState) frame() *frame {
 			f.entries = append(f.entries, sl.cur)
 		}
 	}
-	t.cur = f
+	t.cachedFrame = f
 	return f
 }
 
@@ -156,7 +156,7 @@ func (w *watch) settle(sl *slot, now time.Time) {
 // client lacks, while they fit (when split) in room, with the runs of the
 // scan's frame among them. done is false when the scan stopped for room.
 // client.mu held.
-func (w *watch) scanned(ups []*entry, used, room int, split bool) (_ []*entry, _ int, _ *frame, runs []run, done bool) {
+func (w *watch) scanned(ups []*entry, used, room int, split bool) (_ []*entry, _ int, _ *frame, runs []frameRun, done bool) {
 	f := w.scan
 	b, _ := slices.BinarySearch(f.starts, w.scanAt) // the chunk at (or after) scanAt
 	for ; w.scanAt < len(f.slots); w.scanAt++ {
@@ -235,12 +235,12 @@ func appendFrame(ups, entries []*entry, at, end int) []*entry {
 
 // extendRun records that the response's entries from at on are the frame's
 // records from to to, extending the last run when they continue it.
-func extendRun(runs []run, at, from, to int) []run {
+func extendRun(runs []frameRun, at, from, to int) []frameRun {
 	if k := len(runs) - 1; k >= 0 && runs[k].to == from && runs[k].at+runs[k].to-runs[k].from == at {
 		runs[k].to = to
 		return runs
 	}
-	return append(runs, run{at: at, from: from, to: to})
+	return append(runs, frameRun{at: at, from: from, to: to})
 }
 
 // owes returns what the scan is to send for position i of frame f: the

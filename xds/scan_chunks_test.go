@@ -18,8 +18,8 @@ import (
 // Codec does with the identical lists of a fleet.
 func share(t *testing.T, names []string) []string {
 	if len(names) > 0 {
-		shared.Store(&names[0], struct{}{})
-		t.Cleanup(func() { shared.Delete(&names[0]) })
+		sharedLists.Store(&names[0], struct{}{})
+		t.Cleanup(func() { sharedLists.Delete(&names[0]) })
 	}
 	return names
 }

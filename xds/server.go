@@ -73,16 +73,16 @@ type Options struct {
 
 // Server is the xDS serving engine.
 type Server struct {
-	opts     Options
-	log      *slog.Logger
-	m        *metrics
-	size     *responseSize
-	budget   *budget
-	admit    *budget     // requests being decoded and handled (admit.go)
-	reads    *firstReads // leases of new streams' first reads (admit.go)
-	rewrites streamRewrites
-	readyNs  atomic.Int64  // unix nanos of the first Apply; 0 = not ready
-	ready    chan struct{} // closed by the first Apply
+	opts          Options
+	log           *slog.Logger
+	m             *metrics
+	size          *responseSize
+	sendBudget    *budget     // responses in flight (budget.go)
+	requestBudget *budget     // requests being decoded and handled (admit.go)
+	reads         *firstReads // leases of new streams' first reads (admit.go)
+	rewrites      streamRewrites
+	readyNs       atomic.Int64  // unix nanos of the first Apply; 0 = not ready
+	ready         chan struct{} // closed by the first Apply
 
 	mu      sync.Mutex
 	types   map[string]*typeState
@@ -115,18 +115,18 @@ func NewServer(opts Options) *Server {
 		opts.ConfigCluster = DefaultConfigCluster
 	}
 	return &Server{
-		opts:     opts,
-		log:      opts.Logger,
-		m:        newMetrics(opts.Registerer),
-		size:     newResponseSize(opts.MaxResponseBytes, opts.Registerer),
-		budget:   newBudget(opts.SendBudget),
-		admit:    newBudget(opts.RequestBudget),
-		reads:    newFirstReads(opts.RequestBudget),
-		ready:    make(chan struct{}),
-		rewrites: newStreamRewrites(opts.ConfigCluster),
-		types:    make(map[string]*typeState),
-		clients:  make(map[*client]struct{}),
-		conns:    make(map[string]int),
+		opts:          opts,
+		log:           opts.Logger,
+		m:             newMetrics(opts.Registerer),
+		size:          newResponseSize(opts.MaxResponseBytes, opts.Registerer),
+		sendBudget:    newBudget(opts.SendBudget),
+		requestBudget: newBudget(opts.RequestBudget),
+		reads:         newFirstReads(opts.RequestBudget),
+		ready:         make(chan struct{}),
+		rewrites:      newStreamRewrites(opts.ConfigCluster),
+		types:         make(map[string]*typeState),
+		clients:       make(map[*client]struct{}),
+		conns:         make(map[string]int),
 	}
 }
 
@@ -136,7 +136,7 @@ func NewServer(opts Options) *Server {
 // middle of a storm even if it allocates nothing (it writes shared
 // encoded records, and a slow client can keep it waiting for seconds);
 // the memory return policy reads it so as not to collect then.
-func (s *Server) InFlight() int64 { return s.budget.inUse() + s.admit.inUse() }
+func (s *Server) InFlight() int64 { return s.sendBudget.inUse() + s.requestBudget.inUse() }
 
 // Ready reports whether the first Apply happened, i.e. whether the server
 // answers requests.

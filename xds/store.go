@@ -104,9 +104,9 @@ type typeState struct {
 	count atomic.Int64 // len(byIdx), readable by writers without Server.mu
 	peak  int          // most slots since the last compact
 	wild  map[*watch]struct{}
-	// cur is the frame of the current entries (scan.go), nil after a
+	// cachedFrame is the frame of the current entries (scan.go), nil after a
 	// change until a scan asks for it.
-	cur *frame
+	cachedFrame *frame
 	// table is the current entries in immutable chunks, by slot.idx
 	// (held.go); touched are the chunks changed since it was published.
 	table   atomic.Pointer[[]*heldChunk]

@@ -40,12 +40,13 @@ type watch struct {
 	scan   *frame
 	scanAt int
 
-	version     uint64
+	// pushes counts the responses sent on the watch; the count is the
+	// latest one's version_info (lastVersion), and lastNonce its nonce.
+	pushes      uint64
 	lastNonce   string
 	lastVersion string
 	acked       string
 	nack        *NACKStatus
-	pushes      uint64
 }
 
 // pend is a coalesced pending push of one slot: the newest entry (nil =

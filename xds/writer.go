@@ -116,7 +116,7 @@ func (w *writer) drain() (time.Time, error) {
 		}
 		tr := o.msg.sendState()
 		if o.bytes >= smallResponse {
-			g, err := c.s.budget.reserve(w.ctx, o.msg)
+			g, err := c.s.sendBudget.reserve(w.ctx, o.msg)
 			if err != nil {
 				return time.Time{}, nil // the stream ended while waiting
 			}
