@@ -110,7 +110,8 @@ const leaseTime = time.Second
 // first was handled (an Envoy's EDS request after CDS). Fewer leases would
 // leave the budget idle, since a lease is held while the client uploads
 // the rest of its request, a round trip and, for a busy client, longer. A
-// nil *firstReads (a budget of 1 GiB or more) leases without limit.
+// nil *firstReads (a budget worth more than 4096 leases) leases without
+// limit.
 type firstReads struct{ slots chan struct{} }
 
 // leaseBytes is the share of the request budget per lease. A lease is held

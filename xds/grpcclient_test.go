@@ -53,8 +53,8 @@ func TestGRPCClient(t *testing.T) {
 	xdsAddr := grpcxdstest.Serve(t, s.Register)
 
 	// Other services too, so that the client's named CDS/LDS requests are a
-	// strict subset of what the server has (XDS.md: SnapshotCache never
-	// answers those in ADS mode).
+	// strict subset of what the server has, which go-control-plane's
+	// SnapshotCache never answers in ADS mode.
 	up := resources(t, web(ports[0], ports[1]))
 	for i := range 20 {
 		up = append(up, resources(t, sources.Service{Name: fmt.Sprint("other-", i),

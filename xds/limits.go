@@ -44,8 +44,9 @@ type Limits struct {
 }
 
 // DefaultLimits fit a fleet of 10,000 Envoys subscribed to 20,000 clusters
-// each (a delta reconnect lists 20,000 names twice, under 2 MB) with room
-// to spare, and keep a hostile client's cost to some MB.
+// each with room to spare (a delta reconnect, which lists every name twice,
+// stays under RequestBytes), and keep what a hostile client can make
+// the server hold small.
 var DefaultLimits = Limits{
 	NamesPerRequest:      50000,
 	NamesPerSubscription: 50000,

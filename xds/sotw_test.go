@@ -190,7 +190,8 @@ func TestSotWNACK(t *testing.T) {
 	nack.ResponseNonce = bad.Nonce
 	nack.ErrorDetail = &statuspb.Status{Code: 3, Message: "bad cluster"}
 	c.send(nack)
-	// No further copy of that version (go-control-plane #962 loops here).
+	// No further copy of that version: re-sending a NACKed version would
+	// loop, the client rejecting it each time.
 	c.none(300 * time.Millisecond)
 	if n := counter(t, s.m.nacks.WithLabelValues("cluster")); n != 1 {
 		t.Fatalf("nacks_total = %v, want 1", n)

@@ -22,7 +22,7 @@ func (r Resource) For(grpc bool) (proto.Message, bool) {
 
 // ForNode is For for the client class of node n: the rule the engine
 // applies to a stream of that node. Only the node's user_agent_name decides
-// today (gRPC or not); a rule that scopes resources per node goes here too.
+// (gRPC or not); a rule that scopes resources per node belongs here too.
 func (r Resource) ForNode(n *corev3.Node) (proto.Message, bool) {
 	return r.For(isGRPC(n))
 }
@@ -44,7 +44,7 @@ func (c *client) visible(e *entry) *entry { return shape(e, c.grpc, c.rewrite) }
 // for gRPC clients, which get the gRPC shape of a resource when it has one,
 // and rewritten by the client's Rewrite. The streams and the views share
 // this rule.
-func shape(e *entry, grpc bool, v *Rewrite) *entry {
+func shape(e *entry, grpc bool, rw *Rewrite) *entry {
 	switch {
 	case e == nil:
 		return nil
@@ -53,5 +53,5 @@ func shape(e *entry, grpc bool, v *Rewrite) *entry {
 	case grpc && e.grpc != nil:
 		e = e.grpc
 	}
-	return v.of(e)
+	return rw.of(e)
 }

@@ -35,7 +35,7 @@
 // files from the previous run stay as they are until the new state is
 // complete). A failed write is logged and retried (after 1 s, doubling up
 // to 30 s) with the then current state; the order holds across retries
-// because a failed step stops the pass before the later steps.
+// because a failed step stops the sync before its later steps.
 package files
 
 import (

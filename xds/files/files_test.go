@@ -266,7 +266,7 @@ func TestFileName(t *testing.T) {
 }
 
 // BenchmarkSync measures a first sync of 1,000 services into an empty
-// directory (1,001 files) and a pass after one endpoint change (one file).
+// directory (1,001 files) and a sync after one endpoint change (one file).
 func BenchmarkSync(b *testing.B) {
 	var rs []xds.Resource
 	for i := range 1000 {
