@@ -90,9 +90,9 @@ func (in *inbound) release() {
 // soon as the stream's reader asks for it, and a stream's reader asks for
 // its first request at once: in a storm every new stream's first request,
 // the large one, would be read and then wait in memory for the budget, all
-// of them at once. So new streams
-// take turns to read their first request: a stream reads it only while it
-// holds one of a few leases, given back once the request is admitted.
+// of them at once. So new streams take turns to read their first request:
+// a stream reads it only while it holds one of a few leases, given back
+// once the request is admitted.
 // Until then what a client sent stays, beyond the stream's HTTP/2 receive
 // window (GRPCOptions), in the client. A client that opens a stream and
 // sends nothing must not hold a lease for long: a lease whose request has

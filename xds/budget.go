@@ -32,10 +32,10 @@ const smallResponse = 64 << 10
 // cold start of many clients scanning the same frame then costs the frame's
 // size once, not once per client; charging wire bytes would make such
 // clients take turns for no memory saved. A reconnect storm under churn,
-// whose responses slice many frames, and large responses built entry by entry
-// wait first come first served until what they add fits; a response that
-// adds nothing (its frame's records charged already, no records of its own) goes at
-// once.
+// whose responses slice many frames, and large responses built entry by
+// entry wait first come first served until what they add fits; a response
+// that adds nothing (its frame's records charged already, no records of
+// its own) goes at once.
 type budget struct {
 	max int64
 
@@ -114,9 +114,9 @@ func (b *budget) needLocked(g *grant) int64 {
 }
 
 // fitsLocked reports whether g may be granted now: it adds nothing (its
-// frame's records are charged already), or it is first in line (head) and fits, or
-// nothing else is in flight (a response larger than the whole budget goes
-// alone).
+// frame's records are charged already), or it is first in line (head) and
+// fits, or nothing else is in flight (a response larger than the whole
+// budget goes alone).
 func (b *budget) fitsLocked(g *grant, head bool) bool {
 	n := b.needLocked(g)
 	return n == 0 || head && (b.used+n <= b.max || b.used == 0)

@@ -84,8 +84,8 @@ func TestBudgetHoldsLargeNotSmall(t *testing.T) {
 
 // TestBudgetChargesSharedRecordsOnce checks that frame records sliced by
 // several responses in flight count once, that a response adding nothing
-// to what is charged already goes past the queue, and that the records are charged
-// until the last response slicing them is released.
+// to what is charged already goes past the queue, and that the records
+// are charged until the last response slicing them is released.
 func TestBudgetChargesSharedRecordsOnce(t *testing.T) {
 	b := newBudget(100)
 	ctx := context.Background()

@@ -74,13 +74,13 @@
 //  1. apply.go: Server.Apply turns each resource into an entry (step 2) and
 //     refuses an entry too large for any response (step 3). Under
 //     Server.mu it finds each entry's slot (typeState.get, store.go),
-//     keeps the entries whose version changed, orders them make-before-break (rank, breakRank, store.go),
-//     installs them, publishes the type's chunk table
-//     (typeState.publishChunks, held.go) and marks each change on the
-//     watches of its name (Server.markChange, Server.markSubscribers; steps
-//     4 and 5). Then it tells the views (step 6) and pokes every client it
-//     touched (client.poke, client.go). It never sends, and never waits for
-//     a client.
+//     keeps the entries whose version changed, orders them
+//     make-before-break (rank, breakRank, store.go), installs them,
+//     publishes the type's chunk table (typeState.publishChunks, held.go)
+//     and marks each change on the watches of its name (Server.markChange,
+//     Server.markSubscribers; steps 4 and 5). Then it tells the views
+//     (step 6) and pokes every client it touched (client.poke, client.go).
+//     It never sends, and never waits for a client.
 //  2. entry.go: newEntry makes the entry: the deterministic marshal, its
 //     content-hash version and the records every response is assembled
 //     from (encodeEntry, encode.go), all shared by every client.
@@ -166,10 +166,11 @@
 // Other control planes fell into traps the engine is built to avoid: a
 // NACKed version re-sent to the client in a tight loop, as in
 // go-control-plane's server (see "NACK"); endpoints served empty after a
-// restart before the sources synced (see "Readiness"); EDS sent before CDS, or not sent again after a cluster
-// changed; delta reconnects that ignore initial_resource_versions; every
-// response marshalled per client; and named CDS/LDS requests, which gRPC
-// clients send, held until they name every resource (see below).
+// restart before the sources synced (see "Readiness"); EDS sent before
+// CDS, or not sent again after a cluster changed; delta reconnects that
+// ignore initial_resource_versions; every response marshalled per client;
+// and named CDS/LDS requests, which gRPC clients send, held until they name
+// every resource (see below).
 //
 // # Why not go-control-plane's server and SnapshotCache
 //
@@ -240,17 +241,17 @@
 // Options.MaxResponseBytes: a set that does not fit goes out as several
 // responses where the protocol allows it, and a resource that alone does
 // not fit is refused by Apply (responsesize.go).
+//
 // Large responses (initial states) wait for a share of a global send
 // budget, returned when gRPC has written them (budget.go); small pushes
 // never wait. A response is charged what it keeps alive, not its wire
 // size: records sliced from a shared frame count once for every response
-// in flight that slices them.
-// Large requests (a reconnect's initial versions) likewise wait
-// for a request budget before they are decoded, new streams take turns to
-// read their first request, and a delta request's initial versions are
-// walked as the records they came in rather than decoded into a map
-// (admit.go, initial.go): a reconnect storm holds a bounded amount of
-// requests, the rest stays in the clients.
+// in flight that slices them. Large requests (a reconnect's initial
+// versions) likewise wait for a request budget before they are decoded,
+// new streams take turns to read their first request, and a delta
+// request's initial versions are walked as the records they came in rather
+// than decoded into a map (admit.go, initial.go): a reconnect storm holds a
+// bounded amount of requests, the rest stays in the clients.
 //
 // # Make-before-break
 //
@@ -259,9 +260,9 @@
 // opposite order of reference: LDS, RDS, CDS, EDS, others. A listener goes
 // before the route it names, the route before its clusters, a cluster
 // before its assignment, so no remaining resource points at a removed
-// one. In SotW the
-// first CDS response of a change therefore still lists a cluster that is
-// being removed, and a second one drops it after the EDS/LDS/RDS upserts.
+// one. In SotW the first CDS response of a change therefore still lists a
+// cluster that is being removed, and a second one drops it after the
+// EDS/LDS/RDS upserts.
 // A cluster upsert re-marks its assignment (forced, even if unchanged), so
 // Envoy can finish warming the new cluster. Endpoint-only changes need no
 // ordering and go out at once. Apply marks upserts before removals in the

@@ -8,8 +8,8 @@ import "testing"
 func TestLookupSharedList(t *testing.T) {
 	ts := newTypeState(EndpointType, nil)
 	names := []string{"a", "b", "c"}
-	shared.Store(&names[0], struct{}{})
-	defer shared.Delete(&names[0])
+	sharedLists.Store(&names[0], struct{}{})
+	defer sharedLists.Delete(&names[0])
 
 	if got := ts.lookup(names); got != nil || len(ts.slots) != 0 {
 		t.Fatalf("lookup of names without slots: %v, %d slots created; want nil, none", got, len(ts.slots))
