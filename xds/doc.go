@@ -21,7 +21,7 @@
 // One delta request, an Envoy's first EDS request on a delta ADS stream:
 //
 //  1. stream.go: gRPC calls ads.DeltaAggregatedResources, which runs
-//     Server.serveDelta and serveStream. Server.connect admits the stream
+//     Server.serveDelta and serveStream. Server.connect accepts the stream
 //     within Limits.Streams and Limits.StreamsPerConnection and makes its
 //     client, with the Rewrite of its xDS variant (streamRewrites.forStream,
 //     rewrite.go); Server.startWriter gives it a writer (writer.go). The

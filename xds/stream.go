@@ -144,7 +144,7 @@ func streamErr(sendErr, recvErr error) error {
 	return recvErr
 }
 
-// connect admits a new stream within Limits.Streams and
+// connect accepts a new stream within Limits.Streams and
 // Limits.StreamsPerConnection, or returns the refusal.
 func (s *Server) connect(ctx context.Context, variant string, delta bool) (*client, *refusal) {
 	c := &client{
