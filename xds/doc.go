@@ -113,7 +113,7 @@
 //     deltaMsg.buffers): a few envelope bytes around the entries' shared
 //     records, a run of a scan's frame as one buffer (appendRecords,
 //     frame.records). The last buffer gives the budget back once gRPC has
-//     written it (tracking.lastBuffer; trackedTail and releaser, budget.go).
+//     written it (tracking.assemble; trackedTail and releaser, budget.go).
 //     The writer counts the push (typeMetrics.sent, metrics.go) and looks
 //     again; when nothing is owed it arms the next unknown-name deadline
 //     and exits.

@@ -252,11 +252,15 @@ type tracking struct {
 
 func (t *tracking) sendState() *tracking { return t }
 
-// lastBuffer is the response's last buffer: the envelope's tail b, which
-// releases the grant once gRPC has written it.
-func (t *tracking) lastBuffer(b []byte) mem.Buffer {
+// assemble is a response's buffers: the envelope's head, the records of
+// list (each run of fr as one buffer), and the envelope's tail with the
+// removed names, whose buffer releases the grant once gRPC has written it.
+func (t *tracking) assemble(env envelope, list []*entry, fr *frame, runs []frameRun, removed []string, delta bool) mem.BufferSlice {
+	bs := make(mem.BufferSlice, 0, buffersFor(list, runs))
+	bs = append(bs, mem.SliceBuffer(env.head()))
+	bs = appendRecords(bs, list, fr, runs, delta)
 	t.encoded.Store(true)
-	return trackedTail(b, t.g)
+	return append(bs, trackedTail(env.tail(removed), t.g))
 }
 
 // sotwMsg is a DiscoveryResponse carrying list.
@@ -272,10 +276,7 @@ type sotwMsg struct {
 }
 
 func (m *sotwMsg) buffers() mem.BufferSlice {
-	bs := make(mem.BufferSlice, 0, buffersFor(m.list, m.runs))
-	bs = append(bs, mem.SliceBuffer(m.env.head()))
-	bs = appendRecords(bs, m.list, m.fr, m.runs, false)
-	return append(bs, m.lastBuffer(m.env.tail(nil)))
+	return m.assemble(m.env, m.list, m.fr, m.runs, nil, false)
 }
 
 func (m *sotwMsg) charge() (int, *records) { return charge(m.list, m.fr, m.runs, false) }
@@ -312,10 +313,7 @@ type deltaMsg struct {
 }
 
 func (m *deltaMsg) buffers() mem.BufferSlice {
-	bs := make(mem.BufferSlice, 0, buffersFor(m.list, m.runs))
-	bs = append(bs, mem.SliceBuffer(m.env.head()))
-	bs = appendRecords(bs, m.list, m.fr, m.runs, true)
-	return append(bs, m.lastBuffer(m.env.tail(m.removed)))
+	return m.assemble(m.env, m.list, m.fr, m.runs, m.removed, true)
 }
 
 func (m *deltaMsg) charge() (int, *records) { return charge(m.list, m.fr, m.runs, true) }
