@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,9 +23,22 @@ import (
 
 	"google.golang.org/grpc"
 
+	bridgecfg "github.com/xdsbridge/xdsbridge/bridge"
 	"github.com/xdsbridge/xdsbridge/internal/bench/workload"
 	"github.com/xdsbridge/xdsbridge/internal/reclaim"
+	"github.com/xdsbridge/xdsbridge/xds"
 )
+
+// commonOptions are the gRPC server options every implementation gets, so
+// that none is measured with a cheaper transport than another: the
+// bridge's xDS listener's at their defaults (the engine's transport limits
+// and windows, bridge.TransportOptions) and the engine's codec, which for
+// the other implementations is a generic request decoder. An
+// implementation's own serverOptions come after and override them.
+func commonOptions() []grpc.ServerOption {
+	return slices.Concat(xds.NewServer(xds.Options{}).GRPCOptions(), bridgecfg.TransportOptions(),
+		[]grpc.ServerOption{grpc.ForceServerCodecV2(xds.Codec())})
+}
 
 // Options configure Serve.
 type Options struct {
@@ -94,7 +108,7 @@ func Serve(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
-	g := grpc.NewServer(append([]grpc.ServerOption{grpc.MaxConcurrentStreams(1 << 20)}, im.serverOptions()...)...)
+	g := grpc.NewServer(slices.Concat(commonOptions(), im.serverOptions())...)
 	im.register(g)
 	xl, err := net.Listen("tcp", opts.XDS)
 	if err != nil {

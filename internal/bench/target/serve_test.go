@@ -91,15 +91,44 @@ func TestImplsServeTheWorkload(t *testing.T) {
 	}
 }
 
-// TestFloorServesTheInitialState checks the cold-start floor: a delta
-// client gets the initial world intact from its pre-encoded responses.
-func TestFloorServesTheInitialState(t *testing.T) {
+// TestFloorServesChanges checks the floor in both protocols: a client
+// connected at load and one connected after a change (whose initial state
+// must be encoded anew) both follow every change to the world's state, and
+// both get exactly one response per change once they hold the world.
+func TestFloorServesChanges(t *testing.T) {
 	spec := workload.Spec{Services: 20, Endpoints: 3}
-	xdsAddr, control := serve(t, "floor", 0)
-	post(t, control, fmt.Sprintf("/load?services=%d&endpoints=%d", spec.Services, spec.Endpoints))
-	ctx, c := startClient(t, xdsAddr, true)
-	if err := waitWorld(ctx, c, workload.NewWorld(spec)); err != nil {
-		t.Fatal(err)
+	for _, delta := range []bool{false, true} {
+		t.Run(fmt.Sprintf("delta=%v", delta), func(t *testing.T) {
+			xdsAddr, control := serve(t, "floor", 0)
+			post(t, control, fmt.Sprintf("/load?services=%d&endpoints=%d", spec.Services, spec.Endpoints))
+			w := workload.NewWorld(spec)
+			ctx, early := startClient(t, xdsAddr, delta)
+			if err := waitWorld(ctx, early, w); err != nil {
+				t.Fatalf("initial world: %v", err)
+			}
+			w.Apply(1)
+			post(t, control, "/change?k=1")
+			_, late := startClient(t, xdsAddr, delta)
+			clients := []*envoysim.Client{early, late}
+			for _, c := range clients {
+				if err := waitWorld(ctx, c, w); err != nil {
+					t.Fatalf("after change 1: %v", err)
+				}
+			}
+			before := []int64{early.Stats().Responses, late.Stats().Responses}
+			for _, k := range []int{2, 3} {
+				w.Apply(k)
+				post(t, control, fmt.Sprintf("/change?k=%d", k))
+			}
+			for i, c := range clients {
+				if err := waitWorld(ctx, c, w); err != nil {
+					t.Fatalf("client %d after changes 2 and 3: %v", i, err)
+				}
+				if got := c.Stats().Responses - before[i]; got != 2 {
+					t.Errorf("client %d got %d responses for 2 changes", i, got)
+				}
+			}
+		})
 	}
 }
 
