@@ -4,6 +4,7 @@ import (
 	"encoding/csv"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -127,9 +128,54 @@ func Summarize(w io.Writer, inputs ...io.Reader) error {
 			}
 			fmt.Fprintln(w)
 		}
+		if line := floorRatio(p.rows["xdsbridge"], p.rows["floor"]); line != "" {
+			fmt.Fprintf(w, "\n%s\n", line)
+		}
 	}
 	return nil
 }
+
+// floorRatio states xdsbridge's server CPU per client·change over the
+// floor's, from the medians of their runs that did not fail, and per
+// round (runs of the same repetition, which ran next to each other); ""
+// unless both have such figures.
+func floorRatio(bridge, floor []map[string]string) string {
+	const col = "cpu_per_client_change_ns"
+	byRep := func(rows []map[string]string) map[string]float64 {
+		out := map[string]float64{}
+		for _, m := range rows {
+			if v, _ := strconv.ParseFloat(m[col], 64); v > 0 && m["failed"] != "true" {
+				out[m["rep"]] = v
+			}
+		}
+		return out
+	}
+	b, f := byRep(bridge), byRep(floor)
+	if len(b) == 0 || len(f) == 0 {
+		return ""
+	}
+	median := func(m map[string]float64) float64 {
+		vs := slices.Sorted(maps.Values(m))
+		if len(vs)%2 == 0 {
+			return (vs[len(vs)/2-1] + vs[len(vs)/2]) / 2
+		}
+		return vs[len(vs)/2]
+	}
+	line := fmt.Sprintf("xdsbridge / floor, server CPU per client·change: %.2f× (medians %s / %s)",
+		median(b)/median(f), nsShowUs(median(b)), nsShowUs(median(f)))
+	var rounds []string
+	for _, rep := range slices.Sorted(maps.Keys(b)) {
+		if fv, ok := f[rep]; ok {
+			rounds = append(rounds, fmt.Sprintf("%.2f×", b[rep]/fv))
+		}
+	}
+	if len(rounds) > 1 {
+		line += "; by round " + strings.Join(rounds, ", ")
+	}
+	return line + "."
+}
+
+func nsShowUs(v float64) string { return us(time.Duration(v)) }
 
 // spread shows the median of vs, with the min–max range when they differ.
 func spread(vs []float64, show func(float64) string) string {

@@ -30,3 +30,29 @@ func TestSummarizeRepeats(t *testing.T) {
 		}
 	}
 }
+
+// TestSummarizeFloorRatio checks the ratio to the floor: from the medians
+// of the runs that did not fail, and round by round.
+func TestSummarizeFloorRatio(t *testing.T) {
+	var rs []Result
+	for rep, cpu := range []time.Duration{60, 40, 50} {
+		cfg := Config{Scenario: "S7", Delta: true, Clients: 10, Services: 5, Rep: rep}
+		cfg.Impl = "xdsbridge"
+		rs = append(rs, Result{Config: cfg, CPUPerClientChange: 2 * cpu * time.Microsecond})
+		cfg.Impl = "floor"
+		rs = append(rs, Result{Config: cfg, CPUPerClientChange: cpu * time.Microsecond})
+	}
+	rs = append(rs, Result{Config: Config{Scenario: "S7", Impl: "floor", Delta: true, Clients: 10, Services: 5, Rep: 3},
+		CPUPerClientChange: time.Microsecond, Failed: true})
+	var in, out bytes.Buffer
+	if err := CSV(&in, rs); err != nil {
+		t.Fatal(err)
+	}
+	if err := Summarize(&out, &in); err != nil {
+		t.Fatal(err)
+	}
+	want := "xdsbridge / floor, server CPU per client·change: 2.00× (medians 100.0 µs / 50.0 µs); by round 2.00×, 2.00×, 2.00×."
+	if !strings.Contains(out.String(), want) {
+		t.Errorf("summary lacks %q:\n%s", want, out.String())
+	}
+}
