@@ -78,6 +78,9 @@ type Options struct {
 	// Light keeps only names, versions and hashes: no protos in State and
 	// nothing in Log (see Stats). For fleets of thousands of clients.
 	Light bool
+	// Intern, if set, is where the client keeps the names and versions it
+	// holds, shared with the other clients given the same Interner.
+	Intern *Interner
 	// OnResponse, if set, is called after each response has been applied
 	// (or NACKed), from the stream's receiving goroutine. In Light mode
 	// Received.Names is filled for the call but not kept.
