@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/xdsbridge/xdsbridge/internal/bench/target"
 	"github.com/xdsbridge/xdsbridge/internal/bench/workload"
 	"github.com/xdsbridge/xdsbridge/internal/envoysim"
 	"github.com/xdsbridge/xdsbridge/internal/reclaim"
@@ -119,6 +120,10 @@ type Result struct {
 	ServerRSS     int64
 	ServerRSSBusy int64
 	PeakRSS       int64 // VmHWM of the server at the end of the run (load, cold start, changes, reconnect)
+	// LoadgenPeakRSS is the load generator's VmHWM over the run (what the
+	// fleet needs beside the server on one machine); it includes what the
+	// process kept of earlier runs of the invocation.
+	LoadgenPeakRSS int64
 
 	ReconnectTime        time.Duration
 	ReconnectCPU         time.Duration
@@ -134,14 +139,16 @@ type Result struct {
 
 // Run performs one run. An error means the rig failed; a run whose clients
 // ended up wrong or timed out returns a Result with Failed set.
-func Run(ctx context.Context, cfg Config) (Result, error) {
+func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	log := cfg.Logger.With("run", cfg.ID())
-	res := Result{Config: cfg}
+	res = Result{Config: cfg}
 	// The fleet lives in this process, and the previous run's (13 GB at
 	// C=1,000, N=10,000) is garbage the collector has not necessarily
 	// reached: collected now, it is not collected in the middle of this
 	// run's cold start, and every run starts from the same heap.
 	runtime.GC()
+	target.ResetPeakRSS()
+	defer func() { res.LoadgenPeakRSS = target.PeakRSS() }()
 	srv, err := startServer(ctx, cfg.Bin, cfg.ServerCPUs, cfg.Impl, cfg.Holdoff, cfg.MaxHoldoff, filepath.Join(cfg.OutDir, cfg.ID()+".server.log"))
 	if err != nil {
 		return res, err

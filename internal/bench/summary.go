@@ -30,6 +30,7 @@ var summaryColumns = []struct {
 	{"peak RSS", "server_peak_rss", size},
 	{"reconnect", "reconnect_ns", nsShow},
 	{"fleet CPU / change", "loadgen_cpu_per_change_ns", nsShow},
+	{"fleet peak RSS", "loadgen_peak_rss", size},
 	{"run wall time", "wall_ns", nsShow},
 	{"achieved rate", "achieved_rate", func(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) + "/s" }},
 	{"conv p99 first ¼", "conv_p99_first_ns", nsShow},

@@ -278,7 +278,7 @@ func (c *control) stats(w http.ResponseWriter, _ *http.Request) {
 		UserNs:     ru.Utime.Nano(),
 		SysNs:      ru.Stime.Nano(),
 		RSS:        rss(),
-		PeakRSS:    peakRSS(),
+		PeakRSS:    PeakRSS(),
 		HeapInuse:  ms.HeapInuse,
 		HeapAlloc:  ms.HeapAlloc,
 		Goroutines: runtime.NumGoroutine(),
@@ -334,9 +334,10 @@ func heapProfile(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// peakRSS reads VmHWM of this process from /proc (0 where unavailable):
-// the peak a container's memory limit would have had to allow.
-func peakRSS() int64 {
+// PeakRSS reads VmHWM of this process from /proc (0 where unavailable):
+// the peak a container's memory limit would have had to allow, since the
+// process started or since ResetPeakRSS.
+func PeakRSS() int64 {
 	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		return 0
@@ -351,6 +352,11 @@ func peakRSS() int64 {
 	}
 	return 0
 }
+
+// ResetPeakRSS sets this process's VmHWM to its current RSS (Linux
+// clear_refs; a no-op where unavailable), so that PeakRSS tells the peak of
+// what follows.
+func ResetPeakRSS() { _ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) }
 
 // rss reads VmRSS of this process from /proc (0 where unavailable).
 func rss() int64 {

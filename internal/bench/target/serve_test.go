@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"testing"
@@ -286,5 +287,24 @@ func TestSnapshotPerTypeVersions(t *testing.T) {
 			t.Errorf("perType=%v: CDS version %s -> %s after an endpoint change", perType, c0, c1)
 		}
 		cancel()
+	}
+}
+
+// TestResetPeakRSS checks that the peak RSS can be reset to what the
+// process holds now: 64 MB touched and returned no longer count.
+func TestResetPeakRSS(t *testing.T) {
+	if PeakRSS() == 0 {
+		t.Skip("no VmHWM here")
+	}
+	b := make([]byte, 64<<20)
+	for i := range b {
+		b[i] = 1
+	}
+	high := PeakRSS()
+	b = nil
+	debug.FreeOSMemory()
+	ResetPeakRSS()
+	if after := PeakRSS(); after > high-32<<20 {
+		t.Errorf("peak RSS %d after the reset, %d before it with 64 MB more", after, high)
 	}
 }
