@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -44,9 +45,12 @@ func startServer(ctx context.Context, bin, cpus, impl string, holdoff, maxHoldof
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Stderr = logf
 	// The server alone may be given a soft memory limit (the fleet, in
-	// this process, holds far more memory than the server).
+	// this process, holds far more memory than the server); the load
+	// generator's own (GOMEMLIMIT in its environment, for a large fleet)
+	// is not passed on.
+	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "GOMEMLIMIT=") })
 	if v := os.Getenv("XDSLOAD_SERVER_GOMEMLIMIT"); v != "" {
-		cmd.Env = append(os.Environ(), "GOMEMLIMIT="+v)
+		cmd.Env = append(cmd.Env, "GOMEMLIMIT="+v)
 	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	rtmetrics "runtime/metrics"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -195,7 +196,7 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	res.ColdCPU = loaded.CPU() - base.CPU()
 	res.HeapPerClient = float64(int64(loaded.HeapInuse)-int64(base.HeapInuse)) / float64(cfg.Clients)
 	res.RSSPerClient = float64(loaded.RSS-base.RSS) / float64(cfg.Clients)
-	log.Info("cold start", "time", res.ColdStart, "heap/client", res.HeapPerClient)
+	log.Info("cold start", "time", res.ColdStart, "heap/client", res.HeapPerClient, "fleet_live_heap", liveHeap())
 	// Likewise the cold start's burst, before the changes are timed.
 	if _, err := quietStats(ctx, srv, loaded, log); err != nil {
 		return res, err
@@ -218,6 +219,7 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 		if st, err = quietStats(ctx, srv, st, log); err == nil && st.Reclaim.Settled {
 			res.ServerRSS = st.RSS
 			logMemory(log, "server memory once quiet", st)
+			log.Info("load generator memory", "fleet_live_heap", liveHeap())
 		}
 	}
 
@@ -588,4 +590,15 @@ func selfCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// liveHeap is this process's heap marked live by the last garbage
+// collection: what the fleet holds, apart from the collector's headroom.
+func liveHeap() uint64 {
+	s := []rtmetrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	rtmetrics.Read(s)
+	if s[0].Value.Kind() != rtmetrics.KindUint64 {
+		return 0
+	}
+	return s[0].Value.Uint64()
 }
