@@ -1,7 +1,8 @@
 // Package envoysim is an xDS client that subscribes, ACKs and NACKs the way
 // Envoy does. Tests use it to check the protocol behaviour of a server (its
 // Log records every response); the load generator runs thousands of them in
-// one process in Light mode, which keeps only names, versions and hashes.
+// one process in Light mode, which keeps only names, versions and hashes
+// (the names and versions shared by the fleet's clients: Interner).
 //
 // What it reproduces of Envoy (see /work/shared/XDS.md):
 //   - CDS first (wildcard or named), then EDS for exactly the clusters held;
