@@ -156,11 +156,8 @@ func floorRatio(bridge, floor []map[string]string) string {
 		return ""
 	}
 	median := func(m map[string]float64) float64 {
-		vs := slices.Sorted(maps.Values(m))
-		if len(vs)%2 == 0 {
-			return (vs[len(vs)/2-1] + vs[len(vs)/2]) / 2
-		}
-		return vs[len(vs)/2]
+		med, _, _ := medianRange(slices.Collect(maps.Values(m)))
+		return med
 	}
 	line := fmt.Sprintf("xdsbridge / floor, server CPU per client·change: %.2f× (medians %s / %s)",
 		median(b)/median(f), nsShowUs(median(b)), nsShowUs(median(f)))
