@@ -33,9 +33,10 @@ func TestMain(m *testing.M) {
 		impl := fs.String("impl", "", "")
 		holdoff := fs.Duration("holdoff", 0, "")
 		maxHoldoff := fs.Duration("max-holdoff", 0, "")
+		streams := fs.Int("streams", 0, "")
 		_ = fs.Parse(os.Args[2:])
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-		err := target.Serve(ctx, target.Options{Impl: *impl, Holdoff: *holdoff, MaxHoldoff: *maxHoldoff, XDS: "127.0.0.1:0", Control: "127.0.0.1:0", Ready: os.Stdout})
+		err := target.Serve(ctx, target.Options{Impl: *impl, Holdoff: *holdoff, MaxHoldoff: *maxHoldoff, Streams: *streams, XDS: "127.0.0.1:0", Control: "127.0.0.1:0", Ready: os.Stdout})
 		stop()
 		if err != nil {
 			os.Exit(1)

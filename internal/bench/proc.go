@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -30,14 +31,18 @@ type server struct {
 
 // startServer starts the server process and waits for its READY line.
 // Its stderr goes to logPath.
-func startServer(ctx context.Context, bin, cpus, impl string, holdoff, maxHoldoff time.Duration, logPath string) (*server, error) {
+// The server is cfg's: its binary, implementation, holdoff, streams limit
+// and CPUs.
+func startServer(ctx context.Context, cfg Config, logPath string) (*server, error) {
 	logf, err := os.Create(logPath)
 	if err != nil {
 		return nil, fmt.Errorf("creating server log: %w", err)
 	}
 	defer logf.Close() // the child keeps its own descriptor
-	args := []string{bin, "serve", "--impl", impl, "--holdoff", holdoff.String(), "--max-holdoff", maxHoldoff.String()}
-	if cpus != "" {
+	impl := cfg.Impl
+	args := []string{cfg.Bin, "serve", "--impl", impl, "--holdoff", cfg.Holdoff.String(), "--max-holdoff", cfg.MaxHoldoff.String(),
+		"--streams", strconv.Itoa(cfg.Streams)}
+	if cpus := cfg.ServerCPUs; cpus != "" {
 		// taskset sets the mask before exec, so every thread of the
 		// server inherits it (and the process keeps taskset's pid).
 		args = append([]string{"taskset", "-c", cpus}, args...)

@@ -51,6 +51,10 @@ type Config struct {
 	// is measured from the change at the source, holdoff included.
 	Holdoff    time.Duration
 	MaxHoldoff time.Duration // bound of a batch's wait; zero: 10 × Holdoff
+	// Streams, if positive, is passed to the server (target.Options.Streams):
+	// the engine's limit of streams open at once, which a fleet larger than
+	// its default needs raised. Zero keeps the engine's default.
+	Streams int
 	// Timeout bounds the wait for one change; cold start and reconnect may
 	// take coldFactor times as long.
 	Timeout time.Duration
@@ -150,7 +154,7 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	runtime.GC()
 	target.ResetPeakRSS()
 	defer func() { res.LoadgenPeakRSS = target.PeakRSS() }()
-	srv, err := startServer(ctx, cfg.Bin, cfg.ServerCPUs, cfg.Impl, cfg.Holdoff, cfg.MaxHoldoff, filepath.Join(cfg.OutDir, cfg.ID()+".server.log"))
+	srv, err := startServer(ctx, cfg, filepath.Join(cfg.OutDir, cfg.ID()+".server.log"))
 	if err != nil {
 		return res, err
 	}

@@ -66,14 +66,16 @@ func built(w *workload.World, ks []int) (map[int]workload.Resources, error) {
 	return out, nil
 }
 
-func newImpl(ctx context.Context, name string, log *slog.Logger) (impl, error) {
+// newImpl builds implementation name. limits are the engine's (zero fields:
+// its defaults); the other implementations have no such limits.
+func newImpl(ctx context.Context, name string, limits xds.Limits, log *slog.Logger) (impl, error) {
 	switch name {
 	case "xdsbridge":
-		return &bridge{srv: xds.NewServer(xds.Options{Logger: log}), codec: true}, nil
+		return &bridge{srv: xds.NewServer(xds.Options{Logger: log, Limits: limits}), codec: true}, nil
 	case "xdsbridge-unbudgeted": // the send and request budgets out of the way, to compare the storms
-		return &bridge{srv: xds.NewServer(xds.Options{Logger: log, SendBudget: math.MaxInt, RequestBudget: math.MaxInt}), codec: true}, nil
+		return &bridge{srv: xds.NewServer(xds.Options{Logger: log, Limits: limits, SendBudget: math.MaxInt, RequestBudget: math.MaxInt}), codec: true}, nil
 	case "xdsbridge-stdcodec":
-		return &bridge{srv: xds.NewServer(xds.Options{Logger: log})}, nil
+		return &bridge{srv: xds.NewServer(xds.Options{Logger: log, Limits: limits})}, nil
 	case "snapshot":
 		return newSnapshot(ctx, true), nil
 	case "snapshot-naive":

@@ -53,6 +53,11 @@ type Options struct {
 	// MaxHoldoff bounds a change's wait, so it only bounds Holdoff; zero
 	// means 10 × Holdoff, as the bridge's defaults.
 	MaxHoldoff time.Duration
+	// Streams, if positive, replaces the engine's limit of streams open at
+	// once (xds.Limits.Streams, the bridge's xds.limits.streams) for the
+	// bridge's implementations: a fleet larger than the default limit
+	// needs it raised, as its deployment would.
+	Streams int
 	// Ready receives one line "READY xds=ADDR control=ADDR" once both
 	// listen.
 	Ready  io.Writer
@@ -104,7 +109,7 @@ func Serve(ctx context.Context, opts Options) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	im, err := newImpl(ctx, opts.Impl, opts.Logger)
+	im, err := newImpl(ctx, opts.Impl, xds.Limits{Streams: opts.Streams}, opts.Logger)
 	if err != nil {
 		return err
 	}

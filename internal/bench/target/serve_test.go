@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -16,6 +17,8 @@ import (
 
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"go.uber.org/goleak"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/xdsbridge/xdsbridge/internal/bench/workload"
 	"github.com/xdsbridge/xdsbridge/internal/envoysim"
@@ -26,10 +29,17 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // serve runs Serve in the background and returns its addresses.
 func serve(t *testing.T, impl string, holdoff time.Duration) (xdsAddr, control string) {
 	t.Helper()
+	return serveOpts(t, Options{Impl: impl, Holdoff: holdoff})
+}
+
+// serveOpts runs Serve with opts on loopback ports in the background and
+// returns its addresses.
+func serveOpts(t *testing.T, opts Options) (xdsAddr, control string) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
-	opts := Options{Impl: impl, XDS: "127.0.0.1:0", Control: "127.0.0.1:0", Ready: pw, Holdoff: holdoff}
+	opts.XDS, opts.Control, opts.Ready = "127.0.0.1:0", "127.0.0.1:0", pw
 	go func() { done <- Serve(ctx, opts) }()
 	t.Cleanup(func() {
 		cancel()
@@ -130,6 +140,24 @@ func TestFloorServesChanges(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestStreamsLimitReachesTheEngine checks that Options.Streams is the
+// bridge's limit of streams open at once: with a limit of one, the first
+// client is served and the second client's stream is refused.
+func TestStreamsLimitReachesTheEngine(t *testing.T) {
+	spec := workload.Spec{Services: 5, Endpoints: 2}
+	xdsAddr, control := serveOpts(t, Options{Impl: "xdsbridge", Streams: 1})
+	post(t, control, fmt.Sprintf("/load?services=%d&endpoints=%d", spec.Services, spec.Endpoints))
+	ctx, first := startClient(t, xdsAddr, true)
+	if err := waitWorld(ctx, first, workload.NewWorld(spec)); err != nil {
+		t.Fatalf("first client: %v", err)
+	}
+	_, second := startClient(t, xdsAddr, true)
+	err := second.WaitFor(ctx, func(envoysim.State) bool { return false })
+	if status.Code(errors.Unwrap(err)) != codes.ResourceExhausted {
+		t.Fatalf("second client's stream: %v, want it refused with ResourceExhausted", err)
 	}
 }
 
