@@ -129,42 +129,65 @@ func Summarize(w io.Writer, inputs ...io.Reader) error {
 			}
 			fmt.Fprintln(w)
 		}
-		if line := floorRatio(p.rows["xdsbridge"], p.rows["floor"]); line != "" {
-			fmt.Fprintf(w, "\n%s\n", line)
+		if lines := floorRatios(p.rows["xdsbridge"], p.rows["floor"]); len(lines) > 0 {
+			fmt.Fprintf(w, "\n%s\n", strings.Join(lines, "\n\n"))
 		}
 	}
 	return nil
 }
 
-// floorRatio states xdsbridge's server CPU per client·change over the
-// floor's, from the medians of their runs that did not fail, and per
-// round (runs of the same repetition, which ran next to each other); ""
-// unless both have such figures.
-func floorRatio(bridge, floor []map[string]string) string {
-	const col = "cpu_per_client_change_ns"
-	byRep := func(rows []map[string]string) map[string]float64 {
-		out := map[string]float64{}
+// floorRatios state xdsbridge's fan-out of a change against the floor's:
+// server CPU per client·change, and convergence p99 (the time until every
+// client holds the change).
+func floorRatios(bridge, floor []map[string]string) []string {
+	var out []string
+	for _, f := range []struct {
+		what, col string
+		show      func(float64) string
+	}{
+		{"server CPU per client·change", "cpu_per_client_change_ns", nsShowUs},
+		{"convergence p99", "conv_p99_ns", nsShow},
+	} {
+		if line := floorRatio(bridge, floor, f.what, f.col, f.show); line != "" {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// floorRatio states xdsbridge's figure col over the floor's, from the
+// medians of their runs that did not fail, and per round (runs of the same
+// repetition, which ran next to each other) when each round has one run of
+// each; "" unless both have such figures. Runs of separate invocations
+// share repetition numbers, so they are not paired.
+func floorRatio(bridge, floor []map[string]string, what, col string, show func(float64) string) string {
+	type runs struct {
+		vs    []float64
+		byRep map[string]float64
+	}
+	collect := func(rows []map[string]string) runs {
+		r := runs{byRep: map[string]float64{}}
 		for _, m := range rows {
 			if v, _ := strconv.ParseFloat(m[col], 64); v > 0 && m["failed"] != "true" {
-				out[m["rep"]] = v
+				r.vs = append(r.vs, v)
+				r.byRep[m["rep"]] = v
 			}
 		}
-		return out
+		return r
 	}
-	b, f := byRep(bridge), byRep(floor)
-	if len(b) == 0 || len(f) == 0 {
+	b, f := collect(bridge), collect(floor)
+	if len(b.vs) == 0 || len(f.vs) == 0 {
 		return ""
 	}
-	median := func(m map[string]float64) float64 {
-		med, _, _ := medianRange(slices.Collect(maps.Values(m)))
-		return med
-	}
-	line := fmt.Sprintf("xdsbridge / floor, server CPU per client·change: %.2f× (medians %s / %s)",
-		median(b)/median(f), nsShowUs(median(b)), nsShowUs(median(f)))
+	bm, _, _ := medianRange(b.vs)
+	fm, _, _ := medianRange(f.vs)
+	line := fmt.Sprintf("xdsbridge / floor, %s: %.2f× (medians %s / %s)", what, bm/fm, show(bm), show(fm))
 	var rounds []string
-	for _, rep := range slices.Sorted(maps.Keys(b)) {
-		if fv, ok := f[rep]; ok {
-			rounds = append(rounds, fmt.Sprintf("%.2f×", b[rep]/fv))
+	if len(b.byRep) == len(b.vs) && len(f.byRep) == len(f.vs) {
+		for _, rep := range slices.Sorted(maps.Keys(b.byRep)) {
+			if fv, ok := f.byRep[rep]; ok {
+				rounds = append(rounds, fmt.Sprintf("%.2f×", b.byRep[rep]/fv))
+			}
 		}
 	}
 	if len(rounds) > 1 {
