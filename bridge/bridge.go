@@ -109,7 +109,7 @@ func New(cfg *config.Config, log *slog.Logger, version string) (*Instance, error
 	if err != nil {
 		return nil, err
 	}
-	in.grpc = grpc.NewServer(append(slices.Concat(sec.grpcOpts, server.GRPCOptions()),
+	in.grpc = grpc.NewServer(append(slices.Concat(sec.grpcOpts, server.GRPCOptions(), TransportOptions()),
 		grpc.KeepaliveParams(keepalive.ServerParameters{
 			Time:                  cfg.XDS.Keepalive.Time,
 			Timeout:               cfg.XDS.Keepalive.Timeout,

@@ -96,11 +96,15 @@ func serve(ctx context.Context, args []string, log *slog.Logger) error {
 	control := fs.String("control", "127.0.0.1:0", "control API listen address")
 	holdoff := fs.Duration("holdoff", 0, "coalesce changes as the bridge's source manager does (sources.Cadence: at most one publish per holdoff, no change waits longer); 0 applies each at once")
 	maxHoldoff := fs.Duration("max-holdoff", 0, "bound of a change's wait with --holdoff, so only a bound of holdoff (default 10× holdoff)")
+	streams := fs.Int("streams", 0, streamsUsage)
 	if err := fs.Parse(args); err != nil {
 		return errUsage
 	}
-	return target.Serve(ctx, target.Options{Impl: *impl, XDS: *xds, Control: *control, Holdoff: *holdoff, MaxHoldoff: *maxHoldoff, Ready: os.Stdout, Logger: log.With("impl", *impl)})
+	return target.Serve(ctx, target.Options{Impl: *impl, XDS: *xds, Control: *control, Holdoff: *holdoff, MaxHoldoff: *maxHoldoff, Streams: *streams, Ready: os.Stdout, Logger: log.With("impl", *impl)})
 }
+
+// streamsUsage is the help of serve's and the benchmarks' --streams.
+const streamsUsage = "the engine's limit of streams open at once (the bridge's xds.limits.streams), for a fleet larger than its default; 0 keeps the default"
 
 func benchmark(ctx context.Context, cmd string, args []string, log *slog.Logger) error {
 	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
@@ -119,6 +123,7 @@ func benchmark(ctx context.Context, cmd string, args []string, log *slog.Logger)
 	budget := fs.Duration("change-budget", -1, "stop sequential changes after this long (at least 5 changes); default: 30s for the quick preset, none otherwise")
 	fs.DurationVar(&sz.Holdoff, "holdoff", 0, "server-side coalescing of changes, as the bridge's source manager (default: 100ms for S4, none otherwise; negative: none)")
 	maxHoldoff := fs.Duration("max-holdoff", 0, "bound of a change's wait with --holdoff, so only a bound of holdoff (default 10× holdoff, as the bridge)")
+	streams := fs.Int("streams", 0, streamsUsage)
 	reps := fs.Int("runs", 1, "run every configuration this many times (summarize the CSV for min/median/max)")
 	warm := fs.Bool("warmup", true, "first run the largest configuration once, unrecorded (the first run of an invocation is slower for every server)")
 	delta := fs.Bool("delta", false, "run: delta protocol instead of SotW")
@@ -158,6 +163,7 @@ func benchmark(ctx context.Context, cmd string, args []string, log *slog.Logger)
 			runs[i].ChangeBudget = *budget
 		}
 		runs[i].MaxHoldoff = *maxHoldoff
+		runs[i].Streams = *streams
 	}
 	abs, err := filepath.Abs(*out)
 	if err != nil {

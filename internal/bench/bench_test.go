@@ -33,9 +33,10 @@ func TestMain(m *testing.M) {
 		impl := fs.String("impl", "", "")
 		holdoff := fs.Duration("holdoff", 0, "")
 		maxHoldoff := fs.Duration("max-holdoff", 0, "")
+		streams := fs.Int("streams", 0, "")
 		_ = fs.Parse(os.Args[2:])
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-		err := target.Serve(ctx, target.Options{Impl: *impl, Holdoff: *holdoff, MaxHoldoff: *maxHoldoff, XDS: "127.0.0.1:0", Control: "127.0.0.1:0", Ready: os.Stdout})
+		err := target.Serve(ctx, target.Options{Impl: *impl, Holdoff: *holdoff, MaxHoldoff: *maxHoldoff, Streams: *streams, XDS: "127.0.0.1:0", Control: "127.0.0.1:0", Ready: os.Stdout})
 		stop()
 		if err != nil {
 			os.Exit(1)
@@ -176,7 +177,7 @@ func TestPlan(t *testing.T) {
 		runs      int
 		check     func([]Config) error
 	}{
-		{"quick is S1+S2", "quick", nil, Sizes{}, 2*2 + 3*2, func(cs []Config) error {
+		{"quick is S1+S2", "quick", nil, Sizes{}, 2*3 + 3*2, func(cs []Config) error {
 			for _, c := range cs {
 				if c.Scenario != "S1" && c.Scenario != "S2" {
 					return errors.New("unexpected scenario " + c.Scenario)
@@ -186,21 +187,25 @@ func TestPlan(t *testing.T) {
 		}},
 		// Every scenario for both implementations, plus the scale rows
 		// (S1 at C=2,000 and S5 at N=10,000 in both modes, S7) for
-		// xdsbridge alone, plus the floor at S6.
-		{"full has all", "full", nil, Sizes{}, (2+3+4+3+2+1)*2 + 2 + 2 + 1 + 1, func(cs []Config) error {
+		// xdsbridge alone, plus the floor beside xdsbridge wherever CPU
+		// is stated against it: S1 and S3 (per client·change, the scale
+		// rows too), S6 (per cold start) and S7.
+		{"full has all", "full", nil, Sizes{}, (2+3+4+3+2+1)*2 + (2 + 2 + 1) + (2 + 2 + 4 + 1 + 1), func(cs []Config) error {
 			for _, c := range cs {
 				scale := (c.Scenario == "S1" && c.Clients == 2000) || (c.Scenario == "S5" && c.Services == 10000) || c.Scenario == "S7"
-				if scale && c.Impl != "xdsbridge" {
+				if scale && c.Impl != "xdsbridge" && c.Impl != "floor" {
 					return fmt.Errorf("scale row %s runs %s", c.ID(), c.Impl)
 				}
 			}
-			if !slices.ContainsFunc(cs, func(c Config) bool { return c.Scenario == "S6" && c.Impl == "floor" }) {
-				return errors.New("S6 without the floor")
+			for _, sc := range []string{"S1", "S3", "S6", "S7"} {
+				if !slices.ContainsFunc(cs, func(c Config) bool { return c.Scenario == sc && c.Impl == "floor" }) {
+					return errors.New(sc + " without the floor")
+				}
 			}
 			return nil
 		}},
-		{"overridden sizes add no scale rows", "full", []string{"S1", "S5"}, Sizes{Clients: 50, Services: 100}, 4 * 2, nil},
-		{"override clients", "quick", []string{"S1"}, Sizes{Clients: 7}, 4, func(cs []Config) error {
+		{"overridden sizes add no scale rows", "full", []string{"S1", "S5"}, Sizes{Clients: 50, Services: 100}, 2*3 + 2*2, nil},
+		{"override clients", "quick", []string{"S1"}, Sizes{Clients: 7}, 6, func(cs []Config) error {
 			for _, c := range cs {
 				if c.Clients != 7 {
 					return errors.New("clients not overridden")
@@ -316,7 +321,12 @@ func TestTargets(t *testing.T) {
 		mk("S6", "xdsbridge", true, func(r *Result) { r.Services, r.ColdCPU, r.ColdStart = 10000, 4*time.Second, 60*time.Second }),
 		mk("S6", "floor", true, func(r *Result) { r.Services, r.ColdStart = 10000, 55*time.Second }),
 		mk("S6", "linear", true, func(r *Result) { r.Services, r.ColdStart = 10000, 100*time.Second }),
-		mk("S7", "xdsbridge", true, func(r *Result) { r.Clients, r.PeakRSS, r.ConvP99 = 10000, 9e8, 1500*time.Millisecond }),
+		mk("S7", "xdsbridge", true, func(r *Result) {
+			r.Clients, r.PeakRSS, r.ConvP99, r.ServerRSS, r.CPUPerClientChange = 10000, 9e8, 1500*time.Millisecond, 350e6, 50*time.Microsecond
+		}),
+		mk("S7", "floor", true, func(r *Result) { r.Clients, r.CPUPerClientChange = 10000, 20*time.Microsecond }),
+		mk("S1", "floor", true, func(r *Result) { r.CPUPerClientChange = 60 * time.Microsecond }),
+		mk("S1", "floor", false, func(r *Result) { r.CPUPerClientChange, r.Failed = 100*time.Microsecond, true }),
 	)
 	rs[0].ServerRSS = 120e6
 	out := Targets(rs)
@@ -329,6 +339,9 @@ func TestTargets(t *testing.T) {
 		{"steady RSS", "process RSS ≤ 100 KB", "**missed** (1.20× the target)"},
 		{"S7 RSS", "S7 peak RSS", "| met |"},
 		{"S7 p99", "S7 convergence p99", "**missed** (1.50× the target)"},
+		{"S7 RSS per client", "S7 process RSS ≤ 30 KB per client", "**missed** (1.17× the target)"},
+		{"floor ratio at C=1,000", "100.0 µs vs 60.0 µs = 1.67× (C=1000, N=1000)", "| met |"},
+		{"floor ratio at C=10,000", "50.0 µs vs 20.0 µs = 2.50× (C=10000, N=1000)", "**missed** (1.25× the target)"},
 		{"p99 ratio met", "S1 delta convergence p99", "| met |"},
 		{"delta CPU met", "S1 delta server CPU", "| met |"},
 		{"sotw CPU missed by 2x", "S1 sotw server CPU", "**missed** (2.00× the target)"},
@@ -347,6 +360,9 @@ func TestTargets(t *testing.T) {
 			}
 			t.Errorf("no line for %q in\n%s", tc.line, out)
 		})
+	}
+	if strings.Contains(out, "sotw server CPU per client·change ≤ 2× the floor") {
+		t.Errorf("a failed floor run is compared against:\n%s", out)
 	}
 }
 

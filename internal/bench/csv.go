@@ -95,6 +95,7 @@ var csvColumns = []column{
 	}},
 	text("problem", func(r *Result) *string { return &r.Problem }),
 	whole("wall_ns", func(r *Result) *time.Duration { return &r.Wall }),
+	whole("loadgen_peak_rss", func(r *Result) *int64 { return &r.LoadgenPeakRSS }),
 }
 
 // CSV writes one row per run with every figure in base units (ns, bytes).

@@ -78,7 +78,8 @@ func TestServerPinned(t *testing.T) {
 		}
 	}
 	cfg := config(t, "xdsbridge", true)
-	srv, err := startServer(context.Background(), cfg.Bin, strconv.Itoa(one), cfg.Impl, 0, 0, filepath.Join(cfg.OutDir, "pinned.log"))
+	cfg.ServerCPUs = strconv.Itoa(one)
+	srv, err := startServer(context.Background(), cfg, filepath.Join(cfg.OutDir, "pinned.log"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,8 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -29,14 +31,18 @@ type server struct {
 
 // startServer starts the server process and waits for its READY line.
 // Its stderr goes to logPath.
-func startServer(ctx context.Context, bin, cpus, impl string, holdoff, maxHoldoff time.Duration, logPath string) (*server, error) {
+// The server is cfg's: its binary, implementation, holdoff, streams limit
+// and CPUs.
+func startServer(ctx context.Context, cfg Config, logPath string) (*server, error) {
 	logf, err := os.Create(logPath)
 	if err != nil {
 		return nil, fmt.Errorf("creating server log: %w", err)
 	}
 	defer logf.Close() // the child keeps its own descriptor
-	args := []string{bin, "serve", "--impl", impl, "--holdoff", holdoff.String(), "--max-holdoff", maxHoldoff.String()}
-	if cpus != "" {
+	impl := cfg.Impl
+	args := []string{cfg.Bin, "serve", "--impl", impl, "--holdoff", cfg.Holdoff.String(), "--max-holdoff", cfg.MaxHoldoff.String(),
+		"--streams", strconv.Itoa(cfg.Streams)}
+	if cpus := cfg.ServerCPUs; cpus != "" {
 		// taskset sets the mask before exec, so every thread of the
 		// server inherits it (and the process keeps taskset's pid).
 		args = append([]string{"taskset", "-c", cpus}, args...)
@@ -44,9 +50,12 @@ func startServer(ctx context.Context, bin, cpus, impl string, holdoff, maxHoldof
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Stderr = logf
 	// The server alone may be given a soft memory limit (the fleet, in
-	// this process, holds far more memory than the server).
+	// this process, holds far more memory than the server); the load
+	// generator's own (GOMEMLIMIT in its environment, for a large fleet)
+	// is not passed on.
+	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "GOMEMLIMIT=") })
 	if v := os.Getenv("XDSLOAD_SERVER_GOMEMLIMIT"); v != "" {
-		cmd.Env = append(os.Environ(), "GOMEMLIMIT="+v)
+		cmd.Env = append(cmd.Env, "GOMEMLIMIT="+v)
 	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {

@@ -117,6 +117,7 @@ var metrics = []metric{
 	{"reconnect: server CPU", func(r Result) float64 { return float64(r.ReconnectCPU) }, func(r Result) string { return ms(r.ReconnectCPU) }},
 	{"reconnect: bytes / client", func(r Result) float64 { return r.ReconnectBytesClient }, func(r Result) string { return size(r.ReconnectBytesClient) }},
 	{"load generator CPU / change", func(r Result) float64 { return float64(r.LoadgenCPUPerChange) }, func(r Result) string { return ms(r.LoadgenCPUPerChange) }},
+	{"load generator peak RSS", func(r Result) float64 { return float64(r.LoadgenPeakRSS) }, func(r Result) string { return size(float64(r.LoadgenPeakRSS)) }},
 }
 
 // Markdown renders one table per scenario point: the implementations side

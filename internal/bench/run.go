@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	rtmetrics "runtime/metrics"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -20,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/xdsbridge/xdsbridge/internal/bench/target"
 	"github.com/xdsbridge/xdsbridge/internal/bench/workload"
 	"github.com/xdsbridge/xdsbridge/internal/envoysim"
 	"github.com/xdsbridge/xdsbridge/internal/reclaim"
@@ -49,6 +51,10 @@ type Config struct {
 	// is measured from the change at the source, holdoff included.
 	Holdoff    time.Duration
 	MaxHoldoff time.Duration // bound of a batch's wait; zero: 10 × Holdoff
+	// Streams, if positive, is passed to the server (target.Options.Streams):
+	// the engine's limit of streams open at once, which a fleet larger than
+	// its default needs raised. Zero keeps the engine's default.
+	Streams int
 	// Timeout bounds the wait for one change; cold start and reconnect may
 	// take coldFactor times as long.
 	Timeout time.Duration
@@ -119,6 +125,10 @@ type Result struct {
 	ServerRSS     int64
 	ServerRSSBusy int64
 	PeakRSS       int64 // VmHWM of the server at the end of the run (load, cold start, changes, reconnect)
+	// LoadgenPeakRSS is the load generator's VmHWM over the run (what the
+	// fleet needs beside the server on one machine); it includes what the
+	// process kept of earlier runs of the invocation.
+	LoadgenPeakRSS int64
 
 	ReconnectTime        time.Duration
 	ReconnectCPU         time.Duration
@@ -134,15 +144,17 @@ type Result struct {
 
 // Run performs one run. An error means the rig failed; a run whose clients
 // ended up wrong or timed out returns a Result with Failed set.
-func Run(ctx context.Context, cfg Config) (Result, error) {
+func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	log := cfg.Logger.With("run", cfg.ID())
-	res := Result{Config: cfg}
+	res = Result{Config: cfg}
 	// The fleet lives in this process, and the previous run's (13 GB at
 	// C=1,000, N=10,000) is garbage the collector has not necessarily
 	// reached: collected now, it is not collected in the middle of this
 	// run's cold start, and every run starts from the same heap.
 	runtime.GC()
-	srv, err := startServer(ctx, cfg.Bin, cfg.ServerCPUs, cfg.Impl, cfg.Holdoff, cfg.MaxHoldoff, filepath.Join(cfg.OutDir, cfg.ID()+".server.log"))
+	target.ResetPeakRSS()
+	defer func() { res.LoadgenPeakRSS = target.PeakRSS() }()
+	srv, err := startServer(ctx, cfg, filepath.Join(cfg.OutDir, cfg.ID()+".server.log"))
 	if err != nil {
 		return res, err
 	}
@@ -188,7 +200,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	res.ColdCPU = loaded.CPU() - base.CPU()
 	res.HeapPerClient = float64(int64(loaded.HeapInuse)-int64(base.HeapInuse)) / float64(cfg.Clients)
 	res.RSSPerClient = float64(loaded.RSS-base.RSS) / float64(cfg.Clients)
-	log.Info("cold start", "time", res.ColdStart, "heap/client", res.HeapPerClient)
+	log.Info("cold start", "time", res.ColdStart, "heap/client", res.HeapPerClient, "fleet_live_heap", liveHeap())
 	// Likewise the cold start's burst, before the changes are timed.
 	if _, err := quietStats(ctx, srv, loaded, log); err != nil {
 		return res, err
@@ -211,6 +223,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		if st, err = quietStats(ctx, srv, st, log); err == nil && st.Reclaim.Settled {
 			res.ServerRSS = st.RSS
 			logMemory(log, "server memory once quiet", st)
+			log.Info("load generator memory", "fleet_live_heap", liveHeap())
 		}
 	}
 
@@ -581,4 +594,15 @@ func selfCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// liveHeap is this process's heap marked live by the last garbage
+// collection: what the fleet holds, apart from the collector's headroom.
+func liveHeap() uint64 {
+	s := []rtmetrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	rtmetrics.Read(s)
+	if s[0].Value.Kind() != rtmetrics.KindUint64 {
+		return 0
+	}
+	return s[0].Value.Uint64()
 }

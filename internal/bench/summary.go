@@ -4,6 +4,7 @@ import (
 	"encoding/csv"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,6 +30,7 @@ var summaryColumns = []struct {
 	{"peak RSS", "server_peak_rss", size},
 	{"reconnect", "reconnect_ns", nsShow},
 	{"fleet CPU / change", "loadgen_cpu_per_change_ns", nsShow},
+	{"fleet peak RSS", "loadgen_peak_rss", size},
 	{"run wall time", "wall_ns", nsShow},
 	{"achieved rate", "achieved_rate", func(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) + "/s" }},
 	{"conv p99 first ¼", "conv_p99_first_ns", nsShow},
@@ -127,9 +129,74 @@ func Summarize(w io.Writer, inputs ...io.Reader) error {
 			}
 			fmt.Fprintln(w)
 		}
+		if lines := floorRatios(p.rows["xdsbridge"], p.rows["floor"]); len(lines) > 0 {
+			fmt.Fprintf(w, "\n%s\n", strings.Join(lines, "\n\n"))
+		}
 	}
 	return nil
 }
+
+// floorRatios state xdsbridge's fan-out of a change against the floor's:
+// server CPU per client·change, and convergence p99 (the time until every
+// client holds the change).
+func floorRatios(bridge, floor []map[string]string) []string {
+	var out []string
+	for _, f := range []struct {
+		what, col string
+		show      func(float64) string
+	}{
+		{"server CPU per client·change", "cpu_per_client_change_ns", nsShowUs},
+		{"convergence p99", "conv_p99_ns", nsShow},
+	} {
+		if line := floorRatio(bridge, floor, f.what, f.col, f.show); line != "" {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// floorRatio states xdsbridge's figure col over the floor's, from the
+// medians of their runs that did not fail, and per round (runs of the same
+// repetition, which ran next to each other) when each round has one run of
+// each; "" unless both have such figures. Runs of separate invocations
+// share repetition numbers, so they are not paired.
+func floorRatio(bridge, floor []map[string]string, what, col string, show func(float64) string) string {
+	type runs struct {
+		vs    []float64
+		byRep map[string]float64
+	}
+	collect := func(rows []map[string]string) runs {
+		r := runs{byRep: map[string]float64{}}
+		for _, m := range rows {
+			if v, _ := strconv.ParseFloat(m[col], 64); v > 0 && m["failed"] != "true" {
+				r.vs = append(r.vs, v)
+				r.byRep[m["rep"]] = v
+			}
+		}
+		return r
+	}
+	b, f := collect(bridge), collect(floor)
+	if len(b.vs) == 0 || len(f.vs) == 0 {
+		return ""
+	}
+	bm, _, _ := medianRange(b.vs)
+	fm, _, _ := medianRange(f.vs)
+	line := fmt.Sprintf("xdsbridge / floor, %s: %.2f× (medians %s / %s)", what, bm/fm, show(bm), show(fm))
+	var rounds []string
+	if len(b.byRep) == len(b.vs) && len(f.byRep) == len(f.vs) {
+		for _, rep := range slices.Sorted(maps.Keys(b.byRep)) {
+			if fv, ok := f.byRep[rep]; ok {
+				rounds = append(rounds, fmt.Sprintf("%.2f×", b.byRep[rep]/fv))
+			}
+		}
+	}
+	if len(rounds) > 1 {
+		line += "; by round " + strings.Join(rounds, ", ")
+	}
+	return line + "."
+}
+
+func nsShowUs(v float64) string { return us(time.Duration(v)) }
 
 // spread shows the median of vs, with the min–max range when they differ.
 func spread(vs []float64, show func(float64) string) string {

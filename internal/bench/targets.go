@@ -8,11 +8,14 @@ import (
 	"time"
 )
 
+// targetRow is one line of the targets table.
+type targetRow struct{ target, measured, verdict string }
+
 // Targets evaluates the performance targets for xdsbridge on the results at hand
 // (whichever sizes they were measured at) and says by how much each is met
 // or missed.
 func Targets(results []Result) string {
-	type row struct{ target, measured, verdict string }
+	type row = targetRow
 	var rows []row
 	verdict := func(ok bool, by float64) string {
 		if ok {
@@ -58,6 +61,7 @@ func Targets(results []Result) string {
 				verdict(b.BytesPerClientChange <= 1000, b.BytesPerClientChange/1000)})
 		}
 	}
+	rows = append(rows, floorRows(results, of, verdict)...)
 	var s2 []Result
 	for _, r := range results {
 		if r.Scenario == "S2" && r.Impl == "xdsbridge" && r.Delta && !r.Failed {
@@ -141,7 +145,12 @@ func Targets(results []Result) string {
 	}
 	if b, ok := largest("S7", "xdsbridge", true); ok {
 		at := fmt.Sprintf(" (C=%d, N=%d)", b.Clients, b.Services)
-		rows = append(rows, row{"S7 peak RSS ≤ 2 GB", gb(b.PeakRSS) + at, verdict(b.PeakRSS <= 2e9, float64(b.PeakRSS)/2e9)})
+		rows = append(rows, row{"S7 peak RSS ≤ 1.5 GB", gb(b.PeakRSS) + at, verdict(b.PeakRSS <= 1.5e9, float64(b.PeakRSS)/1.5e9)})
+		if b.ServerRSS > 0 {
+			per := float64(b.ServerRSS) / float64(b.Clients)
+			rows = append(rows, row{"S7 process RSS ≤ 30 KB per client, once quiet",
+				fmt.Sprintf("%s (%s)%s", size(per), gb(b.ServerRSS), at), verdict(per <= 30e3, per/30e3)})
+		}
 		rows = append(rows, row{"S7 convergence p99 ≤ 1 s", ms(b.ConvP99) + at,
 			verdict(b.ConvP99 <= time.Second, float64(b.ConvP99)/float64(time.Second))})
 	}
@@ -149,7 +158,7 @@ func Targets(results []Result) string {
 		return ""
 	}
 	var b strings.Builder
-	b.WriteString("## Targets (xdsbridge)\n\nEvaluated at the sizes of this run; the S1 targets are stated for C=1,000, S5's and S6's for C=1,000 and N=10,000, the steady RSS for C=1,000 and N=1,000.\n\n| target | measured | verdict |\n|---|---|---|\n")
+	b.WriteString("## Targets (xdsbridge)\n\nEvaluated at the sizes of this run; the S1 targets are stated for C=1,000, S5's and S6's for C=1,000 and N=10,000, the steady RSS for C=1,000 and N=1,000, the floor ratios for C=1,000 and C=10,000 (N=1,000), S7's for C=10,000 and C=20,000 (N=1,000).\n\n| target | measured | verdict |\n|---|---|---|\n")
 	for _, r := range rows {
 		fmt.Fprintf(&b, "| %s | %s | %s |\n", r.target, r.measured, r.verdict)
 	}
@@ -190,4 +199,32 @@ func sustained(results []Result) string {
 	}
 	b.WriteString(".\n\n")
 	return b.String()
+}
+
+// floorRows states xdsbridge's server CPU per client·change against the
+// floor's (target.floor: each change encoded once and written to every
+// stream) at every size both ran in this invocation, once per size.
+func floorRows(results []Result, of func(Result, string, string, bool) bool, verdict func(bool, float64) string) []targetRow {
+	var rows []targetRow
+	seen := map[string]bool{}
+	for _, b := range results {
+		if !of(b, b.Scenario, "xdsbridge", b.Delta) || b.CPUPerClientChange == 0 {
+			continue
+		}
+		key := fmt.Sprintf("%s C=%d N=%d", b.Mode(), b.Clients, b.Services)
+		i := slices.IndexFunc(results, func(f Result) bool {
+			return of(f, b.Scenario, "floor", b.Delta) && f.Clients == b.Clients && f.Services == b.Services && f.CPUPerClientChange > 0
+		})
+		if i < 0 || seen[key] {
+			continue
+		}
+		seen[key] = true
+		f := results[i]
+		r := float64(b.CPUPerClientChange) / float64(f.CPUPerClientChange)
+		rows = append(rows, targetRow{
+			fmt.Sprintf("%s server CPU per client·change ≤ 2× the floor", b.Mode()),
+			fmt.Sprintf("%s vs %s = %.2f× (C=%d, N=%d)", us(b.CPUPerClientChange), us(f.CPUPerClientChange), r, b.Clients, b.Services),
+			verdict(r <= 2, r/2)})
+	}
+	return rows
 }

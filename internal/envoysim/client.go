@@ -1,7 +1,8 @@
 // Package envoysim is an xDS client that subscribes, ACKs and NACKs the way
 // Envoy does. Tests use it to check the protocol behaviour of a server (its
 // Log records every response); the load generator runs thousands of them in
-// one process in Light mode, which keeps only names, versions and hashes.
+// one process in Light mode, which keeps only names, versions and hashes
+// (the names and versions shared by the fleet's clients: Interner).
 //
 // What it reproduces of Envoy (see /work/shared/XDS.md):
 //   - CDS first (wildcard or named), then EDS for exactly the clusters held;
@@ -78,6 +79,9 @@ type Options struct {
 	// Light keeps only names, versions and hashes: no protos in State and
 	// nothing in Log (see Stats). For fleets of thousands of clients.
 	Light bool
+	// Intern, if set, is where the client keeps the names and versions it
+	// holds, shared with the other clients given the same Interner.
+	Intern *Interner
 	// OnResponse, if set, is called after each response has been applied
 	// (or NACKed), from the stream's receiving goroutine. In Light mode
 	// Received.Names is filled for the call but not kept.

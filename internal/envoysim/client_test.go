@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -255,7 +256,7 @@ func TestNACK(t *testing.T) {
 			g.set(t, "n1", "v0", good)
 			reject := func(typeURL string, rs []*anypb.Any) error {
 				for _, a := range rs {
-					if n, _ := wireName(a.GetValue()); n == "bad" {
+					if n, _ := wireName(a.GetValue()); string(n) == "bad" {
 						return bad
 					}
 				}
@@ -403,5 +404,59 @@ func TestExtraTypes(t *testing.T) {
 	}
 	if _, err := Start(context.Background(), Options{Addr: "127.0.0.1:1", Types: []string{"type.googleapis.com/x"}}); err == nil {
 		t.Error("unsupported extra type accepted")
+	}
+}
+
+// TestInternShares checks Options.Intern: Light clients sharing an
+// Interner converge as others do, through a change, and hold each name and
+// version in one copy between them.
+func TestInternShares(t *testing.T) {
+	steps := []world{{"a": {1, 2}, "b": {3}}, {"a": {1, 2}, "b": {3, 5}}}
+	for _, delta := range []bool{false, true} {
+		t.Run(fmt.Sprintf("delta=%v", delta), func(t *testing.T) {
+			g := startGCP(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			g.set(t, "n1", "v0", steps[0])
+			in := NewInterner()
+			var cs []*Client
+			for range 2 {
+				c, err := Start(ctx, Options{Addr: g.addr, Node: "n1", Delta: delta, Light: true, Intern: in})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				cs = append(cs, c)
+			}
+			for i, w := range steps {
+				if i > 0 {
+					g.set(t, "n1", fmt.Sprintf("v%d", i), w)
+				}
+				for _, c := range cs {
+					if err := c.WaitFor(ctx, holds(w)); err != nil {
+						t.Fatalf("step %d: %v", i, err)
+					}
+				}
+			}
+			type str struct{ name, version *byte }
+			copies := func(c *Client) map[string]str {
+				out := map[string]str{}
+				for typ, vs := range c.Versions() {
+					for name, v := range vs {
+						out[typ+"/"+name] = str{unsafe.StringData(name), unsafe.StringData(v)}
+					}
+				}
+				return out
+			}
+			a, b := copies(cs[0]), copies(cs[1])
+			if len(a) != 4 {
+				t.Fatalf("client holds %d resources, want 4", len(a))
+			}
+			for k, s := range a {
+				if b[k] != s {
+					t.Errorf("%s: the clients hold separate copies of its name or version", k)
+				}
+			}
+		})
 	}
 }

@@ -52,7 +52,7 @@ func (c *Client) decode(typeURL string, a *anypb.Any) (decoded, error) {
 	d := decoded{hash: HashBytes(a.GetValue())}
 	if c.opts.Light {
 		name, err := wireName(a.GetValue())
-		d.name = name
+		d.name = c.opts.Intern.bytes(name)
 		return d, err
 	}
 	switch typeURL {
@@ -73,31 +73,31 @@ func (c *Client) decode(typeURL string, a *anypb.Any) (decoded, error) {
 		if err != nil {
 			return decoded{}, err
 		}
-		d.name, d.msg = name, a
+		d.name, d.msg = string(name), a
 	}
 	return d, nil
 }
 
-// wireName returns field 1 (a string) of a serialized message.
-func wireName(b []byte) (string, error) {
+// wireName returns field 1 (a string) of a serialized message, aliasing b.
+func wireName(b []byte) ([]byte, error) {
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
-			return "", fmt.Errorf("reading resource name: %w", protowire.ParseError(n))
+			return nil, fmt.Errorf("reading resource name: %w", protowire.ParseError(n))
 		}
 		b = b[n:]
 		if num == 1 && typ == protowire.BytesType {
 			v, n := protowire.ConsumeBytes(b)
 			if n < 0 {
-				return "", fmt.Errorf("reading resource name: %w", protowire.ParseError(n))
+				return nil, fmt.Errorf("reading resource name: %w", protowire.ParseError(n))
 			}
-			return string(v), nil
+			return v, nil
 		}
 		n = protowire.ConsumeFieldValue(num, typ, b)
 		if n < 0 {
-			return "", fmt.Errorf("reading resource name: %w", protowire.ParseError(n))
+			return nil, fmt.Errorf("reading resource name: %w", protowire.ParseError(n))
 		}
 		b = b[n:]
 	}
-	return "", nil
+	return nil, nil
 }

@@ -158,7 +158,7 @@ func (c *Client) handleDelta(resp *discoveryv3.DeltaDiscoveryResponse) error {
 		if err != nil && reject == nil {
 			reject = err
 		}
-		d.name, d.version = res.GetName(), res.GetVersion()
+		d.name, d.version = c.opts.Intern.string(res.GetName()), c.opts.Intern.string(res.GetVersion())
 		r.Names = append(r.Names, d.name)
 		rs = append(rs, d)
 	}

@@ -135,7 +135,7 @@ func (c *Client) handleSotW(resp *discoveryv3.DiscoveryResponse) error {
 		if err != nil && reject == nil {
 			reject = err
 		}
-		d.version = r.Version
+		d.version = c.opts.Intern.string(r.Version)
 		r.Names = append(r.Names, d.name)
 		rs = append(rs, d)
 	}

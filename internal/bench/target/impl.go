@@ -20,6 +20,8 @@ import (
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/encoding"
+	protoenc "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/xdsbridge/xdsbridge/internal/bench/workload"
@@ -30,8 +32,9 @@ import (
 // host "xdsbridge-stdcodec" (the engine with gRPC's default codec),
 // "xdsbridge-unbudgeted" (the engine without its send and request budgets),
 // "snapshot-naive" (a SnapshotCache whose every type carries the snapshot
-// version, so every change re-sends CDS too), "floor" (the cold-start
-// floor: the same pre-encoded bytes to every stream, floor.go) and "stale"
+// version, so every change re-sends CDS too), "floor" (what gRPC costs to
+// deliver a cold start and a change: the same pre-encoded bytes to every
+// stream, floor.go) and "stale"
 // (a deliberately wrong server, for the benchmark's own tests).
 var Impls = []string{"xdsbridge", "snapshot", "linear"}
 
@@ -63,14 +66,16 @@ func built(w *workload.World, ks []int) (map[int]workload.Resources, error) {
 	return out, nil
 }
 
-func newImpl(ctx context.Context, name string, log *slog.Logger) (impl, error) {
+// newImpl builds implementation name. limits are the engine's (zero fields:
+// its defaults); the other implementations have no such limits.
+func newImpl(ctx context.Context, name string, limits xds.Limits, log *slog.Logger) (impl, error) {
 	switch name {
 	case "xdsbridge":
-		return &bridge{srv: xds.NewServer(xds.Options{Logger: log}), codec: true}, nil
+		return &bridge{srv: xds.NewServer(xds.Options{Logger: log, Limits: limits}), codec: true}, nil
 	case "xdsbridge-unbudgeted": // the send and request budgets out of the way, to compare the storms
-		return &bridge{srv: xds.NewServer(xds.Options{Logger: log, SendBudget: math.MaxInt, RequestBudget: math.MaxInt}), codec: true}, nil
+		return &bridge{srv: xds.NewServer(xds.Options{Logger: log, Limits: limits, SendBudget: math.MaxInt, RequestBudget: math.MaxInt}), codec: true}, nil
 	case "xdsbridge-stdcodec":
-		return &bridge{srv: xds.NewServer(xds.Options{Logger: log})}, nil
+		return &bridge{srv: xds.NewServer(xds.Options{Logger: log, Limits: limits})}, nil
 	case "snapshot":
 		return newSnapshot(ctx, true), nil
 	case "snapshot-naive":
@@ -96,11 +101,12 @@ type bridge struct {
 func (b *bridge) busy() bool { return b.srv.InFlight() > 0 }
 
 // The engine's own transport options (xds.Server.GRPCOptions: request
-// size, receive windows) are applied as the bridge applies them.
+// size, receive windows) are applied as the bridge applies them; without
+// codec, gRPC's standard codec replaces the common one.
 func (b *bridge) serverOptions() []grpc.ServerOption {
 	opts := b.srv.GRPCOptions()
-	if b.codec {
-		opts = append(opts, grpc.ForceServerCodecV2(xds.Codec()))
+	if !b.codec {
+		opts = append(opts, grpc.ForceServerCodecV2(encoding.GetCodecV2(protoenc.Name)))
 	}
 	return opts
 }
@@ -145,15 +151,14 @@ type fleetHash struct{}
 
 func (fleetHash) ID(*corev3.Node) string { return "fleet" }
 
-// gcp is what the go-control-plane servers share. They get the engine's
-// codec too: for them it is a generic request decoder (responses they
-// build go through the standard codec), so no server is measured with a
-// cheaper request path than another.
+// gcp is what the go-control-plane servers share. They get the common
+// options (commonOptions), the engine's codec included: for them it is a
+// generic request decoder (responses they build go through the standard
+// codec), so no server is measured with a cheaper request path than
+// another.
 type gcp struct{}
 
-func (gcp) serverOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{grpc.ForceServerCodecV2(xds.Codec())}
-}
+func (gcp) serverOptions() []grpc.ServerOption { return nil }
 
 func registerGCP(g *grpc.Server, srv serverv3.Server) {
 	discoveryv3.RegisterAggregatedDiscoveryServiceServer(g, srv)

@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,9 +23,22 @@ import (
 
 	"google.golang.org/grpc"
 
+	bridgecfg "github.com/xdsbridge/xdsbridge/bridge"
 	"github.com/xdsbridge/xdsbridge/internal/bench/workload"
 	"github.com/xdsbridge/xdsbridge/internal/reclaim"
+	"github.com/xdsbridge/xdsbridge/xds"
 )
+
+// commonOptions are the gRPC server options every implementation gets, so
+// that none is measured with a cheaper transport than another: the
+// bridge's xDS listener's at their defaults (the engine's transport limits
+// and windows, bridge.TransportOptions) and the engine's codec, which for
+// the other implementations is a generic request decoder. An
+// implementation's own serverOptions come after and override them.
+func commonOptions() []grpc.ServerOption {
+	return slices.Concat(xds.NewServer(xds.Options{}).GRPCOptions(), bridgecfg.TransportOptions(),
+		[]grpc.ServerOption{grpc.ForceServerCodecV2(xds.Codec())})
+}
 
 // Options configure Serve.
 type Options struct {
@@ -39,6 +53,11 @@ type Options struct {
 	// MaxHoldoff bounds a change's wait, so it only bounds Holdoff; zero
 	// means 10 × Holdoff, as the bridge's defaults.
 	MaxHoldoff time.Duration
+	// Streams, if positive, replaces the engine's limit of streams open at
+	// once (xds.Limits.Streams, the bridge's xds.limits.streams) for the
+	// bridge's implementations: a fleet larger than the default limit
+	// needs it raised, as its deployment would.
+	Streams int
 	// Ready receives one line "READY xds=ADDR control=ADDR" once both
 	// listen.
 	Ready  io.Writer
@@ -90,11 +109,11 @@ func Serve(ctx context.Context, opts Options) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	im, err := newImpl(ctx, opts.Impl, opts.Logger)
+	im, err := newImpl(ctx, opts.Impl, xds.Limits{Streams: opts.Streams}, opts.Logger)
 	if err != nil {
 		return err
 	}
-	g := grpc.NewServer(append([]grpc.ServerOption{grpc.MaxConcurrentStreams(1 << 20)}, im.serverOptions()...)...)
+	g := grpc.NewServer(slices.Concat(commonOptions(), im.serverOptions())...)
 	im.register(g)
 	xl, err := net.Listen("tcp", opts.XDS)
 	if err != nil {
@@ -264,7 +283,7 @@ func (c *control) stats(w http.ResponseWriter, _ *http.Request) {
 		UserNs:     ru.Utime.Nano(),
 		SysNs:      ru.Stime.Nano(),
 		RSS:        rss(),
-		PeakRSS:    peakRSS(),
+		PeakRSS:    PeakRSS(),
 		HeapInuse:  ms.HeapInuse,
 		HeapAlloc:  ms.HeapAlloc,
 		Goroutines: runtime.NumGoroutine(),
@@ -320,9 +339,10 @@ func heapProfile(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// peakRSS reads VmHWM of this process from /proc (0 where unavailable):
-// the peak a container's memory limit would have had to allow.
-func peakRSS() int64 {
+// PeakRSS reads VmHWM of this process from /proc (0 where unavailable):
+// the peak a container's memory limit would have had to allow, since the
+// process started or since ResetPeakRSS.
+func PeakRSS() int64 {
 	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		return 0
@@ -337,6 +357,11 @@ func peakRSS() int64 {
 	}
 	return 0
 }
+
+// ResetPeakRSS sets this process's VmHWM to its current RSS (Linux
+// clear_refs; a no-op where unavailable), so that PeakRSS tells the peak of
+// what follows.
+func ResetPeakRSS() { _ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) }
 
 // rss reads VmRSS of this process from /proc (0 where unavailable).
 func rss() int64 {

@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,6 +17,8 @@ import (
 
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"go.uber.org/goleak"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/xdsbridge/xdsbridge/internal/bench/workload"
 	"github.com/xdsbridge/xdsbridge/internal/envoysim"
@@ -25,10 +29,17 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // serve runs Serve in the background and returns its addresses.
 func serve(t *testing.T, impl string, holdoff time.Duration) (xdsAddr, control string) {
 	t.Helper()
+	return serveOpts(t, Options{Impl: impl, Holdoff: holdoff})
+}
+
+// serveOpts runs Serve with opts on loopback ports in the background and
+// returns its addresses.
+func serveOpts(t *testing.T, opts Options) (xdsAddr, control string) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
-	opts := Options{Impl: impl, XDS: "127.0.0.1:0", Control: "127.0.0.1:0", Ready: pw, Holdoff: holdoff}
+	opts.XDS, opts.Control, opts.Ready = "127.0.0.1:0", "127.0.0.1:0", pw
 	go func() { done <- Serve(ctx, opts) }()
 	t.Cleanup(func() {
 		cancel()
@@ -91,15 +102,62 @@ func TestImplsServeTheWorkload(t *testing.T) {
 	}
 }
 
-// TestFloorServesTheInitialState checks the cold-start floor: a delta
-// client gets the initial world intact from its pre-encoded responses.
-func TestFloorServesTheInitialState(t *testing.T) {
+// TestFloorServesChanges checks the floor in both protocols: a client
+// connected at load and one connected after a change (whose initial state
+// must be encoded anew) both follow every change to the world's state, and
+// both get exactly one response per change once they hold the world.
+func TestFloorServesChanges(t *testing.T) {
 	spec := workload.Spec{Services: 20, Endpoints: 3}
-	xdsAddr, control := serve(t, "floor", 0)
+	for _, delta := range []bool{false, true} {
+		t.Run(fmt.Sprintf("delta=%v", delta), func(t *testing.T) {
+			xdsAddr, control := serve(t, "floor", 0)
+			post(t, control, fmt.Sprintf("/load?services=%d&endpoints=%d", spec.Services, spec.Endpoints))
+			w := workload.NewWorld(spec)
+			ctx, early := startClient(t, xdsAddr, delta)
+			if err := waitWorld(ctx, early, w); err != nil {
+				t.Fatalf("initial world: %v", err)
+			}
+			w.Apply(1)
+			post(t, control, "/change?k=1")
+			_, late := startClient(t, xdsAddr, delta)
+			clients := []*envoysim.Client{early, late}
+			for _, c := range clients {
+				if err := waitWorld(ctx, c, w); err != nil {
+					t.Fatalf("after change 1: %v", err)
+				}
+			}
+			before := []int64{early.Stats().Responses, late.Stats().Responses}
+			for _, k := range []int{2, 3} {
+				w.Apply(k)
+				post(t, control, fmt.Sprintf("/change?k=%d", k))
+			}
+			for i, c := range clients {
+				if err := waitWorld(ctx, c, w); err != nil {
+					t.Fatalf("client %d after changes 2 and 3: %v", i, err)
+				}
+				if got := c.Stats().Responses - before[i]; got != 2 {
+					t.Errorf("client %d got %d responses for 2 changes", i, got)
+				}
+			}
+		})
+	}
+}
+
+// TestStreamsLimitReachesTheEngine checks that Options.Streams is the
+// bridge's limit of streams open at once: with a limit of one, the first
+// client is served and the second client's stream is refused.
+func TestStreamsLimitReachesTheEngine(t *testing.T) {
+	spec := workload.Spec{Services: 5, Endpoints: 2}
+	xdsAddr, control := serveOpts(t, Options{Impl: "xdsbridge", Streams: 1})
 	post(t, control, fmt.Sprintf("/load?services=%d&endpoints=%d", spec.Services, spec.Endpoints))
-	ctx, c := startClient(t, xdsAddr, true)
-	if err := waitWorld(ctx, c, workload.NewWorld(spec)); err != nil {
-		t.Fatal(err)
+	ctx, first := startClient(t, xdsAddr, true)
+	if err := waitWorld(ctx, first, workload.NewWorld(spec)); err != nil {
+		t.Fatalf("first client: %v", err)
+	}
+	_, second := startClient(t, xdsAddr, true)
+	err := second.WaitFor(ctx, func(envoysim.State) bool { return false })
+	if status.Code(errors.Unwrap(err)) != codes.ResourceExhausted {
+		t.Fatalf("second client's stream: %v, want it refused with ResourceExhausted", err)
 	}
 }
 
@@ -257,5 +315,24 @@ func TestSnapshotPerTypeVersions(t *testing.T) {
 			t.Errorf("perType=%v: CDS version %s -> %s after an endpoint change", perType, c0, c1)
 		}
 		cancel()
+	}
+}
+
+// TestResetPeakRSS checks that the peak RSS can be reset to what the
+// process holds now: 64 MB touched and returned no longer count.
+func TestResetPeakRSS(t *testing.T) {
+	if PeakRSS() == 0 {
+		t.Skip("no VmHWM here")
+	}
+	b := make([]byte, 64<<20)
+	for i := range b {
+		b[i] = 1
+	}
+	high := PeakRSS()
+	b = nil
+	debug.FreeOSMemory()
+	ResetPeakRSS()
+	if after := PeakRSS(); after > high-32<<20 {
+		t.Errorf("peak RSS %d after the reset, %d before it with 64 MB more", after, high)
 	}
 }
