@@ -1,6 +1,7 @@
 package consul
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -10,10 +11,10 @@ import (
 
 var _ sources.Checker = (*Source)(nil)
 
-// Check reports, for `bridge validate`, named files that cannot be read.
-// Each is an error: the source would fail every read until the
-// configuration is fixed. (An address that does not parse is caught by
-// New.)
+// Check reports, for `bridge validate`, named files that cannot be read,
+// each an error (the source would fail every read until the configuration
+// is fixed), and keys that have no effect, as warnings. (An address that
+// does not parse is caught by New.)
 func (s *Source) Check() []sources.Problem {
 	var out []sources.Problem
 	for _, f := range []struct{ key, path string }{
@@ -29,8 +30,14 @@ func (s *Source) Check() []sources.Problem {
 			out = append(out, sources.Problem{Key: f.key, Err: err, Origin: s.cfg.origin(f.key)})
 		}
 	}
+	if s.cfg.ResyncGrace != nil {
+		out = append(out, sources.Problem{Key: "resync_grace", Err: errResyncGrace, Warning: true, Origin: s.cfg.origin("resync_grace")})
+	}
 	return out
 }
+
+// errResyncGrace says why resync_grace is ignored (see Config.ResyncGrace).
+var errResyncGrace = errors.New("has no effect any more: after Consul loses its state the removal guard keeps the last good state until the refill settles (guard.hold); remove the key")
 
 // checkAddress accepts what the Consul API client accepts: host:port, or a
 // URL with a scheme (http, https, or unix with a socket path).

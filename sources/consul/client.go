@@ -138,34 +138,6 @@ func (s *Source) queryOptions(ctx context.Context, dc string) *api.QueryOptions 
 	return q.WithContext(ctx)
 }
 
-// agentDatacenter asks the agent for its datacenter; with a token lacking
-// agent:read it falls back to the nearest datacenter of the catalog. Both
-// requests have the deadline of non-blocking reads.
-func (s *Source) agentDatacenter(ctx context.Context, c *api.Client) (string, error) {
-	var self map[string]map[string]any
-	err := s.request(ctx, false, func(ctx context.Context) error {
-		_, err := c.Raw().Query("/v1/agent/self", &self, s.queryOptions(ctx, ""))
-		return err
-	})
-	if err == nil {
-		if dc, ok := self["Config"]["Datacenter"].(string); ok && dc != "" {
-			return dc, nil
-		}
-	}
-	var dcs []string
-	err2 := s.request(ctx, false, func(ctx context.Context) error {
-		_, err := c.Raw().Query("/v1/catalog/datacenters", &dcs, s.queryOptions(ctx, ""))
-		return err
-	})
-	if err2 != nil {
-		return "", fmt.Errorf("finding the agent's datacenter: %w", errors.Join(err, err2))
-	}
-	if len(dcs) == 0 {
-		return "", errors.New("finding the agent's datacenter: catalog lists none")
-	}
-	return dcs[0], nil
-}
-
 // boundedStale runs read, and when a stale answer came from a server that
 // last heard from the leader more than max_stale ago
 // (X-Consul-LastContact), runs it again from the leader, without the

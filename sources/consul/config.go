@@ -118,11 +118,14 @@ type Config struct {
 	// carries (default 200; the agent allows 250 streams per connection,
 	// Go's default).
 	WatchesPerConnection int `mapstructure:"watches_per_connection"`
-	// ResyncGrace is how long, after a datacenter's blocking queries
-	// answer again following a failure, removals there are held back (a
-	// Consul that comes back empty and refills, such as a restarted dev
-	// agent or a restored cluster, must not make endpoints flap). Default
-	// 5s; 0s disables it.
+	// ResyncGrace is accepted and has no effect. It held removals back
+	// for a while after Consul answered again; the source now marks the
+	// first update after Consul lost its state (sources.Update.Reset) and
+	// the removal guard keeps the last good state until the refill
+	// settles, however long it takes. A configuration that names it
+	// still loads, with a warning (Check, and Run's log), because the key
+	// only ever delayed removals and the guard now does that by default:
+	// refusing to start over it would turn an upgrade into an outage.
 	ResyncGrace *time.Duration `mapstructure:"resync_grace"`
 	// RetryMin and RetryMax bound the exponential backoff of each failed
 	// read and blocking query (defaults 250ms and 30s).
@@ -364,10 +367,6 @@ func (c *Config) defaults() {
 	if c.WatchesPerConnection == 0 {
 		c.WatchesPerConnection = 200
 	}
-	if c.ResyncGrace == nil {
-		g := 5 * time.Second
-		c.ResyncGrace = &g
-	}
 	if c.RetryMin == 0 {
 		c.RetryMin = 250 * time.Millisecond
 	}
@@ -452,9 +451,6 @@ func (c *Config) validate(baseDir string) (*template.Template, error) {
 	}
 	if c.WatchesPerConnection < 1 {
 		return nil, sources.Errorf("watches_per_connection", "must be at least 1")
-	}
-	if *c.ResyncGrace < 0 {
-		return nil, sources.Errorf("resync_grace", "must not be negative")
 	}
 	if c.ReadTimeout < 100*time.Millisecond || c.ReadTimeout > time.Minute {
 		return nil, sources.Errorf("read_timeout", "%v is outside 100ms..1m", c.ReadTimeout)

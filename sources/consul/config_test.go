@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,7 +32,6 @@ func TestNewConfigErrors(t *testing.T) {
 		{"wait not a duration", map[string]any{"wait": "soon"}, "wait"},
 		{"no room for reads", map[string]any{"max_connections": 3}, "max_connections"},
 		{"negative read rate", map[string]any{"max_read_rate": -1}, "max_read_rate"},
-		{"negative grace", map[string]any{"resync_grace": "-1s"}, "resync_grace"},
 		{"priority of an unlisted datacenter", map[string]any{"datacenters": []any{"dc1"}, "datacenter_priority": map[string]any{"dc2": 1}}, "datacenter_priority.dc2"},
 		{"read timeout too short", map[string]any{"read_timeout": "10ms"}, "read_timeout"},
 		{"cert without key", map[string]any{"tls": map[string]any{"cert_file": "c.pem"}}, "tls.key_file"},
@@ -61,18 +61,36 @@ func TestNewDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := s.cfg
-	if *c.ResyncGrace != 5*time.Second {
-		t.Errorf("resync_grace default = %v", *c.ResyncGrace)
-	}
-	off, err := New(map[string]any{"resync_grace": "0s"}, sources.Options{Name: "c"})
-	if err != nil || *off.cfg.ResyncGrace != 0 {
-		t.Errorf("resync_grace 0s: %v, %v", err, off)
-	}
 	if c.Address != "10.0.0.9:8500" || c.Token != "secret" || !*c.Stale || c.Wait.Minutes() != 5 ||
 		c.MaxConcurrentFetches != 8 || c.MaxConnections != 16 || !*c.Watch || c.WatchesPerConnection != 200 || c.OnEmpty != OnEmptyEmpty ||
 		c.priority(1, "dc2") != 1 || c.AddressSource != AddressService || c.Warning != WarningHealthy ||
 		c.MaxStale != 10*time.Second || c.ReadTimeout != 5*time.Second {
 		t.Errorf("defaults = %+v", c)
+	}
+}
+
+// TestResyncGraceAccepted: a configuration written for the source's own
+// grace still loads (the removal guard does its job now), and validate
+// warns that the key has no effect.
+func TestResyncGraceAccepted(t *testing.T) {
+	s, err := New(map[string]any{"resync_grace": "1s"}, sources.Options{Name: "c"})
+	if err != nil {
+		t.Fatalf("a configuration naming resync_grace: %v", err)
+	}
+	var warned bool
+	for _, p := range s.Check() {
+		if p.Key == "resync_grace" {
+			warned = p.Warning && strings.Contains(p.Err.Error(), "no effect")
+		}
+	}
+	if !warned {
+		t.Errorf("Check() = %v, want a warning that resync_grace has no effect", s.Check())
+	}
+	plain, _ := New(map[string]any{}, sources.Options{Name: "c"})
+	for _, p := range plain.Check() {
+		if p.Key == "resync_grace" {
+			t.Errorf("Check() warns about resync_grace without it: %v", p)
+		}
 	}
 }
 
@@ -127,7 +145,6 @@ wait: 5m
 max_concurrent_fetches: 8
 max_read_rate: 0
 max_connections: 12
-resync_grace: 5s
 retry_min: 250ms
 retry_max: 30s
 read_timeout: 5s

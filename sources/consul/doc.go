@@ -38,7 +38,6 @@
 //	    max_connections: 16              # all connections to the agent, watches included
 //	    watch: true                      # a blocking query per service, as connections allow
 //	    watches_per_connection: 200      # over HTTP/2
-//	    resync_grace: 5s                 # 0s: no grace
 //	    retry_min: 250ms
 //	    retry_max: 30s
 //	    read_timeout: 5s                 # deadline of a read; blocking: wait + wait/16 + this
@@ -208,9 +207,7 @@
 //     0; an answer at the index it saw last is no change, a higher one is
 //     diffed as any answer, a lower one is a reset (below).
 //   - A failed watch backs off likewise, on its own, and asks again from
-//     index 0 (an immediate read). Until it answers, its datacenter counts
-//     as failing: removals there wait, and then wait resync_grace more,
-//     as for the bulk queries.
+//     index 0 (an immediate read); until it answers the source is stale.
 //   - Every request has a deadline: read_timeout (5s) for reads, wait +
 //     wait/16 (Consul's jitter) + read_timeout for blocking queries. A
 //     request past it is a failure like any other; a hung agent cannot
@@ -233,16 +230,34 @@
 //     token.
 //
 // Only successful reads change what is served, so while one datacenter
-// fails the others' changes still flow. For resync_grace (5s) after a
-// datacenter's blocking queries answer again, and after any of them
-// answers with an index lower than before without an error (a snapshot
-// restore, a rebuilt cluster), removals there are held back (a service
-// missing from the catalog, an instance missing from a read): a Consul
-// that comes back empty and refills does not make endpoints flap. When
-// the grace ends, what is really gone is removed: the services without a
-// watch are swept, and the watched services that still serve held
-// instances are read again (their watches would not answer without a
-// change).
+// fails the others' changes still flow.
+//
+// # When Consul loses its state
+//
+// A -dev agent or a server restarted without its data, a snapshot
+// restored, a cluster rebuilt: Consul then answers with less than before
+// and fills up again as registrations come back, in seconds or in
+// minutes. The source does not guess which of the removals that follow
+// are real. It reports what Consul says, and marks the first update after
+// it noticed the loss (sources.Update.Reset; that update is the whole
+// state, so that it goes out at once): the removal guard then keeps
+// serving the last good state until the refill has settled, while every
+// addition and change flows. It notices the loss when a blocking query's
+// index goes backwards, when the agent answers again after the probe
+// found it down (no answer, or no leader: an agent that was away may come
+// back with any state, and a -dev agent restarted on its old data
+// directory keeps its node ID while its catalog starts empty), and when
+// the agent's node ID changes (/v1/agent/self, read after any request
+// failed without an HTTP answer, and every twelfth probe; Consul 1.14
+// reports no start time, and an agent started on an empty data directory
+// gets a new node ID). After a reset every service is read again and the
+// blocking queries start over from index 0. A failed read that is not an
+// outage (a 429, a 500 from a leader election, a 403) is not a reset.
+//
+// resync_grace, the source's own hold of removals after Consul answered
+// again, is gone: the guard holds what the refill has not brought back,
+// however long the refill takes. A configuration that names the key still
+// loads, with a warning: it only ever delayed removals.
 //
 // # Mapping
 //

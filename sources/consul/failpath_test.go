@@ -56,41 +56,36 @@ func TestOneReadThrottled(t *testing.T) {
 	}
 }
 
-// TestIndexBackwardsGrace: an index that goes backwards without any error
-// (a snapshot restore) opens resync_grace: what the restored state lacks
-// is removed only when the grace ends; what it adds is served at once.
-func TestIndexBackwardsGrace(t *testing.T) {
+// TestIndexBackwardsReset: an index that goes backwards without any error
+// (a snapshot restore) is a reset: the next update is the whole restored
+// state, marked Reset, removals included (the removal guard holds them).
+func TestIndexBackwardsReset(t *testing.T) {
 	f, addr := newFakeConsul(t)
 	f.set(func() {
 		f.index = 100
 		f.entries = svcEntries(1, 2)
 		f.catalog = map[string][]string{"svc": {}, "other": {}}
 	})
-	r := startSource(t, nil, map[string]any{"address": addr, "resync_grace": "1s", "on_empty": "remove"})
+	r := startSource(t, nil, map[string]any{"address": addr, "on_empty": "remove"})
 	r.synced(5 * time.Second)
 	r.waitFor(within, "svc with 2 endpoints", func() bool { return len(r.endpointsOf("svc")) == 2 })
+	n := r.updateCount()
 	f.set(func() {
 		f.index = 40
 		f.entries = svcEntries(2, 3)
 		f.catalog = map[string][]string{"svc": {}}
 	})
-	back := time.Now()
-	r.waitFor(within, "the new instance", func() bool { return r.endpointsOf("svc")[3].Port == 3 })
-	if time.Since(back) < 900*time.Millisecond {
-		if _, ok := r.endpointsOf("svc")[1]; !ok {
-			t.Error("instance 1 removed during the grace")
-		}
-		if _, ok := r.service("other"); !ok {
-			t.Error("service other removed during the grace")
-		}
-	}
-	r.waitFor(3*time.Second, "removals after the grace", func() bool {
+	r.waitFor(5*time.Second, "the restored state", func() bool {
 		_, ok := r.service("other")
 		_, has1 := r.endpointsOf("svc")[1]
-		return !ok && !has1
+		return !ok && !has1 && r.endpointsOf("svc")[3].Port == 3
 	})
-	if since := time.Since(back); since < time.Second {
-		t.Errorf("removals applied %v after the index reset, before the 1s grace", since)
+	kinds := r.kindsSince(n)
+	if len(kinds) == 0 || kinds[0] != (updateKind{full: true, reset: true}) {
+		t.Fatalf("updates after the restore = %+v, want the first Full and marked Reset", kinds)
+	}
+	if got := r.resets(); got != 1 {
+		t.Errorf("%d updates marked Reset, want 1", got)
 	}
 }
 

@@ -35,6 +35,7 @@ type running struct {
 	updates int
 	full    time.Time        // when the first (Full) update arrived
 	history map[string][]int // endpoint counts published per cluster (-1: removed)
+	kinds   []updateKind     // every update's kind, in order
 	errs    []string         // contract violations seen by the reader
 }
 
@@ -102,6 +103,7 @@ func (r *running) apply(u sources.Update, started time.Time) {
 		_ = started
 	}
 	r.updates++
+	r.kinds = append(r.kinds, updateKind{full: u.Full, reset: u.Reset})
 	if u.Full {
 		clear(r.state)
 	}
@@ -135,6 +137,29 @@ func (r *running) published(name string) []int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Clone(r.history[name])
+}
+
+// updateKind is what kind of update the source sent.
+type updateKind struct{ full, reset bool }
+
+// kindsSince returns the kinds of the updates after the first n.
+func (r *running) kindsSince(n int) []updateKind {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.kinds[min(n, len(r.kinds)):])
+}
+
+// resets counts the updates marked Reset.
+func (r *running) resets() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, k := range r.kinds {
+		if k.reset {
+			n++
+		}
+	}
+	return n
 }
 
 func (r *running) updateCount() int {

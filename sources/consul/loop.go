@@ -3,6 +3,7 @@ package consul
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,8 +27,6 @@ type svcState struct {
 	tags    []string // from /v1/catalog/services (union over instances)
 	cluster string   // rendered cluster_name
 	fetched bool     // read successfully at least once
-	absent  bool     // gone from the catalog during a resync grace
-	held    bool     // serves instances its last read lacked (a grace)
 	mesh    bool     // only proxies or gateways: not served (keep_mesh)
 	index   uint64   // X-Consul-Index of the read applied last
 	// changedAt: when a read last changed what is served (watch.go gives
@@ -48,8 +47,9 @@ type dcState struct {
 	catalogSeen bool
 	services    map[string]*svcState
 	checks      map[checkKey]checkInfo // last /v1/health/state/any; nil before the first
-	// graceUntil: removals are held back until then (see resync_grace).
-	graceUntil time.Time
+	// owesReset: the blocking query of that kind has not answered since
+	// the last reset (reset.go).
+	owesReset [pollKinds]bool
 }
 
 type checkInfo struct {
@@ -136,6 +136,12 @@ type loop struct {
 	rewake bool
 	// leaderless: the last answer said X-Consul-KnownLeader: false.
 	leaderless bool
+	// down: the probe found the agent down, and nothing answered since.
+	// reset: why Consul lost its state, until the update that says so
+	// went out (reset.go). nodeID: the agent's node ID, when known.
+	down   bool
+	reset  string
+	nodeID string
 	// aclFiltered: reads whose last answer had results hidden by ACLs;
 	// hostLogged: services whose host-name instances were logged.
 	aclFiltered map[string]bool
@@ -197,7 +203,6 @@ func (l *loop) run(ctx context.Context, polls <-chan pollResult, probes <-chan p
 		tokenTick = t.C
 	}
 	for {
-		l.endGraces()
 		l.promoteDue()
 		l.maybeSweep()
 		l.dispatch(ctx)
@@ -242,11 +247,6 @@ func (l *loop) arm(t *time.Timer) {
 			next = d.at
 		}
 	}
-	for _, d := range l.dcs {
-		if !d.graceUntil.IsZero() && (next.IsZero() || d.graceUntil.Before(next)) {
-			next = d.graceUntil
-		}
-	}
 	d := time.Hour
 	if !next.IsZero() {
 		d = max(time.Until(next), time.Millisecond)
@@ -268,25 +268,18 @@ func (l *loop) onPoll(r pollResult) {
 		l.fail(r.err)
 		return
 	}
-	if l.pollErr[key] {
-		delete(l.pollErr, key)
-		if !l.dcFailing(r.dc) {
-			l.openGrace(r.dc)
-		}
-	}
+	delete(l.pollErr, key)
+	l.answered()
 	l.noteLeader(r.meta)
+	owed := d.owesReset[r.kind]
+	d.owesReset[r.kind] = false
 	if r.unchanged {
 		return
 	}
-	if r.reset {
-		// The index went backwards without an error (a snapshot
-		// restore, a cluster rebuilt): the state may be refilling, so
-		// removals wait as after an outage. Watches blocked on the old
-		// indexes would wait out their wait: each service is read again
-		// (the sweep this answer asks for) and watched from there.
-		d.forgetIndexes()
-		l.stopWatches(r.dc)
-		l.openGrace(r.dc)
+	if r.reset && !owed {
+		// The index went backwards (a snapshot restore, a cluster
+		// rebuilt, an agent restarted empty): the state may be refilling.
+		l.noteReset(fmt.Sprintf("the index of %s in %s went backwards", r.kind, d.name))
 	}
 	switch r.kind {
 	case pollServices:
@@ -328,6 +321,7 @@ func (l *loop) onFetch(r fetchResult) {
 		return
 	}
 	l.readSucceeded(r.key)
+	l.answered()
 	before := st.changedAt
 	if !l.apply(r, st) {
 		return
@@ -375,13 +369,10 @@ func (l *loop) apply(r fetchResult, st *svcState) bool {
 		delete(l.behind, r.key)
 	}
 	eps, dropped, hostnames := d.m.endpoints(r.entries)
-	st.held = false
-	if l.holding(r.key.dc) || r.meta.ResultsFilteredByACLs {
-		// During a grace, or when the token may have lost rights to some
-		// instances: additions are served, removals wait.
-		n := len(eps)
+	if r.meta.ResultsFilteredByACLs {
+		// The token may have lost rights to some instances: additions
+		// are served, removals wait for an answer that hides nothing.
 		eps = keepMissing(eps, st.eps)
-		st.held = len(eps) > n
 	}
 	l.noteACLFiltered(r.meta.ResultsFilteredByACLs, "service "+r.key.name+" in "+d.name)
 	// Unservable instances count once per change of the service, not

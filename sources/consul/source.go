@@ -61,6 +61,9 @@ func New(raw map[string]any, opts sources.Options) (*Source, error) {
 
 // Run watches Consul until ctx ends; see sources.Source.
 func (s *Source) Run(ctx context.Context, up chan<- sources.Update) error {
+	if s.cfg.ResyncGrace != nil {
+		s.log.Warn("resync_grace " + errResyncGrace.Error())
+	}
 	s.tok = newToken(s.cfg)
 	if _, err := s.tok.reload(); err != nil {
 		s.failed(err)
@@ -75,7 +78,7 @@ func (s *Source) Run(ctx context.Context, up chan<- sources.Update) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	s.gen = newGeneration(ctx)
-	dcs, err := s.datacenters(ctx, c)
+	dcs, agent, err := s.discover(ctx, c)
 	if err != nil {
 		return ctx.Err()
 	}
@@ -117,6 +120,7 @@ func (s *Source) Run(ctx context.Context, up chan<- sources.Update) error {
 		}
 	}
 	l := newLoop(ctx, s, c, w, dcs, &wg)
+	l.nodeID = agent.nodeID
 	probes := make(chan probeResult)
 	wg.Go(func() { s.probe(ctx, c, dcs[0], l.probeFailing.Load, l.kick, probes) })
 	return l.run(ctx, polls, probes, up)
@@ -126,24 +130,6 @@ func (s *Source) Run(ctx context.Context, up chan<- sources.Update) error {
 // known yet: nothing is served before it is, so a returning agent must be
 // noticed within a second.
 const startupRetryMax = time.Second
-
-// datacenters returns the configured datacenters, or asks the agent for its
-// own (see untilAnswer).
-func (s *Source) datacenters(ctx context.Context, c *api.Client) ([]string, error) {
-	if len(s.cfg.Datacenters) > 0 {
-		return s.cfg.Datacenters, nil
-	}
-	var dc string
-	err := s.untilAnswer(ctx, func(ctx context.Context) error {
-		var err error
-		dc, err = s.agentDatacenter(ctx, c)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return []string{dc}, nil
-}
 
 // untilAnswer runs ask, a startup request, until it succeeds or ctx ends,
 // with backoff capped at startupRetryMax. Each request of ask has the
@@ -174,6 +160,7 @@ func (s *Source) untilAnswer(ctx context.Context, ask func(ctx context.Context) 
 const (
 	msgFailing   = "consul read failed; serving the last good state until it recovers"
 	msgRecovered = "consul reads recovered; resynced"
+	msgReset     = "consul lost its state and is filling up again; the removal guard keeps the last good state until the refill settles"
 )
 
 // failed records a failure, logging only when it starts a failing period.

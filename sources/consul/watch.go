@@ -263,15 +263,8 @@ func (l *loop) onWatch(r fetchResult) {
 		l.fail(r.err)
 		return
 	}
-	if l.w.failed[r.key] {
-		// Answering again after a failure: as for the bulk queries,
-		// removals wait for resync_grace once nothing in the datacenter
-		// fails (a Consul that comes back empty refills).
-		l.w.setFailed(r.key, false)
-		if !l.dcFailing(r.key.dc) {
-			l.openGrace(r.key.dc)
-		}
-	}
+	l.w.setFailed(r.key, false)
+	l.answered()
 	l.apply(r, run.st)
 }
 
