@@ -62,10 +62,45 @@ func TestNewDefaults(t *testing.T) {
 	}
 	c := s.cfg
 	if c.Address != "10.0.0.9:8500" || c.Token != "secret" || !*c.Stale || c.Wait.Minutes() != 5 ||
-		c.MaxConcurrentFetches != 8 || c.MaxConnections != 16 || !*c.Watch || c.WatchesPerConnection != 200 || c.OnEmpty != OnEmptyEmpty ||
+		c.MaxConcurrentFetches != 8 || c.MaxConnections != 0 || !*c.Watch || c.WatchesPerConnection != 200 || c.OnEmpty != OnEmptyEmpty ||
 		c.priority(1, "dc2") != 1 || c.AddressSource != AddressService || c.Warning != WarningHealthy ||
 		c.MaxStale != 10*time.Second || c.ReadTimeout != 5*time.Second {
 		t.Errorf("defaults = %+v", c)
+	}
+}
+
+// TestConnPlan: by default the source takes three quarters of what the
+// agent allows one client address, 16 when the agent does not say; a
+// max_connections set wins; reads, bulk queries and the probe have theirs
+// first (one shared connection over HTTP/2), the watches the rest.
+func TestConnPlan(t *testing.T) {
+	tests := []struct {
+		name                          string
+		cfg                           map[string]any
+		http2                         bool
+		agentLimit                    int
+		budget, reads, lanes, perLane int
+	}{
+		{"HTTP/1.1, Consul's default limit", nil, false, 200, 150, 8, 138, 1},
+		{"HTTP/2, Consul's default limit", nil, true, 200, 150, 8, 149, 200},
+		{"HTTP/1.1, a lowered limit", nil, false, 40, 30, 8, 18, 1},
+		{"HTTP/1.1, limit unknown", nil, false, 0, 16, 8, 4, 1},
+		{"HTTP/1.1, a tiny limit", nil, false, 6, 5, 1, 0, 1},
+		{"max_connections wins", map[string]any{"max_connections": 20}, false, 200, 20, 8, 8, 1},
+		{"two datacenters", map[string]any{"datacenters": []any{"a", "b"}}, false, 200, 150, 8, 135, 1},
+		{"no watches", map[string]any{"watch": false}, false, 200, 150, 8, 0, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := New(tc.cfg, sources.Options{Name: "c"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := s.cfg.plan(tc.http2, tc.agentLimit)
+			if p.budget != tc.budget || p.reads != tc.reads || p.lanes != tc.lanes || p.perLane != tc.perLane {
+				t.Errorf("plan = %+v, want budget %d, reads %d, lanes %d of %d", p, tc.budget, tc.reads, tc.lanes, tc.perLane)
+			}
+		})
 	}
 }
 

@@ -220,13 +220,13 @@ func TestChangeReadsFirst(t *testing.T) {
 	l.markChanged(hot, 1)
 	l.markChanged(hot, 2)
 	l.markDirty(hot)
-	if k, ok := l.next(); !ok || k != hot {
+	if k, ok := l.next(true); !ok || k != hot {
 		t.Fatalf("first read %v, want the changed service %v", k, hot)
 	}
 	delete(l.dirty, hot)
 	seen := map[svcKey]int{hot: 1}
 	for {
-		k, ok := l.next()
+		k, ok := l.next(true)
 		if !ok {
 			break
 		}

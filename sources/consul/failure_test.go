@@ -1,6 +1,7 @@
 package consul
 
 import (
+	"cmp"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -41,8 +42,10 @@ type fakeConsul struct {
 	headers map[string]string
 	// blocked counts the blocking service reads (watches) waiting now.
 	blocked int
-	// nodeID is the agent's node ID in /v1/agent/self.
-	nodeID string
+	// nodeID is the agent's node ID in /v1/agent/self, maxConns its
+	// http_max_conns_per_client there (0: Consul's default, 200).
+	nodeID   string
+	maxConns int
 }
 
 // indexOf returns the index the fake answers path with; the caller holds
@@ -170,7 +173,7 @@ func (f *fakeConsul) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	mode, index, entries, catalog, checks, nodeID := f.mode, f.indexOf(r.URL.Path), f.entries, f.catalog, f.checks, f.nodeID
+	mode, index, entries, catalog, checks, nodeID, maxConns := f.mode, f.indexOf(r.URL.Path), f.entries, f.catalog, f.checks, f.nodeID, f.maxConns
 	f.mu.Unlock()
 	switch {
 	case mode == "leaderless" && r.URL.Path == "/v1/status/leader":
@@ -205,7 +208,7 @@ func (f *fakeConsul) serve(w http.ResponseWriter, r *http.Request) {
 		body = "127.0.0.1:8300"
 	case "/v1/agent/self":
 		body = map[string]any{"Config": map[string]any{"Datacenter": "dc1", "NodeID": nodeID},
-			"DebugConfig": map[string]any{"HTTPMaxConnsPerClient": 200}}
+			"DebugConfig": map[string]any{"HTTPMaxConnsPerClient": cmp.Or(maxConns, 200)}}
 	case "/v1/catalog/services":
 		body = catalog
 		if catalog == nil {

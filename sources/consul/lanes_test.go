@@ -49,25 +49,34 @@ func TestWatchSeesSilentChange(t *testing.T) {
 	}
 }
 
-// TestWatchLanes: watches use the connections max_connections leaves, and
-// never more: over HTTP/2 each carries watches_per_connection of them (all
-// the services when they fit, as many as fit otherwise); over HTTP/1.1
-// each carries one.
+// TestWatchLanes: watches use the connections max_connections (by default
+// three quarters of the agent's per-client limit) leaves, and never more:
+// over HTTP/2 each carries watches_per_connection of them (all the
+// services when they fit, as many as fit otherwise), filling one before
+// opening the next; over HTTP/1.1 each carries one.
 func TestWatchLanes(t *testing.T) {
 	cases := []struct {
 		name                         string
 		http2                        bool
 		maxConns, services, watching int
 		streams                      uint32 // the server's stream limit (0: Go's 250)
+		// agentLimit is the agent's http_max_conns_per_client (0: 200);
+		// maxOpen bounds the connections open at once.
+		agentLimit, maxOpen int
 	}{
 		// 5 connections: one for everything else, 4 lanes of 200.
-		{"HTTP/2, room for all", true, 5, 600, 600, 0},
-		{"HTTP/2, more services than room", true, 5, 1000, 800, 0},
+		{"HTTP/2, room for all", true, 5, 600, 600, 0, 0, 5},
+		{"HTTP/2, more services than room", true, 5, 1000, 800, 0, 0, 5},
 		// A server allowing 30 streams per connection (a proxy in front
 		// of the agent, say): 4 lanes of 30.
-		{"HTTP/2, fewer streams than watches_per_connection", true, 5, 300, 120, 30},
+		{"HTTP/2, fewer streams than watches_per_connection", true, 5, 300, 120, 30, 0, 5},
 		// 14 connections: 8 reads, 3 bulk queries and the probe hold 12.
-		{"HTTP/1.1", false, 14, 50, 2, 0},
+		{"HTTP/1.1", false, 14, 50, 2, 0, 0, 14},
+		// By default: 150 of the agent's 200, of which 149 carry
+		// watches, filled in order: 1,000 watches on 5 connections.
+		{"HTTP/2, default", true, 0, 1000, 1000, 0, 0, 6},
+		// By default: 30 of the agent's 40; 12 for the rest, 18 watches.
+		{"HTTP/1.1, default", false, 0, 50, 18, 0, 40, 30},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -76,8 +85,11 @@ func TestWatchLanes(t *testing.T) {
 			for i := range tc.services {
 				catalog[fmt.Sprintf("s%04d", i)] = []string{}
 			}
-			f.set(func() { f.catalog, f.catIndex = catalog, 5 })
-			cfg := map[string]any{"address": srv.Listener.Addr().String(), "max_connections": tc.maxConns}
+			f.set(func() { f.catalog, f.catIndex, f.maxConns = catalog, 5, tc.agentLimit })
+			cfg := map[string]any{"address": srv.Listener.Addr().String()}
+			if tc.maxConns > 0 {
+				cfg["max_connections"] = tc.maxConns
+			}
 			if tc.streams > 0 {
 				// How long a watch may wait for a stream; long enough
 				// that a starved machine does not give up watches the
@@ -101,13 +113,17 @@ func TestWatchLanes(t *testing.T) {
 				return f.blockedNow() == tc.watching && strings.Contains(r.status.Snapshot().Notes["watches"], want)
 			})
 			note := r.status.Snapshot().Notes["watches"]
-			if strings.Contains(note, "HTTP/2") != tc.http2 {
+			if strings.Contains(note, "HTTP/2 connections") != tc.http2 {
 				t.Errorf("status note %q, want %q over HTTP/2 %v", note, want, tc.http2)
+			}
+			// Plain HTTP that leaves services unwatched says what to do.
+			if advised, want := strings.Contains(note, "HTTPS listener"), !tc.http2 && tc.watching < tc.services; advised != want {
+				t.Errorf("status note %q: advice given %v, want %v", note, advised, want)
 			}
 			_, maxOpen, total := cc.figures()
 			t.Logf("%s; at most %d connections open (%d dialled)", note, maxOpen, total)
-			if maxOpen > tc.maxConns {
-				t.Errorf("%d connections open at once, max_connections %d", maxOpen, tc.maxConns)
+			if maxOpen > tc.maxOpen {
+				t.Errorf("%d connections open at once, want at most %d", maxOpen, tc.maxOpen)
 			}
 		})
 	}

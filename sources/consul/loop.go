@@ -29,6 +29,8 @@ type svcState struct {
 	fetched bool     // read successfully at least once
 	mesh    bool     // only proxies or gateways: not served (keep_mesh)
 	index   uint64   // X-Consul-Index of the read applied last
+	// peekIndex: the index the last peek of a sweep saw (sweep.go).
+	peekIndex uint64
 	// changedAt: when a read last changed what is served (watch.go gives
 	// watches to the services that changed last).
 	changedAt time.Time
@@ -67,6 +69,10 @@ type fetchResult struct {
 	cached  bool // read from the agent cache
 	index   uint64
 	err     error
+	// sweep: a read of a sweep (sweep.go), paced; peek: it asked for the
+	// service's index only. took is its round trip.
+	sweep, peek bool
+	took        time.Duration
 	// watch is set on the answers of a watch (watch.go); such answers
 	// are not reads of the queue.
 	watch *watchRun
@@ -99,7 +105,7 @@ type loop struct {
 	dirty    map[svcKey]readPrio
 	queue    [prioCount][]svcKey
 	inflight map[svcKey]bool
-	slots    int // reads in flight at most (Config.readSlots)
+	slots    int // reads in flight at most (connPlan.reads)
 	seq      uint64
 	// retries holds the reads that failed: each has its own backoff,
 	// which only its own success resets (see retry.go).
@@ -121,6 +127,10 @@ type loop struct {
 	sweep       *sweepRun
 	nextSweep   time.Time
 	confirmNext bool // the next sweep confirms a cached one (endSweep)
+	// sweeping: sweep reads in flight; pacer spaces them (sweep.go).
+	sweeping  int
+	pacer     pacer
+	lastSweep sweepRecord
 
 	// failing: a failing period started (logged) and has not ended.
 	// pollErr and the retries say what fails now; probeErr is the last
@@ -162,7 +172,7 @@ func newLoop(ctx context.Context, s *Source, c *api.Client, w *watchSet, dcNames
 		behind:      map[svcKey]int{},
 		viaCache:    map[svcKey]bool{},
 		inflight:    map[svcKey]bool{},
-		slots:       s.cfg.readSlots(),
+		slots:       s.plan.reads,
 		retries:     map[svcKey]*readRetry{},
 		kick:        make(chan struct{}, 1),
 		aclFiltered: map[string]bool{},
@@ -234,6 +244,9 @@ func (l *loop) arm(t *time.Timer) {
 	if l.queued() && l.paceAt.After(time.Now()) {
 		next = l.paceAt
 	}
+	if at := l.sweepWake(); !at.IsZero() && (next.IsZero() || at.Before(next)) {
+		next = at
+	}
 	for _, r := range l.retries {
 		if !r.at.IsZero() && (next.IsZero() || r.at.Before(next)) {
 			next = r.at
@@ -303,6 +316,10 @@ func (l *loop) onFetch(r fetchResult) {
 		return
 	}
 	delete(l.inflight, r.key)
+	if r.sweep {
+		l.sweeping--
+		l.pacer.spend(r.took, time.Now())
+	}
 	// A read queued while this one was in flight was not put in the queue
 	// (see queueRead); it goes there now, whatever happens below.
 	defer l.requeue(r.key)
@@ -322,6 +339,10 @@ func (l *loop) onFetch(r fetchResult) {
 	}
 	l.readSucceeded(r.key)
 	l.answered()
+	if r.peek {
+		l.onPeek(r, st)
+		return
+	}
 	before := st.changedAt
 	if !l.apply(r, st) {
 		return

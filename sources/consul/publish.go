@@ -33,6 +33,7 @@ func (l *loop) publish(ctx context.Context, up chan<- sources.Update) bool {
 			l.s.status.Succeeded()
 		}
 		l.s.log.Debug("first sync complete", "clusters", len(u.Services), "took", time.Since(l.started).Round(time.Millisecond))
+		l.logCoverage()
 		return true
 	}
 	if l.reset != "" {

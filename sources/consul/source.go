@@ -41,6 +41,8 @@ type Source struct {
 	// proto is the HTTP major version of the agent's last answer on the
 	// main client (2: requests are multiplexed).
 	proto atomic.Int32
+	// plan is how the connections are spent (conns.go).
+	plan connPlan
 
 	// Test seams: dial replaces the transport's dialer (to count
 	// connections), wrap wraps the round tripper (to see responses).
@@ -69,7 +71,9 @@ func (s *Source) Run(ctx context.Context, up chan<- sources.Update) error {
 		s.failed(err)
 		return err
 	}
-	c, tr, err := s.newClient(s.cfg.mainConns())
+	// One connection until the agent said what it allows and which
+	// protocol it speaks.
+	c, tr, err := s.newClient(1)
 	if err != nil {
 		s.failed(err)
 		return err
@@ -82,9 +86,8 @@ func (s *Source) Run(ctx context.Context, up chan<- sources.Update) error {
 	if err != nil {
 		return ctx.Err()
 	}
-	// Over HTTPS, learn whether the agent speaks HTTP/2 before anything
-	// runs concurrently; if so, everything but the watches shares one
-	// connection from now on.
+	// Over HTTPS, learn whether the agent speaks HTTP/2 (/v1/agent/self
+	// may have been refused) before anything runs concurrently.
 	if s.cfg.Scheme == "https" && s.proto.Load() == 0 {
 		if err := s.untilAnswer(ctx, func(ctx context.Context) error {
 			return s.request(ctx, false, func(rctx context.Context) error {
@@ -95,17 +98,20 @@ func (s *Source) Run(ctx context.Context, up chan<- sources.Update) error {
 			return ctx.Err()
 		}
 	}
-	http2 := s.proto.Load() == 2
-	if http2 {
+	s.plan = s.cfg.plan(s.proto.Load() == 2, agent.maxConnsPerClient)
+	s.logPlan()
+	if !s.plan.http2 {
+		// Over HTTP/2 everything but the watches shares the one
+		// connection; over HTTP/1.1 each request in flight needs its own.
 		tr.CloseIdleConnections()
-		if c, tr, err = s.newClient(1); err != nil {
+		if c, tr, err = s.newClient(s.plan.mainConns(len(dcs))); err != nil {
 			s.failed(err)
 			return err
 		}
 	}
 	w := newWatchSet()
 	defer w.close()
-	if err := s.setupLanes(w, http2); err != nil {
+	if err := s.setupLanes(w); err != nil {
 		s.failed(err)
 		return err
 	}

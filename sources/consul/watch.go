@@ -3,7 +3,6 @@ package consul
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/http/httptrace"
 	"sync"
@@ -44,6 +43,10 @@ type watchRun struct {
 	st     *svcState
 	lane   int
 	cancel context.CancelFunc
+	// sent: a request of the watch got a stream (its headers were
+	// written); the loop counts these when the agent shows its stream
+	// limit (errQueued).
+	sent atomic.Bool
 }
 
 // watchSet is the loop's view of the watches: their lanes and how many
@@ -71,14 +74,11 @@ func newWatchSet() *watchSet {
 	return &watchSet{runs: map[svcKey]*watchRun{}, perDC: map[int]int{}, failed: map[svcKey]bool{}, failedDC: map[int]int{}}
 }
 
-// setupLanes builds the watch lanes once the agent's protocol is known.
-func (s *Source) setupLanes(w *watchSet, http2 bool) error {
-	n := s.cfg.watchLanes(http2)
-	w.perLane = 1
-	if http2 {
-		w.perLane = s.cfg.WatchesPerConnection
-	}
-	for range n {
+// setupLanes builds the watch lanes of the connection plan. A lane's
+// transport dials its connection with its first watch.
+func (s *Source) setupLanes(w *watchSet) error {
+	w.perLane = s.plan.perLane
+	for range s.plan.lanes {
 		c, tr, err := s.newLane()
 		if err != nil {
 			return err
@@ -128,15 +128,16 @@ func (w *watchSet) capacity() int {
 	return n
 }
 
-// freeLane returns the least loaded lane with room, or -1.
+// freeLane returns the first lane with room, or -1. Filling lanes in order
+// opens a connection only when the ones before it are full: over HTTP/2,
+// 2,000 watches hold 10 connections whatever the budget.
 func (w *watchSet) freeLane() int {
-	best := -1
 	for i, n := range w.load {
-		if n < w.room(i) && (best < 0 || n < w.load[best]) {
-			best = i
+		if n < w.room(i) {
+			return i
 		}
 	}
-	return best
+	return -1
 }
 
 // watched reports whether k has a watch.
@@ -196,6 +197,9 @@ func (l *loop) stopWatch(k svcKey) {
 		return
 	}
 	run.cancel()
+	// Its next peek compares with what the watch applied last, not with
+	// what a peek saw before the watch.
+	run.st.peekIndex = 0
 	l.s.log.Debug("no longer watching service", "service", k.name, "datacenter", l.dcs[k.dc].name)
 	l.w.load[run.lane]--
 	l.w.perDC[k.dc]--
@@ -214,19 +218,6 @@ func (l *loop) stopWatches(dc int) {
 	}
 }
 
-// noteWatches shows in the status how many services are watched.
-func (l *loop) noteWatches() {
-	if l.w.capacity() == 0 {
-		return
-	}
-	proto := "HTTP/1.1"
-	if l.w.perLane > 1 {
-		proto = "HTTP/2"
-	}
-	l.s.status.Note("watches", fmt.Sprintf("%d of %d services watched (room for %d on %d %s connections); the rest are swept",
-		len(l.w.runs), l.serviceCount(), l.w.capacity(), len(l.w.lanes), proto))
-}
-
 func (l *loop) serviceCount() int {
 	n := 0
 	for _, d := range l.dcs {
@@ -243,10 +234,11 @@ func (l *loop) onWatch(r fetchResult) {
 	}
 	if errors.Is(r.err, errQueued) {
 		// The server allows fewer streams per connection than
-		// watches_per_connection: the lane keeps what it carries now, and
-		// the service is swept like any unwatched one.
+		// watches_per_connection: the lane keeps the watches that got a
+		// stream, and the service goes to the next lane with room (or is
+		// swept like any unwatched one).
 		lane := run.lane
-		room := max(1, l.w.load[lane]-1)
+		room := l.sentOn(lane)
 		if l.w.caps[lane] == 0 || room < l.w.caps[lane] {
 			if !l.w.capped {
 				l.w.capped = true
@@ -256,6 +248,7 @@ func (l *loop) onWatch(r fetchResult) {
 			l.w.caps[lane] = room
 		}
 		l.stopWatch(r.key)
+		l.maybeWatch(r.key, run.st, false)
 		return
 	}
 	if r.err != nil {
@@ -266,6 +259,18 @@ func (l *loop) onWatch(r fetchResult) {
 	l.w.setFailed(r.key, false)
 	l.answered()
 	l.apply(r, run.st)
+}
+
+// sentOn counts the watches of lane whose requests got a stream: as many
+// as the agent allows on one connection (at least 1).
+func (l *loop) sentOn(lane int) int {
+	n := 0
+	for _, run := range l.w.runs {
+		if run.lane == lane && run.sent.Load() {
+			n++
+		}
+	}
+	return max(1, n)
 }
 
 // watch runs the blocking query of one watched service until ctx ends,
@@ -293,7 +298,7 @@ func (s *Source) watch(ctx context.Context, c *api.Client, k svcKey, dc string, 
 			}
 		}
 		started = time.Now()
-		entries, meta, queued, err := s.readWatched(ctx, c, dc, k.name, index)
+		entries, meta, queued, err := s.readWatched(ctx, c, dc, k.name, index, &run.sent)
 		if ctx.Err() != nil {
 			return
 		}
@@ -333,14 +338,19 @@ var errQueued = errors.New("no HTTP/2 stream for the watch: the connection carri
 // beyond the server's stream limit wait for a stream (the transport is
 // strict); a watch waiting so would watch nothing until another ends,
 // possibly minutes later, while its service counted as watched and was
-// not swept.
-func (s *Source) readWatched(ctx context.Context, c *api.Client, dc, service string, index uint64) ([]*api.ServiceEntry, *api.QueryMeta, bool, error) {
+// not swept. sent is set once the request got its stream.
+func (s *Source) readWatched(ctx context.Context, c *api.Client, dc, service string, index uint64, sent *atomic.Bool) ([]*api.ServiceEntry, *api.QueryMeta, bool, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	wrote := make(chan struct{})
 	var once sync.Once
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		WroteHeaders: func() { once.Do(func() { close(wrote) }) },
+		WroteHeaders: func() {
+			once.Do(func() {
+				sent.Store(true)
+				close(wrote)
+			})
+		},
 	})
 	var queued atomic.Bool
 	t := time.AfterFunc(s.cfg.ReadTimeout, func() {
