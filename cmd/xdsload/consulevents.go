@@ -60,6 +60,7 @@ func consulEvents(ctx context.Context, args []string, log *slog.Logger) error {
 	fs.BoolVar(&cfg.TLS, "tls", false, "give the agents an HTTPS port (certificate for 127.0.0.1 from a CA made for the run) and point the bridge at it")
 	fs.StringVar(&cfg.AgentHCL, "agent-hcl", "", `configuration both agents get ("limits { http_max_conns_per_client = 40 }")`)
 	fs.DurationVar(&cfg.Idle, "idle", 30*time.Second, "count the server's reads this long with nothing changing, before the churn (0: skip)")
+	fs.DurationVar(&cfg.Baseline, "baseline", 20*time.Second, "run the churn this long before the bridge starts, to measure the agents' CPU without it (0: skip)")
 	abs, err := parseOut(fs, args, out)
 	if err != nil {
 		return err

@@ -30,6 +30,9 @@ func (s *Source) Check() []sources.Problem {
 			out = append(out, sources.Problem{Key: f.key, Err: err, Origin: s.cfg.origin(f.key)})
 		}
 	}
+	if p := s.plainHTTP(); p != nil {
+		out = append(out, *p)
+	}
 	if s.cfg.ResyncGrace != nil {
 		out = append(out, sources.Problem{Key: "resync_grace", Err: errResyncGrace, Warning: true, Origin: s.cfg.origin("resync_grace")})
 	}
@@ -64,4 +67,21 @@ func checkAddress(addr, scheme string) error {
 		return fmt.Errorf("%q has the unknown scheme %q (%s)", addr, u.Scheme, want)
 	}
 	return nil
+}
+
+// plainHTTP warns, over plain HTTP with watches on, how many services can
+// be watched at most: each watch holds one of the connections the agent
+// allows one client address, and the services beyond are swept.
+func (s *Source) plainHTTP() *sources.Problem {
+	if s.cfg.Scheme != "http" || s.cfg.Watch == nil || !*s.cfg.Watch {
+		return nil
+	}
+	limit := "max_connections"
+	if s.cfg.MaxConnections == 0 {
+		limit = fmt.Sprintf("Consul's default http_max_conns_per_client (%d)", consulDefaultConnsPerClient)
+	}
+	n := s.cfg.plan(false, consulDefaultConnsPerClient).capacity()
+	return &sources.Problem{Key: "scheme", Warning: true, Err: fmt.Errorf(
+		"plain HTTP: each watch holds one of the agent's connections, so with %s at most %d services are watched and the others swept (a change no bulk query sees takes up to one sweep on them); an HTTPS listener on the agent (HTTP/2, 200 watches per connection) or a higher http_max_conns_per_client watches more",
+		limit, n)}
 }

@@ -104,6 +104,42 @@ func TestConnPlan(t *testing.T) {
 	}
 }
 
+// TestPlainHTTPWarning: validate says, over plain HTTP, how many services
+// can be watched at most and what to change; not over HTTPS, nor without
+// watches.
+func TestPlainHTTPWarning(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  map[string]any
+		want string // "" for no warning
+	}{
+		{"plain HTTP, defaults", map[string]any{}, "at most 138 services are watched"},
+		{"plain HTTP, max_connections", map[string]any{"max_connections": 20}, "with max_connections at most 8 services"},
+		{"HTTPS", map[string]any{"address": "https://127.0.0.1:8501"}, ""},
+		{"no watches", map[string]any{"watch": false}, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := New(tc.cfg, sources.Options{Name: "c"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got string
+			for _, p := range s.Check() {
+				if p.Key == "scheme" && p.Warning {
+					got = p.Err.Error()
+				}
+			}
+			switch {
+			case tc.want == "" && got != "":
+				t.Errorf("warning %q, want none", got)
+			case tc.want != "" && (!strings.Contains(got, tc.want) || !strings.Contains(got, "HTTPS listener")):
+				t.Errorf("warning %q, want one saying %q and what to change", got, tc.want)
+			}
+		})
+	}
+}
+
 // TestResyncGraceAccepted: a configuration written for the source's own
 // grace still loads (the removal guard does its job now), and validate
 // warns that the key has no effect.

@@ -27,6 +27,10 @@ func fixedConns(n int) int { return pollsPerDatacenter*max(1, n) + probeConns }
 // watch connections.
 const fallbackConns = 16
 
+// consulDefaultConnsPerClient is Consul's default
+// limits.http_max_conns_per_client.
+const consulDefaultConnsPerClient = 200
+
 // reserveDivisor: the source leaves 1/reserveDivisor of the agent's
 // per-address limit to the other programs on the host.
 const reserveDivisor = 4

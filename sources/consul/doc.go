@@ -35,7 +35,7 @@
 //	    wait: 5m
 //	    max_concurrent_fetches: 8
 //	    max_read_rate: 0                 # reads per second; 0: no pacing
-//	    max_connections: 16              # all connections to the agent, watches included
+//	    max_connections: 0               # all connections to the agent; 0: 3/4 of the agent's http_max_conns_per_client
 //	    watch: true                      # a blocking query per service, as connections allow
 //	    watches_per_connection: 200      # over HTTP/2
 //	    retry_min: 250ms
@@ -63,13 +63,23 @@
 // where connections allow (watches), and three bulk blocking queries per
 // datacenter for the rest.
 //
+// Connections. Every request holds an HTTP connection to the agent while
+// it runs, and the agent accepts at most limits.http_max_conns_per_client
+// (200 by default) from one client address, shared by every program on
+// the host (consul-template, Nomad, scripts, the CLI); beyond it, a 429.
+// The source reads that limit from /v1/agent/self (DebugConfig) at
+// startup and takes three quarters of it, leaving a quarter to the
+// others: 150 connections by default, 16 when the agent does not say (a
+// token without agent:read). max_connections, when set, is the budget
+// instead. The startup log gives the plan ("consul connections").
+//
 // Watches. A blocking query on /v1/health/service/<name> answers when
 // anything of that service changes: an instance added or removed with or
 // without checks, a port or address re-registered, a check or maintenance
 // flip. Each watched service holds one, started once the service has been
-// read, at the index of that read. They ride on the connections that
-// max_connections leaves once reads, bulk queries and the probe have
-// theirs ("lanes", each its own transport holding one connection):
+// read, at the index of that read. They ride on the connections the
+// budget leaves once reads, bulk queries and the probe have theirs
+// ("lanes", each its own transport holding one connection):
 //
 //   - Over HTTPS the agent speaks HTTP/2 (the source checks the answer's
 //     protocol once at startup). Reads, bulk queries and the probe then
@@ -77,24 +87,27 @@
 //     watches_per_connection (200) watches as streams; the agent allows
 //     250 streams per connection (Go's default, which Consul keeps). Go's
 //     HTTP/2 client would open another connection whenever one carries the
-//     server's stream limit; each lane is strict instead, so the source
-//     never holds more than max_connections. With the default 16: 15
-//     lanes, room for 3,000 watched services; max_connections: 52 watches
-//     10,000. A server allowing fewer streams (a proxy in front of the
-//     agent: nginx allows 128) would leave the watches beyond its limit
-//     waiting for a stream, watching nothing: a watch whose request is
-//     not sent within read_timeout is given up, its lane keeps what it
-//     carries, and a warning is logged once.
-//   - Over HTTP/1.1 each blocking query holds a connection, and the agent
-//     accepts at most http_max_conns_per_client (200 by default) from one
-//     address; what reads, bulk queries and the probe do not use (4 of 16
-//     by default) carries one watch each.
+//     server's stream limit; each lane is strict instead, and lanes fill in
+//     order, so the source opens only the connections its watches need:
+//     10,000 services on 51 connections. A server allowing fewer streams
+//     (a proxy in front of the agent: nginx allows 128) would leave the
+//     watches beyond its limit waiting for a stream, watching nothing: a
+//     watch whose request is not sent within read_timeout is given up, its
+//     lane keeps the watches that got a stream, the service moves to the
+//     next lane with room, and a warning is logged once.
+//   - Over HTTP/1.1 (plain HTTP) each blocking query holds a connection:
+//     reads, bulk queries and the probe hold max_concurrent_fetches + 3
+//     per datacenter + 1 (12 for one datacenter), and each of the others
+//     carries one watch: 138 by default.
 //
 // When there are more services than room, the room goes to the services
 // that changed last: a service whose change a sweep or a signal found
 // takes the watch of the watched service that has gone longest without a
 // change, if that was more than 30s ago. The status says how many of how
-// many services are watched ("watches" note in /sources).
+// many services are watched, how long the last sweep of the others took,
+// and, over plain HTTP with services left unwatched, what to change
+// ("watches" note in /sources; the startup log and bridge validate say so
+// too).
 //
 // What a watch costs Consul: on a client agent with the streaming backend
 // (the default of client agents since Consul 1.10), a blocking health
@@ -151,39 +164,34 @@
 // non-passing check (a second instance without checks or with passing
 // ones, a new service address, a healthy instance deregistered). The
 // index of /v1/catalog/services moves, but nothing says which service
-// moved. The source then sweeps: it reads every selected service of that
-// datacenter that has no watch again, through the same bounded pool, at
-// the lower priority; when every service is watched there is nothing to
-// sweep. With sweep_cached (the default) these reads carry ?cached: on a
-// client agent with the streaming backend the agent answers from its
-// materialized views, so a sweep costs the agent's CPU and no server
-// read; on a server agent, or a client without streaming, the agent cache
-// keeps a background blocking query per service read, in the agent's
-// process. The cache follows the servers by milliseconds, so a cached
-// sweep that finds nothing is repeated once. Cached sweeps are spaced 1:1
-// (after a sweep that took d the next starts no earlier than d later;
-// uncached ones 4d, since each read reaches a server): a change without a
-// bulk signal on an unwatched service is served within about 2.5 sweep
-// durations. With sweep_cached: false every sweep read reaches a server.
+// moved. The source then sweeps the services of that datacenter that have
+// no watch, in the same order each time: it peeks at each, asking only
+// for its index (the health query with a filter that matches no instance,
+// answered "[]" with the service's X-Consul-Index), and reads in full, at
+// change priority, those whose index moved; when every service is watched
+// there is nothing to sweep. Sweep reads run two at a time and are paced
+// so that their round trips add up to at most a fifth of the time: on
+// loopback a round trip is the agent's work plus the transport's, so this
+// bounds from above what sweeps cost the local agent, follows how fast the
+// agent is, and slows sweeps down when the agent or its host is busy. With
+// sweep_cached (the default) peeks carry ?cached: on a client agent with
+// the streaming backend the agent answers from its materialized views (a
+// view per service for peeks, another for full reads: one more streaming
+// subscription per service to the servers), so a sweep costs the agent's
+// CPU and no server read; on a server agent, or a client without
+// streaming, the agent cache keeps a background blocking query per
+// service it answered, in the agent's process. The cache follows the
+// servers by milliseconds, so a cached sweep that finds nothing is
+// repeated once. Cached sweeps follow each other as long as the catalog
+// moves; with sweep_cached: false every peek reaches a server, and a sweep
+// that took d is followed by a pause of 4d. A change without a bulk
+// signal on an unwatched service is thus served within about one sweep.
 //
-// Measured, side by side (docs/benchmarks.md, "Consul source"; a server
-// and a client agent, 3 instances per service, 20 registrations a second
-// elsewhere, p99 until 100 clients hold a change): with sweeps only, a
-// change no bulk query attributes took 6 to 11 s at 2,000 services and
-// was mostly missed (beyond 15 s) at 10,000; with a watch per service
-// over HTTP/2, every kind of change took at most 0.5 s at 10,000 services
-// (max_connections: 52) and 0.72 s at 2,000 (the default 16); watches
-// over HTTP/1.1 (4 of 16 connections) leave the rest to sweeps, 3.8 to
-// 13.8 s at 2,000. The reads that reach the server are counted from its
-// consul_rpc_query counter: about 0.4 per registry change, whatever the
-// number of services; nothing reads every service per change.
-//
-// Connections: the source holds at most max_connections connections to
-// the agent (default 16) and keeps them alive for reuse. Over HTTP/1.1,
-// reads, bulk queries and the probe may hold max_concurrent_fetches + 3
-// per datacenter + 1 of them (12 for one datacenter) and the watches the
-// rest; over HTTP/2 they share one and the watches the rest. Keep
-// max_connections below the agent's http_max_conns_per_client.
+// What a registry change costs the servers is a constant: the bulk
+// queries answering and, for unwatched services, the full reads of what
+// moved; nothing reads every service per change. The figures, watched and
+// swept, over HTTP/2 and plain HTTP, are in docs/benchmarks.md ("Consul
+// source").
 //
 // Consul's index rules are followed for every blocking query: an unchanged
 // index means the wait timed out (ask again); an index that went backwards

@@ -3,6 +3,8 @@ package consul
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/hashicorp/consul/api"
@@ -158,7 +160,9 @@ func (l *loop) maybeSweep() {
 			continue
 		}
 		sw.dcs = append(sw.dcs, i)
-		for name := range d.services {
+		// In the same order every time, so that a service is looked at
+		// again one sweep after the last time, not up to two.
+		for _, name := range slices.Sorted(maps.Keys(d.services)) {
 			k := svcKey{i, name}
 			if l.watched(k) {
 				continue // its watch sees every change
