@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -18,7 +17,6 @@ import (
 	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
 	"github.com/xdsbridge/xdsbridge/internal/consultest"
 	"github.com/xdsbridge/xdsbridge/internal/envoysim"
-	"github.com/xdsbridge/xdsbridge/sources"
 )
 
 // stop sends SIGTERM and waits for a graceful exit.
@@ -224,21 +222,4 @@ func TestGuardAgentRestartedEmpty(t *testing.T) {
 			t.Errorf("%s has no endpoint after the refill", name(i))
 		}
 	}
-}
-
-// sourceStatus returns the named source's entry of /sources.
-func sourceStatus(t *testing.T, adminAddr, name string) sources.StatusSnapshot {
-	t.Helper()
-	code, body := bridgetest.Get("http://" + adminAddr + "/sources")
-	var all []sources.StatusSnapshot
-	if err := json.Unmarshal([]byte(body), &all); code != 200 || err != nil {
-		t.Fatalf("/sources = %d %v:\n%s", code, err, body)
-	}
-	for _, s := range all {
-		if s.Name == name {
-			return s
-		}
-	}
-	t.Fatalf("/sources lists no source %q:\n%s", name, body)
-	return sources.StatusSnapshot{}
 }

@@ -47,9 +47,9 @@ type ConsulEventsConfig struct {
 	// Baseline is how long the churn runs before the bridge starts, to
 	// measure what the agents spend without it (0: not measured).
 	Baseline time.Duration
-	Timeout time.Duration
-	OutDir  string
-	Logger  *slog.Logger // progress; nil: none
+	Timeout  time.Duration
+	OutDir   string
+	Logger   *slog.Logger // progress; nil: none
 }
 
 // ConsulEventsResult holds what the scenario measured.

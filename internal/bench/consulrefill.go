@@ -7,12 +7,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	"github.com/hashicorp/consul/api"
 
 	"github.com/xdsbridge/xdsbridge/internal/bench/workload"
@@ -260,18 +260,6 @@ func (k *refillCheck) arm() {
 	k.mu.Unlock()
 }
 
-// ports returns the ports of the endpoints client c holds for service i.
-func ports(c *envoysim.Client, i int) map[int]bool {
-	cla, _ := c.Resource(envoysim.EndpointType, workload.Name(i)).(*endpointv3.ClusterLoadAssignment)
-	out := map[int]bool{}
-	for _, l := range cla.GetEndpoints() {
-		for _, e := range l.GetLbEndpoints() {
-			out[int(e.GetEndpoint().GetAddress().GetSocketAddress().GetPortValue())] = true
-		}
-	}
-	return out
-}
-
 func (k *refillCheck) onResponse(c *envoysim.Client, _ envoysim.Received) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -281,9 +269,9 @@ func (k *refillCheck) onResponse(c *envoysim.Client, _ envoysim.Received) {
 	k.responses++
 	saw := false
 	for i := k.cfg.Gone; i < k.cfg.Services; i++ {
-		have := ports(c, i)
+		have := ports(c, workload.Name(i))
 		for j := range k.cfg.Instances {
-			if !have[basePort(j)] {
+			if !slices.Contains(have, basePort(j)) {
 				k.missing[[2]int{i, j}] = true
 				saw = true
 			}
@@ -297,7 +285,7 @@ func (k *refillCheck) onResponse(c *envoysim.Client, _ envoysim.Received) {
 // served reports whether c holds every endpoint of every service.
 func (k *refillCheck) served(c *envoysim.Client) bool {
 	for i := range k.cfg.Services {
-		if len(ports(c, i)) != k.cfg.Instances {
+		if len(ports(c, workload.Name(i))) != k.cfg.Instances {
 			return false
 		}
 	}
@@ -308,7 +296,7 @@ func (k *refillCheck) served(c *envoysim.Client) bool {
 // (removed, or empty).
 func (k *refillCheck) goneRemoved(c *envoysim.Client) bool {
 	for i := range k.cfg.Gone {
-		if len(ports(c, i)) != 0 {
+		if len(ports(c, workload.Name(i))) != 0 {
 			return false
 		}
 	}

@@ -92,7 +92,7 @@
 //     10,000 services on 51 connections. A server allowing fewer streams
 //     (a proxy in front of the agent: nginx allows 128) would leave the
 //     watches beyond its limit waiting for a stream, watching nothing: a
-//     watch whose request is not sent within read_timeout is given up, its
+//     watch whose request is not sent within four read_timeouts is given up, its
 //     lane keeps the watches that got a stream, the service moves to the
 //     next lane with room, and a warning is logged once.
 //   - Over HTTP/1.1 (plain HTTP) each blocking query holds a connection:

@@ -91,10 +91,11 @@ func TestWatchLanes(t *testing.T) {
 				cfg["max_connections"] = tc.maxConns
 			}
 			if tc.streams > 0 {
-				// How long a watch may wait for a stream; long enough
-				// that a starved machine does not give up watches the
-				// server has room for.
-				cfg["read_timeout"] = "2s"
+				// A watch waits four times this for a stream; long
+				// enough that a starved machine does not give up
+				// watches the server has room for, short enough for a
+				// test.
+				cfg["read_timeout"] = "1s"
 			}
 			if tc.http2 {
 				ca := filepath.Join(t.TempDir(), "ca.pem")
@@ -107,9 +108,9 @@ func TestWatchLanes(t *testing.T) {
 			}
 			var cc connCounter
 			r := startSource(t, nil, cfg, func(s *Source) { s.dial = cc.dial })
-			r.synced(20 * time.Second)
+			r.synced(2 * time.Minute)
 			want := fmt.Sprintf("%d of %d services watched", tc.watching, tc.services)
-			waitFor(t, 20*time.Second, fmt.Sprintf("%d watches waiting, and the status saying so", tc.watching), func() bool {
+			waitFor(t, 2*time.Minute, fmt.Sprintf("%d watches waiting, and the status saying so", tc.watching), func() bool {
 				return f.blockedNow() == tc.watching && strings.Contains(r.status.Snapshot().Notes["watches"], want)
 			})
 			note := r.status.Snapshot().Notes["watches"]

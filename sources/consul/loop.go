@@ -146,12 +146,8 @@ type loop struct {
 	rewake bool
 	// leaderless: the last answer said X-Consul-KnownLeader: false.
 	leaderless bool
-	// down: the probe found the agent down, and nothing answered since.
-	// reset: why Consul lost its state, until the update that says so
-	// went out (reset.go). nodeID: the agent's node ID, when known.
-	down   bool
-	reset  string
-	nodeID string
+	// agent: what the loop knows of the agent's identity and resets.
+	agent agentState
 	// aclFiltered: reads whose last answer had results hidden by ACLs;
 	// hostLogged: services whose host-name instances were logged.
 	aclFiltered map[string]bool

@@ -20,7 +20,7 @@ func (l *loop) publish(ctx context.Context, up chan<- sources.Update) bool {
 			return true
 		}
 		u := l.fullUpdate()
-		u.Reset, l.reset = l.reset != "", ""
+		u.Reset, l.agent.reset = l.agent.reset != "", ""
 		if !send(ctx, up, u) {
 			return false
 		}
@@ -36,13 +36,13 @@ func (l *loop) publish(ctx context.Context, up chan<- sources.Update) bool {
 		l.logCoverage()
 		return true
 	}
-	if l.reset != "" {
+	if l.agent.reset != "" {
 		// The first update after a reset is the whole state, so that it
 		// goes out at once even when nothing changed yet (an agent back
 		// with its state intact): the guard learns of the reset when it
 		// happened, not with whatever change comes next.
 		u := l.fullUpdate()
-		u.Reset, l.reset = true, ""
+		u.Reset, l.agent.reset = true, ""
 		return send(ctx, up, u)
 	}
 	if len(l.changed) == 0 {

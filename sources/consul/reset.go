@@ -28,6 +28,17 @@ import (
 //     that leads to another agent shows one. Consul 1.14 reports no start
 //     time or incarnation of the agent; the node ID is what identifies it.
 
+// agentState is what the loop knows of the agent between resets.
+type agentState struct {
+	// down: the probe found the agent down, and nothing answered since.
+	down bool
+	// reset: why Consul lost its state, until the update that says so
+	// went out; empty when no reset is pending.
+	reset string
+	// nodeID: the agent's node ID, when known.
+	nodeID string
+}
+
 // noteReset records that Consul lost its state since the source last read
 // it: the next update carries Reset. Every service is read again and
 // watched from there, and the blocking queries start over from index 0:
@@ -35,10 +46,10 @@ import (
 // The first answer of each blocking query after it may show an index lower
 // than before: that is this reset, not another (owesReset).
 func (l *loop) noteReset(why string) {
-	if l.reset == "" {
+	if l.agent.reset == "" {
 		l.s.log.Info(msgReset, "why", why)
 	}
-	l.reset = why
+	l.agent.reset = why
 	for i, d := range l.dcs {
 		d.forgetIndexes()
 		l.stopWatches(i)
@@ -50,8 +61,8 @@ func (l *loop) noteReset(why string) {
 // answered records a successful answer from the agent; the first after the
 // probe found the agent down is a reset.
 func (l *loop) answered() {
-	if l.down {
-		l.down = false
+	if l.agent.down {
+		l.agent.down = false
 		l.noteReset("the agent answers again after an outage")
 	}
 }
@@ -61,10 +72,10 @@ func (l *loop) noteIdentity(id string) {
 	if id == "" {
 		return // unknown (no agent:read): nothing to compare
 	}
-	if l.nodeID != "" && id != l.nodeID {
-		l.noteReset(fmt.Sprintf("the agent's node ID changed from %s to %s", l.nodeID, id))
+	if l.agent.nodeID != "" && id != l.agent.nodeID {
+		l.noteReset(fmt.Sprintf("the agent's node ID changed from %s to %s", l.agent.nodeID, id))
 	}
-	l.nodeID = id
+	l.agent.nodeID = id
 }
 
 // fullUpdate builds the source's complete state, records it as

@@ -94,7 +94,7 @@ func (l *loop) onProbe(r probeResult) {
 	if r.err != nil {
 		l.probeErr = r.err
 		l.probeFailing.Store(true)
-		l.down = true
+		l.agent.down = true
 		l.rewake = true
 		l.fail(r.err)
 		return

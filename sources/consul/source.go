@@ -82,7 +82,7 @@ func (s *Source) Run(ctx context.Context, up chan<- sources.Update) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	s.gen = newGeneration(ctx)
-	dcs, agent, err := s.discover(ctx, c)
+	dcs, self, err := s.discover(ctx, c)
 	if err != nil {
 		return ctx.Err()
 	}
@@ -98,7 +98,7 @@ func (s *Source) Run(ctx context.Context, up chan<- sources.Update) error {
 			return ctx.Err()
 		}
 	}
-	s.plan = s.cfg.plan(s.proto.Load() == 2, agent.maxConnsPerClient)
+	s.plan = s.cfg.plan(s.proto.Load() == 2, self.maxConnsPerClient)
 	s.logPlan()
 	if !s.plan.http2 {
 		// Over HTTP/2 everything but the watches shares the one
@@ -126,7 +126,7 @@ func (s *Source) Run(ctx context.Context, up chan<- sources.Update) error {
 		}
 	}
 	l := newLoop(ctx, s, c, w, dcs, &wg)
-	l.nodeID = agent.nodeID
+	l.agent.nodeID = self.nodeID
 	probes := make(chan probeResult)
 	wg.Go(func() { s.probe(ctx, c, dcs[0], l.probeFailing.Load, l.kick, probes) })
 	return l.run(ctx, polls, probes, up)

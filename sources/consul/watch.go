@@ -333,12 +333,20 @@ func (s *Source) watch(ctx context.Context, c *api.Client, k svcKey, dc string, 
 // it) allows.
 var errQueued = errors.New("no HTTP/2 stream for the watch: the connection carries as many requests as the server allows")
 
+// streamWaitFactor: a watch whose request waited this many times
+// read_timeout without being sent is taken as queued for a stream. A busy
+// host can take a while to write the headers of a burst of requests on one
+// connection, and a watch given up for that would lower its lane's room
+// for good; a server that allows fewer streams keeps the request waiting
+// for ever, so waiting longer only delays noticing it.
+const streamWaitFactor = 4
+
 // readWatched is read for a watch, which also reports whether the request
-// waited read_timeout without being sent. Over HTTP/2 a lane's requests
-// beyond the server's stream limit wait for a stream (the transport is
-// strict); a watch waiting so would watch nothing until another ends,
-// possibly minutes later, while its service counted as watched and was
-// not swept. sent is set once the request got its stream.
+// waited streamWaitFactor read_timeouts without being sent. Over HTTP/2 a
+// lane's requests beyond the server's stream limit wait for a stream (the
+// transport is strict); a watch waiting so would watch nothing until
+// another ends, possibly minutes later, while its service counted as
+// watched and was not swept. sent is set once the request got its stream.
 func (s *Source) readWatched(ctx context.Context, c *api.Client, dc, service string, index uint64, sent *atomic.Bool) ([]*api.ServiceEntry, *api.QueryMeta, bool, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -353,7 +361,7 @@ func (s *Source) readWatched(ctx context.Context, c *api.Client, dc, service str
 		},
 	})
 	var queued atomic.Bool
-	t := time.AfterFunc(s.cfg.ReadTimeout, func() {
+	t := time.AfterFunc(streamWaitFactor*s.cfg.ReadTimeout, func() {
 		select {
 		case <-wrote:
 		default:
