@@ -190,6 +190,12 @@ func RunConsulRefill(ctx context.Context, cfg ConsulRefillConfig) (*ConsulRefill
 	} else {
 		res.GoneRemoved = time.Since(refilled)
 	}
+	// Closed first, so that every response they received has been
+	// checked.
+	for _, c := range clients {
+		c.Close()
+	}
+	clients = nil
 	chk.mu.Lock()
 	res.Missing, res.MissingResponses, res.Responses = len(chk.missing), chk.missingResponses, chk.responses
 	chk.mu.Unlock()

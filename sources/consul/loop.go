@@ -314,7 +314,7 @@ func (l *loop) onFetch(r fetchResult) {
 	delete(l.inflight, r.key)
 	if r.sweep {
 		l.sweeping--
-		l.pacer.spend(r.took, time.Now())
+		l.pacer.spend(r.peek, r.took, time.Now())
 	}
 	// A read queued while this one was in flight was not put in the queue
 	// (see queueRead); it goes there now, whatever happens below.

@@ -23,12 +23,15 @@ import (
 //
 // The agent's time is the budget: sweep reads (peeks, and full reads of
 // services whose index is unknown) run at most sweepSlots at a time, and
-// the pacer spaces them so that their round trips add up to at most
-// sweepShare of the time. On loopback a round trip is the agent's work on
-// the request plus the transport's, so this bounds the CPU sweeps cost the
-// local agent from above, adapts to how fast that agent is, and slows
-// sweeps down when the agent (or the host) is busy. Over a network the
-// round trip also holds the network's latency and the bound is looser.
+// the pacer spaces them so that what they cost the agent adds up to at
+// most sweepShare of the time. A read's cost is taken as the shortest
+// round trip among the recent reads of its kind: on loopback a round trip
+// is the agent's work plus the transport's, and the shortest of many is
+// one that did not wait for a CPU, so this follows how fast the agent is
+// without mistaking a busy host's scheduling delays for the agent's work
+// (which would slow sweeps to a crawl exactly when the host is busy for
+// other reasons). Over a network the round trip also holds the network's
+// latency, and sweeps are slower.
 
 // sweepShare is the share of the time sweep reads may keep the agent busy;
 // sweepSlots how many run at once (two: one per core of a small host,
@@ -42,11 +45,19 @@ const (
 // after an idle period starts with a short burst, not a long one.
 const pacerCredit = 10 * time.Millisecond
 
-// pacer accounts the round trips of sweep reads against sweepShare of the
-// wall clock.
+// costWindow is how many recent round trips of each kind of sweep read
+// the pacer takes the shortest of.
+const costWindow = 64
+
+// pacer accounts the cost of sweep reads against sweepShare of the wall
+// clock.
 type pacer struct {
-	debt time.Duration // round-trip time not yet covered by elapsed time
+	debt time.Duration // cost not yet covered by elapsed time
 	at   time.Time     // when debt was last settled
+	// recent holds the latest round trips of full reads (0) and peeks
+	// (1), a ring each.
+	recent [2][costWindow]time.Duration
+	next   [2]int
 }
 
 func (p *pacer) settle(now time.Time) {
@@ -57,10 +68,22 @@ func (p *pacer) settle(now time.Time) {
 	p.debt = max(p.debt, -pacerCredit)
 }
 
-// spend records a sweep read's round trip.
-func (p *pacer) spend(took time.Duration, now time.Time) {
+// spend records a sweep read's round trip and charges its cost.
+func (p *pacer) spend(peek bool, took time.Duration, now time.Time) {
+	kind := 0
+	if peek {
+		kind = 1
+	}
+	p.recent[kind][p.next[kind]] = took
+	p.next[kind] = (p.next[kind] + 1) % costWindow
+	cost := took
+	for _, d := range p.recent[kind] {
+		if d > 0 && d < cost {
+			cost = d
+		}
+	}
 	p.settle(now)
-	p.debt += took
+	p.debt += cost
 }
 
 // readyAt is when the next sweep read may start.
