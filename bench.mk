@@ -52,13 +52,13 @@ bench-consul: bench-bin
 	done
 
 # The Consul source at 10,000 services: a server agent and a client agent,
-# the bridge on the client's HTTPS listener with room for a watch per
-# service (200 per HTTP/2 connection), every kind of registry change.
+# the bridge on the client's HTTPS listener with default settings (a watch
+# per service, 200 per HTTP/2 connection), every kind of registry change.
 bench-consul-scale: bench-bin
 	go build -o $(BENCH_OUT)/bridge ./cmd/bridge
 	set -eu; vars=$$(scripts/tools.sh); eval "$$vars"; \
 	$(BENCH_OUT)/xdsload consul-events --consul "$$XDSBRIDGE_CONSUL" --bridge $(BENCH_OUT)/bridge \
-	  --topology cluster --tls -n 10000 --per-event 10 --source 'max_connections: 52' --out $(BENCH_OUT)/consul-scale
+	  --topology cluster --tls -n 10000 --per-event 10 --out $(BENCH_OUT)/consul-scale
 
 # A -dev agent restarted on an empty data directory, 180 of its 200
 # services registered again over 20 s, then over 60 s: the endpoints the

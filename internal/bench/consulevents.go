@@ -160,7 +160,7 @@ func RunConsulEvents(ctx context.Context, cfg ConsulEventsConfig) (*ConsulEvents
 		extra = ", " + cfg.SourceYAML
 	}
 	yaml := fmt.Sprintf("xds: {listen: %q}\nadmin: {listen: %q}\nlog: {level: warn}\nsources:\n"+
-		"  - {name: consul, type: consul, address: %q%s, services: {include: [\"svc-*\"]}, guard: {max_removed_fraction: 1}%s}\n",
+		"  - {name: consul, type: consul, address: %q%s, services: {include: [\"svc-*\"]}%s}\n",
 		xdsAddr, adminAddr, address, tlsYAML, extra)
 	conf := filepath.Join(cfg.OutDir, "consul-events.bridge.yaml")
 	if err := os.WriteFile(conf, []byte(yaml), 0o644); err != nil {

@@ -152,8 +152,8 @@
 // after 50ms, up to 20 times. A read older than the one applied last (its
 // index is lower: a stale read from another server) is not served but
 // repeated likewise, and accepted only if it stays older (the cluster's
-// state was reset; a blocking query whose index goes backwards, or a
-// resync after an outage, makes any index acceptable at once).
+// state was reset; once the source noticed a reset, see "When Consul
+// loses its state", any index is acceptable at once).
 //
 // Reads queued by a precise signal (a check change, a new service, a
 // node change, a retry) go ahead of the reads of a sweep: one queue per
