@@ -23,8 +23,7 @@ import (
 func TestBridge(t *testing.T) {
 	agent := consultest.Start(t)
 	c := agent.Client()
-	// The removal guard would hold the emptying of api (see TestEventMatrix).
-	in := bridgetest.Start(t, bridgeConfig(agent.HTTPAddr, "    retry_max: 500ms\n    guard: {max_removed_fraction: 1}\n"))
+	in := bridgetest.Start(t, bridgeConfig(agent.HTTPAddr, "    retry_max: 500ms\n"))
 	xdsAddr, adminAddr := in.XDSAddr().String(), in.AdminAddr().String()
 	bridgetest.WaitReady(t, adminAddr, 10*time.Second)
 
