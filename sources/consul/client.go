@@ -43,6 +43,10 @@ func (s *Source) newAPIClient(limit int, record bool) (*api.Client, *http.Transp
 		DialContext:           dialer.DialContext,
 		MaxConnsPerHost:       limit,
 		ForceAttemptHTTP2:     true,
+		// The agent is local: compressing its answers (it gzips any but
+		// the smallest when asked) would cost both sides CPU for
+		// bandwidth that loopback does not need.
+		DisableCompression: true,
 		MaxIdleConns:          limit,
 		MaxIdleConnsPerHost:   limit,
 		IdleConnTimeout:       90 * time.Second,

@@ -103,7 +103,7 @@
 // When there are more services than room, the room goes to the services
 // that changed last: a service whose change a sweep or a signal found
 // takes the watch of the watched service that has gone longest without a
-// change, if that was more than 30s ago. The status says how many of how
+// change, if that was more than 5s ago. The status says how many of how
 // many services are watched, how long the last sweep of the others took,
 // and, over plain HTTP with services left unwatched, what to change
 // ("watches" note in /sources; the startup log and bridge validate say so

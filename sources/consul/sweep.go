@@ -24,14 +24,18 @@ import (
 // The agent's time is the budget: sweep reads (peeks, and full reads of
 // services whose index is unknown) run at most sweepSlots at a time, and
 // the pacer spaces them so that what they cost the agent adds up to at
-// most sweepShare of the time. A read's cost is taken as the shortest
-// round trip among the recent reads of its kind: on loopback a round trip
-// is the agent's work plus the transport's, and the shortest of many is
-// one that did not wait for a CPU, so this follows how fast the agent is
-// without mistaking a busy host's scheduling delays for the agent's work
-// (which would slow sweeps to a crawl exactly when the host is busy for
-// other reasons). Over a network the round trip also holds the network's
-// latency, and sweeps are slower.
+// most sweepShare of the time. A read's cost is taken as costFactor times
+// the shortest round trip among the recent reads of its kind: on loopback
+// a round trip is the agent's work plus the transport's, and the shortest
+// of many is one that did not wait for a CPU, so this follows how fast the
+// agent is without mistaking a busy host's scheduling delays for the
+// agent's work (which would slow sweeps to a crawl exactly when the host
+// is busy for other reasons). The factor accounts for what a request
+// costs the agent outside its round trip: collecting the garbage it
+// allocated, on other threads, and its connection's reads and wakeups
+// (docs/benchmarks.md has the agent's CPU measured against this charge).
+// Over a network the round trip also holds the network's latency, and
+// sweeps are slower.
 
 // sweepShare is the share of the time sweep reads may keep the agent busy;
 // sweepSlots how many run at once (two: one per core of a small host,
@@ -40,6 +44,10 @@ const (
 	sweepShare = 0.2
 	sweepSlots = 2
 )
+
+// costFactor: a sweep read is charged this many times its shortest recent
+// round trip (see the Sweeps comment).
+const costFactor = 2
 
 // pacerCredit bounds the credit a quiet pacer builds up, so that a sweep
 // after an idle period starts with a short burst, not a long one.
@@ -83,7 +91,7 @@ func (p *pacer) spend(peek bool, took time.Duration, now time.Time) {
 		}
 	}
 	p.settle(now)
-	p.debt += cost
+	p.debt += costFactor * cost
 }
 
 // readyAt is when the next sweep read may start.

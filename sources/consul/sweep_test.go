@@ -5,8 +5,8 @@ import (
 	"time"
 )
 
-// TestPacer: sweep reads are charged the shortest recent round trip of
-// their kind, so a read that waited for a busy host costs what the agent
+// TestPacer: sweep reads are charged costFactor times the shortest recent
+// round trip of their kind, so a read that waited for a busy host costs what the agent
 // spent, and the next read may start once the charges fit in sweepShare
 // of the time since.
 func TestPacer(t *testing.T) {
@@ -18,14 +18,14 @@ func TestPacer(t *testing.T) {
 	const fast, slow = 100 * time.Microsecond, 5 * time.Millisecond
 	p.spend(true, fast, t0)
 	p.spend(true, slow, t0) // waited for a CPU: charged as the fast one
-	if got, want := p.readyAt(t0).Sub(t0), scaled(2*fast); got != want {
+	if got, want := p.readyAt(t0).Sub(t0), scaled(2*costFactor*fast); got != want {
 		t.Errorf("ready after %v, want %v (two reads charged %v each)", got, want, fast)
 	}
 	// Full reads are charged apart from peeks.
 	var q pacer
 	q.spend(true, fast, t0)
 	q.spend(false, slow, t0)
-	if got, want := q.readyAt(t0).Sub(t0), scaled(fast+slow); got != want {
+	if got, want := q.readyAt(t0).Sub(t0), scaled(costFactor*(fast+slow)); got != want {
 		t.Errorf("a peek and a full read: ready after %v, want %v", got, want)
 	}
 	// A quiet pacer builds up at most pacerCredit.
@@ -34,8 +34,8 @@ func TestPacer(t *testing.T) {
 		t.Fatalf("ready at %v after an hour, want now", at)
 	}
 	q.spend(true, fast, later)
-	if q.debt != fast-pacerCredit {
-		t.Errorf("debt %v after an hour's quiet and a read, want %v", q.debt, fast-pacerCredit)
+	if want := costFactor*fast - pacerCredit; q.debt != want {
+		t.Errorf("debt %v after an hour's quiet and a read, want %v", q.debt, want)
 	}
 }
 

@@ -34,9 +34,13 @@ import (
 // as Consul's rules for blocking queries ask.
 
 // watchKeep is how long a watched service keeps its watch against a
-// service that changed more recently, so that services changing in turn
-// do not make watches churn.
-const watchKeep = 30 * time.Second
+// service that changed more recently. Changes come in runs (a deploy, a
+// scale-up, a node drained), so the service that changed last is the
+// likeliest to change next, and a watch should follow it soon; but not at
+// once, so that services changing in turn move at most as many watches
+// per watchKeep as there are lanes (over HTTP/1.1 each move closes a
+// connection and opens another).
+const watchKeep = 5 * time.Second
 
 // watchRun is one service's watch.
 type watchRun struct {
