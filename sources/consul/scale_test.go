@@ -73,7 +73,7 @@ func TestScale(t *testing.T) {
 	// The sweep goes on after it found the instance; it ends when the
 	// requests stop.
 	last, lastAt := codes.total(), time.Now()
-	waitFor(t, 30*time.Second, "the sweep to end", func() bool {
+	waitFor(t, 2*time.Minute, "the sweep to end", func() bool {
 		if n := codes.total(); n != last {
 			last, lastAt = n, time.Now()
 		}
