@@ -182,7 +182,7 @@ func TestGuardAgentRestartedEmpty(t *testing.T) {
 		return true
 	}
 	waitFor(t, cl, "every service", all)
-	holdsBefore := sourceStatus(t, adminAddr, "consul").GuardHolds
+	holdsBefore := bridgetest.SourceStatus(t, adminAddr, "consul").GuardHolds
 	mu.Lock()
 	watching = true
 	mu.Unlock()
@@ -214,7 +214,7 @@ func TestGuardAgentRestartedEmpty(t *testing.T) {
 	if len(lost) > 0 {
 		t.Errorf("refilled services lost their endpoint while the agent refilled: %v", lost)
 	}
-	if st := sourceStatus(t, adminAddr, "consul"); st.GuardHolds <= holdsBefore {
+	if st := bridgetest.SourceStatus(t, adminAddr, "consul"); st.GuardHolds <= holdsBefore {
 		t.Errorf("guard_holds %d, was %d: no hold of the refill's removals", st.GuardHolds, holdsBefore)
 	}
 	for i := gone; i < n; i++ {

@@ -39,14 +39,14 @@ func (s *Source) newAPIClient(limit int, record bool) (*api.Client, *http.Transp
 	cfg := s.cfg
 	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
 	tr := &http.Transport{
-		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           dialer.DialContext,
-		MaxConnsPerHost:       limit,
-		ForceAttemptHTTP2:     true,
+		Proxy:             http.ProxyFromEnvironment,
+		DialContext:       dialer.DialContext,
+		MaxConnsPerHost:   limit,
+		ForceAttemptHTTP2: true,
 		// The agent is local: compressing its answers (it gzips any but
 		// the smallest when asked) would cost both sides CPU for
 		// bandwidth that loopback does not need.
-		DisableCompression: true,
+		DisableCompression:    true,
 		MaxIdleConns:          limit,
 		MaxIdleConnsPerHost:   limit,
 		IdleConnTimeout:       90 * time.Second,
