@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -22,6 +23,7 @@ import (
 	"github.com/xdsbridge/xdsbridge/internal/bench/workload"
 	"github.com/xdsbridge/xdsbridge/internal/consultest"
 	"github.com/xdsbridge/xdsbridge/internal/envoysim"
+	"github.com/xdsbridge/xdsbridge/sources"
 )
 
 // ConsulEventsConfig is the Consul source's scenario: services × 3
@@ -94,6 +96,10 @@ type ConsulEventsResult struct {
 	// in its metrics.
 	BridgeFailures float64
 	Bridge429      int
+	// Watches is the source's "watches" note in /sources at the end of
+	// the events: how many services are watched and how long the last
+	// sweep of the others took.
+	Watches string
 	// Baseline is the agents' load under churn before the bridge runs;
 	// IdleLoad with the bridge and nothing changing; EventsLoad with the
 	// bridge over the events and the churn.
@@ -259,6 +265,9 @@ func RunConsulEvents(ctx context.Context, cfg ConsulEventsConfig) (*ConsulEvents
 		return nil, err
 	}
 	res.Bridge429 = countLines(bridgeLog, "429 Too Many Requests", "response code: 429")
+	if res.Watches, err = sourceNote(adminAddr, "consul", "watches"); err != nil {
+		res.Watches = "not read: " + err.Error() // informative: it does not fail the run
+	}
 	scancel()
 	sampling.Wait()
 	return res, os.WriteFile(filepath.Join(cfg.OutDir, "consul-events.conns.txt"), []byte(sampler.report()+"\n"), 0o644)
@@ -365,6 +374,26 @@ func scrapeSample(url, sample string) (float64, error) {
 		}
 	}
 	return 0, sc.Err()
+}
+
+// sourceNote returns the note key of the named source in the bridge's
+// /sources ("" when it has none).
+func sourceNote(adminAddr, source, key string) (string, error) {
+	resp, err := http.Get("http://" + adminAddr + "/sources")
+	if err != nil {
+		return "", fmt.Errorf("reading /sources: %w", err)
+	}
+	defer resp.Body.Close()
+	var all []sources.StatusSnapshot
+	if err := json.NewDecoder(resp.Body).Decode(&all); err != nil {
+		return "", fmt.Errorf("decoding /sources: %w", err)
+	}
+	for _, s := range all {
+		if s.Name == source {
+			return s.Notes[key], nil
+		}
+	}
+	return "", fmt.Errorf("/sources lists no source %q", source)
 }
 
 // countLines counts the lines of a file that contain any of subs.
@@ -510,6 +539,9 @@ func (r *ConsulEventsResult) Markdown() string {
 		r.ServerRPC, r.ServerRPC/r.Minutes, r.ServerQueries, r.ServerQueries/r.Minutes, r.Minutes)
 	fmt.Fprintf(&b, "- registry changes in that window: %d churn + %d timed = %.0f; per change: %.2f consul_rpc_request, %.2f consul_rpc_query\n",
 		r.Churned, r.EventsMade, changes, r.ServerRPC/max(changes, 1), r.ServerQueries/max(changes, 1))
+	if r.Watches != "" {
+		fmt.Fprintf(&b, "- the source's watches at the end (/sources): %s\n", r.Watches)
+	}
 	b.WriteString(r.loadMarkdown())
 	b.WriteString("\n")
 	b.WriteString("| event | n | p50 | p99 | max | missed |\n|---|---|---|---|---|---|\n")

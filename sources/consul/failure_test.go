@@ -257,8 +257,8 @@ func TestFailures(t *testing.T) {
 	f, addr := newFakeConsul(t)
 	f.set(func() { f.entries = svcEntries(1) })
 	r := startSource(t, nil, map[string]any{"address": addr, "retry_min": "50ms", "retry_max": "200ms"})
-	r.synced(5 * time.Second)
-	r.waitFor(within, "svc with 1 endpoint", func() bool { return len(r.endpointsOf("svc")) == 1 })
+	r.synced(patience)
+	r.waitFor(patience, "svc with 1 endpoint", func() bool { return len(r.endpointsOf("svc")) == 1 })
 	n := r.updateCount()
 
 	for _, mode := range []string{"leaderless", "garbage", "throttle"} {
@@ -268,14 +268,14 @@ func TestFailures(t *testing.T) {
 			f.entries = svcEntries(1, 2)
 		})
 		before := f.requestCount()
-		r.waitFor(5*time.Second, mode+": failures counted", func() bool {
+		r.waitFor(patience, mode+": failures counted", func() bool {
 			return r.status.Snapshot().Stale && f.requestCount() > before+10
 		})
 	}
 	// Backoff: with retry_max 200ms, three blocking queries retry at most
 	// about 15 times a second each; a hot loop would do thousands.
 	before, start := f.requestCount(), time.Now()
-	waitFor(t, 5*time.Second, "a second of retries", func() bool { return time.Since(start) >= time.Second })
+	waitFor(t, patience, "a second of retries", func() bool { return time.Since(start) >= time.Second })
 	if got := f.requestCount() - before; got > 60 {
 		t.Errorf("%d requests in a second while throttled: no backoff", got)
 	}
@@ -291,7 +291,7 @@ func TestFailures(t *testing.T) {
 
 	// Recovery with a reset index (a restarted cluster): resync, publish.
 	f.set(func() { f.mode, f.index = "ok", 3 })
-	r.waitFor(5*time.Second, "recovered with svc at 2 endpoints", func() bool {
+	r.waitFor(patience, "recovered with svc at 2 endpoints", func() bool {
 		return !r.status.Snapshot().Stale && len(r.endpointsOf("svc")) == 2
 	})
 	if got := r.logs.count(msgRecovered); got != 1 {
@@ -299,7 +299,7 @@ func TestFailures(t *testing.T) {
 	}
 	// The index goes backwards again without an error: still followed.
 	f.set(func() { f.index, f.entries = 2, svcEntries(1, 2, 3) })
-	r.waitFor(5*time.Second, "svc at 3 endpoints after an index reset", func() bool { return len(r.endpointsOf("svc")) == 3 })
+	r.waitFor(patience, "svc at 3 endpoints after an index reset", func() bool { return len(r.endpointsOf("svc")) == 3 })
 }
 
 // TestRequestOptions checks what reaches Consul: token, namespace,
@@ -311,12 +311,12 @@ func TestRequestOptions(t *testing.T) {
 	r := startSource(t, nil, map[string]any{"address": addr, "token": "tok-123", "namespace": "team-a", "partition": "part-1",
 		"node_meta": map[string]any{"rack": "r1"}, "tags": []any{"prod"}, "filter": `Service.Meta.v == "2"`,
 		"datacenters": []any{"dc9"}, "wait": "30s"})
-	r.synced(5 * time.Second)
+	r.synced(patience)
 
 	// The token appears in no error (errors are logged and shown by the
 	// admin API): it travels in a header, never in the URL.
 	f.set(func() { f.mode, f.index = "leaderless", f.index+1 })
-	r.waitFor(5*time.Second, "failing", func() bool { return r.status.Snapshot().Stale })
+	r.waitFor(patience, "failing", func() bool { return r.status.Snapshot().Stale })
 	if e := r.status.Snapshot().LastError; strings.Contains(e, "tok-123") {
 		t.Errorf("the token leaks into errors: %s", e)
 	}
@@ -367,9 +367,9 @@ func TestIdleHeartbeat(t *testing.T) {
 	f, addr := newFakeConsul(t) // blocks 2s, then answers the same index
 	f.set(func() { f.entries = svcEntries(1) })
 	r := startSource(t, nil, map[string]any{"address": addr, "wait": "1s"})
-	r.synced(5 * time.Second)
+	r.synced(patience)
 	first := r.status.Snapshot().LastSuccess
-	r.waitFor(5*time.Second, "LastSuccess to advance while idle", func() bool {
+	r.waitFor(patience, "LastSuccess to advance while idle", func() bool {
 		return r.status.Snapshot().LastSuccess.After(first.Add(time.Second))
 	})
 	if n := r.updateCount(); n != 1 {
@@ -385,11 +385,11 @@ func TestStaleReadBackwards(t *testing.T) {
 	f, addr := newFakeConsul(t)
 	f.set(func() { f.entries = svcEntries(1) })
 	r := startSource(t, nil, map[string]any{"address": addr})
-	r.synced(5 * time.Second)
-	r.waitFor(within, "svc with 1 endpoint", func() bool { return len(r.endpointsOf("svc")) == 1 })
+	r.synced(patience)
+	r.waitFor(patience, "svc with 1 endpoint", func() bool { return len(r.endpointsOf("svc")) == 1 })
 	f.set(func() { f.index, f.svcIndex, f.entries = f.index+1, 5, svcEntries(1, 2) }) // a sweep reads index 5 < 10
 	start := time.Now()
-	took := r.waitFor(5*time.Second, "the older read accepted in the end", func() bool { return len(r.endpointsOf("svc")) == 2 })
+	took := r.waitFor(patience, "the older read accepted in the end", func() bool { return len(r.endpointsOf("svc")) == 2 })
 	if took < behindDelay*behindRetries/2 {
 		t.Errorf("a read older than the applied state was served after %v", took)
 	}
@@ -410,23 +410,23 @@ func TestOutageReset(t *testing.T) {
 	})
 	r := startSource(t, nil, map[string]any{"address": addr, "retry_min": "50ms", "retry_max": "100ms", "on_empty": "remove",
 		"read_timeout": "300ms"})
-	r.synced(5 * time.Second)
-	r.waitFor(within, "svc with 2 endpoints, other present", func() bool {
+	r.synced(patience)
+	r.waitFor(patience, "svc with 2 endpoints, other present", func() bool {
 		_, ok := r.service("other")
 		return len(r.endpointsOf("svc")) == 2 && ok
 	})
 
 	f.set(func() { f.mode, f.index = "throttle", f.index+1 })
-	r.waitFor(5*time.Second, "failing with 429s", func() bool { return r.status.Snapshot().Stale })
+	r.waitFor(patience, "failing with 429s", func() bool { return r.status.Snapshot().Stale })
 	f.set(func() { f.mode, f.index = "ok", f.index+1 })
-	r.waitFor(5*time.Second, "fresh after the 429s", func() bool { return !r.status.Snapshot().Stale })
+	r.waitFor(patience, "fresh after the 429s", func() bool { return !r.status.Snapshot().Stale })
 	if n := r.resets(); n != 0 {
 		t.Fatalf("%d updates marked Reset after 429s: the agent answered throughout", n)
 	}
 
 	// Away: the agent answers nothing until the probe says so.
 	f.set(func() { f.hung["*"] = true })
-	r.waitFor(5*time.Second, "the probe failing", func() bool {
+	r.waitFor(patience, "the probe failing", func() bool {
 		return strings.Contains(r.status.Snapshot().LastError, "probing")
 	})
 	n := r.updateCount()
@@ -438,7 +438,7 @@ func TestOutageReset(t *testing.T) {
 		f.catalog = map[string][]string{"svc": {}}
 	})
 	f.unhang()
-	r.waitFor(5*time.Second, "the refilled state", func() bool {
+	r.waitFor(patience, "the refilled state", func() bool {
 		_, ok := r.service("other")
 		eps := r.endpointsOf("svc")
 		_, has1 := eps[1]
@@ -465,15 +465,15 @@ func TestNodeIDChanged(t *testing.T) {
 	f, addr := newFakeConsul(t)
 	f.set(func() { f.entries, f.nodeID = svcEntries(1), "node-a" })
 	r := startSource(t, nil, map[string]any{"address": addr, "read_timeout": "200ms"})
-	r.synced(5 * time.Second)
+	r.synced(patience)
 	n := r.updateCount()
 	f.set(func() { f.nodeID = "node-b" })
-	r.waitFor(10*time.Second, "an update marked Reset", func() bool { return r.resets() == 1 })
+	r.waitFor(patience, "an update marked Reset", func() bool { return r.resets() == 1 })
 	if kinds := r.kindsSince(n); kinds[0] != (updateKind{full: true, reset: true}) {
 		t.Errorf("updates after the agent changed = %+v, want the first Full and marked Reset", kinds)
 	}
 	reads := f.count("/v1/agent/self")
-	waitFor(t, 10*time.Second, "two more reads of the node ID", func() bool { return f.count("/v1/agent/self") >= reads+2 })
+	waitFor(t, patience, "two more reads of the node ID", func() bool { return f.count("/v1/agent/self") >= reads+2 })
 	if got := r.resets(); got != 1 {
 		t.Errorf("%d updates marked Reset, want 1: the node ID did not change again", got)
 	}

@@ -25,15 +25,15 @@ func TestWatchSeesSilentChange(t *testing.T) {
 				f.catIndex = 5
 			})
 			r := startSource(t, nil, map[string]any{"address": addr, "watch": watch})
-			r.synced(5 * time.Second)
-			r.waitFor(within, "svc with 1 endpoint", func() bool { return len(r.endpointsOf("svc")) == 1 })
+			r.synced(patience)
+			r.waitFor(patience, "svc with 1 endpoint", func() bool { return len(r.endpointsOf("svc")) == 1 })
 			if watch {
-				waitFor(t, within, "the watch of svc waiting", func() bool { return f.blockedNow() == 1 })
+				waitFor(t, patience, "the watch of svc waiting", func() bool { return f.blockedNow() == 1 })
 			}
 			f.set(func() { f.index++; f.entries = svcEntries(1, 2) })
 			served := func() bool { return len(r.endpointsOf("svc")) == 2 }
 			if watch {
-				took := r.waitFor(time.Second, "the silent change", served)
+				took := r.waitFor(patience, "the silent change", served)
 				t.Logf("served %v after the change", took.Round(time.Millisecond))
 				return
 			}
@@ -108,9 +108,9 @@ func TestWatchLanes(t *testing.T) {
 			}
 			var cc connCounter
 			r := startSource(t, nil, cfg, func(s *Source) { s.dial = cc.dial })
-			r.synced(2 * time.Minute)
+			r.synced(patience)
 			want := fmt.Sprintf("%d of %d services watched", tc.watching, tc.services)
-			waitFor(t, 2*time.Minute, fmt.Sprintf("%d watches waiting, and the status saying so", tc.watching), func() bool {
+			waitFor(t, patience, fmt.Sprintf("%d watches waiting, and the status saying so", tc.watching), func() bool {
 				return f.blockedNow() == tc.watching && strings.Contains(r.status.Snapshot().Notes["watches"], want)
 			})
 			note := r.status.Snapshot().Notes["watches"]

@@ -41,7 +41,9 @@ func TestScale(t *testing.T) {
 			s.dial = cc.dial
 			s.wrap = codes.wrap
 		})
-	r.synced(60 * time.Second)
+	// The first sync of 2,000 services is the longest wait of these
+	// tests.
+	r.synced(2 * patience)
 	r.mu.Lock()
 	firstSync := r.full.Sub(start)
 	got := len(r.state)
@@ -54,7 +56,7 @@ func TestScale(t *testing.T) {
 	// A check going critical: the health watch names the service.
 	before := codes.total()
 	setCheck(t, c, 1000, nodes, api.HealthCritical)
-	critical := r.waitFor(within, "scale-1000 unhealthy", func() bool {
+	critical := r.waitFor(patience, "scale-1000 unhealthy", func() bool {
 		e, ok := r.endpointsOf(svcName(1000))[uint32(10000+1000)]
 		return ok && e.Health == sources.HealthUnhealthy
 	})
@@ -67,13 +69,13 @@ func TestScale(t *testing.T) {
 		Service: &api.AgentService{ID: "extra", Service: svcName(1500), Port: 20000}}, nil); err != nil {
 		t.Fatal(err)
 	}
-	sweep := r.waitFor(5*time.Second, "second instance of scale-1500", func() bool { return len(r.endpointsOf(svcName(1500))) == 2 })
+	sweep := r.waitFor(patience, "second instance of scale-1500", func() bool { return len(r.endpointsOf(svcName(1500))) == 2 })
 
 	afterSweep := codes.total()
 	// The sweep goes on after it found the instance; it ends when the
 	// requests stop.
 	last, lastAt := codes.total(), time.Now()
-	waitFor(t, 2*time.Minute, "the sweep to end", func() bool {
+	waitFor(t, patience, "the sweep to end", func() bool {
 		if n := codes.total(); n != last {
 			last, lastAt = n, time.Now()
 		}
