@@ -185,7 +185,8 @@
 // repeated once. Cached sweeps follow each other as long as the catalog
 // moves; with sweep_cached: false every peek reaches a server, and a sweep
 // that took d is followed by a pause of 4d. A change without a bulk
-// signal on an unwatched service is thus served within about one sweep.
+// signal on an unwatched service is thus served within one to two sweeps
+// (a change just behind a running sweep waits for the next).
 //
 // What a registry change costs the servers is a constant: the bulk
 // queries answering and, for unwatched services, the full reads of what
