@@ -5,8 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/xdsbridge/xdsbridge/internal/bench"
@@ -19,8 +17,7 @@ func consulRefill(ctx context.Context, args []string, log *slog.Logger) error {
 	fs := flag.NewFlagSet("consul-refill", flag.ContinueOnError)
 	out := fs.String("out", "out/bench/consul-refill", "output directory")
 	var cfg bench.ConsulRefillConfig
-	fs.StringVar(&cfg.ConsulBin, "consul", defaultConsulBin(), "consul binary (env XDSBRIDGE_CONSUL)")
-	fs.StringVar(&cfg.BridgeBin, "bridge", "out/bench/bridge", "bridge binary (go build -o out/bench/bridge ./cmd/bridge)")
+	binaryFlags(fs, &cfg.ConsulBin, &cfg.BridgeBin)
 	fs.IntVar(&cfg.Services, "n", 200, "services")
 	fs.IntVar(&cfg.Instances, "instances", 2, "instances per service")
 	fs.IntVar(&cfg.Gone, "gone", 20, "services not registered again after the restart")
@@ -38,9 +35,7 @@ func consulRefill(ctx context.Context, args []string, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	md := "command: xdsload consul-refill " + shellJoin(args) + "\n\n" + r.Markdown()
-	fmt.Println(md)
-	if err := os.WriteFile(filepath.Join(abs, "results.md"), []byte(md), 0o644); err != nil {
+	if err := writeResults(abs, "consul-refill", args, r.Markdown()); err != nil {
 		return err
 	}
 	if r.Missing > 0 || r.GoneMissed {

@@ -215,8 +215,7 @@ func consul(ctx context.Context, args []string, log *slog.Logger) error {
 	fs := flag.NewFlagSet("consul", flag.ContinueOnError)
 	out := fs.String("out", "out/bench/consul", "output directory")
 	var cfg bench.ConsulConfig
-	fs.StringVar(&cfg.ConsulBin, "consul", defaultConsulBin(), "consul binary (env XDSBRIDGE_CONSUL)")
-	fs.StringVar(&cfg.BridgeBin, "bridge", "out/bench/bridge", "bridge binary (go build -o out/bench/bridge ./cmd/bridge)")
+	binaryFlags(fs, &cfg.ConsulBin, &cfg.BridgeBin)
 	fs.IntVar(&cfg.Clients, "c", 100, "clients")
 	fs.IntVar(&cfg.Services, "n", 100, "services registered in Consul")
 	fs.IntVar(&cfg.Instances, "instances", 5, "instances per service")

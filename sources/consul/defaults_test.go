@@ -68,8 +68,8 @@ func defaultsScenario(t *testing.T, agent *consultest.Agent, addr, extra string)
 
 	in := bridgetest.Start(t, bridgeConfig(addr, extra))
 	xdsAddr, adminAddr := in.XDSAddr().String(), in.AdminAddr().String()
-	bridgetest.WaitReady(t, adminAddr, 30*time.Second)
-	sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
+	bridgetest.WaitReady(t, adminAddr, patience)
+	sctx, scancel := context.WithTimeout(context.Background(), patience)
 	cl, err := envoysim.Start(sctx, envoysim.Options{Addr: xdsAddr, Node: "defaults", Delta: true})
 	scancel()
 	if err != nil {
@@ -82,7 +82,7 @@ func defaultsScenario(t *testing.T, agent *consultest.Agent, addr, extra string)
 	wait := func(what string, cond func(envoysim.State) bool) time.Duration {
 		t.Helper()
 		start := time.Now()
-		ctx, cancel := context.WithTimeout(context.Background(), clientWait)
+		ctx, cancel := context.WithTimeout(context.Background(), patience)
 		defer cancel()
 		if err := cl.WaitFor(ctx, cond); err != nil {
 			t.Fatalf("%s: not at the client (%v): %s", what, err, cl.State().Summary())

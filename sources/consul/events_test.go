@@ -85,8 +85,8 @@ func eventMatrix(t *testing.T, agent *consultest.Agent, addr, extra string) {
 	// Default settings, the removal guard's included: emptying one
 	// service of many is an ordinary change.
 	in := bridgetest.Start(t, bridgeConfig(addr, extra))
-	bridgetest.WaitReady(t, in.AdminAddr().String(), 10*time.Second)
-	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+	bridgetest.WaitReady(t, in.AdminAddr().String(), patience)
+	sctx, scancel := context.WithTimeout(context.Background(), patience)
 	cl, err := envoysim.Start(sctx, envoysim.Options{Addr: in.XDSAddr().String(), Node: "events", Delta: true})
 	scancel()
 	if err != nil {
@@ -109,7 +109,7 @@ func eventMatrix(t *testing.T, agent *consultest.Agent, addr, extra string) {
 		t.Helper()
 		start := time.Now()
 		change()
-		ctx, cancel := context.WithTimeout(context.Background(), clientWait)
+		ctx, cancel := context.WithTimeout(context.Background(), patience)
 		defer cancel()
 		if err := cl.WaitFor(ctx, cond); err != nil {
 			st := cl.State()
@@ -117,7 +117,7 @@ func eventMatrix(t *testing.T, agent *consultest.Agent, addr, extra string) {
 		}
 		t.Logf("%-40s %v", what, time.Since(start).Round(time.Millisecond))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	defer cancel()
 	if err := cl.WaitFor(ctx, func(s envoysim.State) bool { return len(lbEndpoints(s.Assignments["ev"])) == 3 }); err != nil {
 		t.Fatalf("ev with 3 endpoints: %v", err)
