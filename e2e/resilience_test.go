@@ -152,11 +152,10 @@ func TestGuardAgentRestartedEmpty(t *testing.T) {
 	xdsAddr, adminAddr := b.xdsAddr, b.adminAddr
 	b.write(t, "", "")
 	start(t, b.cfg)
-	// Every wait is generous (a loaded machine fails no test); what is
-	// asserted is the outcome and the guard's counter, not how long
-	// anything took.
-	const patience = 30 * time.Second
-	bridgetest.WaitReady(t, adminAddr, patience)
+	// Every wait is the shared patience (a loaded machine fails no test);
+	// what is asserted is the outcome and the guard's counter, not how
+	// long anything took.
+	bridgetest.WaitReady(t, adminAddr, bridgetest.Patience)
 
 	var (
 		mu       sync.Mutex
@@ -185,7 +184,7 @@ func TestGuardAgentRestartedEmpty(t *testing.T) {
 		}
 		return true
 	}
-	sctx, scancel := context.WithTimeout(context.Background(), patience)
+	sctx, scancel := context.WithTimeout(context.Background(), bridgetest.Patience)
 	defer scancel()
 	if err := cl.WaitFor(sctx, all); err != nil {
 		t.Fatalf("waiting for every service: %v\n%s", err, cl.State().Summary())

@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/consul/api"
 	"go.uber.org/goleak"
 
+	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
 	"github.com/xdsbridge/xdsbridge/internal/consultest"
 	"github.com/xdsbridge/xdsbridge/sources"
 )
@@ -170,10 +171,11 @@ func (r *running) updateCount() int {
 
 // patience bounds every wait of these tests for something the source must
 // do (a first sync, a change reaching the served state, a watch taking its
-// connection): generous, so that a loaded machine fails no test. A test
-// asserts that the outcome arrives, in order; how fast is the benchmarks'
-// to measure, and the tests log what they see.
-const patience = 30 * time.Second
+// connection): the project's shared failure detector, so that a loaded
+// machine fails no test. A test asserts that the outcome arrives, in
+// order; how fast is the benchmarks' to measure, and the tests log what
+// they see.
+const patience = bridgetest.Patience
 
 // waitFor polls cond until it holds or within passes; it returns how long
 // it took.
