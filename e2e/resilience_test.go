@@ -134,27 +134,33 @@ func TestWarmStartDuringConsulOutage(t *testing.T) {
 }
 
 // TestGuardAgentRestartedEmpty: a Consul agent restarted without its state
-// and refilled over a few seconds removes no endpoint from clients; the
-// services that never come back are removed once the hold is over.
+// and refilled over a few seconds, with default settings: no refilled
+// endpoint ever goes missing at a connected client (the source marks its
+// first update after the restart Reset, and the removal guard holds what
+// the refill has not brought back yet), and the services that never come
+// back are removed once the refill has settled.
 func TestGuardAgentRestartedEmpty(t *testing.T) {
 	agent := consultest.Start(t)
 	c := agent.Client()
 	const n, gone = 10, 2
+	const refill = 3 * time.Second
 	name := func(i int) string { return fmt.Sprintf("svc%02d", i) }
 	for i := range n {
 		register(t, c, name(i), name(i), fmt.Sprintf("10.0.1.%d", i+1), 8080)
 	}
 	b := newConsulBridge(t, agent.HTTPAddr)
 	xdsAddr, adminAddr := b.xdsAddr, b.adminAddr
-	const hold = 3 * time.Second
-	b.write(t, fmt.Sprintf("guard: {hold: %s}", hold), "resync_grace: 1s")
+	b.write(t, "", "")
 	start(t, b.cfg)
-	bridgetest.WaitReady(t, adminAddr, 20*time.Second)
+	// Every wait is the shared patience (a loaded machine fails no test);
+	// what is asserted is the outcome and the guard's counter, not how
+	// long anything took.
+	bridgetest.WaitReady(t, adminAddr, bridgetest.Patience)
 
 	var (
 		mu       sync.Mutex
 		watching bool
-		lost     []string // services of the refilled ones seen without their endpoint
+		lost     []string // refilled services seen without their endpoint
 	)
 	check := func(cl *envoysim.Client, _ envoysim.Received) {
 		mu.Lock()
@@ -178,7 +184,12 @@ func TestGuardAgentRestartedEmpty(t *testing.T) {
 		}
 		return true
 	}
-	waitFor(t, cl, "every service", all)
+	sctx, scancel := context.WithTimeout(context.Background(), bridgetest.Patience)
+	defer scancel()
+	if err := cl.WaitFor(sctx, all); err != nil {
+		t.Fatalf("waiting for every service: %v\n%s", err, cl.State().Summary())
+	}
+	holdsBefore := bridgetest.SourceStatus(t, adminAddr, "consul").GuardHolds
 	mu.Lock()
 	watching = true
 	mu.Unlock()
@@ -189,34 +200,33 @@ func TestGuardAgentRestartedEmpty(t *testing.T) {
 	}
 	agent.Restart()
 	c = agent.Client()
-	// Refill all but the first `gone` services, one every 400ms.
+	// Refill all but the first `gone` services over the refill time.
 	for i := gone; i < n; i++ {
-		time.Sleep(400 * time.Millisecond) // the pace of re-registration
+		time.Sleep(refill / (n - gone)) // the pace of re-registration: the scenario itself
 		register(t, c, name(i), name(i), fmt.Sprintf("10.0.1.%d", i+1), 8080)
 	}
 	refilled := time.Now()
-	_, body := bridgetest.Get("http://" + adminAddr + "/sources")
-	t.Logf("/sources after the refill:\n%s", body)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	// The Consul source reports a service that is gone from the catalog
 	// either as removed or as empty: both remove its endpoint.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
 	if err := cl.WaitFor(ctx, func(s envoysim.State) bool {
 		return len(endpoints(s.Assignments[name(0)])) == 0 && len(endpoints(s.Assignments[name(1)])) == 0
 	}); err != nil {
 		t.Fatalf("deregistered services not removed: %v\n%s", err, cl.State().Summary())
 	}
-	if took := time.Since(refilled); took < hold/2 {
-		t.Errorf("deregistered services removed %v after the refill, before the hold", took)
-	} else {
-		t.Logf("deregistered services removed %v after the refill (hold %v)", took.Round(time.Millisecond), hold)
-	}
+	t.Logf("the services gone with the restart were removed %v after the refill ended", time.Since(refilled).Round(time.Millisecond))
 	mu.Lock()
 	defer mu.Unlock()
 	if len(lost) > 0 {
 		t.Errorf("refilled services lost their endpoint while the agent refilled: %v", lost)
 	}
-	if !strings.Contains(body, "held_endpoints") {
-		t.Errorf("/sources did not show a hold during the refill")
+	if st := bridgetest.SourceStatus(t, adminAddr, "consul"); st.GuardHolds <= holdsBefore {
+		t.Errorf("guard_holds %d, was %d: no hold of the refill's removals", st.GuardHolds, holdsBefore)
+	}
+	for i := gone; i < n; i++ {
+		if len(endpoints(cl.State().Assignments[name(i)])) != 1 {
+			t.Errorf("%s has no endpoint after the refill", name(i))
+		}
 	}
 }

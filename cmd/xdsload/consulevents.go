@@ -48,8 +48,7 @@ func consulEvents(ctx context.Context, args []string, log *slog.Logger) error {
 	fs := flag.NewFlagSet("consul-events", flag.ContinueOnError)
 	out := fs.String("out", "out/bench/consul-events", "output directory")
 	var cfg bench.ConsulEventsConfig
-	fs.StringVar(&cfg.ConsulBin, "consul", defaultConsulBin(), "consul binary (env XDSBRIDGE_CONSUL)")
-	fs.StringVar(&cfg.BridgeBin, "bridge", "out/bench/bridge", "bridge binary (go build -o out/bench/bridge ./cmd/bridge)")
+	binaryFlags(fs, &cfg.ConsulBin, &cfg.BridgeBin)
 	fs.StringVar(&cfg.Topology, "topology", "cluster", "cluster (a server agent and a client agent; the bridge reads the client) or dev")
 	fs.IntVar(&cfg.Clients, "c", 100, "delta clients")
 	fs.IntVar(&cfg.Services, "n", 10000, "services (3 instances each: 2 with passing TTL checks, 1 without)")
@@ -60,6 +59,7 @@ func consulEvents(ctx context.Context, args []string, log *slog.Logger) error {
 	fs.BoolVar(&cfg.TLS, "tls", false, "give the agents an HTTPS port (certificate for 127.0.0.1 from a CA made for the run) and point the bridge at it")
 	fs.StringVar(&cfg.AgentHCL, "agent-hcl", "", `configuration both agents get ("limits { http_max_conns_per_client = 40 }")`)
 	fs.DurationVar(&cfg.Idle, "idle", 30*time.Second, "count the server's reads this long with nothing changing, before the churn (0: skip)")
+	fs.DurationVar(&cfg.Baseline, "baseline", 20*time.Second, "run the churn this long before the bridge starts, to measure the agents' CPU without it (0: skip)")
 	abs, err := parseOut(fs, args, out)
 	if err != nil {
 		return err
@@ -71,9 +71,22 @@ func consulEvents(ctx context.Context, args []string, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	md := "command: xdsload consul-events " + shellJoin(args) + "\n\n" + r.Markdown()
+	return writeResults(abs, "consul-events", args, r.Markdown())
+}
+
+// binaryFlags adds the flags naming the Consul and bridge binaries a
+// Consul scenario runs.
+func binaryFlags(fs *flag.FlagSet, consulBin, bridgeBin *string) {
+	fs.StringVar(consulBin, "consul", defaultConsulBin(), "consul binary (env XDSBRIDGE_CONSUL)")
+	fs.StringVar(bridgeBin, "bridge", "out/bench/bridge", "bridge binary (go build -o out/bench/bridge ./cmd/bridge)")
+}
+
+// writeResults prints a scenario's results, headed by its command line,
+// and writes them to results.md in dir.
+func writeResults(dir, scenario string, args []string, markdown string) error {
+	md := "command: xdsload " + scenario + " " + shellJoin(args) + "\n\n" + markdown
 	fmt.Println(md)
-	return os.WriteFile(filepath.Join(abs, "results.md"), []byte(md), 0o644)
+	return os.WriteFile(filepath.Join(dir, "results.md"), []byte(md), 0o644)
 }
 
 // shellJoin quotes the arguments for a POSIX shell where they need it, so

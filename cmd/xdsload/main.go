@@ -43,7 +43,7 @@ func main() {
 	}
 }
 
-var errUsage = errors.New("usage: xdsload bench|run|consul|consul-events|file-source|status-page|serve [flags] (-h for flags), or xdsload summarize FILE.csv..., or xdsload headline [--svg FILE] RESULTS...")
+var errUsage = errors.New("usage: xdsload bench|run|consul|consul-events|consul-refill|file-source|status-page|serve [flags] (-h for flags), or xdsload summarize FILE.csv..., or xdsload headline [--svg FILE] RESULTS...")
 
 // summarize prints the min/median/max tables of result CSVs (see
 // bench.Summarize); docs/benchmarks.md's tables are its output.
@@ -81,6 +81,8 @@ func run(ctx context.Context, args []string) error {
 		return headline(args[1:])
 	case "consul-events":
 		return consulEvents(ctx, args[1:], log)
+	case "consul-refill":
+		return consulRefill(ctx, args[1:], log)
 	case "file-source":
 		return fileSource(ctx, args[1:], log)
 	case "status-page":
@@ -219,8 +221,7 @@ func consul(ctx context.Context, args []string, log *slog.Logger) error {
 	fs := flag.NewFlagSet("consul", flag.ContinueOnError)
 	out := fs.String("out", "out/bench/consul", "output directory")
 	var cfg bench.ConsulConfig
-	fs.StringVar(&cfg.ConsulBin, "consul", defaultConsulBin(), "consul binary (env XDSBRIDGE_CONSUL)")
-	fs.StringVar(&cfg.BridgeBin, "bridge", "out/bench/bridge", "bridge binary (go build -o out/bench/bridge ./cmd/bridge)")
+	binaryFlags(fs, &cfg.ConsulBin, &cfg.BridgeBin)
 	fs.IntVar(&cfg.Clients, "c", 100, "clients")
 	fs.IntVar(&cfg.Services, "n", 100, "services registered in Consul")
 	fs.IntVar(&cfg.Instances, "instances", 5, "instances per service")

@@ -269,7 +269,19 @@ func freePorts(n int) ([]int, error) {
 // alone, which then stops its children in order (stopProc); on Linux the
 // kernel kills the child if the harness dies without doing so.
 func startProc(logPath, bin string, args ...string) (*exec.Cmd, error) {
-	logf, err := os.Create(logPath)
+	return startLogged(os.Create, logPath, bin, args...)
+}
+
+// startProcAppend is startProc appending to the log (a process started
+// again).
+func startProcAppend(logPath, bin string, args ...string) (*exec.Cmd, error) {
+	return startLogged(func(p string) (*os.File, error) {
+		return os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	}, logPath, bin, args...)
+}
+
+func startLogged(open func(string) (*os.File, error), logPath, bin string, args ...string) (*exec.Cmd, error) {
+	logf, err := open(logPath)
 	if err != nil {
 		return nil, err
 	}

@@ -7,7 +7,9 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -26,7 +28,10 @@ type consulTopology struct {
 	// agentHTTPS is the agent's HTTPS address with TLS, else empty; caFile
 	// the CA that signed its certificate.
 	agentHTTPS, caFile string
-	stop               func()
+	// serverPID and agentPID are the processes of server and agent (the
+	// same in the dev topology), for their CPU time.
+	serverPID, agentPID int
+	stop                func()
 }
 
 // startConsulTopology starts the agents of cfg.Topology, each with
@@ -44,9 +49,7 @@ func startConsulTopology(cfg ConsulEventsConfig, dir string) (*consulTopology, e
 			procs[i]()
 		}
 	}
-	// No update check: it reaches out to the internet, which a benchmark
-	// on loopback has no business doing.
-	confs := []string{consultest.Telemetry + "\nperformance { raft_multiplier = 1 }\ndisable_update_check = true\n"}
+	confs := []string{baseAgentConf}
 	if cfg.AgentHCL != "" {
 		confs = append(confs, cfg.AgentHCL)
 	}
@@ -63,50 +66,110 @@ func startConsulTopology(cfg ConsulEventsConfig, dir string) (*consulTopology, e
 		confs = append(confs, fmt.Sprintf("tls { defaults { ca_file = %q, cert_file = %q, key_file = %q, verify_incoming = false } }\n",
 			ca.CertFile, pair.CertFile, pair.KeyFile))
 	}
-	var confArgs []string
-	for i, c := range confs {
-		p := filepath.Join(dir, fmt.Sprintf("agent-%d.hcl", i))
-		if err := os.WriteFile(p, []byte(c), 0o600); err != nil {
-			return top, err
-		}
-		confArgs = append(confArgs, "-config-file", p)
-	}
-	// start returns the agent's HTTP, HTTPS (or "") and LAN gossip
-	// addresses.
-	start := func(name string, args ...string) (string, string, string, error) {
-		p, err := freePorts(7)
-		if err != nil {
-			return "", "", "", err
-		}
-		https, httpsAddr := "-1", ""
-		if cfg.TLS {
-			https, httpsAddr = strconv.Itoa(p[6]), "127.0.0.1:"+strconv.Itoa(p[6])
-		}
-		args = append(args, "-bind", "127.0.0.1", "-client", "127.0.0.1", "-advertise", "127.0.0.1",
-			"-node", name, "-data-dir", filepath.Join(dir, name), "-log-level", "warn",
-			"-http-port", strconv.Itoa(p[0]), "-https-port", https, "-dns-port", "-1",
-			"-serf-lan-port", strconv.Itoa(p[1]), "-serf-wan-port", strconv.Itoa(p[2]),
-			"-server-port", strconv.Itoa(p[3]), "-grpc-port", strconv.Itoa(p[4]), "-grpc-tls-port", strconv.Itoa(p[5]))
-		cmd, err := startProc(filepath.Join(cfg.OutDir, "consul-events."+name+".log"), cfg.ConsulBin, append(args, confArgs...)...)
-		if err != nil {
-			return "", "", "", err
-		}
-		procs = append(procs, func() { stopProc(cmd) })
-		return "127.0.0.1:" + strconv.Itoa(p[0]), httpsAddr, "127.0.0.1:" + strconv.Itoa(p[1]), nil
-	}
-	if cfg.Topology == "dev" {
-		addr, https, _, err := start("dev", "agent", "-dev")
-		top.server, top.agent, top.agentHTTPS = addr, addr, https
-		return top, err
-	}
-	server, _, serf, err := start("server", "agent", "-server", "-bootstrap-expect=1")
+	confArgs, err := writeAgentConf(dir, confs)
 	if err != nil {
 		return top, err
 	}
-	top.server = server
-	top.agent, top.agentHTTPS, _, err = start("client", "agent", "-retry-join", serf, "-retry-interval", "1s")
-	return top, err
+	start := func(name string, mode ...string) (*benchAgent, error) {
+		a, err := newBenchAgent(cfg.ConsulBin, filepath.Join(cfg.OutDir, "consul-events."+name+".log"), filepath.Join(dir, name), name, cfg.TLS, mode, confArgs)
+		if err != nil {
+			return nil, err
+		}
+		procs = append(procs, a.stop)
+		return a, a.start()
+	}
+	if cfg.Topology == "dev" {
+		a, err := start("dev", "agent", "-dev")
+		if err != nil {
+			return top, err
+		}
+		top.server, top.agent, top.agentHTTPS = a.http, a.http, a.https
+		top.serverPID, top.agentPID = a.pid(), a.pid()
+		return top, nil
+	}
+	server, err := start("server", "agent", "-server", "-bootstrap-expect=1")
+	if err != nil {
+		return top, err
+	}
+	top.server, top.serverPID = server.http, server.pid()
+	client, err := start("client", "agent", "-retry-join", server.serf, "-retry-interval", "1s")
+	if err != nil {
+		return top, err
+	}
+	top.agent, top.agentHTTPS, top.agentPID = client.http, client.https, client.pid()
+	return top, nil
 }
+
+// baseAgentConf is what every benchmark agent gets: telemetry (the
+// server's read counters), Raft timing as in -dev, and no update check (it
+// reaches out to the internet, which a benchmark on loopback has no
+// business doing).
+const baseAgentConf = consultest.Telemetry + "\nperformance { raft_multiplier = 1 }\ndisable_update_check = true\n"
+
+// writeAgentConf writes each configuration fragment to a file in dir and
+// returns the agent arguments that load them.
+func writeAgentConf(dir string, confs []string) ([]string, error) {
+	var args []string
+	for i, c := range confs {
+		p := filepath.Join(dir, fmt.Sprintf("agent-%d.hcl", i))
+		if err := os.WriteFile(p, []byte(c), 0o600); err != nil {
+			return nil, err
+		}
+		args = append(args, "-config-file", p)
+	}
+	return args, nil
+}
+
+// benchAgent is one Consul agent process of a benchmark. Its arguments,
+// ports included, are fixed when it is made, so that it can be stopped and
+// started again on the same ports and data directory.
+type benchAgent struct {
+	bin, logPath, dataDir string
+	args                  []string
+	// http, https (empty without TLS) and serf are host:port.
+	http, https, serf string
+	cmd               *exec.Cmd
+}
+
+// newBenchAgent prepares an agent called name, started in mode ("agent",
+// "-dev"...) with every port on a free loopback port, an HTTPS port with
+// tls, and confArgs.
+func newBenchAgent(bin, logPath, dataDir, name string, tls bool, mode, confArgs []string) (*benchAgent, error) {
+	p, err := freePorts(7)
+	if err != nil {
+		return nil, err
+	}
+	a := &benchAgent{bin: bin, logPath: logPath, dataDir: dataDir,
+		http: "127.0.0.1:" + strconv.Itoa(p[0]), serf: "127.0.0.1:" + strconv.Itoa(p[1])}
+	https := "-1"
+	if tls {
+		https, a.https = strconv.Itoa(p[6]), "127.0.0.1:"+strconv.Itoa(p[6])
+	}
+	a.args = append(slices.Clone(mode), "-bind", "127.0.0.1", "-client", "127.0.0.1", "-advertise", "127.0.0.1",
+		"-node", name, "-data-dir", dataDir, "-log-level", "warn",
+		"-http-port", strconv.Itoa(p[0]), "-https-port", https, "-dns-port", "-1",
+		"-serf-lan-port", strconv.Itoa(p[1]), "-serf-wan-port", strconv.Itoa(p[2]),
+		"-server-port", strconv.Itoa(p[3]), "-grpc-port", strconv.Itoa(p[4]), "-grpc-tls-port", strconv.Itoa(p[5]))
+	a.args = append(a.args, confArgs...)
+	return a, nil
+}
+
+// start starts the agent (its log is appended to).
+func (a *benchAgent) start() error {
+	cmd, err := startProcAppend(a.logPath, a.bin, a.args...)
+	a.cmd = cmd
+	return err
+}
+
+// stop stops the agent, if it runs.
+func (a *benchAgent) stop() {
+	if a.cmd != nil {
+		stopProc(a.cmd)
+		a.cmd = nil
+	}
+}
+
+func (a *benchAgent) pid() int { return a.cmd.Process.Pid }
 
 // harnessAddr is the loopback address the harness's own requests to the
 // agents come from. The agent limits connections per client IP

@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -22,6 +23,7 @@ import (
 	"github.com/xdsbridge/xdsbridge/internal/bench/workload"
 	"github.com/xdsbridge/xdsbridge/internal/consultest"
 	"github.com/xdsbridge/xdsbridge/internal/envoysim"
+	"github.com/xdsbridge/xdsbridge/sources"
 )
 
 // ConsulEventsConfig is the Consul source's scenario: services × 3
@@ -43,10 +45,13 @@ type ConsulEventsConfig struct {
 	AgentHCL string
 	// Idle is how long the server's reads are counted with nothing
 	// changing, before the churn starts (0: not measured).
-	Idle    time.Duration
-	Timeout time.Duration
-	OutDir  string
-	Logger  *slog.Logger // progress; nil: none
+	Idle time.Duration
+	// Baseline is how long the churn runs before the bridge starts, to
+	// measure what the agents spend without it (0: not measured).
+	Baseline time.Duration
+	Timeout  time.Duration
+	OutDir   string
+	Logger   *slog.Logger // progress; nil: none
 }
 
 // ConsulEventsResult holds what the scenario measured.
@@ -91,6 +96,14 @@ type ConsulEventsResult struct {
 	// in its metrics.
 	BridgeFailures float64
 	Bridge429      int
+	// Watches is the source's "watches" note in /sources at the end of
+	// the events: how many services are watched and how long the last
+	// sweep of the others took.
+	Watches string
+	// Baseline is the agents' load under churn before the bridge runs;
+	// IdleLoad with the bridge and nothing changing; EventsLoad with the
+	// bridge over the events and the churn.
+	Baseline, IdleLoad, EventsLoad AgentLoad
 }
 
 // consulInstances is the number of instances per service.
@@ -129,6 +142,12 @@ func RunConsulEvents(ctx context.Context, cfg ConsulEventsConfig) (*ConsulEvents
 	}
 	res.Setup = time.Since(t0)
 	log.Info("registered", "services", cfg.Services, "took", res.Setup.Round(time.Millisecond))
+	if cfg.Baseline > 0 && cfg.Churn > 0 {
+		if res.Baseline, err = measureBaseline(ctx, top, capi, cfg); err != nil {
+			return nil, err
+		}
+		log.Info("baseline without the bridge", "agent_cpu", res.Baseline.AgentCPU, "server_cpu", res.Baseline.ServerCPU)
+	}
 	address, tlsYAML := top.agent, ""
 	if cfg.TLS {
 		if res.HTTPSProto, err = httpsProtocol(top.agentHTTPS, top.caFile); err != nil {
@@ -147,7 +166,7 @@ func RunConsulEvents(ctx context.Context, cfg ConsulEventsConfig) (*ConsulEvents
 		extra = ", " + cfg.SourceYAML
 	}
 	yaml := fmt.Sprintf("xds: {listen: %q}\nadmin: {listen: %q}\nlog: {level: warn}\nsources:\n"+
-		"  - {name: consul, type: consul, address: %q%s, services: {include: [\"svc-*\"]}, guard: {max_removed_fraction: 1}%s}\n",
+		"  - {name: consul, type: consul, address: %q%s, services: {include: [\"svc-*\"]}%s}\n",
 		xdsAddr, adminAddr, address, tlsYAML, extra)
 	conf := filepath.Join(cfg.OutDir, "consul-events.bridge.yaml")
 	if err := os.WriteFile(conf, []byte(yaml), 0o644); err != nil {
@@ -192,12 +211,25 @@ func RunConsulEvents(ctx context.Context, cfg ConsulEventsConfig) (*ConsulEvents
 	}
 	log.Info("clients served", "clients", cfg.Clients)
 	if cfg.Idle > 0 {
+		i0, err := sampleAgents(top)
+		if err != nil {
+			return nil, err
+		}
 		if err := measureIdle(ctx, top.server, cfg.Idle, res); err != nil {
 			return nil, err
 		}
+		i1, err := sampleAgents(top)
+		if err != nil {
+			return nil, err
+		}
+		res.IdleLoad = loadBetween(i0, i1)
 	}
 
 	m0, err := consultest.Metrics(top.server)
+	if err != nil {
+		return nil, err
+	}
+	e0, err := sampleAgents(top)
 	if err != nil {
 		return nil, err
 	}
@@ -215,6 +247,11 @@ func RunConsulEvents(ctx context.Context, cfg ConsulEventsConfig) (*ConsulEvents
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	e1, err := sampleAgents(top)
+	if err != nil {
+		return nil, err
+	}
+	res.EventsLoad = loadBetween(e0, e1)
 	m1, err := consultest.Metrics(top.server)
 	if err != nil {
 		return nil, err
@@ -228,9 +265,30 @@ func RunConsulEvents(ctx context.Context, cfg ConsulEventsConfig) (*ConsulEvents
 		return nil, err
 	}
 	res.Bridge429 = countLines(bridgeLog, "429 Too Many Requests", "response code: 429")
+	if res.Watches, err = sourceNote(adminAddr, "consul", "watches"); err != nil {
+		res.Watches = "not read: " + err.Error() // informative: it does not fail the run
+	}
 	scancel()
 	sampling.Wait()
 	return res, os.WriteFile(filepath.Join(cfg.OutDir, "consul-events.conns.txt"), []byte(sampler.report()+"\n"), 0o644)
+}
+
+// measureBaseline runs the churn alone for cfg.Baseline and returns what
+// the agents spent.
+func measureBaseline(ctx context.Context, top *consulTopology, c *api.Client, cfg ConsulEventsConfig) (AgentLoad, error) {
+	a, err := sampleAgents(top)
+	if err != nil {
+		return AgentLoad{}, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, cfg.Baseline)
+	defer cancel()
+	var n atomic.Int64
+	churn(cctx, c, cfg, &n)
+	if err := ctx.Err(); err != nil {
+		return AgentLoad{}, err
+	}
+	b, err := sampleAgents(top)
+	return loadBetween(a, b), err
 }
 
 // measureIdle counts the server's reads while nothing changes.
@@ -257,6 +315,42 @@ func measureIdle(ctx context.Context, server string, d time.Duration, res *Consu
 	return nil
 }
 
+// loadMarkdown renders the agents' CPU and the GETs they served.
+func (r *ConsulEventsResult) loadMarkdown() string {
+	var b strings.Builder
+	ev, base := r.EventsLoad, r.Baseline
+	if ev.Seconds == 0 {
+		return ""
+	}
+	who := "client agent (the bridge's)"
+	if r.Config.Topology == "dev" {
+		who = "dev agent"
+	}
+	fmt.Fprintf(&b, "- %s CPU: %.1f%% of a core over the events and churn (%.0f s)", who, 100*ev.AgentCPU, ev.Seconds)
+	if base.Seconds > 0 {
+		fmt.Fprintf(&b, ", %.1f%% under the same churn without the bridge (%.0f s): the bridge adds %.1f%%",
+			100*base.AgentCPU, base.Seconds, 100*(ev.AgentCPU-base.AgentCPU))
+	}
+	b.WriteString("\n")
+	if r.Config.Topology != "dev" {
+		fmt.Fprintf(&b, "- server agent CPU: %.1f%% of a core over the events and churn", 100*ev.ServerCPU)
+		if base.Seconds > 0 {
+			fmt.Fprintf(&b, ", %.1f%% without the bridge: the bridge adds %.1f%%", 100*base.ServerCPU, 100*(ev.ServerCPU-base.ServerCPU))
+		}
+		b.WriteString("\n")
+	}
+	if il := r.IdleLoad; il.Seconds > 0 {
+		fmt.Fprintf(&b, "- with the bridge and nothing changing (%.0f s): %s CPU %.1f%% of a core, %.1f GETs/s (%s)\n",
+			il.Seconds, who, 100*il.AgentCPU, il.TotalGETs()/il.Seconds, il.describe())
+	}
+	fmt.Fprintf(&b, "- GETs the %s served over the events and churn: %.0f (%.0f/s): %s", who, ev.TotalGETs(), ev.TotalGETs()/ev.Seconds, ev.describe())
+	if base.Seconds > 0 {
+		fmt.Fprintf(&b, "; %.0f without the bridge", base.TotalGETs())
+	}
+	b.WriteString("\n")
+	return b.String()
+}
+
 // portOf is the port of host:port, 0 for "".
 func portOf(addr string) int {
 	p, _ := strconv.Atoi(addr[strings.LastIndexByte(addr, ':')+1:])
@@ -280,6 +374,26 @@ func scrapeSample(url, sample string) (float64, error) {
 		}
 	}
 	return 0, sc.Err()
+}
+
+// sourceNote returns the note key of the named source in the bridge's
+// /sources ("" when it has none).
+func sourceNote(adminAddr, source, key string) (string, error) {
+	resp, err := http.Get("http://" + adminAddr + "/sources")
+	if err != nil {
+		return "", fmt.Errorf("reading /sources: %w", err)
+	}
+	defer resp.Body.Close()
+	var all []sources.StatusSnapshot
+	if err := json.NewDecoder(resp.Body).Decode(&all); err != nil {
+		return "", fmt.Errorf("decoding /sources: %w", err)
+	}
+	for _, s := range all {
+		if s.Name == source {
+			return s.Notes[key], nil
+		}
+	}
+	return "", fmt.Errorf("/sources lists no source %q", source)
 }
 
 // countLines counts the lines of a file that contain any of subs.
@@ -423,8 +537,13 @@ func (r *ConsulEventsResult) Markdown() string {
 	changes := float64(r.Churned) + float64(r.EventsMade)
 	fmt.Fprintf(&b, "- server reads under churn: consul_rpc_request %.0f (%.0f/min), consul_rpc_query %.0f (%.0f/min) over %.1f min\n",
 		r.ServerRPC, r.ServerRPC/r.Minutes, r.ServerQueries, r.ServerQueries/r.Minutes, r.Minutes)
-	fmt.Fprintf(&b, "- registry changes in that window: %d churn + %d timed = %.0f; per change: %.2f consul_rpc_request, %.2f consul_rpc_query\n\n",
+	fmt.Fprintf(&b, "- registry changes in that window: %d churn + %d timed = %.0f; per change: %.2f consul_rpc_request, %.2f consul_rpc_query\n",
 		r.Churned, r.EventsMade, changes, r.ServerRPC/max(changes, 1), r.ServerQueries/max(changes, 1))
+	if r.Watches != "" {
+		fmt.Fprintf(&b, "- the source's watches at the end (/sources): %s\n", r.Watches)
+	}
+	b.WriteString(r.loadMarkdown())
+	b.WriteString("\n")
 	b.WriteString("| event | n | p50 | p99 | max | missed |\n|---|---|---|---|---|---|\n")
 	for _, ev := range consulEvents() {
 		l := r.Events[ev.name]

@@ -60,10 +60,10 @@ node_prefix "" { policy = "read" }`}, nil)
 	byFile := startSource(t, agent, map[string]any{"services": sel, "token_file": tokenFile})
 	anonymous := startSource(t, agent, map[string]any{"services": sel})
 	for name, r := range map[string]*running{"token": byToken, "token_file": byFile} {
-		r.synced(10 * time.Second)
-		r.waitFor(within, name+": sec visible", func() bool { return len(r.endpointsOf("sec")) == 1 })
+		r.synced(patience)
+		r.waitFor(patience, name+": sec visible", func() bool { return len(r.endpointsOf("sec")) == 1 })
 	}
-	anonymous.synced(10 * time.Second)
+	anonymous.synced(patience)
 	if _, ok := anonymous.service("sec"); ok {
 		t.Error("a source without a token sees sec")
 	}
@@ -110,8 +110,8 @@ tls {
 		"tls": map[string]any{"cert_file": pki.clientCert, "key_file": pki.clientKey}})
 	noCert := startSource(t, agent, map[string]any{"services": sel, "address": agent.HTTPSAddr, "scheme": "https",
 		"tls": map[string]any{"ca_file": pki.ca}})
-	good.synced(10 * time.Second)
-	good.waitFor(within, "tls visible over https", func() bool { return len(good.endpointsOf("tls")) == 1 })
+	good.synced(patience)
+	good.waitFor(patience, "tls visible over https", func() bool { return len(good.endpointsOf("tls")) == 1 })
 	// HTTP/2: the three blocking queries and the reads share connections.
 	_, maxOpen, _ := cc.figures()
 	_, h2 := protos.Load("HTTP/2.0")
@@ -119,11 +119,11 @@ tls {
 	if !h2 || maxOpen > 2 {
 		t.Errorf("over HTTPS: HTTP/2 %v, %d connections; want HTTP/2 on one connection", h2, maxOpen)
 	}
-	noCA.waitFor(5*time.Second, "source without the CA failing", func() bool {
+	noCA.waitFor(patience, "source without the CA failing", func() bool {
 		s := noCA.status.Snapshot()
 		return s.Stale && strings.Contains(s.LastError, "certificate")
 	})
-	noCert.waitFor(5*time.Second, "source without a client certificate failing", func() bool {
+	noCert.waitFor(patience, "source without a client certificate failing", func() bool {
 		s := noCert.status.Snapshot()
 		return s.Stale && strings.Contains(s.LastError, "certificate")
 	})

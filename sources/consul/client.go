@@ -39,10 +39,14 @@ func (s *Source) newAPIClient(limit int, record bool) (*api.Client, *http.Transp
 	cfg := s.cfg
 	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
 	tr := &http.Transport{
-		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           dialer.DialContext,
-		MaxConnsPerHost:       limit,
-		ForceAttemptHTTP2:     true,
+		Proxy:             http.ProxyFromEnvironment,
+		DialContext:       dialer.DialContext,
+		MaxConnsPerHost:   limit,
+		ForceAttemptHTTP2: true,
+		// The agent is local: compressing its answers (it gzips any but
+		// the smallest when asked) would cost both sides CPU for
+		// bandwidth that loopback does not need.
+		DisableCompression:    true,
 		MaxIdleConns:          limit,
 		MaxIdleConnsPerHost:   limit,
 		IdleConnTimeout:       90 * time.Second,
@@ -136,34 +140,6 @@ func (s *Source) queryOptions(ctx context.Context, dc string) *api.QueryOptions 
 		NodeMeta:   s.cfg.NodeMeta,
 	}
 	return q.WithContext(ctx)
-}
-
-// agentDatacenter asks the agent for its datacenter; with a token lacking
-// agent:read it falls back to the nearest datacenter of the catalog. Both
-// requests have the deadline of non-blocking reads.
-func (s *Source) agentDatacenter(ctx context.Context, c *api.Client) (string, error) {
-	var self map[string]map[string]any
-	err := s.request(ctx, false, func(ctx context.Context) error {
-		_, err := c.Raw().Query("/v1/agent/self", &self, s.queryOptions(ctx, ""))
-		return err
-	})
-	if err == nil {
-		if dc, ok := self["Config"]["Datacenter"].(string); ok && dc != "" {
-			return dc, nil
-		}
-	}
-	var dcs []string
-	err2 := s.request(ctx, false, func(ctx context.Context) error {
-		_, err := c.Raw().Query("/v1/catalog/datacenters", &dcs, s.queryOptions(ctx, ""))
-		return err
-	})
-	if err2 != nil {
-		return "", fmt.Errorf("finding the agent's datacenter: %w", errors.Join(err, err2))
-	}
-	if len(dcs) == 0 {
-		return "", errors.New("finding the agent's datacenter: catalog lists none")
-	}
-	return dcs[0], nil
 }
 
 // boundedStale runs read, and when a stale answer came from a server that

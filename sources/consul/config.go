@@ -101,11 +101,13 @@ type Config struct {
 	// per second, evenly spaced. 0 (default) leaves them bounded by
 	// MaxConcurrentFetches only.
 	MaxReadRate float64 `mapstructure:"max_read_rate"`
-	// MaxConnections caps the HTTP connections to the agent; default 16
-	// (or MaxConcurrentFetches + 3 per datacenter + 2, if more). Keep it
-	// well under the agent's http_max_conns_per_client (200 by default).
-	// The connections reads, blocking queries and the probe do not need
-	// carry the per-service watches (Watch).
+	// MaxConnections caps the HTTP connections to the agent, watches
+	// included. By default (0) the source takes three quarters of what the
+	// agent allows one client address (limits.http_max_conns_per_client,
+	// read from /v1/agent/self: 150 of Consul's default 200) and leaves the
+	// rest to the other programs on the host; 16 when the agent does not
+	// say (a token without agent:read). Over HTTP/2 only the connections
+	// the watches fill are opened. A value set here wins.
 	MaxConnections int `mapstructure:"max_connections"`
 	// Watch holds a blocking query on /v1/health/service/<name> for as
 	// many services as the connections left allow (default true): over
@@ -118,11 +120,14 @@ type Config struct {
 	// carries (default 200; the agent allows 250 streams per connection,
 	// Go's default).
 	WatchesPerConnection int `mapstructure:"watches_per_connection"`
-	// ResyncGrace is how long, after a datacenter's blocking queries
-	// answer again following a failure, removals there are held back (a
-	// Consul that comes back empty and refills, such as a restarted dev
-	// agent or a restored cluster, must not make endpoints flap). Default
-	// 5s; 0s disables it.
+	// ResyncGrace is accepted and has no effect. It held removals back
+	// for a while after Consul answered again; the source now marks the
+	// first update after Consul lost its state (sources.Update.Reset) and
+	// the removal guard keeps the last good state until the refill
+	// settles, however long it takes. A configuration that names it
+	// still loads, with a warning (Check, and Run's log), because the key
+	// only ever delayed removals and the guard now does that by default:
+	// refusing to start over it would turn an upgrade into an outage.
 	ResyncGrace *time.Duration `mapstructure:"resync_grace"`
 	// RetryMin and RetryMax bound the exponential backoff of each failed
 	// read and blocking query (defaults 250ms and 30s).
@@ -185,46 +190,6 @@ const (
 	OnEmptyEmpty   = "empty"
 	OnEmptyRemove  = "remove"
 )
-
-// pollsPerDatacenter is the number of blocking queries held per datacenter
-// (catalog services, health state, catalog nodes).
-const pollsPerDatacenter = 3
-
-// probeConns is the connection the liveness probe needs (see probe.go).
-const probeConns = 1
-
-// fixedConns is the number of connections the source holds whatever the
-// reads: the blocking queries of n datacenters and the probe.
-func fixedConns(n int) int { return pollsPerDatacenter*max(1, n) + probeConns }
-
-// defaultMaxConnections is the default max_connections: the reads, blocking
-// queries and probe of one datacenter (12) and four watch connections.
-const defaultMaxConnections = 16
-
-// mainConns is how many connections the reads, blocking queries and the
-// probe may hold over HTTP/1.1 (over HTTP/2 they share one).
-func (c *Config) mainConns() int {
-	return c.readSlots() + fixedConns(len(c.Datacenters))
-}
-
-// watchLanes is how many connections carry watches: what max_connections
-// leaves once reads, blocking queries and the probe have theirs.
-func (c *Config) watchLanes(http2 bool) int {
-	if c.Watch == nil || !*c.Watch {
-		return 0
-	}
-	if http2 {
-		return max(0, c.MaxConnections-1)
-	}
-	return max(0, c.MaxConnections-c.mainConns())
-}
-
-// readSlots is how many reads may be in flight: max_concurrent_fetches,
-// lowered so that reads, blocking queries and the probe together never
-// need more than max_connections.
-func (c *Config) readSlots() int {
-	return max(1, min(c.MaxConcurrentFetches, c.MaxConnections-fixedConns(len(c.Datacenters))))
-}
 
 // newConfig decodes a source's raw configuration, fills what it leaves
 // out from the environment (see consulEnv) and the defaults, and validates
@@ -354,19 +319,12 @@ func (c *Config) defaults() {
 	if c.MaxConcurrentFetches == 0 {
 		c.MaxConcurrentFetches = 8
 	}
-	if c.MaxConnections == 0 {
-		c.MaxConnections = max(defaultMaxConnections, c.MaxConcurrentFetches+fixedConns(len(c.Datacenters))+1)
-	}
 	if c.Watch == nil {
 		t := true
 		c.Watch = &t
 	}
 	if c.WatchesPerConnection == 0 {
 		c.WatchesPerConnection = 200
-	}
-	if c.ResyncGrace == nil {
-		g := 5 * time.Second
-		c.ResyncGrace = &g
 	}
 	if c.RetryMin == 0 {
 		c.RetryMin = 250 * time.Millisecond
@@ -447,14 +405,11 @@ func (c *Config) validate(baseDir string) (*template.Template, error) {
 	if c.MaxConcurrentFetches < 1 {
 		return nil, sources.Errorf("max_concurrent_fetches", "must be at least 1")
 	}
-	if fixed := fixedConns(len(c.Datacenters)); c.MaxConnections < fixed+1 {
+	if fixed := fixedConns(len(c.Datacenters)); c.MaxConnections != 0 && c.MaxConnections < fixed+1 {
 		return nil, sources.Errorf("max_connections", "%d leaves no connection for reads: the source holds %d blocking queries and a probe", c.MaxConnections, fixed)
 	}
 	if c.WatchesPerConnection < 1 {
 		return nil, sources.Errorf("watches_per_connection", "must be at least 1")
-	}
-	if *c.ResyncGrace < 0 {
-		return nil, sources.Errorf("resync_grace", "must not be negative")
 	}
 	if c.ReadTimeout < 100*time.Millisecond || c.ReadTimeout > time.Minute {
 		return nil, sources.Errorf("read_timeout", "%v is outside 100ms..1m", c.ReadTimeout)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,7 +32,6 @@ func TestNewConfigErrors(t *testing.T) {
 		{"wait not a duration", map[string]any{"wait": "soon"}, "wait"},
 		{"no room for reads", map[string]any{"max_connections": 3}, "max_connections"},
 		{"negative read rate", map[string]any{"max_read_rate": -1}, "max_read_rate"},
-		{"negative grace", map[string]any{"resync_grace": "-1s"}, "resync_grace"},
 		{"priority of an unlisted datacenter", map[string]any{"datacenters": []any{"dc1"}, "datacenter_priority": map[string]any{"dc2": 1}}, "datacenter_priority.dc2"},
 		{"read timeout too short", map[string]any{"read_timeout": "10ms"}, "read_timeout"},
 		{"cert without key", map[string]any{"tls": map[string]any{"cert_file": "c.pem"}}, "tls.key_file"},
@@ -61,18 +61,107 @@ func TestNewDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := s.cfg
-	if *c.ResyncGrace != 5*time.Second {
-		t.Errorf("resync_grace default = %v", *c.ResyncGrace)
-	}
-	off, err := New(map[string]any{"resync_grace": "0s"}, sources.Options{Name: "c"})
-	if err != nil || *off.cfg.ResyncGrace != 0 {
-		t.Errorf("resync_grace 0s: %v, %v", err, off)
-	}
 	if c.Address != "10.0.0.9:8500" || c.Token != "secret" || !*c.Stale || c.Wait.Minutes() != 5 ||
-		c.MaxConcurrentFetches != 8 || c.MaxConnections != 16 || !*c.Watch || c.WatchesPerConnection != 200 || c.OnEmpty != OnEmptyEmpty ||
+		c.MaxConcurrentFetches != 8 || c.MaxConnections != 0 || !*c.Watch || c.WatchesPerConnection != 200 || c.OnEmpty != OnEmptyEmpty ||
 		c.priority(1, "dc2") != 1 || c.AddressSource != AddressService || c.Warning != WarningHealthy ||
 		c.MaxStale != 10*time.Second || c.ReadTimeout != 5*time.Second {
 		t.Errorf("defaults = %+v", c)
+	}
+}
+
+// TestConnPlan: by default the source takes three quarters of what the
+// agent allows one client address, 16 when the agent does not say; a
+// max_connections set wins; reads, bulk queries and the probe have theirs
+// first (one shared connection over HTTP/2), the watches the rest.
+func TestConnPlan(t *testing.T) {
+	tests := []struct {
+		name                          string
+		cfg                           map[string]any
+		http2                         bool
+		agentLimit                    int
+		budget, reads, lanes, perLane int
+	}{
+		{"HTTP/1.1, Consul's default limit", nil, false, 200, 150, 8, 138, 1},
+		{"HTTP/2, Consul's default limit", nil, true, 200, 150, 8, 149, 200},
+		{"HTTP/1.1, a lowered limit", nil, false, 40, 30, 8, 18, 1},
+		{"HTTP/1.1, limit unknown", nil, false, 0, 16, 8, 4, 1},
+		{"HTTP/1.1, a tiny limit", nil, false, 6, 5, 1, 0, 1},
+		{"max_connections wins", map[string]any{"max_connections": 20}, false, 200, 20, 8, 8, 1},
+		{"two datacenters", map[string]any{"datacenters": []any{"a", "b"}}, false, 200, 150, 8, 135, 1},
+		{"no watches", map[string]any{"watch": false}, false, 200, 150, 8, 0, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := New(tc.cfg, sources.Options{Name: "c"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := s.cfg.plan(tc.http2, tc.agentLimit)
+			if p.budget != tc.budget || p.reads != tc.reads || p.lanes != tc.lanes || p.perLane != tc.perLane {
+				t.Errorf("plan = %+v, want budget %d, reads %d, lanes %d of %d", p, tc.budget, tc.reads, tc.lanes, tc.perLane)
+			}
+		})
+	}
+}
+
+// TestPlainHTTPWarning: validate says, over plain HTTP, how many services
+// can be watched at most and what to change; not over HTTPS, nor without
+// watches.
+func TestPlainHTTPWarning(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  map[string]any
+		want string // "" for no warning
+	}{
+		{"plain HTTP, defaults", map[string]any{}, "at most 138 services are watched"},
+		{"plain HTTP, max_connections", map[string]any{"max_connections": 20}, "with max_connections at most 8 services"},
+		{"HTTPS", map[string]any{"address": "https://127.0.0.1:8501"}, ""},
+		{"no watches", map[string]any{"watch": false}, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := New(tc.cfg, sources.Options{Name: "c"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got string
+			for _, p := range s.Check() {
+				if p.Key == "scheme" && p.Warning {
+					got = p.Err.Error()
+				}
+			}
+			switch {
+			case tc.want == "" && got != "":
+				t.Errorf("warning %q, want none", got)
+			case tc.want != "" && (!strings.Contains(got, tc.want) || !strings.Contains(got, "HTTPS listener")):
+				t.Errorf("warning %q, want one saying %q and what to change", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestResyncGraceAccepted: a configuration written for the source's own
+// grace still loads (the removal guard does its job now), and validate
+// warns that the key has no effect.
+func TestResyncGraceAccepted(t *testing.T) {
+	s, err := New(map[string]any{"resync_grace": "1s"}, sources.Options{Name: "c"})
+	if err != nil {
+		t.Fatalf("a configuration naming resync_grace: %v", err)
+	}
+	var warned bool
+	for _, p := range s.Check() {
+		if p.Key == "resync_grace" {
+			warned = p.Warning && strings.Contains(p.Err.Error(), "no effect")
+		}
+	}
+	if !warned {
+		t.Errorf("Check() = %v, want a warning that resync_grace has no effect", s.Check())
+	}
+	plain, _ := New(map[string]any{}, sources.Options{Name: "c"})
+	for _, p := range plain.Check() {
+		if p.Key == "resync_grace" {
+			t.Errorf("Check() warns about resync_grace without it: %v", p)
+		}
 	}
 }
 
@@ -127,7 +216,6 @@ wait: 5m
 max_concurrent_fetches: 8
 max_read_rate: 0
 max_connections: 12
-resync_grace: 5s
 retry_min: 250ms
 retry_max: 30s
 read_timeout: 5s

@@ -35,10 +35,9 @@
 //	    wait: 5m
 //	    max_concurrent_fetches: 8
 //	    max_read_rate: 0                 # reads per second; 0: no pacing
-//	    max_connections: 16              # all connections to the agent, watches included
+//	    max_connections: 0               # all connections to the agent; 0: 3/4 of the agent's http_max_conns_per_client
 //	    watch: true                      # a blocking query per service, as connections allow
 //	    watches_per_connection: 200      # over HTTP/2
-//	    resync_grace: 5s                 # 0s: no grace
 //	    retry_min: 250ms
 //	    retry_max: 30s
 //	    read_timeout: 5s                 # deadline of a read; blocking: wait + wait/16 + this
@@ -64,13 +63,23 @@
 // where connections allow (watches), and three bulk blocking queries per
 // datacenter for the rest.
 //
+// Connections. Every request holds an HTTP connection to the agent while
+// it runs, and the agent accepts at most limits.http_max_conns_per_client
+// (200 by default) from one client address, shared by every program on
+// the host (consul-template, Nomad, scripts, the CLI); beyond it, a 429.
+// The source reads that limit from /v1/agent/self (DebugConfig) at
+// startup and takes three quarters of it, leaving a quarter to the
+// others: 150 connections by default, 16 when the agent does not say (a
+// token without agent:read). max_connections, when set, is the budget
+// instead. The startup log gives the plan ("consul connections").
+//
 // Watches. A blocking query on /v1/health/service/<name> answers when
 // anything of that service changes: an instance added or removed with or
 // without checks, a port or address re-registered, a check or maintenance
 // flip. Each watched service holds one, started once the service has been
-// read, at the index of that read. They ride on the connections that
-// max_connections leaves once reads, bulk queries and the probe have
-// theirs ("lanes", each its own transport holding one connection):
+// read, at the index of that read. They ride on the connections the
+// budget leaves once reads, bulk queries and the probe have theirs
+// ("lanes", each its own transport holding one connection):
 //
 //   - Over HTTPS the agent speaks HTTP/2 (the source checks the answer's
 //     protocol once at startup). Reads, bulk queries and the probe then
@@ -78,24 +87,27 @@
 //     watches_per_connection (200) watches as streams; the agent allows
 //     250 streams per connection (Go's default, which Consul keeps). Go's
 //     HTTP/2 client would open another connection whenever one carries the
-//     server's stream limit; each lane is strict instead, so the source
-//     never holds more than max_connections. With the default 16: 15
-//     lanes, room for 3,000 watched services; max_connections: 52 watches
-//     10,000. A server allowing fewer streams (a proxy in front of the
-//     agent: nginx allows 128) would leave the watches beyond its limit
-//     waiting for a stream, watching nothing: a watch whose request is
-//     not sent within read_timeout is given up, its lane keeps what it
-//     carries, and a warning is logged once.
-//   - Over HTTP/1.1 each blocking query holds a connection, and the agent
-//     accepts at most http_max_conns_per_client (200 by default) from one
-//     address; what reads, bulk queries and the probe do not use (4 of 16
-//     by default) carries one watch each.
+//     server's stream limit; each lane is strict instead, and lanes fill in
+//     order, so the source opens only the connections its watches need:
+//     10,000 services on 51 connections. A server allowing fewer streams
+//     (a proxy in front of the agent: nginx allows 128) would leave the
+//     watches beyond its limit waiting for a stream, watching nothing: a
+//     watch whose request is not sent within four read_timeouts is given up, its
+//     lane keeps the watches that got a stream, the service moves to the
+//     next lane with room, and a warning is logged once.
+//   - Over HTTP/1.1 (plain HTTP) each blocking query holds a connection:
+//     reads, bulk queries and the probe hold max_concurrent_fetches + 3
+//     per datacenter + 1 (12 for one datacenter), and each of the others
+//     carries one watch: 138 by default.
 //
 // When there are more services than room, the room goes to the services
 // that changed last: a service whose change a sweep or a signal found
 // takes the watch of the watched service that has gone longest without a
-// change, if that was more than 30s ago. The status says how many of how
-// many services are watched ("watches" note in /sources).
+// change, if that was more than 5s ago. The status says how many of how
+// many services are watched, how long the last sweep of the others took,
+// and, over plain HTTP with services left unwatched, what to change
+// ("watches" note in /sources; the startup log and bridge validate say so
+// too).
 //
 // What a watch costs Consul: on a client agent with the streaming backend
 // (the default of client agents since Consul 1.10), a blocking health
@@ -140,8 +152,8 @@
 // after 50ms, up to 20 times. A read older than the one applied last (its
 // index is lower: a stale read from another server) is not served but
 // repeated likewise, and accepted only if it stays older (the cluster's
-// state was reset; a blocking query whose index goes backwards, or a
-// resync after an outage, makes any index acceptable at once).
+// state was reset; once the source noticed a reset, see "When Consul
+// loses its state", any index is acceptable at once).
 //
 // Reads queued by a precise signal (a check change, a new service, a
 // node change, a retry) go ahead of the reads of a sweep: one queue per
@@ -152,39 +164,35 @@
 // non-passing check (a second instance without checks or with passing
 // ones, a new service address, a healthy instance deregistered). The
 // index of /v1/catalog/services moves, but nothing says which service
-// moved. The source then sweeps: it reads every selected service of that
-// datacenter that has no watch again, through the same bounded pool, at
-// the lower priority; when every service is watched there is nothing to
-// sweep. With sweep_cached (the default) these reads carry ?cached: on a
-// client agent with the streaming backend the agent answers from its
-// materialized views, so a sweep costs the agent's CPU and no server
-// read; on a server agent, or a client without streaming, the agent cache
-// keeps a background blocking query per service read, in the agent's
-// process. The cache follows the servers by milliseconds, so a cached
-// sweep that finds nothing is repeated once. Cached sweeps are spaced 1:1
-// (after a sweep that took d the next starts no earlier than d later;
-// uncached ones 4d, since each read reaches a server): a change without a
-// bulk signal on an unwatched service is served within about 2.5 sweep
-// durations. With sweep_cached: false every sweep read reaches a server.
+// moved. The source then sweeps the services of that datacenter that have
+// no watch, in the same order each time: it peeks at each, asking only
+// for its index (the health query with a filter that matches no instance,
+// answered "[]" with the service's X-Consul-Index), and reads in full, at
+// change priority, those whose index moved; when every service is watched
+// there is nothing to sweep. Sweep reads run two at a time and are paced
+// so that their round trips add up to at most a fifth of the time: on
+// loopback a round trip is the agent's work plus the transport's, so this
+// bounds from above what sweeps cost the local agent, follows how fast the
+// agent is, and slows sweeps down when the agent or its host is busy. With
+// sweep_cached (the default) peeks carry ?cached: on a client agent with
+// the streaming backend the agent answers from its materialized views (a
+// view per service for peeks, another for full reads: one more streaming
+// subscription per service to the servers), so a sweep costs the agent's
+// CPU and no server read; on a server agent, or a client without
+// streaming, the agent cache keeps a background blocking query per
+// service it answered, in the agent's process. The cache follows the
+// servers by milliseconds, so a cached sweep that finds nothing is
+// repeated once. Cached sweeps follow each other as long as the catalog
+// moves; with sweep_cached: false every peek reaches a server, and a sweep
+// that took d is followed by a pause of 4d. A change without a bulk
+// signal on an unwatched service is thus served within one to two sweeps
+// (a change just behind a running sweep waits for the next).
 //
-// Measured, side by side (docs/benchmarks.md, "Consul source"; a server
-// and a client agent, 3 instances per service, 20 registrations a second
-// elsewhere, p99 until 100 clients hold a change): with sweeps only, a
-// change no bulk query attributes took 6 to 11 s at 2,000 services and
-// was mostly missed (beyond 15 s) at 10,000; with a watch per service
-// over HTTP/2, every kind of change took at most 0.5 s at 10,000 services
-// (max_connections: 52) and 0.72 s at 2,000 (the default 16); watches
-// over HTTP/1.1 (4 of 16 connections) leave the rest to sweeps, 3.8 to
-// 13.8 s at 2,000. The reads that reach the server are counted from its
-// consul_rpc_query counter: about 0.4 per registry change, whatever the
-// number of services; nothing reads every service per change.
-//
-// Connections: the source holds at most max_connections connections to
-// the agent (default 16) and keeps them alive for reuse. Over HTTP/1.1,
-// reads, bulk queries and the probe may hold max_concurrent_fetches + 3
-// per datacenter + 1 of them (12 for one datacenter) and the watches the
-// rest; over HTTP/2 they share one and the watches the rest. Keep
-// max_connections below the agent's http_max_conns_per_client.
+// What a registry change costs the servers is a constant: the bulk
+// queries answering and, for unwatched services, the full reads of what
+// moved; nothing reads every service per change. The figures, watched and
+// swept, over HTTP/2 and plain HTTP, are in docs/benchmarks.md ("Consul
+// source").
 //
 // Consul's index rules are followed for every blocking query: an unchanged
 // index means the wait timed out (ask again); an index that went backwards
@@ -208,9 +216,7 @@
 //     0; an answer at the index it saw last is no change, a higher one is
 //     diffed as any answer, a lower one is a reset (below).
 //   - A failed watch backs off likewise, on its own, and asks again from
-//     index 0 (an immediate read). Until it answers, its datacenter counts
-//     as failing: removals there wait, and then wait resync_grace more,
-//     as for the bulk queries.
+//     index 0 (an immediate read); until it answers the source is stale.
 //   - Every request has a deadline: read_timeout (5s) for reads, wait +
 //     wait/16 (Consul's jitter) + read_timeout for blocking queries. A
 //     request past it is a failure like any other; a hung agent cannot
@@ -233,16 +239,34 @@
 //     token.
 //
 // Only successful reads change what is served, so while one datacenter
-// fails the others' changes still flow. For resync_grace (5s) after a
-// datacenter's blocking queries answer again, and after any of them
-// answers with an index lower than before without an error (a snapshot
-// restore, a rebuilt cluster), removals there are held back (a service
-// missing from the catalog, an instance missing from a read): a Consul
-// that comes back empty and refills does not make endpoints flap. When
-// the grace ends, what is really gone is removed: the services without a
-// watch are swept, and the watched services that still serve held
-// instances are read again (their watches would not answer without a
-// change).
+// fails the others' changes still flow.
+//
+// # When Consul loses its state
+//
+// A -dev agent or a server restarted without its data, a snapshot
+// restored, a cluster rebuilt: Consul then answers with less than before
+// and fills up again as registrations come back, in seconds or in
+// minutes. The source does not guess which of the removals that follow
+// are real. It reports what Consul says, and marks the first update after
+// it noticed the loss (sources.Update.Reset; that update is the whole
+// state, so that it goes out at once): the removal guard then keeps
+// serving the last good state until the refill has settled, while every
+// addition and change flows. It notices the loss when a blocking query's
+// index goes backwards, when the agent answers again after the probe
+// found it down (no answer, or no leader: an agent that was away may come
+// back with any state, and a -dev agent restarted on its old data
+// directory keeps its node ID while its catalog starts empty), and when
+// the agent's node ID changes (/v1/agent/self, read after any request
+// failed without an HTTP answer, and every twelfth probe; Consul 1.14
+// reports no start time, and an agent started on an empty data directory
+// gets a new node ID). After a reset every service is read again and the
+// blocking queries start over from index 0. A failed read that is not an
+// outage (a 429, a 500 from a leader election, a 403) is not a reset.
+//
+// resync_grace, the source's own hold of removals after Consul answered
+// again, is gone: the guard holds what the refill has not brought back,
+// however long the refill takes. A configuration that names the key still
+// loads, with a warning: it only ever delayed removals.
 //
 // # Mapping
 //

@@ -1,10 +1,10 @@
 package consul
 
 import (
+	"cmp"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -42,6 +42,10 @@ type fakeConsul struct {
 	headers map[string]string
 	// blocked counts the blocking service reads (watches) waiting now.
 	blocked int
+	// nodeID is the agent's node ID in /v1/agent/self, maxConns its
+	// http_max_conns_per_client there (0: Consul's default, 200).
+	nodeID   string
+	maxConns int
 }
 
 // indexOf returns the index the fake answers path with; the caller holds
@@ -169,13 +173,19 @@ func (f *fakeConsul) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	mode, index, entries, catalog, checks := f.mode, f.indexOf(r.URL.Path), f.entries, f.catalog, f.checks
+	mode, index, entries, catalog, checks, nodeID, maxConns := f.mode, f.indexOf(r.URL.Path), f.entries, f.catalog, f.checks, f.nodeID, f.maxConns
 	f.mu.Unlock()
-	switch mode {
-	case "leaderless":
+	switch {
+	case mode == "leaderless" && r.URL.Path == "/v1/status/leader":
+		// As a Consul server without a leader answers (a -dev agent
+		// restarting, say): an empty leader, not an error.
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`""`))
+		return
+	case mode == "leaderless":
 		http.Error(w, "No cluster leader", http.StatusInternalServerError)
 		return
-	case "throttle":
+	case mode == "throttle":
 		http.Error(w, "Your IP is issuing too many concurrent connections, please rate limit your calls", http.StatusTooManyRequests)
 		return
 	}
@@ -197,7 +207,8 @@ func (f *fakeConsul) serve(w http.ResponseWriter, r *http.Request) {
 	case "/v1/status/leader":
 		body = "127.0.0.1:8300"
 	case "/v1/agent/self":
-		body = map[string]any{"Config": map[string]any{"Datacenter": "dc1"}}
+		body = map[string]any{"Config": map[string]any{"Datacenter": "dc1", "NodeID": nodeID},
+			"DebugConfig": map[string]any{"HTTPMaxConnsPerClient": cmp.Or(maxConns, 200)}}
 	case "/v1/catalog/services":
 		body = catalog
 		if catalog == nil {
@@ -246,8 +257,8 @@ func TestFailures(t *testing.T) {
 	f, addr := newFakeConsul(t)
 	f.set(func() { f.entries = svcEntries(1) })
 	r := startSource(t, nil, map[string]any{"address": addr, "retry_min": "50ms", "retry_max": "200ms"})
-	r.synced(5 * time.Second)
-	r.waitFor(within, "svc with 1 endpoint", func() bool { return len(r.endpointsOf("svc")) == 1 })
+	r.synced(patience)
+	r.waitFor(patience, "svc with 1 endpoint", func() bool { return len(r.endpointsOf("svc")) == 1 })
 	n := r.updateCount()
 
 	for _, mode := range []string{"leaderless", "garbage", "throttle"} {
@@ -257,14 +268,14 @@ func TestFailures(t *testing.T) {
 			f.entries = svcEntries(1, 2)
 		})
 		before := f.requestCount()
-		r.waitFor(5*time.Second, mode+": failures counted", func() bool {
+		r.waitFor(patience, mode+": failures counted", func() bool {
 			return r.status.Snapshot().Stale && f.requestCount() > before+10
 		})
 	}
 	// Backoff: with retry_max 200ms, three blocking queries retry at most
 	// about 15 times a second each; a hot loop would do thousands.
 	before, start := f.requestCount(), time.Now()
-	waitFor(t, 5*time.Second, "a second of retries", func() bool { return time.Since(start) >= time.Second })
+	waitFor(t, patience, "a second of retries", func() bool { return time.Since(start) >= time.Second })
 	if got := f.requestCount() - before; got > 60 {
 		t.Errorf("%d requests in a second while throttled: no backoff", got)
 	}
@@ -280,7 +291,7 @@ func TestFailures(t *testing.T) {
 
 	// Recovery with a reset index (a restarted cluster): resync, publish.
 	f.set(func() { f.mode, f.index = "ok", 3 })
-	r.waitFor(5*time.Second, "recovered with svc at 2 endpoints", func() bool {
+	r.waitFor(patience, "recovered with svc at 2 endpoints", func() bool {
 		return !r.status.Snapshot().Stale && len(r.endpointsOf("svc")) == 2
 	})
 	if got := r.logs.count(msgRecovered); got != 1 {
@@ -288,7 +299,7 @@ func TestFailures(t *testing.T) {
 	}
 	// The index goes backwards again without an error: still followed.
 	f.set(func() { f.index, f.entries = 2, svcEntries(1, 2, 3) })
-	r.waitFor(5*time.Second, "svc at 3 endpoints after an index reset", func() bool { return len(r.endpointsOf("svc")) == 3 })
+	r.waitFor(patience, "svc at 3 endpoints after an index reset", func() bool { return len(r.endpointsOf("svc")) == 3 })
 }
 
 // TestRequestOptions checks what reaches Consul: token, namespace,
@@ -300,12 +311,12 @@ func TestRequestOptions(t *testing.T) {
 	r := startSource(t, nil, map[string]any{"address": addr, "token": "tok-123", "namespace": "team-a", "partition": "part-1",
 		"node_meta": map[string]any{"rack": "r1"}, "tags": []any{"prod"}, "filter": `Service.Meta.v == "2"`,
 		"datacenters": []any{"dc9"}, "wait": "30s"})
-	r.synced(5 * time.Second)
+	r.synced(patience)
 
 	// The token appears in no error (errors are logged and shown by the
 	// admin API): it travels in a header, never in the URL.
 	f.set(func() { f.mode, f.index = "leaderless", f.index+1 })
-	r.waitFor(5*time.Second, "failing", func() bool { return r.status.Snapshot().Stale })
+	r.waitFor(patience, "failing", func() bool { return r.status.Snapshot().Stale })
 	if e := r.status.Snapshot().LastError; strings.Contains(e, "tok-123") {
 		t.Errorf("the token leaks into errors: %s", e)
 	}
@@ -317,6 +328,9 @@ func TestRequestOptions(t *testing.T) {
 		q := req.URL.Query()
 		paths[req.URL.Path] = true
 		for key, want := range map[string]string{"ns": "team-a", "partition": "part-1", "node-meta": "rack:r1", "dc": "dc9"} {
+			if key == "dc" && req.URL.Path == "/v1/agent/self" {
+				continue // the agent's own state, in no datacenter
+			}
 			if got := q.Get(key); got != want {
 				t.Errorf("%s: %s=%q, want %q", req.URL.Path, key, got, want)
 			}
@@ -353,9 +367,9 @@ func TestIdleHeartbeat(t *testing.T) {
 	f, addr := newFakeConsul(t) // blocks 2s, then answers the same index
 	f.set(func() { f.entries = svcEntries(1) })
 	r := startSource(t, nil, map[string]any{"address": addr, "wait": "1s"})
-	r.synced(5 * time.Second)
+	r.synced(patience)
 	first := r.status.Snapshot().LastSuccess
-	r.waitFor(5*time.Second, "LastSuccess to advance while idle", func() bool {
+	r.waitFor(patience, "LastSuccess to advance while idle", func() bool {
 		return r.status.Snapshot().LastSuccess.After(first.Add(time.Second))
 	})
 	if n := r.updateCount(); n != 1 {
@@ -371,63 +385,96 @@ func TestStaleReadBackwards(t *testing.T) {
 	f, addr := newFakeConsul(t)
 	f.set(func() { f.entries = svcEntries(1) })
 	r := startSource(t, nil, map[string]any{"address": addr})
-	r.synced(5 * time.Second)
-	r.waitFor(within, "svc with 1 endpoint", func() bool { return len(r.endpointsOf("svc")) == 1 })
+	r.synced(patience)
+	r.waitFor(patience, "svc with 1 endpoint", func() bool { return len(r.endpointsOf("svc")) == 1 })
 	f.set(func() { f.index, f.svcIndex, f.entries = f.index+1, 5, svcEntries(1, 2) }) // a sweep reads index 5 < 10
 	start := time.Now()
-	took := r.waitFor(5*time.Second, "the older read accepted in the end", func() bool { return len(r.endpointsOf("svc")) == 2 })
+	took := r.waitFor(patience, "the older read accepted in the end", func() bool { return len(r.endpointsOf("svc")) == 2 })
 	if took < behindDelay*behindRetries/2 {
 		t.Errorf("a read older than the applied state was served after %v", took)
 	}
 	t.Logf("older read accepted after %v", time.Since(start))
 }
 
-// TestResyncGrace: after an outage Consul answers with fewer instances and
-// without a service (it is refilling); for resync_grace nothing is removed,
-// additions flow at once, and after the grace what is really gone goes.
-func TestResyncGrace(t *testing.T) {
+// TestOutageReset: Consul answers again after an outage (an agent that
+// answered nothing, as a restarting one), with fewer instances and without a
+// service, refilling. The source says so: the first update after the
+// outage is the whole state marked Reset, and what Consul reports from
+// then on flows as it is (the removal guard, not the source, decides what
+// to hold). A failed read that is not an outage (429s) marks nothing.
+func TestOutageReset(t *testing.T) {
 	f, addr := newFakeConsul(t)
 	f.set(func() {
 		f.entries = svcEntries(1, 2)
 		f.catalog = map[string][]string{"svc": {}, "other": {}}
 	})
-	r := startSource(t, nil, map[string]any{"address": addr, "resync_grace": "1s", "retry_min": "50ms", "retry_max": "100ms",
-		"on_empty": "remove"})
-	r.synced(5 * time.Second)
-	r.waitFor(within, "svc with 2 endpoints, other present", func() bool {
+	r := startSource(t, nil, map[string]any{"address": addr, "retry_min": "50ms", "retry_max": "100ms", "on_empty": "remove",
+		"read_timeout": "300ms"})
+	r.synced(patience)
+	r.waitFor(patience, "svc with 2 endpoints, other present", func() bool {
 		_, ok := r.service("other")
 		return len(r.endpointsOf("svc")) == 2 && ok
 	})
-	f.set(func() { f.mode, f.index = "leaderless", f.index+1 })
-	r.waitFor(5*time.Second, "failing", func() bool { return r.status.Snapshot().Stale })
+
+	f.set(func() { f.mode, f.index = "throttle", f.index+1 })
+	r.waitFor(patience, "failing with 429s", func() bool { return r.status.Snapshot().Stale })
+	f.set(func() { f.mode, f.index = "ok", f.index+1 })
+	r.waitFor(patience, "fresh after the 429s", func() bool { return !r.status.Snapshot().Stale })
+	if n := r.resets(); n != 0 {
+		t.Fatalf("%d updates marked Reset after 429s: the agent answered throughout", n)
+	}
+
+	// Away: the agent answers nothing until the probe says so.
+	f.set(func() { f.hung["*"] = true })
+	r.waitFor(patience, "the probe failing", func() bool {
+		return strings.Contains(r.status.Snapshot().LastError, "probing")
+	})
+	n := r.updateCount()
 	// Back, refilling: one instance of svc missing, a new one there, other
 	// missing from the catalog.
 	f.set(func() {
-		f.mode, f.index = "ok", f.index+1
+		f.index++
 		f.entries = svcEntries(2, 3)
 		f.catalog = map[string][]string{"svc": {}}
 	})
-	back := time.Now()
-	r.waitFor(within, "the new instance at once", func() bool { return r.endpointsOf("svc")[3].Port == 3 })
-	if time.Since(back) < 900*time.Millisecond {
-		if _, ok := r.endpointsOf("svc")[1]; !ok {
-			t.Error("instance 1 removed during the grace")
-		}
-		if _, ok := r.service("other"); !ok {
-			t.Error("service other removed during the grace")
-		}
-	}
-	took := r.waitFor(5*time.Second, "removals after the grace", func() bool {
+	f.unhang()
+	r.waitFor(patience, "the refilled state", func() bool {
 		_, ok := r.service("other")
 		eps := r.endpointsOf("svc")
 		_, has1 := eps[1]
 		return !ok && !has1 && len(eps) == 2
 	})
-	if got := r.published("other"); !slices.Equal(got, []int{1, -1}) {
-		t.Errorf("other published as %v, want [1 -1] (served, then removed once)", got)
+	kinds := r.kindsSince(n)
+	if len(kinds) == 0 || kinds[0] != (updateKind{full: true, reset: true}) {
+		t.Fatalf("updates after the outage = %+v, want the first Full and marked Reset", kinds)
 	}
-	if since := time.Since(back); since < time.Second {
-		t.Errorf("removals applied %v after the agent answered again, before the 1s grace", since)
+	if got := r.resets(); got != 1 {
+		t.Errorf("%d updates marked Reset, want 1 (the first after the outage)", got)
 	}
-	t.Logf("removals applied %v after the grace started", took)
+	if got := r.logs.count(msgReset); got != 1 {
+		t.Errorf("logged %q %d times, want once", msgReset, got)
+	}
+}
+
+// TestNodeIDChanged: the agent answers throughout, but another agent now
+// (a new node ID: restarted on an empty data directory quicker than any
+// request failed, or another agent behind the address). The probe reads
+// the node ID now and then, and the next update is marked Reset; the same
+// node ID again says nothing.
+func TestNodeIDChanged(t *testing.T) {
+	f, addr := newFakeConsul(t)
+	f.set(func() { f.entries, f.nodeID = svcEntries(1), "node-a" })
+	r := startSource(t, nil, map[string]any{"address": addr, "read_timeout": "200ms"})
+	r.synced(patience)
+	n := r.updateCount()
+	f.set(func() { f.nodeID = "node-b" })
+	r.waitFor(patience, "an update marked Reset", func() bool { return r.resets() == 1 })
+	if kinds := r.kindsSince(n); kinds[0] != (updateKind{full: true, reset: true}) {
+		t.Errorf("updates after the agent changed = %+v, want the first Full and marked Reset", kinds)
+	}
+	reads := f.count("/v1/agent/self")
+	waitFor(t, patience, "two more reads of the node ID", func() bool { return f.count("/v1/agent/self") >= reads+2 })
+	if got := r.resets(); got != 1 {
+		t.Errorf("%d updates marked Reset, want 1: the node ID did not change again", got)
+	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/consul/api"
 	"go.uber.org/goleak"
 
+	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
 	"github.com/xdsbridge/xdsbridge/internal/consultest"
 	"github.com/xdsbridge/xdsbridge/sources"
 )
@@ -35,6 +36,7 @@ type running struct {
 	updates int
 	full    time.Time        // when the first (Full) update arrived
 	history map[string][]int // endpoint counts published per cluster (-1: removed)
+	kinds   []updateKind     // every update's kind, in order
 	errs    []string         // contract violations seen by the reader
 }
 
@@ -102,6 +104,7 @@ func (r *running) apply(u sources.Update, started time.Time) {
 		_ = started
 	}
 	r.updates++
+	r.kinds = append(r.kinds, updateKind{full: u.Full, reset: u.Reset})
 	if u.Full {
 		clear(r.state)
 	}
@@ -137,11 +140,42 @@ func (r *running) published(name string) []int {
 	return slices.Clone(r.history[name])
 }
 
+// updateKind is what kind of update the source sent.
+type updateKind struct{ full, reset bool }
+
+// kindsSince returns the kinds of the updates after the first n.
+func (r *running) kindsSince(n int) []updateKind {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.kinds[min(n, len(r.kinds)):])
+}
+
+// resets counts the updates marked Reset.
+func (r *running) resets() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, k := range r.kinds {
+		if k.reset {
+			n++
+		}
+	}
+	return n
+}
+
 func (r *running) updateCount() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.updates
 }
+
+// patience bounds every wait of these tests for something the source must
+// do (a first sync, a change reaching the served state, a watch taking its
+// connection): the project's shared failure detector, so that a loaded
+// machine fails no test. A test asserts that the outcome arrives, in
+// order; how fast is the benchmarks' to measure, and the tests log what
+// they see.
+const patience = bridgetest.Patience
 
 // waitFor polls cond until it holds or within passes; it returns how long
 // it took.

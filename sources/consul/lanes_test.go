@@ -25,15 +25,15 @@ func TestWatchSeesSilentChange(t *testing.T) {
 				f.catIndex = 5
 			})
 			r := startSource(t, nil, map[string]any{"address": addr, "watch": watch})
-			r.synced(5 * time.Second)
-			r.waitFor(within, "svc with 1 endpoint", func() bool { return len(r.endpointsOf("svc")) == 1 })
+			r.synced(patience)
+			r.waitFor(patience, "svc with 1 endpoint", func() bool { return len(r.endpointsOf("svc")) == 1 })
 			if watch {
-				waitFor(t, within, "the watch of svc waiting", func() bool { return f.blockedNow() == 1 })
+				waitFor(t, patience, "the watch of svc waiting", func() bool { return f.blockedNow() == 1 })
 			}
 			f.set(func() { f.index++; f.entries = svcEntries(1, 2) })
 			served := func() bool { return len(r.endpointsOf("svc")) == 2 }
 			if watch {
-				took := r.waitFor(time.Second, "the silent change", served)
+				took := r.waitFor(patience, "the silent change", served)
 				t.Logf("served %v after the change", took.Round(time.Millisecond))
 				return
 			}
@@ -49,25 +49,39 @@ func TestWatchSeesSilentChange(t *testing.T) {
 	}
 }
 
-// TestWatchLanes: watches use the connections max_connections leaves, and
-// never more: over HTTP/2 each carries watches_per_connection of them (all
-// the services when they fit, as many as fit otherwise); over HTTP/1.1
-// each carries one.
+// TestWatchLanes: watches use the connections max_connections (by default
+// three quarters of the agent's per-client limit) leaves, and never more:
+// over HTTP/2 each carries watches_per_connection of them (all the
+// services when they fit, as many as fit otherwise), filling one before
+// opening the next; over HTTP/1.1 each carries one.
 func TestWatchLanes(t *testing.T) {
+	// The HTTP/2 cases watch 20 services per connection
+	// (watches_per_connection) rather than 200, so that they read tens of
+	// services, not thousands: the lanes fill the same way.
 	cases := []struct {
 		name                         string
 		http2                        bool
 		maxConns, services, watching int
+		perConn                      int    // watches_per_connection (0: the default 200)
 		streams                      uint32 // the server's stream limit (0: Go's 250)
+		// agentLimit is the agent's http_max_conns_per_client (0: 200);
+		// maxOpen bounds the connections open at once.
+		agentLimit, maxOpen int
 	}{
-		// 5 connections: one for everything else, 4 lanes of 200.
-		{"HTTP/2, room for all", true, 5, 600, 600, 0},
-		{"HTTP/2, more services than room", true, 5, 1000, 800, 0},
-		// A server allowing 30 streams per connection (a proxy in front
-		// of the agent, say): 4 lanes of 30.
-		{"HTTP/2, fewer streams than watches_per_connection", true, 5, 300, 120, 30},
+		// 5 connections: one for everything else, 4 lanes of 20.
+		{"HTTP/2, room for all", true, 5, 60, 60, 20, 0, 0, 5},
+		{"HTTP/2, more services than room", true, 5, 100, 80, 20, 0, 0, 5},
+		// A server allowing 6 streams per connection (a proxy in front
+		// of the agent, say): 4 lanes of at most 6.
+		{"HTTP/2, fewer streams than watches_per_connection", true, 5, 30, 24, 20, 6, 0, 5},
 		// 14 connections: 8 reads, 3 bulk queries and the probe hold 12.
-		{"HTTP/1.1", false, 14, 50, 2, 0},
+		{"HTTP/1.1", false, 14, 50, 2, 0, 0, 0, 14},
+		// By default: 150 of the agent's 200, of which 149 carry
+		// watches of 200 each, filled in order: 250 watches on 2
+		// connections.
+		{"HTTP/2, default", true, 0, 250, 250, 0, 0, 0, 3},
+		// By default: 30 of the agent's 40; 12 for the rest, 18 watches.
+		{"HTTP/1.1, default", false, 0, 50, 18, 0, 0, 40, 30},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -76,13 +90,20 @@ func TestWatchLanes(t *testing.T) {
 			for i := range tc.services {
 				catalog[fmt.Sprintf("s%04d", i)] = []string{}
 			}
-			f.set(func() { f.catalog, f.catIndex = catalog, 5 })
-			cfg := map[string]any{"address": srv.Listener.Addr().String(), "max_connections": tc.maxConns}
+			f.set(func() { f.catalog, f.catIndex, f.maxConns = catalog, 5, tc.agentLimit })
+			cfg := map[string]any{"address": srv.Listener.Addr().String()}
+			if tc.maxConns > 0 {
+				cfg["max_connections"] = tc.maxConns
+			}
+			if tc.perConn > 0 {
+				cfg["watches_per_connection"] = tc.perConn
+			}
 			if tc.streams > 0 {
-				// How long a watch may wait for a stream; long enough
-				// that a starved machine does not give up watches the
-				// server has room for.
-				cfg["read_timeout"] = "2s"
+				// A watch waits four times this for a stream; long
+				// enough that a starved machine does not give up
+				// watches the server has room for, short enough for a
+				// test.
+				cfg["read_timeout"] = "1s"
 			}
 			if tc.http2 {
 				ca := filepath.Join(t.TempDir(), "ca.pem")
@@ -95,19 +116,36 @@ func TestWatchLanes(t *testing.T) {
 			}
 			var cc connCounter
 			r := startSource(t, nil, cfg, func(s *Source) { s.dial = cc.dial })
-			r.synced(20 * time.Second)
+			r.synced(patience)
 			want := fmt.Sprintf("%d of %d services watched", tc.watching, tc.services)
-			waitFor(t, 20*time.Second, fmt.Sprintf("%d watches waiting, and the status saying so", tc.watching), func() bool {
-				return f.blockedNow() == tc.watching && strings.Contains(r.status.Snapshot().Notes["watches"], want)
-			})
+			if tc.streams > 0 {
+				// A watch is given up as queued for a stream after four
+				// read_timeouts without being sent; on a starved machine
+				// one that would have got a stream may be given up too,
+				// lowering its lane's room. So the outcome asserted is
+				// that every watch the status counts is one the server
+				// holds, and no lane holds more than the server allows.
+				waitFor(t, patience, fmt.Sprintf("at most %d watches, each held by the server, and the status saying so", tc.watching), func() bool {
+					n := f.blockedNow()
+					return n > 0 && n <= tc.watching && strings.Contains(r.status.Snapshot().Notes["watches"], fmt.Sprintf("%d of %d services watched", n, tc.services))
+				})
+			} else {
+				waitFor(t, patience, fmt.Sprintf("%d watches waiting, and the status saying so", tc.watching), func() bool {
+					return f.blockedNow() == tc.watching && strings.Contains(r.status.Snapshot().Notes["watches"], want)
+				})
+			}
 			note := r.status.Snapshot().Notes["watches"]
-			if strings.Contains(note, "HTTP/2") != tc.http2 {
+			if strings.Contains(note, "HTTP/2 connections") != tc.http2 {
 				t.Errorf("status note %q, want %q over HTTP/2 %v", note, want, tc.http2)
+			}
+			// Plain HTTP that leaves services unwatched says what to do.
+			if advised, want := strings.Contains(note, "HTTPS listener"), !tc.http2 && tc.watching < tc.services; advised != want {
+				t.Errorf("status note %q: advice given %v, want %v", note, advised, want)
 			}
 			_, maxOpen, total := cc.figures()
 			t.Logf("%s; at most %d connections open (%d dialled)", note, maxOpen, total)
-			if maxOpen > tc.maxConns {
-				t.Errorf("%d connections open at once, max_connections %d", maxOpen, tc.maxConns)
+			if maxOpen > tc.maxOpen {
+				t.Errorf("%d connections open at once, want at most %d", maxOpen, tc.maxOpen)
 			}
 		})
 	}

@@ -3,7 +3,6 @@ package consul
 import (
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/hashicorp/consul/api"
 )
@@ -20,8 +19,8 @@ func TestResponseLimitAndDropCount(t *testing.T) {
 	f.set(func() { f.entries = append(svcEntries(1), unservable) })
 	r := startSource(t, nil, map[string]any{"address": addr, "retry_min": "50ms", "retry_max": "200ms",
 		"max_response_bytes": 4096})
-	r.synced(5 * time.Second)
-	r.waitFor(within, "svc with 1 endpoint", func() bool { return len(r.endpointsOf("svc")) == 1 })
+	r.synced(patience)
+	r.waitFor(patience, "svc with 1 endpoint", func() bool { return len(r.endpointsOf("svc")) == 1 })
 	if got := r.status.Snapshot().Dropped; got != 1 {
 		t.Fatalf("dropped = %d after the first read, want 1", got)
 	}
@@ -31,7 +30,7 @@ func TestResponseLimitAndDropCount(t *testing.T) {
 	reads := f.count("/v1/health/service/svc")
 	for i := 0; i < 3; i++ {
 		f.set(func() { f.index++ })
-		r.waitFor(5*time.Second, "svc read again", func() bool { return f.count("/v1/health/service/svc") > reads })
+		r.waitFor(patience, "svc read again", func() bool { return f.count("/v1/health/service/svc") > reads })
 		reads = f.count("/v1/health/service/svc")
 	}
 	if got := r.status.Snapshot().Dropped; got != 1 {
@@ -45,7 +44,7 @@ func TestResponseLimitAndDropCount(t *testing.T) {
 		ports[i] = 1000 + i
 	}
 	f.set(func() { f.index++; f.entries = svcEntries(ports...) })
-	r.waitFor(5*time.Second, "stale over a too large answer", func() bool {
+	r.waitFor(patience, "stale over a too large answer", func() bool {
 		s := r.status.Snapshot()
 		return s.Stale && strings.Contains(s.LastError, "max_response_bytes")
 	})

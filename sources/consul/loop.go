@@ -3,6 +3,7 @@ package consul
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,10 +27,10 @@ type svcState struct {
 	tags    []string // from /v1/catalog/services (union over instances)
 	cluster string   // rendered cluster_name
 	fetched bool     // read successfully at least once
-	absent  bool     // gone from the catalog during a resync grace
-	held    bool     // serves instances its last read lacked (a grace)
 	mesh    bool     // only proxies or gateways: not served (keep_mesh)
 	index   uint64   // X-Consul-Index of the read applied last
+	// peekIndex: the index the last peek of a sweep saw (sweep.go).
+	peekIndex uint64
 	// changedAt: when a read last changed what is served (watch.go gives
 	// watches to the services that changed last).
 	changedAt time.Time
@@ -48,8 +49,9 @@ type dcState struct {
 	catalogSeen bool
 	services    map[string]*svcState
 	checks      map[checkKey]checkInfo // last /v1/health/state/any; nil before the first
-	// graceUntil: removals are held back until then (see resync_grace).
-	graceUntil time.Time
+	// owesReset: the blocking query of that kind has not answered since
+	// the last reset (reset.go).
+	owesReset [pollKinds]bool
 }
 
 type checkInfo struct {
@@ -67,6 +69,10 @@ type fetchResult struct {
 	cached  bool // read from the agent cache
 	index   uint64
 	err     error
+	// sweep: a read of a sweep (sweep.go), paced; peek: it asked for the
+	// service's index only. took is its round trip.
+	sweep, peek bool
+	took        time.Duration
 	// watch is set on the answers of a watch (watch.go); such answers
 	// are not reads of the queue.
 	watch *watchRun
@@ -99,7 +105,7 @@ type loop struct {
 	dirty    map[svcKey]readPrio
 	queue    [prioCount][]svcKey
 	inflight map[svcKey]bool
-	slots    int // reads in flight at most (Config.readSlots)
+	slots    int // reads in flight at most (connPlan.reads)
 	seq      uint64
 	// retries holds the reads that failed: each has its own backoff,
 	// which only its own success resets (see retry.go).
@@ -121,6 +127,10 @@ type loop struct {
 	sweep       *sweepRun
 	nextSweep   time.Time
 	confirmNext bool // the next sweep confirms a cached one (endSweep)
+	// sweeping: sweep reads in flight; pacer spaces them (sweep.go).
+	sweeping  int
+	pacer     pacer
+	lastSweep sweepRecord
 
 	// failing: a failing period started (logged) and has not ended.
 	// pollErr and the retries say what fails now; probeErr is the last
@@ -136,6 +146,8 @@ type loop struct {
 	rewake bool
 	// leaderless: the last answer said X-Consul-KnownLeader: false.
 	leaderless bool
+	// agent: what the loop knows of the agent's identity and resets.
+	agent agentState
 	// aclFiltered: reads whose last answer had results hidden by ACLs;
 	// hostLogged: services whose host-name instances were logged.
 	aclFiltered map[string]bool
@@ -156,7 +168,7 @@ func newLoop(ctx context.Context, s *Source, c *api.Client, w *watchSet, dcNames
 		behind:      map[svcKey]int{},
 		viaCache:    map[svcKey]bool{},
 		inflight:    map[svcKey]bool{},
-		slots:       s.cfg.readSlots(),
+		slots:       s.plan.reads,
 		retries:     map[svcKey]*readRetry{},
 		kick:        make(chan struct{}, 1),
 		aclFiltered: map[string]bool{},
@@ -197,7 +209,6 @@ func (l *loop) run(ctx context.Context, polls <-chan pollResult, probes <-chan p
 		tokenTick = t.C
 	}
 	for {
-		l.endGraces()
 		l.promoteDue()
 		l.maybeSweep()
 		l.dispatch(ctx)
@@ -229,6 +240,9 @@ func (l *loop) arm(t *time.Timer) {
 	if l.queued() && l.paceAt.After(time.Now()) {
 		next = l.paceAt
 	}
+	if at := l.sweepWake(); !at.IsZero() && (next.IsZero() || at.Before(next)) {
+		next = at
+	}
 	for _, r := range l.retries {
 		if !r.at.IsZero() && (next.IsZero() || r.at.Before(next)) {
 			next = r.at
@@ -240,11 +254,6 @@ func (l *loop) arm(t *time.Timer) {
 	for _, d := range l.later {
 		if next.IsZero() || d.at.Before(next) {
 			next = d.at
-		}
-	}
-	for _, d := range l.dcs {
-		if !d.graceUntil.IsZero() && (next.IsZero() || d.graceUntil.Before(next)) {
-			next = d.graceUntil
 		}
 	}
 	d := time.Hour
@@ -268,25 +277,18 @@ func (l *loop) onPoll(r pollResult) {
 		l.fail(r.err)
 		return
 	}
-	if l.pollErr[key] {
-		delete(l.pollErr, key)
-		if !l.dcFailing(r.dc) {
-			l.openGrace(r.dc)
-		}
-	}
+	delete(l.pollErr, key)
+	l.answered()
 	l.noteLeader(r.meta)
+	owed := d.owesReset[r.kind]
+	d.owesReset[r.kind] = false
 	if r.unchanged {
 		return
 	}
-	if r.reset {
-		// The index went backwards without an error (a snapshot
-		// restore, a cluster rebuilt): the state may be refilling, so
-		// removals wait as after an outage. Watches blocked on the old
-		// indexes would wait out their wait: each service is read again
-		// (the sweep this answer asks for) and watched from there.
-		d.forgetIndexes()
-		l.stopWatches(r.dc)
-		l.openGrace(r.dc)
+	if r.reset && !owed {
+		// The index went backwards (a snapshot restore, a cluster
+		// rebuilt, an agent restarted empty): the state may be refilling.
+		l.noteReset(fmt.Sprintf("the index of %s in %s went backwards", r.kind, d.name))
 	}
 	switch r.kind {
 	case pollServices:
@@ -310,6 +312,10 @@ func (l *loop) onFetch(r fetchResult) {
 		return
 	}
 	delete(l.inflight, r.key)
+	if r.sweep {
+		l.sweeping--
+		l.pacer.spend(r.peek, r.took, time.Now())
+	}
 	// A read queued while this one was in flight was not put in the queue
 	// (see queueRead); it goes there now, whatever happens below.
 	defer l.requeue(r.key)
@@ -328,6 +334,11 @@ func (l *loop) onFetch(r fetchResult) {
 		return
 	}
 	l.readSucceeded(r.key)
+	l.answered()
+	if r.peek {
+		l.onPeek(r, st)
+		return
+	}
 	before := st.changedAt
 	if !l.apply(r, st) {
 		return
@@ -375,13 +386,10 @@ func (l *loop) apply(r fetchResult, st *svcState) bool {
 		delete(l.behind, r.key)
 	}
 	eps, dropped, hostnames := d.m.endpoints(r.entries)
-	st.held = false
-	if l.holding(r.key.dc) || r.meta.ResultsFilteredByACLs {
-		// During a grace, or when the token may have lost rights to some
-		// instances: additions are served, removals wait.
-		n := len(eps)
+	if r.meta.ResultsFilteredByACLs {
+		// The token may have lost rights to some instances: additions
+		// are served, removals wait for an answer that hides nothing.
 		eps = keepMissing(eps, st.eps)
-		st.held = len(eps) > n
 	}
 	l.noteACLFiltered(r.meta.ResultsFilteredByACLs, "service "+r.key.name+" in "+d.name)
 	// Unservable instances count once per change of the service, not

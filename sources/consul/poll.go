@@ -18,6 +18,9 @@ const (
 	pollNodes                    // /v1/catalog/nodes: addresses and meta
 )
 
+// pollKinds is the number of kinds.
+const pollKinds = 3
+
 func (k pollKind) String() string {
 	return [...]string{"catalog services", "health state", "catalog nodes"}[k]
 }
@@ -94,6 +97,7 @@ func (s *Source) poll(ctx context.Context, c *api.Client, dc int, dcName string,
 		}
 		started = time.Now()
 		res := pollResult{dc: dc, kind: kind}
+		resets := s.gen.resetCount()
 		var meta *api.QueryMeta
 		res.err = s.request(ctx, index > 0, func(rctx context.Context) error {
 			q := s.queryOptions(rctx, dcName)
@@ -124,6 +128,10 @@ func (s *Source) poll(ctx context.Context, c *api.Client, dc int, dcName string,
 		}
 		if errors.Is(res.err, errRenewed) {
 			bo.reset()
+			if s.gen.resetCount() != resets {
+				// Consul lost its state: start over, as at startup.
+				index, last, afterErr = 0, 0, true
+			}
 			continue
 		}
 		if res.err != nil {

@@ -27,28 +27,55 @@ const (
 	probeFailingTimeout = 500 * time.Millisecond
 )
 
+// identifyEvery: every this many rounds the probe also reads the agent's
+// node ID, so that an agent replaced without any request failing (a
+// restart quick enough for Go's transport to retry the cut requests on
+// the new agent, or another agent behind the address) is noticed within
+// identifyEvery rounds (30s with the default read_timeout).
+const identifyEvery = 12
+
 // probeResult is the outcome of one probe: err is nil when the agent
-// answered with a leader.
-type probeResult struct{ err error }
+// answered with a leader; nodeID is the agent's node ID when the probe
+// read it (see reset.go), else empty.
+type probeResult struct {
+	err    error
+	nodeID string
+}
 
 // probe runs until ctx ends. failing is read at each round: the loop sets
-// it; kick asks for a probe now (the loop just saw a failure).
+// it; kick asks for a probe now (the loop just saw a request fail without
+// an HTTP answer). The first good probe after a kick or a failed probe,
+// and every identifyEvery-th, also reads the agent's node ID: a request
+// cut short may mean the agent restarted.
 func (s *Source) probe(ctx context.Context, c *api.Client, dc string, failing func() bool, kick <-chan struct{}, out chan<- probeResult) {
 	t := time.NewTimer(s.cfg.ReadTimeout / 2)
 	defer t.Stop()
+	identify, rounds := false, 0
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-kick:
+			identify = true
 		case <-t.C:
+		}
+		if rounds++; rounds%identifyEvery == 0 {
+			identify = true
 		}
 		limit, every := s.cfg.ReadTimeout, s.cfg.ReadTimeout/2
 		if failing() {
 			limit, every = min(limit, probeFailingTimeout), probeFailingInterval
 		}
-		err := s.probeOnce(ctx, c, dc, limit)
-		if ctx.Err() != nil || !send(ctx, out, probeResult{err: err}) {
+		r := probeResult{err: s.probeOnce(ctx, c, dc, limit)}
+		switch {
+		case r.err != nil:
+			identify = true
+		case identify:
+			a, err := s.agentSelf(ctx, c)
+			r.nodeID = a.nodeID
+			identify = err != nil && statusCode(err) == 0
+		}
+		if ctx.Err() != nil || !send(ctx, out, r) {
 			return
 		}
 		t.Reset(every)
@@ -81,6 +108,10 @@ type generation struct {
 	mu     sync.Mutex
 	ctx    context.Context
 	cancel context.CancelFunc
+	// resets counts the renewals after which blocking queries start over
+	// from index 0 (restart): Consul lost its state, and a query blocked
+	// on an index of the old state could wait out its whole wait.
+	resets uint64
 }
 
 func newGeneration(parent context.Context) *generation {
@@ -100,6 +131,22 @@ func (g *generation) renew() {
 	defer g.mu.Unlock()
 	g.cancel()
 	g.ctx, g.cancel = context.WithCancel(g.parent)
+}
+
+// restart renews the generation and has every blocking query start over
+// from index 0.
+func (g *generation) restart() {
+	g.mu.Lock()
+	g.resets++
+	g.mu.Unlock()
+	g.renew()
+}
+
+// resetCount is the number of restarts so far.
+func (g *generation) resetCount() uint64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.resets
 }
 
 // errRenewed marks a request cut short by a renewed generation: not a

@@ -4,7 +4,6 @@ import (
 	"context"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/xdsbridge/xdsbridge/sources"
@@ -12,7 +11,7 @@ import (
 
 // publish sends what changed: nothing before the first sync is complete,
 // then one Full update, then partial updates of the clusters whose content
-// changed. Only successful reads change anything, so while some reads fail
+// changed; after a reset (reset.go), one Full update marked Reset. Only successful reads change anything, so while some reads fail
 // (one datacenter unreachable, say) the others' changes still flow. It
 // returns false when ctx ended.
 func (l *loop) publish(ctx context.Context, up chan<- sources.Update) bool {
@@ -20,15 +19,8 @@ func (l *loop) publish(ctx context.Context, up chan<- sources.Update) bool {
 		if !l.syncComplete() {
 			return true
 		}
-		u := sources.Update{Full: true}
-		for name := range l.members {
-			if svc, keep := l.build(name); keep {
-				l.published[name] = svc
-				u.Services = append(u.Services, svc.Clone())
-			}
-		}
-		slices.SortFunc(u.Services, func(a, b sources.Service) int { return strings.Compare(a.Name, b.Name) })
-		clear(l.changed)
+		u := l.fullUpdate()
+		u.Reset, l.agent.reset = l.agent.reset != "", ""
 		if !send(ctx, up, u) {
 			return false
 		}
@@ -41,7 +33,17 @@ func (l *loop) publish(ctx context.Context, up chan<- sources.Update) bool {
 			l.s.status.Succeeded()
 		}
 		l.s.log.Debug("first sync complete", "clusters", len(u.Services), "took", time.Since(l.started).Round(time.Millisecond))
+		l.logCoverage()
 		return true
+	}
+	if l.agent.reset != "" {
+		// The first update after a reset is the whole state, so that it
+		// goes out at once even when nothing changed yet (an agent back
+		// with its state intact): the guard learns of the reset when it
+		// happened, not with whatever change comes next.
+		u := l.fullUpdate()
+		u.Reset, l.agent.reset = true, ""
+		return send(ctx, up, u)
 	}
 	if len(l.changed) == 0 {
 		return true

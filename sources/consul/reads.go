@@ -18,7 +18,7 @@ func readGap(rate float64) time.Duration {
 // its index, after the datacenter's indexes went backwards.
 func (d *dcState) forgetIndexes() {
 	for _, st := range d.services {
-		st.index = 0
+		st.index, st.peekIndex = 0, 0
 	}
 }
 
@@ -116,9 +116,13 @@ func (l *loop) queued() bool {
 	return len(l.queue[prioChange]) > 0 || len(l.queue[prioSweep]) > 0
 }
 
-// next pops the next read to start, change reads first.
-func (l *loop) next() (svcKey, bool) {
+// next pops the next read to start, change reads first; sweep reads only
+// when sweeps may start one now.
+func (l *loop) next(sweeps bool) (svcKey, bool) {
 	for p := prioCount - 1; p > prioNone; p-- {
+		if p == prioSweep && !sweeps {
+			break
+		}
 		for len(l.queue[p]) > 0 {
 			k := l.queue[p][0]
 			l.queue[p] = l.queue[p][1:]
@@ -134,9 +138,9 @@ func (l *loop) next() (svcKey, bool) {
 }
 
 // dispatch starts queued reads while fewer than the read slots are in
-// flight, spaced by max_read_rate when set. Nothing starts while the probe
-// finds the agent down: the reads would only fail; the probe's recovery
-// starts them.
+// flight, spaced by max_read_rate when set, sweep reads as the sweep pacer
+// allows (sweep.go). Nothing starts while the probe finds the agent down:
+// the reads would only fail; the probe's recovery starts them.
 func (l *loop) dispatch(ctx context.Context) {
 	now := time.Now()
 	if l.probeErr != nil || now.Before(l.paceAt) {
@@ -149,7 +153,7 @@ func (l *loop) dispatch(ctx context.Context) {
 				return
 			}
 		}
-		k, ok := l.next()
+		k, ok := l.next(l.sweepReady(now))
 		if !ok {
 			return
 		}
@@ -157,20 +161,32 @@ func (l *loop) dispatch(ctx context.Context) {
 			l.nextRead = now.Add(l.readGap)
 		}
 		st := l.dcs[k.dc].services[k.name]
+		r := fetchResult{key: k, st: st, cached: l.viaCache[k], sweep: l.dirty[k] == prioSweep}
+		// A sweep asks only for the index of a service it knows (a peek),
+		// and reads it in full when the index moved.
+		r.peek = r.sweep && st.index != 0
 		delete(l.dirty, k)
-		cached := l.viaCache[k]
 		delete(l.viaCache, k)
 		l.inflight[k] = true
+		if r.sweep {
+			l.sweeping++
+		}
 		l.seq++
-		seq, dc := l.seq, l.dcs[k.dc].name
+		r.seq = l.seq
+		dc := l.dcs[k.dc].name
 		l.wg.Go(func() {
-			entries, meta, err := l.s.read(ctx, l.c, dc, k.name, cached, 0)
+			start := time.Now()
+			if r.peek {
+				r.meta, r.err = l.s.peek(ctx, l.c, dc, k.name, r.cached)
+			} else {
+				r.entries, r.meta, r.err = l.s.read(ctx, l.c, dc, k.name, r.cached, 0)
+			}
 			if ctx.Err() != nil {
 				return // shutting down: not a failure to report
 			}
-			r := fetchResult{key: k, st: st, seq: seq, entries: entries, meta: meta, cached: cached, err: err}
-			if meta != nil {
-				r.index = meta.LastIndex
+			r.took = time.Since(start)
+			if r.meta != nil {
+				r.index = r.meta.LastIndex
 			}
 			send(ctx, l.results, r)
 		})

@@ -94,13 +94,16 @@ func (l *loop) onProbe(r probeResult) {
 	if r.err != nil {
 		l.probeErr = r.err
 		l.probeFailing.Store(true)
+		l.agent.down = true
+		l.rewake = true
 		l.fail(r.err)
 		return
 	}
-	wasDown := l.probeErr != nil
 	l.probeErr = nil
 	l.probeFailing.Store(false)
-	if wasDown || l.rewake {
+	l.noteIdentity(r.nodeID)
+	l.answered()
+	if l.rewake {
 		l.renew()
 	}
 }
@@ -127,12 +130,5 @@ func (l *loop) reloadToken() {
 	if changed {
 		l.s.log.Info("token_file changed; using the new token")
 		l.renew()
-	}
-}
-
-// openGrace holds removals in datacenter dc back for resync_grace.
-func (l *loop) openGrace(dc int) {
-	if g := *l.s.cfg.ResyncGrace; g > 0 {
-		l.dcs[dc].graceUntil = time.Now().Add(g)
 	}
 }

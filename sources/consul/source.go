@@ -41,6 +41,8 @@ type Source struct {
 	// proto is the HTTP major version of the agent's last answer on the
 	// main client (2: requests are multiplexed).
 	proto atomic.Int32
+	// plan is how the connections are spent (conns.go).
+	plan connPlan
 
 	// Test seams: dial replaces the transport's dialer (to count
 	// connections), wrap wraps the round tripper (to see responses).
@@ -61,12 +63,17 @@ func New(raw map[string]any, opts sources.Options) (*Source, error) {
 
 // Run watches Consul until ctx ends; see sources.Source.
 func (s *Source) Run(ctx context.Context, up chan<- sources.Update) error {
+	if s.cfg.ResyncGrace != nil {
+		s.log.Warn("resync_grace " + errResyncGrace.Error())
+	}
 	s.tok = newToken(s.cfg)
 	if _, err := s.tok.reload(); err != nil {
 		s.failed(err)
 		return err
 	}
-	c, tr, err := s.newClient(s.cfg.mainConns())
+	// One connection until the agent said what it allows and which
+	// protocol it speaks.
+	c, tr, err := s.newClient(1)
 	if err != nil {
 		s.failed(err)
 		return err
@@ -75,13 +82,12 @@ func (s *Source) Run(ctx context.Context, up chan<- sources.Update) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	s.gen = newGeneration(ctx)
-	dcs, err := s.datacenters(ctx, c)
+	dcs, self, err := s.discover(ctx, c)
 	if err != nil {
 		return ctx.Err()
 	}
-	// Over HTTPS, learn whether the agent speaks HTTP/2 before anything
-	// runs concurrently; if so, everything but the watches shares one
-	// connection from now on.
+	// Over HTTPS, learn whether the agent speaks HTTP/2 (/v1/agent/self
+	// may have been refused) before anything runs concurrently.
 	if s.cfg.Scheme == "https" && s.proto.Load() == 0 {
 		if err := s.untilAnswer(ctx, func(ctx context.Context) error {
 			return s.request(ctx, false, func(rctx context.Context) error {
@@ -92,17 +98,20 @@ func (s *Source) Run(ctx context.Context, up chan<- sources.Update) error {
 			return ctx.Err()
 		}
 	}
-	http2 := s.proto.Load() == 2
-	if http2 {
+	s.plan = s.cfg.plan(s.proto.Load() == 2, self.maxConnsPerClient)
+	s.logPlan()
+	if !s.plan.http2 {
+		// Over HTTP/2 everything but the watches shares the one
+		// connection; over HTTP/1.1 each request in flight needs its own.
 		tr.CloseIdleConnections()
-		if c, tr, err = s.newClient(1); err != nil {
+		if c, tr, err = s.newClient(s.plan.mainConns(len(dcs))); err != nil {
 			s.failed(err)
 			return err
 		}
 	}
 	w := newWatchSet()
 	defer w.close()
-	if err := s.setupLanes(w, http2); err != nil {
+	if err := s.setupLanes(w); err != nil {
 		s.failed(err)
 		return err
 	}
@@ -117,6 +126,7 @@ func (s *Source) Run(ctx context.Context, up chan<- sources.Update) error {
 		}
 	}
 	l := newLoop(ctx, s, c, w, dcs, &wg)
+	l.agent.nodeID = self.nodeID
 	probes := make(chan probeResult)
 	wg.Go(func() { s.probe(ctx, c, dcs[0], l.probeFailing.Load, l.kick, probes) })
 	return l.run(ctx, polls, probes, up)
@@ -126,24 +136,6 @@ func (s *Source) Run(ctx context.Context, up chan<- sources.Update) error {
 // known yet: nothing is served before it is, so a returning agent must be
 // noticed within a second.
 const startupRetryMax = time.Second
-
-// datacenters returns the configured datacenters, or asks the agent for its
-// own (see untilAnswer).
-func (s *Source) datacenters(ctx context.Context, c *api.Client) ([]string, error) {
-	if len(s.cfg.Datacenters) > 0 {
-		return s.cfg.Datacenters, nil
-	}
-	var dc string
-	err := s.untilAnswer(ctx, func(ctx context.Context) error {
-		var err error
-		dc, err = s.agentDatacenter(ctx, c)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return []string{dc}, nil
-}
 
 // untilAnswer runs ask, a startup request, until it succeeds or ctx ends,
 // with backoff capped at startupRetryMax. Each request of ask has the
@@ -174,6 +166,7 @@ func (s *Source) untilAnswer(ctx context.Context, ask func(ctx context.Context) 
 const (
 	msgFailing   = "consul read failed; serving the last good state until it recovers"
 	msgRecovered = "consul reads recovered; resynced"
+	msgReset     = "consul lost its state and is filling up again; the removal guard keeps the last good state until the refill settles"
 )
 
 // failed records a failure, logging only when it starts a failing period.

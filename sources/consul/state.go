@@ -33,22 +33,19 @@ func (l *loop) onServices(dc int, services map[string][]string, aclFiltered bool
 			l.addService(k, tags)
 			continue
 		}
-		st.absent = false
 		if !slices.Equal(st.tags, tags) {
 			st.tags = tags
 			l.markSignal(k)
 		}
 	}
-	// During a grace, or when ACLs hid some services (a token that lost
-	// rights), services missing from the answer are not removed yet.
-	holding := l.holding(dc) || aclFiltered
-	for name, st := range d.services {
-		if _, ok := services[name]; !ok {
-			if holding {
-				st.absent = true // removed when the grace ends
-				continue
+	// When ACLs hid some services (a token that lost rights), services
+	// missing from the answer are not removed: an answer that hides
+	// nothing removes them.
+	if !aclFiltered {
+		for name := range d.services {
+			if _, ok := services[name]; !ok {
+				l.removeService(svcKey{dc, name})
 			}
-			l.removeService(svcKey{dc, name})
 		}
 	}
 	if d.catalogSeen && l.unwatched(dc) {

@@ -3,7 +3,6 @@ package consul
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/http/httptrace"
 	"sync"
@@ -35,15 +34,23 @@ import (
 // as Consul's rules for blocking queries ask.
 
 // watchKeep is how long a watched service keeps its watch against a
-// service that changed more recently, so that services changing in turn
-// do not make watches churn.
-const watchKeep = 30 * time.Second
+// service that changed more recently. Changes come in runs (a deploy, a
+// scale-up, a node drained), so the service that changed last is the
+// likeliest to change next, and a watch should follow it soon; but not at
+// once, so that services changing in turn move at most as many watches
+// per watchKeep as there are lanes (over HTTP/1.1 each move closes a
+// connection and opens another).
+const watchKeep = 5 * time.Second
 
 // watchRun is one service's watch.
 type watchRun struct {
 	st     *svcState
 	lane   int
 	cancel context.CancelFunc
+	// sent: a request of the watch got a stream (its headers were
+	// written); the loop counts these when the agent shows its stream
+	// limit (errQueued).
+	sent atomic.Bool
 }
 
 // watchSet is the loop's view of the watches: their lanes and how many
@@ -71,14 +78,11 @@ func newWatchSet() *watchSet {
 	return &watchSet{runs: map[svcKey]*watchRun{}, perDC: map[int]int{}, failed: map[svcKey]bool{}, failedDC: map[int]int{}}
 }
 
-// setupLanes builds the watch lanes once the agent's protocol is known.
-func (s *Source) setupLanes(w *watchSet, http2 bool) error {
-	n := s.cfg.watchLanes(http2)
-	w.perLane = 1
-	if http2 {
-		w.perLane = s.cfg.WatchesPerConnection
-	}
-	for range n {
+// setupLanes builds the watch lanes of the connection plan. A lane's
+// transport dials its connection with its first watch.
+func (s *Source) setupLanes(w *watchSet) error {
+	w.perLane = s.plan.perLane
+	for range s.plan.lanes {
 		c, tr, err := s.newLane()
 		if err != nil {
 			return err
@@ -128,15 +132,16 @@ func (w *watchSet) capacity() int {
 	return n
 }
 
-// freeLane returns the least loaded lane with room, or -1.
+// freeLane returns the first lane with room, or -1. Filling lanes in order
+// opens a connection only when the ones before it are full: over HTTP/2,
+// 2,000 watches hold 10 connections whatever the budget.
 func (w *watchSet) freeLane() int {
-	best := -1
 	for i, n := range w.load {
-		if n < w.room(i) && (best < 0 || n < w.load[best]) {
-			best = i
+		if n < w.room(i) {
+			return i
 		}
 	}
-	return best
+	return -1
 }
 
 // watched reports whether k has a watch.
@@ -196,6 +201,9 @@ func (l *loop) stopWatch(k svcKey) {
 		return
 	}
 	run.cancel()
+	// Its next peek compares with what the watch applied last, not with
+	// what a peek saw before the watch.
+	run.st.peekIndex = 0
 	l.s.log.Debug("no longer watching service", "service", k.name, "datacenter", l.dcs[k.dc].name)
 	l.w.load[run.lane]--
 	l.w.perDC[k.dc]--
@@ -214,19 +222,6 @@ func (l *loop) stopWatches(dc int) {
 	}
 }
 
-// noteWatches shows in the status how many services are watched.
-func (l *loop) noteWatches() {
-	if l.w.capacity() == 0 {
-		return
-	}
-	proto := "HTTP/1.1"
-	if l.w.perLane > 1 {
-		proto = "HTTP/2"
-	}
-	l.s.status.Note("watches", fmt.Sprintf("%d of %d services watched (room for %d on %d %s connections); the rest are swept",
-		len(l.w.runs), l.serviceCount(), l.w.capacity(), len(l.w.lanes), proto))
-}
-
 func (l *loop) serviceCount() int {
 	n := 0
 	for _, d := range l.dcs {
@@ -243,10 +238,11 @@ func (l *loop) onWatch(r fetchResult) {
 	}
 	if errors.Is(r.err, errQueued) {
 		// The server allows fewer streams per connection than
-		// watches_per_connection: the lane keeps what it carries now, and
-		// the service is swept like any unwatched one.
+		// watches_per_connection: the lane keeps the watches that got a
+		// stream, and the service goes to the next lane with room (or is
+		// swept like any unwatched one).
 		lane := run.lane
-		room := max(1, l.w.load[lane]-1)
+		room := l.sentOn(lane)
 		if l.w.caps[lane] == 0 || room < l.w.caps[lane] {
 			if !l.w.capped {
 				l.w.capped = true
@@ -256,6 +252,7 @@ func (l *loop) onWatch(r fetchResult) {
 			l.w.caps[lane] = room
 		}
 		l.stopWatch(r.key)
+		l.maybeWatch(r.key, run.st, false)
 		return
 	}
 	if r.err != nil {
@@ -263,16 +260,21 @@ func (l *loop) onWatch(r fetchResult) {
 		l.fail(r.err)
 		return
 	}
-	if l.w.failed[r.key] {
-		// Answering again after a failure: as for the bulk queries,
-		// removals wait for resync_grace once nothing in the datacenter
-		// fails (a Consul that comes back empty refills).
-		l.w.setFailed(r.key, false)
-		if !l.dcFailing(r.key.dc) {
-			l.openGrace(r.key.dc)
+	l.w.setFailed(r.key, false)
+	l.answered()
+	l.apply(r, run.st)
+}
+
+// sentOn counts the watches of lane whose requests got a stream: as many
+// as the agent allows on one connection (at least 1).
+func (l *loop) sentOn(lane int) int {
+	n := 0
+	for _, run := range l.w.runs {
+		if run.lane == lane && run.sent.Load() {
+			n++
 		}
 	}
-	l.apply(r, run.st)
+	return max(1, n)
 }
 
 // watch runs the blocking query of one watched service until ctx ends,
@@ -300,7 +302,7 @@ func (s *Source) watch(ctx context.Context, c *api.Client, k svcKey, dc string, 
 			}
 		}
 		started = time.Now()
-		entries, meta, queued, err := s.readWatched(ctx, c, dc, k.name, index)
+		entries, meta, queued, err := s.readWatched(ctx, c, dc, k.name, index, &run.sent)
 		if ctx.Err() != nil {
 			return
 		}
@@ -335,22 +337,35 @@ func (s *Source) watch(ctx context.Context, c *api.Client, k svcKey, dc string, 
 // it) allows.
 var errQueued = errors.New("no HTTP/2 stream for the watch: the connection carries as many requests as the server allows")
 
+// streamWaitFactor: a watch whose request waited this many times
+// read_timeout without being sent is taken as queued for a stream. A busy
+// host can take a while to write the headers of a burst of requests on one
+// connection, and a watch given up for that would lower its lane's room
+// for good; a server that allows fewer streams keeps the request waiting
+// for ever, so waiting longer only delays noticing it.
+const streamWaitFactor = 4
+
 // readWatched is read for a watch, which also reports whether the request
-// waited read_timeout without being sent. Over HTTP/2 a lane's requests
-// beyond the server's stream limit wait for a stream (the transport is
-// strict); a watch waiting so would watch nothing until another ends,
-// possibly minutes later, while its service counted as watched and was
-// not swept.
-func (s *Source) readWatched(ctx context.Context, c *api.Client, dc, service string, index uint64) ([]*api.ServiceEntry, *api.QueryMeta, bool, error) {
+// waited streamWaitFactor read_timeouts without being sent. Over HTTP/2 a
+// lane's requests beyond the server's stream limit wait for a stream (the
+// transport is strict); a watch waiting so would watch nothing until
+// another ends, possibly minutes later, while its service counted as
+// watched and was not swept. sent is set once the request got its stream.
+func (s *Source) readWatched(ctx context.Context, c *api.Client, dc, service string, index uint64, sent *atomic.Bool) ([]*api.ServiceEntry, *api.QueryMeta, bool, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	wrote := make(chan struct{})
 	var once sync.Once
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		WroteHeaders: func() { once.Do(func() { close(wrote) }) },
+		WroteHeaders: func() {
+			once.Do(func() {
+				sent.Store(true)
+				close(wrote)
+			})
+		},
 	})
 	var queued atomic.Bool
-	t := time.AfterFunc(s.cfg.ReadTimeout, func() {
+	t := time.AfterFunc(streamWaitFactor*s.cfg.ReadTimeout, func() {
 		select {
 		case <-wrote:
 		default:

