@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/xdsbridge/xdsbridge/bridge"
 	"github.com/xdsbridge/xdsbridge/config"
@@ -52,8 +51,8 @@ func TestScopes(t *testing.T) {
 	}
 	in := bridgetest.StartIn(t, dir, scopedConfig("pay*"), io.Discard)
 	admin := "http://" + in.AdminAddr().String()
-	bridgetest.WaitReady(t, in.AdminAddr().String(), 30*time.Second)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	bridgetest.WaitReady(t, in.AdminAddr().String(), bridgetest.Patience)
+	ctx, cancel := context.WithTimeout(context.Background(), bridgetest.Patience)
 	defer cancel()
 
 	holds := func(c *envoysim.Client, want ...string) {
