@@ -98,7 +98,9 @@ type Scoper func(n *corev3.Node) (id int, name string)
 // resources its new scope delivers by wildcard that it lacks, and the
 // removal of those it holds that the scope no longer delivers. Resources'
 // own scopes change with Apply (Resource.Scopes), which likewise sends
-// each client the difference.
+// each client the difference. A client whose scope changes costs a pass
+// over the types it watches under the server's lock: a reload's cost, not
+// a push's.
 func (s *Server) SetScopes(f Scoper) {
 	if f == nil {
 		s.scoper.Store(nil)
