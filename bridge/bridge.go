@@ -25,6 +25,7 @@ import (
 	"github.com/xdsbridge/xdsbridge/config"
 	"github.com/xdsbridge/xdsbridge/internal/reclaim"
 	"github.com/xdsbridge/xdsbridge/sources"
+	"github.com/xdsbridge/xdsbridge/translate"
 	"github.com/xdsbridge/xdsbridge/xds"
 )
 
@@ -87,6 +88,7 @@ func New(cfg *config.Config, log *slog.Logger, version string) (*Instance, error
 	})
 	reg.MustRegister(admin.SourceCollector{Sources: in.snapshots})
 	in.reload = newReloader(cfg, in.manager, log, reg)
+	in.reload.scopes = func(s *translate.Scopes) { in.pub.scope(s) }
 
 	server := xds.NewServer(xds.Options{
 		Logger:           log.With("component", "xds"),
@@ -104,7 +106,7 @@ func New(cfg *config.Config, log *slog.Logger, version string) (*Instance, error
 	if in.views, err = newViews(cfg, server, log); err != nil {
 		return nil, err
 	}
-	in.pub = newPublisher(server, cfg.XDS.GRPC.Enabled, log.With("component", "publish"), reg).shape(cfg.Shaping, cfg.Chain)
+	in.pub = newPublisher(server, cfg.XDS.GRPC.Enabled, log.With("component", "publish"), reg).shape(cfg.Shaping, cfg.Chain).scope(cfg.ScopeRules)
 	sec, err := newSecurity(cfg, log, reg)
 	if err != nil {
 		return nil, err

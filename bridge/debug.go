@@ -1,7 +1,10 @@
 package bridge
 
 import (
+	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -18,6 +21,25 @@ type why struct {
 	mu       sync.RWMutex
 	services map[string]sources.Service
 	shaping  *translate.Shaping
+	scopes   *translate.Scopes
+}
+
+func (w *why) setScopes(s *translate.Scopes) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.scopes = s
+}
+
+// all returns the services served, sorted by name.
+func (w *why) all() []sources.Service {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	out := make([]sources.Service, 0, len(w.services))
+	for _, svc := range w.services {
+		out = append(out, svc)
+	}
+	slices.SortFunc(out, func(a, b sources.Service) int { return strings.Compare(a.Name, b.Name) })
+	return out
 }
 
 func (w *why) set(svc sources.Service) {
@@ -45,6 +67,28 @@ type Why struct {
 		GRPC  []int `json:"grpc"`
 	} `json:"shaping"`
 	Endpoints []WhyEndpoint `json:"endpoints"`
+	// Scope is what the scoping rules do with the cluster for the node
+	// asked about (node=ID, with node_cluster=C), nil when none was.
+	Scope *WhyScope `json:"scope,omitempty"`
+}
+
+// WhyScope says whether a node receives a cluster and which rule decided.
+type WhyScope struct {
+	Node string `json:"node"`
+	// Connected: a stream of the node is connected, and its own id,
+	// cluster, metadata and locality were matched; otherwise the id and
+	// the cluster of the query alone.
+	Connected bool `json:"connected"`
+	// Scope is the node's scope, empty when it is unscoped; Rule the
+	// configuration key that chose it (scopes.rules[i] or
+	// scopes.default).
+	Scope string `json:"scope"`
+	Rule  string `json:"rule"`
+	// Verdict: delivered (on a wildcard), named only (served when the
+	// node asks for it by name) or denied (never); Selector the key of
+	// the selector that decided, if one did.
+	Verdict  translate.Verdict `json:"verdict"`
+	Selector string            `json:"selector,omitempty"`
 }
 
 // WhyEndpoint is one endpoint with its provenance.
@@ -68,10 +112,12 @@ type WhyLocality struct {
 	SubZone string `json:"sub_zone,omitempty"`
 }
 
-// explain returns the provenance of cluster name, false if it is not served.
-func (w *why) explain(name string) (Why, bool) {
+// explain returns the provenance of cluster name, and what the scopes do
+// with it for node (nil: no node asked about); false if it is not served.
+func (w *why) explain(name string, node *corev3.Node, connected bool) (Why, bool) {
 	w.mu.RLock()
 	svc, ok := w.services[name]
+	scopes := w.scopes
 	w.mu.RUnlock()
 	if !ok {
 		return Why{}, false
@@ -87,12 +133,44 @@ func (w *why) explain(name string) (Why, bool) {
 			Source: e.Origin.Source, Record: e.Origin.Record, Transforms: e.Origin.Transforms,
 		})
 	}
+	if node != nil {
+		out.Scope = explainScope(scopes, svc, node, connected)
+	}
 	return out, true
+}
+
+// explainScope is what scopes do with svc for node.
+func explainScope(scopes *translate.Scopes, svc sources.Service, node *corev3.Node, connected bool) *WhyScope {
+	ws := &WhyScope{Node: node.GetId(), Connected: connected, Verdict: translate.Delivered}
+	sc, i := scopes.Match(node)
+	if sc == nil {
+		ws.Rule = "none: the node is unscoped and gets every service"
+		if scopes != nil {
+			ws.Rule = "scopes.default (all)"
+		}
+		return ws
+	}
+	key := fmt.Sprintf("scopes.rules[%d]", i)
+	if i < 0 {
+		key = "scopes.default"
+	}
+	ws.Scope, ws.Rule = sc.Name, key
+	ex := sc.Explain(svc)
+	ws.Verdict = ex.Verdict
+	switch {
+	case ex.Selector < 0:
+	case ex.Verdict == translate.Denied:
+		ws.Selector = fmt.Sprintf("%s.deny[%d]", key, ex.Selector)
+	default:
+		ws.Selector = fmt.Sprintf("%s.services[%d]", key, ex.Selector)
+	}
+	return ws
 }
 
 // debugHandlers are the admin endpoints of this package:
 //
 //	/debug/why?cluster=C          provenance of cluster C's endpoints
+//	/debug/why?cluster=C&node=N   and whether node N gets C (its scope's rule)
 //	/debug/config_dump?node=N     what the connected node N holds
 //	/debug/config_dump[?grpc=1]   everything served, as an Envoy (or gRPC) client gets it
 //	/debug/config_dump?resource=F the entries of field F alone, as Envoy's ?resource=
@@ -108,7 +186,15 @@ func debugHandlers(w *why, server *xds.Server) map[string]http.Handler {
 				http.Error(rw, "the cluster parameter is required: /debug/why?cluster=NAME", http.StatusBadRequest)
 				return
 			}
-			ans, ok := w.explain(name)
+			var node *corev3.Node
+			connected := false
+			if id := r.URL.Query().Get("node"); id != "" {
+				node, connected = server.Node(id)
+				if !connected {
+					node = &corev3.Node{Id: id, Cluster: r.URL.Query().Get("node_cluster")}
+				}
+			}
+			ans, ok := w.explain(name, node, connected)
 			if !ok {
 				http.Error(rw, "no cluster "+name+" is served", http.StatusNotFound)
 				return

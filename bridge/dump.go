@@ -16,6 +16,7 @@ import (
 
 	"github.com/xdsbridge/xdsbridge/config"
 	"github.com/xdsbridge/xdsbridge/sources"
+	"github.com/xdsbridge/xdsbridge/translate"
 	"github.com/xdsbridge/xdsbridge/xds"
 )
 
@@ -65,7 +66,7 @@ func Snapshot(ctx context.Context, cfg *config.Config, log *slog.Logger) ([]xds.
 	}
 	col := &collector{}
 	p := newPublisher(col, cfg.XDS.GRPC.Enabled, log.With("component", "publish"), prometheus.NewRegistry())
-	p.shape(cfg.Shaping, cfg.Chain).publish(*first)
+	p.shape(cfg.Shaping, cfg.Chain).scope(cfg.ScopeRules).publish(*first)
 	return col.upserts, nil
 }
 
@@ -101,12 +102,14 @@ func Client(id, cluster string, grpc bool) *corev3.Node {
 }
 
 // ForNode returns, per type URL, the resources of rs that node n receives
-// (see xds.Resource.ForNode) with the versions the server gives them,
+// with wildcard subscriptions (see xds.Resource.ForNode), in its scope by
+// scopes (nil: no scoping), with the versions the server gives them,
 // limited to types when not empty, sorted by name like the server's dumps.
-func ForNode(rs []xds.Resource, n *corev3.Node, types ...string) (xds.Dump, error) {
+func ForNode(rs []xds.Resource, n *corev3.Node, scopes *translate.Scopes, types ...string) (xds.Dump, error) {
 	d := xds.Dump{}
+	id, _ := scopes.Of(n)
 	for _, r := range rs {
-		if len(types) > 0 && !slices.Contains(types, r.Type) {
+		if len(types) > 0 && !slices.Contains(types, r.Type) || !r.InScope(id) {
 			continue
 		}
 		m, ok := r.ForNode(n)

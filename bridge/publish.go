@@ -3,6 +3,7 @@ package bridge
 import (
 	"log/slog"
 	"slices"
+	"sync"
 
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,12 +20,24 @@ type applier interface {
 	Apply(upserts []xds.Resource, removals []xds.Key)
 }
 
+// scopeSetter is the part of the engine that maps nodes to scopes (see
+// xds.Server.SetScopes); an applier without it (a dry run) scopes no
+// stream.
+type scopeSetter interface {
+	SetScopes(xds.Scoper)
+}
+
 var _ applier = (*xds.Server)(nil)
 
 // publisher turns the manager's changes into xDS resources. It runs on the
-// manager's publishing goroutine only, so it needs no lock.
+// manager's publishing goroutine, and a reload changes its scopes from
+// another: mu orders the two.
 type publisher struct {
+	mu     sync.Mutex
 	server applier
+	// scopes are the per-node scoping rules: each service's resources
+	// carry the scopes that deliver it and those denied it.
+	scopes *translate.Scopes
 	opts   translate.Options
 	log    *slog.Logger
 	// errors counts services that failed translation; their last good
@@ -80,6 +93,8 @@ func (p *publisher) shape(s *translate.Shaping, chain *transform.Chain) *publish
 // in one Apply. It is called for the first publish too, even when empty,
 // because the first Apply marks the engine ready.
 func (p *publisher) publish(c sources.Changes) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	c = p.stream.Apply(c)
 	if held := p.stream.Conflicts; !slices.Equal(held, p.held) {
 		p.held = held
@@ -101,7 +116,7 @@ func (p *publisher) publish(c sources.Changes) {
 				"service", svc.Name, "err", err)
 			continue
 		}
-		upserts = append(upserts, resources(svc.Name, r)...)
+		upserts = append(upserts, p.scoped(svc, resources(svc.Name, r))...)
 		p.served[svc.Name] = true
 		p.why.set(svc)
 	}
@@ -123,6 +138,47 @@ func (p *publisher) publish(c sources.Changes) {
 	p.failed = nil
 	p.services.Set(float64(len(p.served)))
 	p.log.Debug("applied changes", "upserted", len(c.Upserted), "removed", len(c.Removed), "resources", len(upserts))
+}
+
+// scoped sets on each resource of svc the scopes that deliver it and
+// those it is denied to.
+func (p *publisher) scoped(svc sources.Service, rs []xds.Resource) []xds.Resource {
+	in, denied := p.scopes.Membership(svc)
+	for i := range rs {
+		rs[i].Scopes, rs[i].Denied = xds.ScopeSet(in), xds.ScopeSet(denied)
+	}
+	return rs
+}
+
+// scope sets the scoping rules. Once the publisher has published, the
+// served services are translated again and applied with their new scopes
+// (resources whose scopes did not change are no-ops to the engine), and
+// then the engine learns the new mapping of nodes to scopes: each client
+// is sent what its scope gained and the removal of what it lost.
+func (p *publisher) scope(s *translate.Scopes) *publisher {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.scopes = s
+	p.why.setScopes(s)
+	var upserts []xds.Resource
+	for _, svc := range p.why.all() {
+		r, err := translate.Service(svc, p.opts)
+		if err != nil {
+			continue // not served in this version either: its last good resources stay
+		}
+		upserts = append(upserts, p.scoped(svc, resources(svc.Name, r))...)
+	}
+	if len(upserts) > 0 {
+		p.server.Apply(upserts, nil)
+	}
+	if ss, ok := p.server.(scopeSetter); ok {
+		if s == nil {
+			ss.SetScopes(nil)
+		} else {
+			ss.SetScopes(s.Of)
+		}
+	}
+	return p
 }
 
 // refused is told by the engine (xds.Options.OnRefused, called inside

@@ -15,10 +15,11 @@ import (
 	"github.com/xdsbridge/xdsbridge/admin"
 	"github.com/xdsbridge/xdsbridge/config"
 	"github.com/xdsbridge/xdsbridge/sources"
+	"github.com/xdsbridge/xdsbridge/translate"
 )
 
 // reloader applies a new configuration to a running bridge. Only the
-// sources change at run time; a change anywhere else (listeners, TLS,
+// sources and the scoping rules change at run time; a change anywhere else (listeners, TLS,
 // identity, admin, log, holdoff) needs a restart, which a reload reports
 // without applying any of it. Open xDS streams are never touched: the
 // manager publishes what the new set of sources changes, like any other
@@ -27,6 +28,9 @@ type reloader struct {
 	log     *slog.Logger
 	manager *sources.Manager
 	total   *prometheus.CounterVec
+	// scopes applies changed scoping rules (publisher.scope), nil for
+	// none.
+	scopes func(*translate.Scopes)
 
 	mu  sync.Mutex // one reload at a time
 	cfg *config.Config
@@ -64,6 +68,8 @@ type ReloadResult struct {
 	Kept, Started, Stopped []string
 	// NeedRestart lists the changed settings a reload does not apply.
 	NeedRestart []string
+	// Rescoped: the scoping rules changed and were applied.
+	Rescoped bool
 }
 
 // Reload loads the configuration with load and applies it. A load error,
@@ -92,7 +98,7 @@ func (r *reloader) reload(ctx context.Context, load func() (*config.Config, erro
 			"keys", strings.Join(res.NeedRestart, ", "))
 	}
 	r.log.Info("configuration reloaded", "kept", strings.Join(res.Kept, ","),
-		"started", strings.Join(res.Started, ","), "stopped", strings.Join(res.Stopped, ","))
+		"started", strings.Join(res.Started, ","), "stopped", strings.Join(res.Stopped, ","), "rescoped", res.Rescoped)
 	return res, nil
 }
 
@@ -140,6 +146,11 @@ func (r *reloader) apply(ctx context.Context, load func() (*config.Config, error
 	applied := *old
 	applied.Sources, applied.Entries, applied.Dir, applied.Merge = next.Sources, next.Entries, next.Dir, next.Merge
 	applied.Path = next.Path
+	if !reflect.DeepEqual(old.Scopes, next.Scopes) && r.scopes != nil {
+		r.scopes(next.ScopeRules)
+		res.Rescoped = true
+	}
+	applied.Scopes, applied.ScopeRules = next.Scopes, next.ScopeRules
 	r.cfg = &applied
 	return res, nil
 }

@@ -152,7 +152,7 @@ func TestShapedClusterPerClientClass(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := bridge.ForNode(rs, bridge.Client("envoy-1", "", false), xds.ClusterType)
+	d, err := bridge.ForNode(rs, bridge.Client("envoy-1", "", false), nil, xds.ClusterType)
 	if err != nil {
 		t.Fatal(err)
 	}

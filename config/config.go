@@ -49,7 +49,9 @@ type Config struct {
 	// list, as written (see shaping.go).
 	Clusters   []map[string]any `mapstructure:"clusters"`
 	Transforms []map[string]any `mapstructure:"transforms"`
-	Outputs    []Output         `mapstructure:"outputs"`
+	// Scopes are the per-node scoping rules as written (see scopes.go).
+	Scopes  map[string]any `mapstructure:"scopes"`
+	Outputs []Output       `mapstructure:"outputs"`
 	// Merge sets how a service reported by several sources is served.
 	Merge sources.MergeConfig `mapstructure:"merge"`
 
@@ -67,6 +69,8 @@ type Config struct {
 	// Shaping and Chain are the built Clusters and Transforms.
 	Shaping *translate.Shaping `mapstructure:"-"`
 	Chain   *transform.Chain   `mapstructure:"-"`
+	// ScopeRules are the built Scopes; nil: every node gets every service.
+	ScopeRules *translate.Scopes `mapstructure:"-"`
 	// Warnings are what is suspicious but harmless, such as a BRIDGE_
 	// variable that names no setting, one sentence each; Check lists
 	// them and `bridge run` logs them.

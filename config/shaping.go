@@ -12,7 +12,8 @@ import (
 	"github.com/xdsbridge/xdsbridge/translate"
 )
 
-// rawLists re-reads the `clusters` and `transforms` lists from the file's
+// rawLists re-reads the `clusters` and `transforms` lists and the `scopes`
+// section from the file's
 // text. Viper lower-cases every map key, and these sections hold keys whose
 // case matters: Envoy extension names in typed_extension_protocol_options,
 // metadata keys, template field names.
@@ -25,8 +26,19 @@ func (c *Config) rawLists(data []byte) error {
 	if c.Clusters, err = listOfMaps(raw, "clusters"); err != nil {
 		return err
 	}
-	c.Transforms, err = listOfMaps(raw, "transforms")
-	return err
+	if c.Transforms, err = listOfMaps(raw, "transforms"); err != nil {
+		return err
+	}
+	// Scopes hold metadata keys too.
+	switch v := raw["scopes"].(type) {
+	case nil:
+		c.Scopes = nil
+	case map[string]any:
+		c.Scopes = v
+	default:
+		return sources.Errorf("scopes", "%v", scalar.Mismatch("a map", v))
+	}
+	return nil
 }
 
 // listOfMaps returns raw[key] as a list of maps; absent or null is empty.

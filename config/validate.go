@@ -89,6 +89,9 @@ func (c *Config) Validate() error {
 	if err := c.validateSources(); err != nil {
 		return err
 	}
+	if err := c.validateScopes(); err != nil {
+		return err
+	}
 	if err := c.validateShaping(); err != nil {
 		return err
 	}

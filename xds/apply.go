@@ -6,9 +6,10 @@ import (
 )
 
 type change struct {
-	t  *typeState
-	sl *slot
-	e  *entry // nil: removal
+	t   *typeState
+	sl  *slot
+	e   *entry // nil: removal
+	was *entry // the entry it replaces (nil: none)
 }
 
 // Apply upserts and removes resources as one change. Versions are content
@@ -40,16 +41,17 @@ func (s *Server) Apply(upserts []Resource, removals []Key) {
 	for _, e := range entries {
 		t := s.typeFor(e.any.TypeUrl)
 		sl := t.get(e.name)
-		if c := sl.cur; c != nil && c.version == e.version && c.grpcOnly == e.grpcOnly && same(c.grpc, e.grpc) {
+		if c := sl.cur; sameContent(c, e) && c.scopes == e.scopes && c.denied == e.denied {
 			continue
 		}
-		changes = append(changes, change{t, sl, e})
+		t.seen |= e.scopes | e.denied
+		changes = append(changes, change{t, sl, e, sl.cur})
 	}
 	nup := len(changes)
 	for _, k := range removals {
 		if t := s.types[k.Type]; t != nil {
 			if sl := t.slots[k.Name]; sl != nil && sl.cur != nil {
-				changes = append(changes, change{t, sl, nil})
+				changes = append(changes, change{t, sl, nil, sl.cur})
 			}
 		}
 	}
@@ -66,7 +68,7 @@ func (s *Server) Apply(upserts []Resource, removals []Key) {
 	s.gen++
 	for _, ch := range changes {
 		ch.sl.cur = ch.e
-		ch.t.cachedFrame = nil
+		clear(ch.t.cachedFrames)
 		ch.t.touchChunk(ch.sl.idx)
 		if ch.e != nil {
 			ch.sl.tomb = true
@@ -97,15 +99,23 @@ func (s *Server) Apply(upserts []Resource, removals []Key) {
 	s.m.apply.Observe(time.Since(start).Seconds())
 }
 
+// sameContent reports whether entries a and b (either nil: none) serve the
+// same resource to every client that gets both, whatever their scopes.
+func sameContent(a, b *entry) bool {
+	return a != nil && b != nil && a.version == b.version && a.grpcOnly == b.grpcOnly && same(a.grpc, b.grpc)
+}
+
 // markChange marks an installed change pending on the watches subscribed
 // to it. A changed cluster also re-marks its assignment (forced), because
-// Envoy re-warms the cluster and waits for it. Server.mu held.
+// Envoy re-warms the cluster and waits for it; a cluster whose scopes
+// alone changed is not re-warmed by a client that keeps it. Server.mu
+// held.
 func (s *Server) markChange(ch change, touched []*client) []*client {
-	touched = s.markSubscribers(ch.t, ch.sl, ch.e, false, touched)
-	if ch.e != nil && ch.e.edsName != "" {
+	touched = s.markSubscribers(ch.t, ch.sl, ch.e, ch.was, false, touched)
+	if ch.e != nil && ch.e.edsName != "" && !sameContent(ch.was, ch.e) {
 		if et := s.types[EndpointType]; et != nil {
 			if esl := et.slots[ch.e.edsName]; esl != nil && esl.cur != nil {
-				touched = s.markSubscribers(et, esl, esl.cur, true, touched)
+				touched = s.markSubscribers(et, esl, esl.cur, esl.cur, true, touched)
 			}
 		}
 	}
@@ -114,8 +124,10 @@ func (s *Server) markChange(ch change, touched []*client) []*client {
 
 // markSubscribers marks e (nil: removed) as sl's pending change on every
 // watch of t subscribed to sl, by name or by wildcard, and collects each
-// client touched once per Apply. Server.mu held.
-func (s *Server) markSubscribers(t *typeState, sl *slot, e *entry, force bool, touched []*client) []*client {
+// client touched once per Apply. Of the scoped wildcards, only those of
+// the scopes that e or was (the entry e replaces) is in are marked: a
+// client of another scope neither had nor gets it. Server.mu held.
+func (s *Server) markSubscribers(t *typeState, sl *slot, e, was *entry, force bool, touched []*client) []*client {
 	mark := func(w *watch) {
 		c := w.c
 		c.mu.Lock()
@@ -127,9 +139,14 @@ func (s *Server) markSubscribers(t *typeState, sl *slot, e *entry, force bool, t
 		}
 	}
 	sl.subs.each(func(i int) { mark(t.watches[i]) })
-	for w := range t.wild {
-		if !sl.subs.has(w.idx) {
-			mark(w)
+	for id, ws := range t.wild {
+		if id != 0 && !e.reaches(id) && !was.reaches(id) {
+			continue
+		}
+		for w := range ws {
+			if !sl.subs.has(w.idx) {
+				mark(w)
+			}
 		}
 	}
 	return touched

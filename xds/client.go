@@ -35,10 +35,15 @@ type client struct {
 	rewrite *Rewrite
 
 	// Set under Server.mu before the first subscription, then read-only.
-	grpc   bool
-	node   *corev3.Node
-	closed bool
-	gen    uint64 // last Apply generation that touched this client
+	grpc bool
+	node *corev3.Node
+	// scope is the client's scope ID (0: unscoped) and scopeName its name,
+	// set with node and changed only by Server.SetScopes, under Server.mu
+	// and client.mu.
+	scope     int
+	scopeName string
+	closed    bool
+	gen       uint64 // last Apply generation that touched this client
 	// private are the empty stores of type URLs the server does not serve
 	// that this stream asked for (Server.storeFor); Server.mu.
 	private map[string]*typeState
@@ -63,7 +68,7 @@ func (c *client) watchFor(t *typeState) *watch {
 	w := &watch{
 		c:       c,
 		t:       t,
-		held:    heldSet{t: t},
+		held:    heldSet{t: t, scope: c.scope},
 		dirty:   make(map[*slot]pend),
 		waiting: make(map[*slot]waitSince),
 	}

@@ -89,8 +89,8 @@ func (s *Server) delta(c *client, fixed string, req *discoveryv3.DeltaDiscoveryR
 		}
 		// Every subscription is answered, also of a name the client holds
 		// or was told is removed: the resource again, or its removal.
-		if e := c.visible(sl.cur); e != nil {
-			w.mark(sl, e, true)
+		if w.visible(sl, sl.cur) != nil {
+			w.mark(sl, sl.cur, true)
 		} else {
 			w.reconcile(sl, now)
 		}
@@ -111,8 +111,8 @@ func (w *watch) unsubscribeDelta(sl *slot) *refusal {
 		return r
 	}
 	w.unsubscribe(sl)
-	if e := w.c.visible(sl.cur); e != nil {
-		w.mark(sl, e, true)
+	if w.visible(sl, sl.cur) != nil {
+		w.mark(sl, sl.cur, true)
 		return nil
 	}
 	w.held.put(sl, stale)

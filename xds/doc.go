@@ -43,8 +43,9 @@
 //     (typeOf, request.go), checks its name lists against
 //     Limits.NamesPerRequest (Server.checkNames, limits.go), and takes the
 //     locks: Server.lock (request.go) finds the type's store
-//     (Server.storeFor, store.go), records the client's node and finds or
-//     makes its watch of the type (client.watchFor, client.go).
+//     (Server.storeFor, store.go), records the client's node and its scope
+//     (client.identify, request.go; Server.scopeOf, visibility.go) and finds
+//     or makes its watch of the type (client.watchFor, client.go).
 //  5. initial.go: the watch's first request goes to Server.firstDelta. The
 //     claimed initial versions that match count as held, the rest as stale
 //     (heldSet.put, held.go; watch.pin, watch.go), and the subscription is
@@ -54,8 +55,8 @@
 //     differences watch.mark queues in the watch's dirty map. A list
 //     covering much of the type is subscribed a chunk at a time where it
 //     can (watch.claimChunks, held.go) and queues a scan of the type's
-//     frame instead of an entry per name (watch.bulk and watch.rescan,
-//     scan.go).
+//     frame, as the client's scope sees it, instead of an entry per name
+//     (watch.bulk, watch.rescan and typeState.frame, scan.go).
 //  7. client.go: client.poke wakes the client's writer, and the response
 //     leaves as in "Follow a push" from its writer.go step.
 //
@@ -76,9 +77,10 @@
 //     Server.mu it finds each entry's slot (typeState.get, store.go),
 //     keeps the entries whose version changed, orders them
 //     make-before-break (rank, breakRank, store.go), installs them,
-//     publishes the type's chunk table (typeState.publishChunks, held.go)
-//     and marks each change on the watches of its name (Server.markChange,
-//     Server.markSubscribers; steps 4 and 5). Then it tells the views
+//     publishes the type's chunk table and those of the scopes
+//     (typeState.publishChunks, held.go) and marks each change on the
+//     watches of its name (Server.markChange, Server.markSubscribers; steps
+//     4 and 5). Then it tells the views
 //     (step 6) and pokes every client it touched (client.poke, client.go).
 //     It never sends, and never waits for a client.
 //  2. entry.go: newEntry makes the entry: the deterministic marshal, its
@@ -88,11 +90,13 @@
 //     exceeds Options.MaxResponseBytes, and Server.refuseResource counts
 //     and logs it; the name keeps its last good version.
 //  4. subscribers.go: the name's slot keeps the watches subscribed to it by
-//     name in a bitmap (subscribers.each); the type's wildcard watches
-//     (typeState.wild) are marked too.
+//     name in a bitmap (subscribers.each); the type's wildcard watches of
+//     the unscoped clients and of the scopes the resource is or was in
+//     (typeState.wild, store.go) are marked too.
 //  5. watch.go: watch.mark coalesces the change into the watch's dirty map,
-//     as the client sees it (client.visible and shape, visibility.go; a
-//     client not on ADS gets it rewritten, Rewrite.of in rewrite.go).
+//     as the client sees it (watch.visible, client.visible and shape,
+//     visibility.go: its scope, then its class; a client not on ADS gets it
+//     rewritten, Rewrite.of in rewrite.go).
 //  6. view.go: viewSet.changed wakes the REST and files views.
 //  7. writer.go: client.poke calls writer.poke, which starts the client's
 //     writer goroutine unless it runs; writer.run calls writer.drain, which
@@ -205,6 +209,32 @@
 // at once (a wildcard, an Envoy's first EDS request) queues no entry per
 // name: the writer scans a shared frame of the type instead (scan.go), so
 // a client's initial state costs a few loads per resource.
+//
+// # Scopes
+//
+// A large fleet need not send every cluster to every client. The caller
+// gives each resource the scopes whose clients a wildcard subscription
+// delivers it to and those it is denied to (Resource.Scopes and .Denied,
+// at most MaxScopes), and the engine a Scoper, which maps a node to a
+// scope ID once, when its stream's first request names the node (0 is
+// unscoped: every resource, as without scopes). A client's wildcard
+// delivers what its scope holds; a name it asks for (a delta or SotW
+// subscription by name, on-demand CDS, a gRPC target) is served whatever
+// its scope, unless denied to it, when it is answered as absent. The
+// engine knows IDs and bitsets only: which services go to which scope is
+// the caller's rule.
+//
+// A scope costs nothing per client. Each type keeps a chunk table and
+// frame per scope (held.go, scan.go), of the entries that scope's
+// wildcard delivers, and a client of a scope shares them exactly as an
+// unscoped client shares the type's, so its held set is a pointer per 64
+// resources while it is up to date. A change is marked on the wildcards of
+// the unscoped clients and of the scopes the resource is or was in, never
+// on the other scopes' clients. A change of a resource's scopes alone is
+// an Apply like any other: clients the resource enters a scope of are
+// sent it, those it leaves are sent its removal, the rest nothing. A
+// change of a node's scope (SetScopes) sends the client the difference
+// between its old and its new scope.
 //
 // # Memory per client
 //

@@ -30,6 +30,10 @@ type entry struct {
 	grpc *entry
 	// rewritten holds the entry rewritten for non-ADS clients (rewrite.go).
 	rewritten rewriteCache
+	// scopes and denied are the resource's (Resource.Scopes, .Denied),
+	// set on the entry of the store only: a client's shape of it (its gRPC
+	// variant, a rewrite) is looked at after the scope (visibility.go).
+	scopes, denied ScopeSet
 }
 
 var marshal = proto.MarshalOptions{Deterministic: true}
@@ -72,6 +76,8 @@ func newEntry(r Resource) (*entry, error) {
 		wire:     w,
 		size:     len(b),
 		grpcOnly: r.GRPCOnly,
+		scopes:   r.Scopes,
+		denied:   r.Denied,
 	}
 	if c, ok := r.Message.(*clusterv3.Cluster); ok && c.GetType() == clusterv3.Cluster_EDS {
 		e.edsName = c.GetEdsClusterConfig().GetServiceName()

@@ -28,7 +28,10 @@ import (
 // its own, a pointer per slot of each chunk it holds.
 // Guarded by client.mu.
 type heldSet struct {
-	t     *typeState
+	t *typeState
+	// scope is the client's scope ID: its chunks are shared with the
+	// scope's table (see typeState.chunkIn).
+	scope int
 	m     map[*slot]*entry
 	dense []*heldChunk // by slot.idx/chunkLen; nil = every slot absent
 	n     int          // present slots, in dense mode
@@ -64,10 +67,10 @@ var none = &entry{}
 // Taken at once for a bulk subscription, since growing a map to a quarter
 // of a large type first costs more than the whole subscription.
 func (h *heldSet) reserveDense(n int) {
-	total := h.t.total()
-	if h.dense != nil || n < 64 || 4*n < total {
+	if h.dense != nil || n < 64 || 4*n < h.t.population(h.scope) {
 		return
 	}
+	total := h.t.total()
 	h.dense = make([]*heldChunk, (total+chunkLen-1)/chunkLen)
 	for sl, e := range h.m {
 		if e == nil {
@@ -150,7 +153,7 @@ func (h *heldSet) set(i int, v *entry) {
 	case v == nil:
 		h.n--
 	}
-	tc := h.t.chunk(k)
+	tc := h.t.chunkIn(h.scope, k)
 	if tc.at(j) == v && c.equalBut(tc, j) {
 		h.dense[k] = tc // nil when the type has nothing there either
 		return
@@ -287,7 +290,7 @@ func (w *watch) claimChunks(slots []*slot) (done [][2]int) {
 	}
 	for i := 0; i < len(slots); {
 		k := slots[i].idx >> chunkBits
-		tc := w.t.chunk(k)
+		tc := w.t.chunkIn(w.c.scope, k)
 		ok := tc != nil && tc.plain && k < len(h.dense) && h.dense[k] == nil
 		var seen uint64
 		j := i
@@ -314,6 +317,20 @@ func (w *watch) claimChunks(slots []*slot) (done [][2]int) {
 // changes (Server.mu held) and publishes a new table before it marks any
 // watch, so a writer sending a change finds the chunk it converges to.
 // Writers read the table holding only client.mu.
+//
+// Each scope a resource is in (Resource.Scopes) has a table of its own,
+// published with the type's: the entries a wildcard of that scope
+// delivers. A client of a scope shares that table's chunks as an unscoped
+// client shares the type's, so clients of one scope cost what clients
+// without scopes do, and the tables cost a pointer per chunk and scope
+// plus the chunks that hold something.
+
+// scopeTables are the published tables of the scopes, by scope ID (index
+// 0 unused: the type's own table), with the number of entries in each.
+type scopeTables struct {
+	chunks [][]*heldChunk
+	count  []int
+}
 
 // chunk returns the published chunk k of the type's current entries, nil
 // when none of its slots has one.
@@ -325,49 +342,113 @@ func (t *typeState) chunk(k int) *heldChunk {
 	return (*tab)[k]
 }
 
+// chunkIn is chunk k of scope id's table (the type's own for id 0): nil
+// when none of its slots has an entry in the scope.
+func (t *typeState) chunkIn(id, k int) *heldChunk {
+	if id == 0 {
+		return t.chunk(k)
+	}
+	st := t.scoped.Load()
+	if st == nil || id >= len(st.chunks) || k >= len(st.chunks[id]) {
+		return nil
+	}
+	return st.chunks[id][k]
+}
+
+// population is the number of resources a wildcard of scope id delivers
+// (for scope 0, the size of the slot table), which sizes a watch's held
+// set: a client of a scope holding most of its scope is dense like an
+// unscoped client holding most of the type.
+func (t *typeState) population(id int) int {
+	if id == 0 {
+		return t.total()
+	}
+	if st := t.scoped.Load(); st != nil && id < len(st.count) {
+		return st.count[id]
+	}
+	return 0
+}
+
 // touchChunk notes that slot index i's current entry changed. Server.mu
 // held.
 func (t *typeState) touchChunk(i int) {
 	t.touched = append(t.touched, i>>chunkBits)
 }
 
-// publishChunks rebuilds the touched chunks and publishes the table.
-// Server.mu held.
+// publishChunks rebuilds the touched chunks of the type's table and of
+// every scope's and publishes them. Server.mu held.
 func (t *typeState) publishChunks() {
 	if len(t.touched) == 0 {
 		return
 	}
+	n := (len(t.byIdx) + chunkLen - 1) / chunkLen
 	var tab []*heldChunk
 	if old := t.table.Load(); old != nil {
 		tab = *old
 	}
-	tab = slices.Clone(tab)
-	if n := (len(t.byIdx) + chunkLen - 1) / chunkLen; n > len(tab) {
-		tab = append(tab, make([]*heldChunk, n-len(tab))...)
-	} else {
-		clear(tab[n:])
-		tab = tab[:n]
+	tab = resized(tab, n)
+	st := &scopeTables{}
+	if ids := t.seen.maxID(); ids > 0 {
+		st.chunks, st.count = make([][]*heldChunk, ids+1), make([]int, ids+1)
+		old := t.scoped.Load()
+		for id := 1; id <= ids; id++ {
+			var prev []*heldChunk
+			if old != nil && id < len(old.chunks) {
+				prev, st.count[id] = old.chunks[id], old.count[id]
+			}
+			st.chunks[id] = resized(prev, n)
+		}
 	}
 	slices.Sort(t.touched)
 	for _, k := range slices.Compact(t.touched) {
-		if k >= len(tab) {
+		if k >= n {
 			continue
 		}
-		var c *heldChunk
-		for j := range chunkLen {
-			i := k<<chunkBits | j
-			if i < len(t.byIdx) && t.byIdx[i] != nil && t.byIdx[i].cur != nil {
-				if c == nil {
-					c = &heldChunk{shared: true, plain: true, none: &heldChunk{shared: true}}
-				}
-				e := t.byIdx[i].cur
-				c.e[j], c.none.e[j] = e, none
-				c.mask |= 1 << j
-				c.plain = c.plain && !e.grpcOnly && e.grpc == nil
-			}
+		tab[k] = t.buildChunk(k, 0)
+		for id := 1; id < len(st.chunks); id++ {
+			st.count[id] -= st.chunks[id][k].count()
+			st.chunks[id][k] = t.buildChunk(k, id)
+			st.count[id] += st.chunks[id][k].count()
 		}
-		tab[k] = c
 	}
 	t.touched = t.touched[:0]
+	t.scoped.Store(st)
 	t.table.Store(&tab)
+}
+
+// resized is a copy of tab with n chunks.
+func resized(tab []*heldChunk, n int) []*heldChunk {
+	tab = slices.Clone(tab)
+	if n > len(tab) {
+		return append(tab, make([]*heldChunk, n-len(tab))...)
+	}
+	clear(tab[n:])
+	return tab[:n]
+}
+
+// buildChunk is chunk k of scope id's table. Server.mu held.
+func (t *typeState) buildChunk(k, id int) *heldChunk {
+	var c *heldChunk
+	for j := range chunkLen {
+		i := k<<chunkBits | j
+		if i >= len(t.byIdx) || t.byIdx[i] == nil || t.byIdx[i].cur == nil || !t.byIdx[i].cur.inScope(id) {
+			continue
+		}
+		if c == nil {
+			c = &heldChunk{shared: true, plain: true, none: &heldChunk{shared: true}}
+		}
+		e := t.byIdx[i].cur
+		c.e[j], c.none.e[j] = e, none
+		c.mask |= 1 << j
+		c.plain = c.plain && !e.grpcOnly && e.grpc == nil
+	}
+	return c
+}
+
+// count is the number of entries of a table chunk (nil: none).
+func (c *heldChunk) count() int {
+	if c == nil {
+		return 0
+	}
+	return bits.OnesCount64(c.mask)
 }

@@ -95,7 +95,7 @@ func (s *Server) firstDelta(w *watch, req *discoveryv3.DeltaDiscoveryRequest, in
 	}
 	// Explicit names whose claimed version is gone here are removed.
 	for sl, h := range w.held.all() {
-		if h == stale && c.visible(sl.cur) == nil {
+		if h == stale && w.visible(sl, sl.cur) == nil {
 			w.mark(sl, nil, false)
 		}
 	}

@@ -12,6 +12,7 @@ func (c *client) identify(n *corev3.Node) {
 	if c.node == nil && n != nil {
 		c.node = n
 		c.grpc = isGRPC(n)
+		c.scope, c.scopeName = c.s.scopeOf(n)
 	}
 }
 

@@ -41,18 +41,23 @@ type frame struct {
 	starts []int
 }
 
-// frame returns the type's current frame, building it when the type
-// changed since the last one. Server.mu held.
-func (t *typeState) frame() *frame {
-	if t.cachedFrame != nil {
-		return t.cachedFrame
+// frame returns the type's current frame as scope id's wildcard sees it
+// (id 0: every entry), building it when the type changed since the last
+// one. Clients of one scope share it. Server.mu held.
+func (t *typeState) frame(id int) *frame {
+	if id < len(t.cachedFrames) && t.cachedFrames[id] != nil {
+		return t.cachedFrames[id]
 	}
 	f := &frame{}
-	if tab := t.table.Load(); tab != nil {
-		f.tab = *tab
+	if id == 0 {
+		if tab := t.table.Load(); tab != nil {
+			f.tab = *tab
+		}
+	} else if st := t.scoped.Load(); st != nil && id < len(st.chunks) {
+		f.tab = st.chunks[id]
 	}
 	for i, sl := range t.byIdx {
-		if sl != nil && sl.cur != nil {
+		if sl != nil && sl.cur != nil && sl.cur.inScope(id) {
 			if len(f.slots) == 0 || f.slots[len(f.slots)-1].idx>>chunkBits != i>>chunkBits {
 				f.starts = append(f.starts, len(f.slots))
 			}
@@ -60,7 +65,10 @@ func (t *typeState) frame() *frame {
 			f.entries = append(f.entries, sl.cur)
 		}
 	}
-	t.cachedFrame = f
+	if id >= len(t.cachedFrames) {
+		t.cachedFrames = append(t.cachedFrames, make([]*frame, id+1-len(t.cachedFrames))...)
+	}
+	t.cachedFrames[id] = f
 	return f
 }
 
@@ -93,7 +101,7 @@ func (w *watch) fit(f *frame, k int) chunkFit {
 		return perName
 	case hc == tc:
 		return heldAll
-	case tc != w.t.chunk(k):
+	case tc != w.t.chunkIn(w.c.scope, k):
 		return perName // changed since the frame (the third rule above)
 	case w.dirtyIn(k):
 		return perName // a pending change is newer than the frame
@@ -132,7 +140,7 @@ func (w *watch) dirtyIn(k int) bool {
 // of the type, a dirty entry some twenty times that.
 // A bulk request also gives the held set its dense form up front.
 func (w *watch) bulk(n int) bool {
-	if n < 64 || 4*n < w.t.total() {
+	if n < 64 || 4*n < w.t.population(w.c.scope) {
 		return false
 	}
 	w.held.reserveDense(n)
@@ -141,13 +149,14 @@ func (w *watch) bulk(n int) bool {
 
 // rescan queues a comparison of the whole subscription with the type's
 // current state (see above). Both locks held.
-func (w *watch) rescan() { w.scan, w.scanAt = w.t.frame(), 0 }
+func (w *watch) rescan() { w.scan, w.scanAt = w.t.frame(w.c.scope), 0 }
 
 // settle is reconcile for a name of a bulk subscription: a visible entry is
 // left to the scan that the caller queues; the rest (waits for unknown
-// names, removals) is done at once. Both locks held.
+// names, removals, and names outside the client's scope, which its
+// scope's frame does not hold) is done at once. Both locks held.
 func (w *watch) settle(sl *slot, now time.Time) {
-	if w.c.visible(sl.cur) == nil {
+	if w.visible(sl, sl.cur) == nil || !sl.cur.inScope(w.c.scope) {
 		w.reconcile(sl, now)
 	}
 }
@@ -251,11 +260,11 @@ func (w *watch) owes(f *frame, i int) *entry {
 	if !ok {
 		return nil // not subscribed
 	}
-	e := w.c.visible(f.entries[i])
+	e := w.visible(sl, f.entries[i])
 	if e == nil || same(h, e) {
 		return nil
 	}
-	if w.t.chunk(sl.idx>>chunkBits).at(sl.idx&(chunkLen-1)) != f.entries[i] {
+	if w.t.chunkIn(w.c.scope, sl.idx>>chunkBits).at(sl.idx&(chunkLen-1)) != f.entries[i] {
 		return nil // changed since the frame: not the scan's to send (the third rule above)
 	}
 	if len(w.dirty) > 0 {

@@ -24,6 +24,11 @@ type Resource struct {
 	// type and name, its own content-hash version, and is marshalled once
 	// per version like Message.
 	GRPC proto.Message
+	// Scopes are the scopes whose clients a wildcard subscription delivers
+	// the resource to, besides the unscoped clients, which get every
+	// resource; Denied are the scopes whose clients never get it, not even
+	// by name (see "Scopes" in doc.go).
+	Scopes, Denied ScopeSet
 }
 
 // Key names a resource to remove.
@@ -81,8 +86,9 @@ type Server struct {
 	requestBudget *budget     // requests being decoded and handled (admit.go)
 	reads         *firstReads // leases of new streams' first reads (admit.go)
 	rewrites      streamRewrites
-	readyNs       atomic.Int64  // unix nanos of the first Apply; 0 = not ready
-	ready         chan struct{} // closed by the first Apply
+	scoper        atomic.Pointer[Scoper] // nil: every client unscoped
+	readyNs       atomic.Int64           // unix nanos of the first Apply; 0 = not ready
+	ready         chan struct{}          // closed by the first Apply
 
 	mu      sync.Mutex
 	types   map[string]*typeState

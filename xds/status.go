@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 )
 
 // MaxStatusNames bounds the subscribed names a TypeStatus lists: a client
@@ -21,6 +23,9 @@ type ClientStatus struct {
 	Cluster   string `json:"cluster"`
 	UserAgent string `json:"user_agent,omitempty"`
 	GRPC      bool   `json:"grpc"`
+	// Scope names the scope the node is in (see Server.SetScopes); empty
+	// when it is unscoped and gets every resource.
+	Scope string `json:"scope,omitempty"`
 	// Variant is sotw_ads, delta_ads, sotw_cds, delta_eds, ...
 	Variant   string       `json:"variant"`
 	Peer      string       `json:"peer"`
@@ -89,6 +94,19 @@ func (t TypeStatus) versions() (sent, acked int, ok bool) {
 	return s, a, err1 == nil && err2 == nil
 }
 
+// Node returns the node of a connected stream of id, as its first request
+// described it.
+func (s *Server) Node(id string) (*corev3.Node, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.clients {
+		if c.node.GetId() == id {
+			return c.node, true
+		}
+	}
+	return nil, false
+}
+
 // Clients returns the state of every connected stream, ordered by node id.
 func (s *Server) Clients() []ClientStatus {
 	s.mu.Lock()
@@ -101,6 +119,7 @@ func (s *Server) Clients() []ClientStatus {
 			Cluster:   c.node.GetCluster(),
 			UserAgent: c.node.GetUserAgentName(),
 			GRPC:      c.grpc,
+			Scope:     c.scopeName,
 			Variant:   c.variant,
 			Peer:      c.peer,
 			Connected: c.since,

@@ -103,14 +103,21 @@ type typeState struct {
 	free  []int
 	count atomic.Int64 // len(byIdx), readable by writers without Server.mu
 	peak  int          // most slots since the last compact
-	wild  map[*watch]struct{}
-	// cachedFrame is the frame of the current entries (scan.go), nil after a
-	// change until a scan asks for it.
-	cachedFrame *frame
+	// wild are the wildcard watches by their client's scope ID (0:
+	// unscoped), so that a change is marked only on the wildcards of the
+	// scopes it is in (Server.markSubscribers).
+	wild map[int]map[*watch]struct{}
+	// cachedFrames are the frames of the current entries (scan.go) by scope ID,
+	// nil after a change until a scan asks for one.
+	cachedFrames []*frame
 	// table is the current entries in immutable chunks, by slot.idx
-	// (held.go); touched are the chunks changed since it was published.
+	// (held.go), and scoped the same per scope; touched are the chunks
+	// changed since they were published. seen are the scopes any entry of
+	// the type was ever in or denied to: those that have tables.
 	table   atomic.Pointer[[]*heldChunk]
+	scoped  atomic.Pointer[scopeTables]
 	touched []int
+	seen    ScopeSet
 	// watches by watch.idx (nil = free), for subscribers bitmaps.
 	watches []*watch
 	wfree   []int
@@ -225,6 +232,27 @@ func (t *typeState) shrink() {
 	}
 }
 
+// addWild adds the wildcard watch w to the wildcards of its client's
+// scope. Server.mu and client.mu held.
+func (t *typeState) addWild(w *watch) {
+	ws := t.wild[w.c.scope]
+	if ws == nil {
+		ws = make(map[*watch]struct{})
+		t.wild[w.c.scope] = ws
+	}
+	ws[w] = struct{}{}
+}
+
+// dropWild removes w from the wildcards. Server.mu and client.mu held.
+func (t *typeState) dropWild(w *watch) {
+	if ws := t.wild[w.c.scope]; ws != nil {
+		delete(ws, w)
+		if len(ws) == 0 {
+			delete(t.wild, w.c.scope)
+		}
+	}
+}
+
 // total is the size of the type's slot table, for heldSet's dense form.
 func (t *typeState) total() int { return int(t.count.Load()) }
 
@@ -247,7 +275,7 @@ func newTypeState(url string, m *typeMetrics) *typeState {
 		brk:   breakRank(url),
 		full:  fullState(url),
 		slots: make(map[string]*slot),
-		wild:  make(map[*watch]struct{}),
+		wild:  make(map[int]map[*watch]struct{}),
 		m:     m,
 	}
 }

@@ -125,10 +125,11 @@ func (w *watch) explicit(sl *slot) bool {
 	return w.held.has(sl)
 }
 
-// mark records that sl now has entry e (nil = removed). Coalesces: only the
-// newest entry per name is kept. client.mu held.
+// mark records that sl now has entry e (nil = removed), the store's entry
+// (the client's shape of it is what is kept). Coalesces: only the newest
+// entry per name is kept. client.mu held.
 func (w *watch) mark(sl *slot, e *entry, force bool) {
-	e = w.c.visible(e)
+	e = w.visible(sl, e)
 	old, ok := w.dirty[sl]
 	w.dirty[sl] = pend{e: e, force: force || (ok && old.force)}
 }
@@ -141,9 +142,9 @@ func (w *watch) reconcile(sl *slot, now time.Time) {
 	if !ok {
 		return
 	}
-	want := w.c.visible(sl.cur)
+	want := w.visible(sl, sl.cur)
 	if !same(h, want) {
-		w.mark(sl, want, false)
+		w.mark(sl, sl.cur, false)
 	}
 	if want == nil && h == nil {
 		w.waiting[sl] = waitSince{at: now, immediate: sl.cur != nil, pushes: w.pushes}
@@ -192,7 +193,7 @@ func (w *watch) unsubscribe(sl *slot) {
 	sl.subs.remove(w.idx)
 	if w.wildcard {
 		delete(w.named, sl)
-		if w.c.visible(sl.cur) != nil {
+		if w.visible(sl, sl.cur) != nil {
 			return // still delivered through the wildcard
 		}
 	}
@@ -215,7 +216,7 @@ func (w *watch) setWildcard(on bool, now time.Time) {
 		w.wildcardOn(now)
 		return
 	}
-	delete(w.t.wild, w)
+	w.t.dropWild(w)
 	w.wildcard = false
 	for sl := range w.held.all() {
 		if _, ok := w.named[sl]; !ok {
@@ -239,14 +240,14 @@ func (w *watch) setWildcard(on bool, now time.Time) {
 // names it subscribed to explicitly. Both locks held.
 func (w *watch) wildcardOn(now time.Time) {
 	w.wildcard = true
-	w.t.wild[w] = struct{}{}
-	w.held.reserveDense(len(w.t.slots))
+	w.t.addWild(w)
+	w.held.reserveDense(w.t.population(w.c.scope))
 	for k := 0; k<<chunkBits < len(w.t.byIdx); k++ {
-		if w.held.subscribeChunk(k, w.t.chunk(k), w.c.rewrite != nil) {
+		if w.held.subscribeChunk(k, w.t.chunkIn(w.c.scope, k), w.c.rewrite != nil) {
 			continue // the usual first request: whole chunks at once
 		}
 		for _, sl := range w.t.byIdx[k<<chunkBits : min(len(w.t.byIdx), (k+1)<<chunkBits)] {
-			if sl == nil || sl.cur == nil {
+			if sl == nil || sl.cur == nil || !sl.cur.inScope(w.c.scope) {
 				continue
 			}
 			if !w.held.has(sl) {
@@ -257,9 +258,9 @@ func (w *watch) wildcardOn(now time.Time) {
 	}
 	w.rescan()
 	// Names the client claims (delta initial versions) that no longer
-	// exist are removed.
+	// exist, or that its scope does not deliver, are removed.
 	for sl, h := range w.held.all() {
-		if h != nil && sl.cur == nil {
+		if h != nil && w.visible(sl, sl.cur) == nil {
 			w.mark(sl, nil, false)
 		}
 	}
@@ -267,7 +268,7 @@ func (w *watch) wildcardOn(now time.Time) {
 
 // drop removes the watch from every index (stream end). Both locks held.
 func (w *watch) drop() {
-	delete(w.t.wild, w)
+	w.t.dropWild(w)
 	for sl := range w.held.all() {
 		sl.subs.remove(w.idx)
 		w.t.release(sl)

@@ -29,8 +29,9 @@ func dumpCmd(stdout, stderr io.Writer) *cobra.Command {
 		Long: `Dump runs every source of the configuration FILE (or --config FILE) once,
 until each has read its registry, applies the transforms and the cluster
 shaping rules like a running bridge, prints the resources exactly as the
-node described by --node-id, --node-cluster and --grpc would receive them,
-and exits.
+node described by --node-id, --node-cluster and --grpc would receive them
+on wildcard subscriptions (its scope applied, when the configuration has
+scopes), and exits.
 
 The output is Envoy's config dump (envoy.admin.v3.ConfigDump, the shape of
 an Envoy's /config_dump) with proto field names: a bootstrap holding the
@@ -82,7 +83,7 @@ Exit codes: 0 printed, 1 a source failed or did not report within
 				return fmt.Errorf("reading the sources: %w", err)
 			}
 			node := bridge.Client(id, cluster, grpc)
-			d, err := bridge.ForNode(rs, node, types...)
+			d, err := bridge.ForNode(rs, node, cfg.ScopeRules, types...)
 			if err != nil {
 				return err
 			}
