@@ -168,7 +168,7 @@ func (t *Translator) workloads(eps []sources.Endpoint, protocol, pname string, r
 // says why the endpoint cannot be served.
 func (t *Translator) workload(e *sources.Endpoint, protocol, pname string) (workload, error) {
 	if p, declared, ok := t.declared(e); declared && !ok {
-		return workload{}, fmt.Errorf("unsupported protocol %q in %s", p, t.protocolKey)
+		return workload{}, fmt.Errorf("declares protocol %q (%s), which Istio does not serve on a service port", p, t.protocolKey)
 	} else if declared && p != protocol {
 		return workload{}, fmt.Errorf("declares protocol %s where the service's other instances declare %s", p, protocol)
 	}
