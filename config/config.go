@@ -31,6 +31,7 @@ import (
 	"github.com/xdsbridge/xdsbridge/sources"
 	"github.com/xdsbridge/xdsbridge/transform"
 	"github.com/xdsbridge/xdsbridge/translate"
+	"github.com/xdsbridge/xdsbridge/translate/istio"
 	"github.com/xdsbridge/xdsbridge/xds"
 )
 
@@ -54,6 +55,8 @@ type Config struct {
 	Outputs []Output       `mapstructure:"outputs"`
 	// Merge sets how a service reported by several sources is served.
 	Merge sources.MergeConfig `mapstructure:"merge"`
+	// Istio configures the Istio translation (istio.go).
+	Istio Istio `mapstructure:"istio"`
 
 	// Entries are the parsed Sources, in configuration order (which is
 	// their precedence order).
@@ -226,6 +229,14 @@ var defaults = map[string]any{
 	"guard.min_removed":                      sources.DefaultMinRemoved,
 	"guard.per_service":                      false,
 	"merge.default":                          sources.MergeFirst,
+	"istio.enabled":                          false,
+	"istio.shape":                            string(istio.DefaultShape),
+	"istio.host":                             istio.DefaultHost,
+	"istio.protocol_key":                     istio.DefaultProtocolKey,
+	"istio.default_protocol":                 istio.DefaultProtocol,
+	"istio.location":                         istio.DefaultLocation,
+	"istio.namespace":                        istio.DefaultNamespace,
+	"istio.export_to":                        []string{},
 }
 
 // Flags maps the command-line flags that override settings to their keys.

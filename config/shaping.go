@@ -12,11 +12,11 @@ import (
 	"github.com/xdsbridge/xdsbridge/translate"
 )
 
-// rawLists re-reads the `clusters` and `transforms` lists and the `scopes`
-// section from the file's
-// text. Viper lower-cases every map key, and these sections hold keys whose
-// case matters: Envoy extension names in typed_extension_protocol_options,
-// metadata keys, template field names.
+// rawLists re-reads the `clusters`, `transforms` and `istio.rules` lists
+// and the `scopes` section from the file's text. Viper lower-cases every
+// map key, and these sections hold keys whose case matters: Envoy
+// extension names in typed_extension_protocol_options, metadata keys,
+// template field names.
 func (c *Config) rawLists(data []byte) error {
 	var raw map[string]any
 	if err := yaml.NewDecoder(bytes.NewReader(data)).Decode(&raw); err != nil {
@@ -38,7 +38,8 @@ func (c *Config) rawLists(data []byte) error {
 	default:
 		return sources.Errorf("scopes", "%v", scalar.Mismatch("a map", v))
 	}
-	return nil
+	c.Istio.Rules, err = rawIstioRules(raw)
+	return err
 }
 
 // listOfMaps returns raw[key] as a list of maps; absent or null is empty.

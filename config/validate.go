@@ -95,6 +95,9 @@ func (c *Config) Validate() error {
 	if err := c.validateShaping(); err != nil {
 		return err
 	}
+	if err := c.validateIstio(); err != nil {
+		return err
+	}
 	return c.validateMerge()
 }
 

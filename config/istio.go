@@ -1,0 +1,74 @@
+package config
+
+import (
+	"fmt"
+
+	"github.com/xdsbridge/xdsbridge/sources"
+	"github.com/xdsbridge/xdsbridge/translate/istio"
+)
+
+// Istio configures the translation of the services into Istio
+// ServiceEntries (and WorkloadEntries) for istiod's MCP-over-xDS config
+// sources (translate/istio). The section is checked and its Translator
+// built, but nothing serves the resources yet.
+type Istio struct {
+	Enabled         bool     `mapstructure:"enabled"`
+	Shape           string   `mapstructure:"shape"`
+	Host            string   `mapstructure:"host"`
+	ProtocolKey     string   `mapstructure:"protocol_key"`
+	DefaultProtocol string   `mapstructure:"default_protocol"`
+	Location        string   `mapstructure:"location"`
+	Namespace       string   `mapstructure:"namespace"`
+	ExportTo        []string `mapstructure:"export_to"`
+	// Rules are the per-service rules as written (re-read from the file,
+	// like the clusters list, because their metadata keys keep their case).
+	Rules []map[string]any `mapstructure:"rules"`
+
+	// Translator is built from the settings above by Validate.
+	Translator *istio.Translator `mapstructure:"-"`
+}
+
+// rawIstioRules returns istio.rules from the file's raw content.
+func rawIstioRules(raw map[string]any) ([]map[string]any, error) {
+	section, ok := raw["istio"].(map[string]any)
+	if !ok {
+		return nil, nil // absent, or not a map: decoding reports it
+	}
+	rules, err := listOfMaps(section, "rules")
+	return rules, sources.Prefix("istio", err)
+}
+
+// validateIstio checks the istio section and builds its Translator.
+func (c *Config) validateIstio() error {
+	opts := istio.Options{
+		Shape:           istio.Shape(c.Istio.Shape),
+		Host:            c.Istio.Host,
+		ProtocolKey:     c.Istio.ProtocolKey,
+		DefaultProtocol: c.Istio.DefaultProtocol,
+		Location:        c.Istio.Location,
+		Namespace:       c.Istio.Namespace,
+		ExportTo:        c.Istio.ExportTo,
+	}
+	for _, key := range []struct{ name, value string }{
+		{"shape", c.Istio.Shape}, {"host", c.Istio.Host}, {"protocol_key", c.Istio.ProtocolKey},
+		{"default_protocol", c.Istio.DefaultProtocol}, {"location", c.Istio.Location}, {"namespace", c.Istio.Namespace},
+	} {
+		// An empty value would silently mean the default; say so instead.
+		if key.value == "" {
+			return sources.Errorf("istio."+key.name, "must not be empty (remove the key for its default)")
+		}
+	}
+	for i, raw := range c.Istio.Rules {
+		var r istio.Rule
+		if err := sources.Decode(raw, &r); err != nil {
+			return sources.Prefix(fmt.Sprintf("istio.rules[%d]", i), err)
+		}
+		opts.Rules = append(opts.Rules, r)
+	}
+	t, err := istio.New(opts)
+	if err != nil {
+		return sources.Prefix("istio", err)
+	}
+	c.Istio.Translator = t
+	return nil
+}
