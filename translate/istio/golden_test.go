@@ -39,6 +39,8 @@ var goldenCases = []struct {
 	name string
 	svc  sources.Service
 	opts Options
+	// shapes are the shapes the case is pinned in; nil is both.
+	shapes []Shape
 }{
 	{name: "ports-protocols", svc: sources.Service{Name: "web", Endpoints: []sources.Endpoint{
 		healthy("10.0.0.1", 8080, "protocol", "http"),
@@ -113,16 +115,25 @@ var goldenCases = []struct {
 	{name: "rules", svc: sources.Service{Name: "payments", Source: "consul", Endpoints: []sources.Endpoint{
 		healthy("10.0.0.1", 8443, "team", "money"),
 	}}, opts: Options{ExportTo: []string{"*"}, Rules: []Rule{
-		{Match: sources.Selector{Sources: []string{"consul"}}, Namespace: "consul", Location: "MESH_EXTERNAL"},
+		{Match: sources.Selector{Sources: []string{"consul"}}, Namespace: "consul", ExportTo: []string{"."}},
 		{Match: sources.Selector{Services: []string{"pay*"}}, ExportTo: []string{".", "shop"}, Port: 443},
 		{Match: sources.Selector{Services: []string{"nomatch"}}, Namespace: "never"},
-		{Match: sources.Selector{Metadata: map[string]string{"team": "money"}}, Location: "MESH_INTERNAL"},
+		{Match: sources.Selector{Metadata: map[string]string{"team": "money"}}, Namespace: "money"},
 	}}},
+	{name: "external", svc: sources.Service{Name: "saas", Endpoints: []sources.Endpoint{
+		healthy("192.0.2.10", 443, "protocol", "tls"),
+	}}, opts: Options{Location: "MESH_EXTERNAL", Rules: []Rule{
+		{Match: sources.Selector{Services: []string{"web"}}, Location: "MESH_INTERNAL"},
+	}}, shapes: []Shape{ShapeInline}}, // a workload selector is for MESH_INTERNAL entries only
 }
 
 func TestGolden(t *testing.T) {
 	for _, tc := range goldenCases {
-		for _, shape := range []Shape{ShapeInline, ShapeWorkloadEntries} {
+		shapes := tc.shapes
+		if shapes == nil {
+			shapes = []Shape{ShapeInline, ShapeWorkloadEntries}
+		}
+		for _, shape := range shapes {
 			t.Run(tc.name+"/"+string(shape), func(t *testing.T) {
 				opts := tc.opts
 				opts.Shape = shape

@@ -141,14 +141,32 @@ func New(opts Options) (*Translator, error) {
 	if err := checkSettings(t.settings); err != nil {
 		return nil, err
 	}
+	if err := t.checkShapeLocation("location", loc); err != nil {
+		return nil, err
+	}
 	for i, r := range opts.Rules {
+		key := fmt.Sprintf("rules[%d]", i)
 		built, err := newRule(r, t.settings)
 		if err != nil {
-			return nil, sources.Prefix(fmt.Sprintf("rules[%d]", i), err)
+			return nil, sources.Prefix(key, err)
+		}
+		if built.hasLocation {
+			if err := t.checkShapeLocation(key+".location", built.location); err != nil {
+				return nil, err
+			}
 		}
 		t.rules = append(t.rules, built)
 	}
 	return t, nil
+}
+
+// checkShapeLocation refuses MESH_EXTERNAL in the WorkloadEntry shape:
+// Istio applies a workload selector to MESH_INTERNAL entries only.
+func (t *Translator) checkShapeLocation(key string, loc networkingv1alpha3.ServiceEntry_Location) error {
+	if t.shape == ShapeWorkloadEntries && loc != networkingv1alpha3.ServiceEntry_MESH_INTERNAL {
+		return sources.Errorf(key, "%s needs shape %s: Istio selects WorkloadEntries for MESH_INTERNAL entries only", loc, ShapeInline)
+	}
+	return nil
 }
 
 func newRule(r Rule, base settings) (rule, error) {

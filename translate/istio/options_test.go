@@ -15,7 +15,7 @@ func TestNewNamesTheKey(t *testing.T) {
 		key  string // the *sources.KeyError's key; empty: valid
 	}{
 		{name: "defaults"},
-		{name: "every field", opts: Options{Shape: ShapeWorkloadEntries, Host: "{service}.{source}.example.org.", ProtocolKey: "proto",
+		{name: "every field", opts: Options{Shape: ShapeInline, Host: "{service}.{source}.example.org.", ProtocolKey: "proto",
 			DefaultProtocol: "grpc", Location: "mesh_external", Namespace: "consul", ExportTo: []string{"."},
 			Rules: []Rule{{Match: match, Namespace: "a", ExportTo: []string{"*"}, Location: "MESH_INTERNAL", Port: 80}}}},
 		{name: "shape", opts: Options{Shape: "sidecar"}, key: "shape"},
@@ -34,6 +34,9 @@ func TestNewNamesTheKey(t *testing.T) {
 		{name: "rule export to against the namespace", opts: Options{Namespace: "consul", Rules: []Rule{{ExportTo: []string{"consul", "."}}}},
 			key: "rules[0].export_to"},
 		{name: "rule location", opts: Options{Rules: []Rule{{Location: "inside"}}}, key: "rules[0].location"},
+		{name: "external workload entries", opts: Options{Shape: ShapeWorkloadEntries, Location: "MESH_EXTERNAL"}, key: "location"},
+		{name: "rule external workload entries", opts: Options{Shape: ShapeWorkloadEntries, Rules: []Rule{{}, {Location: "MESH_EXTERNAL"}}},
+			key: "rules[1].location"},
 		{name: "rule port", opts: Options{Rules: []Rule{{Port: 65536}}}, key: "rules[0].port"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

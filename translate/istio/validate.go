@@ -62,6 +62,11 @@ func checkServiceEntry(ns, name string, se *networkingv1alpha3.ServiceEntry) err
 		return errors.New("a service entry has either a workload selector or endpoints, not both")
 	}
 	if s := se.GetWorkloadSelector(); s != nil {
+		if se.GetLocation() != networkingv1alpha3.ServiceEntry_MESH_INTERNAL {
+			// Istio's API applies a workload selector to MESH_INTERNAL
+			// entries only; istiod does not check it.
+			return errors.New("a workload selector applies to MESH_INTERNAL entries only")
+		}
 		if err := checkSelector(s.GetLabels()); err != nil {
 			return err
 		}

@@ -72,6 +72,11 @@ func TestCheckServiceEntry(t *testing.T) {
 			se.Hosts = append(se.Hosts, "web.example.org")
 			se.Ports[0].Protocol = "TCP"
 		}, want: "several hosts"},
+		{name: "selector outside the mesh", change: func(se *networkingv1alpha3.ServiceEntry) {
+			se.Endpoints = nil
+			se.Location = networkingv1alpha3.ServiceEntry_MESH_EXTERNAL
+			se.WorkloadSelector = &networkingv1alpha3.WorkloadSelector{Labels: map[string]string{SelectorLabel: "web"}}
+		}, want: "MESH_INTERNAL entries only"},
 		{name: "selector and endpoints", change: func(se *networkingv1alpha3.ServiceEntry) {
 			se.WorkloadSelector = &networkingv1alpha3.WorkloadSelector{Labels: map[string]string{"a": "b"}}
 		}, want: "not both"},
