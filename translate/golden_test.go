@@ -3,8 +3,6 @@ package translate
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -12,6 +10,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/xdsbridge/xdsbridge/internal/golden"
 	"github.com/xdsbridge/xdsbridge/sources"
 )
 
@@ -20,8 +19,6 @@ type goldenCase struct {
 	svc  sources.Service
 	opts Options
 }
-
-var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")
 
 // goldenCases are named services whose translation is pinned in
 // testdata/<name>.golden.
@@ -87,21 +84,7 @@ func TestGolden(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Service: %v", err)
 			}
-			got := render(t, r)
-			path := filepath.Join("testdata", tc.name+".golden")
-			if *update {
-				if err := os.WriteFile(path, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("reading golden file (run go test ./translate -update to create it): %v", err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Errorf("%s differs from the output; run go test ./translate -update and review the diff.\ngot:\n%s", path, got)
-			}
+			golden.Check(t, filepath.Join("testdata", tc.name+".golden"), render(t, r))
 		})
 	}
 }

@@ -1,19 +1,15 @@
 package istio
 
 import (
-	"bytes"
 	"encoding/json"
-	"flag"
-	"os"
 	"path/filepath"
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/xdsbridge/xdsbridge/internal/golden"
 	"github.com/xdsbridge/xdsbridge/sources"
 )
-
-var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")
 
 // healthy returns a healthy endpoint at addr:port with the given metadata
 // (key, value pairs).
@@ -145,21 +141,7 @@ func TestGolden(t *testing.T) {
 				if err != nil {
 					t.Fatalf("Service: %v", err)
 				}
-				got := renderResult(t, res)
-				path := filepath.Join("testdata", tc.name+"."+string(shape)+".golden")
-				if *update {
-					if err := os.WriteFile(path, got, 0o644); err != nil {
-						t.Fatal(err)
-					}
-					return
-				}
-				want, err := os.ReadFile(path)
-				if err != nil {
-					t.Fatalf("reading golden file (go test ./translate/istio -update creates it): %v", err)
-				}
-				if !bytes.Equal(got, want) {
-					t.Errorf("%s differs; run go test ./translate/istio -update and review the diff.\ngot:\n%s", path, got)
-				}
+				golden.Check(t, filepath.Join("testdata", tc.name+"."+string(shape)+".golden"), renderResult(t, res))
 			})
 		}
 	}
