@@ -53,7 +53,9 @@
 // that reconfigures every proxy.
 //
 // Namespace, exportTo and location come from Options, refined per service
-// by Rules.
+// by Rules. The WorkloadEntry shape serves MESH_INTERNAL entries only
+// (Istio applies a workload selector to those only): New refuses
+// MESH_EXTERNAL with it.
 //
 // # Validation
 //
