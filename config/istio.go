@@ -9,8 +9,7 @@ import (
 
 // Istio configures the translation of the services into Istio
 // ServiceEntries (and WorkloadEntries) for istiod's MCP-over-xDS config
-// sources (translate/istio). The section is checked and its Translator
-// built, but nothing serves the resources yet.
+// sources (translate/istio).
 type Istio struct {
 	Enabled         bool     `mapstructure:"enabled"`
 	Shape           string   `mapstructure:"shape"`
@@ -55,7 +54,7 @@ func (c *Config) validateIstio() error {
 	} {
 		// An empty value would silently mean the default; say so instead.
 		if key.value == "" {
-			return sources.Errorf("istio."+key.name, "must not be empty (remove the key for its default)")
+			return sources.Errorf("istio."+key.name, `"" is not allowed: remove the key for its default, %q`, defaults["istio."+key.name])
 		}
 	}
 	for i, raw := range c.Istio.Rules {

@@ -82,8 +82,9 @@ type Rule struct {
 	ExportTo  []string         `mapstructure:"export_to"`
 	Location  string           `mapstructure:"location"`
 	// Port is the service port's number; 0 leaves it to the instances
-	// (the port most of them listen on).
-	Port uint32 `mapstructure:"port"`
+	// (the port most of them listen on). Its type bounds it, so decoding
+	// refuses a number no port can have.
+	Port uint16 `mapstructure:"port"`
 }
 
 // Translator builds the Istio resources of services with fixed options.
@@ -173,16 +174,13 @@ func newRule(r Rule, base settings) (rule, error) {
 	if err := r.Match.Validate(); err != nil {
 		return rule{}, sources.Prefix("match", err)
 	}
-	built := rule{match: r.Match, settings: settings{namespace: r.Namespace, exportTo: r.ExportTo, port: r.Port}}
+	built := rule{match: r.Match, settings: settings{namespace: r.Namespace, exportTo: r.ExportTo, port: uint32(r.Port)}}
 	if r.Location != "" {
 		loc, err := parseLocation(r.Location)
 		if err != nil {
 			return rule{}, sources.Prefix("location", err)
 		}
 		built.location, built.hasLocation = loc, true
-	}
-	if r.Port > 65535 {
-		return rule{}, sources.Errorf("port", "%d is outside 1..65535", r.Port)
 	}
 	// Checked against the section's namespace where the rule sets none:
 	// the combination with other rules is checked per service, when the

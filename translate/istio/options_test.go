@@ -37,7 +37,6 @@ func TestNewNamesTheKey(t *testing.T) {
 		{name: "external workload entries", opts: Options{Shape: ShapeWorkloadEntries, Location: "MESH_EXTERNAL"}, key: "location"},
 		{name: "rule external workload entries", opts: Options{Shape: ShapeWorkloadEntries, Rules: []Rule{{}, {Location: "MESH_EXTERNAL"}}},
 			key: "rules[1].location"},
-		{name: "rule port", opts: Options{Rules: []Rule{{Port: 65536}}}, key: "rules[0].port"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := New(tc.opts)

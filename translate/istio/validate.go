@@ -263,7 +263,7 @@ func checkExportTo(ns string, exportTo []string) error {
 		}
 	}
 	if len(exportTo) > 1 && (seen["*"] || seen["~"]) {
-		return errors.New(`exportTo "*" (everyone) or "~" (no one) must be its only entry`)
+		return fmt.Errorf(`exportTo [%s]: "*" (everyone) or "~" (no one) must be its only entry`, strings.Join(exportTo, ", "))
 	}
 	return nil
 }
