@@ -99,6 +99,7 @@ func New(cfg *config.Config, log *slog.Logger, version string) (*Instance, error
 		Registerer:       reg,
 		ConfigCluster:    cfg.XDS.ConfigCluster,
 		Limits:           xds.Limits(cfg.XDS.Limits),
+		Collections:      IstioCollections(cfg.Istio),
 		// The publisher exists by the time the first Apply can refuse.
 		OnRefused: func(k xds.Key, err error) { in.pub.refused(k, err) },
 	})
@@ -106,7 +107,7 @@ func New(cfg *config.Config, log *slog.Logger, version string) (*Instance, error
 	if in.views, err = newViews(cfg, server, log); err != nil {
 		return nil, err
 	}
-	in.pub = newPublisher(server, cfg.XDS.GRPC.Enabled, log.With("component", "publish"), reg).shape(cfg.Shaping, cfg.Chain).scope(cfg.ScopeRules)
+	in.pub = newPublisher(server, cfg.XDS.GRPC.Enabled, log.With("component", "publish"), reg).shape(cfg.Shaping, cfg.Chain).scope(cfg.ScopeRules).serveIstio(cfg.Istio, reg)
 	sec, err := newSecurity(cfg, log, reg)
 	if err != nil {
 		return nil, err

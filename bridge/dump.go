@@ -66,7 +66,7 @@ func Snapshot(ctx context.Context, cfg *config.Config, log *slog.Logger) ([]xds.
 	}
 	col := &collector{}
 	p := newPublisher(col, cfg.XDS.GRPC.Enabled, log.With("component", "publish"), prometheus.NewRegistry())
-	p.shape(cfg.Shaping, cfg.Chain).scope(cfg.ScopeRules).publish(*first)
+	p.shape(cfg.Shaping, cfg.Chain).scope(cfg.ScopeRules).serveIstio(cfg.Istio, prometheus.NewRegistry()).publish(*first)
 	return col.upserts, nil
 }
 

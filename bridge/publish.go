@@ -53,6 +53,8 @@ type publisher struct {
 	why    *why
 	// held are the services the transforms hold back, as last logged.
 	held []string
+	// istio, if set, also publishes every service as Istio resources.
+	istio *istioPublisher
 	// failed is the running publish's Changes.Failed while its Apply runs:
 	// the engine refuses a resource version (one too large to send) inside
 	// Apply, and refused forwards that to the sources reporting the
@@ -106,14 +108,15 @@ func (p *publisher) publish(c sources.Changes) {
 	var upserts []xds.Resource
 	var removals []xds.Key
 	for _, svc := range c.Upserted {
+		if p.istio != nil {
+			ups, gone, err := p.istio.upsert(svc)
+			p.fail(c, svc.Name, err, "cannot serve the new version of a service to istiod; keeping its last good Istio resources")
+			upserts, removals = append(upserts, ups...), append(removals, gone...)
+		}
 		r, err := translate.Service(svc, p.opts)
 		if err != nil {
 			p.errors.Inc()
-			if c.Failed != nil {
-				c.Failed(svc.Name, err)
-			}
-			p.log.Error("cannot serve the new version of a service; keeping its last good resources",
-				"service", svc.Name, "err", err)
+			p.fail(c, svc.Name, err, "cannot serve the new version of a service; keeping its last good resources")
 			continue
 		}
 		upserts = append(upserts, p.scoped(svc, resources(svc.Name, r))...)
@@ -121,6 +124,9 @@ func (p *publisher) publish(c sources.Changes) {
 		p.why.set(svc)
 	}
 	for _, name := range c.Removed {
+		if p.istio != nil {
+			removals = append(removals, p.istio.remove(name)...)
+		}
 		if !p.served[name] {
 			continue // never translated successfully: nothing to remove
 		}
@@ -179,6 +185,18 @@ func (p *publisher) scope(s *translate.Scopes) *publisher {
 		}
 	}
 	return p
+}
+
+// fail reports a translation error of a service, if err is one, to the
+// sources reporting it (their /sources status shows it) and to the log.
+func (p *publisher) fail(c sources.Changes, service string, err error, msg string) {
+	if err == nil {
+		return
+	}
+	if c.Failed != nil {
+		c.Failed(service, err)
+	}
+	p.log.Error(msg, "service", service, "err", err)
 }
 
 // refused is told by the engine (xds.Options.OnRefused, called inside

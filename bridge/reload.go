@@ -181,12 +181,22 @@ func restartKeys(a, b *config.Config) []string {
 		// would re-translate them all, which a restart does as cheaply.
 		{"clusters", a.Clusters, b.Clusters},
 		{"transforms", a.Transforms, b.Transforms},
+		// So does the istio section, and enabling it adds types to serve.
+		{"istio", istioSettings(a), istioSettings(b)},
 	} {
 		if !reflect.DeepEqual(f.a, f.b) {
 			out = append(out, f.key)
 		}
 	}
 	return out
+}
+
+// istioSettings is the istio section as written, without the Translator
+// built from it.
+func istioSettings(c *config.Config) config.Istio {
+	s := c.Istio
+	s.Translator = nil
+	return s
 }
 
 // String summarises the result for logs and tests.

@@ -39,7 +39,7 @@ func (s *Server) Apply(upserts []Resource, removals []Key) {
 	defer s.mu.Unlock()
 	var changes []change
 	for _, e := range entries {
-		t := s.typeFor(e.any.TypeUrl)
+		t := s.typeFor(e.typ)
 		sl := t.get(e.name)
 		if c := sl.cur; sameContent(c, e) && c.scopes == e.scopes && c.denied == e.denied {
 			continue

@@ -3,6 +3,7 @@ package xds
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/cespare/xxhash/v2"
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -16,6 +17,7 @@ import (
 // records (encode.go) are never mutated after newEntry returns, so concurrent
 // sends only read them.
 type entry struct {
+	typ      string // the type URL it is served under (its store's)
 	name     string
 	version  string // hex of xxhash64 over the deterministic marshal
 	any      *anypb.Any
@@ -60,7 +62,10 @@ func newEntry(r Resource) (*entry, error) {
 	if r.Message == nil {
 		return nil, fmt.Errorf("building %s %q: nil message", r.Type, r.Name)
 	}
-	if got := "type.googleapis.com/" + string(proto.MessageName(r.Message)); got != r.Type {
+	// A message type must carry its own message; a collection carries any,
+	// each resource an Any of the message's own type.
+	got := messagePrefix + string(proto.MessageName(r.Message))
+	if got != r.Type && strings.HasPrefix(r.Type, messagePrefix) {
 		return nil, fmt.Errorf("building %s %q: message is a %s", r.Type, r.Name, got)
 	}
 	b, err := marshal.Marshal(r.Message)
@@ -68,8 +73,9 @@ func newEntry(r Resource) (*entry, error) {
 		return nil, fmt.Errorf("marshalling %s %q: %w", r.Type, r.Name, err)
 	}
 	v := contentVersion(b)
-	w, a := encodeEntry(r.Type, r.Name, v, b)
+	w, a := encodeEntry(got, r.Name, v, b)
 	e := &entry{
+		typ:      r.Type,
 		name:     r.Name,
 		version:  v,
 		any:      a,

@@ -58,7 +58,7 @@ func newResponseSize(max int, reg prometheus.Registerer) *responseSize {
 func (l *responseSize) check(e *entry) error {
 	if n := len(e.wire.delta.ReadOnlyData()); n > l.room {
 		return fmt.Errorf("%s %q is %d bytes encoded, over the response size limit of %d bytes (with %d kept for the envelope)",
-			shortType(e.any.TypeUrl), e.name, n, l.max, envelopeReserve)
+			shortType(e.typ), e.name, n, l.max, envelopeReserve)
 	}
 	return nil
 }
@@ -66,10 +66,10 @@ func (l *responseSize) check(e *entry) error {
 // refuseResource reports a refused entry: counted, logged, and passed to
 // Options.OnRefused.
 func (s *Server) refuseResource(e *entry, err error) {
-	s.size.refusedResources.WithLabelValues(shortType(e.any.TypeUrl)).Inc()
-	s.log.Error("refusing a resource version; keeping the last good one", "type", e.any.TypeUrl, "name", e.name, "err", err)
+	s.size.refusedResources.WithLabelValues(shortType(e.typ)).Inc()
+	s.log.Error("refusing a resource version; keeping the last good one", "type", e.typ, "name", e.name, "err", err)
 	if s.opts.OnRefused != nil {
-		s.opts.OnRefused(Key{Type: e.any.TypeUrl, Name: e.name}, err)
+		s.opts.OnRefused(Key{Type: e.typ, Name: e.name}, err)
 	}
 }
 

@@ -74,6 +74,15 @@ type Options struct {
 	// sent on those streams name it in their EDS config source. Default
 	// DefaultConfigCluster.
 	ConfigCluster string
+	// Collections are further types served with whole-collection SotW
+	// semantics, like CDS: every response lists everything subscribed, an
+	// empty first request subscribes to all, and an absent resource reads
+	// as deleted. They are collection names such as the MCP-over-xDS type
+	// URLs istiod asks for (networking.istio.io/v1/ServiceEntry), whose
+	// resources' Anys carry their own message type (istio.mcp.v1alpha1.Resource).
+	// Their stores exist from the start, so a client that subscribes before
+	// the first resource of one is served it when it comes.
+	Collections []string
 }
 
 // Server is the xDS serving engine.
@@ -120,7 +129,7 @@ func NewServer(opts Options) *Server {
 	if opts.ConfigCluster == "" {
 		opts.ConfigCluster = DefaultConfigCluster
 	}
-	return &Server{
+	s := &Server{
 		opts:          opts,
 		log:           opts.Logger,
 		m:             newMetrics(opts.Registerer),
@@ -134,6 +143,10 @@ func NewServer(opts Options) *Server {
 		clients:       make(map[*client]struct{}),
 		conns:         make(map[string]int),
 	}
+	for _, url := range opts.Collections {
+		s.typeFor(url).full = true
+	}
+	return s
 }
 
 // InFlight is the bytes charged to the send and request budgets: large

@@ -9,7 +9,8 @@ import (
 )
 
 // The v3 type URLs the engine orders and treats specially. Any other type is
-// served too, after these four, with EDS-like (only-changed) SotW semantics.
+// served too, after these four, with EDS-like (only-changed) SotW semantics,
+// unless it is one of Options.Collections.
 const (
 	ClusterType  = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
 	EndpointType = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
@@ -54,11 +55,21 @@ func breakRank(typeURL string) int {
 }
 
 // fullState reports whether SotW responses of the type must carry every
-// subscribed resource, because an absent one is read as deleted.
+// subscribed resource, because an absent one is read as deleted (the
+// collections of Options.Collections too; NewServer marks them).
 func fullState(typeURL string) bool { return typeURL == ClusterType || typeURL == ListenerType }
 
-// shortType is the metric label of a type URL.
+// messagePrefix starts the type URL of a protobuf message. A type without
+// it is a collection name, such as MCP's networking.istio.io/v1/ServiceEntry,
+// whose resources are Anys of their own message type.
+const messagePrefix = "type.googleapis.com/"
+
+// shortType is the metric label of a type URL: a message's last name
+// element, a collection's last path element (ServiceEntry).
 func shortType(typeURL string) string {
+	if !strings.HasPrefix(typeURL, messagePrefix) {
+		return typeURL[strings.LastIndexByte(typeURL, '/')+1:]
+	}
 	switch typeURL {
 	case ClusterType:
 		return "cluster"

@@ -1,0 +1,113 @@
+package bridge
+
+import (
+	"log/slog"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/xdsbridge/xdsbridge/config"
+	"github.com/xdsbridge/xdsbridge/sources"
+	"github.com/xdsbridge/xdsbridge/translate/istio"
+	"github.com/xdsbridge/xdsbridge/xds"
+)
+
+// istioKinds are the kinds the bridge serves istiod, each a collection
+// under every type URL istiod versions ask for it by.
+var istioKinds = []istio.Kind{istio.ServiceEntry, istio.WorkloadEntry}
+
+// IstioCollections returns the MCP collection type URLs the bridge serves
+// with the istio section c: none when it is disabled, else every one of
+// both kinds, also in the inline shape, whose WorkloadEntry collections
+// stay empty (istiod asks for each anyway).
+func IstioCollections(c config.Istio) []string {
+	if !c.Enabled {
+		return nil
+	}
+	var out []string
+	for _, k := range istioKinds {
+		out = append(out, k.TypeURLs()...)
+	}
+	return out
+}
+
+// serveIstio makes p publish every service as Istio resources too when the
+// istio section c is enabled.
+func (p *publisher) serveIstio(c config.Istio, reg prometheus.Registerer) *publisher {
+	if c.Enabled {
+		p.istio = newIstioPublisher(c.Translator, p.log, reg)
+	}
+	return p
+}
+
+// istioPublisher turns services into the MCP resources istiod reads
+// (translate/istio), for the publisher: it runs under the publisher's
+// lock only.
+type istioPublisher struct {
+	t   *istio.Translator
+	log *slog.Logger
+	// served holds, per service, the keys of the resources applied for it,
+	// so that an update removes the WorkloadEntries of endpoints that left
+	// and a removal removes them all.
+	served  map[string][]xds.Key
+	errors  prometheus.Counter
+	dropped prometheus.Counter
+}
+
+func newIstioPublisher(t *istio.Translator, log *slog.Logger, reg prometheus.Registerer) *istioPublisher {
+	p := &istioPublisher{
+		t:      t,
+		log:    log,
+		served: map[string][]xds.Key{},
+		errors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "xdsbridge_istio_translate_errors_total",
+			Help: "Service versions that could not be translated into Istio resources; the service's last good Istio resources stay served.",
+		}),
+		dropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "xdsbridge_istio_dropped_endpoints_total",
+			Help: "Endpoints left out of the Istio resources of a service version because their data breaks a rule of istiod's; the rest of the service is served.",
+		}),
+	}
+	reg.MustRegister(p.errors, p.dropped)
+	return p
+}
+
+// upsert returns the resources of svc to apply and the keys it no longer
+// has. On a translation error it returns the error and nothing to change:
+// the service keeps its last good Istio resources.
+func (p *istioPublisher) upsert(svc sources.Service) ([]xds.Resource, []xds.Key, error) {
+	res, err := p.t.Service(svc)
+	if err != nil {
+		p.errors.Inc()
+		return nil, nil, err
+	}
+	if n := len(res.Dropped); n > 0 {
+		p.dropped.Add(float64(n))
+		p.log.Warn("endpoints left out of the Istio resources of a service",
+			"service", svc.Name, "dropped", n, "first", res.Dropped[0].Endpoint, "err", res.Dropped[0].Err)
+	}
+	var ups []xds.Resource
+	var keys []xds.Key
+	kept := make(map[xds.Key]bool, 2*len(res.Resources))
+	for _, r := range res.Resources {
+		for _, url := range r.Kind.TypeURLs() {
+			ups = append(ups, xds.Resource{Type: url, Name: r.Name, Message: r.Message})
+			keys = append(keys, xds.Key{Type: url, Name: r.Name})
+			kept[keys[len(keys)-1]] = true
+		}
+	}
+	var gone []xds.Key
+	for _, k := range p.served[svc.Name] {
+		if !kept[k] {
+			gone = append(gone, k)
+		}
+	}
+	p.served[svc.Name] = keys
+	return ups, gone, nil
+}
+
+// remove returns the keys of every resource applied for the service.
+func (p *istioPublisher) remove(name string) []xds.Key {
+	keys := p.served[name]
+	delete(p.served, name)
+	return keys
+}
