@@ -17,6 +17,7 @@ import (
 	"github.com/xdsbridge/xdsbridge/config"
 	"github.com/xdsbridge/xdsbridge/sources"
 	"github.com/xdsbridge/xdsbridge/translate"
+	"github.com/xdsbridge/xdsbridge/translate/istio"
 	"github.com/xdsbridge/xdsbridge/xds"
 )
 
@@ -136,4 +137,10 @@ func ForNode(rs []xds.Resource, n *corev3.Node, scopes *translate.Scopes, types 
 var TypeURLs = map[string]string{
 	"cds": resource.ClusterType, "eds": resource.EndpointType,
 	"lds": resource.ListenerType, "rds": resource.RouteType,
+	"serviceentry": MCPDumpTypes[0], "workloadentry": MCPDumpTypes[1],
 }
+
+// MCPDumpTypes are the collections `bridge dump --mcp` prints: the type
+// URLs current istiod versions ask for (older ones ask for the same
+// resources under v1alpha3).
+var MCPDumpTypes = []string{istio.ServiceEntry.TypeURLs()[0], istio.WorkloadEntry.TypeURLs()[0]}

@@ -24,7 +24,7 @@ import (
 // fleet's current static configuration.
 func dumpCmd(stdout, stderr io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "dump FILE [--type cds,eds,lds,rds] [--format yaml|json] [--grpc] [--node-id N] [--node-cluster C]",
+		Use:   "dump FILE [--type cds,eds,lds,rds] [--mcp] [--format yaml|json] [--grpc] [--node-id N] [--node-cluster C]",
 		Short: "Read every source once and print the resources a client would receive",
 		Long: `Dump runs every source of the configuration FILE (or --config FILE) once,
 until each has read its registry, applies the transforms and the cluster
@@ -46,6 +46,13 @@ lines up with an Envoy's /config_dump?resource=dynamic_active_clusters.
 Listeners and routes are served to proxyless gRPC clients only: see them
 with --grpc.
 
+With --mcp (or --type serviceentry,workloadentry) it prints what
+istiod would receive from the istio section instead (even while
+istio.enabled is false, which it notes on stderr): per MCP collection, a
+DiscoveryResponse of the collection's type URL whose resources are
+istio.mcp.v1alpha1.Resource messages (metadata name "namespace/name" and
+content version, body the ServiceEntry or WorkloadEntry).
+
 Only resources go to stdout; warnings and errors go to stderr (more with
 --log-level info). A source that fails its first read ends the dump with
 its error.
@@ -65,6 +72,11 @@ Exit codes: 0 printed, 1 a source failed or did not report within
 			if err != nil {
 				return err
 			}
+			all, _ := f.GetBool("mcp")
+			mcp, types, err := mcpTypes(types, all)
+			if err != nil {
+				return err
+			}
 			timeout, _ := f.GetDuration("timeout")
 			if timeout <= 0 {
 				return usageError{errors.New("--timeout: must be a positive duration")}
@@ -75,6 +87,10 @@ Exit codes: 0 printed, 1 a source failed or did not report within
 			cfg, err := loadConfig(cmd, args)
 			if err != nil {
 				return err
+			}
+			if mcp && !cfg.Istio.Enabled {
+				fmt.Fprintln(stderr, "bridge: note: istio.enabled is false: a running bridge would not serve these")
+				cfg.Istio.Enabled = true
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
@@ -92,6 +108,9 @@ Exit codes: 0 printed, 1 a source failed or did not report within
 					fmt.Fprintln(stderr, "bridge: note:", emptyHint(url, grpc, cfg.XDS.GRPC.Enabled))
 				}
 			}
+			if mcp {
+				return printMCP(stdout, d, types, format == "yaml")
+			}
 			opts := bridge.DumpOptions{Types: types}
 			if len(types) == 0 {
 				opts.Node = node
@@ -107,7 +126,8 @@ Exit codes: 0 printed, 1 a source failed or did not report within
 	f.String("node-id", "", "the node's id")
 	f.String("node-cluster", "", "the node's cluster")
 	f.Bool("grpc", false, "the node is a proxyless gRPC client (default: an Envoy)")
-	f.StringSlice("type", nil, "only these types, comma-separated, any case: cds, eds, lds, rds")
+	f.StringSlice("type", nil, "only these types, comma-separated, any case: cds, eds, lds, rds; or serviceentry, workloadentry")
+	f.Bool("mcp", false, "print the Istio MCP collections istiod would receive (serviceentry, workloadentry)")
 	f.String("format", "yaml", "output format: yaml or json")
 	f.Duration("timeout", 30*time.Second, "how long to wait for every source to read its registry once")
 	return cmd
@@ -135,7 +155,7 @@ func typeURLs(names []string) ([]string, error) {
 	for _, n := range names {
 		url, ok := bridge.TypeURLs[strings.ToLower(strings.TrimSpace(n))]
 		if !ok {
-			return nil, usageError{fmt.Errorf("--type: unknown type %q (want cds, eds, lds or rds)", n)}
+			return nil, usageError{fmt.Errorf("--type: unknown type %q (want cds, eds, lds, rds, serviceentry or workloadentry)", n)}
 		}
 		if !slices.Contains(urls, url) {
 			urls = append(urls, url)
@@ -160,7 +180,11 @@ func emptyHint(url string, grpc, grpcEnabled bool) string {
 	what := map[string]string{
 		resource.ClusterType: "clusters", resource.EndpointType: "endpoints",
 		resource.ListenerType: "listeners", resource.RouteType: "routes",
+		bridge.MCPDumpTypes[0]: "ServiceEntries", bridge.MCPDumpTypes[1]: "WorkloadEntries",
 	}[url]
+	if url == bridge.MCPDumpTypes[1] {
+		return "no WorkloadEntries: istio.shape is not workload_entries, or the sources reported no endpoints to serve"
+	}
 	switch {
 	case (url == resource.ListenerType || url == resource.RouteType) && !grpc:
 		return "no " + what + ": the bridge serves listeners and routes to proxyless gRPC clients only; add --grpc"

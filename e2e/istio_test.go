@@ -1,0 +1,195 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/hashicorp/consul/api"
+	networkingv1alpha3 "istio.io/api/networking/v1alpha3"
+
+	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
+	"github.com/xdsbridge/xdsbridge/internal/consultest"
+	"github.com/xdsbridge/xdsbridge/internal/istiodsim"
+	"github.com/xdsbridge/xdsbridge/xds"
+)
+
+const (
+	serviceEntries  = "networking.istio.io/v1/ServiceEntry"
+	workloadEntries = "networking.istio.io/v1/WorkloadEntry"
+)
+
+// TestIstiodReadsConsul runs the bridge binary on a real Consul agent with
+// the istio section enabled, in both shapes, and reads it as istiod does
+// (internal/istiodsim): every collection istiod asks for is answered, the
+// Consul services arrive as ServiceEntries (and WorkloadEntries), an
+// instance registered or deregistered reaches the collection, /clients
+// shows istiod's stream with its collections, and a NACKed response is
+// neither re-sent nor blocks the next change, which carries the whole
+// collection again.
+func TestIstiodReadsConsul(t *testing.T) {
+	for _, shape := range []string{"inline", "workload_entries"} {
+		t.Run(shape, func(t *testing.T) { testIstiod(t, shape) })
+	}
+}
+
+func testIstiod(t *testing.T, shape string) {
+	agent := consultest.Start(t)
+	register := func(id, name, addr string) {
+		t.Helper()
+		if err := agent.Client().Agent().ServiceRegister(&api.AgentServiceRegistration{
+			ID: id, Name: name, Address: addr, Port: 8080, Meta: map[string]string{"protocol": "http"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	register("web-1", "web", "10.0.0.1")
+	register("web-2", "web", "10.0.0.2")
+	register("api-1", "api", "10.0.1.1")
+
+	xdsAddr, adminAddr := bridgetest.FreeAddr(t), bridgetest.FreeAddr(t)
+	cfg := filepath.Join(t.TempDir(), "bridge.yaml")
+	writeFile(t, cfg, fmt.Sprintf(`
+xds: {listen: %s}
+admin: {listen: %s}
+sources:
+  - {name: consul, type: consul, address: %s, services: {exclude: [consul]}}
+istio: {enabled: true, shape: %s}
+`, xdsAddr, adminAddr, agent.HTTPAddr, shape))
+	start(t, cfg)
+	bridgetest.WaitReady(t, adminAddr, 20*time.Second)
+
+	// The collection that carries the endpoints: the one a NACK is tried on.
+	endpointsIn := serviceEntries
+	if shape == "workload_entries" {
+		endpointsIn = workloadEntries
+	}
+	var nackNext atomic.Bool
+	istiod := istiodsim.Dial(t, xdsAddr, istiodsim.Options{NACK: func(r *discoveryv3.DiscoveryResponse) string {
+		if r.GetTypeUrl() == endpointsIn && nackNext.CompareAndSwap(true, false) {
+			return "rejected by the test"
+		}
+		return ""
+	}})
+	serves := func(what string, want map[string][]string) {
+		t.Helper()
+		istiod.Wait(t, 20*time.Second, what, func() bool { return istiod.Synced() && slices.Equal(nil, diffIstio(istiod, want)) })
+	}
+	serves("web and api", map[string][]string{"web": {"10.0.0.1", "10.0.0.2"}, "api": {"10.0.1.1"}})
+	register("web-3", "web", "10.0.0.3")
+	serves("the third web instance", map[string][]string{"web": {"10.0.0.1", "10.0.0.2", "10.0.0.3"}, "api": {"10.0.1.1"}})
+
+	// /clients lists istiod's stream with its collections, everything
+	// sent ACKed.
+	status := func() xds.TypeStatus {
+		var clients []xds.ClientStatus
+		_, body := bridgetest.Get("http://" + adminAddr + "/clients")
+		if err := json.Unmarshal([]byte(body), &clients); err != nil {
+			t.Fatalf("/clients: %v: %s", err, body)
+		}
+		for _, c := range clients {
+			for _, ts := range c.Types {
+				if c.ID == "sidecar~10.0.0.9~istiod-0.istio-system~istio-system.svc.cluster.local" &&
+					c.Variant == "sotw_ads" && ts.TypeURL == endpointsIn {
+					return ts
+				}
+			}
+		}
+		t.Fatalf("/clients has no istiod stream with %s: %s", endpointsIn, body)
+		return xds.TypeStatus{}
+	}
+	bridgetest.Eventually(t, 10*time.Second, "istiod's ACK in /clients", func() bool {
+		ts := status()
+		return ts.Wildcard && ts.AckedVersion == ts.LastVersion && ts.Held > 0
+	})
+	acked := status().AckedVersion
+
+	// The response that removes web-2 is NACKed: istiod keeps what it had,
+	// the bridge records the NACK and does not send that content again.
+	nackNext.Store(true)
+	if err := agent.Client().Agent().ServiceDeregister("web-2"); err != nil {
+		t.Fatal(err)
+	}
+	bridgetest.Eventually(t, 20*time.Second, "the NACK in /clients", func() bool {
+		ts := status()
+		return ts.NACK != nil && ts.NACK.Version != acked && ts.AckedVersion == acked
+	})
+	if got := diffIstio(istiod, map[string][]string{"web": {"10.0.0.1", "10.0.0.2", "10.0.0.3"}, "api": {"10.0.1.1"}}); got != nil {
+		t.Fatalf("after the NACK istiod's store changed: %v", got)
+	}
+	register("api-2", "api", "10.0.1.2")
+	serves("the second api instance, and web without web-2", map[string][]string{
+		"web": {"10.0.0.1", "10.0.0.3"}, "api": {"10.0.1.1", "10.0.1.2"}})
+	// The response after the NACKed one is the next change, the whole
+	// collection with api-2: the rejected content was not sent again.
+	var ofType []istiodsim.Response
+	for _, r := range istiod.Responses() {
+		if r.TypeURL == endpointsIn {
+			ofType = append(ofType, r)
+		}
+	}
+	i := slices.IndexFunc(ofType, func(r istiodsim.Response) bool { return r.NACKed })
+	if i < 0 || i+1 >= len(ofType) {
+		t.Fatalf("no response after the NACKed one: %+v", ofType)
+	}
+	if next := ofType[i+1]; next.NACKed || !hasAddress(next.Resources, "10.0.1.2") {
+		t.Fatalf("after the NACKed response %+v came %+v, not the change that added api-2", ofType[i], next)
+	}
+	if ts := status(); ts.AckedVersion != ts.LastVersion {
+		t.Fatalf("the next change is not ACKed in /clients: %+v", ts)
+	}
+}
+
+// hasAddress reports whether a ServiceEntry endpoint or a WorkloadEntry of
+// rs has address addr.
+func hasAddress(rs map[string]istiodsim.Resource, addr string) bool {
+	for _, r := range rs {
+		switch b := r.Body.(type) {
+		case *networkingv1alpha3.WorkloadEntry:
+			if b.GetAddress() == addr {
+				return true
+			}
+		case *networkingv1alpha3.ServiceEntry:
+			if slices.ContainsFunc(b.GetEndpoints(), func(e *networkingv1alpha3.WorkloadEntry) bool { return e.GetAddress() == addr }) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// diffIstio compares istiod's store with want (service -> endpoint
+// addresses, in order) and returns the differences, nil if none.
+func diffIstio(c *istiodsim.Client, want map[string][]string) []string {
+	got := map[string][]string{}
+	entries := c.Collection(serviceEntries)
+	for name, r := range entries {
+		se := r.Body.(*networkingv1alpha3.ServiceEntry)
+		for _, ep := range se.GetEndpoints() {
+			got[name] = append(got[name], ep.GetAddress())
+		}
+		if sel := se.GetWorkloadSelector(); sel != nil {
+			for _, w := range c.Collection(workloadEntries) {
+				we := w.Body.(*networkingv1alpha3.WorkloadEntry)
+				if we.GetLabels()["xdsbridge/service"] == sel.GetLabels()["xdsbridge/service"] {
+					got[name] = append(got[name], we.GetAddress())
+				}
+			}
+		}
+		slices.Sort(got[name])
+	}
+	var out []string
+	for svc, addrs := range want {
+		if g := got["xdsbridge/"+svc]; !slices.Equal(g, addrs) {
+			out = append(out, fmt.Sprintf("%s: %v, want %v", svc, g, addrs))
+		}
+	}
+	if len(entries) != len(want) {
+		out = append(out, fmt.Sprintf("%d ServiceEntries, want %d", len(entries), len(want)))
+	}
+	return out
+}
