@@ -1,16 +1,23 @@
 package e2e
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/hashicorp/consul/api"
+	"google.golang.org/protobuf/encoding/protojson"
+	mcpv1alpha1 "istio.io/api/mcp/v1alpha1"
 	networkingv1alpha3 "istio.io/api/networking/v1alpha3"
 
 	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
@@ -139,9 +146,10 @@ istio: {enabled: true, shape: %s}
 	if next := ofType[i+1]; next.NACKed || !hasAddress(next.Resources, "10.0.1.2") {
 		t.Fatalf("after the NACKed response %+v came %+v, not the change that added api-2", ofType[i], next)
 	}
-	if ts := status(); ts.AckedVersion != ts.LastVersion {
-		t.Fatalf("the next change is not ACKed in /clients: %+v", ts)
-	}
+	bridgetest.Eventually(t, 10*time.Second, "the next change's ACK in /clients", func() bool {
+		ts := status()
+		return ts.AckedVersion == ts.LastVersion && ts.NACK != nil
+	})
 }
 
 // hasAddress reports whether a ServiceEntry endpoint or a WorkloadEntry of
@@ -192,4 +200,56 @@ func diffIstio(c *istiodsim.Client, want map[string][]string) []string {
 		out = append(out, fmt.Sprintf("%d ServiceEntries, want %d", len(entries), len(want)))
 	}
 	return out
+}
+
+// TestDumpMCP: `bridge dump --mcp` prints, per collection, the
+// DiscoveryResponse istiod would receive (here from the quickstart's
+// services, whose configuration leaves istio disabled, which it notes).
+func TestDumpMCP(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, binary, "dump", "--config", "../examples/quickstart/bridge.yaml", "--mcp", "--format", "json")
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("bridge dump --mcp: %v\n%s", err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "istio.enabled is false") {
+		t.Errorf("stderr does not note that istio is disabled: %q", stderr.String())
+	}
+	dec := json.NewDecoder(&stdout)
+	got := map[string][]string{}
+	for dec.More() {
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			t.Fatal(err)
+		}
+		var resp discoveryv3.DiscoveryResponse
+		if err := protojson.Unmarshal(raw, &resp); err != nil {
+			t.Fatalf("not a DiscoveryResponse: %v\n%s", err, raw)
+		}
+		for _, a := range resp.GetResources() {
+			var m mcpv1alpha1.Resource
+			if err := a.UnmarshalTo(&m); err != nil {
+				t.Fatal(err)
+			}
+			body, err := m.GetBody().UnmarshalNew()
+			if err != nil {
+				t.Fatal(err)
+			}
+			host := body.(*networkingv1alpha3.ServiceEntry).GetHosts()[0]
+			got[resp.GetTypeUrl()] = append(got[resp.GetTypeUrl()], m.GetMetadata().GetName()+" "+host)
+		}
+		if _, ok := got[resp.GetTypeUrl()]; !ok {
+			got[resp.GetTypeUrl()] = nil
+		}
+	}
+	want := map[string][]string{
+		serviceEntries: {"xdsbridge/api api.service.consul", "xdsbridge/payments payments.service.consul", "xdsbridge/web web.service.consul"},
+		// The inline shape: no WorkloadEntries.
+		workloadEntries: nil,
+	}
+	if !maps.EqualFunc(got, want, slices.Equal) {
+		t.Fatalf("dumped %q, want %q", got, want)
+	}
 }

@@ -37,8 +37,9 @@ func mcpTypes(types []string, all bool) (mcp bool, out []string, err error) {
 
 // printMCP writes, per collection of types, the DiscoveryResponse istiod
 // would receive on its config-source stream (without the per-stream
-// version and nonce): YAML documents separated by ---, or one JSON object
-// after the other.
+// version and nonce): YAML documents separated by ---, each after a
+// comment naming its collection (protojson puts type_url after the
+// resources), or one JSON object after the other.
 func printMCP(w io.Writer, d xds.Dump, types []string, yamlOut bool) error {
 	for i, url := range types {
 		resp := &discoveryv3.DiscoveryResponse{TypeUrl: url, Resources: make([]*anypb.Any, 0, len(d[url]))}
@@ -49,8 +50,12 @@ func printMCP(w io.Writer, d xds.Dump, types []string, yamlOut bool) error {
 		if err != nil {
 			return err
 		}
-		if i > 0 && yamlOut {
-			out = append([]byte("---\n"), out...)
+		if yamlOut {
+			head := fmt.Sprintf("# %s: %d resources\n", url, len(resp.Resources))
+			if i > 0 {
+				head = "---\n" + head
+			}
+			out = append([]byte(head), out...)
 		}
 		if _, err := w.Write(out); err != nil {
 			return err
