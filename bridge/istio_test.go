@@ -3,7 +3,6 @@ package bridge
 import (
 	"log/slog"
 	"maps"
-	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/xdsbridge/xdsbridge/config"
+	"github.com/xdsbridge/xdsbridge/internal/grpcxdstest"
 	"github.com/xdsbridge/xdsbridge/internal/istiodsim"
 	"github.com/xdsbridge/xdsbridge/sources"
 	"github.com/xdsbridge/xdsbridge/translate/istio"
@@ -34,17 +34,10 @@ func servedIstio(t *testing.T, shape istio.Shape) (*publisher, *istiodsim.Client
 	}
 	section := config.Istio{Enabled: true, Translator: tr}
 	srv := xds.NewServer(xds.Options{Collections: IstioCollections(section)})
-	g := grpc.NewServer(srv.GRPCOptions()...)
-	srv.Register(g)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = g.Serve(lis) }()
-	t.Cleanup(g.Stop)
+	addr := grpcxdstest.Serve(t, srv.Register, append(srv.GRPCOptions(), grpc.ForceServerCodecV2(xds.Codec()))...)
 	p := newPublisher(srv, false, slog.New(slog.DiscardHandler), prometheus.NewRegistry()).
 		serveIstio(section, prometheus.NewRegistry())
-	return p, istiodsim.Dial(t, lis.Addr().String(), istiodsim.Options{})
+	return p, istiodsim.Dial(t, addr, istiodsim.Options{})
 }
 
 // stored lists the names of a collection istiod stores, sorted.

@@ -18,15 +18,15 @@ import (
 	"google.golang.org/grpc/xds" // registers the xds resolver and balancers
 )
 
-// Serve starts a gRPC server with the services register adds on a loopback
-// port, stopped when the test ends, and returns its address.
-func Serve(t testing.TB, register func(*grpc.Server)) string {
+// Serve starts a gRPC server with opts and the services register adds on
+// a loopback port, stopped when the test ends, and returns its address.
+func Serve(t testing.TB, register func(*grpc.Server), opts ...grpc.ServerOption) string {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := grpc.NewServer()
+	s := grpc.NewServer(opts...)
 	register(s)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = s.Serve(lis) }()

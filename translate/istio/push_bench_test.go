@@ -2,13 +2,13 @@ package istio
 
 import (
 	"fmt"
-	"net"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/xdsbridge/xdsbridge/internal/grpcxdstest"
 	"github.com/xdsbridge/xdsbridge/internal/istiodsim"
 	"github.com/xdsbridge/xdsbridge/xds"
 )
@@ -51,21 +51,14 @@ func benchServedPush(b *testing.B, shape Shape, meta string) {
 		ups = append(ups, served(translated(b, tr, svc))...)
 	}
 	srv.Apply(ups, nil)
-	g := grpc.NewServer(append(srv.GRPCOptions(), grpc.ForceServerCodecV2(xds.Codec()))...)
-	srv.Register(g)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	go func() { _ = g.Serve(lis) }()
-	b.Cleanup(g.Stop)
+	addr := grpcxdstest.Serve(b, srv.Register, append(srv.GRPCOptions(), grpc.ForceServerCodecV2(xds.Codec()))...)
 
 	kind := ServiceEntry
 	if shape == ShapeWorkloadEntries {
 		kind = WorkloadEntry // the collection an endpoint change re-sends
 	}
 	url := kind.TypeURLs()[0]
-	istiod := istiodsim.Dial(b, lis.Addr().String(), istiodsim.Options{Light: true})
+	istiod := istiodsim.Dial(b, addr, istiodsim.Options{Light: true})
 	received := func() []istiodsim.Response {
 		var out []istiodsim.Response
 		for _, r := range istiod.Responses() {
