@@ -349,9 +349,9 @@
 // stream ends); the slot table, free list and name map shrink when mostly
 // empty. Only names the server itself served keep a tombstone slot (so a
 // wildcard watch never sees two slots of one name), bounded by the
-// server's own history. A type URL other than the four standard types and
-// those Apply was given gets a private empty store of that stream, gone
-// with it, and one shared metric label ("unknown"). Limits (see Limits)
+// server's own history. A type URL other than the four standard types,
+// Options.Collections and those Apply was given gets a private empty store
+// of that stream, gone with it, and one shared metric label ("unknown"). Limits (see Limits)
 // bound the rest; a breach ends the stream with a status and is counted
 // in xdsbridge_xds_refused_total{reason}, whose label values are fixed.
 //
