@@ -1,0 +1,581 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+
+	"github.com/xdsbridge/xdsbridge/internal/consultest"
+)
+
+// ReplicasConfig is the replicas scenario: bridge replicas that share one
+// fleet of delta clients behind a TCP balancer, each replica reading its
+// own Consul client agent, under churn, with one replica killed and later
+// restarted.
+type ReplicasConfig struct {
+	// ConsulBin and BridgeBin are the binaries; Self is xdsload itself,
+	// run as the balancer (`xdsload balance`).
+	ConsulBin, BridgeBin, Self string
+	Replicas, Clients, Services int
+	// Rate is changes per second, each re-registering one instance of a
+	// random service that has not changed for Quiet.
+	Rate  float64
+	Quiet time.Duration
+	// Reads is how long the Consul server's reads are counted with one
+	// replica, before the others start.
+	Reads time.Duration
+	// Warmup is the churn with every replica up before the kill; After
+	// runs on once every moved client is current; Spread follows the
+	// killed replica's restart.
+	Warmup, After, Spread time.Duration
+	// MaxConnectionAge is the replicas' xds.keepalive.max_connection_age;
+	// 0 leaves the key out (the default).
+	MaxConnectionAge time.Duration
+	// TLS points each replica at its agent's HTTPS port (HTTP/2), as the
+	// Consul source's documentation recommends for watching many
+	// services; else plain HTTP.
+	TLS     bool
+	Timeout time.Duration // bound of each wait
+	OutDir  string
+	Logger  *slog.Logger
+}
+
+// ReplicasResult is what the scenario measured.
+type ReplicasResult struct {
+	Config ReplicasConfig
+	// Load is /proc/loadavg at the start and at the end.
+	Load [2]string
+	// Setup is the registration's time; Served the fleet's, from its
+	// start until every client held every cluster and assignment.
+	Setup, Served time.Duration
+	// Reads are the Consul server's RPC counters with one replica and
+	// with all of them (during the warm-up).
+	Reads [2]serverReads
+	// Moved counts the clients on the killed replica; Window is from the
+	// kill until the last of them was current (WindowOK false: one never
+	// was); Lacked the changes they had to be sent; FirstResponse the
+	// slowest first response of a moved client's new stream.
+	Moved         int
+	Window        time.Duration
+	WindowOK      bool
+	Lacked        int
+	FirstResponse time.Duration
+	// MovedGot sums what the moved clients received on their new streams
+	// until the end; LaterGot the same for every client's streams after
+	// any reconnect; FirstGot what every client received on its first
+	// stream after its initial state.
+	MovedGot, LaterGot, FirstGot receiptSums
+	Reconnects                   int
+	// Phases are the change latencies by when the change was made.
+	Phases []phaseLatency
+	// Missing counts client·change pairs never received; Superseded those
+	// received only through a later change of the same service; Failed
+	// the changes Consul refused; Unreadable assignments the harness could
+	// not decode.
+	Missing, Superseded, Failed, Made int
+	Unreadable                        int64
+	// Wrong counts clients whose final state differs from the registry
+	// (FirstWrong says how the first differs).
+	Wrong      int
+	FirstWrong string
+	// Spread samples the clients per replica every second, from the
+	// fleet's start, with times relative to the restart.
+	Spread []spreadSample
+	Usage  []usage
+}
+
+type serverReads struct {
+	Replicas         int
+	RPC, Query       float64
+	Changes          int
+	Minutes          float64
+	StreamingClients float64 // consul_grpc_server_streams at the end (gauge)
+}
+
+type receiptSums struct{ Clusters, Assignments, Fresh, Again, Reverts, Reapplied int64 }
+
+// Resent is what was received that brought nothing the client lacked.
+func (s receiptSums) Resent() int64 { return s.Clusters + s.Again + s.Reverts + s.Reapplied }
+
+type phaseLatency struct {
+	Name                    string
+	Changes, Pairs, Missing int
+	P50, P99, Max           time.Duration // client·change latencies
+	ConvP99, ConvMax        time.Duration // each change's slowest client
+}
+
+type spreadSample struct {
+	At      time.Duration
+	Clients []int
+}
+
+// usage is the CPU that each process used in a phase and its RSS at the
+// phase's end.
+type usage struct {
+	Phase   string
+	Seconds float64
+	CPU     map[string]time.Duration
+	RSS     map[string]int64
+}
+
+// replicaRun is one run's moving parts.
+type replicaRun struct {
+	cfg     ReplicasConfig
+	log     *slog.Logger
+	top     *consulTopology
+	agents  []string // per replica: its agent's address as the bridge reads it
+	capi    *api.Client
+	nodes   map[int]string // service -> catalog node
+	l       *ledger
+	bridges []*replica
+	bal     *balancerProc
+	fleet   *roamFleet
+	// stopFleet ends the fleet's supervisor (then fleet.close ends the
+	// clients).
+	stopFleet context.CancelFunc
+	res     *ReplicasResult
+	cpu     map[proc]time.Duration // at the start of the current phase
+	phaseAt time.Time
+}
+
+// replica is one bridge process.
+type replica struct {
+	name, conf, xds, admin string
+	cmd                    *exec.Cmd // nil while not running
+	starts                 int
+}
+
+// RunReplicas runs the scenario. Every process it starts is stopped
+// before it returns, also when ctx ends early.
+func RunReplicas(ctx context.Context, cfg ReplicasConfig) (*ReplicasResult, error) {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	r := &replicaRun{cfg: cfg, log: log, res: &ReplicasResult{Config: cfg, Load: [2]string{loadLine(), ""}}}
+	dir, err := os.MkdirTemp("", "xdsload-replicas-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer r.stop()
+	if err := r.setup(ctx, dir); err != nil {
+		return nil, err
+	}
+	if err := r.failover(ctx); err != nil {
+		return nil, err
+	}
+	r.res.Load[1] = loadLine()
+	return r.res, nil
+}
+
+// setup starts Consul, registers the services, counts the server's reads
+// with one replica, starts the others, the balancer and the fleet.
+func (r *replicaRun) setup(ctx context.Context, dir string) error {
+	cfg := r.cfg
+	top, err := startConsulTopology(ConsulEventsConfig{ConsulBin: cfg.ConsulBin, Topology: "cluster", TLS: cfg.TLS, OutDir: cfg.OutDir}, dir)
+	r.top = top
+	if err != nil {
+		return err
+	}
+	agents := [][2]string{{top.agent, top.agentHTTPS}}
+	for i := 1; i < cfg.Replicas; i++ {
+		h, s, err := top.join(fmt.Sprintf("client-%d", i))
+		if err != nil {
+			return err
+		}
+		agents = append(agents, [2]string{h, s})
+	}
+	tr := harnessTransport()
+	for _, a := range agents {
+		c, err := harnessClient(a[0], tr)
+		if err != nil {
+			return err
+		}
+		if err := poll(ctx, 60*time.Second, func() bool { l, err := c.Status().Leader(); return err == nil && l != "" }); err != nil {
+			return fmt.Errorf("waiting for agent %s to know the leader: %w", a[0], err)
+		}
+		r.agents = append(r.agents, a[0])
+		if cfg.TLS {
+			r.agents[len(r.agents)-1] = "https://" + a[1]
+		}
+	}
+	// The harness writes through the server agent: it stands for the
+	// registry's writers, not for a replica's agent.
+	if r.capi, err = harnessClient(top.server, tr); err != nil {
+		return err
+	}
+	t0 := time.Now()
+	if err := registerAll(ctx, r.capi, ConsulEventsConfig{Services: cfg.Services}); err != nil {
+		return err
+	}
+	r.res.Setup = time.Since(t0)
+	if err := r.findNodes(); err != nil {
+		return err
+	}
+	r.log.Info("registered", "services", cfg.Services, "took", r.res.Setup.Round(time.Millisecond))
+
+	total := cfg.Reads + cfg.Warmup + cfg.After + cfg.Spread + 4*cfg.Timeout
+	r.l = newLedger(cfg.Clients, cfg.Services, int(total.Seconds()*cfg.Rate)+100, time.Now().Add(-time.Second))
+	if err := r.startReplica(ctx, 0); err != nil {
+		return err
+	}
+	stopChurn := r.churning(ctx)
+	r.res.Reads[0], err = r.countReads(ctx, cfg.Reads)
+	stopChurn()
+	if err != nil {
+		return err
+	}
+	for i := 1; i < cfg.Replicas; i++ {
+		if err := r.startReplica(ctx, i); err != nil {
+			return err
+		}
+	}
+	if r.bal, err = startBalancer(ctx, cfg.Self, r.bridges, filepath.Join(cfg.OutDir, "balancer.log")); err != nil {
+		return err
+	}
+	t1 := time.Now()
+	var fctx context.Context
+	fctx, r.stopFleet = context.WithCancel(ctx)
+	if r.fleet, err = startRoamFleet(fctx, r.bal.addr, cfg.Clients, cfg.Services, r.l); err != nil {
+		return err
+	}
+	if err := poll(ctx, 10*time.Minute, func() bool { return r.fleet.served() == cfg.Clients }); err != nil {
+		return fmt.Errorf("%d of %d clients served: %w", r.fleet.served(), cfg.Clients, err)
+	}
+	r.res.Served = time.Since(t1)
+	r.log.Info("fleet served", "clients", cfg.Clients, "took", r.res.Served.Round(time.Millisecond), "spread", r.bal.counts())
+	r.bal.sample(ctx)
+	return nil
+}
+
+// findNodes maps each service to the catalog node registerAll put it on.
+func (r *replicaRun) findNodes() error {
+	r.nodes = map[int]string{}
+	for b := 0; len(r.nodes) < r.cfg.Services; b++ {
+		n, _, err := r.capi.Catalog().Node(bulkNode(b), nil)
+		if err != nil {
+			return fmt.Errorf("reading node %s: %w", bulkNode(b), err)
+		}
+		if n == nil {
+			return fmt.Errorf("node %s missing with %d of %d services found", bulkNode(b), len(r.nodes), r.cfg.Services)
+		}
+		for _, s := range n.Services {
+			num, _ := strings.CutPrefix(s.Service, "svc-")
+			if i, err := strconv.Atoi(num); err == nil {
+				r.nodes[i] = n.Node.Node
+			}
+		}
+	}
+	return nil
+}
+
+// startReplica starts (or restarts) bridge i on its agent and waits until
+// it is ready with the source synced.
+func (r *replicaRun) startReplica(ctx context.Context, i int) error {
+	if i == len(r.bridges) {
+		p, err := freePorts(2)
+		if err != nil {
+			return err
+		}
+		b := &replica{name: fmt.Sprintf("replica-%d", i), xds: "127.0.0.1:" + strconv.Itoa(p[0]), admin: "127.0.0.1:" + strconv.Itoa(p[1])}
+		b.conf = filepath.Join(r.cfg.OutDir, b.name+".yaml")
+		if err := os.WriteFile(b.conf, []byte(r.bridgeYAML(b, r.agents[i])), 0o644); err != nil {
+			return err
+		}
+		r.bridges = append(r.bridges, b)
+	}
+	b := r.bridges[i]
+	b.starts++
+	logf := filepath.Join(r.cfg.OutDir, b.name+".log")
+	if b.starts > 1 {
+		logf = filepath.Join(r.cfg.OutDir, fmt.Sprintf("%s.start-%d.log", b.name, b.starts))
+	}
+	cmd, err := startProc(logf, r.cfg.BridgeBin, "run", "--config", b.conf)
+	if err != nil {
+		return err
+	}
+	b.cmd = cmd
+	t0 := time.Now()
+	synced := func() bool {
+		v, err := scrapeSample("http://"+b.admin+"/metrics", `xdsbridge_source_synced{source="consul"}`)
+		return err == nil && v == 1
+	}
+	if err := poll(ctx, r.cfg.Timeout, func() bool { return bridgeReady(b.admin)() && synced() }); err != nil {
+		return fmt.Errorf("waiting for %s to be ready and synced: %w", b.name, err)
+	}
+	r.log.Info("replica ready", "replica", b.name, "took", time.Since(t0).Round(time.Millisecond))
+	return nil
+}
+
+// bridgeYAML is a replica's configuration: the defaults but for the
+// listeners, the source's address (and its CA) and, in a variant,
+// max_connection_age.
+func (r *replicaRun) bridgeYAML(b *replica, agent string) string {
+	keep := ""
+	if r.cfg.MaxConnectionAge > 0 {
+		keep = fmt.Sprintf("\n  keepalive: {max_connection_age: %s}", r.cfg.MaxConnectionAge)
+	}
+	tls := ""
+	if r.cfg.TLS {
+		tls = fmt.Sprintf(", tls: {ca_file: %q}", r.top.caFile)
+	}
+	return fmt.Sprintf("xds:\n  listen: %q%s\nadmin: {listen: %q}\nsources:\n  - {name: consul, type: consul, address: %q%s}\n",
+		b.xds, keep, b.admin, agent, tls)
+}
+
+// countReads counts the Consul server's RPCs and the changes made over
+// d (the caller churns meanwhile).
+func (r *replicaRun) countReads(ctx context.Context, d time.Duration) (serverReads, error) {
+	out := serverReads{Replicas: r.running()}
+	m0, err := consultest.Metrics(r.top.server)
+	if err != nil {
+		return out, err
+	}
+	k0, t0 := r.l.made.Load(), time.Now()
+	if err := sleep(ctx, d); err != nil {
+		return out, err
+	}
+	m1, err := consultest.Metrics(r.top.server)
+	if err != nil {
+		return out, err
+	}
+	out.Minutes = time.Since(t0).Minutes()
+	out.Changes = int(r.l.made.Load() - k0)
+	out.RPC = m1["consul_rpc_request"] - m0["consul_rpc_request"]
+	out.Query = m1["consul_rpc_query"] - m0["consul_rpc_query"]
+	out.StreamingClients = m1["consul_grpc_server_streams"]
+	r.log.Info("server reads", "replicas", out.Replicas, "changes", out.Changes, "rpc", out.RPC, "query", out.Query)
+	return out, nil
+}
+
+// sleep waits for d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// churning runs churn until the returned stop is called, which waits for
+// it to end.
+func (r *replicaRun) churning(ctx context.Context) (stop func()) {
+	cctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { r.churn(cctx) })
+	return func() { cancel(); wg.Wait() }
+}
+
+func (r *replicaRun) running() int {
+	n := 0
+	for _, b := range r.bridges {
+		if b.cmd != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// churn makes changes at cfg.Rate until ctx ends: each re-registers
+// instance 0 of a random service that has not changed for cfg.Quiet on
+// the port that names the change, through the server agent.
+func (r *replicaRun) churn(ctx context.Context) {
+	t := time.NewTicker(time.Duration(float64(time.Second) / r.cfg.Rate))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		svc := rand.N(r.cfg.Services)
+		for try := 0; try < 20 && time.Since(r.l.lastChanged(svc)) < r.cfg.Quiet; try++ {
+			svc = rand.N(r.cfg.Services)
+		}
+		k := r.l.make(svc, time.Now())
+		if k == 0 {
+			return
+		}
+		inst := instance(svc, 0, markerBase+int(k), false)
+		_, err := r.capi.Catalog().Register(&api.CatalogRegistration{Node: r.nodes[svc], SkipNodeUpdate: true,
+			Service: &api.AgentService{ID: inst.ID, Service: inst.Name, Address: inst.Address, Port: inst.Port}},
+			(&api.WriteOptions{}).WithContext(ctx))
+		if err != nil {
+			r.l.fail(k)
+		}
+	}
+}
+
+// stop ends every process the run started.
+func (r *replicaRun) stop() {
+	if r.fleet != nil {
+		r.stopFleet()
+		r.fleet.close()
+	}
+	if r.bal != nil {
+		r.bal.stop()
+	}
+	for _, b := range r.bridges {
+		if b.cmd != nil {
+			stopProc(b.cmd)
+		}
+	}
+	if r.top != nil {
+		r.top.stop()
+	}
+}
+
+// loadLine is /proc/loadavg as it reads.
+func loadLine() string {
+	b, _ := os.ReadFile("/proc/loadavg")
+	return strings.TrimSpace(string(b))
+}
+
+// balancerProc is `xdsload balance` running in a process of its own, so
+// that its CPU is measured apart from the fleet's, and what it reports:
+// which backend each client's connection went to.
+type balancerProc struct {
+	cmd  *exec.Cmd
+	addr string
+
+	mu      sync.Mutex
+	byPort  map[int]int // client port -> backend
+	open    []int       // connections per backend
+	samples []spreadSample
+	done    chan struct{}
+}
+
+// startBalancer runs the balancer in front of the bridges' xDS listeners,
+// each ready when its /readyz answers 200.
+func startBalancer(ctx context.Context, self string, bridges []*replica, logPath string) (*balancerProc, error) {
+	p, err := freePorts(1)
+	if err != nil {
+		return nil, err
+	}
+	var backends []string
+	for _, b := range bridges {
+		backends = append(backends, b.xds+"="+"http://"+b.admin+"/readyz")
+	}
+	bp := &balancerProc{addr: "127.0.0.1:" + strconv.Itoa(p[0]), byPort: map[int]int{}, open: make([]int, len(bridges)), done: make(chan struct{})}
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	bp.cmd = exec.Command(self, "balance", "--listen", bp.addr, "--backends", strings.Join(backends, ","))
+	bp.cmd.Stderr = logf
+	out, err := bp.cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := bp.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting the balancer: %w", err)
+	}
+	ready := make(chan struct{})
+	go func() {
+		defer close(bp.done)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if sc.Text() == "READY" {
+				close(ready)
+				continue
+			}
+			e, err := ParseBalancerEvent(sc.Text())
+			if err != nil || e.Backend < 0 || e.Backend >= len(bp.open) {
+				continue
+			}
+			bp.mu.Lock()
+			if e.Open {
+				bp.byPort[e.ClientPort] = e.Backend
+				bp.open[e.Backend]++
+			} else {
+				delete(bp.byPort, e.ClientPort)
+				bp.open[e.Backend]--
+			}
+			bp.mu.Unlock()
+		}
+	}()
+	select {
+	case <-ready:
+		return bp, nil
+	case <-bp.done:
+		stopProc(bp.cmd)
+		return nil, fmt.Errorf("the balancer exited before it was ready (see %s)", logPath)
+	case <-time.After(30 * time.Second):
+		bp.stop()
+		return nil, fmt.Errorf("the balancer not ready after 30 s")
+	case <-ctx.Done():
+		bp.stop()
+		return nil, ctx.Err()
+	}
+}
+
+func (bp *balancerProc) counts() []int {
+	bp.mu.Lock()
+	defer bp.mu.Unlock()
+	return append([]int(nil), bp.open...)
+}
+
+// backendOf is the backend a client's connection (by its local port)
+// went to, -1 if unknown.
+func (bp *balancerProc) backendOf(port int) int {
+	bp.mu.Lock()
+	defer bp.mu.Unlock()
+	if b, ok := bp.byPort[port]; ok {
+		return b
+	}
+	return -1
+}
+
+// sample records the connections per backend every second until ctx
+// ends.
+func (bp *balancerProc) sample(ctx context.Context) {
+	go func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case now := <-t.C:
+				c := bp.counts()
+				bp.mu.Lock()
+				bp.samples = append(bp.samples, spreadSample{At: time.Duration(now.UnixNano()), Clients: c})
+				bp.mu.Unlock()
+			}
+		}
+	}()
+}
+
+// spread returns the samples with times relative to at.
+func (bp *balancerProc) spread(at time.Time) []spreadSample {
+	bp.mu.Lock()
+	defer bp.mu.Unlock()
+	out := make([]spreadSample, len(bp.samples))
+	for i, s := range bp.samples {
+		out[i] = spreadSample{At: time.Duration(int64(s.At) - at.UnixNano()), Clients: s.Clients}
+	}
+	return out
+}
+
+func (bp *balancerProc) stop() {
+	stopProc(bp.cmd)
+	<-bp.done
+}
