@@ -26,7 +26,7 @@ import (
 type ReplicasConfig struct {
 	// ConsulBin and BridgeBin are the binaries; Self is xdsload itself,
 	// run as the balancer (`xdsload balance`).
-	ConsulBin, BridgeBin, Self string
+	ConsulBin, BridgeBin, Self  string
 	Replicas, Clients, Services int
 	// Rate is changes per second, each re-registering one instance of a
 	// random service that has not changed for Quiet.
@@ -144,9 +144,9 @@ type replicaRun struct {
 	// stopFleet ends the fleet's supervisor (then fleet.close ends the
 	// clients).
 	stopFleet context.CancelFunc
-	res     *ReplicasResult
-	cpu     map[proc]time.Duration // at the start of the current phase
-	phaseAt time.Time
+	res       *ReplicasResult
+	cpu       map[proc]time.Duration // at the start of the current phase
+	phaseAt   time.Time
 }
 
 // replica is one bridge process.

@@ -69,7 +69,9 @@ func newLedger(clients, services, capacity int, epoch time.Time) *ledger {
 	return l
 }
 
-func (l *ledger) ticks(t time.Time) int64 { return max(int64(t.Sub(l.epoch)/(100*time.Microsecond)), 1) }
+func (l *ledger) ticks(t time.Time) int64 {
+	return max(int64(t.Sub(l.epoch)/(100*time.Microsecond)), 1)
+}
 
 func (l *ledger) time(ticks int64) time.Time {
 	return l.epoch.Add(time.Duration(ticks) * 100 * time.Microsecond)
