@@ -29,6 +29,7 @@ func replicas(ctx context.Context, args []string, log *slog.Logger) error {
 	fs.Float64Var(&cfg.Rate, "rate", 5, "changes per second (an instance of a random service re-registered on a new port)")
 	fs.DurationVar(&cfg.Quiet, "quiet", time.Minute, "a service changed is not changed again for this long")
 	fs.DurationVar(&cfg.Reads, "reads", time.Minute, "churn with one replica, counting the Consul server's reads")
+	fs.DurationVar(&cfg.Idle, "idle", 30*time.Second, "count the server's reads this long with nothing changing, before each churn they are counted in")
 	fs.DurationVar(&cfg.Warmup, "warmup", time.Minute, "churn with every replica up before the kill")
 	fs.DurationVar(&cfg.After, "after", time.Minute, "churn after every moved client is current, before the restart")
 	fs.DurationVar(&cfg.Spread, "spread", 3*time.Minute, "churn after the restart, following the clients per replica")

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,9 +33,11 @@ type ReplicasConfig struct {
 	// random service that has not changed for Quiet.
 	Rate  float64
 	Quiet time.Duration
-	// Reads is how long the Consul server's reads are counted with one
-	// replica, before the others start.
-	Reads time.Duration
+	// Reads is how long the Consul server's reads are counted under
+	// churn with one replica, before the others start; Idle how long
+	// they are counted before that churn (and before the warm-up's) with
+	// nothing changing.
+	Reads, Idle time.Duration
 	// Warmup is the churn with every replica up before the kill; After
 	// runs on once every moved client is current; Spread follows the
 	// killed replica's restart.
@@ -77,6 +80,9 @@ type ReplicasResult struct {
 	// stream after its initial state.
 	MovedGot, LaterGot, FirstGot receiptSums
 	Reconnects                   int
+	// Gap is p50, p99 and max of a reconnect's time from the client
+	// seeing its stream end to the first response on the next.
+	Gap [3]time.Duration
 	// Phases are the change latencies by when the change was made.
 	Phases []phaseLatency
 	// Missing counts client·change pairs never received; Superseded those
@@ -95,12 +101,26 @@ type ReplicasResult struct {
 	Usage  []usage
 }
 
+// serverReads are the Consul server's RPC counters over Minutes of churn
+// (Changes made) and, before it, over IdleMinutes with nothing changing.
 type serverReads struct {
-	Replicas         int
-	RPC, Query       float64
-	Changes          int
-	Minutes          float64
-	StreamingClients float64 // consul_grpc_server_streams at the end (gauge)
+	Replicas           int
+	RPC, Query         float64
+	Changes            int
+	Minutes            float64
+	IdleRPC, IdleQuery float64
+	IdleMinutes        float64
+}
+
+// perChange is the server's RPCs per change: all of them, and net of
+// the rate they run at with nothing changing.
+func (s serverReads) perChange() (all, net float64) {
+	n := max(float64(s.Changes), 1)
+	idle := 0.0
+	if s.IdleMinutes > 0 {
+		idle = s.IdleRPC / s.IdleMinutes * s.Minutes
+	}
+	return s.RPC / n, (s.RPC - idle) / n
 }
 
 type receiptSums struct{ Clusters, Assignments, Fresh, Again, Reverts, Reapplied int64 }
@@ -233,8 +253,12 @@ func (r *replicaRun) setup(ctx context.Context, dir string) error {
 	if err := r.startReplica(ctx, 0); err != nil {
 		return err
 	}
+	idle, err := r.idleReads(ctx)
+	if err != nil {
+		return err
+	}
 	stopChurn := r.churning(ctx)
-	r.res.Reads[0], err = r.countReads(ctx, cfg.Reads)
+	r.res.Reads[0], err = r.countReads(ctx, idle, cfg.Reads)
 	stopChurn()
 	if err != nil {
 		return err
@@ -337,10 +361,31 @@ func (r *replicaRun) bridgeYAML(b *replica, agent string) string {
 		b.xds, keep, b.admin, agent, tls)
 }
 
-// countReads counts the Consul server's RPCs and the changes made over
-// d (the caller churns meanwhile).
-func (r *replicaRun) countReads(ctx context.Context, d time.Duration) (serverReads, error) {
+// idleReads counts the Consul server's RPCs over cfg.Idle with nothing
+// changing.
+func (r *replicaRun) idleReads(ctx context.Context) (serverReads, error) {
 	out := serverReads{Replicas: r.running()}
+	m0, err := consultest.Metrics(r.top.server)
+	if err != nil {
+		return out, err
+	}
+	t0 := time.Now()
+	if err := sleep(ctx, r.cfg.Idle); err != nil {
+		return out, err
+	}
+	m1, err := consultest.Metrics(r.top.server)
+	if err != nil {
+		return out, err
+	}
+	out.IdleMinutes = time.Since(t0).Minutes()
+	out.IdleRPC = m1["consul_rpc_request"] - m0["consul_rpc_request"]
+	out.IdleQuery = m1["consul_rpc_query"] - m0["consul_rpc_query"]
+	return out, nil
+}
+
+// countReads adds to out the Consul server's RPCs and the changes made
+// over d (the caller churns meanwhile).
+func (r *replicaRun) countReads(ctx context.Context, out serverReads, d time.Duration) (serverReads, error) {
 	m0, err := consultest.Metrics(r.top.server)
 	if err != nil {
 		return out, err
@@ -357,7 +402,6 @@ func (r *replicaRun) countReads(ctx context.Context, d time.Duration) (serverRea
 	out.Changes = int(r.l.made.Load() - k0)
 	out.RPC = m1["consul_rpc_request"] - m0["consul_rpc_request"]
 	out.Query = m1["consul_rpc_query"] - m0["consul_rpc_query"]
-	out.StreamingClients = m1["consul_grpc_server_streams"]
 	r.log.Info("server reads", "replicas", out.Replicas, "changes", out.Changes, "rpc", out.RPC, "query", out.Query)
 	return out, nil
 }
@@ -395,10 +439,15 @@ func (r *replicaRun) running() int {
 
 // churn makes changes at cfg.Rate until ctx ends: each re-registers
 // instance 0 of a random service that has not changed for cfg.Quiet on
-// the port that names the change, through the server agent.
+// the port that names the change, through the server agent. Writes run
+// concurrently (as a registry's many writers do), so that a slow one
+// does not lower the rate; churn returns once they are done.
 func (r *replicaRun) churn(ctx context.Context) {
 	t := time.NewTicker(time.Duration(float64(time.Second) / r.cfg.Rate))
 	defer t.Stop()
+	var writes sync.WaitGroup
+	defer writes.Wait()
+	slots := make(chan struct{}, 32)
 	for {
 		select {
 		case <-ctx.Done():
@@ -409,17 +458,41 @@ func (r *replicaRun) churn(ctx context.Context) {
 		for try := 0; try < 20 && time.Since(r.l.lastChanged(svc)) < r.cfg.Quiet; try++ {
 			svc = rand.N(r.cfg.Services)
 		}
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
 		k := r.l.make(svc, time.Now())
 		if k == 0 {
 			return
 		}
-		inst := instance(svc, 0, markerBase+int(k), false)
-		_, err := r.capi.Catalog().Register(&api.CatalogRegistration{Node: r.nodes[svc], SkipNodeUpdate: true,
-			Service: &api.AgentService{ID: inst.ID, Service: inst.Name, Address: inst.Address, Port: inst.Port}},
-			(&api.WriteOptions{}).WithContext(ctx))
-		if err != nil {
-			r.l.fail(k)
-		}
+		writes.Go(func() {
+			defer func() { <-slots }()
+			r.write(svc, k)
+		})
+	}
+}
+
+// write makes change k on service svc. The write is not cut short when
+// the churn stops: a write whose fate is unknown would leave the ledger
+// unsure of the registry's state. A write that fails is checked against
+// the catalog, since it may have been applied all the same.
+func (r *replicaRun) write(svc int, k int32) {
+	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.Timeout)
+	defer cancel()
+	inst := instance(svc, 0, markerBase+int(k), false)
+	_, err := r.capi.Catalog().Register(&api.CatalogRegistration{Node: r.nodes[svc], SkipNodeUpdate: true,
+		Service: &api.AgentService{ID: inst.ID, Service: inst.Name, Address: inst.Address, Port: inst.Port}},
+		(&api.WriteOptions{}).WithContext(ctx))
+	if err == nil {
+		return
+	}
+	got, _, rerr := r.capi.Catalog().Service(inst.Name, "", (&api.QueryOptions{}).WithContext(ctx))
+	applied := rerr == nil && slices.ContainsFunc(got, func(s *api.CatalogService) bool { return s.ServiceID == inst.ID && s.ServicePort == inst.Port })
+	if !applied {
+		r.l.fail(k)
+		r.log.Warn("change refused", "change", k, "service", inst.Name, "err", err)
 	}
 }
 

@@ -22,13 +22,16 @@ const budget = time.Second
 // state.
 func (r *replicaRun) failover(ctx context.Context) error {
 	cfg := r.cfg
+	idle, err := r.idleReads(ctx)
+	if err != nil {
+		return err
+	}
 	r.l.track()
 	tracked := time.Now()
 	r.beginPhase()
 	stopChurn := r.churning(ctx)
 	defer stopChurn()
-	var err error
-	if r.res.Reads[1], err = r.countReads(ctx, cfg.Warmup); err != nil {
+	if r.res.Reads[1], err = r.countReads(ctx, idle, cfg.Warmup); err != nil {
 		return err
 	}
 	r.endPhase("warm-up, every replica up")
@@ -138,12 +141,19 @@ func (r *replicaRun) sumReceipts(moved []*roamer) {
 	for _, m := range moved {
 		sum(m.i, 1, &r.res.MovedGot)
 	}
+	var gaps []time.Duration
 	for _, m := range r.fleet.members {
 		sum(m.i, 1, &r.res.LaterGot)
 		sum(m.i, 0, &r.res.FirstGot)
-		r.res.Reconnects += len(m.movesOf())
+		for _, mv := range m.movesOf() {
+			r.res.Reconnects++
+			if !mv.first.IsZero() {
+				gaps = append(gaps, mv.first.Sub(mv.lost))
+			}
+		}
 		r.res.Unreadable += m.bad.Load()
 	}
+	r.res.Gap = [3]time.Duration{pct(gaps, 50), pct(gaps, 99), pct(gaps, 100)}
 	// The first stream's initial state is one cluster and one fresh
 	// assignment per service; only what came beyond it counts.
 	n := int64(r.cfg.Services * r.cfg.Clients)

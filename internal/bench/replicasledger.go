@@ -2,6 +2,7 @@ package bench
 
 import (
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -19,8 +20,9 @@ import (
 // of what the client holds; a lower one is a revert, which a client sees
 // when it moves to a replica that is behind the one it left.
 //
-// The churn goroutine alone makes changes; each client's receiving
-// goroutine alone records that client's receipts; anyone may read. Times
+// The churn goroutine alone makes changes (their writes may fail later,
+// elsewhere); each client's receiving goroutine alone records that
+// client's receipts; anyone may read. Times
 // are kept as ticks of 100 µs since the ledger's epoch, so that an
 // arrival fits in 32 bits (for 59 hours).
 type ledger struct {
@@ -31,7 +33,8 @@ type ledger struct {
 	svc, prev []int32        // per change: its service; the change before it on that service (0: none)
 	at        []atomic.Int64 // per change: ticks when it was made (0: not made)
 	failed    []atomic.Bool  // per change: the registry refused it
-	lastOn    []int32        // per service: its latest change (churn goroutine only)
+	mu        sync.Mutex     // guards lastOn
+	lastOn    []int32        // per service: its latest change the registry did not refuse
 	made      atomic.Int32   // changes made so far
 	tracked   atomic.Int32   // the first change whose arrivals are recorded (0: none yet)
 	arr       []atomic.Int32 // [client*capacity+k]: arrival ticks; negative: superseded then; 0: not yet
@@ -85,8 +88,10 @@ func (l *ledger) make(svc int, now time.Time) int32 {
 	if int(k) >= l.capacity {
 		return 0
 	}
+	l.mu.Lock()
 	l.svc[k], l.prev[k] = int32(svc), l.lastOn[svc]
 	l.lastOn[svc] = k
+	l.mu.Unlock()
 	l.at[k].Store(l.ticks(now))
 	l.made.Store(k)
 	return k
@@ -95,16 +100,21 @@ func (l *ledger) make(svc int, now time.Time) int32 {
 // fail records that the registry refused change k: no client is owed it.
 func (l *ledger) fail(k int32) {
 	l.failed[k].Store(true)
-	l.lastOn[l.svc[k]] = l.prev[k]
+	l.mu.Lock()
+	if svc := l.svc[k]; l.lastOn[svc] == k {
+		l.lastOn[svc] = l.prev[k]
+	}
+	l.mu.Unlock()
 }
 
 // track starts recording arrivals from the next change on.
 func (l *ledger) track() { l.tracked.Store(l.made.Load() + 1) }
 
-// lastChanged is when service svc last changed (churn goroutine only;
-// zero time if never).
+// lastChanged is when service svc last changed (zero time if never).
 func (l *ledger) lastChanged(svc int) time.Time {
+	l.mu.Lock()
 	k := l.lastOn[svc]
+	l.mu.Unlock()
 	if k == 0 {
 		return time.Time{}
 	}
@@ -230,6 +240,8 @@ func (l *ledger) superseded() int {
 // latest accepted change (what the registry holds); it returns the first
 // service that differs, -1 if none.
 func (l *ledger) holdsLatest(c int) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	for svc, k := range l.lastOn {
 		if l.held[c][svc] != max(k, 0) {
 			return svc
