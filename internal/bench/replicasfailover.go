@@ -94,9 +94,9 @@ func (r *replicaRun) failover(ctx context.Context) error {
 	return r.validate(ctx)
 }
 
-// caughtUp reports when the last moved client was current: it had
-// reconnected after kill, received a first response there and every
-// change made before it began to reconnect.
+// caughtUp reports when the last moved client was current: it had a new
+// stream open after kill and had received every change made before it
+// began to open it (later ones are ordinary pushes, timed as such).
 func (r *replicaRun) caughtUp(moved []*roamer, kill time.Time) (time.Time, bool) {
 	end, lacked := kill, 0
 	var first time.Duration
@@ -106,15 +106,17 @@ func (r *replicaRun) caughtUp(moved []*roamer, kill time.Time) (time.Time, bool)
 			return end, false
 		}
 		mv := m.movesOf()[i]
-		if mv.opened.IsZero() || mv.first.IsZero() {
+		if mv.up.IsZero() {
 			return end, false
 		}
 		at, n, ok := r.l.current(m.i, mv.lost, mv.opened)
 		if !ok {
 			return end, false
 		}
-		end, lacked = latest(end, latest(at, mv.first)), lacked+n
-		first = max(first, mv.first.Sub(mv.opened))
+		end, lacked = latest(end, latest(at, mv.up)), lacked+n
+		if !mv.first.IsZero() {
+			first = max(first, mv.first.Sub(mv.opened))
+		}
 	}
 	r.res.Lacked, r.res.FirstResponse = lacked, first
 	return end, true

@@ -50,9 +50,11 @@ type roamer struct {
 }
 
 // move is one reconnect: when the client saw its stream end (lost), when
-// it began to open the next one (opened) and when that one brought its
-// first response (first; zero if none yet).
-type move struct{ lost, opened, first time.Time }
+// it began to open the next one (opened), when that one was open (up) and
+// when it brought its first response (first). Zero times: not yet. A
+// replica sends nothing to a reconnect that holds every version it has,
+// so the first response may be the next change's.
+type move struct{ lost, opened, up, first time.Time }
 
 // envoyRetryBase is the base interval of Envoy's retries of an xDS
 // stream: its first retry waits a random time below it.
@@ -214,6 +216,7 @@ func (m *roamer) reconnect(ctx context.Context) {
 		if err == nil {
 			m.mu.Lock()
 			m.c, m.busy = c, false
+			m.moves[len(m.moves)-1].up = time.Now()
 			m.mu.Unlock()
 			return
 		}

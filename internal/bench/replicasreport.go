@@ -35,8 +35,9 @@ func (r *ReplicasResult) Markdown() string {
 	if !r.WindowOK {
 		window = "not reached within " + c.Timeout.String()
 	}
-	fmt.Fprintf(&b, "- killed replica-0 (SIGKILL) with %d clients; every one current again after %s (slowest first response on a new stream %v); they lacked %d changes\n",
-		r.Moved, window, r.FirstResponse.Round(time.Millisecond), r.Lacked)
+	fmt.Fprintf(&b, "- killed replica-0 (SIGKILL) with %d clients; every one current again after %s; they lacked %d changes "+
+		"(slowest first response on a new stream %v: a replica sends nothing to a client that holds all it has, so this may be the next change's push)\n",
+		r.Moved, window, r.Lacked, r.FirstResponse.Round(time.Millisecond))
 	g := r.MovedGot
 	fmt.Fprintf(&b, "- moved clients' new streams, to the end: %d clusters, %d assignments (%d fresh, %d identical to the one held, %d reverts, %d re-applied); resent beyond what changed: %d\n",
 		g.Clusters, g.Assignments, g.Fresh, g.Again, g.Reverts, g.Reapplied, g.Resent())
