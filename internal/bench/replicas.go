@@ -80,6 +80,9 @@ type ReplicasResult struct {
 	// stream after its initial state.
 	MovedGot, LaterGot, FirstGot receiptSums
 	Reconnects                   int
+	// Lag is p50, p99 and max over the warm-up's changes of how far apart
+	// the replicas delivered each (see ledger.replicaLag).
+	Lag [3]time.Duration
 	// Gap is p50, p99 and max of a reconnect's time from the client
 	// seeing its stream end to the first response on the next.
 	Gap [3]time.Duration

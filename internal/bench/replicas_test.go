@@ -97,6 +97,25 @@ func TestLedgerCounts(t *testing.T) {
 	}
 }
 
+// TestReplicaLag: per change, the first arrival at each replica's
+// clients; the lag is the latest of those less the earliest.
+func TestReplicaLag(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	l := newLedger(4, 2, 4, t0.Add(-time.Second))
+	l.track()
+	k := l.make(0, at(0))
+	for c, ms := range []int{120, 100, 130, 170} {
+		l.assignment(c, 0, k, false, at(ms))
+	}
+	l.make(1, at(10)) // reached no client of replica 1: no lag for it
+	l.assignment(0, 1, 2, false, at(50))
+	got := l.replicaLag([]int{0, 0, 1, -1}, 2, at(0), at(100))
+	if len(got) != 1 || got[0] != 30*time.Millisecond {
+		t.Errorf("lags %v, want [30ms] (replica 0 first at 100 ms, replica 1 at 130 ms; client 3 on no known replica)", got)
+	}
+}
+
 // TestLedgerMissing: a change no client received is missing for each,
 // and keeps a client from being current.
 func TestLedgerMissing(t *testing.T) {

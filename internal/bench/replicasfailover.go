@@ -37,13 +37,16 @@ func (r *replicaRun) failover(ctx context.Context) error {
 	r.endPhase("warm-up, every replica up")
 
 	var moved []*roamer
-	for _, m := range r.fleet.members {
-		if r.bal.backendOf(int(m.port.Load())) == 0 {
+	on := make([]int, len(r.fleet.members))
+	for i, m := range r.fleet.members {
+		if on[i] = r.bal.backendOf(int(m.port.Load())); on[i] == 0 {
 			moved = append(moved, m)
 		}
 	}
 	r.res.Moved = len(moved)
 	kill := time.Now()
+	lag := r.l.replicaLag(on, len(r.bridges), tracked, kill.Add(-budget))
+	r.res.Lag = [3]time.Duration{pct(lag, 50), pct(lag, 99), pct(lag, 100)}
 	victim := r.bridges[0]
 	_ = victim.cmd.Process.Kill()
 	_ = victim.cmd.Wait()

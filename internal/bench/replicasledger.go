@@ -222,6 +222,32 @@ func (l *ledger) latencies(from, to time.Time) (pairs, perChange []time.Duration
 	return pairs, perChange, missing
 }
 
+// replicaLag returns, for each change made in [from, to), how far apart
+// the replicas delivered it: the first arrival at any client of the
+// latest replica less the first arrival at any client of the earliest.
+// on[c] is client c's replica (-1: unknown) over that time.
+func (l *ledger) replicaLag(on []int, replicas int, from, to time.Time) []time.Duration {
+	var out []time.Duration
+	for _, k := range l.owed(from, to) {
+		first := make([]time.Time, replicas)
+		for c, rep := range on {
+			if rep < 0 || rep >= replicas {
+				continue
+			}
+			if got, _, ok := l.arrival(c, k); ok && (first[rep].IsZero() || got.Before(first[rep])) {
+				first[rep] = got
+			}
+		}
+		if slices.ContainsFunc(first, time.Time.IsZero) {
+			continue
+		}
+		lo := slices.MinFunc(first, time.Time.Compare)
+		hi := slices.MaxFunc(first, time.Time.Compare)
+		out = append(out, hi.Sub(lo))
+	}
+	return out
+}
+
 // superseded counts the client·change pairs of the tracked changes that
 // arrived only as part of a later change of their service.
 func (l *ledger) superseded() int {

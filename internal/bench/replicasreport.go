@@ -31,6 +31,8 @@ func (r *ReplicasResult) Markdown() string {
 			rd.Replicas, rd.RPC, rd.Query, rd.Changes, rd.Minutes, float64(rd.Changes)/rd.Minutes/60, all, rd.Query/max(float64(rd.Changes), 1),
 			rd.IdleRPC, rd.IdleQuery, rd.IdleMinutes, net)
 	}
+	fmt.Fprintf(&b, "- replicas apart (per warm-up change, the first delivery by the last replica less that by the first): p50 %s, p99 %s, max %s\n",
+		ms(r.Lag[0]), ms(r.Lag[1]), ms(r.Lag[2]))
 	window := r.Window.Round(time.Millisecond).String()
 	if !r.WindowOK {
 		window = "not reached within " + c.Timeout.String()
