@@ -165,19 +165,22 @@ func ReadinessProbe(ctx context.Context, url string, interval time.Duration) fun
 		ok.Store(resp.StatusCode == http.StatusOK)
 	}
 	probe()
-	go func() {
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				probe()
-			}
-		}
-	}()
+	go every(ctx, interval, probe)
 	return ok.Load
+}
+
+// every calls f every d until ctx ends.
+func every(ctx context.Context, d time.Duration, f func()) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			f()
+		}
+	}
 }
 
 // localPort is the port of a connection's local address (0 if not TCP).

@@ -623,21 +623,12 @@ func (bp *balancerProc) backendOf(port int) int {
 // sample records the connections per backend every second until ctx
 // ends.
 func (bp *balancerProc) sample(ctx context.Context) {
-	go func() {
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case now := <-t.C:
-				c := bp.counts()
-				bp.mu.Lock()
-				bp.samples = append(bp.samples, spreadSample{At: time.Duration(now.UnixNano()), Clients: c})
-				bp.mu.Unlock()
-			}
-		}
-	}()
+	go every(ctx, time.Second, func() {
+		c := bp.counts()
+		bp.mu.Lock()
+		bp.samples = append(bp.samples, spreadSample{At: time.Duration(time.Now().UnixNano()), Clients: c})
+		bp.mu.Unlock()
+	})
 }
 
 // spread returns the samples with times relative to at.

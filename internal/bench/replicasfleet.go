@@ -171,14 +171,7 @@ func (m *roamer) client() *envoysim.Client {
 // supervise checks every 50 ms for clients whose stream ended and
 // reconnects each in a goroutine of its own.
 func (f *roamFleet) supervise(ctx context.Context) {
-	t := time.NewTicker(50 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, 50*time.Millisecond, func() {
 		for _, m := range f.members {
 			m.mu.Lock()
 			lost := !m.busy && m.c != nil && m.c.Err() != nil
@@ -191,7 +184,7 @@ func (f *roamFleet) supervise(ctx context.Context) {
 				f.wg.Go(func() { m.reconnect(ctx) })
 			}
 		}
-	}
+	})
 }
 
 // reconnect replaces a client whose stream ended with a new one that
