@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -67,6 +68,13 @@ func replicas(ctx context.Context, args []string, log *slog.Logger) error {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 		fmt.Fprintf(&md, "## %s\n\n%s\n%s\n", name, r.Targets(), r.Markdown())
+		js, err := json.MarshalIndent(r, "", " ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(c.OutDir, "result.json"), js, 0o644); err != nil {
+			return err
+		}
 		f, err := os.Create(filepath.Join(c.OutDir, "spread.csv"))
 		if err != nil {
 			return err

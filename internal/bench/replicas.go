@@ -51,7 +51,7 @@ type ReplicasConfig struct {
 	TLS     bool
 	Timeout time.Duration // bound of each wait
 	OutDir  string
-	Logger  *slog.Logger
+	Logger  *slog.Logger `json:"-"`
 }
 
 // ReplicasResult is what the scenario measured.
