@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -108,6 +109,39 @@ func (b *Balancer) pick(ctx context.Context) (net.Conn, int) {
 		}
 	}
 	return nil, -1
+}
+
+// Dial connects to the next ready backend in turn, as a client that
+// balances its own connections does (Envoy's cluster of the xDS
+// servers: round robin over its healthy hosts for each new connection),
+// and returns the backend's index. The connection is counted as open
+// (Event) until it is closed.
+func (b *Balancer) Dial(ctx context.Context) (net.Conn, int, error) {
+	c, i := b.pick(ctx)
+	if c == nil {
+		return nil, -1, errNoBackend
+	}
+	if b.Event == nil {
+		return c, i, nil
+	}
+	e := BalancerEvent{Open: true, ClientPort: localPort(c), Backend: i}
+	b.Event(e)
+	return &closeHook{Conn: c, hook: func() { e.Open = false; b.Event(e) }}, i, nil
+}
+
+var errNoBackend = errors.New("no backend ready and accepting")
+
+// closeHook runs hook once, on the first Close.
+type closeHook struct {
+	net.Conn
+	once sync.Once
+	hook func()
+}
+
+func (c *closeHook) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.hook)
+	return err
 }
 
 // proxy copies bytes both ways between a client and the backend it

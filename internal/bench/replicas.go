@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"log/slog"
@@ -45,6 +44,10 @@ type ReplicasConfig struct {
 	// MaxConnectionAge is the replicas' xds.keepalive.max_connection_age;
 	// 0 leaves the key out (the default).
 	MaxConnectionAge time.Duration
+	// Balancer is how clients reach the replicas: "client" (each picks
+	// the next ready replica for every new connection, as Envoy balances
+	// its xDS cluster) or "proxy" (a TCP balancer process between them).
+	Balancer string
 	// TLS points each replica at its agent's HTTPS port (HTTP/2), as the
 	// Consul source's documentation recommends for watching many
 	// services; else plain HTTP.
@@ -80,6 +83,10 @@ type ReplicasResult struct {
 	// stream after its initial state.
 	MovedGot, LaterGot, FirstGot receiptSums
 	Reconnects                   int
+	// Steps are p50, p99 and max of the moved clients' ways back: from
+	// seeing the stream end to opening another (Envoy's retry wait),
+	// from that to the stream being open, and from that to being current.
+	Steps [3][3]time.Duration
 	// Lag is p50, p99 and max over the warm-up's changes of how far apart
 	// the replicas delivered each (see ledger.replicaLag).
 	Lag [3]time.Duration
@@ -162,7 +169,7 @@ type replicaRun struct {
 	nodes   map[int]string // service -> catalog node
 	l       *ledger
 	bridges []*replica
-	bal     *balancerProc
+	rt      *route
 	fleet   *roamFleet
 	// stopFleet ends the fleet's supervisor (then fleet.close ends the
 	// clients).
@@ -271,21 +278,21 @@ func (r *replicaRun) setup(ctx context.Context, dir string) error {
 			return err
 		}
 	}
-	if r.bal, err = startBalancer(ctx, cfg.Self, r.bridges, filepath.Join(cfg.OutDir, "balancer.log")); err != nil {
+	if r.rt, err = startRoute(ctx, cfg.Balancer, cfg.Self, r.bridges, filepath.Join(cfg.OutDir, "balancer.log")); err != nil {
 		return err
 	}
 	t1 := time.Now()
 	var fctx context.Context
 	fctx, r.stopFleet = context.WithCancel(ctx)
-	if r.fleet, err = startRoamFleet(fctx, r.bal.addr, cfg.Clients, cfg.Services, r.l); err != nil {
+	if r.fleet, err = startRoamFleet(fctx, r.rt.addr, r.rt.dial, cfg.Clients, cfg.Services, r.l); err != nil {
 		return err
 	}
 	if err := poll(ctx, 10*time.Minute, func() bool { return r.fleet.served() == cfg.Clients }); err != nil {
 		return fmt.Errorf("%d of %d clients served: %w", r.fleet.served(), cfg.Clients, err)
 	}
 	r.res.Served = time.Since(t1)
-	r.log.Info("fleet served", "clients", cfg.Clients, "took", r.res.Served.Round(time.Millisecond), "spread", r.bal.counts())
-	r.bal.sample(ctx)
+	r.log.Info("fleet served", "clients", cfg.Clients, "took", r.res.Served.Round(time.Millisecond), "spread", r.rt.book.counts())
+	r.rt.book.sample(ctx)
 	return nil
 }
 
@@ -505,8 +512,8 @@ func (r *replicaRun) stop() {
 		r.stopFleet()
 		r.fleet.close()
 	}
-	if r.bal != nil {
-		r.bal.stop()
+	if r.rt != nil {
+		r.rt.stop()
 	}
 	for _, b := range r.bridges {
 		if b.cmd != nil {
@@ -522,127 +529,4 @@ func (r *replicaRun) stop() {
 func loadLine() string {
 	b, _ := os.ReadFile("/proc/loadavg")
 	return strings.TrimSpace(string(b))
-}
-
-// balancerProc is `xdsload balance` running in a process of its own, so
-// that its CPU is measured apart from the fleet's, and what it reports:
-// which backend each client's connection went to.
-type balancerProc struct {
-	cmd  *exec.Cmd
-	addr string
-
-	mu      sync.Mutex
-	byPort  map[int]int // client port -> backend
-	open    []int       // connections per backend
-	samples []spreadSample
-	done    chan struct{}
-}
-
-// startBalancer runs the balancer in front of the bridges' xDS listeners,
-// each ready when its /readyz answers 200.
-func startBalancer(ctx context.Context, self string, bridges []*replica, logPath string) (*balancerProc, error) {
-	p, err := freePorts(1)
-	if err != nil {
-		return nil, err
-	}
-	var backends []string
-	for _, b := range bridges {
-		backends = append(backends, b.xds+"="+"http://"+b.admin+"/readyz")
-	}
-	bp := &balancerProc{addr: "127.0.0.1:" + strconv.Itoa(p[0]), byPort: map[int]int{}, open: make([]int, len(bridges)), done: make(chan struct{})}
-	logf, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	defer logf.Close()
-	bp.cmd = exec.Command(self, "balance", "--listen", bp.addr, "--backends", strings.Join(backends, ","))
-	bp.cmd.Stderr = logf
-	out, err := bp.cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := bp.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting the balancer: %w", err)
-	}
-	ready := make(chan struct{})
-	go func() {
-		defer close(bp.done)
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if sc.Text() == "READY" {
-				close(ready)
-				continue
-			}
-			e, err := ParseBalancerEvent(sc.Text())
-			if err != nil || e.Backend < 0 || e.Backend >= len(bp.open) {
-				continue
-			}
-			bp.mu.Lock()
-			if e.Open {
-				bp.byPort[e.ClientPort] = e.Backend
-				bp.open[e.Backend]++
-			} else {
-				delete(bp.byPort, e.ClientPort)
-				bp.open[e.Backend]--
-			}
-			bp.mu.Unlock()
-		}
-	}()
-	select {
-	case <-ready:
-		return bp, nil
-	case <-bp.done:
-		stopProc(bp.cmd)
-		return nil, fmt.Errorf("the balancer exited before it was ready (see %s)", logPath)
-	case <-time.After(30 * time.Second):
-		bp.stop()
-		return nil, fmt.Errorf("the balancer not ready after 30 s")
-	case <-ctx.Done():
-		bp.stop()
-		return nil, ctx.Err()
-	}
-}
-
-func (bp *balancerProc) counts() []int {
-	bp.mu.Lock()
-	defer bp.mu.Unlock()
-	return append([]int(nil), bp.open...)
-}
-
-// backendOf is the backend a client's connection (by its local port)
-// went to, -1 if unknown.
-func (bp *balancerProc) backendOf(port int) int {
-	bp.mu.Lock()
-	defer bp.mu.Unlock()
-	if b, ok := bp.byPort[port]; ok {
-		return b
-	}
-	return -1
-}
-
-// sample records the connections per backend every second until ctx
-// ends.
-func (bp *balancerProc) sample(ctx context.Context) {
-	go every(ctx, time.Second, func() {
-		c := bp.counts()
-		bp.mu.Lock()
-		bp.samples = append(bp.samples, spreadSample{At: time.Duration(time.Now().UnixNano()), Clients: c})
-		bp.mu.Unlock()
-	})
-}
-
-// spread returns the samples with times relative to at.
-func (bp *balancerProc) spread(at time.Time) []spreadSample {
-	bp.mu.Lock()
-	defer bp.mu.Unlock()
-	out := make([]spreadSample, len(bp.samples))
-	for i, s := range bp.samples {
-		out[i] = spreadSample{At: time.Duration(int64(s.At) - at.UnixNano()), Clients: s.Clients}
-	}
-	return out
-}
-
-func (bp *balancerProc) stop() {
-	stopProc(bp.cmd)
-	<-bp.done
 }

@@ -39,7 +39,7 @@ func (r *replicaRun) failover(ctx context.Context) error {
 	var moved []*roamer
 	on := make([]int, len(r.fleet.members))
 	for i, m := range r.fleet.members {
-		if on[i] = r.bal.backendOf(int(m.port.Load())); on[i] == 0 {
+		if on[i] = r.rt.backendOf(m); on[i] == 0 {
 			moved = append(moved, m)
 		}
 	}
@@ -92,7 +92,7 @@ func (r *replicaRun) failover(ctx context.Context) error {
 		r.phase("after the window, replica down", end.Add(time.Nanosecond), restart),
 		r.phase("after the restart", restart, stopped),
 	}
-	r.res.Spread = r.bal.spread(restart)
+	r.res.Spread = r.rt.book.spread(restart)
 	r.sumReceipts(moved)
 	return r.validate(ctx)
 }
@@ -103,6 +103,7 @@ func (r *replicaRun) failover(ctx context.Context) error {
 func (r *replicaRun) caughtUp(moved []*roamer, kill time.Time) (time.Time, bool) {
 	end, lacked := kill, 0
 	var first time.Duration
+	var waits, opens, catchUps []time.Duration
 	for _, m := range moved {
 		i := slices.IndexFunc(m.movesOf(), func(mv move) bool { return !mv.lost.Before(kill) })
 		if i < 0 {
@@ -117,11 +118,17 @@ func (r *replicaRun) caughtUp(moved []*roamer, kill time.Time) (time.Time, bool)
 			return end, false
 		}
 		end, lacked = latest(end, latest(at, mv.up)), lacked+n
+		waits, opens = append(waits, mv.opened.Sub(mv.lost)), append(opens, mv.up.Sub(mv.opened))
+		catchUps = append(catchUps, max(at.Sub(mv.up), 0))
 		if !mv.first.IsZero() {
 			first = max(first, mv.first.Sub(mv.opened))
 		}
 	}
 	r.res.Lacked, r.res.FirstResponse = lacked, first
+	q := func(ds []time.Duration) [3]time.Duration {
+		return [3]time.Duration{pct(ds, 50), pct(ds, 99), pct(ds, 100)}
+	}
+	r.res.Steps = [3][3]time.Duration{q(waits), q(opens), q(catchUps)}
 	return end, true
 }
 
@@ -275,8 +282,8 @@ type proc struct {
 
 func (r *replicaRun) cpuNow() map[proc]time.Duration {
 	out := map[proc]time.Duration{{name: "load generator"}: selfCPU()}
-	if r.bal != nil {
-		out[proc{"balancer", r.bal.cmd.Process.Pid}] = procCPU(r.bal.cmd.Process.Pid)
+	if r.rt != nil && r.rt.proc != nil {
+		out[proc{"balancer", r.rt.proc.Process.Pid}] = procCPU(r.rt.proc.Process.Pid)
 	}
 	for _, b := range r.bridges {
 		if b.cmd != nil {

@@ -27,7 +27,10 @@ import (
 // the client holds in initial_resource_versions. Every resource received
 // is recorded in the ledger.
 type roamFleet struct {
-	addr     string
+	addr string
+	// dial opens a client's connection to addr and tells which replica
+	// it reached (-1: unknown, as through a proxy).
+	dial     func(ctx context.Context, addr string) (net.Conn, int, error)
 	services int
 	l        *ledger
 	members  []*roamer
@@ -40,8 +43,11 @@ type roamer struct {
 	i     int
 	later atomic.Bool  // on a stream after a reconnect
 	port  atomic.Int32 // local port of its current connection
-	gen   atomic.Int32 // streams opened so far
-	bad   atomic.Int64 // assignments the ledger could not read
+	// backend is the replica its current connection reached (-1:
+	// unknown).
+	backend atomic.Int32
+	gen     atomic.Int32 // streams opened so far
+	bad     atomic.Int64 // assignments the ledger could not read
 
 	mu    sync.Mutex
 	c     *envoysim.Client
@@ -62,8 +68,8 @@ const envoyRetryBase = 500 * time.Millisecond
 
 // startRoamFleet starts the clients, at most 64 opening at once, and the
 // supervisor that reconnects them, which runs until ctx ends.
-func startRoamFleet(ctx context.Context, addr string, clients, services int, l *ledger) (*roamFleet, error) {
-	f := &roamFleet{addr: addr, services: services, l: l, members: make([]*roamer, clients)}
+func startRoamFleet(ctx context.Context, addr string, dial func(context.Context, string) (net.Conn, int, error), clients, services int, l *ledger) (*roamFleet, error) {
+	f := &roamFleet{addr: addr, dial: dial, services: services, l: l, members: make([]*roamer, clients)}
 	for i := range f.members {
 		f.members[i] = &roamer{f: f, i: i}
 	}
@@ -71,7 +77,12 @@ func startRoamFleet(ctx context.Context, addr string, clients, services int, l *
 	errs := make([]error, clients)
 	var wg sync.WaitGroup
 	for i, m := range f.members {
-		slots <- struct{}{}
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			errs[i] = ctx.Err()
+			continue
+		}
 		wg.Go(func() {
 			defer func() { <-slots }()
 			c, err := envoysim.Start(ctx, m.options(nil, nil))
@@ -95,9 +106,10 @@ func startRoamFleet(ctx context.Context, addr string, clients, services int, l *
 func (m *roamer) options(vs map[string]map[string]string, hs map[string]map[string]uint64) envoysim.Options {
 	gen := m.gen.Add(1)
 	dial := func(ctx context.Context, addr string) (net.Conn, error) {
-		c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+		c, b, err := m.f.dial(ctx, addr)
 		if err == nil && m.gen.Load() == gen {
 			m.port.Store(int32(localPort(c)))
+			m.backend.Store(int32(b))
 		}
 		return c, err
 	}

@@ -20,8 +20,12 @@ func (r *ReplicasResult) Markdown() string {
 	if c.TLS {
 		transport = "HTTPS (HTTP/2)"
 	}
-	fmt.Fprintf(&b, "%d replicas, each on its own Consul client agent over %s; %d services × 3 instances; %d delta clients (wildcard CDS + EDS) behind the balancer; "+
-		"churn %.0f/s; max_connection_age %s\n\n", c.Replicas, transport, c.Services, c.Clients, c.Rate, age)
+	route := "each picking the next ready replica for every new connection, as Envoy balances its xDS cluster"
+	if c.Balancer == "proxy" {
+		route = "behind a TCP balancer process (round robin over the ready replicas per new connection)"
+	}
+	fmt.Fprintf(&b, "%d replicas, each on its own Consul client agent over %s; %d services × 3 instances; %d delta clients (wildcard CDS + EDS), %s; "+
+		"churn %.0f/s; max_connection_age %s\n\n", c.Replicas, transport, c.Services, c.Clients, route, c.Rate, age)
 	fmt.Fprintf(&b, "- load average at the start: %s; at the end: %s\n", r.Load[0], r.Load[1])
 	fmt.Fprintf(&b, "- registration %v; fleet served in %v\n", r.Setup.Round(time.Millisecond), r.Served.Round(time.Millisecond))
 	for _, rd := range r.Reads {
@@ -40,6 +44,9 @@ func (r *ReplicasResult) Markdown() string {
 	fmt.Fprintf(&b, "- killed replica-0 (SIGKILL) with %d clients; every one current again after %s; they lacked %d changes "+
 		"(slowest first response on a new stream %v: a replica sends nothing to a client that holds all it has, so this may be the next change's push)\n",
 		r.Moved, window, r.Lacked, r.FirstResponse.Round(time.Millisecond))
+	for i, step := range []string{"stream seen ended → reconnect begun (retry wait)", "→ new stream open", "→ current"} {
+		fmt.Fprintf(&b, "  - %s: p50 %s, p99 %s, max %s\n", step, ms(r.Steps[i][0]), ms(r.Steps[i][1]), ms(r.Steps[i][2]))
+	}
 	g := r.MovedGot
 	fmt.Fprintf(&b, "- moved clients' new streams, to the end: %d clusters, %d assignments (%d fresh, %d identical to the one held, %d reverts, %d re-applied); resent beyond what changed: %d\n",
 		g.Clusters, g.Assignments, g.Fresh, g.Again, g.Reverts, g.Reapplied, g.Resent())
