@@ -34,7 +34,7 @@ func replicas(ctx context.Context, args []string, log *slog.Logger) error {
 	fs.DurationVar(&cfg.Warmup, "warmup", time.Minute, "churn with every replica up before the kill")
 	fs.DurationVar(&cfg.After, "after", time.Minute, "churn after every moved client is current, before the restart")
 	fs.DurationVar(&cfg.Spread, "spread", 3*time.Minute, "churn after the restart, following the clients per replica")
-	fs.StringVar(&cfg.Balancer, "balancer", "client", "client: each client picks the next ready replica for every new connection (as Envoy balances its xDS cluster); proxy: a TCP balancer process in between (its CPU reported)")
+	fs.StringVar(&cfg.Balancer, "balancer", "proxy", "proxy: a TCP balancer process in between (its CPU reported); client: each client picks the next ready replica for every new connection (as Envoy balances its xDS cluster)")
 	fs.BoolVar(&cfg.TLS, "tls", true, "replicas read their agents over HTTPS (HTTP/2: a watch per service); false: plain HTTP")
 	fs.DurationVar(&cfg.Timeout, "timeout", 2*time.Minute, "bound of each wait")
 	ages := fs.String("max-connection-age", "0,1m", "the replicas' xds.keepalive.max_connection_age, a run for each (0: the default, left out)")

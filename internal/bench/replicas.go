@@ -371,11 +371,25 @@ func (r *replicaRun) bridgeYAML(b *replica, agent string) string {
 		b.xds, keep, b.admin, agent, tls)
 }
 
+// serverMetrics reads the Consul server agent's metrics, trying three
+// times: on a loaded machine one read can outlast the reader's deadline.
+func (r *replicaRun) serverMetrics() (map[string]float64, error) {
+	var err error
+	for range 3 {
+		var m map[string]float64
+		if m, err = consultest.Metrics(r.top.server); err == nil {
+			return m, nil
+		}
+		r.log.Warn("reading the Consul server's metrics", "err", err)
+	}
+	return nil, err
+}
+
 // idleReads counts the Consul server's RPCs over cfg.Idle with nothing
 // changing.
 func (r *replicaRun) idleReads(ctx context.Context) (serverReads, error) {
 	out := serverReads{Replicas: r.running()}
-	m0, err := consultest.Metrics(r.top.server)
+	m0, err := r.serverMetrics()
 	if err != nil {
 		return out, err
 	}
@@ -383,7 +397,7 @@ func (r *replicaRun) idleReads(ctx context.Context) (serverReads, error) {
 	if err := sleep(ctx, r.cfg.Idle); err != nil {
 		return out, err
 	}
-	m1, err := consultest.Metrics(r.top.server)
+	m1, err := r.serverMetrics()
 	if err != nil {
 		return out, err
 	}
@@ -396,7 +410,7 @@ func (r *replicaRun) idleReads(ctx context.Context) (serverReads, error) {
 // countReads adds to out the Consul server's RPCs and the changes made
 // over d (the caller churns meanwhile).
 func (r *replicaRun) countReads(ctx context.Context, out serverReads, d time.Duration) (serverReads, error) {
-	m0, err := consultest.Metrics(r.top.server)
+	m0, err := r.serverMetrics()
 	if err != nil {
 		return out, err
 	}
@@ -404,7 +418,7 @@ func (r *replicaRun) countReads(ctx context.Context, out serverReads, d time.Dur
 	if err := sleep(ctx, d); err != nil {
 		return out, err
 	}
-	m1, err := consultest.Metrics(r.top.server)
+	m1, err := r.serverMetrics()
 	if err != nil {
 		return out, err
 	}
