@@ -83,6 +83,10 @@ type ReplicasResult struct {
 	// stream after its initial state.
 	MovedGot, LaterGot, FirstGot receiptSums
 	Reconnects                   int
+	// Reconnected is p50, p99 and max over the moved clients of the time
+	// from the kill until each had a stream open on another replica;
+	// Current the same until each was current there.
+	Reconnected, Current [3]time.Duration
 	// Steps are p50, p99 and max of the moved clients' ways back: from
 	// seeing the stream end to opening another (Envoy's retry wait),
 	// from that to the stream being open, and from that to being current.
@@ -101,6 +105,12 @@ type ReplicasResult struct {
 	// not decode.
 	Missing, Superseded, Failed, Made int
 	Unreadable                        int64
+	// Removed counts the names any client was told are gone
+	// (removed_resources) and Short the assignments any client received
+	// with fewer endpoints than every service has: the registry removes
+	// nothing, so each is an endpoint a client saw go missing. A version
+	// going backwards is a revert (receiptSums.Reverts).
+	Removed, Short int64
 	// Wrong counts clients whose final state differs from the registry
 	// (FirstWrong says how the first differs).
 	Wrong      int
@@ -235,7 +245,7 @@ func (r *replicaRun) setup(ctx context.Context, dir string) error {
 		if err != nil {
 			return err
 		}
-		if err := poll(ctx, 60*time.Second, func() bool { l, err := c.Status().Leader(); return err == nil && l != "" }); err != nil {
+		if err := poll(ctx, cfg.Timeout, func() bool { l, err := c.Status().Leader(); return err == nil && l != "" }); err != nil {
 			return fmt.Errorf("waiting for agent %s to know the leader: %w", a[0], err)
 		}
 		r.agents = append(r.agents, a[0])
@@ -278,7 +288,7 @@ func (r *replicaRun) setup(ctx context.Context, dir string) error {
 			return err
 		}
 	}
-	if r.rt, err = startRoute(ctx, cfg.Balancer, cfg.Self, r.bridges, filepath.Join(cfg.OutDir, "balancer.log")); err != nil {
+	if r.rt, err = startRoute(ctx, cfg.Balancer, cfg.Self, r.bridges, filepath.Join(cfg.OutDir, "balancer.log"), cfg.Timeout); err != nil {
 		return err
 	}
 	t1 := time.Now()
@@ -371,25 +381,29 @@ func (r *replicaRun) bridgeYAML(b *replica, agent string) string {
 		b.xds, keep, b.admin, agent, tls)
 }
 
-// serverMetrics reads the Consul server agent's metrics, trying three
-// times: on a loaded machine one read can outlast the reader's deadline.
-func (r *replicaRun) serverMetrics() (map[string]float64, error) {
+// serverMetrics reads the Consul server agent's metrics, trying again
+// until a read succeeds or cfg.Timeout passes: on a loaded machine one
+// read can outlast the reader's own deadline.
+func (r *replicaRun) serverMetrics(ctx context.Context) (map[string]float64, error) {
+	var m map[string]float64
 	var err error
-	for range 3 {
-		var m map[string]float64
-		if m, err = consultest.Metrics(r.top.server); err == nil {
-			return m, nil
+	perr := poll(ctx, r.cfg.Timeout, func() bool {
+		if m, err = consultest.Metrics(r.top.server); err != nil {
+			r.log.Warn("reading the Consul server's metrics", "err", err)
 		}
-		r.log.Warn("reading the Consul server's metrics", "err", err)
+		return err == nil
+	})
+	if perr != nil {
+		return nil, fmt.Errorf("reading the Consul server's metrics: %w (last: %w)", perr, err)
 	}
-	return nil, err
+	return m, nil
 }
 
 // idleReads counts the Consul server's RPCs over cfg.Idle with nothing
 // changing.
 func (r *replicaRun) idleReads(ctx context.Context) (serverReads, error) {
 	out := serverReads{Replicas: r.running()}
-	m0, err := r.serverMetrics()
+	m0, err := r.serverMetrics(ctx)
 	if err != nil {
 		return out, err
 	}
@@ -397,7 +411,7 @@ func (r *replicaRun) idleReads(ctx context.Context) (serverReads, error) {
 	if err := sleep(ctx, r.cfg.Idle); err != nil {
 		return out, err
 	}
-	m1, err := r.serverMetrics()
+	m1, err := r.serverMetrics(ctx)
 	if err != nil {
 		return out, err
 	}
@@ -410,7 +424,7 @@ func (r *replicaRun) idleReads(ctx context.Context) (serverReads, error) {
 // countReads adds to out the Consul server's RPCs and the changes made
 // over d (the caller churns meanwhile).
 func (r *replicaRun) countReads(ctx context.Context, out serverReads, d time.Duration) (serverReads, error) {
-	m0, err := r.serverMetrics()
+	m0, err := r.serverMetrics(ctx)
 	if err != nil {
 		return out, err
 	}
@@ -418,7 +432,7 @@ func (r *replicaRun) countReads(ctx context.Context, out serverReads, d time.Dur
 	if err := sleep(ctx, d); err != nil {
 		return out, err
 	}
-	m1, err := r.serverMetrics()
+	m1, err := r.serverMetrics(ctx)
 	if err != nil {
 		return out, err
 	}

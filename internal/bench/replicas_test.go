@@ -148,14 +148,17 @@ func TestAssignmentMarker(t *testing.T) {
 		b, _ := proto.Marshal(m)
 		return b
 	}
-	if svc, k, err := assignmentMarker(cla("svc-00007", 8001, markerBase+42, 8002), 10); err != nil || svc != 7 || k != 42 {
-		t.Errorf("got service %d change %d (%v), want 7 and 42", svc, k, err)
+	if svc, k, n, err := assignmentMarker(cla("svc-00007", 8001, markerBase+42, 8002), 10); err != nil || svc != 7 || k != 42 || n != 3 {
+		t.Errorf("got service %d change %d, %d endpoints (%v), want 7, 42, 3", svc, k, n, err)
 	}
-	if svc, k, err := assignmentMarker(cla("svc-00003", 8000, 8001), 10); err != nil || svc != 3 || k != 0 {
-		t.Errorf("unchanged: got service %d change %d (%v), want 3 and 0", svc, k, err)
+	if svc, k, n, err := assignmentMarker(cla("svc-00003", 8000, 8001), 10); err != nil || svc != 3 || k != 0 || n != 2 {
+		t.Errorf("unchanged: got service %d change %d, %d endpoints (%v), want 3, 0, 2", svc, k, n, err)
+	}
+	if _, _, n, err := assignmentMarker(cla("svc-00004"), 10); err != nil || n != 0 {
+		t.Errorf("empty assignment: %d endpoints (%v), want 0", n, err)
 	}
 	for _, name := range []string{"svc-00010", "other", "svc-x"} {
-		if _, _, err := assignmentMarker(cla(name, 8000), 10); err == nil {
+		if _, _, _, err := assignmentMarker(cla(name, 8000), 10); err == nil {
 			t.Errorf("%q read as a service of 10", name)
 		}
 	}

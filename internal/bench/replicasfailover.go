@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"time"
 
@@ -103,7 +104,7 @@ func (r *replicaRun) failover(ctx context.Context) error {
 func (r *replicaRun) caughtUp(moved []*roamer, kill time.Time) (time.Time, bool) {
 	end, lacked := kill, 0
 	var first time.Duration
-	var waits, opens, catchUps []time.Duration
+	var waits, opens, catchUps, back, current []time.Duration
 	for _, m := range moved {
 		i := slices.IndexFunc(m.movesOf(), func(mv move) bool { return !mv.lost.Before(kill) })
 		if i < 0 {
@@ -120,6 +121,7 @@ func (r *replicaRun) caughtUp(moved []*roamer, kill time.Time) (time.Time, bool)
 		end, lacked = latest(end, latest(at, mv.up)), lacked+n
 		waits, opens = append(waits, mv.opened.Sub(mv.lost)), append(opens, mv.up.Sub(mv.opened))
 		catchUps = append(catchUps, max(at.Sub(mv.up), 0))
+		back, current = append(back, mv.up.Sub(kill)), append(current, latest(at, mv.up).Sub(kill))
 		if !mv.first.IsZero() {
 			first = max(first, mv.first.Sub(mv.opened))
 		}
@@ -129,6 +131,7 @@ func (r *replicaRun) caughtUp(moved []*roamer, kill time.Time) (time.Time, bool)
 		return [3]time.Duration{pct(ds, 50), pct(ds, 99), pct(ds, 100)}
 	}
 	r.res.Steps = [3][3]time.Duration{q(waits), q(opens), q(catchUps)}
+	r.res.Reconnected, r.res.Current = q(back), q(current)
 	return end, true
 }
 
@@ -164,6 +167,8 @@ func (r *replicaRun) sumReceipts(moved []*roamer) {
 			}
 		}
 		r.res.Unreadable += m.bad.Load()
+		r.res.Removed += m.removed.Load()
+		r.res.Short += m.short.Load()
 	}
 	r.res.Gap = [3]time.Duration{pct(gaps, 50), pct(gaps, 99), pct(gaps, 100)}
 	// The first stream's initial state is one cluster and one fresh
@@ -252,8 +257,8 @@ func (r *replicaRun) beginPhase() {
 	r.cpu, r.phaseAt = r.cpuNow(), time.Now()
 }
 
-// endPhase records every process's CPU over the phase that ends and the
-// replicas' RSS, and begins the next.
+// endPhase records every process's CPU over the phase that ends and its
+// RSS at the end, and begins the next.
 func (r *replicaRun) endPhase(name string) {
 	now := r.cpuNow()
 	u := usage{Phase: name, Seconds: time.Since(r.phaseAt).Seconds(), CPU: map[string]time.Duration{}, RSS: map[string]int64{}}
@@ -264,6 +269,10 @@ func (r *replicaRun) endPhase(name string) {
 			v -= v0
 		}
 		u.CPU[k.name] += v
+	}
+	_, u.RSS["load generator"] = procMem(os.Getpid())
+	if r.rt != nil && r.rt.proc != nil {
+		_, u.RSS["balancer"] = procMem(r.rt.proc.Process.Pid)
 	}
 	for _, b := range r.bridges {
 		if b.cmd != nil {

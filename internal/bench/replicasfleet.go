@@ -48,6 +48,11 @@ type roamer struct {
 	backend atomic.Int32
 	gen     atomic.Int32 // streams opened so far
 	bad     atomic.Int64 // assignments the ledger could not read
+	// removed counts the names the client was told are gone
+	// (removed_resources); short the assignments it received with fewer
+	// endpoints than the registry ever lists. The registry never removes a
+	// service or an instance here, so either is an endpoint gone missing.
+	removed, short atomic.Int64
 
 	mu    sync.Mutex
 	c     *envoysim.Client
@@ -132,10 +137,13 @@ func (m *roamer) observe(typeURL string, rs []*anypb.Any) error {
 		case envoysim.ClusterType:
 			m.f.l.cluster(m.i, later)
 		case envoysim.EndpointType:
-			svc, k, err := assignmentMarker(a.GetValue(), m.f.services)
+			svc, k, n, err := assignmentMarker(a.GetValue(), m.f.services)
 			if err != nil {
 				m.bad.Add(1)
 				continue
+			}
+			if n < consulInstances {
+				m.short.Add(1)
 			}
 			m.f.l.assignment(m.i, svc, k, later, now)
 		}
@@ -143,7 +151,8 @@ func (m *roamer) observe(typeURL string, rs []*anypb.Any) error {
 	return nil
 }
 
-func (m *roamer) onResponse(*envoysim.Client, envoysim.Received) {
+func (m *roamer) onResponse(_ *envoysim.Client, rcv envoysim.Received) {
+	m.removed.Add(int64(len(rcv.Removed)))
 	m.mu.Lock()
 	if n := len(m.moves); n > 0 && m.moves[n-1].first.IsZero() {
 		m.moves[n-1].first = time.Now()
@@ -152,26 +161,27 @@ func (m *roamer) onResponse(*envoysim.Client, envoysim.Received) {
 }
 
 // assignmentMarker reads a serialized ClusterLoadAssignment: its service
-// (from the name svc-NNNNN) and the change its marker port shows (0: none).
-func assignmentMarker(b []byte, services int) (int, int32, error) {
+// (from the name svc-NNNNN), the change its marker port shows (0: none)
+// and how many endpoints it lists.
+func assignmentMarker(b []byte, services int) (svc int, k int32, endpoints int, err error) {
 	var cla endpointv3.ClusterLoadAssignment
 	if err := proto.Unmarshal(b, &cla); err != nil {
-		return 0, 0, fmt.Errorf("decoding assignment: %w", err)
+		return 0, 0, 0, fmt.Errorf("decoding assignment: %w", err)
 	}
 	num, ok := strings.CutPrefix(cla.GetClusterName(), "svc-")
-	svc, err := strconv.Atoi(num)
+	svc, err = strconv.Atoi(num)
 	if !ok || err != nil || svc < 0 || svc >= services {
-		return 0, 0, fmt.Errorf("assignment %q is not a service of the scenario", cla.GetClusterName())
+		return 0, 0, 0, fmt.Errorf("assignment %q is not a service of the scenario", cla.GetClusterName())
 	}
-	var k int32
 	for _, l := range cla.GetEndpoints() {
 		for _, e := range l.GetLbEndpoints() {
+			endpoints++
 			if p := int32(e.GetEndpoint().GetAddress().GetSocketAddress().GetPortValue()); p > markerBase {
 				k = p - markerBase
 			}
 		}
 	}
-	return svc, k, nil
+	return svc, k, endpoints, nil
 }
 
 func (m *roamer) client() *envoysim.Client {

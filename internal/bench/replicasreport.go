@@ -44,6 +44,8 @@ func (r *ReplicasResult) Markdown() string {
 	fmt.Fprintf(&b, "- killed replica-0 (SIGKILL) with %d clients; every one current again after %s; they lacked %d changes "+
 		"(slowest first response on a new stream %v: a replica sends nothing to a client that holds all it has, so this may be the next change's push)\n",
 		r.Moved, window, r.Lacked, r.FirstResponse.Round(time.Millisecond))
+	fmt.Fprintf(&b, "  - kill → stream open on another replica: p50 %s, p99 %s, max %s; kill → current: p50 %s, p99 %s, max %s\n",
+		ms(r.Reconnected[0]), ms(r.Reconnected[1]), ms(r.Reconnected[2]), ms(r.Current[0]), ms(r.Current[1]), ms(r.Current[2]))
 	for i, step := range []string{"stream seen ended → reconnect begun (retry wait)", "→ new stream open", "→ current"} {
 		fmt.Fprintf(&b, "  - %s: p50 %s, p99 %s, max %s\n", step, ms(r.Steps[i][0]), ms(r.Steps[i][1]), ms(r.Steps[i][2]))
 	}
@@ -59,6 +61,8 @@ func (r *ReplicasResult) Markdown() string {
 		g.Clusters, g.Assignments, g.Fresh, g.Again, g.Reverts)
 	fmt.Fprintf(&b, "- changes made %d (refused by Consul %d); client·change pairs missing %d, superseded %d; unreadable assignments %d\n",
 		r.Made, r.Failed, r.Missing, r.Superseded, r.Unreadable)
+	fmt.Fprintf(&b, "- endpoints gone missing (any client, any stream): %d names removed, %d assignments short of an instance; versions gone backwards (reverts): %d\n",
+		r.Removed, r.Short, r.FirstGot.Reverts+r.LaterGot.Reverts)
 	fmt.Fprintf(&b, "- final state: %d of %d clients differ from the registry", r.Wrong, c.Clients)
 	if r.FirstWrong != "" {
 		fmt.Fprintf(&b, " (first: %s)", r.FirstWrong)
@@ -68,24 +72,24 @@ func (r *ReplicasResult) Markdown() string {
 		fmt.Fprintf(&b, "| %s | %d | %d | %s | %s | %s | %s | %s | %d |\n", p.Name, p.Changes, p.Pairs,
 			ms(p.P50), ms(p.P99), ms(p.Max), ms(p.ConvP99), ms(p.ConvMax), p.Missing)
 	}
-	b.WriteString("\n| phase | s | load generator CPU % | balancer CPU % |")
-	names := r.replicaNames()
+	b.WriteString("\n| phase | s |")
+	names := append([]string{"load generator", "balancer"}, r.replicaNames()...)
 	for _, n := range names {
 		fmt.Fprintf(&b, " %s CPU %% | %s RSS MB |", n, n)
 	}
-	b.WriteString("\n|---|---|---|---|" + strings.Repeat("---|---|", len(names)) + "\n")
+	b.WriteString("\n|---|---|" + strings.Repeat("---|---|", len(names)) + "\n")
 	for _, u := range r.Usage {
-		pc := func(n string) string { return fmt.Sprintf("%.0f", 100*u.CPU[n].Seconds()/u.Seconds) }
-		fmt.Fprintf(&b, "| %s | %.0f | %s | %s |", u.Phase, u.Seconds, pc("load generator"), pc("balancer"))
+		fmt.Fprintf(&b, "| %s | %.0f |", u.Phase, u.Seconds)
 		for _, n := range names {
 			rss := "–"
 			if v, ok := u.RSS[n]; ok {
 				rss = fmt.Sprintf("%.0f", float64(v)/(1<<20))
 			}
-			fmt.Fprintf(&b, " %s | %s |", pc(n), rss)
+			fmt.Fprintf(&b, " %.0f | %s |", 100*u.CPU[n].Seconds()/u.Seconds, rss)
 		}
 		b.WriteString("\n")
 	}
+	names = r.replicaNames()
 	b.WriteString("\nclients per replica (balancer connections), seconds from the restart of replica-0:\n\n| s |")
 	for _, n := range names {
 		fmt.Fprintf(&b, " %s |", n)
@@ -150,6 +154,9 @@ func (r *ReplicasResult) Targets() string {
 	fmt.Fprintf(&b, "| resent to moved clients beyond what changed: 0 | %d | %s |\n", r.MovedGot.Resent(), met(r.MovedGot.Resent() == 0))
 	fmt.Fprintf(&b, "| changes missed: 0 (every client ends at the registry's state) | %d pairs missing, %d clients wrong | %s |\n",
 		r.Missing, r.Wrong, met(r.Missing == 0 && r.Wrong == 0))
+	back := r.FirstGot.Reverts + r.LaterGot.Reverts
+	fmt.Fprintf(&b, "| no endpoint ever missing, no version ever backwards | %d removed, %d short assignments, %d reverts | %s |\n",
+		r.Removed, r.Short, back, met(r.Removed == 0 && r.Short == 0 && back == 0))
 	worst := time.Duration(0)
 	for _, p := range r.Phases {
 		if !strings.HasPrefix(p.Name, "reconnect window") {

@@ -96,8 +96,8 @@ type route struct {
 // replica itself for every new connection, as Envoy balances the
 // connections to its xDS cluster's hosts; in "proxy" mode the clients
 // dial a TCP balancer in a process of its own (`xdsload balance`), whose
-// CPU is measured apart.
-func startRoute(ctx context.Context, mode, self string, bridges []*replica, logPath string) (*route, error) {
+// CPU is measured apart and which must say it listens within timeout.
+func startRoute(ctx context.Context, mode, self string, bridges []*replica, logPath string, timeout time.Duration) (*route, error) {
 	rt := &route{book: newConnBook(len(bridges))}
 	if mode == "client" {
 		bal := &Balancer{Event: rt.book.event}
@@ -160,9 +160,9 @@ func startRoute(ctx context.Context, mode, self string, bridges []*replica, logP
 	case <-rt.done:
 		stopProc(rt.proc)
 		return nil, fmt.Errorf("the balancer exited before it was ready (see %s)", logPath)
-	case <-time.After(30 * time.Second):
+	case <-time.After(timeout):
 		rt.stop()
-		return nil, fmt.Errorf("the balancer not ready after 30 s")
+		return nil, fmt.Errorf("the balancer not ready after %v", timeout)
 	case <-ctx.Done():
 		rt.stop()
 		return nil, ctx.Err()
