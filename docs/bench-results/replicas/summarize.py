@@ -34,6 +34,18 @@ FIGURES = [
     ("reverts seen by moved clients", lambda r: r["MovedGot"]["Reverts"]),
     ("resent on every reconnect (all causes)", lambda r: resent(r["LaterGot"])),
     ("reverts on every reconnect", lambda r: r["LaterGot"]["Reverts"]),
+    ("kill → moved client's stream open elsewhere p50 (ms)", lambda r: r["Reconnected"][0] / MS),
+    ("kill → moved client's stream open elsewhere p99 (ms)", lambda r: r["Reconnected"][1] / MS),
+    ("kill → moved client's stream open elsewhere max (ms)", lambda r: r["Reconnected"][2] / MS),
+    ("kill → moved client current p50 (ms)", lambda r: r["Current"][0] / MS),
+    ("kill → moved client current p99 (ms)", lambda r: r["Current"][1] / MS),
+    ("kill → moved client current max (ms)", lambda r: r["Current"][2] / MS),
+    ("retry wait p50 (ms)", lambda r: r["Steps"][0][0] / MS),
+    ("stream open p99 (ms)", lambda r: r["Steps"][1][1] / MS),
+    ("open → current p99 (ms)", lambda r: r["Steps"][2][1] / MS),
+    ("names removed (any client)", lambda r: r["Removed"]),
+    ("assignments short of an instance (any client)", lambda r: r["Short"]),
+    ("reverts (any client, any stream)", lambda r: r["FirstGot"]["Reverts"] + r["LaterGot"]["Reverts"]),
     ("reconnects", lambda r: r["Reconnects"]),
     ("reconnect gap p99 (ms)", lambda r: r["Gap"][1] / MS),
     ("client-change pairs missing", lambda r: r["Missing"]),
@@ -82,7 +94,7 @@ def main(dirs):
         for ph in ("warm-up", "failover", "after the restart"):
             for proc in ("load generator", "balancer", "replica-0", "replica-1", "replica-2"):
                 rows.append((f"{proc} CPU % ({ph})", lambda r, ph=ph, proc=proc: usage(r, ph, proc)))
-            for proc in ("replica-0", "replica-1", "replica-2"):
+            for proc in ("load generator", "balancer", "replica-0", "replica-1", "replica-2"):
                 rows.append((f"{proc} RSS MB (end of {ph})", lambda r, ph=ph, proc=proc: rss(r, ph, proc)))
         for label, f in rows:
             vals = [f(r) for r in runs]
