@@ -77,6 +77,13 @@ def rss(r, phase_prefix, proc):
     return u["RSS"].get(proc, 0) / 2**20
 
 
+def num(v):
+    """A figure to three significant digits, without exponents."""
+    if abs(v) >= 100:
+        return f"{v:,.0f}"
+    return f"{v:.3g}"
+
+
 def main(dirs):
     variants = {}
     for d in dirs:
@@ -99,7 +106,7 @@ def main(dirs):
         for label, f in rows:
             vals = [f(r) for r in runs]
             med = statistics.median(vals)
-            print(f"| {label} | {med:.4g} ({min(vals):.4g}–{max(vals):.4g}) |")
+            print(f"| {label} | {num(med)} ({num(min(vals))}–{num(max(vals))}) |")
         print()
         print("clients per replica (replica-0/1/2), by seconds from replica-0's restart, one row per run:\n")
         marks = [-90, -30, 0, 30, 60, 75, 90, 120, 150, 175]
