@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -130,6 +131,9 @@ type serverReads struct {
 	Minutes            float64
 	IdleRPC, IdleQuery float64
 	IdleMinutes        float64
+	// Unread says why the counters could not be read (the RPC figures
+	// are then left at zero).
+	Unread string `json:",omitempty"`
 }
 
 // perChange is the server's RPCs per change: all of them, and net of
@@ -399,48 +403,50 @@ func (r *replicaRun) serverMetrics(ctx context.Context) (map[string]float64, err
 	return m, nil
 }
 
+// serverGrowth reads the Consul server's RPC counters, waits d and reads
+// them again. A read that still fails after cfg.Timeout leaves the growth
+// uncounted (unread says why) but the wait still takes place: the
+// server's reads are one figure of the run, not a reason to abandon it.
+func (r *replicaRun) serverGrowth(ctx context.Context, d time.Duration) (rpc, query, minutes float64, unread string, err error) {
+	m0, err0 := r.serverMetrics(ctx)
+	t0 := time.Now()
+	if err := sleep(ctx, d); err != nil {
+		return 0, 0, 0, "", err
+	}
+	m1, err1 := r.serverMetrics(ctx)
+	if ctx.Err() != nil {
+		return 0, 0, 0, "", ctx.Err()
+	}
+	minutes = time.Since(t0).Minutes()
+	if err := errors.Join(err0, err1); err != nil {
+		r.log.Warn("the Consul server's reads not counted", "err", err)
+		return 0, 0, minutes, err.Error(), nil
+	}
+	return m1["consul_rpc_request"] - m0["consul_rpc_request"], m1["consul_rpc_query"] - m0["consul_rpc_query"], minutes, "", nil
+}
+
 // idleReads counts the Consul server's RPCs over cfg.Idle with nothing
 // changing.
 func (r *replicaRun) idleReads(ctx context.Context) (serverReads, error) {
 	out := serverReads{Replicas: r.running()}
-	m0, err := r.serverMetrics(ctx)
-	if err != nil {
-		return out, err
-	}
-	t0 := time.Now()
-	if err := sleep(ctx, r.cfg.Idle); err != nil {
-		return out, err
-	}
-	m1, err := r.serverMetrics(ctx)
-	if err != nil {
-		return out, err
-	}
-	out.IdleMinutes = time.Since(t0).Minutes()
-	out.IdleRPC = m1["consul_rpc_request"] - m0["consul_rpc_request"]
-	out.IdleQuery = m1["consul_rpc_query"] - m0["consul_rpc_query"]
-	return out, nil
+	var err error
+	out.IdleRPC, out.IdleQuery, out.IdleMinutes, out.Unread, err = r.serverGrowth(ctx, r.cfg.Idle)
+	return out, err
 }
 
 // countReads adds to out the Consul server's RPCs and the changes made
 // over d (the caller churns meanwhile).
 func (r *replicaRun) countReads(ctx context.Context, out serverReads, d time.Duration) (serverReads, error) {
-	m0, err := r.serverMetrics(ctx)
+	k0 := r.l.made.Load()
+	rpc, query, minutes, unread, err := r.serverGrowth(ctx, d)
 	if err != nil {
 		return out, err
 	}
-	k0, t0 := r.l.made.Load(), time.Now()
-	if err := sleep(ctx, d); err != nil {
-		return out, err
+	out.RPC, out.Query, out.Minutes, out.Changes = rpc, query, minutes, int(r.l.made.Load()-k0)
+	if unread != "" {
+		out.Unread = unread
 	}
-	m1, err := r.serverMetrics(ctx)
-	if err != nil {
-		return out, err
-	}
-	out.Minutes = time.Since(t0).Minutes()
-	out.Changes = int(r.l.made.Load() - k0)
-	out.RPC = m1["consul_rpc_request"] - m0["consul_rpc_request"]
-	out.Query = m1["consul_rpc_query"] - m0["consul_rpc_query"]
-	r.log.Info("server reads", "replicas", out.Replicas, "changes", out.Changes, "rpc", out.RPC, "query", out.Query)
+	r.log.Info("server reads", "replicas", out.Replicas, "changes", out.Changes, "rpc", out.RPC, "query", out.Query, "unread", out.Unread)
 	return out, nil
 }
 

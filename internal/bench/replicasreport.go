@@ -29,6 +29,10 @@ func (r *ReplicasResult) Markdown() string {
 	fmt.Fprintf(&b, "- load average at the start: %s; at the end: %s\n", r.Load[0], r.Load[1])
 	fmt.Fprintf(&b, "- registration %v; fleet served in %v\n", r.Setup.Round(time.Millisecond), r.Served.Round(time.Millisecond))
 	for _, rd := range r.Reads {
+		if rd.Unread != "" {
+			fmt.Fprintf(&b, "- Consul server with %d replica(s): not counted (%s)\n", rd.Replicas, rd.Unread)
+			continue
+		}
 		all, net := rd.perChange()
 		fmt.Fprintf(&b, "- Consul server with %d replica(s): consul_rpc_request %.0f, consul_rpc_query %.0f over %d changes in %.1f min (%.1f changes/s): %.2f and %.2f per change; "+
 			"with nothing changing %.0f and %.0f over %.1f min; net of that, %.2f RPCs per change\n",
@@ -169,6 +173,10 @@ func (r *ReplicasResult) Targets() string {
 		fmt.Fprintf(&b, "| (in the window) | p99 %s, max %s | |\n", ms(r.Phases[i].P99), ms(r.Phases[i].Max))
 	}
 	fmt.Fprintf(&b, "| time until every moved client is current | %v | |\n", r.Window.Round(time.Millisecond))
+	if r.Reads[0].Unread != "" || r.Reads[1].Unread != "" {
+		b.WriteString("| server RPCs per change, 3 replicas ≤ 3× 1 | not counted (the server's metrics did not answer) | |\n")
+		return b.String()
+	}
 	one, oneNet := r.Reads[0].perChange()
 	all, allNet := r.Reads[1].perChange()
 	fmt.Fprintf(&b, "| server RPCs per change, %d replicas ≤ 3× 1 | %.2f against %.2f (%s); net of the idle rate %.2f against %.2f (%s) | %s |\n",

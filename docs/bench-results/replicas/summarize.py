@@ -17,9 +17,15 @@ def phase(r, prefix):
 
 
 def per_change(reads):
+    if reads.get("Unread"):
+        return None, None
     n = max(reads["Changes"], 1)
     idle = reads["IdleRPC"] / reads["IdleMinutes"] * reads["Minutes"] if reads["IdleMinutes"] else 0
     return reads["RPC"] / n, (reads["RPC"] - idle) / n
+
+
+def ratio(a, b):
+    return None if a is None or b is None else a / b
 
 
 def resent(g):
@@ -61,7 +67,7 @@ FIGURES = [
     ("p50 after the restart (ms)", lambda r: phase(r, "after the restart")["P50"] / MS),
     ("server RPCs per change, 1 replica", lambda r: per_change(r["Reads"][0])[0]),
     ("server RPCs per change, 3 replicas", lambda r: per_change(r["Reads"][1])[0]),
-    ("ratio 3 : 1", lambda r: per_change(r["Reads"][1])[0] / per_change(r["Reads"][0])[0]),
+    ("ratio 3 : 1", lambda r: ratio(per_change(r["Reads"][1])[0], per_change(r["Reads"][0])[0])),
     ("net of idle, 1 replica", lambda r: per_change(r["Reads"][0])[1]),
     ("net of idle, 3 replicas", lambda r: per_change(r["Reads"][1])[1]),
 ]
@@ -104,7 +110,11 @@ def main(dirs):
             for proc in ("load generator", "balancer", "replica-0", "replica-1", "replica-2"):
                 rows.append((f"{proc} RSS MB (end of {ph})", lambda r, ph=ph, proc=proc: rss(r, ph, proc)))
         for label, f in rows:
-            vals = [f(r) for r in runs]
+            # A figure a run could not take (None) is left out of the median.
+            vals = [v for v in (f(r) for r in runs) if v is not None]
+            if not vals:
+                print(f"| {label} | not taken |")
+                continue
             med = statistics.median(vals)
             print(f"| {label} | {num(med)} ({num(min(vals))}–{num(max(vals))}) |")
         print()
