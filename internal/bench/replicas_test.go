@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -160,6 +161,36 @@ func TestAssignmentMarker(t *testing.T) {
 	for _, name := range []string{"svc-00010", "other", "svc-x"} {
 		if _, _, _, err := assignmentMarker(cla(name, 8000), 10); err == nil {
 			t.Errorf("%q read as a service of 10", name)
+		}
+	}
+}
+
+// TestReplicasReport: a run whose server reads could not be counted says
+// so instead of reporting a ratio of zeros, and an endpoint a client saw
+// go missing, or a version go backwards, fails its target.
+func TestReplicasReport(t *testing.T) {
+	r := &ReplicasResult{Config: ReplicasConfig{Replicas: 3, Clients: 10, Services: 5, Rate: 5}}
+	r.Reads[0] = serverReads{Replicas: 1, RPC: 100, Changes: 100, Minutes: 1}
+	r.Reads[1] = serverReads{Replicas: 3, Unread: "metrics timed out"}
+	targets, md := r.Targets(), r.Markdown()
+	if !strings.Contains(targets, "not counted") || strings.Contains(targets, "RPCs per change, 3 replicas ≤ 3× 1 | 0.00") {
+		t.Errorf("server reads not counted, yet the targets say:\n%s", targets)
+	}
+	if !strings.Contains(md, "not counted (metrics timed out)") {
+		t.Errorf("the report does not say why the server reads are missing:\n%s", md)
+	}
+	if !strings.Contains(targets, "| no endpoint ever missing, no version ever backwards | 0 removed, 0 short assignments, 0 reverts | met |") {
+		t.Errorf("a clean run's targets:\n%s", targets)
+	}
+	for name, bad := range map[string]func(*ReplicasResult){
+		"removed": func(r *ReplicasResult) { r.Removed = 1 },
+		"short":   func(r *ReplicasResult) { r.Short = 1 },
+		"revert":  func(r *ReplicasResult) { r.LaterGot.Reverts = 1 },
+	} {
+		c := *r
+		bad(&c)
+		if !strings.Contains(c.Targets(), "reverts | NOT met |") {
+			t.Errorf("%s: the target is met:\n%s", name, c.Targets())
 		}
 	}
 }
