@@ -13,7 +13,7 @@
 #   make bench-status-page  the admin status page at 10,000 services and 1,000 clients, in headless Chromium
 #   make bench-headline  prints the headline table of docs/benchmarks.md and redraws its chart
 #   make bench-replicas  3 bridge replicas sharing 3,000 delta clients behind a TCP balancer, each on a
-#                      Consul client agent of its own; one killed and restarted under churn (~40 min: two variants of ~20)
+#                      Consul client agent of its own; one killed and restarted under churn (~20 min for its two variants)
 # Output: out/bench/{results.md,results.csv,chart.svg,profiles/}
 # (bench-full: out/bench/full/ and wall.txt there, bench-consul: out/bench/consul/,
 # bench-consul-scale: out/bench/consul-scale/, bench-file: out/bench/file/,
