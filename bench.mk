@@ -12,15 +12,17 @@
 #   make bench-file    the file source end to end: bridge binary on a services file, one-line edits
 #   make bench-status-page  the admin status page at 10,000 services and 1,000 clients, in headless Chromium
 #   make bench-headline  prints the headline table of docs/benchmarks.md and redraws its chart
+#   make bench-replicas  3 bridge replicas sharing 3,000 delta clients behind a TCP balancer, each on a
+#                      Consul client agent of its own; one killed and restarted under churn (~20 min for its two variants)
 # Output: out/bench/{results.md,results.csv,chart.svg,profiles/}
 # (bench-full: out/bench/full/ and wall.txt there, bench-consul: out/bench/consul/,
 # bench-consul-scale: out/bench/consul-scale/, bench-file: out/bench/file/,
-# bench-status-page: out/bench/status-page/).
+# bench-status-page: out/bench/status-page/, bench-replicas: out/bench/replicas/).
 BENCH_OUT   ?= out/bench
 BENCH_FLAGS ?=
 BENCH_FULL_FLAGS ?= --change-budget=30s
 
-.PHONY: bench bench-full bench-consul bench-consul-scale bench-consul-refill bench-file bench-status-page bench-headline bench-bin
+.PHONY: bench bench-full bench-consul bench-consul-scale bench-consul-refill bench-file bench-status-page bench-headline bench-replicas bench-bin
 
 bench-bin:
 	@mkdir -p $(BENCH_OUT)
@@ -91,3 +93,13 @@ bench-status-page: bench-bin
 HEADLINE_RESULTS ?= docs/bench-results/full/xdsload.log
 bench-headline: bench-bin
 	$(BENCH_OUT)/xdsload headline --svg docs/benchmarks-headline.svg $(HEADLINE_RESULTS)
+
+# Replicas that share one fleet: a Consul server agent and a client agent
+# per replica, 1,000 services, 3,000 delta clients behind xdsload's TCP
+# balancer, churn at 5 changes/s, replica-0 killed (SIGKILL) and
+# restarted; once with the default max_connection_age and once with 1m.
+bench-replicas: bench-bin
+	go build -o $(BENCH_OUT)/bridge ./cmd/bridge
+	set -eu; vars=$$(scripts/tools.sh); eval "$$vars"; \
+	$(BENCH_OUT)/xdsload replicas --consul "$$XDSBRIDGE_CONSUL" --bridge $(BENCH_OUT)/bridge \
+	  --out $(BENCH_OUT)/replicas $(BENCH_FLAGS)

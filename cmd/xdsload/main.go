@@ -6,6 +6,7 @@
 //	xdsload file-source --bridge bin/bridge -n 1000,10000,100000 --edits 5
 //	xdsload status-page --bridge old=bin/old,new=bin/bridge -n 10000 -c 1000
 //	xdsload headline --svg docs/benchmarks-headline.svg docs/bench-results/full/xdsload.log
+//	xdsload replicas --bridge bin/bridge --consul $XDSBRIDGE_CONSUL -c 3000 -n 1000
 //	xdsload serve --impl snapshot     (started by bench and run; one server under test)
 //
 // See docs/benchmarks.md.
@@ -43,7 +44,7 @@ func main() {
 	}
 }
 
-var errUsage = errors.New("usage: xdsload bench|run|consul|consul-events|consul-refill|file-source|status-page|serve [flags] (-h for flags), or xdsload summarize FILE.csv..., or xdsload headline [--svg FILE] RESULTS...")
+var errUsage = errors.New("usage: xdsload bench|run|consul|consul-events|consul-refill|file-source|status-page|replicas|serve [flags] (-h for flags), or xdsload summarize FILE.csv..., or xdsload headline [--svg FILE] RESULTS...")
 
 // summarize prints the min/median/max tables of result CSVs (see
 // bench.Summarize); docs/benchmarks.md's tables are its output.
@@ -87,6 +88,10 @@ func run(ctx context.Context, args []string) error {
 		return fileSource(ctx, args[1:], log)
 	case "status-page":
 		return statusPage(ctx, args[1:], log)
+	case "replicas":
+		return replicas(ctx, args[1:], log)
+	case "balance":
+		return balance(ctx, args[1:])
 	}
 	return errUsage
 }

@@ -31,7 +31,11 @@ type consulTopology struct {
 	// serverPID and agentPID are the processes of server and agent (the
 	// same in the dev topology), for their CPU time.
 	serverPID, agentPID int
-	stop                func()
+	// join starts one more client agent, named name, joined to the
+	// server (cluster topology only), and returns its HTTP and HTTPS
+	// ("" without TLS) addresses.
+	join func(name string) (http, https string, err error)
+	stop func()
 }
 
 // startConsulTopology starts the agents of cfg.Topology, each with
@@ -92,7 +96,17 @@ func startConsulTopology(cfg ConsulEventsConfig, dir string) (*consulTopology, e
 		return top, err
 	}
 	top.server, top.serverPID = server.http, server.pid()
-	client, err := start("client", "agent", "-retry-join", server.serf, "-retry-interval", "1s")
+	joinAgent := func(name string) (*benchAgent, error) {
+		return start(name, "agent", "-retry-join", server.serf, "-retry-interval", "1s")
+	}
+	top.join = func(name string) (string, string, error) {
+		a, err := joinAgent(name)
+		if err != nil {
+			return "", "", err
+		}
+		return a.http, a.https, nil
+	}
+	client, err := joinAgent("client")
 	if err != nil {
 		return top, err
 	}
