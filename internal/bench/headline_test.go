@@ -79,9 +79,9 @@ func TestReadLog(t *testing.T) {
 // them again: byte for byte the same, so every column is read into the
 // field it was written from.
 func TestReadCSVWritesBack(t *testing.T) {
-	const in = `scenario,rep,impl,mode,clients,services,endpoints,changes,rate,cold_start_ns,cold_cpu_ns,conv_p50_ns,conv_p99_ns,conv_max_ns,client_p50_ns,client_p99_ns,cpu_per_change_ns,cpu_per_client_change_ns,bytes_per_client_change,resources_per_client_change,heap_per_client,rss_per_client,server_rss,server_rss_busy,server_peak_rss,reconnect_ns,reconnect_cpu_ns,reconnect_bytes_per_client,loadgen_cpu_per_change_ns,achieved_rate,holdoff_ns,flushes,conv_p99_first_ns,conv_p99_last_ns,driver_lag_max_ns,failed,problem,wall_ns
-S4,0,xdsbridge,delta,1000,1000,10,2000,100.0,2129904015,974643000,96609661,169015107,210817231,70002204,145712665,5382326,5382,492.6,1.0,19423.2,40366.1,79253504,79155200,134172672,0,0,0.0,7025003,100.0,100000000,200,158197990,173602136,81631070,false,,27981010886
-S5,2,xdsbridge-unbudgeted,sotw,1000,10000,10,5,0.0,1,2,3,4,5,6,7,8,9,10.5,11.5,12.5,13.5,14,15,16,17,18,19.5,20,21.5,22,23,24,25,26,true,"a problem, quoted",27
+	const in = `scenario,rep,impl,mode,clients,services,endpoints,changes,rate,cold_start_ns,cold_cpu_ns,conv_p50_ns,conv_p99_ns,conv_max_ns,client_p50_ns,client_p99_ns,cpu_per_change_ns,cpu_per_client_change_ns,bytes_per_client_change,resources_per_client_change,heap_per_client,rss_per_client,server_rss,server_rss_busy,server_peak_rss,reconnect_ns,reconnect_cpu_ns,reconnect_bytes_per_client,loadgen_cpu_per_change_ns,achieved_rate,holdoff_ns,flushes,conv_p99_first_ns,conv_p99_last_ns,driver_lag_max_ns,failed,problem,wall_ns,loadgen_peak_rss
+S4,0,xdsbridge,delta,1000,1000,10,2000,100.0,2129904015,974643000,96609661,169015107,210817231,70002204,145712665,5382326,5382,492.6,1.0,19423.2,40366.1,79253504,79155200,134172672,0,0,0.0,7025003,100.0,100000000,200,158197990,173602136,81631070,false,,27981010886,0
+S5,2,xdsbridge-unbudgeted,sotw,1000,10000,10,5,0.0,1,2,3,4,5,6,7,8,9,10.5,11.5,12.5,13.5,14,15,16,17,18,19.5,20,21.5,22,23,24,25,26,true,"a problem, quoted",27,28
 `
 	rs, err := ReadCSV(strings.NewReader(in))
 	if err != nil {
@@ -94,7 +94,7 @@ S5,2,xdsbridge-unbudgeted,sotw,1000,10000,10,5,0.0,1,2,3,4,5,6,7,8,9,10.5,11.5,1
 	if out.String() != in {
 		t.Errorf("written back:\n%s\nread:\n%s", out.String(), in)
 	}
-	if r := rs[1]; r.Delta || r.Rep != 2 || r.ReconnectTime != 17 || r.DriverLagMax != 26 || !r.Failed {
+	if r := rs[1]; r.Delta || r.Rep != 2 || r.ReconnectTime != 17 || r.DriverLagMax != 26 || !r.Failed || r.LoadgenPeakRSS != 28 {
 		t.Errorf("second row read as %+v", r)
 	}
 }
