@@ -1,6 +1,6 @@
 // Package e2e runs the bridge binary as a separate process and checks it
 // from the outside: Envoy-like xDS clients (internal/envoysim), the admin
-// listener, exit codes and logs. See issue 2, acceptance 2-6.
+// listener, exit codes and logs.
 package e2e
 
 import (
@@ -201,7 +201,7 @@ func TestServeEditAndReject(t *testing.T) {
 	}
 }
 
-// TestReadiness covers acceptance 6: /readyz is 503 naming the source until
+// TestReadiness checks that /readyz is 503 naming the source until
 // the services file first loads, then 200.
 func TestReadiness(t *testing.T) {
 	dir := t.TempDir()

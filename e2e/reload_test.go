@@ -74,7 +74,7 @@ func countConsul(t *testing.T, agentAddr string) *consulCounter {
 	return c
 }
 
-// TestReloadSIGHUP covers the reload acceptance with the real binary, a
+// TestReloadSIGHUP checks a reload end to end with the real binary, a
 // real Consul agent and a real CoreDNS: a SIGHUP with a changed DNS source
 // and an unchanged Consul source leaves the Consul source's watches alone
 // (no new connection, no fresh read), applies the DNS change, and drops no

@@ -11,8 +11,8 @@ import (
 	"github.com/xdsbridge/xdsbridge/sources"
 )
 
-// grpcShape is the acceptance rule: a gRPC service with least request,
-// HTTP/2 upstreams, outlier detection and no panic mode.
+// grpcShape is a typical rule for a gRPC service: least request, HTTP/2
+// upstreams, outlier detection and no panic mode.
 const grpcShape = `
 lb_policy: LEAST_REQUEST
 least_request_lb_config: {choice_count: 3}

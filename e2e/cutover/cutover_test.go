@@ -27,7 +27,7 @@ import (
 
 const example = "../../examples/migration/weighted-cutover/bridge.yaml"
 
-// TestWeightedCutover is the acceptance test of the weighted merge: 1,000
+// TestWeightedCutover checks the weighted merge end to end: 1,000
 // RPCs split 90/10 within 5 points between the DNS and the Consul backends,
 // and a new split in the configuration moves the traffic.
 func TestWeightedCutover(t *testing.T) {
