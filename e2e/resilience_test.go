@@ -122,7 +122,7 @@ func TestWarmStartDuringConsulOutage(t *testing.T) {
 	// Without state_dir the only source cannot sync: not ready, and the
 	// timeout does not open the gate on an empty world.
 	b.write(t, "", startup)
-	p = start(t, cfg)
+	start(t, cfg) // its cleanup stops it
 	waitListening(t, adminAddr, 10*time.Second)
 	bridgetest.Eventually(t, 10*time.Second, "the startup timeout", func() bool {
 		_, body := bridgetest.Get("http://" + adminAddr + "/sources")

@@ -241,7 +241,7 @@ func TestReclaimerReturnsMemory(t *testing.T) {
 		bufs = append(bufs, make([]byte, mib))
 	}
 	for _, b := range bufs {
-		pool.Put(b)
+		pool.Put(&b)
 	}
 	bufs = nil
 	waitFor(t, "a release after a 64 MiB burst", func() bool { return r.Stats().Releases > 0 }, r)
