@@ -212,7 +212,7 @@ func exampleDNS(t *testing.T) string {
 	cmd := exec.Command(dnstest.Binary(t), "-conf", filepath.Base(corefile))
 	cmd.Dir = dir
 	startProgram(t, "coredns", cmd, nil)
-	bridgetest.Eventually(t, 20*time.Second, "CoreDNS to answer for example.org", func() bool {
+	bridgetest.Eventually(t, patience, "CoreDNS to answer for example.org", func() bool {
 		m := new(mdns.Msg)
 		m.SetQuestion("example.org.", mdns.TypeSOA)
 		r, err := mdns.Exchange(m, addr)
