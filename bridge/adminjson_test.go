@@ -62,7 +62,7 @@ admin: {listen: 127.0.0.1:0}
 sources: [{name: static, type: file, path: %s}]
 `, filepath.Join(dir, "services.yaml")))
 	admin := "http://" + in.AdminAddr().String()
-	bridgetest.WaitReady(t, in.AdminAddr().String(), 10*time.Second)
+	bridgetest.WaitReady(t, in.AdminAddr().String(), bridgetest.Patience)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c, err := envoysim.Start(ctx, envoysim.Options{Addr: in.XDSAddr().String(), Node: "envoy-1"})

@@ -51,8 +51,8 @@ func TestReload(t *testing.T) {
 	}
 	bridgetest.Eventually(t, bridgetest.Patience, "/sources to list c and a", func() bool {
 		_, body := bridgetest.Get(admin + "/sources")
-		return strings.Index(body, `"name": "c"`) >= 0 && strings.Index(body, `"name": "c"`) < strings.Index(body, `"name": "a"`) &&
-			!strings.Contains(body, `"name": "b"`)
+		c, a := strings.Index(body, `"name": "c"`), strings.Index(body, `"name": "a"`)
+		return c >= 0 && c < a && !strings.Contains(body, `"name": "b"`)
 	})
 
 	for _, bad := range []string{"sources: [{name: x, type: nope}]", "xds: {listen: [}"} {

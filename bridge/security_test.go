@@ -115,7 +115,7 @@ func (f *mtlsFixture) adsStatus(t *testing.T, client *tlstest.Pair, id string) c
 	return status.Code(err)
 }
 
-// TestMTLSIdentity covers the TLS acceptance: a grpc-go xDS client with a
+// TestMTLSIdentity checks mutual TLS end to end: a grpc-go xDS client with a
 // client certificate routes RPCs over mutual TLS; a client without a
 // certificate, or claiming a node its SPIFFE ID is not bound to, is
 // refused (the latter with PermissionDenied, counted); a certificate

@@ -27,9 +27,9 @@ import (
 	"github.com/xdsbridge/xdsbridge/xds"
 )
 
-// shapedConfig is a bridge serving the file at services with the
-// acceptance rule (a gRPC service with least request, HTTP/2 upstreams,
-// outlier detection and no panic mode) limited to clients.
+// shapedConfig is a bridge serving the file at services with one shaping
+// rule (a gRPC service with least request, HTTP/2 upstreams, outlier
+// detection and no panic mode) limited to clients.
 func shapedConfig(services, clients string) string {
 	return fmt.Sprintf(`
 xds: {listen: 127.0.0.1:0}
@@ -71,7 +71,7 @@ func writeServices(t *testing.T, ports []uint32) string {
 	return path
 }
 
-// shaped reports whether c carries the acceptance rule.
+// shaped reports whether c carries shapedConfig's rule.
 func shaped(c *clusterv3.Cluster) bool {
 	var po httpv3.HttpProtocolOptions
 	a := c.GetTypedExtensionProtocolOptions()["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"]
@@ -111,9 +111,9 @@ func configDump(t *testing.T, url string) (xds.Dump, bridge.DumpOptions) {
 	return d, opts
 }
 
-// TestShapedClusterPerClientClass is the acceptance test of cluster
-// shaping: the rule reaches an Envoy-like client, the same rule limited to
-// Envoy clients does not reach grpc-go, which still routes RPCs; the admin
+// TestShapedClusterPerClientClass checks cluster shaping end to end: the
+// rule reaches an Envoy-like client, the same rule limited to Envoy clients
+// does not reach grpc-go, which still routes RPCs; the admin
 // API explains the cluster and shows what each client holds.
 func TestShapedClusterPerClientClass(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

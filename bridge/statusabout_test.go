@@ -48,11 +48,11 @@ func TestStatusPageAboutAndFailures(t *testing.T) {
 	if err := os.WriteFile(services, []byte("services: [{name: web, endpoints: [{address: nowhere}]}]\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	bridgetest.Eventually(t, 10*time.Second, "three failed reads", func() bool { return failures(t, admin).Failures >= 3 })
+	bridgetest.Eventually(t, bridgetest.Patience, "three failed reads", func() bool { return failures(t, admin).Failures >= 3 })
 	if err := os.WriteFile(services, good, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	bridgetest.Eventually(t, 10*time.Second, "the source to read again", func() bool { return !failures(t, admin).Stale })
+	bridgetest.Eventually(t, bridgetest.Patience, "the source to read again", func() bool { return !failures(t, admin).Stale })
 	st := failures(t, admin)
 	if st.Failures != 0 || st.FailuresTotal < 3 {
 		t.Errorf("/sources after recovery: failures %d, failures_total %d; want 0 and at least 3", st.Failures, st.FailuresTotal)

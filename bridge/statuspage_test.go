@@ -101,11 +101,11 @@ func TestStatusPageInChromium(t *testing.T) {
 	if err := os.WriteFile(services, []byte("services: [{name: web, endpoints: [{address: nowhere, port: 0}]}]\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	bridgetest.Eventually(t, 10*time.Second, "the source to go stale", func() bool {
+	bridgetest.Eventually(t, bridgetest.Patience, "the source to go stale", func() bool {
 		_, body := bridgetest.Get("http://" + admin + "/sources")
 		return strings.Contains(body, `"stale": true`)
 	})
-	bridgetest.Eventually(t, 10*time.Second, "the NACK to be recorded", func() bool {
+	bridgetest.Eventually(t, bridgetest.Patience, "the NACK to be recorded", func() bool {
 		_, body := bridgetest.Get("http://" + admin + "/clients")
 		return strings.Contains(body, "endpoint weight out of range")
 	})

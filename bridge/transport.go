@@ -11,11 +11,11 @@ import "google.golang.org/grpc"
 // An idle connection holds no transport buffer: gRPC takes its write
 // buffer from a pool shared by all connections for the length of a write
 // and its read buffer for the length of a read. The write buffer's sharing
-// is gRPC's server default; it is stated here because the memory per
-// client depends on it. The buffers' size is left at gRPC's: smaller ones
+// is gRPC's default, which no option needs to set any more (the memory per
+// client depends on it). The buffers' size is left at gRPC's: smaller ones
 // lower the peak that a cold start of every client at once reaches, but
 // not the memory of a connected client, and cost more system calls per
 // initial state.
 func TransportOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{grpc.SharedWriteBuffer(true)}
+	return []grpc.ServerOption{}
 }

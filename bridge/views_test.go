@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/xdsbridge/xdsbridge/config"
+	"github.com/xdsbridge/xdsbridge/internal/testwait"
 	"github.com/xdsbridge/xdsbridge/xds"
 )
 
@@ -77,24 +78,21 @@ func TestViews(t *testing.T) {
 			}
 			close(g.release)
 			cds := filepath.Join(dir, "cds.json")
-			deadline := time.Now().Add(30 * time.Second) // a failure detector, not a measurement
-			for {
-				if b, err := os.ReadFile(cds); err == nil {
-					var r discoveryv3.DiscoveryResponse
-					if err := protojson.Unmarshal(b, &r); err != nil {
-						t.Fatal(err)
-					}
-					var cl clusterv3.Cluster
-					if len(r.Resources) != 1 || r.Resources[0].UnmarshalTo(&cl) != nil || cl.Name != "web" {
-						t.Fatalf("cds.json: %v", &r)
-					}
-					break
+			testwait.Eventually(t, testwait.Patience, "cds.json", func() bool {
+				b, err := os.ReadFile(cds)
+				if err != nil {
+					return false
 				}
-				if time.Now().After(deadline) {
-					t.Fatal("no cds.json within 30s")
+				var r discoveryv3.DiscoveryResponse
+				if err := protojson.Unmarshal(b, &r); err != nil {
+					t.Fatal(err)
 				}
-				time.Sleep(5 * time.Millisecond)
-			}
+				var cl clusterv3.Cluster
+				if len(r.Resources) != 1 || r.Resources[0].UnmarshalTo(&cl) != nil || cl.Name != "web" {
+					t.Fatalf("cds.json: %v", &r)
+				}
+				return true
+			})
 			if code, _ := pollCDS(t, base); code != http.StatusOK {
 				t.Fatalf("REST after readiness: %d", code)
 			}

@@ -9,7 +9,10 @@ import (
 
 // FuzzParse feeds arbitrary files to the configuration loader: it must
 // never panic, every error a user can fix must name a key, and an accepted
-// configuration must validate again unchanged. In CI:
+// configuration must validate again unchanged.
+//
+// `make fuzz` (part of `make test`) runs it with the other fuzz targets;
+// to run it alone:
 //
 //	go test -run='^$' -fuzz='^FuzzParse$' -fuzztime=10s ./config/
 func FuzzParse(f *testing.F) {

@@ -11,8 +11,8 @@ import (
 	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
 )
 
-// TestInvalidConfig covers acceptance 5: validate and run both exit 2 and
-// name the key.
+// TestInvalidConfig checks that an invalid configuration makes validate and
+// run both exit 2 with a message naming the key.
 func TestInvalidConfig(t *testing.T) {
 	good := "sources:\n  - {name: static, type: file, path: services.yaml}\n"
 	cases := []struct {

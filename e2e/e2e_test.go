@@ -1,6 +1,6 @@
 // Package e2e runs the bridge binary as a separate process and checks it
 // from the outside: Envoy-like xDS clients (internal/envoysim), the admin
-// listener, exit codes and logs. See issue 2, acceptance 2-6.
+// listener, exit codes and logs.
 package e2e
 
 import (
@@ -52,13 +52,24 @@ func diff(s envoysim.State, services []svc) string {
 }
 
 // waitState waits until c holds exactly services.
-func waitState(t *testing.T, c *envoysim.Client, name string, timeout time.Duration, services []svc) {
+func waitState(t *testing.T, c *envoysim.Client, name string, services []svc) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	defer cancel()
 	if err := c.WaitFor(ctx, func(s envoysim.State) bool { return diff(s, services) == "" }); err != nil {
 		t.Fatalf("%s client: %v; %s", name, err, diff(c.State(), services))
 	}
+}
+
+// waitClient waits until c's state satisfies cond and returns when.
+func waitClient(t *testing.T, c *envoysim.Client, what string, cond func(envoysim.State) bool) time.Time {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	defer cancel()
+	if err := c.WaitFor(ctx, cond); err != nil {
+		t.Fatalf("waiting for %s: %v\n%s", what, err, c.State().Summary())
+	}
+	return time.Now()
 }
 
 // checkCDSBeforeEDS checks that every cluster's first CDS response came
@@ -109,7 +120,7 @@ func TestServeEditAndReject(t *testing.T) {
 	state := quickstart()
 	writeFile(t, services, render(state))
 	p := start(t, cfg)
-	bridgetest.WaitReady(t, adminAddr, 20*time.Second)
+	bridgetest.WaitReady(t, adminAddr, patience)
 
 	sotw := startClient(t, xdsAddr, envoysim.Options{Node: "sotw-ads"})
 	delta := startClient(t, xdsAddr, envoysim.Options{Node: "delta-ads", Delta: true})
@@ -118,10 +129,10 @@ func TestServeEditAndReject(t *testing.T) {
 		"sotw per-type":  startClient(t, xdsAddr, envoysim.Options{Node: "sotw-xds", PerType: true}),
 		"delta per-type": startClient(t, xdsAddr, envoysim.Options{Node: "delta-xds", PerType: true, Delta: true}),
 	}
-	waitState(t, sotw, "sotw", patience, state)
-	waitState(t, delta, "delta", patience, state)
+	waitState(t, sotw, "sotw", state)
+	waitState(t, delta, "delta", state)
 	for name, c := range perType {
-		waitState(t, c, name, patience, state)
+		waitState(t, c, name, state)
 	}
 
 	t.Run("grpc chain", func(t *testing.T) {
@@ -144,11 +155,11 @@ func TestServeEditAndReject(t *testing.T) {
 	state = append(state[:2:2], svc{Name: "search", EPs: []ep{{Addr: "::1", Port: 9200}}})
 	edited := time.Now()
 	writeFile(t, services, render(state))
-	waitState(t, sotw, "sotw", patience, state)
-	waitState(t, delta, "delta", patience, state)
+	waitState(t, sotw, "sotw", state)
+	waitState(t, delta, "delta", state)
 	t.Logf("edit reached both ADS clients in %s", time.Since(edited))
 	for name, c := range perType {
-		waitState(t, c, name, patience, state)
+		waitState(t, c, name, state)
 	}
 	if !slices.ContainsFunc(delta.Log(), func(r envoysim.Received) bool {
 		return r.TypeURL == envoysim.ClusterType && slices.Contains(r.Removed, "payments")
@@ -170,7 +181,7 @@ func TestServeEditAndReject(t *testing.T) {
 		return strings.Contains(body, `"stale": true`) && strings.Contains(body, "services[0].endpoints[0].port")
 	})
 	late := startClient(t, xdsAddr, envoysim.Options{Node: "late-sotw"})
-	waitState(t, late, "late", patience, state)
+	waitState(t, late, "late", state)
 	for name, c := range map[string]*envoysim.Client{"sotw": sotw, "delta": delta} {
 		if d := diff(c.State(), state); d != "" {
 			t.Errorf("%s client changed after invalid content: %s", name, d)
@@ -184,8 +195,8 @@ func TestServeEditAndReject(t *testing.T) {
 	state[0].EPs[0].Weight = 40
 	fixed := time.Now()
 	writeFile(t, services, render(state))
-	waitState(t, sotw, "sotw", patience, state)
-	waitState(t, delta, "delta", patience, state)
+	waitState(t, sotw, "sotw", state)
+	waitState(t, delta, "delta", state)
 	t.Logf("fix reached both clients in %s", time.Since(fixed))
 
 	// The metrics show the source and the engine.
@@ -201,13 +212,13 @@ func TestServeEditAndReject(t *testing.T) {
 	}
 }
 
-// TestReadiness covers acceptance 6: /readyz is 503 naming the source until
+// TestReadiness checks that /readyz is 503 naming the source until
 // the services file first loads, then 200.
 func TestReadiness(t *testing.T) {
 	dir := t.TempDir()
 	cfg, xdsAddr, adminAddr := writeConfig(t, dir)
 	start(t, cfg)
-	bridgetest.Eventually(t, 20*time.Second, "the admin listener", func() bool {
+	bridgetest.Eventually(t, patience, "the admin listener", func() bool {
 		code, _ := bridgetest.Get("http://" + adminAddr + "/healthz")
 		return code == http.StatusOK
 	})
@@ -221,8 +232,8 @@ func TestReadiness(t *testing.T) {
 
 	state := quickstart()[:1]
 	writeFile(t, filepath.Join(dir, "services.yaml"), render(state))
-	bridgetest.WaitReady(t, adminAddr, 20*time.Second)
-	waitState(t, early, "early", patience, state)
+	bridgetest.WaitReady(t, adminAddr, patience)
+	waitState(t, early, "early", state)
 	for _, r := range early.Log() {
 		if r.TypeURL == envoysim.ClusterType && len(r.Names) == 0 {
 			t.Errorf("early client got an empty CDS response (version %q) before the source synced", r.Version)
@@ -237,7 +248,7 @@ func TestQuickstart(t *testing.T) {
 	xdsAddr, adminAddr := bridgetest.FreeAddr(t), bridgetest.FreeAddr(t)
 	p := startEnv(t, []string{"BRIDGE_ADMIN_LISTEN=" + adminAddr, "BRIDGE_XDS_LISTEN=127.0.0.1:1", "BRIDGE_LOG_FORMAT=json"},
 		"run", "--config", filepath.Join("..", "examples", "quickstart", "bridge.yaml"), "--xds-listen", xdsAddr)
-	bridgetest.WaitReady(t, adminAddr, 20*time.Second)
+	bridgetest.WaitReady(t, adminAddr, patience)
 	p.waitLog(patience, `"msg":"serving xDS"`, xdsAddr)
 	c := startClient(t, xdsAddr, envoysim.Options{Node: "quickstart"})
 	ctx, cancel := context.WithTimeout(context.Background(), patience)

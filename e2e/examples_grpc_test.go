@@ -65,7 +65,7 @@ func TestGRPCExample(t *testing.T) {
 	writeFile(t, services, withPorts.Replace(string(shipped)))
 
 	start(t, cfg)
-	bridgetest.WaitReady(t, adminAddr, 20*time.Second)
+	bridgetest.WaitReady(t, adminAddr, patience)
 	c := startProgram(t, "client", exec.Command(client, "--interval", "50ms", "--timeout", "60s"), []string{"GRPC_XDS_BOOTSTRAP=" + boot})
 
 	before := c.waitCalls(60*time.Second, "calls answered by a and b", only("a", "b"))

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
-	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -88,7 +87,7 @@ func TestComposeExample(t *testing.T) {
 	agent := consultest.Start(t, consultest.WithArgs("-config-dir", confDir))
 	// The agent registers the file's services in the catalog by its
 	// anti-entropy sync, shortly after it has a leader.
-	bridgetest.Eventually(t, 30*time.Second, "the catalog to list web", func() bool {
+	bridgetest.Eventually(t, patience, "the catalog to list web", func() bool {
 		svcs, _, err := agent.Client().Catalog().Service("web", "", nil)
 		return err == nil && len(svcs) == 1
 	})

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -20,10 +19,6 @@ import (
 // The removal guard with its default settings, against real registries:
 // ordinary removals reach the clients with no hold at all, an emptied
 // source is held, shown in /sources and applied on confirmation.
-
-// guardWait bounds every wait of these tests: a DNS change takes a zone
-// reload, a TTL and a refresh to show, on a machine that may be loaded.
-const guardWait = 30 * time.Second
 
 // guardBridge writes a bridge.yaml with one source entry (entry, indented
 // as a list item of sources) on free ports, without any guard setting.
@@ -48,7 +43,7 @@ func noHold(t *testing.T, adminAddr, name, step string) {
 func waitHold(t *testing.T, adminAddr, name, reason string) sources.GuardSnapshot {
 	t.Helper()
 	var g *sources.GuardSnapshot
-	bridgetest.Eventually(t, guardWait, "a hold of "+name+" in /sources", func() bool {
+	bridgetest.Eventually(t, patience, "a hold of "+name+" in /sources", func() bool {
 		g = bridgetest.SourceStatus(t, adminAddr, name).Guard
 		return g != nil
 	})
@@ -65,17 +60,6 @@ func confirmHold(t *testing.T, adminAddr, name string) {
 	if s := bridgetest.SourceStatus(t, adminAddr, name); s.Guard != nil || s.GuardHolds != 1 {
 		t.Errorf("after the confirmation: guard %+v, guard_holds %d; want no hold, one in all", s.Guard, s.GuardHolds)
 	}
-}
-
-// waitClient waits until c's state satisfies cond and returns when.
-func waitClient(t *testing.T, c *envoysim.Client, what string, cond func(envoysim.State) bool) time.Time {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), guardWait)
-	defer cancel()
-	if err := c.WaitFor(ctx, cond); err != nil {
-		t.Fatalf("waiting for %s: %v\n%s", what, err, c.State().Summary())
-	}
-	return time.Now()
 }
 
 func TestGuardDNSDefaults(t *testing.T) {
@@ -98,7 +82,7 @@ func TestGuardDNSDefaults(t *testing.T) {
       - {cluster: db, srv: _db._tcp.example.org}
 `, s.Addr))
 	p := start(t, cfg)
-	bridgetest.WaitReady(t, adminAddr, guardWait)
+	bridgetest.WaitReady(t, adminAddr, patience)
 	cl := startClient(t, xdsAddr, envoysim.Options{Node: "dns", Delta: true})
 	n := func(st envoysim.State, name string) int { return len(endpoints(st.Assignments[name])) }
 	waitClient(t, cl, "every service", func(st envoysim.State) bool { return n(st, "api") == 3 && n(st, "web") == 1 && n(st, "db") == 1 })
@@ -118,7 +102,7 @@ func TestGuardDNSDefaults(t *testing.T) {
 	got = waitClient(t, cl, "api with two targets", func(st envoysim.State) bool { return n(st, "api") == 2 })
 	t.Logf("a dropped SRV target reached the client %v after the zone write", got.Sub(written).Round(time.Millisecond))
 	noHold(t, adminAddr, "dns", "one SRV target dropped")
-	p.waitLog(guardWait, "source changes applied", "source=dns", "~api")
+	p.waitLog(patience, "source changes applied", "source=dns", "~api")
 
 	// Every name answers NXDOMAIN. Their TTLs differ, but the first to
 	// expire brings the other with it, so the source empties in one change,
@@ -131,12 +115,12 @@ func TestGuardDNSDefaults(t *testing.T) {
 	if st := cl.State(); n(st, "api") != 2 || n(st, "db") != 1 {
 		t.Errorf("during the hold the client has %d endpoints of api and %d of db, want 2 and 1:\n%s", n(st, "api"), n(st, "db"), st.Summary())
 	}
-	p.waitLog(guardWait, "level=WARN", "source=dns", "source emptied", "POST /guard/confirm?source=dns")
+	p.waitLog(patience, "level=WARN", "source=dns", "source emptied", "POST /guard/confirm?source=dns")
 	confirmHold(t, adminAddr, "dns")
 	waitClient(t, cl, "every cluster empty", func(st envoysim.State) bool {
 		return len(st.Clusters) == 3 && n(st, "api")+n(st, "web")+n(st, "db") == 0
 	})
-	p.waitLog(guardWait, "level=INFO", "removal hold over", "source=dns", "confirmed by an operator")
+	p.waitLog(patience, "level=INFO", "removal hold over", "source=dns", "confirmed by an operator")
 }
 
 func TestGuardFileDefaults(t *testing.T) {
@@ -151,22 +135,22 @@ func TestGuardFileDefaults(t *testing.T) {
 	}
 	writeFile(t, services, render(four))
 	p := start(t, cfg)
-	bridgetest.WaitReady(t, adminAddr, guardWait)
+	bridgetest.WaitReady(t, adminAddr, patience)
 	cl := startClient(t, xdsAddr, envoysim.Options{Node: "file", Delta: true})
-	waitState(t, cl, "file", guardWait, four)
+	waitState(t, cl, "file", four)
 
 	// Three of four services deleted from the file: an edit, applied at
 	// once and logged at INFO.
 	written := time.Now()
 	writeFile(t, services, render(four[:1]))
-	waitState(t, cl, "file", guardWait, four[:1])
+	waitState(t, cl, "file", four[:1])
 	t.Logf("deleting three of four services reached the client in %v", time.Since(written).Round(time.Millisecond))
 	noHold(t, adminAddr, "static", "three services deleted")
-	p.waitLog(guardWait, "level=INFO", "source changes applied", "source=static", "removed=3")
+	p.waitLog(patience, "level=INFO", "source changes applied", "source=static", "removed=3")
 
 	// The file truncated to no services: held, visible, confirmable.
 	writeFile(t, services, render(four))
-	waitState(t, cl, "file", guardWait, four)
+	waitState(t, cl, "file", four)
 	writeFile(t, services, "services: []\n")
 	g := waitHold(t, adminAddr, "static", "source emptied")
 	if g.HeldServices != 4 {
@@ -175,9 +159,9 @@ func TestGuardFileDefaults(t *testing.T) {
 	if d := diff(cl.State(), four); d != "" {
 		t.Errorf("the client lost services during the hold: %s", d)
 	}
-	p.waitLog(guardWait, "level=WARN", "source=static", "source emptied", "POST /guard/confirm?source=static")
+	p.waitLog(patience, "level=WARN", "source=static", "source emptied", "POST /guard/confirm?source=static")
 	confirmHold(t, adminAddr, "static")
-	waitState(t, cl, "file", guardWait, nil)
+	waitState(t, cl, "file", nil)
 }
 
 func TestGuardHTTPEmptied(t *testing.T) {
@@ -203,7 +187,7 @@ func TestGuardHTTPEmptied(t *testing.T) {
 	t.Cleanup(srv.Close)
 	cfg, xdsAddr, adminAddr := guardBridge(t, t.TempDir(), fmt.Sprintf("  - {name: cmdb, type: http, url: %q, interval: 200ms}\n", srv.URL))
 	p := start(t, cfg)
-	bridgetest.WaitReady(t, adminAddr, guardWait)
+	bridgetest.WaitReady(t, adminAddr, patience)
 	cl := startClient(t, xdsAddr, envoysim.Options{Node: "http", Delta: true})
 	clusters := func(want int) func(envoysim.State) bool {
 		return func(st envoysim.State) bool { return len(st.Clusters) == want && len(st.Assignments) == want }
@@ -225,7 +209,7 @@ func TestGuardHTTPEmptied(t *testing.T) {
 	if st := cl.State(); len(st.Clusters) != 990 {
 		t.Errorf("the client has %d clusters during the hold, want 990", len(st.Clusters))
 	}
-	p.waitLog(guardWait, "level=WARN", "source=cmdb", "source emptied", "POST /guard/confirm?source=cmdb")
+	p.waitLog(patience, "level=WARN", "source=cmdb", "source emptied", "POST /guard/confirm?source=cmdb")
 	confirmHold(t, adminAddr, "cmdb")
 	waitClient(t, cl, "no cluster", clusters(0))
 }

@@ -19,7 +19,7 @@ import (
 // go command's own status is its business (it reports any run it saw
 // interrupted as failed) and is only logged; the README says so.
 func TestCtrlC(t *testing.T) {
-	run := func(t *testing.T, ready time.Duration, name string, args ...string) (exitErr error, log string) {
+	run := func(t *testing.T, ready time.Duration, name string, args ...string) (log string, exitErr error) {
 		dir := t.TempDir()
 		cfg, _, adminAddr := writeConfig(t, dir)
 		writeFile(t, filepath.Join(dir, "services.yaml"), "services: [{name: web, endpoints: [{address: 10.0.0.1, port: 80}]}]\n")
@@ -51,11 +51,11 @@ func TestCtrlC(t *testing.T) {
 		}
 		select {
 		case <-done:
-			return waitErr, stderr.String()
+			return stderr.String(), waitErr
 		case <-time.After(60 * time.Second):
 			t.Fatalf("not stopped within 60s of SIGINT:\n%s", stderr)
 		}
-		return nil, ""
+		return "", nil
 	}
 	stoppedCleanly := func(t *testing.T, log string) {
 		t.Helper()
@@ -65,7 +65,7 @@ func TestCtrlC(t *testing.T) {
 	}
 
 	t.Run("binary", func(t *testing.T) {
-		err, log := run(t, 30*time.Second, binary)
+		log, err := run(t, 30*time.Second, binary)
 		if err != nil {
 			t.Errorf("exit %v after SIGINT to its process group, want 0\n%s", err, log)
 		}
@@ -76,7 +76,7 @@ func TestCtrlC(t *testing.T) {
 		if err != nil || testing.Short() {
 			t.Skip("needs the go command (and compiles the bridge once more)")
 		}
-		err, log := run(t, 5*time.Minute, goBin, "run", "./cmd/bridge")
+		log, err := run(t, 5*time.Minute, goBin, "run", "./cmd/bridge")
 		var exit *exec.ExitError
 		if err != nil && !errors.As(err, &exit) {
 			t.Fatal(err)

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"log"
@@ -74,7 +73,7 @@ func countConsul(t *testing.T, agentAddr string) *consulCounter {
 	return c
 }
 
-// TestReloadSIGHUP covers the reload acceptance with the real binary, a
+// TestReloadSIGHUP checks a reload end to end with the real binary, a
 // real Consul agent and a real CoreDNS: a SIGHUP with a changed DNS source
 // and an unchanged Consul source leaves the Consul source's watches alone
 // (no new connection, no fresh read), applies the DNS change, and drops no
@@ -109,7 +108,7 @@ sources:
 	}
 	writeFile(t, cfg, config("a", ""))
 	p := start(t, cfg)
-	bridgetest.WaitReady(t, adminAddr, 20*time.Second)
+	bridgetest.WaitReady(t, adminAddr, patience)
 	clients := []*envoysim.Client{
 		startClient(t, xdsAddr, envoysim.Options{Node: "sotw"}),
 		startClient(t, xdsAddr, envoysim.Options{Node: "delta", Delta: true}),
@@ -117,7 +116,7 @@ sources:
 	serves := func(what, legacy string) {
 		t.Helper()
 		for _, c := range clients {
-			waitFor(t, c, what, func(s envoysim.State) bool {
+			waitClient(t, c, what, func(s envoysim.State) bool {
 				web, leg := endpoints(s.Assignments["web"]), endpoints(s.Assignments["legacy"])
 				return len(web) == 1 && strings.HasPrefix(web[0], "10.0.0.1:8080") &&
 					len(leg) == 1 && strings.HasPrefix(leg[0], legacy+":80")
@@ -127,7 +126,7 @@ sources:
 	serves("web from Consul and legacy at 10.0.1.1", "10.0.1.1")
 	// The watch of web opens its connection after web's first read: the
 	// count is taken once it is in place.
-	bridgetest.Eventually(t, 10*time.Second, "the watch of web", func() bool { return counter.watching.Load() == 1 })
+	bridgetest.Eventually(t, patience, "the watch of web", func() bool { return counter.watching.Load() == 1 })
 	_, before := bridgetest.Get("http://" + adminAddr + "/clients")
 	conns, fresh := counter.conns.Load(), counter.fresh.Load()
 
@@ -174,7 +173,7 @@ sources:
 		t.Fatal(err)
 	}
 	p.waitLog(10*time.Second, "configuration reloaded", "kept=legacy", "started=consul")
-	bridgetest.Eventually(t, 10*time.Second, "the changed Consul source to start its watches", func() bool {
+	bridgetest.Eventually(t, patience, "the changed Consul source to start its watches", func() bool {
 		return counter.conns.Load() > conns && counter.fresh.Load() > fresh
 	})
 	serves("the same state from the restarted Consul source", "10.0.2.2")
@@ -189,14 +188,4 @@ func connectedTimes(clients string) string {
 		}
 	}
 	return strings.Join(out, " ")
-}
-
-// waitFor waits up to 10s for c's state to satisfy cond.
-func waitFor(t *testing.T, c *envoysim.Client, what string, cond func(envoysim.State) bool) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := c.WaitFor(ctx, cond); err != nil {
-		t.Fatalf("waiting for %s: %v\n%s", what, err, c.State().Summary())
-	}
 }

@@ -94,9 +94,9 @@ func TestWarmStartDuringConsulOutage(t *testing.T) {
 	const startup = "startup: {timeout: 500ms}"
 	b.write(t, "state_dir: state", startup)
 	p := start(t, cfg)
-	bridgetest.WaitReady(t, adminAddr, 20*time.Second)
+	bridgetest.WaitReady(t, adminAddr, patience)
 	web := func(s envoysim.State) bool { return len(endpoints(s.Assignments["web"])) == 2 }
-	waitFor(t, startClient(t, xdsAddr, envoysim.Options{Node: "before"}), "web with 2 endpoints", web)
+	waitClient(t, startClient(t, xdsAddr, envoysim.Options{Node: "before"}), "web with 2 endpoints", web)
 	p.stop()
 	if _, err := os.Stat(filepath.Join(dir, "state", "state.json")); err != nil {
 		t.Fatalf("no state persisted: %v", err)
@@ -105,9 +105,9 @@ func TestWarmStartDuringConsulOutage(t *testing.T) {
 	agent.Stop()
 	began := time.Now()
 	p = start(t, cfg)
-	waitListening(t, xdsAddr, 10*time.Second)
+	waitListening(t, xdsAddr, patience)
 	fresh := startClient(t, xdsAddr, envoysim.Options{Node: "after", Delta: true})
-	waitFor(t, fresh, "web with 2 endpoints from the persisted state", web)
+	waitClient(t, fresh, "web with 2 endpoints from the persisted state", web)
 	took := time.Since(began)
 	t.Logf("a fresh client had the persisted endpoints %v after the restart", took.Round(time.Millisecond))
 	if limit := time.Second; took > limit && !raceEnabled {
@@ -122,9 +122,9 @@ func TestWarmStartDuringConsulOutage(t *testing.T) {
 	// Without state_dir the only source cannot sync: not ready, and the
 	// timeout does not open the gate on an empty world.
 	b.write(t, "", startup)
-	p = start(t, cfg)
-	waitListening(t, adminAddr, 10*time.Second)
-	bridgetest.Eventually(t, 10*time.Second, "the startup timeout", func() bool {
+	start(t, cfg) // its cleanup stops it
+	waitListening(t, adminAddr, patience)
+	bridgetest.Eventually(t, patience, "the startup timeout", func() bool {
 		_, body := bridgetest.Get("http://" + adminAddr + "/sources")
 		return strings.Contains(body, `"startup": "timed_out"`)
 	})
@@ -155,7 +155,7 @@ func TestGuardAgentRestartedEmpty(t *testing.T) {
 	// Every wait is the shared patience (a loaded machine fails no test);
 	// what is asserted is the outcome and the guard's counter, not how
 	// long anything took.
-	bridgetest.WaitReady(t, adminAddr, bridgetest.Patience)
+	bridgetest.WaitReady(t, adminAddr, patience)
 
 	var (
 		mu       sync.Mutex
@@ -184,11 +184,7 @@ func TestGuardAgentRestartedEmpty(t *testing.T) {
 		}
 		return true
 	}
-	sctx, scancel := context.WithTimeout(context.Background(), bridgetest.Patience)
-	defer scancel()
-	if err := cl.WaitFor(sctx, all); err != nil {
-		t.Fatalf("waiting for every service: %v\n%s", err, cl.State().Summary())
-	}
+	waitClient(t, cl, "every service", all)
 	holdsBefore := bridgetest.SourceStatus(t, adminAddr, "consul").GuardHolds
 	mu.Lock()
 	watching = true

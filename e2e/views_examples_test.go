@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -99,7 +98,7 @@ func TestViewsExample(t *testing.T) {
 	cfg := rewriteInto(t, dir, filepath.Join(examples, "views", "bridge.yaml"), "127.0.0.1:18000", xdsAddr,
 		"127.0.0.1:19000", adminAddr, "/tmp/xdsbridge/xds", out, "../quickstart/services.yaml", quickstartServices(t))
 	start(t, cfg)
-	bridgetest.WaitReady(t, adminAddr, 20*time.Second)
+	bridgetest.WaitReady(t, adminAddr, patience)
 
 	rest := bootstrap(t, filepath.Join(examples, "envoy", "envoy-rest.yaml"))
 	req := fmt.Sprintf(`{"node": {"id": %q, "cluster": %q}}`, rest.GetNode().GetId(), rest.GetNode().GetCluster())
@@ -124,7 +123,7 @@ func TestViewsExample(t *testing.T) {
 	}
 
 	var written discoveryv3.DiscoveryResponse
-	bridgetest.Eventually(t, 10*time.Second, "cds.json", func() bool {
+	bridgetest.Eventually(t, patience, "cds.json", func() bool {
 		b, err := os.ReadFile(filepath.Join(out, files.CDSFile))
 		return err == nil && protojson.Unmarshal(b, &written) == nil
 	})

@@ -18,7 +18,6 @@ import (
 type merger struct {
 	bySource  []map[string]Service // index = precedence, 0 wins
 	synced    []bool
-	nsynced   int
 	published map[string]Service
 	dirty     map[string]struct{}
 
@@ -57,8 +56,6 @@ func newMerger(n int) *merger {
 	return m
 }
 
-func (m *merger) allSynced() bool { return m.nsynced == len(m.synced) }
-
 // apply records update u of source src and reports whether it may change
 // the merged state. The update's services are kept as they are (the Update
 // contract hands them over), sorted in place.
@@ -66,7 +63,6 @@ func (m *merger) apply(src int, u Update) (changed bool) {
 	note := m.note
 	if !m.synced[src] {
 		m.synced[src] = true
-		m.nsynced++
 		note = func(int, byte, string) {} // the first sync is logged as such
 	}
 	state := m.bySource[src]

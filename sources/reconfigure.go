@@ -175,16 +175,12 @@ func (m *merger) reorder(from []int) (changed bool) {
 	old, oldSynced := m.bySource, m.synced
 	m.bySource = make([]map[string]Service, len(from))
 	m.synced = make([]bool, len(from))
-	m.nsynced = 0
 	for j, i := range from {
 		if i < 0 {
 			m.bySource[j] = map[string]Service{}
 			continue
 		}
 		m.bySource[j], m.synced[j] = old[i], oldSynced[i]
-		if m.synced[j] {
-			m.nsynced++
-		}
 	}
 	for _, state := range old {
 		for name := range state {

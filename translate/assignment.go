@@ -59,9 +59,9 @@ type valueSlab struct {
 // Priorities are renumbered 0, 1, 2... in ascending order, because Envoy and
 // gRPC reject gaps; each group's weight is the sum of its endpoints' weights
 // so that gRPC's per-locality pick matches a flat weighted pick, unless
-// svc.Localities fixes the group's weight. A later copy
-// of an address:port already emitted is left out (see Service). An empty
-// service yields an assignment without endpoints: a real state, not an error.
+// svc.Localities fixes the group's weight. A later copy of an address:port
+// already emitted is left out (see Service). An empty service yields an
+// assignment without endpoints: a real state, not an error.
 func Assignment(svc sources.Service) (*endpointv3.ClusterLoadAssignment, error) {
 	cla := &endpointv3.ClusterLoadAssignment{ClusterName: svc.Name}
 	if len(svc.Endpoints) == 0 {

@@ -12,7 +12,10 @@ import (
 
 // FuzzNewRule feeds arbitrary cluster fragments to NewRule: it never
 // panics, and every error is one line naming a key under "cluster",
-// without protojson's position or prefix. In CI:
+// without protojson's position or prefix.
+//
+// `make fuzz` (part of `make test`) runs it with the other fuzz targets;
+// to run it alone:
 //
 //	go test -run='^$' -fuzz='^FuzzNewRule$' -fuzztime=10s ./translate/
 func FuzzNewRule(f *testing.F) {

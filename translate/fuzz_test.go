@@ -36,7 +36,10 @@ func fuzzService(name string, b []byte) sources.Service {
 // FuzzService translates arbitrary services: translation never panics, an
 // accepted service yields resources that pass validation, and translating
 // the same service with its endpoints in another order yields the same
-// resources (translation is deterministic). In CI:
+// resources (translation is deterministic).
+//
+// `make fuzz` (part of `make test`) runs it with the other fuzz targets;
+// to run it alone:
 //
 //	go test -run='^$' -fuzz='^FuzzService$' -fuzztime=10s ./translate/
 func FuzzService(f *testing.F) {

@@ -67,8 +67,9 @@ var (
 // Listener builds the API listener a proxyless gRPC client resolves for
 // xds:///name: an HttpConnectionManager taking route configuration name over
 // ADS (RDS), with the router as its only filter. This is the minimal chain
-// grpc-go and grpc-js accept (see shared/XDS.md, "Client constraints").
-// Envoys must never receive it.
+// that both grpc-go and grpc-js accept: an api_listener named exactly as the
+// target, whose HttpConnectionManager names its route configuration, with
+// the router as the only HTTP filter. Envoys must never receive it.
 func Listener(name string) (*listenerv3.Listener, error) {
 	s := &listenerSlab{}
 	s.rdsv.ConfigSource = adsSource

@@ -11,8 +11,8 @@ import (
 	"github.com/xdsbridge/xdsbridge/sources"
 )
 
-// grpcShape is the acceptance rule: a gRPC service with least request,
-// HTTP/2 upstreams, outlier detection and no panic mode.
+// grpcShape is a typical rule for a gRPC service: least request, HTTP/2
+// upstreams, outlier detection and no panic mode.
 const grpcShape = `
 lb_policy: LEAST_REQUEST
 least_request_lb_config: {choice_count: 3}
@@ -121,7 +121,7 @@ func TestShapingClientClasses(t *testing.T) {
 // booleans written as strings, which protojson alone refuses.
 func TestNewRuleReadsConfigurationScalars(t *testing.T) {
 	r := mustRule(t, sources.Selector{}, AllClients,
-		`{connect_timeout: 1m30s, respect_dns_ttl: "true", outlier_detection: {interval: 100ms, consecutive_5xx: "7"}}`)
+		`{connect_timeout: 1m30s, ignore_health_on_host_removal: "true", outlier_detection: {interval: 100ms, consecutive_5xx: "7"}}`)
 	c := r.apply(Cluster("x", 0))
 	od := c.GetOutlierDetection()
 	if got := c.GetConnectTimeout().AsDuration(); got != 90*time.Second {
@@ -130,8 +130,8 @@ func TestNewRuleReadsConfigurationScalars(t *testing.T) {
 	if got := od.GetInterval().AsDuration(); got != 100*time.Millisecond {
 		t.Errorf("outlier_detection.interval = %v, want 100ms", got)
 	}
-	if od.GetConsecutive_5Xx().GetValue() != 7 || !c.GetRespectDnsTtl() {
-		t.Errorf("consecutive_5xx = %v, respect_dns_ttl = %v; want 7, true", od.GetConsecutive_5Xx(), c.GetRespectDnsTtl())
+	if od.GetConsecutive_5Xx().GetValue() != 7 || !c.GetIgnoreHealthOnHostRemoval() {
+		t.Errorf("consecutive_5xx = %v, ignore_health_on_host_removal = %v; want 7, true", od.GetConsecutive_5Xx(), c.GetIgnoreHealthOnHostRemoval())
 	}
 }
 
@@ -153,7 +153,7 @@ func TestNewRuleErrors(t *testing.T) {
 		{"duration without a unit", sources.Selector{}, "outlier_detection: {interval: 10}", "cluster.outlier_detection.interval: 10 is not a duration: durations need a unit such as 100ms or 30s"},
 		{"not a whole number", sources.Selector{}, "outlier_detection: {consecutive_5xx: abc}", `cluster.outlier_detection.consecutive_5xx: "abc" is not a whole number`},
 		{"out of range", sources.Selector{}, "outlier_detection: {consecutive_5xx: -1}", "cluster.outlier_detection.consecutive_5xx: -1 is out of range (0 to 4294967295)"},
-		{"not a bool", sources.Selector{}, "respect_dns_ttl: yes", `cluster.respect_dns_ttl: "yes" is not true or false`},
+		{"not a bool", sources.Selector{}, "ignore_health_on_host_removal: yes", `cluster.ignore_health_on_host_removal: "yes" is not true or false`},
 		{"a list for a message", sources.Selector{}, "outlier_detection: [5]", "cluster.outlier_detection: want a map of envoy.config.cluster.v3.OutlierDetection fields, not the list [5]"},
 		{"bridge-owned name", sources.Selector{}, "name: other", "cluster.name: is set by the bridge"},
 		{"bridge-owned type", sources.Selector{}, "type: STRICT_DNS", "cluster.type: is set by the bridge"},

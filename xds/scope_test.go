@@ -224,9 +224,7 @@ func TestScopedFleet(t *testing.T) {
 			if j >= fleetServices/2 {
 				break
 			}
-			for _, r := range []Resource{cluster(svcName(j), time.Second), assignment(svcName(j), uint32(10000+j))} {
-				rs = append(rs, r) // in no scope now
-			}
+			rs = append(rs, cluster(svcName(j), time.Second), assignment(svcName(j), uint32(10000+j))) // in no scope now
 			dropped = append(dropped, svcName(j))
 		}
 		slices.Sort(dropped)

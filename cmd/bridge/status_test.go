@@ -53,7 +53,7 @@ sources: [{name: static, type: file, path: services.yaml}]
 	adminFlags := []string{"--admin", in.AdminAddr().String(), "--ca-file", ca.CertFile, "--token-file", filepath.Join(dir, "token")}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	bridgetest.Eventually(t, 30*time.Second, "healthcheck to pass", func() bool {
+	bridgetest.Eventually(t, bridgetest.Patience, "healthcheck to pass", func() bool {
 		code, _, _ := runBridge(append([]string{"healthcheck"}, adminFlags...)...)
 		return code == 0
 	})
@@ -81,7 +81,7 @@ sources: [{name: static, type: file, path: services.yaml}]
 			t.Fatal(err)
 		}
 	}
-	bridgetest.Eventually(t, 30*time.Second, "every client to be synced or NACKing", func() bool {
+	bridgetest.Eventually(t, bridgetest.Patience, "every client to be synced or NACKing", func() bool {
 		code, out, _ := runBridge(append([]string{"status", "--format", "json"}, adminFlags...)...)
 		return code == 0 && strings.Count(out, `"acked_version": "`) >= 5 && strings.Contains(out, "endpoint weight out of range")
 	})

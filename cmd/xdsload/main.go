@@ -44,6 +44,7 @@ func main() {
 	}
 }
 
+//lint:ignore ST1005 a usage line, printed alone; its trailing ellipsis stands for more arguments
 var errUsage = errors.New("usage: xdsload bench|run|consul|consul-events|consul-refill|file-source|status-page|replicas|serve [flags] (-h for flags), or xdsload summarize FILE.csv..., or xdsload headline [--svg FILE] RESULTS...")
 
 // summarize prints the min/median/max tables of result CSVs (see

@@ -85,11 +85,11 @@ func startFleet(ctx context.Context, o fleetOptions) (*fleet, error) {
 				// busy server on a loaded machine time out now and then) is
 				// retried with gRPC's backoff, as an Envoy retries, rather
 				// than failing the run; the retry counts in the time.
-				// The connections share write buffers, as the server's do:
+				// The connections share write buffers (gRPC's default), as the server's do:
 				// one each would be 32 KB per client of the load
 				// generator's memory, which at 20,000 clients sits beside
 				// the server's on the same machine.
-				DialOptions: []grpc.DialOption{grpc.WithDefaultCallOptions(grpc.WaitForReady(true)), grpc.WithSharedWriteBuffer(true)},
+				DialOptions: []grpc.DialOption{grpc.WithDefaultCallOptions(grpc.WaitForReady(true))},
 			}
 			if o.versions != nil {
 				opts.InitialVersions = o.versions[i]

@@ -98,9 +98,6 @@ func startServer(ctx context.Context, cfg Config, logPath string) (*server, erro
 	return nil, fmt.Errorf("server %s not ready (see %s)", impl, logPath)
 }
 
-// Pid is the server's process id.
-func (s *server) pid() int { return s.cmd.Process.Pid }
-
 func (s *server) post(ctx context.Context, path string, q url.Values) error {
 	u := "http://" + s.control + path
 	if len(q) > 0 {

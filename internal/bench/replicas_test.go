@@ -130,7 +130,8 @@ func TestLedgerMissing(t *testing.T) {
 	if _, _, ok := l.current(0, t0.Add(10*time.Millisecond), t0.Add(20*time.Millisecond)); ok {
 		t.Error("a client lacking a change made before it reconnected is current")
 	}
-	if l.make(1, t0) == 0 || l.make(1, t0) == 0 || l.make(0, t0) != 0 {
+	second, third, fourth := l.make(1, t0), l.make(1, t0), l.make(0, t0)
+	if second == 0 || third == 0 || fourth != 0 {
 		t.Error("a ledger of capacity 4 holds changes 1 to 3 and refuses the fourth")
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/xdsbridge/xdsbridge/bridge"
 	"github.com/xdsbridge/xdsbridge/config"
 	"github.com/xdsbridge/xdsbridge/internal/syncbuf"
+	"github.com/xdsbridge/xdsbridge/internal/testwait"
 	"github.com/xdsbridge/xdsbridge/sources"
 )
 
@@ -104,25 +105,14 @@ func GetAuth(url, token string) (int, string) {
 }
 
 // Patience is how long the end-to-end tests wait for the bridge to do what
-// they expect. It is a failure detector, not a measurement: a race-built
-// bridge on a loaded machine must never reach it, so it is far longer than
-// anything waited for takes. Latencies are logged, and their targets are
-// the benchmarks'.
-const Patience = 30 * time.Second
+// they expect (see testwait.Patience).
+const Patience = testwait.Patience
 
 // Eventually polls cond every 10ms until it holds, failing the test when
-// timeout passes first.
+// timeout passes first (see testwait.Eventually).
 func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		<-tick.C
-	}
+	testwait.Eventually(t, timeout, what, cond)
 }
 
 // Chromium returns the path of a Chromium binary, or skips the test: it

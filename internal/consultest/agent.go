@@ -1,9 +1,10 @@
 // Package consultest starts a real Consul agent in -dev mode (Start), or the
 // topology users run, a server agent and a client agent joined to it
-// (StartCluster), for integration tests: every port on a free loopback port (so that agents of parallel tests
-// never collide), a unique node name, logs in the test's temporary directory
-// (printed when the test fails), and Stop/Kill/Restart so that tests can take
-// the agent away and bring it back on the same ports and data directory.
+// (StartCluster), for integration tests: every port on a free loopback port
+// (so that agents of parallel tests never collide), a unique node name, logs
+// in the test's temporary directory (printed when the test fails), and
+// Stop/Kill/Restart so that tests can take the agent away and bring it back
+// on the same ports and data directory.
 //
 // The binary is found by Binary: $XDSBRIDGE_CONSUL, else `consul` on PATH,
 // else the cache that scripts/tools.sh fills. Without one the test is

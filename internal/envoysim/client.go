@@ -4,7 +4,7 @@
 // one process in Light mode, which keeps only names, versions and hashes
 // (the names and versions shared by the fleet's clients: Interner).
 //
-// What it reproduces of Envoy (see /work/shared/XDS.md):
+// What it reproduces of Envoy:
 //   - CDS first (wildcard or named), then EDS for exactly the clusters held;
 //     the EDS subscription follows every CDS change, and the EDS request is
 //     sent before the CDS ACK, as Envoy's ADS mux does when it resumes EDS

@@ -234,9 +234,10 @@ func TestNamedClusters(t *testing.T) {
 			}
 			defer c.Close()
 			if v.delta {
-				// SotW SnapshotCache in ADS mode never answers a named CDS
-				// request that does not cover the snapshot (XDS.md), so only
-				// delta can be checked against it.
+				// go-control-plane's SotW SnapshotCache in ADS mode holds a
+				// named CDS request until the names cover every cluster of
+				// the snapshot, so it never answers this one; only delta
+				// can be checked against it.
 				if err := c.WaitFor(ctx, holds(world{"a": {1}, "b": {2}})); err != nil {
 					t.Fatal(err)
 				}

@@ -20,10 +20,9 @@
 // of a reconnect storm it can go a whole second allocating almost nothing
 // while it writes hundreds of megabytes to its clients, and a collection
 // then costs the storm two full marks of a heap full of buffers in flight
-// (a third of a second at 200 clients of 10,000 clusters) for little
-// memory back. A process can also be in the middle of a storm while idle,
-// waiting for slow clients to take what it has queued for them; Policy.Busy
-// lets it say so.
+// for little memory back. A process can also be in the middle of a storm
+// while idle, waiting for slow clients to take what it has queued for them;
+// Policy.Busy lets it say so.
 //
 // The cost is two full collections per burst (see release), and a burst
 // only counts when it allocated at least half the live heap it started

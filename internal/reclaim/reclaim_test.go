@@ -7,6 +7,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/xdsbridge/xdsbridge/internal/testwait"
 )
 
 const mib = 1 << 20
@@ -231,20 +233,25 @@ func TestReclaimerReturnsMemory(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	go r.Run(ctx)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the Reclaimer's stats: %+v", r.Stats())
+		}
+	})
 	// The burst must come after the Reclaimer's first reading, or that
 	// reading already counts it. Waiting on its state; the deadlines only
 	// bound a failure.
-	waitFor(t, "a first sample", func() bool { return r.Stats().Samples > 0 }, r)
+	testwait.Eventually(t, testwait.Patience, "a first sample", func() bool { return r.Stats().Samples > 0 })
 	var pool sync.Pool
 	var bufs [][]byte
 	for range 64 {
 		bufs = append(bufs, make([]byte, mib))
 	}
 	for _, b := range bufs {
-		pool.Put(b)
+		pool.Put(&b)
 	}
 	bufs = nil
-	waitFor(t, "a release after a 64 MiB burst", func() bool { return r.Stats().Releases > 0 }, r)
+	testwait.Eventually(t, testwait.Patience, "a release after a 64 MiB burst", func() bool { return r.Stats().Releases > 0 })
 	if st := r.Stats(); st.Released == 0 {
 		t.Errorf("released %+v, want some heap returned", st)
 	}
@@ -254,15 +261,4 @@ func TestReclaimerReturnsMemory(t *testing.T) {
 		t.Errorf("heap in use %d MiB after the release, want the pooled 64 MiB freed", ms.HeapInuse/mib)
 	}
 	runtime.KeepAlive(&pool)
-}
-
-func waitFor(t *testing.T, what string, cond func() bool, r *Reclaimer) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s within 10 s: %+v", what, r.Stats())
-		}
-		runtime.Gosched()
-	}
 }

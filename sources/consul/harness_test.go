@@ -132,14 +132,6 @@ func (r *running) service(name string) (sources.Service, bool) {
 	return s, ok
 }
 
-// published returns the endpoint counts published for cluster name, in
-// order (-1 for a removal).
-func (r *running) published(name string) []int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.history[name])
-}
-
 // updateKind is what kind of update the source sent.
 type updateKind struct{ full, reset bool }
 

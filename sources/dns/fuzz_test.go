@@ -1,7 +1,6 @@
 package dns
 
 import (
-	"fmt"
 	"testing"
 
 	mdns "github.com/miekg/dns"
@@ -79,7 +78,7 @@ func FuzzConvert(f *testing.F) {
 			}
 		}
 		if n := len(res.Endpoints); n > 0 && res.Endpoints[n-1].Priority >= uint32(n) {
-			t.Fatal(fmt.Sprintf("priority %d with %d endpoints", res.Endpoints[n-1].Priority, n))
+			t.Fatalf("priority %d with %d endpoints", res.Endpoints[n-1].Priority, n)
 		}
 	})
 }

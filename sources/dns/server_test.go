@@ -106,18 +106,6 @@ func (f *fakeServer) count(name string, qtype uint16, network string) int {
 	return n
 }
 
-func (f *fakeServer) times(name string, qtype uint16) []time.Time {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var ts []time.Time
-	for _, q := range f.queries {
-		if q.name == mdns.CanonicalName(name) && q.qtype == qtype && q.net == "udp" {
-			ts = append(ts, q.at)
-		}
-	}
-	return ts
-}
-
 func (f *fakeServer) ServeDNS(w mdns.ResponseWriter, req *mdns.Msg) {
 	if len(req.Question) != 1 {
 		return
