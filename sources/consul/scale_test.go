@@ -64,7 +64,6 @@ func TestScale(t *testing.T) {
 	// A second instance without checks, on a new node: the node's
 	// appearance names it (one read of the node's services), before the
 	// sweep its registration causes.
-	registered := time.Now()
 	if _, err := c.Catalog().Register(&api.CatalogRegistration{Node: "scale-extra", Address: "10.2.0.1",
 		Service: &api.AgentService{ID: "extra", Service: svcName(1500), Port: 20000}}, nil); err != nil {
 		t.Fatal(err)
@@ -72,16 +71,9 @@ func TestScale(t *testing.T) {
 	sweep := r.waitFor(patience, "second instance of scale-1500", func() bool { return len(r.endpointsOf(svcName(1500))) == 2 })
 
 	afterSweep := codes.total()
-	// The sweep goes on after it found the instance; it ends when the
-	// requests stop.
-	last, lastAt := codes.total(), time.Now()
-	waitFor(t, patience, "the sweep to end", func() bool {
-		if n := codes.total(); n != last {
-			last, lastAt = n, time.Now()
-		}
-		return time.Since(lastAt) > 300*time.Millisecond
-	})
-	t.Logf("the sweep took %v and %d requests", lastAt.Sub(registered).Round(time.Millisecond), last-afterCritical)
+	// The sweep goes on after it found the instance and, with most
+	// services unwatched, starts again; the checks below hold whenever
+	// they are made, so the test does not wait for a pause in it.
 	t.Logf("requests: %d for the critical check, %d until the instance without checks was seen", afterCritical-before, afterSweep-afterCritical)
 	open, maxOpen, dialed := cc.figures()
 	proc := procConns(t, agent.HTTPAddr)
