@@ -24,6 +24,7 @@ import (
 	"github.com/xdsbridge/xdsbridge/admin"
 	"github.com/xdsbridge/xdsbridge/config"
 	"github.com/xdsbridge/xdsbridge/internal/reclaim"
+	"github.com/xdsbridge/xdsbridge/settings"
 	"github.com/xdsbridge/xdsbridge/sources"
 	"github.com/xdsbridge/xdsbridge/translate"
 	"github.com/xdsbridge/xdsbridge/xds"
@@ -67,7 +68,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 
 // New builds the sources of cfg and binds the xDS and admin listeners;
 // version is the build's, which the status page shows.
-// Configuration errors are *sources.KeyError values; a listen error names
+// Configuration errors are *settings.KeyError values; a listen error names
 // its key too (`xds.listen: listen tcp ...: address already in use`).
 func New(cfg *config.Config, log *slog.Logger, version string) (*Instance, error) {
 	in := &Instance{log: log, services: newServiceView(), version: version, started: time.Now()}
@@ -141,7 +142,7 @@ func New(cfg *config.Config, log *slog.Logger, version string) (*Instance, error
 	if cfg.Admin.TokenFile != "" {
 		requireToken, err := admin.RequireToken(cfg.Admin.TokenFile, log.With("component", "admin"))
 		if err != nil {
-			return nil, sources.Prefix("admin.token_file", err)
+			return nil, settings.Prefix("admin.token_file", err)
 		}
 		handler = requireToken(handler)
 	}
@@ -152,12 +153,12 @@ func New(cfg *config.Config, log *slog.Logger, version string) (*Instance, error
 
 	if in.xdsLis, err = net.Listen("tcp", cfg.XDS.Listen); err != nil {
 		in.views.close()
-		return nil, sources.Prefix("xds.listen", err)
+		return nil, settings.Prefix("xds.listen", err)
 	}
 	if in.adminLis, err = net.Listen("tcp", cfg.Admin.Listen); err != nil {
 		in.xdsLis.Close()
 		in.views.close()
-		return nil, sources.Prefix("admin.listen", err)
+		return nil, settings.Prefix("admin.listen", err)
 	}
 	if sec.adminTLS != nil {
 		in.adminLis = tls.NewListener(in.adminLis, sec.adminTLS)

@@ -8,7 +8,7 @@
 // and from command-line flags; flags beat the environment, which beats the
 // file. A BRIDGE_ variable that names no setting is reported in Warnings.
 //
-// Every error that a user can fix is a *sources.KeyError naming the key,
+// Every error that a user can fix is a *settings.KeyError naming the key,
 // such as `sources[1].type: unknown source type "foo"`; Load returns it in
 // an *Error, one line naming the file, or the variable or flag the value
 // came from.
@@ -28,6 +28,7 @@ import (
 
 	"github.com/xdsbridge/xdsbridge/internal/reclaim"
 	"github.com/xdsbridge/xdsbridge/internal/scalar"
+	"github.com/xdsbridge/xdsbridge/settings"
 	"github.com/xdsbridge/xdsbridge/sources"
 	"github.com/xdsbridge/xdsbridge/transform"
 	"github.com/xdsbridge/xdsbridge/translate"
@@ -276,12 +277,12 @@ func Load(path string, fs *pflag.FlagSet) (*Config, error) {
 }
 
 // parse is Load on the file's content; dir is the file's directory. A
-// *sources.KeyError it returns has its Origin set when the value came from
+// *settings.KeyError it returns has its Origin set when the value came from
 // a flag or the environment.
 func parse(data []byte, dir string, fs *pflag.FlagSet) (*Config, error) {
 	cfg := &Config{Dir: dir, origins: origins(fs), Warnings: unknownEnv(os.Environ())}
 	if err := cfg.fill(data, fs); err != nil {
-		return nil, sources.Attribute(err, cfg.originOf)
+		return nil, settings.Attribute(err, cfg.originOf)
 	}
 	return cfg, nil
 }
@@ -316,7 +317,7 @@ func (c *Config) fill(data []byte, fs *pflag.FlagSet) error {
 	if err := checkMergeShape(v.Get("merge.services")); err != nil {
 		return err
 	}
-	if err := sources.Decode(v.AllSettings(), c); err != nil {
+	if err := settings.Decode(v.AllSettings(), c); err != nil {
 		return err
 	}
 	if err := c.rawLists(data); err != nil {
@@ -334,7 +335,7 @@ func (c *Config) fill(data []byte, fs *pflag.FlagSet) error {
 func setNameOrType(key, k string, val any, name, typ *string) error {
 	str, ok := val.(string)
 	if !ok {
-		return sources.Errorf(fmt.Sprintf("%s.%s", key, k), "%v", scalar.Mismatch("a string", val))
+		return settings.Errorf(fmt.Sprintf("%s.%s", key, k), "%v", scalar.Mismatch("a string", val))
 	}
 	if k == "name" {
 		*name = str
@@ -372,21 +373,21 @@ func (c *Config) parseSources() error {
 
 // NewSource builds the source of entry s with its type's constructor; opts
 // gets its BaseDir filled in from the config file's directory. Errors are
-// *sources.KeyError values prefixed with the entry's key.
+// *settings.KeyError values prefixed with the entry's key.
 func (c *Config) NewSource(s Source, opts sources.Options) (sources.Source, error) {
 	t, ok := sources.Lookup(s.Type)
 	if !ok {
-		return nil, sources.Errorf(s.Key()+".type", "unknown source type %q (known: %s)",
+		return nil, settings.Errorf(s.Key()+".type", "unknown source type %q (known: %s)",
 			s.Type, strings.Join(sources.Types(), ", "))
 	}
 	opts.Name = s.Name
 	opts.BaseDir = c.Dir
 	src, err := t.New(s.Settings, opts)
 	if err != nil {
-		return nil, sources.Prefix(s.Key(), err)
+		return nil, settings.Prefix(s.Key(), err)
 	}
 	if src == nil {
-		return nil, sources.Errorf(s.Key(), "source type %q returned no source", s.Type)
+		return nil, settings.Errorf(s.Key(), "source type %q returned no source", s.Type)
 	}
 	return src, nil
 }

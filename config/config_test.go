@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/xdsbridge/xdsbridge/settings"
 	"github.com/xdsbridge/xdsbridge/sources"
 	"github.com/xdsbridge/xdsbridge/xds"
 )
@@ -31,11 +32,11 @@ func (f *fakeSource) Run(ctx context.Context, _ chan<- sources.Update) error {
 func init() {
 	sources.Register(sources.Type{Name: "fake", New: func(cfg map[string]any, opts sources.Options) (sources.Source, error) {
 		f := &fakeSource{dir: opts.BaseDir}
-		if err := sources.Decode(cfg, f); err != nil {
+		if err := settings.Decode(cfg, f); err != nil {
 			return nil, err
 		}
 		if f.Path == "" {
-			return nil, sources.Errorf("path", "is required")
+			return nil, settings.Errorf("path", "is required")
 		}
 		return f, nil
 	}})
@@ -196,9 +197,9 @@ func TestInvalid(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := parse([]byte(c.yaml), "/d", nil)
-			var ke *sources.KeyError
+			var ke *settings.KeyError
 			if !errors.As(err, &ke) {
-				t.Fatalf("error = %v, want a *sources.KeyError", err)
+				t.Fatalf("error = %v, want a *settings.KeyError", err)
 			}
 			if ke.Key != c.wantKey || !strings.HasPrefix(err.Error(), c.wantKey+": ") {
 				t.Errorf("key = %q (error %q), want %q", ke.Key, err, c.wantKey)

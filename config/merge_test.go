@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/xdsbridge/xdsbridge/settings"
 	"github.com/xdsbridge/xdsbridge/sources"
 )
 
@@ -72,9 +73,9 @@ func TestMergeSection(t *testing.T) {
 				}
 				return
 			}
-			var ke *sources.KeyError
+			var ke *settings.KeyError
 			if !errors.As(err, &ke) {
-				t.Fatalf("error = %v, want a *sources.KeyError", err)
+				t.Fatalf("error = %v, want a *settings.KeyError", err)
 			}
 			if ke.Key != c.wantKey || !strings.Contains(err.Error(), c.wantMsg) {
 				t.Errorf("error = %q, want key %q and %q", err, c.wantKey, c.wantMsg)

@@ -3,6 +3,8 @@ package sources
 import (
 	"context"
 	"fmt"
+
+	"github.com/xdsbridge/xdsbridge/settings"
 )
 
 // newMerger returns the merger of the manager's sources and merge policy.
@@ -29,7 +31,7 @@ func (m *Manager) SetMerge(ctx context.Context, mc MergeConfig) error {
 		names[i] = n.Name
 	}
 	if err := mc.Validate(names); err != nil {
-		return fmt.Errorf("changing the merge policy: %w", Prefix("merge", err))
+		return fmt.Errorf("changing the merge policy: %w", settings.Prefix("merge", err))
 	}
 	select {
 	case m.merges <- mc:
