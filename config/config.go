@@ -28,6 +28,7 @@ import (
 
 	"github.com/xdsbridge/xdsbridge/internal/reclaim"
 	"github.com/xdsbridge/xdsbridge/internal/scalar"
+	"github.com/xdsbridge/xdsbridge/manager"
 	"github.com/xdsbridge/xdsbridge/settings"
 	"github.com/xdsbridge/xdsbridge/sources"
 	"github.com/xdsbridge/xdsbridge/transform"
@@ -55,7 +56,7 @@ type Config struct {
 	Scopes  map[string]any `mapstructure:"scopes"`
 	Outputs []Output       `mapstructure:"outputs"`
 	// Merge sets how a service reported by several sources is served.
-	Merge sources.MergeConfig `mapstructure:"merge"`
+	Merge manager.MergeConfig `mapstructure:"merge"`
 	// Istio configures the Istio translation (istio.go).
 	Istio Istio `mapstructure:"istio"`
 
@@ -148,7 +149,7 @@ type Log struct {
 }
 
 // Holdoff configures how the source manager coalesces changes
-// (sources.Cadence): a change after a quiet period is published Min after
+// (manager.Cadence): a change after a quiet period is published Min after
 // it, with whatever came meanwhile; under steady churn batches are
 // published Min apart (back to back when a publish takes longer than Min).
 // No change waits longer than Min beyond a publish in progress. Max must be
@@ -176,8 +177,8 @@ type Source struct {
 	// Index is the entry's position, used to name keys in errors.
 	Index int
 	// Startup and Guard are the entry's policies (keys startup, guard).
-	Startup sources.Startup
-	Guard   sources.Guard
+	Startup manager.Startup
+	Guard   manager.Guard
 }
 
 // Key returns the configuration key of the entry, such as "sources[1]".
@@ -221,15 +222,15 @@ var defaults = map[string]any{
 	"admin.pprof":                            false,
 	"log.level":                              "info",
 	"log.format":                             "text",
-	"holdoff.min":                            sources.DefaultHoldoff.String(),
-	"holdoff.max":                            sources.DefaultMaxHoldoff.String(),
+	"holdoff.min":                            manager.DefaultHoldoff.String(),
+	"holdoff.max":                            manager.DefaultMaxHoldoff.String(),
 	"memory.return_after_quiet":              reclaim.DefaultPolicy.Quiet.String(),
 	"state_dir":                              "",
-	"guard.hold":                             sources.DefaultGuardHold.String(),
-	"guard.max_removed_fraction":             sources.DefaultMaxRemovedFraction,
-	"guard.min_removed":                      sources.DefaultMinRemoved,
+	"guard.hold":                             manager.DefaultGuardHold.String(),
+	"guard.max_removed_fraction":             manager.DefaultMaxRemovedFraction,
+	"guard.min_removed":                      manager.DefaultMinRemoved,
 	"guard.per_service":                      false,
-	"merge.default":                          sources.MergeFirst,
+	"merge.default":                          manager.MergeFirst,
 	"istio.enabled":                          false,
 	"istio.shape":                            string(istio.DefaultShape),
 	"istio.host":                             istio.DefaultHost,

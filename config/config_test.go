@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/xdsbridge/xdsbridge/manager"
 	"github.com/xdsbridge/xdsbridge/settings"
 	"github.com/xdsbridge/xdsbridge/sources"
 	"github.com/xdsbridge/xdsbridge/xds"
@@ -224,12 +225,12 @@ sources:
 		t.Fatal(err)
 	}
 	want := []struct {
-		startup sources.Startup
-		guard   sources.Guard
+		startup manager.Startup
+		guard   manager.Guard
 	}{
-		{sources.Startup{Timeout: 30 * time.Second}, sources.Guard{MaxRemovedFraction: 0.25, Hold: time.Minute, MinRemoved: sources.DefaultMinRemoved}},
-		{sources.Startup{Timeout: 5 * time.Second, Required: true}, sources.Guard{MaxRemovedFraction: 0.25, Hold: 10 * time.Second, MinRemoved: 3, PerService: true}},
-		{sources.Startup{Timeout: 30 * time.Second}, sources.Guard{}},
+		{manager.Startup{Timeout: 30 * time.Second}, manager.Guard{MaxRemovedFraction: 0.25, Hold: time.Minute, MinRemoved: manager.DefaultMinRemoved}},
+		{manager.Startup{Timeout: 5 * time.Second, Required: true}, manager.Guard{MaxRemovedFraction: 0.25, Hold: 10 * time.Second, MinRemoved: 3, PerService: true}},
+		{manager.Startup{Timeout: 30 * time.Second}, manager.Guard{}},
 	}
 	for i, w := range want {
 		if e := cfg.Entries[i]; e.Startup != w.startup || e.Guard != w.guard {

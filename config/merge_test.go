@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/xdsbridge/xdsbridge/manager"
 	"github.com/xdsbridge/xdsbridge/settings"
-	"github.com/xdsbridge/xdsbridge/sources"
 )
 
 const twoSources = `
@@ -89,7 +89,7 @@ func TestMergeDefault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Merge.Default != sources.MergeFirst || cfg.Merge.Services != nil {
+	if cfg.Merge.Default != manager.MergeFirst || cfg.Merge.Services != nil {
 		t.Errorf("merge = %+v, want default first and no rules", cfg.Merge)
 	}
 }

@@ -3,12 +3,12 @@ package config
 import (
 	"time"
 
+	"github.com/xdsbridge/xdsbridge/manager"
 	"github.com/xdsbridge/xdsbridge/settings"
-	"github.com/xdsbridge/xdsbridge/sources"
 )
 
 // GuardDefaults are the removal guard settings every source gets unless its
-// own `guard` entry overrides them; sources.Guard explains the rules they
+// own `guard` entry overrides them; manager.Guard explains the rules they
 // set.
 type GuardDefaults struct {
 	Hold               time.Duration `mapstructure:"hold"`
@@ -42,16 +42,16 @@ func (c *Config) parsePolicy(s *Source, raw map[string]any) error {
 		return err
 	}
 	var p sourcePolicy
-	p.Startup.Timeout = sources.DefaultStartupTimeout
+	p.Startup.Timeout = manager.DefaultStartupTimeout
 	p.Guard.Enabled = true
 	p.Guard.GuardDefaults = c.Guard
 	if err := settings.Decode(raw, &p); err != nil {
 		return settings.Prefix(s.Key(), err)
 	}
-	s.Startup = sources.Startup{Timeout: p.Startup.Timeout, Required: p.Startup.Required}
+	s.Startup = manager.Startup{Timeout: p.Startup.Timeout, Required: p.Startup.Required}
 	if p.Guard.Enabled {
 		g := p.Guard.GuardDefaults
-		s.Guard = sources.Guard{Hold: g.Hold, MaxRemovedFraction: g.MaxRemovedFraction, MinRemoved: g.MinRemoved, PerService: g.PerService}
+		s.Guard = manager.Guard{Hold: g.Hold, MaxRemovedFraction: g.MaxRemovedFraction, MinRemoved: g.MinRemoved, PerService: g.PerService}
 	}
 	switch {
 	case p.Startup.Timeout <= 0:

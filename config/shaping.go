@@ -37,7 +37,7 @@ func (c *Config) rawLists(data []byte) error {
 	case map[string]any:
 		c.Scopes = v
 	default:
-		return sources.Errorf("scopes", "%v", scalar.Mismatch("a map", v))
+		return settings.Errorf("scopes", "%v", scalar.Mismatch("a map", v))
 	}
 	c.Istio.Rules, err = rawIstioRules(raw)
 	return err

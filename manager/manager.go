@@ -1,11 +1,14 @@
-package sources
+package manager
 
 import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
+
+	"github.com/xdsbridge/xdsbridge/sources"
 )
 
 // Changes is what the Manager publishes: the merged services that were
@@ -17,7 +20,7 @@ import (
 // that a publish costs what changed and nothing more): the receiver may keep
 // them but must not modify them.
 type Changes struct {
-	Upserted []Service
+	Upserted []sources.Service
 	Removed  []string
 	// Failed, when set, records that the receiver could not serve the new
 	// version of service: /sources shows it for the sources reporting it.
@@ -31,12 +34,16 @@ func (c Changes) empty() bool { return len(c.Upserted) == 0 && len(c.Removed) ==
 // Named is one configured source.
 type Named struct {
 	Name   string
-	Source Source
-	Status *Status
+	Source sources.Source
+	Status *sources.Status
 	// Startup and Guard are the source's readiness and removal-guard
 	// policies; their zero values wait for ever and guard nothing.
 	Startup Startup
 	Guard   Guard
+
+	// view is the manager's part of the source's status (see
+	// SourceStatus); the manager sets it when the source joins.
+	view *statusView
 }
 
 // ManagerOptions configure a Manager.
@@ -115,6 +122,10 @@ func NewManager(opts ManagerOptions) *Manager {
 	if opts.PersistInterval <= 0 {
 		opts.PersistInterval = DefaultPersistInterval
 	}
+	opts.Sources = slices.Clone(opts.Sources)
+	for i := range opts.Sources {
+		opts.Sources[i].view = &statusView{}
+	}
 	unsynced := make([]bool, len(opts.Sources))
 	for i := range unsynced {
 		unsynced[i] = true
@@ -136,7 +147,7 @@ func NewManager(opts ManagerOptions) *Manager {
 type event struct {
 	src int
 	sl  *slot
-	up  Update
+	up  sources.Update
 }
 
 // Run starts every source and calls publish, always from the same goroutine,
@@ -163,7 +174,7 @@ func (m *Manager) Run(ctx context.Context, publish func(Changes)) error {
 		m.run.slots = append(m.run.slots, m.startSource(i, n))
 	}
 	if m.opts.Store != nil {
-		m.saver = &saver{store: m.opts.Store, pending: make(chan map[string][]Service, 1), m: m}
+		m.saver = &saver{store: m.opts.Store, pending: make(chan map[string][]sources.Service, 1), m: m}
 		wg.Go(func() { m.saver.run(ctx) })
 	}
 	pol := m.loop(ctx, events, publish)
@@ -179,18 +190,31 @@ func (m *Manager) Run(ctx context.Context, publish func(Changes)) error {
 // forward relays the updates of the source of sl to the manager's loop,
 // stamped with the source's name (provenance for /debug/why and shaping
 // rules).
-func forward(ctx context.Context, sl *slot, up <-chan Update, events chan<- event) {
+func forward(ctx context.Context, sl *slot, up <-chan sources.Update, events chan<- event) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case u := <-up:
-			u.stamp(sl.named.Name)
+			stamp(u, sl.named.Name)
 			select {
 			case events <- event{sl: sl, up: u}:
 			case <-ctx.Done():
 				return
 			}
+		}
+	}
+}
+
+// stamp records in every service and endpoint of u the name of the source
+// that sent it. forward calls it on each update it relays, which the
+// manager owns by then (see sources.Update).
+func stamp(u sources.Update, source string) {
+	for i := range u.Services {
+		s := &u.Services[i]
+		s.Source = source
+		for j := range s.Endpoints {
+			s.Endpoints[j].Origin.Source = source
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package sources
+package manager
 
 import (
 	"context"
@@ -12,7 +12,7 @@ func (m *Manager) newMerger() *merger {
 	st := newMerger(len(m.opts.Sources))
 	for i, n := range m.opts.Sources {
 		st.names[i] = n.Name
-		st.statuses[i] = n.Status
+		st.views[i] = n.view
 	}
 	st.setPolicy(m.opts.Merge)
 	st.log = m.log
@@ -56,11 +56,11 @@ func (m *Manager) applyMerge(st *merger, mc MergeConfig) bool {
 func (m *merger) follow(named []Named, from []int) {
 	shadowed := m.shadowed
 	m.names = make([]string, len(named))
-	m.statuses = make([]*Status, len(named))
+	m.views = make([]*statusView, len(named))
 	m.shadowed = make([]map[string]struct{}, len(named))
 	m.served = make([]bool, len(named))
 	for j, n := range named {
-		m.names[j], m.statuses[j], m.shadowed[j] = n.Name, n.Status, map[string]struct{}{}
+		m.names[j], m.views[j], m.shadowed[j] = n.Name, n.view, map[string]struct{}{}
 		if from[j] >= 0 {
 			m.shadowed[j] = shadowed[from[j]]
 		}

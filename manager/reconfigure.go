@@ -1,10 +1,12 @@
-package sources
+package manager
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"sync"
+
+	"github.com/xdsbridge/xdsbridge/sources"
 )
 
 // slot is one running source: its place in the precedence order (-1 once
@@ -33,7 +35,7 @@ type reconfiguration struct {
 func (m *Manager) startSource(idx int, n Named) *slot {
 	ctx, cancel := context.WithCancel(m.run.ctx)
 	sl := &slot{idx: idx, named: n, cancel: cancel}
-	up := make(chan Update)
+	up := make(chan sources.Update)
 	m.run.wg.Go(func() { m.supervise(ctx, n, up) })
 	m.run.wg.Go(func() { forward(ctx, sl, up, m.run.events) })
 	return sl
@@ -123,6 +125,7 @@ func (m *Manager) reconfigure(st *merger, pol *policy, next []Named) (bool, erro
 			unsynced[j] = m.unsynced[from[j]]
 		} else {
 			m.log.Info("starting source", "source", n.Name)
+			n.view = &statusView{}
 			slots[j] = m.startSource(j, n)
 			unsynced[j] = true
 		}
@@ -152,7 +155,7 @@ func (p *policy) reorder(from []int) {
 			continue
 		}
 		n := p.m.opts.Sources[j]
-		p.guards[j] = newGuard(n.Guard, n.Status)
+		p.guards[j] = newGuard(n.Guard, n.view)
 		p.clean[j] = sanitizer{status: n.Status}
 		p.setPhase(j, PhaseWaiting)
 	}
@@ -166,6 +169,17 @@ func (m *Manager) Sources() []Named {
 	return append([]Named(nil), m.opts.Sources...)
 }
 
+// Statuses returns the status of every running source, in precedence
+// order. It is safe for concurrent use.
+func (m *Manager) Statuses() []SourceStatus {
+	named := m.Sources()
+	out := make([]SourceStatus, len(named))
+	for i, n := range named {
+		out[i] = n.snapshot()
+	}
+	return out
+}
+
 // reorder rebuilds the per-source state for a new list of sources: entry j
 // takes the state of old source from[j], or starts empty (and unsynced)
 // when from[j] is -1. Every name an old source held may now resolve to
@@ -173,12 +187,12 @@ func (m *Manager) Sources() []Named {
 // publishes only those whose merged content really changed.
 func (m *merger) reorder(from []int) (changed bool) {
 	old, oldSynced := m.bySource, m.synced
-	m.bySource = make([]map[string]Service, len(from))
+	m.bySource = make([]map[string]sources.Service, len(from))
 	m.synced = make([]bool, len(from))
 	m.nsynced = 0
 	for j, i := range from {
 		if i < 0 {
-			m.bySource[j] = map[string]Service{}
+			m.bySource[j] = map[string]sources.Service{}
 			continue
 		}
 		m.bySource[j], m.synced[j] = old[i], oldSynced[i]

@@ -1,4 +1,4 @@
-package sources
+package manager
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/xdsbridge/xdsbridge/sources"
 )
 
 // The removal guard stands between a source and the merged state. An
@@ -45,16 +47,16 @@ type epKey struct {
 // merged state holds for it (eff). The manager's loop owns it.
 type sourceGuard struct {
 	policy Guard
-	eff    map[string]Service
+	eff    map[string]sources.Service
 	live   int // services of eff with endpoints, while no hold is on
 	hold   *heldChange
-	status *Status
+	view   *statusView
 }
 
 // heldChange is a hold in progress.
 type heldChange struct {
-	base map[string]Service // eff when the hold began
-	rep  map[string]Service // what the source reports now
+	base map[string]sources.Service // eff when the hold began
+	rep  map[string]sources.Service // what the source reports now
 	// held counts, per name, what base has and rep lacks: -1 for a whole
 	// service, else the number of endpoints.
 	held                   map[string]int
@@ -71,13 +73,13 @@ type holdEvent struct {
 	until               time.Time
 }
 
-func newGuard(p Guard, st *Status) *sourceGuard {
-	return &sourceGuard{policy: p, eff: map[string]Service{}, status: st}
+func newGuard(p Guard, v *statusView) *sourceGuard {
+	return &sourceGuard{policy: p, eff: map[string]sources.Service{}, view: v}
 }
 
 // receive turns update u of the source into the update the merger applies:
 // u itself unless a hold is on or u starts one.
-func (g *sourceGuard) receive(u Update, now time.Time) (out Update, ev holdEvent) {
+func (g *sourceGuard) receive(u sources.Update, now time.Time) (out sources.Update, ev holdEvent) {
 	switch {
 	case g.hold != nil:
 		if u.Reset {
@@ -127,18 +129,18 @@ func (g *sourceGuard) receive(u Update, now time.Time) (out Update, ev holdEvent
 // resolve recomputes what is served for name during a hold: what the
 // source reports plus what it dropped since the hold began, and appends
 // the difference from eff to out.
-func (g *sourceGuard) resolve(name string, out *Update) {
+func (g *sourceGuard) resolve(name string, out *sources.Update) {
 	h := g.hold
 	b, inBase := h.base[name]
 	r, inRep := h.rep[name]
 	held := 0
-	var want Service
+	var want sources.Service
 	switch {
 	case inBase && inRep:
 		lost := missing(b, r)
 		held, want = len(lost), r
 		if len(lost) > 0 {
-			want = Service{Name: name, Endpoints: append(slices.Clone(r.Endpoints), lost...)}
+			want = sources.Service{Name: name, Endpoints: append(slices.Clone(r.Endpoints), lost...)}
 			want.Sort()
 		}
 	case inBase:
@@ -192,9 +194,9 @@ func (g *sourceGuard) deadline() time.Time {
 
 // release ends the hold and returns the update that applies what the
 // source reports, and what that removes.
-func (g *sourceGuard) release(why string) (out Update, ev holdEvent) {
+func (g *sourceGuard) release(why string) (out sources.Update, ev holdEvent) {
 	h := g.hold
-	out = Update{Full: true, Services: slices.Collect(maps.Values(h.rep))}
+	out = sources.Update{Full: true, Services: slices.Collect(maps.Values(h.rep))}
 	g.end()
 	return out, holdEvent{why: why, services: h.services, endpoints: h.endpoints}
 }
@@ -216,7 +218,7 @@ func (g *sourceGuard) end() {
 }
 
 func (g *sourceGuard) publishStatus() {
-	if g.status == nil {
+	if g.view == nil {
 		return
 	}
 	var gs *GuardSnapshot
@@ -224,17 +226,17 @@ func (g *sourceGuard) publishStatus() {
 		gs = &GuardSnapshot{Since: h.since, Until: h.until, Reason: h.reason,
 			HeldServices: h.services, HeldEndpoints: h.endpoints}
 	}
-	g.status.setGuard(gs)
+	g.view.setGuard(gs)
 }
 
 // missing returns the endpoints of old whose address and port are absent
 // from cur.
-func missing(old, cur Service) []Endpoint {
+func missing(old, cur sources.Service) []sources.Endpoint {
 	have := make(map[epKey]bool, len(cur.Endpoints))
 	for _, e := range cur.Endpoints {
 		have[epKey{e.Address, e.Port}] = true
 	}
-	var lost []Endpoint
+	var lost []sources.Endpoint
 	for _, e := range old.Endpoints {
 		if !have[epKey{e.Address, e.Port}] {
 			lost = append(lost, e)
@@ -245,7 +247,7 @@ func missing(old, cur Service) []Endpoint {
 
 // applyUpdate applies u to state (a source's services by name) as the
 // Update contract says, and returns the names it may have changed.
-func applyUpdate(state map[string]Service, u Update) (touched []string) {
+func applyUpdate(state map[string]sources.Service, u sources.Update) (touched []string) {
 	if u.Full {
 		keep := make(map[string]bool, len(u.Services))
 		for _, s := range u.Services {

@@ -1,8 +1,10 @@
-package sources
+package manager
 
 import (
 	"cmp"
 	"slices"
+
+	"github.com/xdsbridge/xdsbridge/sources"
 )
 
 // weightScale multiplies the source weights (at most MaxMergeWeight) into
@@ -21,8 +23,8 @@ const weightScale = 1000
 //
 // The service exists while any source reports it; a source not listed
 // (weight 0) contributes no endpoints.
-func (m *merger) weighted(name string, weights []uint32) (Service, bool) {
-	out := Service{Name: name, Endpoints: []Endpoint{}, Localities: []LocalityWeight{}}
+func (m *merger) weighted(name string, weights []uint32) (sources.Service, bool) {
+	out := sources.Service{Name: name, Endpoints: []sources.Endpoint{}, Localities: []sources.LocalityWeight{}}
 	found := false
 	type group struct {
 		src int
@@ -32,7 +34,7 @@ func (m *merger) weighted(name string, weights []uint32) (Service, bool) {
 		src      int
 		priority uint32
 	}
-	groups := map[LocalityWeight]*group{} // keyed with Weight 0
+	groups := map[sources.LocalityWeight]*group{} // keyed with Weight 0
 	totals := map[srcPriority]uint64{}
 	seen := map[addrPort]struct{}{}
 	for i, state := range m.bySource {
@@ -55,7 +57,7 @@ func (m *merger) weighted(name string, weights []uint32) (Service, bool) {
 			e.Locality = sourceLocality(e.Locality, m.names[i])
 			out.Endpoints = append(out.Endpoints, e)
 			w := uint64(max(e.Weight, 1))
-			gk := LocalityWeight{Priority: e.Priority, Locality: e.Locality}
+			gk := sources.LocalityWeight{Priority: e.Priority, Locality: e.Locality}
 			g := groups[gk]
 			if g == nil {
 				g = &group{src: i}
@@ -66,14 +68,14 @@ func (m *merger) weighted(name string, weights []uint32) (Service, bool) {
 		}
 	}
 	if !found {
-		return Service{}, false
+		return sources.Service{}, false
 	}
 	for gk, g := range groups {
 		total := totals[srcPriority{g.src, gk.Priority}]
 		gk.Weight = uint32(max(1, uint64(weights[g.src])*weightScale*g.sum/total))
 		out.Localities = append(out.Localities, gk)
 	}
-	slices.SortFunc(out.Localities, func(a, b LocalityWeight) int {
+	slices.SortFunc(out.Localities, func(a, b sources.LocalityWeight) int {
 		return cmp.Or(cmp.Compare(a.Priority, b.Priority), a.Locality.Compare(b.Locality))
 	})
 	out.Sort()
@@ -85,7 +87,7 @@ func (m *merger) weighted(name string, weights []uint32) (Service, bool) {
 // sub-zone when there was one. Region and zone stay, so that a locality
 // still reads as the place it is. Two sources' endpoints must never share a
 // locality: Envoy and gRPC weigh localities, not sources.
-func sourceLocality(l Locality, src string) Locality {
+func sourceLocality(l sources.Locality, src string) sources.Locality {
 	if l.SubZone == "" {
 		l.SubZone = src
 	} else {

@@ -1,7 +1,9 @@
-package sources
+package manager
 
 import (
 	"time"
+
+	"github.com/xdsbridge/xdsbridge/sources"
 )
 
 // The readiness gate. The first publish waits until every source is
@@ -27,10 +29,10 @@ type policy struct {
 	phases  []string
 	guards  []*sourceGuard
 	clean   []sanitizer
-	loaded  map[string][]Service // persisted state, by source name
-	warmed  bool                 // warmWait passed
-	open    bool                 // the gate opened
-	saveDue time.Time            // a save is pending, not before then
+	loaded  map[string][]sources.Service // persisted state, by source name
+	warmed  bool                         // warmWait passed
+	open    bool                         // the gate opened
+	saveDue time.Time                    // a save is pending, not before then
 	lastSav time.Time
 	timer   *time.Timer
 	changes *changeLog
@@ -40,7 +42,7 @@ func newPolicy(m *Manager, now time.Time) *policy {
 	p := &policy{m: m, start: now, timer: time.NewTimer(time.Hour), changes: newChangeLog(m.log)}
 	for _, n := range m.opts.Sources {
 		p.phases = append(p.phases, PhaseWaiting)
-		p.guards = append(p.guards, newGuard(n.Guard, n.Status))
+		p.guards = append(p.guards, newGuard(n.Guard, n.view))
 		p.clean = append(p.clean, sanitizer{status: n.Status})
 		p.setPhase(len(p.phases)-1, PhaseWaiting)
 	}
@@ -53,14 +55,14 @@ func newPolicy(m *Manager, now time.Time) *policy {
 
 func (p *policy) setPhase(i int, phase string) {
 	p.phases[i] = phase
-	if st := p.m.opts.Sources[i].Status; st != nil {
-		st.setStartup(phase)
+	if v := p.m.opts.Sources[i].view; v != nil {
+		v.setStartup(phase)
 	}
 }
 
 // receive passes update u of source i through its guard and records the
 // source as synced.
-func (p *policy) receive(i int, u Update, now time.Time) Update {
+func (p *policy) receive(i int, u sources.Update, now time.Time) sources.Update {
 	n := p.m.opts.Sources[i]
 	if p.phases[i] != PhaseSynced {
 		if !u.Full {
@@ -98,15 +100,15 @@ func (p *policy) logHold(i int, ev holdEvent) {
 
 // due applies what is due at now (warm state, startup timeouts, ends of
 // holds) and returns the updates to merge, by source.
-func (p *policy) due(now time.Time) map[int]Update {
-	out := map[int]Update{}
+func (p *policy) due(now time.Time) map[int]sources.Update {
+	out := map[int]sources.Update{}
 	for i, n := range p.m.opts.Sources {
 		if p.phases[i] != PhaseWaiting || n.Startup.Required {
 			continue
 		}
 		if svcs, ok := p.loaded[n.Name]; ok && !p.warmed && !now.Before(p.start.Add(warmWait)) {
 			p.m.log.Warn("source not synced yet; serving its persisted services, stale", "source", n.Name, "services", len(svcs))
-			out[i], _ = p.guards[i].receive(Update{Full: true, Services: svcs}, now)
+			out[i], _ = p.guards[i].receive(sources.Update{Full: true, Services: svcs}, now)
 			p.setPhase(i, PhaseWarm)
 		} else if t := n.Startup.Timeout; t > 0 && !now.Before(p.start.Add(t)) {
 			p.m.log.Warn("source not synced within its startup timeout; serving it as empty until it syncs", "source", n.Name, "timeout", t)
@@ -128,7 +130,7 @@ func (p *policy) due(now time.Time) map[int]Update {
 }
 
 // release ends the hold of source i, for the reason why.
-func (p *policy) release(i int, why string) Update {
+func (p *policy) release(i int, why string) sources.Update {
 	u, ev := p.guards[i].release(why)
 	p.logHold(i, ev)
 	return u
@@ -229,14 +231,14 @@ func (p *policy) reporting(publish func(Changes)) func(Changes) {
 			}
 		}
 		for _, n := range p.m.opts.Sources {
-			if n.Status != nil {
-				n.Status.forgetServices(names)
+			if n.view != nil {
+				n.view.forgetServices(names)
 			}
 		}
 		c.Failed = func(service string, err error) {
 			for i, g := range p.guards {
-				if _, ok := g.eff[service]; ok && p.m.opts.Sources[i].Status != nil {
-					p.m.opts.Sources[i].Status.ServiceFailed(service, err)
+				if _, ok := g.eff[service]; ok && p.m.opts.Sources[i].view != nil {
+					p.m.opts.Sources[i].view.serviceFailed(service, err)
 				}
 			}
 		}

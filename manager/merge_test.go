@@ -1,12 +1,14 @@
-package sources
+package manager
 
 import (
 	"fmt"
 	"testing"
+
+	"github.com/xdsbridge/xdsbridge/sources"
 )
 
-func manyTestServices(n int) []Service {
-	ss := make([]Service, n)
+func manyTestServices(n int) []sources.Service {
+	ss := make([]sources.Service, n)
 	for i := range ss {
 		ss[i] = testSvc(fmt.Sprintf("svc-%05d", i), "10.0.0.1", "10.0.0.2")
 	}
@@ -18,12 +20,12 @@ func manyTestServices(n int) []Service {
 func TestMergerCostFollowsChange(t *testing.T) {
 	tests := []struct {
 		name string
-		up   Update
+		up   sources.Update
 		want string
 	}{
 		{"partial upsert", upsertUp(testSvc("svc-00042", "10.0.0.3")), "+svc-00042[10.0.0.3:80]"},
 		{"partial removal", removeUp("svc-00042"), "-svc-00042"},
-		{"full with one change", func() Update {
+		{"full with one change", func() sources.Update {
 			ss := manyTestServices(10000)
 			ss[42] = testSvc("svc-00042")
 			return fullUp(ss...)

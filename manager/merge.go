@@ -1,10 +1,12 @@
-package sources
+package manager
 
 import (
 	"cmp"
 	"fmt"
 	"log/slog"
 	"slices"
+
+	"github.com/xdsbridge/xdsbridge/sources"
 )
 
 // merger holds what every source reported, what was last published, and
@@ -16,19 +18,19 @@ import (
 // dirty names, resolving each over the (few) sources by the service's merge
 // mode (see mergepolicy.go).
 type merger struct {
-	bySource  []map[string]Service // index = precedence, 0 wins
+	bySource  []map[string]sources.Service // index = precedence, 0 wins
 	synced    []bool
 	nsynced   int
-	published map[string]Service
+	published map[string]sources.Service
 	dirty     map[string]struct{}
 
 	mergeCfg MergeConfig // what policy was compiled from, against names
 	policy   mergePolicy
-	// names and statuses are the sources' names and Status (nil entries
+	// names and views are the sources' names and status views (nil entries
 	// allowed) by index; shadowed holds, by source, the services whose
 	// endpoints that source reports but the merge does not serve.
 	names    []string
-	statuses []*Status
+	views    []*statusView
 	shadowed []map[string]struct{}
 	served   []bool // scratch of resolve: the sources whose version is served
 	log      *slog.Logger
@@ -39,18 +41,18 @@ type merger struct {
 
 func newMerger(n int) *merger {
 	m := &merger{
-		bySource:  make([]map[string]Service, n),
+		bySource:  make([]map[string]sources.Service, n),
 		synced:    make([]bool, n),
-		published: map[string]Service{},
+		published: map[string]sources.Service{},
 		dirty:     map[string]struct{}{},
 		names:     make([]string, n),
-		statuses:  make([]*Status, n),
+		views:     make([]*statusView, n),
 		shadowed:  make([]map[string]struct{}, n),
 		served:    make([]bool, n),
 		log:       slog.New(slog.DiscardHandler),
 	}
 	for i := range m.bySource {
-		m.bySource[i] = map[string]Service{}
+		m.bySource[i] = map[string]sources.Service{}
 		m.shadowed[i] = map[string]struct{}{}
 		m.names[i] = fmt.Sprintf("source%d", i)
 	}
@@ -62,7 +64,7 @@ func (m *merger) allSynced() bool { return m.nsynced == len(m.synced) }
 // apply records update u of source src and reports whether it may change
 // the merged state. The update's services are kept as they are (the Update
 // contract hands them over), sorted in place.
-func (m *merger) apply(src int, u Update) (changed bool) {
+func (m *merger) apply(src int, u sources.Update) (changed bool) {
 	note := m.note
 	if !m.synced[src] {
 		m.synced[src] = true
@@ -159,7 +161,7 @@ func sameRule(a, b mergeRule) bool { return a.mode == b.mode && slices.Equal(a.w
 
 // resolve returns the merged version of name under its merge mode, and
 // records in m.served which sources it serves.
-func (m *merger) resolve(name string) (Service, bool) {
+func (m *merger) resolve(name string) (sources.Service, bool) {
 	clear(m.served)
 	switch r := m.policy.rule(name); r.mode {
 	case modeUnion:
@@ -174,8 +176,8 @@ func (m *merger) resolve(name string) (Service, bool) {
 // first returns the version of the first source reporting name with
 // endpoints, else the first version at all: an empty or unsynced source
 // does not shadow one that has endpoints.
-func (m *merger) first(name string) (Service, bool) {
-	win, at := Service{}, -1
+func (m *merger) first(name string) (sources.Service, bool) {
+	win, at := sources.Service{}, -1
 	for i, state := range m.bySource {
 		s, ok := state[name]
 		if !ok || (at >= 0 && len(s.Endpoints) == 0) {
@@ -195,8 +197,8 @@ func (m *merger) first(name string) (Service, bool) {
 
 // union returns the endpoints of every version of name in one service; an
 // address:port reported twice keeps the copy of higher precedence.
-func (m *merger) union(name string) (Service, bool) {
-	var out Service
+func (m *merger) union(name string) (sources.Service, bool) {
+	var out sources.Service
 	n, first := 0, ""
 	for i, state := range m.bySource {
 		if s, ok := state[name]; ok {
@@ -208,7 +210,7 @@ func (m *merger) union(name string) (Service, bool) {
 	if n <= 1 {
 		return out, n == 1 // one version: served as it is, without a copy
 	}
-	out = Service{Name: name, Source: first, Endpoints: []Endpoint{}}
+	out = sources.Service{Name: name, Source: first, Endpoints: []sources.Endpoint{}}
 	seen := map[addrPort]struct{}{}
 	for _, state := range m.bySource {
 		for _, e := range state[name].Endpoints {
@@ -245,8 +247,8 @@ func (m *merger) updateShadows(name string, newly map[int][]string) {
 		} else {
 			delete(m.shadowed[i], name)
 		}
-		if m.statuses[i] != nil {
-			m.statuses[i].setShadowed(name, now)
+		if m.views[i] != nil {
+			m.views[i].setShadowed(name, now)
 		}
 	}
 }
@@ -285,7 +287,7 @@ func (m *merger) flush() Changes {
 	// and the first sync leaves it as large as the whole state.
 	m.dirty = map[string]struct{}{}
 	m.logShadows(newly)
-	slices.SortFunc(c.Upserted, func(a, b Service) int { return cmp.Compare(a.Name, b.Name) })
+	slices.SortFunc(c.Upserted, func(a, b sources.Service) int { return cmp.Compare(a.Name, b.Name) })
 	slices.Sort(c.Removed)
 	return c
 }
