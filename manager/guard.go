@@ -1,7 +1,6 @@
 package manager
 
 import (
-	"context"
 	"fmt"
 	"maps"
 	"slices"
@@ -46,11 +45,11 @@ type epKey struct {
 // sourceGuard is the guard of one source, and the record of what the
 // merged state holds for it (eff). The manager's loop owns it.
 type sourceGuard struct {
-	policy Guard
-	eff    map[string]sources.Service
-	live   int // services of eff with endpoints, while no hold is on
-	hold   *heldChange
-	view   *statusView
+	rules Guard
+	eff   map[string]sources.Service
+	live  int // services of eff with endpoints, while no hold is on
+	hold  *heldChange
+	view  *statusView
 }
 
 // heldChange is a hold in progress.
@@ -73,8 +72,8 @@ type holdEvent struct {
 	until               time.Time
 }
 
-func newGuard(p Guard, v *statusView) *sourceGuard {
-	return &sourceGuard{policy: p, eff: map[string]sources.Service{}, view: v}
+func newGuard(rules Guard, v *statusView) *sourceGuard {
+	return &sourceGuard{rules: rules, eff: map[string]sources.Service{}, view: v}
 }
 
 // receive turns update u of the source into the update the merger applies:
@@ -85,11 +84,11 @@ func (g *sourceGuard) receive(u sources.Update, now time.Time) (out sources.Upda
 		if u.Reset {
 			g.hold.restored = now
 		}
-	case !g.policy.enabled():
+	case !g.rules.enabled():
 		applyUpdate(g.eff, u)
 		return u, ev
 	default:
-		v := g.policy.judge(g.eff, g.live, u)
+		v := g.rules.judge(g.eff, g.live, u)
 		if v.reason == "" {
 			applyUpdate(g.eff, u)
 			g.live = v.live
@@ -109,8 +108,8 @@ func (g *sourceGuard) receive(u sources.Update, now time.Time) (out sources.Upda
 	if after < before {
 		h.restored = now
 	}
-	h.until = h.restored.Add(g.policy.Hold)
-	if limit := h.since.Add(maxHoldFactor * g.policy.Hold); limit.Before(h.until) {
+	h.until = h.restored.Add(g.rules.Hold)
+	if limit := h.since.Add(maxHoldFactor * g.rules.Hold); limit.Before(h.until) {
 		h.until = limit
 	}
 	ev.services, ev.endpoints, ev.until = h.services, h.endpoints, h.until
@@ -204,10 +203,10 @@ func (g *sourceGuard) release(why string) (out sources.Update, ev holdEvent) {
 // timeout says why a hold that reached its deadline ends.
 func (g *sourceGuard) timeout() string {
 	h := g.hold
-	if h.until.Equal(h.since.Add(maxHoldFactor * g.policy.Hold)) {
-		return fmt.Sprintf("the hold reached its limit of %s", maxHoldFactor*g.policy.Hold)
+	if h.until.Equal(h.since.Add(maxHoldFactor * g.rules.Hold)) {
+		return fmt.Sprintf("the hold reached its limit of %s", maxHoldFactor*g.rules.Hold)
 	}
-	return fmt.Sprintf("the source brought nothing back for %s", g.policy.Hold)
+	return fmt.Sprintf("the source brought nothing back for %s", g.rules.Hold)
 }
 
 // end makes what the source reports the served state.
@@ -271,39 +270,4 @@ func applyUpdate(state map[string]sources.Service, u sources.Update) (touched []
 		touched = append(touched, s.Name)
 	}
 	return touched
-}
-
-// confirmation asks the loop to end a source's hold at once.
-type confirmation struct {
-	source string
-	reply  chan error
-}
-
-// ConfirmRemovals ends the removal hold of the named source at once: what
-// the source reports now is applied. It fails when the manager is not
-// running, no source has that name, or no hold is on.
-func (m *Manager) ConfirmRemovals(ctx context.Context, source string) error {
-	c := confirmation{source: source, reply: make(chan error, 1)}
-	select {
-	case m.confirms <- c:
-	case <-ctx.Done():
-		return fmt.Errorf("confirming the removals of %q: %w", source, ctx.Err())
-	}
-	return <-c.reply
-}
-
-// confirm runs on the loop: it releases the hold of source, merging what
-// the source reports.
-func (m *Manager) confirm(pol *policy, st *merger, source string) error {
-	for i, n := range m.opts.Sources {
-		if n.Name != source {
-			continue
-		}
-		if pol.guards[i].hold == nil {
-			return fmt.Errorf("source %q holds no removals", source)
-		}
-		st.apply(i, pol.release(i, "confirmed by an operator"))
-		return nil
-	}
-	return fmt.Errorf("no source named %q", source)
 }

@@ -65,6 +65,14 @@ type Guard struct {
 	PerService bool
 }
 
+// Defaults of the guard, as the configuration applies them (Guard explains
+// them).
+const (
+	DefaultGuardHold          = 30 * time.Second
+	DefaultMaxRemovedFraction = 0.5
+	DefaultMinRemoved         = 5
+)
+
 func (g Guard) enabled() bool { return g.Hold > 0 }
 
 // many reports whether n of total is a mass removal.

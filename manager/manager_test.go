@@ -136,7 +136,7 @@ func startManager(t *testing.T, opts ManagerOptions, names ...string) (*Manager,
 	return startNamed(t, opts, named...)
 }
 
-// startNamed is startManager for sources with policies: each gets a fake
+// startNamed is startManager for sources with startup and guard settings: each gets a fake
 // source and a status.
 func startNamed(t *testing.T, opts ManagerOptions, named ...Named) (*Manager, []*fakeSource, *publishRecorder) {
 	t.Helper()

@@ -28,7 +28,7 @@ const (
 )
 
 // MaxMergeWeight bounds a source's weight in a weighted merge, so that the
-// locality weights derived from it stay far below uint32 (see weighted.go).
+// locality weights derived from it stay far below uint32 (see merger.weighted).
 const MaxMergeWeight = 10000
 
 // MergeConfig is the `merge` section of the configuration: a default mode
@@ -151,16 +151,16 @@ type mergeRule struct {
 	weights []uint32
 }
 
-// mergePolicy is a compiled MergeConfig, read by the merger.
-type mergePolicy struct {
+// mergeModes is a compiled MergeConfig, read by the merger.
+type mergeModes struct {
 	def   mergeRule
 	rules map[string]mergeRule
 }
 
 // compile turns a validated c into the merger's form; names are the
 // sources in precedence order. Weights of unknown sources are ignored.
-func (c MergeConfig) compile(names []string) mergePolicy {
-	p := mergePolicy{rules: make(map[string]mergeRule, len(c.Services))}
+func (c MergeConfig) compile(names []string) mergeModes {
+	p := mergeModes{rules: make(map[string]mergeRule, len(c.Services))}
 	p.def.mode = parseMode(c.Default)
 	for _, r := range c.Services {
 		mr := mergeRule{mode: parseMode(r.Mode)}
@@ -188,7 +188,7 @@ func parseMode(s string) mergeMode {
 }
 
 // rule returns the rule of service name.
-func (p mergePolicy) rule(name string) mergeRule {
+func (p mergeModes) rule(name string) mergeRule {
 	if r, ok := p.rules[name]; ok {
 		return r
 	}

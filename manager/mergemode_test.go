@@ -161,14 +161,10 @@ func TestMergeModes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if err := tt.merge.Validate(names); err != nil {
-				t.Fatalf("invalid test policy: %v", err)
+				t.Fatalf("invalid test merge configuration: %v", err)
 			}
-			m := newMerger(3)
-			copy(m.names, names)
-			for i := range m.views {
-				m.views[i] = &statusView{}
-			}
-			m.setPolicy(tt.merge)
+			m := testMerger(names...)
+			m.setModes(tt.merge)
 			for i, ss := range tt.state {
 				m.apply(i, fullUp(ss...))
 			}
@@ -196,10 +192,8 @@ func TestMergeModes(t *testing.T) {
 // served version and the shadowing between sources.
 func TestMergeTransitions(t *testing.T) {
 	names := []string{"a", "b"}
-	m := newMerger(2)
-	copy(m.names, names)
-	views := []*statusView{{}, {}}
-	copy(m.views, views)
+	m := testMerger(names...)
+	views := m.views
 	web1, web2 := svc("web", ep("10.0.0.1", 0, 1, "")), svc("web", ep("10.0.0.2", 0, 1, ""))
 	steps := []struct {
 		name     string
@@ -215,11 +209,11 @@ func TestMergeTransitions(t *testing.T) {
 		}, "", [2]int{0, 1}},
 		{"a removes web", func() { m.apply(0, removeUp("web")) }, "+web[10.0.0.3:80]", [2]int{0, 0}},
 		{"switch to weighted b only", func() {
-			m.setPolicy(MergeConfig{Services: []MergeRule{weightedRule("web", "a", 1, "b", 1)}})
+			m.setModes(MergeConfig{Services: []MergeRule{weightedRule("web", "a", 1, "b", 1)}})
 			m.apply(0, upsertUp(web1))
 		}, "+web[10.0.0.1:80 10.0.0.3:80]", [2]int{0, 0}},
-		{"back to first", func() { m.setPolicy(MergeConfig{}) }, "+web[10.0.0.1:80]", [2]int{0, 1}},
-		{"an unchanged policy changes nothing", func() { m.setPolicy(MergeConfig{}) }, "", [2]int{0, 1}},
+		{"back to first", func() { m.setModes(MergeConfig{}) }, "+web[10.0.0.1:80]", [2]int{0, 1}},
+		{"an unchanged configuration changes nothing", func() { m.setModes(MergeConfig{}) }, "", [2]int{0, 1}},
 	}
 	for _, s := range steps {
 		s.act()
@@ -298,8 +292,8 @@ func TestShadowedNamesBounded(t *testing.T) {
 	}
 }
 
-// TestManagerSetMerge changes the merge policy of a running manager: an
-// invalid policy is refused with its key, a valid one republishes the
+// TestManagerSetMerge changes the merge configuration of a running manager:
+// an invalid one is refused with its key, a valid one republishes the
 // services it changes.
 func TestManagerSetMerge(t *testing.T) {
 	m, fakes, rec := startManager(t, ManagerOptions{Holdoff: time.Millisecond}, "a", "b")

@@ -2,10 +2,21 @@ package manager
 
 import (
 	"fmt"
+	"log/slog"
 	"testing"
 
 	"github.com/xdsbridge/xdsbridge/sources"
 )
+
+// testMerger returns a merger of sources with these names, each with a
+// status view, merging every service by MergeFirst.
+func testMerger(names ...string) *merger {
+	named := make([]Named, len(names))
+	for i, n := range names {
+		named[i] = Named{Name: n, view: &statusView{}}
+	}
+	return newMerger(named, MergeConfig{}, slog.New(slog.DiscardHandler))
+}
 
 func manyTestServices(n int) []sources.Service {
 	ss := make([]sources.Service, n)
@@ -33,7 +44,7 @@ func TestMergerCostFollowsChange(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := newMerger(2)
+			m := testMerger("a", "b")
 			m.apply(0, fullUp(manyTestServices(10000)...))
 			m.apply(1, fullUp())
 			if c := m.flush(); len(c.Upserted) != 10000 {
@@ -57,7 +68,7 @@ func TestMergerCostFollowsChange(t *testing.T) {
 func BenchmarkMergerOneChange(b *testing.B) {
 	for _, n := range []int{100, 10000} {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
-			m := newMerger(2)
+			m := testMerger("a", "b")
 			m.apply(0, fullUp(manyTestServices(n)...))
 			m.apply(1, fullUp())
 			m.flush()
@@ -76,7 +87,7 @@ func BenchmarkMergerOneChange(b *testing.B) {
 // of which one changed: the update itself is O(N) comparisons, but only
 // the changed service reaches the flush.
 func BenchmarkMergerFullOneChange(b *testing.B) {
-	m := newMerger(1)
+	m := testMerger("a")
 	m.apply(0, fullUp(manyTestServices(10000)...))
 	m.flush()
 	addrs := []string{"10.0.0.3", "10.0.0.4"}

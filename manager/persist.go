@@ -80,18 +80,37 @@ func (s *saver) offer(snap map[string][]sources.Service) {
 // snapshot returns what to persist: the services served for each source
 // that synced or serves warm state, and the loaded state of the others, so
 // that a source still waiting keeps what it had.
-func (p *policy) snapshot() map[string][]sources.Service {
-	out := make(map[string][]sources.Service, len(p.guards))
-	for i, g := range p.guards {
-		name := p.m.opts.Sources[i].Name
-		switch p.phases[i] {
+func (in *intake) snapshot() map[string][]sources.Service {
+	out := make(map[string][]sources.Service, len(in.guards))
+	for i, g := range in.guards {
+		name := in.m.opts.Sources[i].Name
+		switch in.phases[i] {
 		case PhaseSynced, PhaseWarm:
 			out[name] = slices.Collect(maps.Values(g.eff))
 		default:
-			if old, ok := p.loaded[name]; ok {
+			if old, ok := in.loaded[name]; ok {
 				out[name] = old
 			}
 		}
 	}
 	return out
+}
+
+// published notes that the merged state changed, so that it gets saved.
+func (in *intake) published(now time.Time) {
+	if in.m.opts.Store == nil {
+		return
+	}
+	if in.saveDue.IsZero() {
+		in.saveDue = now
+		if next := in.lastSav.Add(in.m.opts.PersistInterval); next.After(now) {
+			in.saveDue = next
+		}
+	}
+}
+
+// save hands a snapshot of the state to the saver.
+func (in *intake) save(now time.Time) {
+	in.m.saver.offer(in.snapshot())
+	in.saveDue, in.lastSav = time.Time{}, now
 }

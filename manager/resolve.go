@@ -7,6 +7,77 @@ import (
 	"github.com/xdsbridge/xdsbridge/sources"
 )
 
+// resolve returns the merged version of name under its merge mode, and
+// records in m.served which sources it serves.
+func (m *merger) resolve(name string) (sources.Service, bool) {
+	clear(m.served)
+	switch r := m.modes.rule(name); r.mode {
+	case modeUnion:
+		return m.union(name)
+	case modeWeighted:
+		return m.weighted(name, r.weights)
+	default:
+		return m.first(name)
+	}
+}
+
+// first returns the version of the first source reporting name with
+// endpoints, else the first version at all: an empty or unsynced source
+// does not shadow one that has endpoints.
+func (m *merger) first(name string) (sources.Service, bool) {
+	win, at := sources.Service{}, -1
+	for i, state := range m.bySource {
+		s, ok := state[name]
+		if !ok || (at >= 0 && len(s.Endpoints) == 0) {
+			continue
+		}
+		if at >= 0 {
+			m.served[at] = false
+		}
+		win, at = s, i
+		m.served[i] = true
+		if len(s.Endpoints) > 0 {
+			break
+		}
+	}
+	return win, at >= 0
+}
+
+// union returns the endpoints of every version of name in one service; an
+// address:port reported twice keeps the copy of higher precedence.
+func (m *merger) union(name string) (sources.Service, bool) {
+	var out sources.Service
+	n, first := 0, ""
+	for i, state := range m.bySource {
+		if s, ok := state[name]; ok {
+			m.served[i] = true
+			n, out = n+1, s
+			first = cmp.Or(first, s.Source)
+		}
+	}
+	if n <= 1 {
+		return out, n == 1 // one version: served as it is, without a copy
+	}
+	out = sources.Service{Name: name, Source: first, Endpoints: []sources.Endpoint{}}
+	seen := map[addrPort]struct{}{}
+	for _, state := range m.bySource {
+		for _, e := range state[name].Endpoints {
+			k := addrPort{e.Address, e.Port}
+			if _, dup := seen[k]; !dup {
+				seen[k] = struct{}{}
+				out.Endpoints = append(out.Endpoints, e)
+			}
+		}
+	}
+	out.Sort()
+	return out, true
+}
+
+type addrPort struct {
+	addr string
+	port uint32
+}
+
 // weightScale multiplies the source weights (at most MaxMergeWeight) into
 // locality weights, so that a source whose endpoints span several
 // localities can split its share among them in proportion to their
