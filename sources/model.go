@@ -118,8 +118,8 @@ type Service struct {
 	Name      string
 	Endpoints []Endpoint
 	// Source is the configured name of the source that reported the
-	// service; the manager sets it (see Update.stamp). A union or weighted
-	// merge names the first source it serves.
+	// service; the manager sets it on every update it receives. A union or
+	// weighted merge names the first source it serves.
 	Source string
 	// Localities, when not nil, fixes the load-balancing weight of each
 	// (priority, locality) group of endpoints and asks clients to balance

@@ -11,6 +11,22 @@
 // endpoints it cannot serve (Endpoint.Validate, Status.Dropped), and on a
 // failed read sends nothing, so that the last good state stays served.
 //
+// # Writing a source
+//
+// An adapter is a package that registers a Type from init(): its New
+// decodes the entry's keys with settings.Decode and returns
+// *settings.KeyError values naming the key (package settings holds the
+// configuration decoding every layer shares), and returns a Source whose
+// Run honours the contract of Source and Update below. The package example
+// is a whole adapter. A file in plugins/ that imports the package for its
+// side effect, under a `no_<name>` build tag, links it into the binary.
+//
+// An adapter written when the configuration helpers lived in this package
+// needs the import "github.com/xdsbridge/xdsbridge/settings" and the
+// qualifier settings instead of sources on Decode, Errorf, Prefix,
+// KeyError, Attribute, Registry and NewRegistry; nothing else that an
+// adapter calls changed.
+//
 // Adapters live in sub-packages (sources/file, sources/dns, sources/consul,
 // sources/http) and register themselves from init(); the plugins package
 // imports the built-in ones. An adapter imports this package and settings,

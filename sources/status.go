@@ -91,7 +91,8 @@ func (s *Status) Note(key, msg string) {
 	s.notes[key] = msg
 }
 
-// StatusSnapshot is a copy of a Status at one moment.
+// StatusSnapshot is a copy of a Status at one moment. Stale is true while
+// the last read failed (the manager's view of the source may add reasons).
 //
 // Failures counts the consecutive failed reads of the current failing
 // period, 0 once a read succeeds again: a source that recovered must not

@@ -23,6 +23,7 @@
 //	package portfilter
 //
 //	import (
+//		"github.com/xdsbridge/xdsbridge/settings"
 //		"github.com/xdsbridge/xdsbridge/sources"
 //		"github.com/xdsbridge/xdsbridge/transform"
 //	)
