@@ -344,7 +344,6 @@ func (m *Manager) Pending() []string {
 }
 
 // confirmation asks the loop to end a source's hold at once.
-
 type confirmation struct {
 	source string
 	reply  chan error

@@ -26,6 +26,7 @@ type runState struct {
 	slots  []*slot // in precedence order; owned by the loop
 }
 
+// reconfiguration asks the loop to replace the running sources with next.
 type reconfiguration struct {
 	next []Named
 	done chan error
@@ -141,11 +142,12 @@ func (m *Manager) reconfigure(st *merger, in *intake, next []Named) (bool, error
 	return changed, nil
 }
 
-// SetMerge replaces the merge configuration of the running manager, as a changed
-// configuration would: the services whose rule changed are merged anew and
-// published with the next batch (after the holdoff). mc must pass MergeConfig.Validate with the manager's
-// source names; SetMerge checks it again and returns that error otherwise.
-// It waits until the manager's loop takes the change, or ctx is done.
+// SetMerge replaces the merge configuration of the running manager, as a
+// reloaded configuration does: the services whose rule changed are merged
+// anew and published with the next batch (after the holdoff). mc must pass
+// MergeConfig.Validate with the manager's source names; SetMerge checks it
+// again and returns that error otherwise. It waits until the manager's loop
+// takes the change, or ctx is done.
 func (m *Manager) SetMerge(ctx context.Context, mc MergeConfig) error {
 	running := m.Sources()
 	names := make([]string, len(running))

@@ -68,7 +68,7 @@ type statusView struct {
 
 // snapshot returns the status of the source n: its Status and its view.
 func (n Named) snapshot() SourceStatus {
-	var s SourceStatus
+	s := SourceStatus{StatusSnapshot: sources.StatusSnapshot{Name: n.Name}}
 	if n.Status != nil {
 		s.StatusSnapshot = n.Status.Snapshot()
 	}
