@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/xdsbridge/xdsbridge/sources"
+	"github.com/xdsbridge/xdsbridge/manager"
 )
 
 // Options say where the handler reads what it serves. Pending and Sources
@@ -23,7 +23,7 @@ type Options struct {
 	// their first sync; the bridge is ready when it is empty.
 	Pending func() []string
 	// Sources returns the status of every source.
-	Sources func() []sources.StatusSnapshot
+	Sources func() []manager.SourceStatus
 	// Gatherer serves /metrics; nil leaves it out.
 	Gatherer prometheus.Gatherer
 	// Clients returns a JSON-encodable view of the connected xDS clients

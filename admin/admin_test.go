@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/xdsbridge/xdsbridge/manager"
 	"github.com/xdsbridge/xdsbridge/sources"
 )
 
@@ -27,7 +28,9 @@ func TestEndpoints(t *testing.T) {
 	var mu sync.Mutex
 	pending := []string{"static", "consul"}
 	a, b := sources.NewStatus("static"), sources.NewStatus("consul")
-	statuses := func() []sources.StatusSnapshot { return []sources.StatusSnapshot{a.Snapshot(), b.Snapshot()} }
+	statuses := func() []manager.SourceStatus {
+		return []manager.SourceStatus{{StatusSnapshot: a.Snapshot()}, {StatusSnapshot: b.Snapshot()}}
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(SourceCollector{Sources: statuses})
 	h := Handler(Options{
@@ -60,7 +63,7 @@ func TestEndpoints(t *testing.T) {
 	}
 
 	code, body = get(t, h, "/sources")
-	var snaps []sources.StatusSnapshot
+	var snaps []manager.SourceStatus
 	if err := json.Unmarshal([]byte(body), &snaps); code != http.StatusOK || err != nil {
 		t.Fatalf("/sources = %d %q: %v", code, body, err)
 	}
@@ -91,7 +94,7 @@ func TestEndpoints(t *testing.T) {
 }
 
 func TestOptionalEndpointsAbsent(t *testing.T) {
-	h := Handler(Options{Pending: func() []string { return nil }, Sources: func() []sources.StatusSnapshot { return nil }})
+	h := Handler(Options{Pending: func() []string { return nil }, Sources: func() []manager.SourceStatus { return nil }})
 	for _, path := range []string{"/metrics", "/clients", "/debug/pprof/", "/debug/pprof/cmdline"} {
 		if code, _ := get(t, h, path); code != http.StatusNotFound {
 			t.Errorf("%s = %d, want 404", path, code)
@@ -102,7 +105,7 @@ func TestOptionalEndpointsAbsent(t *testing.T) {
 // TestPProfOffSaysHowToTurnItOn checks that the profiler's paths, while it
 // is off, answer 404 with one line naming the key that turns it on.
 func TestPProfOffSaysHowToTurnItOn(t *testing.T) {
-	h := Handler(Options{Pending: func() []string { return nil }, Sources: func() []sources.StatusSnapshot { return nil }})
+	h := Handler(Options{Pending: func() []string { return nil }, Sources: func() []manager.SourceStatus { return nil }})
 	for _, path := range []string{"/debug/pprof/", "/debug/pprof/heap", "/debug/pprof/profile?seconds=1"} {
 		code, body := get(t, h, path)
 		if code != http.StatusNotFound || !strings.Contains(body, "admin.pprof: true") || strings.Count(body, "\n") != 1 {

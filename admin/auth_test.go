@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xdsbridge/xdsbridge/sources"
+	"github.com/xdsbridge/xdsbridge/manager"
 )
 
 func request(h http.Handler, method, path, token string) int {
@@ -25,7 +25,7 @@ func request(h http.Handler, method, path, token string) int {
 }
 
 func TestPProfGetOnly(t *testing.T) {
-	h := Handler(Options{PProf: true, Pending: func() []string { return nil }, Sources: func() []sources.StatusSnapshot { return nil }})
+	h := Handler(Options{PProf: true, Pending: func() []string { return nil }, Sources: func() []manager.SourceStatus { return nil }})
 	if code := request(h, http.MethodGet, "/debug/pprof/", ""); code != http.StatusOK {
 		t.Errorf("GET /debug/pprof/ = %d", code)
 	}
@@ -56,7 +56,7 @@ func TestRequireToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := mw(Handler(Options{Pending: func() []string { return nil }, Sources: func() []sources.StatusSnapshot { return nil }}))
+	h := mw(Handler(Options{Pending: func() []string { return nil }, Sources: func() []manager.SourceStatus { return nil }}))
 	cases := []struct {
 		path, token string
 		want        int

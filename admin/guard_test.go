@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/xdsbridge/xdsbridge/manager"
 	"github.com/xdsbridge/xdsbridge/sources"
 )
 
@@ -17,7 +18,7 @@ func TestGuardConfirm(t *testing.T) {
 	var got []string
 	h := Handler(Options{
 		Pending: func() []string { return nil },
-		Sources: func() []sources.StatusSnapshot { return nil },
+		Sources: func() []manager.SourceStatus { return nil },
 		Confirm: func(_ context.Context, source string) error {
 			got = append(got, source)
 			if source != "consul" {
@@ -48,12 +49,12 @@ func TestGuardConfirm(t *testing.T) {
 
 func TestPolicyMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(SourceCollector{Sources: func() []sources.StatusSnapshot {
-		return []sources.StatusSnapshot{{Name: "consul", PolicySnapshot: sources.PolicySnapshot{
-			Startup: sources.PhaseWarm, GuardHolds: 2,
-			Guard:         &sources.GuardSnapshot{HeldServices: 3, HeldEndpoints: 7},
+	reg.MustRegister(SourceCollector{Sources: func() []manager.SourceStatus {
+		return []manager.SourceStatus{{StatusSnapshot: sources.StatusSnapshot{Name: "consul"},
+			Startup: manager.PhaseWarm, GuardHolds: 2,
+			Guard:         &manager.GuardSnapshot{HeldServices: 3, HeldEndpoints: 7},
 			ServiceErrors: map[string]string{"web": "weights overflow"},
-		}}}
+		}}
 	}})
 	want := map[string]float64{
 		`xdsbridge_source_guard_held{kind="services",source="consul"}`:   3,

@@ -3,14 +3,14 @@ package admin
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/xdsbridge/xdsbridge/sources"
+	"github.com/xdsbridge/xdsbridge/manager"
 )
 
 // SourceCollector exports the status of every source as metrics, read at
 // scrape time so that they are never out of date.
 type SourceCollector struct {
 	// Sources returns the status of every source.
-	Sources func() []sources.StatusSnapshot
+	Sources func() []manager.SourceStatus
 }
 
 var _ prometheus.Collector = SourceCollector{}
@@ -72,7 +72,7 @@ func bool01(b bool) float64 {
 
 // collectPolicy exports what the manager records about a source: its
 // startup phase, removal guard and failing services.
-func collectPolicy(ch chan<- prometheus.Metric, s sources.StatusSnapshot) {
+func collectPolicy(ch chan<- prometheus.Metric, s manager.SourceStatus) {
 	var svcs, eps float64
 	if g := s.Guard; g != nil {
 		svcs, eps = float64(g.HeldServices), float64(g.HeldEndpoints)
@@ -80,7 +80,7 @@ func collectPolicy(ch chan<- prometheus.Metric, s sources.StatusSnapshot) {
 	ch <- prometheus.MustNewConstMetric(heldDesc, prometheus.GaugeValue, svcs, s.Name, "services")
 	ch <- prometheus.MustNewConstMetric(heldDesc, prometheus.GaugeValue, eps, s.Name, "endpoints")
 	ch <- prometheus.MustNewConstMetric(holdsDesc, prometheus.CounterValue, float64(s.GuardHolds), s.Name)
-	for _, p := range []string{sources.PhaseWaiting, sources.PhaseSynced, sources.PhaseWarm, sources.PhaseTimedOut} {
+	for _, p := range []string{manager.PhaseWaiting, manager.PhaseSynced, manager.PhaseWarm, manager.PhaseTimedOut} {
 		ch <- prometheus.MustNewConstMetric(phaseDesc, prometheus.GaugeValue, bool01(s.Startup == p), s.Name, p)
 	}
 	ch <- prometheus.MustNewConstMetric(serviceErrorsDesc, prometheus.GaugeValue, float64(len(s.ServiceErrors)), s.Name)

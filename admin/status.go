@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/xdsbridge/xdsbridge/sources"
+	"github.com/xdsbridge/xdsbridge/manager"
 )
 
 // Page is what the status page shows: the state an operator looks at first
@@ -19,7 +19,7 @@ type Page struct {
 	About About
 	// Pending names the sources that have not synced yet; empty once ready.
 	Pending  []string
-	Sources  []sources.StatusSnapshot
+	Sources  []manager.SourceStatus
 	Services []ServiceRow // sorted by name
 	Clients  []ClientRow  // sorted by node id
 }

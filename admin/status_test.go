@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdsbridge/xdsbridge/manager"
 	"github.com/xdsbridge/xdsbridge/sources"
 )
 
@@ -18,7 +19,7 @@ var pageNow = time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC)
 func pageHandler(p Page) http.Handler {
 	return Handler(Options{
 		Pending: func() []string { return nil },
-		Sources: func() []sources.StatusSnapshot { return nil },
+		Sources: func() []manager.SourceStatus { return nil },
 		Status:  func() Page { return p },
 	})
 }
@@ -29,14 +30,14 @@ func TestStatusPage(t *testing.T) {
 		Now: now,
 		About: About{Version: "v1.4.2", Started: now.Add(-3 * time.Hour), ConfigPath: "/etc/xdsbridge/bridge.yaml",
 			Loaded: now.Add(-10 * time.Minute), Rejected: &Rejection{At: now.Add(-time.Minute), Error: "sources[0].type: unknown source type \"fiel\""}},
-		Sources: []sources.StatusSnapshot{
-			{Name: "consul", Synced: true, Stale: true, LastSuccess: now.Add(-time.Minute), FailingFrom: now.Add(-30 * time.Second),
-				LastError: "connection refused", Failures: 4, FailuresTotal: 9, Dropped: 2, PolicySnapshot: sources.PolicySnapshot{
-					Startup:       sources.PhaseWarm,
-					Guard:         &sources.GuardSnapshot{Until: now.Add(20 * time.Second), Reason: "removes 3 of 4 services", HeldServices: 3},
-					ServiceErrors: map[string]string{"api": "weights sum past uint32"}}},
-			{Name: "static", Synced: true, LastSuccess: now.Add(-5 * time.Second), FailuresTotal: 7,
-				Notes: map[string]string{"acl": "results hidden by ACLs"}},
+		Sources: []manager.SourceStatus{
+			{StatusSnapshot: sources.StatusSnapshot{Name: "consul", Synced: true, Stale: true, LastSuccess: now.Add(-time.Minute), FailingFrom: now.Add(-30 * time.Second),
+				LastError: "connection refused", Failures: 4, FailuresTotal: 9, Dropped: 2},
+				Startup:       manager.PhaseWarm,
+				Guard:         &manager.GuardSnapshot{Until: now.Add(20 * time.Second), Reason: "removes 3 of 4 services", HeldServices: 3},
+				ServiceErrors: map[string]string{"api": "weights sum past uint32"}},
+			{StatusSnapshot: sources.StatusSnapshot{Name: "static", Synced: true, LastSuccess: now.Add(-5 * time.Second), FailuresTotal: 7,
+				Notes: map[string]string{"acl": "results hidden by ACLs"}}},
 		},
 		Services: []ServiceRow{{Name: "api", Endpoints: 2, Healthy: 2, Priorities: 1}, {Name: "web", Endpoints: 3, Healthy: 2, Priorities: 1}},
 		Clients: []ClientRow{{ID: "<script>alert(1)</script>", Variant: "delta_ads", Connected: now.Add(-time.Hour),
@@ -51,7 +52,7 @@ func TestStatusPage(t *testing.T) {
 		`<span class="ok" id="readiness">ready</span>`, `<meta http-equiv="refresh" content="5">`,
 		`id="version">v1.4.2<`, "up 3h0m0s", "<code>/etc/xdsbridge/bridge.yaml</code> loaded 10m0s ago",
 		`reload rejected 1m0s ago`, `unknown source type &#34;fiel&#34;`,
-		`<span class="bad">stale</span>`, "connection refused", "30s ago", "startup: " + sources.PhaseWarm,
+		`<span class="bad">stale</span>`, "connection refused", "30s ago", "startup: " + manager.PhaseWarm,
 		"holding 3 services, 0 endpoints until 03:00:20", "removes 3 of 4 services", "weights sum past uint32",
 		"acl: results hidden by ACLs",
 		`<a href="/debug/why?cluster=web">web</a>`, "2 unacked, 1 pending", "bad weight", "v6 2s ago",
@@ -85,7 +86,7 @@ func TestStatusPage(t *testing.T) {
 // and every 250th none at all, and c clients, of which every 50th NACKs
 // and every 20th (not NACKing) is behind.
 func largePage(n, c int) Page {
-	p := Page{Now: pageNow, Sources: []sources.StatusSnapshot{{Name: "consul", Synced: true, LastSuccess: pageNow}}}
+	p := Page{Now: pageNow, Sources: []manager.SourceStatus{{StatusSnapshot: sources.StatusSnapshot{Name: "consul", Synced: true, LastSuccess: pageNow}}}}
 	for i := range n {
 		s := ServiceRow{Name: fmt.Sprintf("svc-%05d", i), Endpoints: 3, Healthy: 3, Priorities: 1}
 		switch {

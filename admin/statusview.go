@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/xdsbridge/xdsbridge/sources"
+	"github.com/xdsbridge/xdsbridge/manager"
 )
 
 // What the page shows is bounded whatever the number of services and
@@ -145,7 +145,7 @@ func bound[T any](xs []T) bounded[T] {
 }
 
 type sourceRow struct {
-	sources.StatusSnapshot
+	manager.SourceStatus
 	Errors     []serviceError // the first errorsPerSource
 	MoreErrors int
 	Notes      []string // "key: remark", sorted
@@ -208,11 +208,11 @@ func newView(p Page, f filter) view {
 }
 
 // addSources fills in the sources and returns the service errors by service.
-func (v *view) addSources(snaps []sources.StatusSnapshot) map[string][]serviceError {
+func (v *view) addSources(snaps []manager.SourceStatus) map[string][]serviceError {
 	byService := map[string][]serviceError{}
 	var all []serviceError
 	for _, s := range snaps {
-		row := sourceRow{StatusSnapshot: s}
+		row := sourceRow{SourceStatus: s}
 		var errs []serviceError
 		for svc, msg := range s.ServiceErrors {
 			errs = append(errs, serviceError{Service: svc, Source: s.Name, Error: msg})

@@ -24,6 +24,8 @@ import (
 	"github.com/xdsbridge/xdsbridge/admin"
 	"github.com/xdsbridge/xdsbridge/config"
 	"github.com/xdsbridge/xdsbridge/internal/reclaim"
+	"github.com/xdsbridge/xdsbridge/manager"
+	"github.com/xdsbridge/xdsbridge/settings"
 	"github.com/xdsbridge/xdsbridge/sources"
 	"github.com/xdsbridge/xdsbridge/translate"
 	"github.com/xdsbridge/xdsbridge/xds"
@@ -40,7 +42,7 @@ const (
 // sources built, but nothing runs until Run.
 type Instance struct {
 	log      *slog.Logger
-	manager  *sources.Manager
+	manager  *manager.Manager
 	reload   *reloader
 	services *serviceView
 	pub      *publisher
@@ -67,7 +69,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, version stri
 
 // New builds the sources of cfg and binds the xDS and admin listeners;
 // version is the build's, which the status page shows.
-// Configuration errors are *sources.KeyError values; a listen error names
+// Configuration errors are *settings.KeyError values; a listen error names
 // its key too (`xds.listen: listen tcp ...: address already in use`).
 func New(cfg *config.Config, log *slog.Logger, version string) (*Instance, error) {
 	in := &Instance{log: log, services: newServiceView(), version: version, started: time.Now()}
@@ -78,7 +80,7 @@ func New(cfg *config.Config, log *slog.Logger, version string) (*Instance, error
 	if err != nil {
 		return nil, err
 	}
-	in.manager = sources.NewManager(sources.ManagerOptions{
+	in.manager = manager.NewManager(manager.ManagerOptions{
 		Sources:    named,
 		Holdoff:    cfg.Holdoff.Min,
 		MaxHoldoff: cfg.Holdoff.Max,
@@ -86,7 +88,7 @@ func New(cfg *config.Config, log *slog.Logger, version string) (*Instance, error
 		Logger:     log.With("component", "manager"),
 		Store:      warmStore(cfg, log),
 	})
-	reg.MustRegister(admin.SourceCollector{Sources: in.snapshots})
+	reg.MustRegister(admin.SourceCollector{Sources: in.manager.Statuses})
 	in.reload = newReloader(cfg, in.manager, log, reg)
 	in.reload.scopes = func(s *translate.Scopes) { in.pub.scope(s) }
 
@@ -130,7 +132,7 @@ func New(cfg *config.Config, log *slog.Logger, version string) (*Instance, error
 	server.Register(in.grpc)
 	var handler http.Handler = admin.Handler(admin.Options{
 		Pending:  in.manager.Pending,
-		Sources:  in.snapshots,
+		Sources:  in.manager.Statuses,
 		Gatherer: reg,
 		Clients:  func() any { return in.views.clients(server.Clients()) },
 		Confirm:  in.manager.ConfirmRemovals,
@@ -141,7 +143,7 @@ func New(cfg *config.Config, log *slog.Logger, version string) (*Instance, error
 	if cfg.Admin.TokenFile != "" {
 		requireToken, err := admin.RequireToken(cfg.Admin.TokenFile, log.With("component", "admin"))
 		if err != nil {
-			return nil, sources.Prefix("admin.token_file", err)
+			return nil, settings.Prefix("admin.token_file", err)
 		}
 		handler = requireToken(handler)
 	}
@@ -152,12 +154,12 @@ func New(cfg *config.Config, log *slog.Logger, version string) (*Instance, error
 
 	if in.xdsLis, err = net.Listen("tcp", cfg.XDS.Listen); err != nil {
 		in.views.close()
-		return nil, sources.Prefix("xds.listen", err)
+		return nil, settings.Prefix("xds.listen", err)
 	}
 	if in.adminLis, err = net.Listen("tcp", cfg.Admin.Listen); err != nil {
 		in.xdsLis.Close()
 		in.views.close()
-		return nil, sources.Prefix("admin.listen", err)
+		return nil, settings.Prefix("admin.listen", err)
 	}
 	if sec.adminTLS != nil {
 		in.adminLis = tls.NewListener(in.adminLis, sec.adminTLS)
@@ -166,15 +168,15 @@ func New(cfg *config.Config, log *slog.Logger, version string) (*Instance, error
 }
 
 // buildSources builds the configured sources, each with its status.
-func buildSources(cfg *config.Config, log *slog.Logger) ([]sources.Named, error) {
-	named := make([]sources.Named, 0, len(cfg.Entries))
+func buildSources(cfg *config.Config, log *slog.Logger) ([]manager.Named, error) {
+	named := make([]manager.Named, 0, len(cfg.Entries))
 	for _, e := range cfg.Entries {
 		st := sources.NewStatus(e.Name)
 		src, err := cfg.NewSource(e, sources.Options{Logger: log.With("source", e.Name), Status: st})
 		if err != nil {
 			return nil, err
 		}
-		named = append(named, sources.Named{Name: e.Name, Source: src, Status: st, Startup: e.Startup, Guard: e.Guard})
+		named = append(named, manager.Named{Name: e.Name, Source: src, Status: st, Startup: e.Startup, Guard: e.Guard})
 	}
 	return named, nil
 }
@@ -193,15 +195,6 @@ func (in *Instance) XDSAddr() net.Addr { return in.xdsLis.Addr() }
 // AdminAddr returns the address the admin listener is bound to.
 func (in *Instance) AdminAddr() net.Addr { return in.adminLis.Addr() }
 
-func (in *Instance) snapshots() []sources.StatusSnapshot {
-	named := in.manager.Sources()
-	out := make([]sources.StatusSnapshot, len(named))
-	for i, n := range named {
-		out[i] = n.Status.Snapshot()
-	}
-	return out
-}
-
 // Run serves until ctx is done, then stops gracefully: the gRPC server gets
 // shutdownTimeout to finish, then its streams are cut. It returns nil after
 // a stop requested through ctx and an error if a listener failed.
@@ -215,7 +208,7 @@ func (in *Instance) Run(ctx context.Context) error {
 	in.views.run(ctx, &wg, cancel)
 	wg.Go(func() { in.reclaim.Run(ctx) })
 	wg.Go(func() {
-		publish := func(c sources.Changes) {
+		publish := func(c manager.Changes) {
 			in.pub.publish(c)
 			in.services.record(c)
 		}

@@ -15,7 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/xdsbridge/xdsbridge/config"
-	"github.com/xdsbridge/xdsbridge/sources"
+	"github.com/xdsbridge/xdsbridge/manager"
 	"github.com/xdsbridge/xdsbridge/translate"
 	"github.com/xdsbridge/xdsbridge/translate/istio"
 	"github.com/xdsbridge/xdsbridge/xds"
@@ -44,14 +44,14 @@ func Snapshot(ctx context.Context, cfg *config.Config, log *slog.Logger) ([]xds.
 	if err != nil {
 		return nil, err
 	}
-	m := sources.NewManager(sources.ManagerOptions{Sources: named, Merge: cfg.Merge, Logger: log.With("component", "manager")})
+	m := manager.NewManager(manager.ManagerOptions{Sources: named, Merge: cfg.Merge, Logger: log.With("component", "manager")})
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	wg.Go(func() { watchFailures(runCtx, named, cancel) })
-	var first *sources.Changes
-	if err := m.Run(runCtx, func(c sources.Changes) {
+	var first *manager.Changes
+	if err := m.Run(runCtx, func(c manager.Changes) {
 		if first == nil {
 			first = &c
 			cancel(nil)
@@ -73,7 +73,7 @@ func Snapshot(ctx context.Context, cfg *config.Config, log *slog.Logger) ([]xds.
 
 // watchFailures cancels ctx with a source's error once a source that has
 // not synced records a failed read; it returns when ctx ends.
-func watchFailures(ctx context.Context, named []sources.Named, cancel context.CancelCauseFunc) {
+func watchFailures(ctx context.Context, named []manager.Named, cancel context.CancelCauseFunc) {
 	tick := time.NewTicker(failPoll)
 	defer tick.Stop()
 	for {

@@ -14,6 +14,7 @@ import (
 	"github.com/xdsbridge/xdsbridge/config"
 	"github.com/xdsbridge/xdsbridge/internal/grpcxdstest"
 	"github.com/xdsbridge/xdsbridge/internal/istiodsim"
+	"github.com/xdsbridge/xdsbridge/manager"
 	"github.com/xdsbridge/xdsbridge/sources"
 	"github.com/xdsbridge/xdsbridge/translate/istio"
 	"github.com/xdsbridge/xdsbridge/xds"
@@ -51,9 +52,9 @@ func stored(c *istiodsim.Client, url string) []string {
 // service that comes later reaches istiod on the same stream.
 func TestIstioCollectionsBeforeTheirFirstResource(t *testing.T) {
 	p, c := servedIstio(t, istio.ShapeInline)
-	p.publish(sources.Changes{}) // the first state: no services
+	p.publish(manager.Changes{}) // the first state: no services
 	c.Wait(t, 20*time.Second, "every collection answered", c.Synced)
-	p.publish(sources.Changes{Upserted: []sources.Service{service("web", "10.0.0.1")}})
+	p.publish(manager.Changes{Upserted: []sources.Service{service("web", "10.0.0.1")}})
 	c.Wait(t, 20*time.Second, "web's ServiceEntry", func() bool {
 		return slices.Equal(stored(c, seV1), []string{"xdsbridge/web"})
 	})
@@ -65,13 +66,13 @@ func TestIstioCollectionsBeforeTheirFirstResource(t *testing.T) {
 // that fails translation keeps its last good resources and is reported.
 func TestIstioPublisherFollowsServices(t *testing.T) {
 	p, c := servedIstio(t, istio.ShapeWorkloadEntries)
-	p.publish(sources.Changes{Upserted: []sources.Service{service("web", "10.0.0.1", "10.0.0.2"), service("api", "10.0.1.1")}})
+	p.publish(manager.Changes{Upserted: []sources.Service{service("web", "10.0.0.1", "10.0.0.2"), service("api", "10.0.1.1")}})
 	c.Wait(t, 20*time.Second, "both services", func() bool {
 		return slices.Equal(stored(c, weV1), []string{"xdsbridge/api-10-0-1-1-80", "xdsbridge/web-10-0-0-1-80", "xdsbridge/web-10-0-0-2-80"})
 	})
 
 	n := len(c.Responses())
-	p.publish(sources.Changes{Upserted: []sources.Service{service("web", "10.0.0.1", "10.0.0.3")}})
+	p.publish(manager.Changes{Upserted: []sources.Service{service("web", "10.0.0.1", "10.0.0.3")}})
 	c.Wait(t, 20*time.Second, "web-10-0-0-2 replaced by web-10-0-0-3", func() bool {
 		return slices.Equal(stored(c, weV1), []string{"xdsbridge/api-10-0-1-1-80", "xdsbridge/web-10-0-0-1-80", "xdsbridge/web-10-0-0-3-80"})
 	})
@@ -90,7 +91,7 @@ func TestIstioPublisherFollowsServices(t *testing.T) {
 
 	var failed []string
 	bad := service("web_api", "10.0.2.1") // its host, web_api.service.consul, is not a valid name
-	p.publish(sources.Changes{Upserted: []sources.Service{bad}, Removed: []string{"api"},
+	p.publish(manager.Changes{Upserted: []sources.Service{bad}, Removed: []string{"api"},
 		Failed: func(svc string, err error) { failed = append(failed, svc+": "+err.Error()) }})
 	c.Wait(t, 20*time.Second, "api removed", func() bool {
 		return slices.Equal(stored(c, seV1), []string{"xdsbridge/web"}) &&

@@ -9,7 +9,7 @@ import (
 
 	"github.com/xdsbridge/xdsbridge/config"
 	"github.com/xdsbridge/xdsbridge/internal/envoysim"
-	"github.com/xdsbridge/xdsbridge/sources"
+	"github.com/xdsbridge/xdsbridge/manager"
 )
 
 // TestReloadMerge checks that a reload applies a new merge section to the
@@ -57,8 +57,8 @@ func TestReloadMerge(t *testing.T) {
 	reload(func() (*config.Config, error) { return nil, errors.New("merge.default: unknown mode") })
 	weighted := testConfig()
 	w := int64(5)
-	weighted.Merge = sources.MergeConfig{Services: []sources.MergeRule{{Service: "web", Mode: sources.MergeWeighted,
-		Weights: []sources.SourceWeight{{Source: "gated", Weight: &w}}}}}
+	weighted.Merge = manager.MergeConfig{Services: []manager.MergeRule{{Service: "web", Mode: manager.MergeWeighted,
+		Weights: []manager.SourceWeight{{Source: "gated", Weight: &w}}}}}
 	reload(func() (*config.Config, error) { return weighted, nil })
 	subZone("gated")
 	reload(func() (*config.Config, error) { return testConfig(), nil })

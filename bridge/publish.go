@@ -8,6 +8,7 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/xdsbridge/xdsbridge/manager"
 	"github.com/xdsbridge/xdsbridge/sources"
 	"github.com/xdsbridge/xdsbridge/transform"
 	"github.com/xdsbridge/xdsbridge/translate"
@@ -94,7 +95,7 @@ func (p *publisher) shape(s *translate.Shaping, chain *transform.Chain) *publish
 // publish translates every upserted service and removes every removed one,
 // in one Apply. It is called for the first publish too, even when empty,
 // because the first Apply marks the engine ready.
-func (p *publisher) publish(c sources.Changes) {
+func (p *publisher) publish(c manager.Changes) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	c = p.stream.Apply(c)
@@ -189,7 +190,7 @@ func (p *publisher) scope(s *translate.Scopes) *publisher {
 
 // fail reports a translation error of a service, if err is one, to the
 // sources reporting it (their /sources status shows it) and to the log.
-func (p *publisher) fail(c sources.Changes, service string, err error, msg string) {
+func (p *publisher) fail(c manager.Changes, service string, err error, msg string) {
 	if err == nil {
 		return
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/xdsbridge/xdsbridge/manager"
 	"github.com/xdsbridge/xdsbridge/sources"
 	"github.com/xdsbridge/xdsbridge/xds"
 )
@@ -59,7 +60,7 @@ func names[T xds.Resource | xds.Key](items []T) []string {
 
 func TestPublisher(t *testing.T) {
 	type step struct {
-		changes      sources.Changes
+		changes      manager.Changes
 		wantUpserts  []string
 		wantRemovals []string
 		wantErrors   float64
@@ -71,29 +72,29 @@ func TestPublisher(t *testing.T) {
 		steps []step
 	}{
 		{name: "grpc chain", grpc: true, steps: []step{
-			{changes: sources.Changes{Upserted: []sources.Service{service("a", "10.0.0.1")}},
+			{changes: manager.Changes{Upserted: []sources.Service{service("a", "10.0.0.1")}},
 				wantUpserts:  []string{"cds/a", "eds/a", "lds/a(grpc)", "rds/a(grpc)"},
 				wantServices: 1},
-			{changes: sources.Changes{Removed: []string{"a"}},
+			{changes: manager.Changes{Removed: []string{"a"}},
 				wantRemovals: []string{"cds/a", "eds/a", "lds/a", "rds/a"}},
 		}},
 		{name: "empty first publish still applies", steps: []step{
-			{changes: sources.Changes{}},
+			{changes: manager.Changes{}},
 		}},
 		{name: "translation error keeps the last good resources", steps: []step{
-			{changes: sources.Changes{Upserted: []sources.Service{service("a", "10.0.0.1"), service("b", "10.0.0.2")}},
+			{changes: manager.Changes{Upserted: []sources.Service{service("a", "10.0.0.1"), service("b", "10.0.0.2")}},
 				wantUpserts: []string{"cds/a", "cds/b", "eds/a", "eds/b"}, wantServices: 2},
 			// b's new version cannot be translated (not an IP): nothing of b
 			// is upserted or removed, and a's change goes through.
-			{changes: sources.Changes{Upserted: []sources.Service{service("a", "10.0.0.3"), service("b", "b.example")}},
+			{changes: manager.Changes{Upserted: []sources.Service{service("a", "10.0.0.3"), service("b", "b.example")}},
 				wantUpserts: []string{"cds/a", "eds/a"}, wantErrors: 1, wantServices: 2},
-			{changes: sources.Changes{Removed: []string{"b"}},
+			{changes: manager.Changes{Removed: []string{"b"}},
 				wantRemovals: []string{"cds/b", "eds/b"}, wantErrors: 1, wantServices: 1},
 		}},
 		{name: "a service never served is not removed", steps: []step{
-			{changes: sources.Changes{Upserted: []sources.Service{service("bad", "bad.example")}},
+			{changes: manager.Changes{Upserted: []sources.Service{service("bad", "bad.example")}},
 				wantErrors: 1},
-			{changes: sources.Changes{Removed: []string{"bad"}}, wantErrors: 1},
+			{changes: manager.Changes{Removed: []string{"bad"}}, wantErrors: 1},
 		}},
 	}
 	for _, c := range cases {

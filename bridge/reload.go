@@ -14,6 +14,7 @@ import (
 
 	"github.com/xdsbridge/xdsbridge/admin"
 	"github.com/xdsbridge/xdsbridge/config"
+	"github.com/xdsbridge/xdsbridge/manager"
 	"github.com/xdsbridge/xdsbridge/sources"
 	"github.com/xdsbridge/xdsbridge/translate"
 )
@@ -26,7 +27,7 @@ import (
 // change.
 type reloader struct {
 	log     *slog.Logger
-	manager *sources.Manager
+	manager *manager.Manager
 	total   *prometheus.CounterVec
 	// scopes applies changed scoping rules (publisher.scope), nil for
 	// none.
@@ -47,7 +48,7 @@ type loadedState struct {
 	rejected *admin.Rejection
 }
 
-func newReloader(cfg *config.Config, m *sources.Manager, log *slog.Logger, reg prometheus.Registerer) *reloader {
+func newReloader(cfg *config.Config, m *manager.Manager, log *slog.Logger, reg prometheus.Registerer) *reloader {
 	r := &reloader{log: log.With("component", "reload"), manager: m, cfg: cfg,
 		total: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "xdsbridge_config_reloads_total",
@@ -114,10 +115,10 @@ func (r *reloader) apply(ctx context.Context, load func() (*config.Config, error
 	for _, e := range old.Entries {
 		running[e.Name] = e
 	}
-	named := make([]sources.Named, 0, len(next.Entries))
+	named := make([]manager.Named, 0, len(next.Entries))
 	for _, e := range next.Entries {
 		if prev, ok := running[e.Name]; ok && sameSource(old, prev, next, e) {
-			named = append(named, sources.Named{Name: e.Name})
+			named = append(named, manager.Named{Name: e.Name})
 			res.Kept = append(res.Kept, e.Name)
 			delete(running, e.Name)
 			continue
@@ -127,7 +128,7 @@ func (r *reloader) apply(ctx context.Context, load func() (*config.Config, error
 		if err != nil {
 			return ReloadResult{}, err
 		}
-		named = append(named, sources.Named{Name: e.Name, Source: src, Status: st, Startup: e.Startup, Guard: e.Guard})
+		named = append(named, manager.Named{Name: e.Name, Source: src, Status: st, Startup: e.Startup, Guard: e.Guard})
 		res.Started = append(res.Started, e.Name)
 	}
 	for _, e := range old.Entries {

@@ -5,13 +5,13 @@ import (
 	"path/filepath"
 
 	"github.com/xdsbridge/xdsbridge/config"
-	"github.com/xdsbridge/xdsbridge/sources"
+	"github.com/xdsbridge/xdsbridge/manager"
 	"github.com/xdsbridge/xdsbridge/sources/state"
 )
 
 // warmStore returns the warm-start store of cfg, or nil when state_dir is
 // not set. A relative state_dir is relative to the configuration file.
-func warmStore(cfg *config.Config, log *slog.Logger) sources.Store {
+func warmStore(cfg *config.Config, log *slog.Logger) manager.Store {
 	if cfg.StateDir == "" {
 		return nil
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/xdsbridge/xdsbridge/admin"
+	"github.com/xdsbridge/xdsbridge/manager"
 	"github.com/xdsbridge/xdsbridge/sources"
 	"github.com/xdsbridge/xdsbridge/xds"
 )
@@ -23,7 +24,7 @@ type serviceView struct {
 
 func newServiceView() *serviceView { return &serviceView{rows: map[string]admin.ServiceRow{}} }
 
-func (v *serviceView) record(c sources.Changes) {
+func (v *serviceView) record(c manager.Changes) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	for _, svc := range c.Upserted {
@@ -52,7 +53,7 @@ func (v *serviceView) list() []admin.ServiceRow {
 // page gathers the status page's content.
 func (in *Instance) page(clients func() []xds.ClientStatus) admin.Page {
 	loaded := in.reload.loaded.Load()
-	p := admin.Page{Now: time.Now(), Pending: in.manager.Pending(), Sources: in.snapshots(), Services: in.services.list(),
+	p := admin.Page{Now: time.Now(), Pending: in.manager.Pending(), Sources: in.manager.Statuses(), Services: in.services.list(),
 		About: admin.About{Version: in.version, Started: in.started, ConfigPath: loaded.path, Loaded: loaded.at, Rejected: loaded.rejected}}
 	for _, c := range clients() {
 		row := admin.ClientRow{ID: c.ID, Cluster: c.Cluster, Variant: c.Variant, Peer: c.Peer, Connected: c.Connected}

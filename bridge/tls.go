@@ -14,7 +14,7 @@ import (
 
 	"github.com/xdsbridge/xdsbridge/config"
 	"github.com/xdsbridge/xdsbridge/internal/filestamp"
-	"github.com/xdsbridge/xdsbridge/sources"
+	"github.com/xdsbridge/xdsbridge/settings"
 )
 
 // keyPair is what a listener's TLS files hold.
@@ -49,7 +49,7 @@ func newReloadingTLS(cfg config.TLS, key string, alpn []string, log *slog.Logger
 		Parse: r.parse,
 	}
 	if _, err := r.files.Get(); err != nil {
-		return nil, sources.Prefix(key, err)
+		return nil, settings.Prefix(key, err)
 	}
 	return r, nil
 }

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/xdsbridge/xdsbridge/config"
-	"github.com/xdsbridge/xdsbridge/sources"
+	"github.com/xdsbridge/xdsbridge/settings"
 	"github.com/xdsbridge/xdsbridge/xds"
 	"github.com/xdsbridge/xdsbridge/xds/files"
 	"github.com/xdsbridge/xdsbridge/xds/rest"
@@ -40,7 +40,7 @@ func newViews(cfg *config.Config, server *xds.Server, log *slog.Logger) (*views,
 			Logger:   log.With("component", "files", "dir", o.Dir),
 		})
 		if err != nil {
-			return nil, sources.Prefix(fmt.Sprintf("outputs[%d].dir", i), err)
+			return nil, settings.Prefix(fmt.Sprintf("outputs[%d].dir", i), err)
 		}
 		v.writers = append(v.writers, w)
 	}
@@ -58,7 +58,7 @@ func newViews(cfg *config.Config, server *xds.Server, log *slog.Logger) (*views,
 	if r.Listen != config.RESTOnAdmin {
 		lis, err := net.Listen("tcp", r.Listen)
 		if err != nil {
-			return nil, sources.Prefix("xds.rest.listen", err)
+			return nil, settings.Prefix("xds.rest.listen", err)
 		}
 		v.restLis = lis
 		v.restSrv = &http.Server{Handler: v.mux(http.NotFoundHandler()), ReadHeaderTimeout: 10 * time.Second}

@@ -8,7 +8,7 @@
 // and from command-line flags; flags beat the environment, which beats the
 // file. A BRIDGE_ variable that names no setting is reported in Warnings.
 //
-// Every error that a user can fix is a *sources.KeyError naming the key,
+// Every error that a user can fix is a *settings.KeyError naming the key,
 // such as `sources[1].type: unknown source type "foo"`; Load returns it in
 // an *Error, one line naming the file, or the variable or flag the value
 // came from.
@@ -28,6 +28,8 @@ import (
 
 	"github.com/xdsbridge/xdsbridge/internal/reclaim"
 	"github.com/xdsbridge/xdsbridge/internal/scalar"
+	"github.com/xdsbridge/xdsbridge/manager"
+	"github.com/xdsbridge/xdsbridge/settings"
 	"github.com/xdsbridge/xdsbridge/sources"
 	"github.com/xdsbridge/xdsbridge/transform"
 	"github.com/xdsbridge/xdsbridge/translate"
@@ -54,7 +56,7 @@ type Config struct {
 	Scopes  map[string]any `mapstructure:"scopes"`
 	Outputs []Output       `mapstructure:"outputs"`
 	// Merge sets how a service reported by several sources is served.
-	Merge sources.MergeConfig `mapstructure:"merge"`
+	Merge manager.MergeConfig `mapstructure:"merge"`
 	// Istio configures the Istio translation (istio.go).
 	Istio Istio `mapstructure:"istio"`
 
@@ -147,7 +149,7 @@ type Log struct {
 }
 
 // Holdoff configures how the source manager coalesces changes
-// (sources.Cadence): a change after a quiet period is published Min after
+// (manager.Cadence): a change after a quiet period is published Min after
 // it, with whatever came meanwhile; under steady churn batches are
 // published Min apart (back to back when a publish takes longer than Min).
 // No change waits longer than Min beyond a publish in progress. Max must be
@@ -175,8 +177,8 @@ type Source struct {
 	// Index is the entry's position, used to name keys in errors.
 	Index int
 	// Startup and Guard are the entry's policies (keys startup, guard).
-	Startup sources.Startup
-	Guard   sources.Guard
+	Startup manager.Startup
+	Guard   manager.Guard
 }
 
 // Key returns the configuration key of the entry, such as "sources[1]".
@@ -220,15 +222,15 @@ var defaults = map[string]any{
 	"admin.pprof":                            false,
 	"log.level":                              "info",
 	"log.format":                             "text",
-	"holdoff.min":                            sources.DefaultHoldoff.String(),
-	"holdoff.max":                            sources.DefaultMaxHoldoff.String(),
+	"holdoff.min":                            manager.DefaultHoldoff.String(),
+	"holdoff.max":                            manager.DefaultMaxHoldoff.String(),
 	"memory.return_after_quiet":              reclaim.DefaultPolicy.Quiet.String(),
 	"state_dir":                              "",
-	"guard.hold":                             sources.DefaultGuardHold.String(),
-	"guard.max_removed_fraction":             sources.DefaultMaxRemovedFraction,
-	"guard.min_removed":                      sources.DefaultMinRemoved,
+	"guard.hold":                             manager.DefaultGuardHold.String(),
+	"guard.max_removed_fraction":             manager.DefaultMaxRemovedFraction,
+	"guard.min_removed":                      manager.DefaultMinRemoved,
 	"guard.per_service":                      false,
-	"merge.default":                          sources.MergeFirst,
+	"merge.default":                          manager.MergeFirst,
 	"istio.enabled":                          false,
 	"istio.shape":                            string(istio.DefaultShape),
 	"istio.host":                             istio.DefaultHost,
@@ -276,12 +278,12 @@ func Load(path string, fs *pflag.FlagSet) (*Config, error) {
 }
 
 // parse is Load on the file's content; dir is the file's directory. A
-// *sources.KeyError it returns has its Origin set when the value came from
+// *settings.KeyError it returns has its Origin set when the value came from
 // a flag or the environment.
 func parse(data []byte, dir string, fs *pflag.FlagSet) (*Config, error) {
 	cfg := &Config{Dir: dir, origins: origins(fs), Warnings: unknownEnv(os.Environ())}
 	if err := cfg.fill(data, fs); err != nil {
-		return nil, sources.Attribute(err, cfg.originOf)
+		return nil, settings.Attribute(err, cfg.originOf)
 	}
 	return cfg, nil
 }
@@ -316,7 +318,7 @@ func (c *Config) fill(data []byte, fs *pflag.FlagSet) error {
 	if err := checkMergeShape(v.Get("merge.services")); err != nil {
 		return err
 	}
-	if err := sources.Decode(v.AllSettings(), c); err != nil {
+	if err := settings.Decode(v.AllSettings(), c); err != nil {
 		return err
 	}
 	if err := c.rawLists(data); err != nil {
@@ -334,7 +336,7 @@ func (c *Config) fill(data []byte, fs *pflag.FlagSet) error {
 func setNameOrType(key, k string, val any, name, typ *string) error {
 	str, ok := val.(string)
 	if !ok {
-		return sources.Errorf(fmt.Sprintf("%s.%s", key, k), "%v", scalar.Mismatch("a string", val))
+		return settings.Errorf(fmt.Sprintf("%s.%s", key, k), "%v", scalar.Mismatch("a string", val))
 	}
 	if k == "name" {
 		*name = str
@@ -372,21 +374,21 @@ func (c *Config) parseSources() error {
 
 // NewSource builds the source of entry s with its type's constructor; opts
 // gets its BaseDir filled in from the config file's directory. Errors are
-// *sources.KeyError values prefixed with the entry's key.
+// *settings.KeyError values prefixed with the entry's key.
 func (c *Config) NewSource(s Source, opts sources.Options) (sources.Source, error) {
 	t, ok := sources.Lookup(s.Type)
 	if !ok {
-		return nil, sources.Errorf(s.Key()+".type", "unknown source type %q (known: %s)",
+		return nil, settings.Errorf(s.Key()+".type", "unknown source type %q (known: %s)",
 			s.Type, strings.Join(sources.Types(), ", "))
 	}
 	opts.Name = s.Name
 	opts.BaseDir = c.Dir
 	src, err := t.New(s.Settings, opts)
 	if err != nil {
-		return nil, sources.Prefix(s.Key(), err)
+		return nil, settings.Prefix(s.Key(), err)
 	}
 	if src == nil {
-		return nil, sources.Errorf(s.Key(), "source type %q returned no source", s.Type)
+		return nil, settings.Errorf(s.Key(), "source type %q returned no source", s.Type)
 	}
 	return src, nil
 }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/xdsbridge/xdsbridge/manager"
+	"github.com/xdsbridge/xdsbridge/settings"
 	"github.com/xdsbridge/xdsbridge/sources"
 	"github.com/xdsbridge/xdsbridge/xds"
 )
@@ -31,11 +33,11 @@ func (f *fakeSource) Run(ctx context.Context, _ chan<- sources.Update) error {
 func init() {
 	sources.Register(sources.Type{Name: "fake", New: func(cfg map[string]any, opts sources.Options) (sources.Source, error) {
 		f := &fakeSource{dir: opts.BaseDir}
-		if err := sources.Decode(cfg, f); err != nil {
+		if err := settings.Decode(cfg, f); err != nil {
 			return nil, err
 		}
 		if f.Path == "" {
-			return nil, sources.Errorf("path", "is required")
+			return nil, settings.Errorf("path", "is required")
 		}
 		return f, nil
 	}})
@@ -196,9 +198,9 @@ func TestInvalid(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := parse([]byte(c.yaml), "/d", nil)
-			var ke *sources.KeyError
+			var ke *settings.KeyError
 			if !errors.As(err, &ke) {
-				t.Fatalf("error = %v, want a *sources.KeyError", err)
+				t.Fatalf("error = %v, want a *settings.KeyError", err)
 			}
 			if ke.Key != c.wantKey || !strings.HasPrefix(err.Error(), c.wantKey+": ") {
 				t.Errorf("key = %q (error %q), want %q", ke.Key, err, c.wantKey)
@@ -223,12 +225,12 @@ sources:
 		t.Fatal(err)
 	}
 	want := []struct {
-		startup sources.Startup
-		guard   sources.Guard
+		startup manager.Startup
+		guard   manager.Guard
 	}{
-		{sources.Startup{Timeout: 30 * time.Second}, sources.Guard{MaxRemovedFraction: 0.25, Hold: time.Minute, MinRemoved: sources.DefaultMinRemoved}},
-		{sources.Startup{Timeout: 5 * time.Second, Required: true}, sources.Guard{MaxRemovedFraction: 0.25, Hold: 10 * time.Second, MinRemoved: 3, PerService: true}},
-		{sources.Startup{Timeout: 30 * time.Second}, sources.Guard{}},
+		{manager.Startup{Timeout: 30 * time.Second}, manager.Guard{MaxRemovedFraction: 0.25, Hold: time.Minute, MinRemoved: manager.DefaultMinRemoved}},
+		{manager.Startup{Timeout: 5 * time.Second, Required: true}, manager.Guard{MaxRemovedFraction: 0.25, Hold: 10 * time.Second, MinRemoved: 3, PerService: true}},
+		{manager.Startup{Timeout: 30 * time.Second}, manager.Guard{}},
 	}
 	for i, w := range want {
 		if e := cfg.Entries[i]; e.Startup != w.startup || e.Guard != w.guard {

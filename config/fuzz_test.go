@@ -4,7 +4,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/xdsbridge/xdsbridge/sources"
+	"github.com/xdsbridge/xdsbridge/settings"
 )
 
 // FuzzParse feeds arbitrary files to the configuration loader: it must
@@ -31,7 +31,7 @@ func FuzzParse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := parse(data, "/d", nil)
 		if err != nil {
-			var ke *sources.KeyError
+			var ke *settings.KeyError
 			if errors.As(err, &ke) && ke.Key == "" && ke.Err == nil {
 				t.Fatalf("key error without key or cause: %v", err)
 			}

@@ -3,7 +3,7 @@ package config
 import (
 	"fmt"
 
-	"github.com/xdsbridge/xdsbridge/sources"
+	"github.com/xdsbridge/xdsbridge/settings"
 	"github.com/xdsbridge/xdsbridge/translate/istio"
 )
 
@@ -34,7 +34,7 @@ func rawIstioRules(raw map[string]any) ([]map[string]any, error) {
 		return nil, nil // absent, or not a map: decoding reports it
 	}
 	rules, err := listOfMaps(section, "rules")
-	return rules, sources.Prefix("istio", err)
+	return rules, settings.Prefix("istio", err)
 }
 
 // validateIstio checks the istio section and builds its Translator.
@@ -54,19 +54,19 @@ func (c *Config) validateIstio() error {
 	} {
 		// An empty value would silently mean the default; say so instead.
 		if key.value == "" {
-			return sources.Errorf("istio."+key.name, `"" is not allowed: remove the key for its default, %q`, defaults["istio."+key.name])
+			return settings.Errorf("istio."+key.name, `"" is not allowed: remove the key for its default, %q`, defaults["istio."+key.name])
 		}
 	}
 	for i, raw := range c.Istio.Rules {
 		var r istio.Rule
-		if err := sources.Decode(raw, &r); err != nil {
-			return sources.Prefix(fmt.Sprintf("istio.rules[%d]", i), err)
+		if err := settings.Decode(raw, &r); err != nil {
+			return settings.Prefix(fmt.Sprintf("istio.rules[%d]", i), err)
 		}
 		opts.Rules = append(opts.Rules, r)
 	}
 	t, err := istio.New(opts)
 	if err != nil {
-		return sources.Prefix("istio", err)
+		return settings.Prefix("istio", err)
 	}
 	c.Istio.Translator = t
 	return nil

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/xdsbridge/xdsbridge/settings"
 	"github.com/xdsbridge/xdsbridge/sources"
 	"github.com/xdsbridge/xdsbridge/translate/istio"
 )
@@ -90,9 +91,9 @@ func TestIstioErrorsNameTheKey(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := parse([]byte(minimal+tc.section+"\n"), "/etc/bridge", nil)
-			var ke *sources.KeyError
+			var ke *settings.KeyError
 			if !errors.As(err, &ke) {
-				t.Fatalf("error %v is not a *sources.KeyError", err)
+				t.Fatalf("error %v is not a *settings.KeyError", err)
 			}
 			if ke.Key != tc.key {
 				t.Fatalf("error %q names %q, want %q", err, ke.Key, tc.key)

@@ -1,6 +1,6 @@
 package config
 
-import "github.com/xdsbridge/xdsbridge/sources"
+import "github.com/xdsbridge/xdsbridge/settings"
 
 // Limits bound what one xDS client can make the bridge hold (xds.limits.*);
 // see xds.Limits for what each bounds and how a breach is answered. The
@@ -29,11 +29,11 @@ func (l Limits) validate() error {
 		{"xds.limits.request_bytes", l.RequestBytes},
 	} {
 		if f.val <= 0 {
-			return sources.Errorf(f.key, "must be a positive number, not %d", f.val)
+			return settings.Errorf(f.key, "must be a positive number, not %d", f.val)
 		}
 	}
 	if l.StreamsPerConnection > l.Streams {
-		return sources.Errorf("xds.limits.streams_per_connection", "%d is more than xds.limits.streams (%d)", l.StreamsPerConnection, l.Streams)
+		return settings.Errorf("xds.limits.streams_per_connection", "%d is more than xds.limits.streams (%d)", l.StreamsPerConnection, l.Streams)
 	}
 	return nil
 }

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/xdsbridge/xdsbridge/sources"
+	"github.com/xdsbridge/xdsbridge/settings"
 )
 
 // checkListen checks that addr is host:port with a numeric port. The host
@@ -26,7 +26,7 @@ func checkListen(key, addr string) error {
 		}
 	}
 	if err != nil {
-		return sources.Errorf(key, "invalid address %q: %w", addr, err)
+		return settings.Errorf(key, "invalid address %q: %w", addr, err)
 	}
 	return nil
 }
@@ -47,7 +47,7 @@ func (c *Config) checkCollisions() error {
 	for i, l := range ls {
 		for _, prev := range ls[:i] {
 			if why := collision(prev.addr, l.addr); why != "" {
-				return sources.Errorf(l.key, "%s collides with %s (%s): %s", l.addr, prev.key, prev.addr, why)
+				return settings.Errorf(l.key, "%s collides with %s (%s): %s", l.addr, prev.key, prev.addr, why)
 			}
 		}
 	}

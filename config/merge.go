@@ -1,6 +1,6 @@
 package config
 
-import "github.com/xdsbridge/xdsbridge/sources"
+import "github.com/xdsbridge/xdsbridge/settings"
 
 // validateMerge checks the merge section against the configured sources.
 func (c *Config) validateMerge() error {
@@ -8,7 +8,7 @@ func (c *Config) validateMerge() error {
 	for i, s := range c.Entries {
 		names[i] = s.Name
 	}
-	return sources.Prefix("merge", c.Merge.Validate(names))
+	return settings.Prefix("merge", c.Merge.Validate(names))
 }
 
 // checkMergeShape rejects merge.services written as a mapping keyed by
@@ -17,7 +17,7 @@ func (c *Config) validateMerge() error {
 // them at dots, so service names must be list values.
 func checkMergeShape(services any) error {
 	if _, isMap := services.(map[string]any); isMap {
-		return sources.Errorf("merge.services", "want a list of {service, mode, weights} entries, not a mapping "+
+		return settings.Errorf("merge.services", "want a list of {service, mode, weights} entries, not a mapping "+
 			"(service names are list values because mapping keys lose their case and dots)")
 	}
 	return nil

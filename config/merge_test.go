@@ -5,7 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/xdsbridge/xdsbridge/sources"
+	"github.com/xdsbridge/xdsbridge/manager"
+	"github.com/xdsbridge/xdsbridge/settings"
 )
 
 const twoSources = `
@@ -72,9 +73,9 @@ func TestMergeSection(t *testing.T) {
 				}
 				return
 			}
-			var ke *sources.KeyError
+			var ke *settings.KeyError
 			if !errors.As(err, &ke) {
-				t.Fatalf("error = %v, want a *sources.KeyError", err)
+				t.Fatalf("error = %v, want a *settings.KeyError", err)
 			}
 			if ke.Key != c.wantKey || !strings.Contains(err.Error(), c.wantMsg) {
 				t.Errorf("error = %q, want key %q and %q", err, c.wantKey, c.wantMsg)
@@ -88,7 +89,7 @@ func TestMergeDefault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Merge.Default != sources.MergeFirst || cfg.Merge.Services != nil {
+	if cfg.Merge.Default != manager.MergeFirst || cfg.Merge.Services != nil {
 		t.Errorf("merge = %+v, want default first and no rules", cfg.Merge)
 	}
 }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/xdsbridge/xdsbridge/sources"
+	"github.com/xdsbridge/xdsbridge/settings"
 )
 
 // Error is an invalid configuration as Load reports it, in one line that
@@ -19,7 +19,7 @@ import (
 //	invalid configuration bridge.yaml: holdoff.min: 100 is not a duration: durations need a unit such as 100ms or 30s
 //	invalid configuration from environment variable BRIDGE_LOG_LEVEL: log.level: unknown level "verbose" (want debug, info, warn or error)
 //
-// Err is usually a *sources.KeyError naming the key; its Origin, when set,
+// Err is usually a *settings.KeyError naming the key; its Origin, when set,
 // is where the value came from.
 type Error struct {
 	File string
@@ -27,7 +27,7 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
-	var ke *sources.KeyError
+	var ke *settings.KeyError
 	if errors.As(e.Err, &ke) && ke.Origin != "" {
 		return fmt.Sprintf("invalid configuration from %s: %v", ke.Origin, e.Err)
 	}
@@ -128,5 +128,5 @@ func editDistance(a, b string) int {
 }
 
 // originOf returns where the value of key came from, for
-// sources.Attribute: "" for the file.
+// settings.Attribute: "" for the file.
 func (c *Config) originOf(key string) string { return c.origins[key] }

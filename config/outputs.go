@@ -9,7 +9,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/xdsbridge/xdsbridge/sources"
+	"github.com/xdsbridge/xdsbridge/settings"
 )
 
 // REST configures REST-JSON polling of the xDS resources (xds.rest).
@@ -60,36 +60,36 @@ func (c *Config) validateOutputs() error {
 		o := &c.Outputs[i]
 		key := fmt.Sprintf("outputs[%d]", i)
 		if o.Type != "files" {
-			return sources.Errorf(key+".type", "unknown output type %q (known: files)", o.Type)
+			return settings.Errorf(key+".type", "unknown output type %q (known: files)", o.Type)
 		}
 		if o.Dir == "" {
-			return sources.Errorf(key+".dir", "is required")
+			return settings.Errorf(key+".dir", "is required")
 		}
 		if !filepath.IsAbs(o.Dir) {
 			o.Dir = filepath.Join(c.Dir, o.Dir)
 		}
 		if err := checkDir(o.Dir); err != nil {
-			return sources.Prefix(key+".dir", err)
+			return settings.Prefix(key+".dir", err)
 		}
 		if o.EnvoyDir == "" {
 			o.EnvoyDir = o.Dir
 		} else if !filepath.IsAbs(o.EnvoyDir) {
-			return sources.Errorf(key+".envoy_dir", "%q is not an absolute path", o.EnvoyDir)
+			return settings.Errorf(key+".envoy_dir", "%q is not an absolute path", o.EnvoyDir)
 		}
 		if len(o.Types) == 0 {
 			o.Types = slices.Clone(outputDefaults.Types)
 		}
 		for j, t := range o.Types {
 			if t != "cds" && t != "eds" {
-				return sources.Errorf(fmt.Sprintf("%s.types[%d]", key, j), "unknown type %q (known: cds, eds)", t)
+				return settings.Errorf(fmt.Sprintf("%s.types[%d]", key, j), "unknown type %q (known: cds, eds)", t)
 			}
 		}
 		if !slices.Contains(o.Types, "eds") {
-			return sources.Errorf(key+".types", "must include eds: the clusters written name the EDS files")
+			return settings.Errorf(key+".types", "must include eds: the clusters written name the EDS files")
 		}
 		for _, p := range c.Outputs[:i] {
 			if p.Dir == o.Dir {
-				return sources.Errorf(key+".dir", "%s is already the directory of another output", o.Dir)
+				return settings.Errorf(key+".dir", "%s is already the directory of another output", o.Dir)
 			}
 		}
 	}
@@ -99,7 +99,7 @@ func (c *Config) validateOutputs() error {
 // validateREST checks the xds.rest and xds.config_cluster keys.
 func (c *Config) validateREST() error {
 	if c.XDS.ConfigCluster == "" {
-		return sources.Errorf("xds.config_cluster", "must not be empty")
+		return settings.Errorf("xds.config_cluster", "must not be empty")
 	}
 	r := c.XDS.REST
 	if r.Listen != RESTOnAdmin {
@@ -108,10 +108,10 @@ func (c *Config) validateREST() error {
 		}
 	}
 	if r.RefreshDelay <= 0 {
-		return sources.Errorf("xds.rest.refresh_delay", "must be a positive duration, not %s", r.RefreshDelay)
+		return settings.Errorf("xds.rest.refresh_delay", "must be a positive duration, not %s", r.RefreshDelay)
 	}
 	if r.MaxRequestBytes < 1024 {
-		return sources.Errorf("xds.rest.max_request_bytes", "must be at least 1024, not %d", r.MaxRequestBytes)
+		return settings.Errorf("xds.rest.max_request_bytes", "must be at least 1024, not %d", r.MaxRequestBytes)
 	}
 	return nil
 }

@@ -3,11 +3,12 @@ package config
 import (
 	"time"
 
-	"github.com/xdsbridge/xdsbridge/sources"
+	"github.com/xdsbridge/xdsbridge/manager"
+	"github.com/xdsbridge/xdsbridge/settings"
 )
 
 // GuardDefaults are the removal guard settings every source gets unless its
-// own `guard` entry overrides them; sources.Guard explains the rules they
+// own `guard` entry overrides them; manager.Guard explains the rules they
 // set.
 type GuardDefaults struct {
 	Hold               time.Duration `mapstructure:"hold"`
@@ -41,20 +42,20 @@ func (c *Config) parsePolicy(s *Source, raw map[string]any) error {
 		return err
 	}
 	var p sourcePolicy
-	p.Startup.Timeout = sources.DefaultStartupTimeout
+	p.Startup.Timeout = manager.DefaultStartupTimeout
 	p.Guard.Enabled = true
 	p.Guard.GuardDefaults = c.Guard
-	if err := sources.Decode(raw, &p); err != nil {
-		return sources.Prefix(s.Key(), err)
+	if err := settings.Decode(raw, &p); err != nil {
+		return settings.Prefix(s.Key(), err)
 	}
-	s.Startup = sources.Startup{Timeout: p.Startup.Timeout, Required: p.Startup.Required}
+	s.Startup = manager.Startup{Timeout: p.Startup.Timeout, Required: p.Startup.Required}
 	if p.Guard.Enabled {
 		g := p.Guard.GuardDefaults
-		s.Guard = sources.Guard{Hold: g.Hold, MaxRemovedFraction: g.MaxRemovedFraction, MinRemoved: g.MinRemoved, PerService: g.PerService}
+		s.Guard = manager.Guard{Hold: g.Hold, MaxRemovedFraction: g.MaxRemovedFraction, MinRemoved: g.MinRemoved, PerService: g.PerService}
 	}
 	switch {
 	case p.Startup.Timeout <= 0:
-		return sources.Errorf(s.Key()+".startup.timeout", "must be a positive duration, not %s", p.Startup.Timeout)
+		return settings.Errorf(s.Key()+".startup.timeout", "must be a positive duration, not %s", p.Startup.Timeout)
 	case p.Guard.Enabled:
 		return p.Guard.check(s.Key() + ".guard")
 	}
@@ -65,11 +66,11 @@ func (c *Config) parsePolicy(s *Source, raw map[string]any) error {
 func (g GuardDefaults) check(key string) error {
 	switch {
 	case g.Hold <= 0:
-		return sources.Errorf(key+".hold", "must be a positive duration, not %s", g.Hold)
+		return settings.Errorf(key+".hold", "must be a positive duration, not %s", g.Hold)
 	case !(g.MaxRemovedFraction > 0 && g.MaxRemovedFraction <= 1):
-		return sources.Errorf(key+".max_removed_fraction", "must be in (0, 1], not %v", g.MaxRemovedFraction)
+		return settings.Errorf(key+".max_removed_fraction", "must be in (0, 1], not %v", g.MaxRemovedFraction)
 	case g.MinRemoved < 1:
-		return sources.Errorf(key+".min_removed", "must be at least 1, not %d", g.MinRemoved)
+		return settings.Errorf(key+".min_removed", "must be at least 1, not %d", g.MinRemoved)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/xdsbridge/xdsbridge/internal/scalar"
+	"github.com/xdsbridge/xdsbridge/settings"
 	"github.com/xdsbridge/xdsbridge/sources"
 	"github.com/xdsbridge/xdsbridge/translate"
 )
@@ -42,8 +43,8 @@ func (c *Config) validateScopes() error {
 		return nil
 	}
 	var sec scopesSection
-	if err := sources.Decode(c.Scopes, &sec); err != nil {
-		return sources.Prefix("scopes", err)
+	if err := settings.Decode(c.Scopes, &sec); err != nil {
+		return settings.Prefix("scopes", err)
 	}
 	var def *translate.Scope
 	switch sec.Default {
@@ -51,7 +52,7 @@ func (c *Config) validateScopes() error {
 	case "none":
 		def = &translate.Scope{Name: translate.DefaultScopeName, Services: []sources.Selector{}}
 	default:
-		return sources.Errorf("scopes.default", "%q is not allowed (want all or none)", sec.Default)
+		return settings.Errorf("scopes.default", "%q is not allowed (want all or none)", sec.Default)
 	}
 	rules := make([]translate.Scope, 0, len(sec.Rules))
 	for i, r := range sec.Rules {
@@ -67,7 +68,7 @@ func (c *Config) validateScopes() error {
 		if raw, ok := c.ruleRaw(i)["services"]; ok && s.Services == nil {
 			if raw != nil {
 				if _, isList := raw.([]any); !isList {
-					return sources.Errorf(fmt.Sprintf("scopes.rules[%d].services", i), "%v", scalar.Mismatch("a list of selectors", raw))
+					return settings.Errorf(fmt.Sprintf("scopes.rules[%d].services", i), "%v", scalar.Mismatch("a list of selectors", raw))
 				}
 			}
 			s.Services = []sources.Selector{}
@@ -76,7 +77,7 @@ func (c *Config) validateScopes() error {
 	}
 	scopes, err := translate.NewScopes(rules, def)
 	if err != nil {
-		return sources.Prefix("scopes", err)
+		return settings.Prefix("scopes", err)
 	}
 	c.ScopeRules = scopes
 	return nil

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/xdsbridge/xdsbridge/settings"
 	"github.com/xdsbridge/xdsbridge/sources"
 )
 
@@ -62,13 +63,13 @@ func (t TLS) fileKeys(prefix string) [][2]string {
 func (t TLS) validate(prefix string) error {
 	switch {
 	case t.CertFile == "" && t.KeyFile != "":
-		return sources.Errorf(prefix+".cert_file", "is required with %s.key_file", prefix)
+		return settings.Errorf(prefix+".cert_file", "is required with %s.key_file", prefix)
 	case t.CertFile != "" && t.KeyFile == "":
-		return sources.Errorf(prefix+".key_file", "is required with %s.cert_file", prefix)
+		return settings.Errorf(prefix+".key_file", "is required with %s.cert_file", prefix)
 	case !t.Enabled() && (t.ClientCAFile != "" || t.RequireClientCert):
-		return sources.Errorf(prefix+".cert_file", "is required for client certificates (client_ca_file, require_client_cert)")
+		return settings.Errorf(prefix+".cert_file", "is required for client certificates (client_ca_file, require_client_cert)")
 	case t.RequireClientCert && t.ClientCAFile == "":
-		return sources.Errorf(prefix+".client_ca_file", "is required with require_client_cert")
+		return settings.Errorf(prefix+".client_ca_file", "is required with require_client_cert")
 	}
 	return nil
 }
@@ -82,25 +83,25 @@ func (c *Config) validateSecurity() error {
 		return err
 	}
 	if len(c.XDS.Identity) > 0 && c.XDS.TLS.ClientCAFile == "" {
-		return sources.Errorf("xds.identity", "needs client certificates: set xds.tls.client_ca_file")
+		return settings.Errorf("xds.identity", "needs client certificates: set xds.tls.client_ca_file")
 	}
 	for i, b := range c.XDS.Identity {
 		key := fmt.Sprintf("xds.identity[%d]", i)
 		if b.Peer == "" {
-			return sources.Errorf(key+".peer", "is required")
+			return settings.Errorf(key+".peer", "is required")
 		}
 		n := strings.Count(b.Peer, "*")
 		for _, f := range [][2]string{{"node_id", b.NodeID}, {"node_cluster", b.NodeCluster}} {
 			if ref := maxRef(f[1]); ref > n {
-				return sources.Errorf(key+"."+f[0], "$%d refers past the %d wildcard(s) of peer %q", ref, n, b.Peer)
+				return settings.Errorf(key+"."+f[0], "$%d refers past the %d wildcard(s) of peer %q", ref, n, b.Peer)
 			}
 		}
 	}
 	if c.XDS.Keepalive.MaxConnectionAge < 0 {
-		return sources.Errorf("xds.keepalive.max_connection_age", "must not be negative")
+		return settings.Errorf("xds.keepalive.max_connection_age", "must not be negative")
 	}
 	if c.XDS.Keepalive.MaxConnectionAgeGrace < 0 {
-		return sources.Errorf("xds.keepalive.max_connection_age_grace", "must not be negative")
+		return settings.Errorf("xds.keepalive.max_connection_age_grace", "must not be negative")
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/xdsbridge/xdsbridge/internal/scalar"
+	"github.com/xdsbridge/xdsbridge/settings"
 	"github.com/xdsbridge/xdsbridge/sources"
 	"github.com/xdsbridge/xdsbridge/transform"
 	"github.com/xdsbridge/xdsbridge/translate"
@@ -36,7 +37,7 @@ func (c *Config) rawLists(data []byte) error {
 	case map[string]any:
 		c.Scopes = v
 	default:
-		return sources.Errorf("scopes", "%v", scalar.Mismatch("a map", v))
+		return settings.Errorf("scopes", "%v", scalar.Mismatch("a map", v))
 	}
 	c.Istio.Rules, err = rawIstioRules(raw)
 	return err
@@ -50,13 +51,13 @@ func listOfMaps(raw map[string]any, key string) ([]map[string]any, error) {
 	}
 	list, ok := v.([]any)
 	if !ok {
-		return nil, sources.Errorf(key, "%v", scalar.Mismatch("a list", v))
+		return nil, settings.Errorf(key, "%v", scalar.Mismatch("a list", v))
 	}
 	out := make([]map[string]any, 0, len(list))
 	for i, item := range list {
 		m, ok := item.(map[string]any)
 		if !ok {
-			return nil, sources.Errorf(fmt.Sprintf("%s[%d]", key, i), "%v", scalar.Mismatch("a map", item))
+			return nil, settings.Errorf(fmt.Sprintf("%s[%d]", key, i), "%v", scalar.Mismatch("a map", item))
 		}
 		out = append(out, m)
 	}
@@ -77,19 +78,19 @@ func (c *Config) validateShaping() error {
 	for i, raw := range c.Clusters {
 		key := fmt.Sprintf("clusters[%d]", i)
 		var r rule
-		if err := sources.Decode(raw, &r); err != nil {
-			return sources.Prefix(key, err)
+		if err := settings.Decode(raw, &r); err != nil {
+			return settings.Prefix(key, err)
 		}
 		clients, err := translate.ParseClients(r.Clients)
 		if err != nil {
-			return sources.Prefix(key+".clients", err)
+			return settings.Prefix(key+".clients", err)
 		}
 		if len(r.Cluster) == 0 {
-			return sources.Errorf(key+".cluster", "is required (an Envoy Cluster fragment)")
+			return settings.Errorf(key+".cluster", "is required (an Envoy Cluster fragment)")
 		}
 		built, err := translate.NewRule(r.Match, clients, r.Cluster)
 		if err != nil {
-			return sources.Prefix(key, err)
+			return settings.Prefix(key, err)
 		}
 		c.Shaping.Rules = append(c.Shaping.Rules, built)
 	}

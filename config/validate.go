@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/xdsbridge/xdsbridge/settings"
 	"github.com/xdsbridge/xdsbridge/sources"
 )
 
@@ -19,7 +20,7 @@ const minResponseBytes = 64 << 10
 // are not quiet, only gaps between a burst's writes.
 const minReturnAfterQuiet = 100 * time.Millisecond
 
-// Validate checks every setting and returns a *sources.KeyError naming the
+// Validate checks every setting and returns a *settings.KeyError naming the
 // first bad key. It also builds each source with its type's constructor
 // (which does no I/O) so that source-specific settings are checked too.
 func (c *Config) Validate() error {
@@ -42,17 +43,17 @@ func (c *Config) Validate() error {
 		{"holdoff.max", c.Holdoff.Max},
 	} {
 		if d.val <= 0 {
-			return sources.Errorf(d.key, "must be a positive duration, not %s", d.val)
+			return settings.Errorf(d.key, "must be a positive duration, not %s", d.val)
 		}
 	}
 	if d := c.Memory.ReturnAfterQuiet; d != 0 && d < minReturnAfterQuiet {
-		return sources.Errorf("memory.return_after_quiet", "must be at least %s, or 0 (never), not %s", minReturnAfterQuiet, d)
+		return settings.Errorf("memory.return_after_quiet", "must be at least %s, or 0 (never), not %s", minReturnAfterQuiet, d)
 	}
 	if n := c.XDS.MaxResponseBytes; n < minResponseBytes || n > math.MaxInt32 {
-		return sources.Errorf("xds.max_response_bytes", "%d is out of range (%d to %d)", n, minResponseBytes, math.MaxInt32)
+		return settings.Errorf("xds.max_response_bytes", "%d is out of range (%d to %d)", n, minResponseBytes, math.MaxInt32)
 	}
 	if n := c.XDS.SendBudgetBytes; n < c.XDS.MaxResponseBytes {
-		return sources.Errorf("xds.send_budget_bytes", "%d is less than xds.max_response_bytes (%d)", n, c.XDS.MaxResponseBytes)
+		return settings.Errorf("xds.send_budget_bytes", "%d is less than xds.max_response_bytes (%d)", n, c.XDS.MaxResponseBytes)
 	}
 	if err := c.XDS.Limits.validate(); err != nil {
 		return err
@@ -60,19 +61,19 @@ func (c *Config) Validate() error {
 	// Limits first: a budget below the largest request would admit such a
 	// request only alone, which is allowed but never what was meant.
 	if n := c.XDS.RequestBudgetBytes; n < c.XDS.Limits.RequestBytes {
-		return sources.Errorf("xds.request_budget_bytes", "%d is less than xds.limits.request_bytes (%d)", n, c.XDS.Limits.RequestBytes)
+		return settings.Errorf("xds.request_budget_bytes", "%d is less than xds.limits.request_bytes (%d)", n, c.XDS.Limits.RequestBytes)
 	}
 	if err := c.Guard.check("guard"); err != nil {
 		return err
 	}
 	if c.Holdoff.Max < c.Holdoff.Min {
-		return sources.Errorf("holdoff.max", "%s is shorter than holdoff.min (%s)", c.Holdoff.Max, c.Holdoff.Min)
+		return settings.Errorf("holdoff.max", "%s is shorter than holdoff.min (%s)", c.Holdoff.Max, c.Holdoff.Min)
 	}
 	if _, err := ParseLevel(c.Log.Level); err != nil {
-		return sources.Prefix("log.level", err)
+		return settings.Prefix("log.level", err)
 	}
 	if c.Log.Format != "text" && c.Log.Format != "json" {
-		return sources.Errorf("log.format", "unknown format %q (want text or json)", c.Log.Format)
+		return settings.Errorf("log.format", "unknown format %q (want text or json)", c.Log.Format)
 	}
 	if err := c.validateREST(); err != nil {
 		return err
@@ -103,17 +104,17 @@ func (c *Config) Validate() error {
 
 func (c *Config) validateSources() error {
 	if len(c.Entries) == 0 {
-		return sources.Errorf("sources", "at least one source is required")
+		return settings.Errorf("sources", "at least one source is required")
 	}
 	seen := map[string]bool{}
 	for _, s := range c.Entries {
 		switch {
 		case s.Name == "":
-			return sources.Errorf(s.Key()+".name", "is required")
+			return settings.Errorf(s.Key()+".name", "is required")
 		case seen[s.Name]:
-			return sources.Errorf(s.Key()+".name", "duplicate source name %q", s.Name)
+			return settings.Errorf(s.Key()+".name", "duplicate source name %q", s.Name)
 		case s.Type == "":
-			return sources.Errorf(s.Key()+".type", "is required")
+			return settings.Errorf(s.Key()+".type", "is required")
 		}
 		seen[s.Name] = true
 		opts := sources.Options{Logger: slog.New(slog.DiscardHandler), Status: sources.NewStatus(s.Name)}

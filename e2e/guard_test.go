@@ -13,7 +13,7 @@ import (
 	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
 	"github.com/xdsbridge/xdsbridge/internal/dnstest"
 	"github.com/xdsbridge/xdsbridge/internal/envoysim"
-	"github.com/xdsbridge/xdsbridge/sources"
+	"github.com/xdsbridge/xdsbridge/manager"
 )
 
 // The removal guard with its default settings, against real registries:
@@ -40,9 +40,9 @@ func noHold(t *testing.T, adminAddr, name, step string) {
 
 // waitHold waits until /sources shows a hold of the source whose reason
 // contains reason, and returns it.
-func waitHold(t *testing.T, adminAddr, name, reason string) sources.GuardSnapshot {
+func waitHold(t *testing.T, adminAddr, name, reason string) manager.GuardSnapshot {
 	t.Helper()
-	var g *sources.GuardSnapshot
+	var g *manager.GuardSnapshot
 	bridgetest.Eventually(t, patience, "a hold of "+name+" in /sources", func() bool {
 		g = bridgetest.SourceStatus(t, adminAddr, name).Guard
 		return g != nil

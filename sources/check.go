@@ -24,7 +24,7 @@ type Checker interface {
 type Problem struct {
 	Key string
 	Err error
-	// Origin is where the value came from, as in KeyError: a source sets
+	// Origin is where the value came from, as in settings.KeyError: a source sets
 	// it for a value it took from the environment; the configuration
 	// loader fills in the file's name for the others.
 	Origin string

@@ -2,6 +2,7 @@ package sources
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"maps"
 	"net/netip"
@@ -117,8 +118,8 @@ type Service struct {
 	Name      string
 	Endpoints []Endpoint
 	// Source is the configured name of the source that reported the
-	// service; the manager sets it (see Update.stamp). A union or weighted
-	// merge names the first source it serves.
+	// service; the manager sets it on every update it receives. A union or
+	// weighted merge names the first source it serves.
 	Source string
 	// Localities, when not nil, fixes the load-balancing weight of each
 	// (priority, locality) group of endpoints and asks clients to balance
@@ -161,4 +162,25 @@ func (s Service) Clone() Service {
 		c.Endpoints[i].Origin.Transforms = slices.Clone(c.Endpoints[i].Origin.Transforms)
 	}
 	return c
+}
+
+// CheckUpstream reports why addr cannot be an upstream address: the
+// unspecified addresses (0.0.0.0, ::), which mean "this host" only to a
+// listener; multicast and the limited broadcast address, which no TCP
+// connection reaches; and zone-scoped IPv6 (fe80::1%eth0), whose zone
+// names an interface of the registry's host, not of the client's.
+func CheckUpstream(addr netip.Addr) error {
+	switch {
+	case !addr.IsValid():
+		return errors.New("not an IP address")
+	case addr.IsUnspecified():
+		return fmt.Errorf("%s is the unspecified address", addr)
+	case addr.IsMulticast():
+		return fmt.Errorf("%s is a multicast address", addr)
+	case addr == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
+		return fmt.Errorf("%s is the broadcast address", addr)
+	case addr.Zone() != "":
+		return fmt.Errorf("%s is scoped to an interface of the registry's host", addr)
+	}
+	return nil
 }

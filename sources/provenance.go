@@ -43,16 +43,3 @@ func (e Endpoint) HasTag(tag string) bool {
 	}
 	return false
 }
-
-// stamp records in every service and endpoint of u the name of the source
-// that sent it. The manager calls it on each update it receives, which it
-// owns by then (see Update).
-func (u Update) stamp(source string) {
-	for i := range u.Services {
-		s := &u.Services[i]
-		s.Source = source
-		for j := range s.Endpoints {
-			s.Endpoints[j].Origin.Source = source
-		}
-	}
-}

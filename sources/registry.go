@@ -1,11 +1,6 @@
 package sources
 
-import (
-	"fmt"
-	"maps"
-	"slices"
-	"sync"
-)
+import "github.com/xdsbridge/xdsbridge/settings"
 
 // Type is a kind of source (file, dns, consul, ...), registered by name.
 type Type struct {
@@ -14,12 +9,13 @@ type Type struct {
 	// New decodes cfg (the keys of one `sources` entry other than name and
 	// type), validates it and returns a Source ready to Run. It must do no
 	// I/O, so that `bridge validate` can call it safely. Configuration
-	// errors should be *KeyError values (see Decode), with keys relative to
-	// the entry; the caller adds the entry's own prefix.
+	// errors should be *settings.KeyError values (settings.Decode returns
+	// them), with keys relative to the entry; the caller adds the entry's
+	// own prefix.
 	New func(cfg map[string]any, opts Options) (Source, error)
 }
 
-var registry = NewRegistry[Type]("sources", "type")
+var registry = settings.NewRegistry[Type]("sources", "type")
 
 // Register makes a source type available to configurations. It is called
 // from init(); registering a name twice is a programming error and panics.
@@ -35,46 +31,3 @@ func Lookup(name string) (Type, bool) { return registry.Lookup(name) }
 
 // Types returns the registered type names, sorted.
 func Types() []string { return registry.Names() }
-
-// Registry holds plugins of one kind (source types, transform types) by
-// name. It is safe for concurrent use; plugins register from init().
-type Registry[T any] struct {
-	mu        sync.RWMutex
-	m         map[string]T
-	pkg, what string
-}
-
-// NewRegistry returns an empty registry; pkg and what name the package and
-// the kind of plugin in panic messages ("sources: type %q registered twice").
-func NewRegistry[T any](pkg, what string) *Registry[T] {
-	return &Registry[T]{m: map[string]T{}, pkg: pkg, what: what}
-}
-
-// Register adds v under name; an empty or duplicate name is a programming
-// error and panics.
-func (r *Registry[T]) Register(name string, v T) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if name == "" {
-		panic(fmt.Sprintf("%s: Register needs a name", r.pkg))
-	}
-	if _, dup := r.m[name]; dup {
-		panic(fmt.Sprintf("%s: %s %q registered twice", r.pkg, r.what, name))
-	}
-	r.m[name] = v
-}
-
-// Lookup returns what is registered under name.
-func (r *Registry[T]) Lookup(name string) (T, bool) {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	v, ok := r.m[name]
-	return v, ok
-}
-
-// Names returns the registered names, sorted.
-func (r *Registry[T]) Names() []string {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return slices.Sorted(maps.Keys(r.m))
-}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"path"
 	"slices"
+
+	"github.com/xdsbridge/xdsbridge/settings"
 )
 
 // Selector picks services and endpoints for cluster shaping rules and
@@ -21,17 +23,17 @@ type Selector struct {
 	Metadata map[string]string `mapstructure:"metadata"`
 }
 
-// Validate checks the globs; errors are *KeyError values relative to the
+// Validate checks the globs; errors are *settings.KeyError values relative to the
 // selector, such as `services[1]`.
 func (s Selector) Validate() error {
 	for i, g := range s.Services {
 		if _, err := path.Match(g, ""); err != nil {
-			return Errorf(fmt.Sprintf("services[%d]", i), "bad glob %q: %v", g, err)
+			return settings.Errorf(fmt.Sprintf("services[%d]", i), "bad glob %q: %v", g, err)
 		}
 	}
 	for i, t := range s.Tags {
 		if t == "" {
-			return Errorf(fmt.Sprintf("tags[%d]", i), "empty tag")
+			return settings.Errorf(fmt.Sprintf("tags[%d]", i), "empty tag")
 		}
 	}
 	return nil

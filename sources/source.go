@@ -1,17 +1,39 @@
-// Package sources holds the normalized model every registry adapter emits,
-// the contract adapters honour (Source), the registry of adapter types, and
-// the Manager that runs the configured sources and merges what they report.
+// Package sources is what a registry adapter is written against: the
+// normalized model every adapter emits (Service, Endpoint, Health,
+// Locality, Origin), the contract it honours (Source, Update, Options), the
+// registry of adapter types (Type, Register, Lookup, Types) and the Status
+// through which it reports how its reads of the registry went.
 //
-// Adapters live in sub-packages (sources/file, sources/dns, sources/consul)
-// and register themselves from init(); the plugins package imports the
-// built-in ones.
+// The contract in short: an adapter's constructor decodes its settings with
+// package settings and does no I/O; Run reads the registry, sends one Full
+// Update once it has read it whole and then only what changed, reports
+// every read (Status.Succeeded, Status.Failed), drops and counts the
+// endpoints it cannot serve (Endpoint.Validate, Status.Dropped), and on a
+// failed read sends nothing, so that the last good state stays served.
 //
-// Between each source and the merged state stands its removal guard: it
-// holds the removals of an update that looks like a broken or restarting
-// registry (the source emptied, most of its services gone dark at once,
-// or Update.Reset) and lets every other update through at once. Guard
-// states the rules and why they measure services with endpoints, with a
-// floor for small sources, rather than endpoints or per-service shares.
+// # Writing a source
+//
+// An adapter is a package that registers a Type from init(): its New
+// decodes the entry's keys with settings.Decode and returns
+// *settings.KeyError values naming the key (package settings holds the
+// configuration decoding every layer shares), and returns a Source whose
+// Run honours the contract of Source and Update below. The package example
+// is a whole adapter. A file in plugins/ that imports the package for its
+// side effect, under a `no_<name>` build tag, links it into the binary.
+//
+// An adapter written when the configuration helpers lived in this package
+// needs the import "github.com/xdsbridge/xdsbridge/settings" and the
+// qualifier settings instead of sources on Decode, Errorf, Prefix,
+// KeyError, Attribute, Registry and NewRegistry; nothing else that an
+// adapter calls changed.
+//
+// Adapters live in sub-packages (sources/file, sources/dns, sources/consul,
+// sources/http) and register themselves from init(); the plugins package
+// imports the built-in ones. An adapter imports this package and settings,
+// never the manager: what happens to its updates afterwards (merging by
+// precedence, the removal guard, the readiness gate, warm starts) is the
+// manager package's business, and an adapter neither sees nor depends on
+// it.
 package sources
 
 import (
@@ -61,8 +83,8 @@ type Update struct {
 // Endpoints that cannot be served (see Endpoint.Validate) are dropped by the
 // source, which counts them with Status.Dropped; the rest of the service is
 // still reported. The manager applies the same check to every update (and
-// caps a service at MaxEndpointsPerService), so what a source lets through
-// is dropped there, counted once per change of its service.
+// caps a service at manager.MaxEndpointsPerService), so what a source lets
+// through is dropped there, counted once per change of its service.
 type Source interface {
 	Run(ctx context.Context, up chan<- Update) error
 }

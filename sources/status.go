@@ -7,8 +7,10 @@ import (
 )
 
 // Status records how a source's reads of its registry went. Sources call
-// Succeeded, Failed and Dropped; the manager, the admin API and the metrics
-// read it with Snapshot. It is safe for concurrent use.
+// Succeeded, Failed, Dropped and Note; whoever runs the source (the
+// manager, which adds what it does with the source's updates before the
+// admin API and the metrics show it) reads it with Snapshot. It is safe for
+// concurrent use.
 //
 // A source is stale while its last read failed: it keeps serving the state
 // of its last successful read, which is LastSuccess old.
@@ -24,8 +26,6 @@ type Status struct {
 	failures    uint64
 	dropped     uint64
 	notes       map[string]string
-	policy      PolicySnapshot
-	shadowed    map[string]struct{}
 
 	// failures (above) counts the failed reads since the last successful
 	// one; failuresTotal every failed read since the source started.
@@ -91,7 +91,8 @@ func (s *Status) Note(key, msg string) {
 	s.notes[key] = msg
 }
 
-// StatusSnapshot is a copy of a Status at one moment.
+// StatusSnapshot is a copy of a Status at one moment. Stale is true while
+// the last read failed (the manager's view of the source may add reasons).
 //
 // Failures counts the consecutive failed reads of the current failing
 // period, 0 once a read succeeds again: a source that recovered must not
@@ -109,11 +110,6 @@ type StatusSnapshot struct {
 	Notes       map[string]string `json:"notes,omitempty"`
 
 	FailuresTotal uint64 `json:"failures_total"`
-	PolicySnapshot
-	// Shadowed counts the services whose endpoints this source reports but
-	// the merge does not serve; ShadowedServices names the first few.
-	Shadowed         int      `json:"shadowed"`
-	ShadowedServices []string `json:"shadowed_services,omitempty"`
 }
 
 // Snapshot returns a copy of the current status.
@@ -121,19 +117,15 @@ func (s *Status) Snapshot() StatusSnapshot {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return StatusSnapshot{
-		Name:           s.name,
-		Synced:         s.synced,
-		Stale:          !s.failingFrom.IsZero() || s.policy.stale(),
-		LastSuccess:    s.lastSuccess,
-		FailingFrom:    s.failingFrom,
-		LastError:      s.lastError,
-		Failures:       s.failures,
-		FailuresTotal:  s.failuresTotal,
-		Dropped:        s.dropped,
-		PolicySnapshot: s.policy.clone(),
-		Notes:          maps.Clone(s.notes),
-
-		Shadowed:         len(s.shadowed),
-		ShadowedServices: s.shadowedNames(),
+		Name:          s.name,
+		Synced:        s.synced,
+		Stale:         !s.failingFrom.IsZero(),
+		LastSuccess:   s.lastSuccess,
+		FailingFrom:   s.failingFrom,
+		LastError:     s.lastError,
+		Failures:      s.failures,
+		FailuresTotal: s.failuresTotal,
+		Dropped:       s.dropped,
+		Notes:         maps.Clone(s.notes),
 	}
 }

@@ -23,6 +23,7 @@
 //	package portfilter
 //
 //	import (
+//		"github.com/xdsbridge/xdsbridge/settings"
 //		"github.com/xdsbridge/xdsbridge/sources"
 //		"github.com/xdsbridge/xdsbridge/transform"
 //	)
@@ -42,11 +43,11 @@
 //				var c struct {
 //					Port uint32 `mapstructure:"port"`
 //				}
-//				if err := sources.Decode(cfg, &c); err != nil {
+//				if err := settings.Decode(cfg, &c); err != nil {
 //					return nil, err
 //				}
 //				if c.Port == 0 {
-//					return nil, sources.Errorf("port", "is required")
+//					return nil, settings.Errorf("port", "is required")
 //				}
 //				return dropPort{c.Port}, nil
 //			},
@@ -56,8 +57,8 @@
 // and a file in plugins/ that imports the package for its side effect
 // (under a `no_<name>` build tag, like the built-ins). The contract:
 //
-//   - New decodes and validates its keys with sources.Decode (unknown keys
-//     are errors) and returns *sources.KeyError values naming the key; it
+//   - New decodes and validates its keys with settings.Decode (unknown keys
+//     are errors) and returns *settings.KeyError values naming the key; it
 //     does no I/O, because `bridge validate` calls it.
 //   - Service is pure and deterministic: no I/O, clocks or randomness, and
 //     no map order in its output. It must not modify svc, whose memory the

@@ -3,6 +3,7 @@ package transform_test
 import (
 	"fmt"
 
+	"github.com/xdsbridge/xdsbridge/settings"
 	"github.com/xdsbridge/xdsbridge/sources"
 	"github.com/xdsbridge/xdsbridge/transform"
 )
@@ -22,11 +23,11 @@ func init() {
 			var c struct {
 				Port uint32 `mapstructure:"port"`
 			}
-			if err := sources.Decode(cfg, &c); err != nil {
+			if err := settings.Decode(cfg, &c); err != nil {
 				return nil, err
 			}
 			if c.Port == 0 {
-				return nil, sources.Errorf("port", "is required")
+				return nil, settings.Errorf("port", "is required")
 			}
 			return dropPort{c.Port}, nil
 		},

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/xdsbridge/xdsbridge/manager"
 	"github.com/xdsbridge/xdsbridge/sources"
 )
 
@@ -35,7 +36,7 @@ func NewStream(chain *Chain) *Stream {
 // Apply transforms c and returns what to publish: the transformed upserts
 // and the published names to remove. c is not modified; its services are
 // shared with the result where no transform changed them.
-func (s *Stream) Apply(c sources.Changes) sources.Changes {
+func (s *Stream) Apply(c manager.Changes) manager.Changes {
 	if s.chain.Len() == 0 {
 		return c
 	}
@@ -81,7 +82,7 @@ func (s *Stream) Apply(c sources.Changes) sources.Changes {
 		}
 	}
 	s.Conflicts = slices.Sorted(maps.Keys(s.held))
-	res := sources.Changes{
+	res := manager.Changes{
 		Upserted: slices.Collect(maps.Values(up)),
 		Removed:  slices.Sorted(maps.Keys(removed)),
 	}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/xdsbridge/xdsbridge/manager"
 	"github.com/xdsbridge/xdsbridge/sources"
 )
 
@@ -23,7 +24,7 @@ func (r renameTo) Service(svc sources.Service) (sources.Service, bool) {
 	return svc, true
 }
 
-func changes(c sources.Changes) string {
+func changes(c manager.Changes) string {
 	var parts []string
 	for _, s := range c.Upserted {
 		parts = append(parts, "+"+s.Name)
@@ -34,8 +35,8 @@ func changes(c sources.Changes) string {
 	return strings.Join(parts, " ")
 }
 
-func up(names ...string) sources.Changes {
-	var c sources.Changes
+func up(names ...string) manager.Changes {
+	var c manager.Changes
 	for _, n := range names {
 		c.Upserted = append(c.Upserted, sources.Service{Name: n})
 	}
@@ -46,7 +47,7 @@ func TestStream(t *testing.T) {
 	// a -> x, b -> x (conflict), c dropped, d untouched.
 	s := NewStream(&Chain{steps: []step{{name: "r", t: renameTo{"a": "x", "b": "x", "c": ""}}}})
 	steps := []struct {
-		in        sources.Changes
+		in        manager.Changes
 		want      string
 		conflicts []string
 	}{
@@ -54,12 +55,12 @@ func TestStream(t *testing.T) {
 		// b changes while a still holds x: still held back.
 		{in: up("b"), want: "", conflicts: []string{"b"}},
 		// a goes away: b takes x in the same change.
-		{in: sources.Changes{Removed: []string{"a"}}, want: "+x"},
+		{in: manager.Changes{Removed: []string{"a"}}, want: "+x"},
 		// a comes back: b keeps x.
 		{in: up("a"), want: "", conflicts: []string{"a"}},
 		// Removing a dropped or held-back name removes nothing.
-		{in: sources.Changes{Removed: []string{"c", "a"}}, want: ""},
-		{in: sources.Changes{Removed: []string{"b", "d"}}, want: "-d -x"},
+		{in: manager.Changes{Removed: []string{"c", "a"}}, want: ""},
+		{in: manager.Changes{Removed: []string{"b", "d"}}, want: "-d -x"},
 	}
 	for i, st := range steps {
 		got := s.Apply(st.in)

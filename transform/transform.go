@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/xdsbridge/xdsbridge/settings"
 	"github.com/xdsbridge/xdsbridge/sources"
 )
 
@@ -26,12 +27,12 @@ type Type struct {
 	// Name is the value of the `type` key that selects this kind.
 	Name string
 	// New decodes and validates cfg (the entry's keys other than name and
-	// type), doing no I/O. Errors should be *sources.KeyError values with
+	// type), doing no I/O. Errors should be *settings.KeyError values with
 	// keys relative to the entry.
 	New func(cfg map[string]any, opts Options) (Transform, error)
 }
 
-var registry = sources.NewRegistry[Type]("transform", "type")
+var registry = settings.NewRegistry[Type]("transform", "type")
 
 // Register makes a transform type available to configurations. It is
 // called from init(); registering a name twice panics.
@@ -68,16 +69,16 @@ type Chain struct {
 }
 
 // NewChain builds every entry with its type's constructor. Errors are
-// *sources.KeyError values naming the entry's key.
+// *settings.KeyError values naming the entry's key.
 func NewChain(entries []Entry) (*Chain, error) {
 	c := &Chain{}
 	for _, e := range entries {
 		if e.Type == "" {
-			return nil, sources.Errorf(e.Key()+".type", "is required")
+			return nil, settings.Errorf(e.Key()+".type", "is required")
 		}
 		t, ok := registry.Lookup(e.Type)
 		if !ok {
-			return nil, sources.Errorf(e.Key()+".type", "unknown transform type %q (known: %s)",
+			return nil, settings.Errorf(e.Key()+".type", "unknown transform type %q (known: %s)",
 				e.Type, strings.Join(Types(), ", "))
 		}
 		name := e.Name
@@ -86,7 +87,7 @@ func NewChain(entries []Entry) (*Chain, error) {
 		}
 		tr, err := t.New(e.Settings, Options{Name: name})
 		if err != nil {
-			return nil, sources.Prefix(e.Key(), err)
+			return nil, settings.Prefix(e.Key(), err)
 		}
 		c.steps = append(c.steps, step{name: name, t: tr})
 	}

@@ -13,7 +13,7 @@ import (
 	"google.golang.org/protobuf/types/descriptorpb"
 
 	"github.com/xdsbridge/xdsbridge/internal/scalar"
-	"github.com/xdsbridge/xdsbridge/sources"
+	"github.com/xdsbridge/xdsbridge/settings"
 )
 
 // normalize walks a fragment as written (decoded YAML: maps, lists,
@@ -37,7 +37,7 @@ func normalize(md protoreflect.MessageDescriptor, v any, key string) (any, error
 	case name == "google.protobuf.Duration":
 		d, err := scalar.Duration(v)
 		if err != nil {
-			return nil, sources.Errorf(key, "%v", err)
+			return nil, settings.Errorf(key, "%v", err)
 		}
 		return protoDuration(d), nil
 	case wrapper(name):
@@ -47,13 +47,13 @@ func normalize(md protoreflect.MessageDescriptor, v any, key string) (any, error
 	}
 	obj, ok := v.(map[string]any)
 	if !ok {
-		return nil, sources.Errorf(key, "%v", scalar.Mismatch(fmt.Sprintf("a map of %s fields", name), v))
+		return nil, settings.Errorf(key, "%v", scalar.Mismatch(fmt.Sprintf("a map of %s fields", name), v))
 	}
 	if name == "google.protobuf.Any" {
 		url, _ := obj["@type"].(string)
 		mt, err := protoregistry.GlobalTypes.FindMessageByURL(url)
 		if err != nil {
-			return nil, sources.Errorf(key+".@type", "unknown type %q", url)
+			return nil, settings.Errorf(key+".@type", "unknown type %q", url)
 		}
 		if md = mt.Descriptor(); strings.HasPrefix(string(md.FullName()), "google.protobuf.") {
 			return v, nil // a well-known type in an Any: {"@type": ..., "value": ...}
@@ -67,7 +67,7 @@ func normalize(md protoreflect.MessageDescriptor, v any, key string) (any, error
 		}
 		fd := field(md, k)
 		if fd == nil {
-			return nil, sources.Errorf(key+"."+k, "unknown field of %s", md.FullName())
+			return nil, settings.Errorf(key+"."+k, "unknown field of %s", md.FullName())
 		}
 		val, err := normalizeField(fd, obj[k], key+"."+string(fd.Name()))
 		if err != nil {
@@ -87,7 +87,7 @@ func normalizeField(fd protoreflect.FieldDescriptor, v any, key string) (any, er
 	case fd.IsMap():
 		obj, ok := v.(map[string]any)
 		if !ok {
-			return nil, sources.Errorf(key, "%v", scalar.Mismatch("a map", v))
+			return nil, settings.Errorf(key, "%v", scalar.Mismatch("a map", v))
 		}
 		out := make(map[string]any, len(obj))
 		for _, k := range slices.Sorted(maps.Keys(obj)) {
@@ -101,7 +101,7 @@ func normalizeField(fd protoreflect.FieldDescriptor, v any, key string) (any, er
 	case fd.IsList():
 		list, ok := v.([]any)
 		if !ok {
-			return nil, sources.Errorf(key, "%v", scalar.Mismatch("a list", v))
+			return nil, settings.Errorf(key, "%v", scalar.Mismatch("a list", v))
 		}
 		out := make([]any, len(list))
 		for i, item := range list {
@@ -158,7 +158,7 @@ func normalizeScalar(fd protoreflect.FieldDescriptor, v any, key string) (any, e
 		val = v
 	}
 	if err != nil {
-		return nil, sources.Errorf(key, "%v", err)
+		return nil, settings.Errorf(key, "%v", err)
 	}
 	return val, nil
 }

@@ -7,6 +7,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/xdsbridge/xdsbridge/settings"
 	"github.com/xdsbridge/xdsbridge/sources"
 )
 
@@ -39,7 +40,7 @@ func FuzzNewRule(f *testing.F) {
 		if err == nil {
 			return
 		}
-		var ke *sources.KeyError
+		var ke *settings.KeyError
 		msg := err.Error()
 		if !errors.As(err, &ke) || !strings.HasPrefix(ke.Key, "cluster") || strings.Contains(msg, "\n") ||
 			strings.Contains(msg, "proto:") || strings.Contains(msg, "(line ") {

@@ -6,7 +6,7 @@ import (
 
 	"google.golang.org/protobuf/reflect/protoreflect"
 
-	"github.com/xdsbridge/xdsbridge/sources"
+	"github.com/xdsbridge/xdsbridge/settings"
 )
 
 // protojsonPosition matches protojson's prefixes: its package name and
@@ -23,7 +23,7 @@ type pgvError interface {
 }
 
 // invalidCluster words a ValidateAll error of a shaped cluster as a
-// *sources.KeyError: the snake_case path of the first field that failed,
+// *settings.KeyError: the snake_case path of the first field that failed,
 // from "cluster", and the innermost reason ("value must be greater than
 // 0s"), instead of the chain of Go names the generated code writes
 // ("invalid Cluster.CommonLbConfig: embedded message failed validation |
@@ -37,7 +37,7 @@ func invalidCluster(md protoreflect.MessageDescriptor, err error) error {
 		}
 		e, ok := err.(pgvError)
 		if !ok {
-			return sources.Errorf(key, "the shaped cluster is invalid: %v", err)
+			return settings.Errorf(key, "the shaped cluster is invalid: %v", err)
 		}
 		if md != nil {
 			name, index, _ := strings.Cut(e.Field(), "[")
@@ -55,7 +55,7 @@ func invalidCluster(md protoreflect.MessageDescriptor, err error) error {
 			}
 		}
 		if e.Cause() == nil {
-			return sources.Errorf(key, "the shaped cluster is invalid: %s", e.Reason())
+			return settings.Errorf(key, "the shaped cluster is invalid: %s", e.Reason())
 		}
 		err = e.Cause()
 	}

@@ -8,7 +8,7 @@ import (
 
 // cutoverService is web as the weighted merge serves it 90/10 between a
 // DNS source and a Consul source whose endpoints span two zones and a
-// failover priority (see sources.MergeWeighted).
+// failover priority (see manager.MergeWeighted).
 var cutoverService = sources.Service{
 	Name: "web",
 	Endpoints: []sources.Endpoint{

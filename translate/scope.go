@@ -8,6 +8,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/xdsbridge/xdsbridge/settings"
 	"github.com/xdsbridge/xdsbridge/sources"
 )
 
@@ -57,7 +58,7 @@ type NodeMatch struct {
 }
 
 // NewScopes numbers the rules (in order, from 1) and the default, and
-// checks the globs and the number of scopes. Errors are *sources.KeyError
+// checks the globs and the number of scopes. Errors are *settings.KeyError
 // values relative to the `scopes` key.
 func NewScopes(rules []Scope, def *Scope) (*Scopes, error) {
 	n := len(rules)
@@ -65,31 +66,31 @@ func NewScopes(rules []Scope, def *Scope) (*Scopes, error) {
 		n++
 	}
 	if n > MaxScopes {
-		return nil, sources.Errorf("rules", "%d scopes, at most %d are allowed (the default counts when it is none)", n, MaxScopes)
+		return nil, settings.Errorf("rules", "%d scopes, at most %d are allowed (the default counts when it is none)", n, MaxScopes)
 	}
 	seen := map[string]int{}
 	for i := range rules {
 		r := &rules[i]
 		key := fmt.Sprintf("rules[%d]", i)
 		if r.Name == "" {
-			return nil, sources.Errorf(key+".name", "is required (it names the scope in /clients and /debug/why)")
+			return nil, settings.Errorf(key+".name", "is required (it names the scope in /clients and /debug/why)")
 		}
 		if j, dup := seen[r.Name]; dup {
-			return nil, sources.Errorf(key+".name", "%q is also the name of rules[%d]; names must be unique", r.Name, j)
+			return nil, settings.Errorf(key+".name", "%q is also the name of rules[%d]; names must be unique", r.Name, j)
 		}
 		if r.Name == DefaultScopeName && def != nil {
-			return nil, sources.Errorf(key+".name", "%q names the default scope; choose another name", r.Name)
+			return nil, settings.Errorf(key+".name", "%q names the default scope; choose another name", r.Name)
 		}
 		seen[r.Name] = i
 		for field, g := range map[string]string{"id": r.Node.ID, "cluster": r.Node.Cluster} {
 			if _, err := path.Match(g, ""); err != nil {
-				return nil, sources.Errorf(key+".node."+field, "bad glob %q: %v", g, err)
+				return nil, settings.Errorf(key+".node."+field, "bad glob %q: %v", g, err)
 			}
 		}
 		for list, sels := range map[string][]sources.Selector{"services": r.Services, "deny": r.Deny} {
 			for j, s := range sels {
 				if err := s.Validate(); err != nil {
-					return nil, sources.Prefix(fmt.Sprintf("%s.%s[%d]", key, list, j), err)
+					return nil, settings.Prefix(fmt.Sprintf("%s.%s[%d]", key, list, j), err)
 				}
 			}
 		}

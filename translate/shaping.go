@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/xdsbridge/xdsbridge/settings"
 	"github.com/xdsbridge/xdsbridge/sources"
 )
 
@@ -69,13 +70,13 @@ var bridgeOwned = []protoreflect.Name{"name", "type", "cluster_type", "eds_clust
 // NewRule builds a rule from a Cluster fragment written as in an Envoy
 // configuration (field names in snake_case or lowerCamelCase, Any values
 // with "@type", durations like "5s" or "100ms"). It fails, with a
-// *sources.KeyError whose key is the snake_case path of the offending
+// *settings.KeyError whose key is the snake_case path of the offending
 // field from "cluster", on an unknown field, a value of the wrong type (an
 // unknown enum value lists the known ones), a field the bridge owns, or a
 // fragment that makes the bridge's cluster fail validation.
 func NewRule(match sources.Selector, clients Clients, fragment map[string]any) (Rule, error) {
 	if err := match.Validate(); err != nil {
-		return Rule{}, sources.Prefix("match", err)
+		return Rule{}, settings.Prefix("match", err)
 	}
 	r := Rule{Match: match, Clients: clients, fragment: &clusterv3.Cluster{}}
 	md := r.fragment.ProtoReflect().Descriptor()
@@ -86,18 +87,18 @@ func NewRule(match sources.Selector, clients Clients, fragment map[string]any) (
 	for _, k := range slices.Sorted(maps.Keys(fragment)) {
 		fd := field(md, k)
 		if slices.Contains(bridgeOwned, fd.Name()) {
-			return Rule{}, sources.Errorf("cluster."+string(fd.Name()), "is set by the bridge and cannot be shaped")
+			return Rule{}, settings.Errorf("cluster."+string(fd.Name()), "is set by the bridge and cannot be shaped")
 		}
 		r.fields = append(r.fields, fd)
 	}
 	b, err := json.Marshal(norm)
 	if err != nil {
-		return Rule{}, sources.Errorf("cluster", "%v", err)
+		return Rule{}, settings.Errorf("cluster", "%v", err)
 	}
 	if err := protojson.Unmarshal(b, r.fragment); err != nil {
 		// normalize catches what a person writes wrong; what is left
 		// is said without protojson's position in a text no one wrote.
-		return Rule{}, sources.Errorf("cluster", "%s", protojsonPosition.ReplaceAllString(err.Error(), ""))
+		return Rule{}, settings.Errorf("cluster", "%s", protojsonPosition.ReplaceAllString(err.Error(), ""))
 	}
 	// Check the result on a sample of the bridge's own cluster, so that a
 	// rule that cannot produce a valid cluster fails at load time.

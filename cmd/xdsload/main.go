@@ -102,7 +102,7 @@ func serve(ctx context.Context, args []string, log *slog.Logger) error {
 	impl := fs.String("impl", "xdsbridge", "implementation: "+strings.Join(target.Impls, ", "))
 	xds := fs.String("xds", "127.0.0.1:0", "xDS listen address")
 	control := fs.String("control", "127.0.0.1:0", "control API listen address")
-	holdoff := fs.Duration("holdoff", 0, "coalesce changes as the bridge's source manager does (sources.Cadence: at most one publish per holdoff, no change waits longer); 0 applies each at once")
+	holdoff := fs.Duration("holdoff", 0, "coalesce changes as the bridge's source manager does (manager.Cadence: at most one publish per holdoff, no change waits longer); 0 applies each at once")
 	maxHoldoff := fs.Duration("max-holdoff", 0, "bound of a change's wait with --holdoff, so only a bound of holdoff (default 10× holdoff)")
 	streams := fs.Int("streams", 0, streamsUsage)
 	if err := fs.Parse(args); err != nil {

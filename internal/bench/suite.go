@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/xdsbridge/xdsbridge/sources"
+	"github.com/xdsbridge/xdsbridge/manager"
 )
 
 // Scenarios in order. S7 is the stretch row: ten thousand light clients
@@ -127,7 +127,7 @@ func Plan(preset string, scenarios, impls []string, over Sizes) ([]Config, error
 				// changes one by one, and neither would a fair user of
 				// the stock caches.
 				add(sc, true, pick(over.Clients, 1000), pick(over.Services, 1000), 0, func(c *Config) {
-					c.Rate, c.Duration, c.Holdoff = st.rate, st.d, sources.DefaultHoldoff
+					c.Rate, c.Duration, c.Holdoff = st.rate, st.d, manager.DefaultHoldoff
 				})
 			}
 		case "S5": // everyone reconnects at once

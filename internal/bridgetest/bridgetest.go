@@ -20,7 +20,7 @@ import (
 	"github.com/xdsbridge/xdsbridge/config"
 	"github.com/xdsbridge/xdsbridge/internal/syncbuf"
 	"github.com/xdsbridge/xdsbridge/internal/testwait"
-	"github.com/xdsbridge/xdsbridge/sources"
+	"github.com/xdsbridge/xdsbridge/manager"
 )
 
 // Version is the version the bridges of Start and StartIn report.
@@ -145,10 +145,10 @@ type LogBuffer = syncbuf.Buffer
 
 // SourceStatus returns the /sources entry of the named source of the
 // bridge whose admin listener is adminAddr.
-func SourceStatus(t testing.TB, adminAddr, name string) sources.StatusSnapshot {
+func SourceStatus(t testing.TB, adminAddr, name string) manager.SourceStatus {
 	t.Helper()
 	code, body := Get("http://" + adminAddr + "/sources")
-	var all []sources.StatusSnapshot
+	var all []manager.SourceStatus
 	if code != http.StatusOK || json.Unmarshal([]byte(body), &all) != nil {
 		t.Fatalf("/sources = %d %q", code, body)
 	}
@@ -158,7 +158,7 @@ func SourceStatus(t testing.TB, adminAddr, name string) sources.StatusSnapshot {
 		}
 	}
 	t.Fatalf("/sources has no source %q: %s", name, body)
-	return sources.StatusSnapshot{}
+	return manager.SourceStatus{}
 }
 
 // ConfirmRemovals posts the operator's confirmation of the named source's

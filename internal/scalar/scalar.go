@@ -5,7 +5,7 @@
 // text (strconv, reflect kinds).
 //
 // Its errors carry no key; the caller knows the key and prefixes it
-// (sources.KeyError). Both the decoding of the bridge's own settings and
+// (settings.KeyError). Both the decoding of the bridge's own settings and
 // the checking of Envoy Cluster fragments use it, so that one mistake
 // reads the same wherever it is made.
 package scalar

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/xdsbridge/xdsbridge/internal/scalar"
-	"github.com/xdsbridge/xdsbridge/sources"
+	"github.com/xdsbridge/xdsbridge/settings"
 )
 
 // Config is the configuration of one consul source (the keys of its entry
@@ -194,10 +194,10 @@ const (
 // newConfig decodes a source's raw configuration, fills what it leaves
 // out from the environment (see consulEnv) and the defaults, and validates
 // it; baseDir resolves relative file paths. An error about a value taken
-// from the environment names the variable (sources.KeyError.Origin).
+// from the environment names the variable (settings.KeyError.Origin).
 func newConfig(raw map[string]any, baseDir string) (Config, *template.Template, error) {
 	c := Config{origins: map[string]string{}}
-	if err := sources.Decode(raw, &c); err != nil {
+	if err := settings.Decode(raw, &c); err != nil {
 		return c, nil, err
 	}
 	if err := c.environment(raw); err != nil {
@@ -205,7 +205,7 @@ func newConfig(raw map[string]any, baseDir string) (Config, *template.Template, 
 	}
 	c.defaults()
 	tmpl, err := c.validate(baseDir)
-	return c, tmpl, sources.Attribute(err, c.origin)
+	return c, tmpl, settings.Attribute(err, c.origin)
 }
 
 // origin says where the value of key came from: an environment variable,
@@ -258,7 +258,7 @@ func (c *Config) environment(raw map[string]any) error {
 		}
 		origin := "environment variable " + e.name
 		if err := e.fill(c, v); err != nil {
-			return &sources.KeyError{Key: e.keys[0], Err: err, Origin: origin}
+			return &settings.KeyError{Key: e.keys[0], Err: err, Origin: origin}
 		}
 		c.origins[e.keys[0]] = origin
 	}
@@ -356,13 +356,13 @@ func (c *Config) validate(baseDir string) (*template.Template, error) {
 				return nil
 			}
 		}
-		return sources.Errorf(key, "%q is not one of %s", v, strings.Join(allowed, ", "))
+		return settings.Errorf(key, "%q is not one of %s", v, strings.Join(allowed, ", "))
 	}
 	if err := oneOf("scheme", c.Scheme, "http", "https"); err != nil {
 		return nil, err
 	}
 	if err := checkAddress(c.Address, c.Scheme); err != nil {
-		return nil, sources.Errorf("address", "%v", err)
+		return nil, settings.Errorf("address", "%v", err)
 	}
 	if err := oneOf("warning", c.Warning, WarningDegrade, WarningHealthy); err != nil {
 		return nil, err
@@ -375,50 +375,50 @@ func (c *Config) validate(baseDir string) (*template.Template, error) {
 	}
 	for i, dc := range c.Datacenters {
 		if dc == "" {
-			return nil, sources.Errorf(fmt.Sprintf("datacenters[%d]", i), "empty datacenter name")
+			return nil, settings.Errorf(fmt.Sprintf("datacenters[%d]", i), "empty datacenter name")
 		}
 		if slices.Contains(c.Datacenters[:i], dc) {
-			return nil, sources.Errorf(fmt.Sprintf("datacenters[%d]", i), "%q listed twice", dc)
+			return nil, settings.Errorf(fmt.Sprintf("datacenters[%d]", i), "%q listed twice", dc)
 		}
 	}
 	for dc := range c.DatacenterPriority {
 		if !slices.Contains(c.Datacenters, dc) {
-			return nil, sources.Errorf("datacenter_priority."+dc, "%q is not in datacenters", dc)
+			return nil, settings.Errorf("datacenter_priority."+dc, "%q is not in datacenters", dc)
 		}
 	}
 	if c.MaxStale < 0 {
-		return nil, sources.Errorf("max_stale", "must not be negative")
+		return nil, settings.Errorf("max_stale", "must not be negative")
 	}
 	for key, globs := range map[string][]string{"services.include": c.Services.Include, "services.exclude": c.Services.Exclude} {
 		for i, g := range globs {
 			if _, err := path.Match(g, ""); err != nil {
-				return nil, sources.Errorf(fmt.Sprintf("%s[%d]", key, i), "bad glob %q: %v", g, err)
+				return nil, settings.Errorf(fmt.Sprintf("%s[%d]", key, i), "bad glob %q: %v", g, err)
 			}
 		}
 	}
 	if c.Wait < time.Second || c.Wait > 10*time.Minute {
-		return nil, sources.Errorf("wait", "%v is outside 1s..10m", c.Wait)
+		return nil, settings.Errorf("wait", "%v is outside 1s..10m", c.Wait)
 	}
 	if c.MaxReadRate < 0 {
-		return nil, sources.Errorf("max_read_rate", "must not be negative")
+		return nil, settings.Errorf("max_read_rate", "must not be negative")
 	}
 	if c.MaxConcurrentFetches < 1 {
-		return nil, sources.Errorf("max_concurrent_fetches", "must be at least 1")
+		return nil, settings.Errorf("max_concurrent_fetches", "must be at least 1")
 	}
 	if fixed := fixedConns(len(c.Datacenters)); c.MaxConnections != 0 && c.MaxConnections < fixed+1 {
-		return nil, sources.Errorf("max_connections", "%d leaves no connection for reads: the source holds %d blocking queries and a probe", c.MaxConnections, fixed)
+		return nil, settings.Errorf("max_connections", "%d leaves no connection for reads: the source holds %d blocking queries and a probe", c.MaxConnections, fixed)
 	}
 	if c.WatchesPerConnection < 1 {
-		return nil, sources.Errorf("watches_per_connection", "must be at least 1")
+		return nil, settings.Errorf("watches_per_connection", "must be at least 1")
 	}
 	if c.ReadTimeout < 100*time.Millisecond || c.ReadTimeout > time.Minute {
-		return nil, sources.Errorf("read_timeout", "%v is outside 100ms..1m", c.ReadTimeout)
+		return nil, settings.Errorf("read_timeout", "%v is outside 100ms..1m", c.ReadTimeout)
 	}
 	if c.MaxResponseBytes < 1<<10 {
-		return nil, sources.Errorf("max_response_bytes", "%d is below 1024", c.MaxResponseBytes)
+		return nil, settings.Errorf("max_response_bytes", "%d is below 1024", c.MaxResponseBytes)
 	}
 	if c.RetryMin <= 0 || c.RetryMax < c.RetryMin {
-		return nil, sources.Errorf("retry_max", "retry_min (%v) must be positive and at most retry_max (%v)", c.RetryMin, c.RetryMax)
+		return nil, settings.Errorf("retry_max", "retry_min (%v) must be positive and at most retry_max (%v)", c.RetryMin, c.RetryMax)
 	}
 	for _, f := range []*string{&c.TokenFile, &c.TLS.CAFile, &c.TLS.CAPath, &c.TLS.CertFile, &c.TLS.KeyFile} {
 		if *f != "" && !filepath.IsAbs(*f) && baseDir != "" {
@@ -426,7 +426,7 @@ func (c *Config) validate(baseDir string) (*template.Template, error) {
 		}
 	}
 	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
-		return nil, sources.Errorf("tls.key_file", "cert_file and key_file go together")
+		return nil, settings.Errorf("tls.key_file", "cert_file and key_file go together")
 	}
 	sample := nameData{Service: "s", Datacenter: "dc"}
 	tmpl, err := template.New("cluster_name").Option("missingkey=error").Parse(c.ClusterName)
@@ -434,7 +434,7 @@ func (c *Config) validate(baseDir string) (*template.Template, error) {
 		_, err = renderName(tmpl, sample)
 	}
 	if err != nil {
-		return nil, sources.Errorf("cluster_name", "%v", scalar.TemplateError(err, sample))
+		return nil, settings.Errorf("cluster_name", "%v", scalar.TemplateError(err, sample))
 	}
 	return tmpl, nil
 }

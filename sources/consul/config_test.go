@@ -11,6 +11,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/xdsbridge/xdsbridge/settings"
 	"github.com/xdsbridge/xdsbridge/sources"
 )
 
@@ -42,7 +43,7 @@ func TestNewConfigErrors(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := New(tc.cfg, sources.Options{Name: "c"})
-			var ke *sources.KeyError
+			var ke *settings.KeyError
 			if !errors.As(err, &ke) {
 				t.Fatalf("err = %v, want a *KeyError", err)
 			}
@@ -326,7 +327,7 @@ func TestEnvironmentErrors(t *testing.T) {
 			clearEnv(t)
 			t.Setenv(tc.variable, tc.value)
 			_, err := New(nil, sources.Options{Name: "c"})
-			var ke *sources.KeyError
+			var ke *settings.KeyError
 			if !errors.As(err, &ke) || err.Error() != tc.want || ke.Origin != "environment variable "+tc.variable {
 				t.Fatalf("err = %v (origin %q), want %q from environment variable %s", err, ke.Origin, tc.want, tc.variable)
 			}

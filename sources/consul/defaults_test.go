@@ -12,7 +12,7 @@ import (
 	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
 	"github.com/xdsbridge/xdsbridge/internal/consultest"
 	"github.com/xdsbridge/xdsbridge/internal/envoysim"
-	"github.com/xdsbridge/xdsbridge/sources"
+	"github.com/xdsbridge/xdsbridge/manager"
 )
 
 // TestDefaultsReachClients: with every setting at its default (the
@@ -101,7 +101,7 @@ func defaultsScenario(t *testing.T, agent *consultest.Agent, addr, extra string)
 		wait("gone without endpoints", func(s envoysim.State) bool { return count("gone")(s) == 0 }).Round(time.Millisecond))
 
 	code, body := bridgetest.Get("http://" + adminAddr + "/sources")
-	var all []sources.StatusSnapshot
+	var all []manager.SourceStatus
 	if err := json.Unmarshal([]byte(body), &all); code != 200 || err != nil || len(all) != 1 {
 		t.Fatalf("/sources = %d %v: %s", code, err, body)
 	}

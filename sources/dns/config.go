@@ -9,7 +9,7 @@ import (
 	mdns "github.com/miekg/dns"
 
 	"github.com/xdsbridge/xdsbridge/internal/scalar"
-	"github.com/xdsbridge/xdsbridge/sources"
+	"github.com/xdsbridge/xdsbridge/settings"
 )
 
 // Config is the configuration of one `type: dns` source:
@@ -98,18 +98,18 @@ func defaults() Config {
 }
 
 // validate checks the configuration and returns the expanded entries and
-// the normalized servers. Errors are *sources.KeyError values.
+// the normalized servers. Errors are *settings.KeyError values.
 func (c *Config) validate() ([]entry, []string, Family, error) {
 	var servers []string
 	for i, s := range c.Servers {
 		hp, err := hostPort(s)
 		if err != nil {
-			return nil, nil, 0, sources.Errorf(fmt.Sprintf("servers[%d]", i), "%v", err)
+			return nil, nil, 0, settings.Errorf(fmt.Sprintf("servers[%d]", i), "%v", err)
 		}
 		servers = append(servers, hp)
 	}
 	if c.Timeout <= 0 {
-		return nil, nil, 0, sources.Errorf("timeout", "must be positive")
+		return nil, nil, 0, settings.Errorf("timeout", "must be positive")
 	}
 	if err := c.checkTransport(); err != nil {
 		return nil, nil, 0, err
@@ -123,18 +123,18 @@ func (c *Config) validate() ([]entry, []string, Family, error) {
 	case "ipv6":
 		fam = FamilyIPv6
 	default:
-		return nil, nil, 0, sources.Errorf("family", "%q is not one of any, ipv4, ipv6", c.Family)
+		return nil, nil, 0, settings.Errorf("family", "%q is not one of any, ipv4, ipv6", c.Family)
 	}
 	r := c.Refresh
 	switch {
 	case r.Min <= 0:
-		return nil, nil, 0, sources.Errorf("refresh.min", "must be positive")
+		return nil, nil, 0, settings.Errorf("refresh.min", "must be positive")
 	case r.Max < r.Min:
-		return nil, nil, 0, sources.Errorf("refresh.max", "must not be below refresh.min (%s)", r.Min)
+		return nil, nil, 0, settings.Errorf("refresh.max", "must not be below refresh.min (%s)", r.Min)
 	case r.Jitter < 0 || r.Jitter >= 1:
-		return nil, nil, 0, sources.Errorf("refresh.jitter", "must be in [0, 1)")
+		return nil, nil, 0, settings.Errorf("refresh.jitter", "must be in [0, 1)")
 	case r.Interval < 0:
-		return nil, nil, 0, sources.Errorf("refresh.interval", "must not be negative")
+		return nil, nil, 0, settings.Errorf("refresh.interval", "must not be negative")
 	}
 
 	var entries []entry
@@ -142,10 +142,10 @@ func (c *Config) validate() ([]entry, []string, Family, error) {
 	add := func(key string, s Service) error {
 		e, err := s.entry()
 		if err != nil {
-			return sources.Prefix(key, err)
+			return settings.Prefix(key, err)
 		}
 		if prev, dup := clusters[e.cluster]; dup {
-			return sources.Errorf(key+".cluster", "%q is already fed by %s", e.cluster, prev)
+			return settings.Errorf(key+".cluster", "%q is already fed by %s", e.cluster, prev)
 		}
 		clusters[e.cluster] = key
 		entries = append(entries, e)
@@ -160,7 +160,7 @@ func (c *Config) validate() ([]entry, []string, Family, error) {
 		key := fmt.Sprintf("templates[%d]", i)
 		expanded, err := t.expand()
 		if err != nil {
-			return nil, nil, 0, sources.Prefix(key, err)
+			return nil, nil, 0, settings.Prefix(key, err)
 		}
 		for j, s := range expanded {
 			if err := add(fmt.Sprintf("%s.services[%d]", key, j), s); err != nil {
@@ -169,41 +169,41 @@ func (c *Config) validate() ([]entry, []string, Family, error) {
 		}
 	}
 	if len(entries) == 0 {
-		return nil, nil, 0, sources.Errorf("services", "at least one service (or template) is needed")
+		return nil, nil, 0, settings.Errorf("services", "at least one service (or template) is needed")
 	}
 	return entries, servers, fam, nil
 }
 
 func (s Service) entry() (entry, error) {
 	if s.Cluster == "" {
-		return entry{}, sources.Errorf("cluster", "is required")
+		return entry{}, settings.Errorf("cluster", "is required")
 	}
 	switch {
 	case s.SRV != "" && s.Host != "":
-		return entry{}, sources.Errorf("host", "set either srv or host, not both")
+		return entry{}, settings.Errorf("host", "set either srv or host, not both")
 	case s.SRV != "":
 		if _, ok := mdns.IsDomainName(s.SRV); !ok {
-			return entry{}, sources.Errorf("srv", "%q is not a domain name", s.SRV)
+			return entry{}, settings.Errorf("srv", "%q is not a domain name", s.SRV)
 		}
 		if s.Port != 0 {
-			return entry{}, sources.Errorf("port", "applies to host entries only; SRV records carry the port")
+			return entry{}, settings.Errorf("port", "applies to host entries only; SRV records carry the port")
 		}
 		return entry{cluster: s.Cluster, kind: KindSRV, name: s.SRV}, nil
 	case s.Host != "":
 		if _, ok := mdns.IsDomainName(s.Host); !ok {
-			return entry{}, sources.Errorf("host", "%q is not a domain name", s.Host)
+			return entry{}, settings.Errorf("host", "%q is not a domain name", s.Host)
 		}
 		if s.Port < 1 || s.Port > 65535 {
-			return entry{}, sources.Errorf("port", "must be in 1..65535 for a host entry")
+			return entry{}, settings.Errorf("port", "must be in 1..65535 for a host entry")
 		}
 		return entry{cluster: s.Cluster, kind: KindHost, name: s.Host, port: uint32(s.Port)}, nil
 	}
-	return entry{}, sources.Errorf("srv", "set srv or host")
+	return entry{}, settings.Errorf("srv", "set srv or host")
 }
 
 func (t Template) expand() ([]Service, error) {
 	if len(t.Services) == 0 {
-		return nil, sources.Errorf("services", "a template needs at least one service")
+		return nil, settings.Errorf("services", "a template needs at least one service")
 	}
 	fields := []struct {
 		key string
@@ -221,13 +221,13 @@ func (t Template) expand() ([]Service, error) {
 		}
 		tpl, err := template.New(f.key).Option("missingkey=error").Parse(f.src)
 		if err != nil {
-			return nil, sources.Errorf(f.key, "%v", scalar.TemplateError(err, templateData{}))
+			return nil, settings.Errorf(f.key, "%v", scalar.TemplateError(err, templateData{}))
 		}
 		for i, name := range t.Services {
 			var b strings.Builder
 			data := templateData{name, t.Domain}
 			if err := tpl.Execute(&b, data); err != nil {
-				return nil, sources.Errorf(f.key, "expanding it for %q: %v", name, scalar.TemplateError(err, data))
+				return nil, settings.Errorf(f.key, "expanding it for %q: %v", name, scalar.TemplateError(err, data))
 			}
 			*f.dst(&out[i]) = b.String()
 		}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/xdsbridge/xdsbridge/settings"
 	"github.com/xdsbridge/xdsbridge/sources"
 )
 
@@ -47,9 +48,9 @@ func TestConfigErrors(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := New(tc.cfg, sources.Options{Name: "t"})
-			var ke *sources.KeyError
+			var ke *settings.KeyError
 			if !errors.As(err, &ke) {
-				t.Fatalf("error %v, want a *sources.KeyError", err)
+				t.Fatalf("error %v, want a *settings.KeyError", err)
 			}
 			if ke.Key != tc.key {
 				t.Fatalf("key %q (%v), want %q", ke.Key, err, tc.key)

@@ -12,7 +12,7 @@ import (
 	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
 	"github.com/xdsbridge/xdsbridge/internal/dnstest"
 	"github.com/xdsbridge/xdsbridge/internal/envoysim"
-	"github.com/xdsbridge/xdsbridge/sources"
+	"github.com/xdsbridge/xdsbridge/manager"
 )
 
 // The whole bridge with its default guard against CoreDNS, whose names
@@ -97,7 +97,7 @@ sources:
 	// with it, the source empties, and the guard holds all four.
 	armed.Store(true)
 	s.SetZone("")
-	var g *sources.GuardSnapshot
+	var g *manager.GuardSnapshot
 	bridgetest.Eventually(t, 30*time.Second, "a hold of dns", func() bool {
 		g = bridgetest.SourceStatus(t, admin, "dns").Guard
 		return g != nil

@@ -30,6 +30,7 @@ import (
 
 	mdns "github.com/miekg/dns"
 
+	"github.com/xdsbridge/xdsbridge/settings"
 	"github.com/xdsbridge/xdsbridge/sources"
 )
 
@@ -57,7 +58,7 @@ type Source struct {
 // configuration is read when Run starts.
 func New(cfg map[string]any, opts sources.Options) (sources.Source, error) {
 	c := defaults()
-	if err := sources.Decode(cfg, &c); err != nil {
+	if err := settings.Decode(cfg, &c); err != nil {
 		return nil, err
 	}
 	entries, servers, fam, err := c.validate()

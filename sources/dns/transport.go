@@ -6,7 +6,7 @@ import (
 
 	mdns "github.com/miekg/dns"
 
-	"github.com/xdsbridge/xdsbridge/sources"
+	"github.com/xdsbridge/xdsbridge/settings"
 )
 
 // Transports of Config.Transport.
@@ -35,13 +35,13 @@ func (c *Config) checkTransport() error {
 	switch c.Transport {
 	case TransportAuto, TransportUDP, TransportTCP:
 	default:
-		return sources.Errorf("transport", "%q is not one of auto, udp, tcp", c.Transport)
+		return settings.Errorf("transport", "%q is not one of auto, udp, tcp", c.Transport)
 	}
 	if c.EDNSBuffer < 512 || c.EDNSBuffer > 65535 {
-		return sources.Errorf("edns_buffer_size", "%d is outside 512..65535", c.EDNSBuffer)
+		return settings.Errorf("edns_buffer_size", "%d is outside 512..65535", c.EDNSBuffer)
 	}
 	if c.Attempts < 1 || c.Attempts > 10 {
-		return sources.Errorf("attempts", "%d is outside 1..10", c.Attempts)
+		return settings.Errorf("attempts", "%d is outside 1..10", c.Attempts)
 	}
 	return nil
 }

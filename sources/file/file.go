@@ -94,6 +94,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/xdsbridge/xdsbridge/settings"
 	"github.com/xdsbridge/xdsbridge/sources"
 )
 
@@ -137,16 +138,16 @@ const debounce = 100 * time.Millisecond
 // Validate reports the first invalid key.
 func (c Config) Validate() error {
 	if strings.TrimSpace(c.Path) == "" {
-		return sources.Errorf("path", "is required")
+		return settings.Errorf("path", "is required")
 	}
 	if c.PollInterval < 0 {
-		return sources.Errorf("poll_interval", "must be positive, got %v", c.PollInterval)
+		return settings.Errorf("poll_interval", "must be positive, got %v", c.PollInterval)
 	}
 	if c.Settle < 0 {
-		return sources.Errorf("settle", "must be positive, got %v", c.Settle)
+		return settings.Errorf("settle", "must be positive, got %v", c.Settle)
 	}
 	if c.MaxBytes < 0 {
-		return sources.Errorf("max_bytes", "must be positive, got %d", c.MaxBytes)
+		return settings.Errorf("max_bytes", "must be positive, got %d", c.MaxBytes)
 	}
 	return c.Schema.Validate()
 }
@@ -173,7 +174,7 @@ var _ sources.Source = (*Source)(nil)
 // New decodes and validates cfg. It does no I/O: the file is read by Run.
 func New(cfg map[string]any, opts sources.Options) (sources.Source, error) {
 	var c Config
-	if err := sources.Decode(cfg, &c); err != nil {
+	if err := settings.Decode(cfg, &c); err != nil {
 		return nil, err
 	}
 	if err := c.Validate(); err != nil {

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/xdsbridge/xdsbridge/internal/syncbuf"
+	"github.com/xdsbridge/xdsbridge/settings"
 	"github.com/xdsbridge/xdsbridge/sources"
 )
 
@@ -48,9 +49,9 @@ func TestNew(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			src, err := New(tt.cfg, sources.Options{Name: "f", BaseDir: "/etc/bridge"})
 			if tt.wantErr != "" {
-				var ke *sources.KeyError
+				var ke *settings.KeyError
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.As(err, &ke) {
-					t.Fatalf("New() error = %v, want a *sources.KeyError containing %q", err, tt.wantErr)
+					t.Fatalf("New() error = %v, want a *settings.KeyError containing %q", err, tt.wantErr)
 				}
 				return
 			}

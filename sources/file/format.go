@@ -14,13 +14,14 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/xdsbridge/xdsbridge/settings"
 	"github.com/xdsbridge/xdsbridge/sources"
 )
 
 // Parse reads a services document in the xdsbridge format (JSON when
 // isJSON, else YAML) into services with their endpoints in canonical order;
 // Schema.Parse reads Prometheus target groups too. Any problem rejects the whole
-// file with a *sources.KeyError naming the field, such as
+// file with a *settings.KeyError naming the field, such as
 // `services[1].endpoints[0].port: 70000 is outside 1..65535 (line 9)`.
 //
 // The document is walked as a yaml.Node tree rather than decoded into
@@ -41,7 +42,7 @@ func parseTree(data []byte, isJSON bool) (*yaml.Node, error) {
 		// An empty document is far more often a write caught half way
 		// than a wish to remove every service; that is written
 		// `services: []` (or `[]` of target groups).
-		return nil, &sources.KeyError{Err: errors.New("document is empty (write `services: []` or `[]` for no services)")}
+		return nil, &settings.KeyError{Err: errors.New("document is empty (write `services: []` or `[]` for no services)")}
 	}
 	if isJSON {
 		dec := json.NewDecoder(bytes.NewReader(data))
@@ -53,10 +54,10 @@ func parseTree(data []byte, isJSON bool) (*yaml.Node, error) {
 				line := 1 + bytes.Count(data[:min(syn.Offset, int64(len(data)))], []byte("\n"))
 				err = fmt.Errorf("%w (line %d)", err, line)
 			}
-			return nil, &sources.KeyError{Err: fmt.Errorf("parsing JSON: %w", err)}
+			return nil, &settings.KeyError{Err: fmt.Errorf("parsing JSON: %w", err)}
 		}
 		if _, err := dec.Token(); err != io.EOF {
-			return nil, &sources.KeyError{Err: errors.New("parsing JSON: data after the top-level value")}
+			return nil, &settings.KeyError{Err: errors.New("parsing JSON: data after the top-level value")}
 		}
 		return jsonNode(v), nil
 	}
@@ -64,13 +65,13 @@ func parseTree(data []byte, isJSON bool) (*yaml.Node, error) {
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
-			return nil, &sources.KeyError{Err: errors.New("no YAML document (write `services: []` or `[]` for no services)")}
+			return nil, &settings.KeyError{Err: errors.New("no YAML document (write `services: []` or `[]` for no services)")}
 		}
-		return nil, &sources.KeyError{Err: fmt.Errorf("parsing YAML: %w", err)}
+		return nil, &settings.KeyError{Err: fmt.Errorf("parsing YAML: %w", err)}
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); err != io.EOF {
-		return nil, &sources.KeyError{Err: errors.New("parsing YAML: more than one document")}
+		return nil, &settings.KeyError{Err: errors.New("parsing YAML: more than one document")}
 	}
 	if doc.Kind == yaml.DocumentNode && len(doc.Content) == 1 {
 		return doc.Content[0], nil
@@ -117,7 +118,7 @@ func fail(path string, n *yaml.Node, format string, args ...any) error {
 	if n != nil && n.Line > 0 {
 		err = fmt.Errorf("%w (line %d)", err, n.Line)
 	}
-	return &sources.KeyError{Key: path, Err: err}
+	return &settings.KeyError{Key: path, Err: err}
 }
 
 // fields calls fn for each key of the mapping n, rejecting keys not in

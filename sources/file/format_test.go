@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/xdsbridge/xdsbridge/settings"
 	"github.com/xdsbridge/xdsbridge/sources"
 )
 
@@ -121,9 +122,9 @@ func TestParse(t *testing.T) {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("Parse() error = %v, want it to contain %q", err, tt.wantErr)
 				}
-				var ke *sources.KeyError
+				var ke *settings.KeyError
 				if !errors.As(err, &ke) {
-					t.Errorf("Parse() error is %T, want a *sources.KeyError", err)
+					t.Errorf("Parse() error is %T, want a *settings.KeyError", err)
 				}
 				return
 			}

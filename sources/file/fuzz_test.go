@@ -5,7 +5,7 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/xdsbridge/xdsbridge/sources"
+	"github.com/xdsbridge/xdsbridge/settings"
 )
 
 // FuzzParse feeds arbitrary services documents to Schema.Parse in each
@@ -14,7 +14,7 @@ import (
 // endpoints in canonical order, unique in their service). A Prometheus
 // document's endpoints must also be servable, since its bad targets are
 // dropped rather than rejected, and each dropped target must be a
-// *sources.KeyError naming it. The xdsbridge format must read a document
+// *settings.KeyError naming it. The xdsbridge format must read a document
 // exactly as Parse does. In CI:
 //
 //	go test -run='^$' -fuzz='^FuzzParse$' -fuzztime=10s ./sources/file/
@@ -62,7 +62,7 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("the %s format dropped %d targets", doc.Format, len(doc.Dropped))
 		}
 		for _, err := range doc.Dropped {
-			var ke *sources.KeyError
+			var ke *settings.KeyError
 			if !errors.As(err, &ke) || ke.Key == "" {
 				t.Fatalf("dropped target error %v names no key", err)
 			}

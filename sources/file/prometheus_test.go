@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/xdsbridge/xdsbridge/settings"
 	"github.com/xdsbridge/xdsbridge/sources"
 )
 
@@ -121,9 +122,9 @@ func TestSchemaParse(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			doc, err := tt.schema.Parse([]byte(tt.data), tt.json)
 			if tt.wantErr != "" {
-				var ke *sources.KeyError
+				var ke *settings.KeyError
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.As(err, &ke) {
-					t.Fatalf("Parse() error = %v, want a *sources.KeyError containing %q", err, tt.wantErr)
+					t.Fatalf("Parse() error = %v, want a *settings.KeyError containing %q", err, tt.wantErr)
 				}
 				return
 			}

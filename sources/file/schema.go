@@ -7,6 +7,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/xdsbridge/xdsbridge/settings"
 	"github.com/xdsbridge/xdsbridge/sources"
 )
 
@@ -54,18 +55,18 @@ func (sc Schema) Validate() error {
 	switch sc.Format {
 	case "", FormatAuto, FormatXDSBridge, FormatPrometheus:
 	default:
-		return sources.Errorf("format", "%q is not one of %s, %s, %s", sc.Format, FormatAuto, FormatXDSBridge, FormatPrometheus)
+		return settings.Errorf("format", "%q is not one of %s, %s, %s", sc.Format, FormatAuto, FormatXDSBridge, FormatPrometheus)
 	}
 	if sc.Format == FormatXDSBridge {
 		switch {
 		case sc.ServiceLabel != "":
-			return sources.Errorf("service_label", "applies to Prometheus target groups only (format is %s)", sc.Format)
+			return settings.Errorf("service_label", "applies to Prometheus target groups only (format is %s)", sc.Format)
 		case sc.DefaultService != "":
-			return sources.Errorf("default_service", "applies to Prometheus target groups only (format is %s)", sc.Format)
+			return settings.Errorf("default_service", "applies to Prometheus target groups only (format is %s)", sc.Format)
 		}
 	}
 	if sc.ServiceLabel != "" && strings.TrimSpace(sc.ServiceLabel) != sc.ServiceLabel {
-		return sources.Errorf("service_label", "%q has leading or trailing spaces", sc.ServiceLabel)
+		return settings.Errorf("service_label", "%q has leading or trailing spaces", sc.ServiceLabel)
 	}
 	return nil
 }
@@ -100,7 +101,7 @@ type Document struct {
 // Parse reads a services document (JSON when isJSON, else YAML) in the
 // schema's format: the xdsbridge format as Parse does, or Prometheus
 // target groups (see targetGroups). A document that is not valid in that
-// format is rejected whole with a *sources.KeyError naming the field; in
+// format is rejected whole with a *settings.KeyError naming the field; in
 // FormatAuto, one whose top-level value is neither a mapping nor a list
 // says what each format expects.
 func (sc Schema) Parse(data []byte, isJSON bool) (Document, error) {
@@ -127,7 +128,7 @@ func (sc Schema) Parse(data []byte, isJSON bool) (Document, error) {
 	}
 }
 
-// Dropped are the targets a document left out, each a *sources.KeyError
+// Dropped are the targets a document left out, each a *settings.KeyError
 // naming the target and why, such as `[1].targets[0]: "db:5432" is not
 // IP:port (line 7)`.
 type Dropped []error

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/xdsbridge/xdsbridge/internal/scalar"
-	"github.com/xdsbridge/xdsbridge/sources"
+	"github.com/xdsbridge/xdsbridge/settings"
 	"github.com/xdsbridge/xdsbridge/sources/file"
 )
 
@@ -52,34 +52,34 @@ func defaults() Config {
 // validate reports the first invalid key and returns the parsed URL.
 func (c Config) validate() (*url.URL, error) {
 	if strings.TrimSpace(c.URL) == "" {
-		return nil, sources.Errorf("url", "is required")
+		return nil, settings.Errorf("url", "is required")
 	}
 	u, err := scalar.URL(c.URL)
 	switch {
 	case !strings.Contains(c.URL, "://"):
-		return nil, sources.Errorf("url", "%q has no scheme (want http:// or https://, such as http://%s)", c.URL, c.URL)
+		return nil, settings.Errorf("url", "%q has no scheme (want http:// or https://, such as http://%s)", c.URL, c.URL)
 	case err != nil:
-		return nil, sources.Errorf("url", "%q is not a URL: %v", c.URL, err)
+		return nil, settings.Errorf("url", "%q is not a URL: %v", c.URL, err)
 	case u.Scheme != "http" && u.Scheme != "https":
-		return nil, sources.Errorf("url", "scheme %q is not http or https", u.Scheme)
+		return nil, settings.Errorf("url", "scheme %q is not http or https", u.Scheme)
 	case u.Host == "":
-		return nil, sources.Errorf("url", "%q has no host", c.URL)
+		return nil, settings.Errorf("url", "%q has no host", c.URL)
 	case u.User != nil:
-		return nil, sources.Errorf("url", "credentials in the URL are not accepted; use bearer_token_file")
+		return nil, settings.Errorf("url", "credentials in the URL are not accepted; use bearer_token_file")
 	case c.Interval <= 0:
-		return nil, sources.Errorf("interval", "must be positive, not %s", c.Interval)
+		return nil, settings.Errorf("interval", "must be positive, not %s", c.Interval)
 	case c.Timeout <= 0:
-		return nil, sources.Errorf("timeout", "must be positive, not %s", c.Timeout)
+		return nil, settings.Errorf("timeout", "must be positive, not %s", c.Timeout)
 	case c.MaxBodyBytes < 1 || c.MaxBodyBytes > maxMaxBodyBytes:
-		return nil, sources.Errorf("max_body_bytes", "%d is outside 1..%d", c.MaxBodyBytes, maxMaxBodyBytes)
+		return nil, settings.Errorf("max_body_bytes", "%d is outside 1..%d", c.MaxBodyBytes, maxMaxBodyBytes)
 	case c.TLS.set() && u.Scheme != "https":
-		return nil, sources.Errorf("tls", "applies to https URLs only (url is %s)", u.Scheme)
+		return nil, settings.Errorf("tls", "applies to https URLs only (url is %s)", u.Scheme)
 	case (c.TLS.CertFile == "") != (c.TLS.KeyFile == ""):
 		key := "tls.key_file"
 		if c.TLS.CertFile == "" {
 			key = "tls.cert_file"
 		}
-		return nil, sources.Errorf(key, "is required with tls.cert_file and tls.key_file together")
+		return nil, settings.Errorf(key, "is required with tls.cert_file and tls.key_file together")
 	}
 	if err := c.Schema.Validate(); err != nil {
 		return nil, err

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/xdsbridge/xdsbridge/internal/filestamp"
+	"github.com/xdsbridge/xdsbridge/settings"
 	"github.com/xdsbridge/xdsbridge/sources"
 )
 
@@ -42,7 +43,7 @@ var _ sources.Source = (*Source)(nil)
 // New decodes and validates cfg. It does no I/O: files are read by Run.
 func New(cfg map[string]any, opts sources.Options) (sources.Source, error) {
 	c := defaults()
-	if err := sources.Decode(cfg, &c); err != nil {
+	if err := settings.Decode(cfg, &c); err != nil {
 		return nil, err
 	}
 	u, err := c.validate()

@@ -1,6 +1,6 @@
 // Package state persists the services every source last reported to a
 // file, so that a restarted bridge can serve them while a registry is
-// unreachable (warm start; see sources.Store).
+// unreachable (warm start; see manager.Store).
 //
 // The file (state.json in the configured directory) is JSON: a format tag,
 // a SHA-256 checksum of the payload, and per source its name, a fingerprint
@@ -41,14 +41,13 @@ const FileName = "state.json"
 // rather than read into memory.
 const MaxSize = 256 << 20
 
-// Store is a sources.Store in a directory.
+// Store is a manager.Store in a directory (bridge hands it to the
+// manager; this package does not import it, so that it stays a leaf).
 type Store struct {
 	path         string
 	fingerprints map[string]string
 	log          *slog.Logger
 }
-
-var _ sources.Store = (*Store)(nil)
 
 // New returns the store in dir for sources whose configuration
 // fingerprints (see Fingerprint) are given by name. It does no I/O.
@@ -90,7 +89,7 @@ func checksum(b []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// Load implements sources.Store.
+// Load implements manager.Store.
 func (s *Store) Load() map[string][]sources.Service {
 	entries, err := s.read()
 	if err != nil {
@@ -167,7 +166,7 @@ func validate(svcs []sources.Service) error {
 	return nil
 }
 
-// Save implements sources.Store.
+// Save implements manager.Store.
 func (s *Store) Save(state map[string][]sources.Service) error {
 	entries := make([]entry, 0, len(state))
 	for name, svcs := range state {

@@ -26,6 +26,7 @@
 package builtin
 
 import (
+	"github.com/xdsbridge/xdsbridge/settings"
 	"github.com/xdsbridge/xdsbridge/sources"
 	"github.com/xdsbridge/xdsbridge/transform"
 )
@@ -38,7 +39,7 @@ type selected struct {
 // decode decodes cfg into out (a struct embedding selected) and validates
 // the selector sel points into.
 func decode(cfg map[string]any, out any, sel *sources.Selector) error {
-	if err := sources.Decode(cfg, out); err != nil {
+	if err := settings.Decode(cfg, out); err != nil {
 		return err
 	}
 	return sel.Validate()

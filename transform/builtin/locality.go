@@ -3,6 +3,7 @@ package builtin
 import (
 	"text/template"
 
+	"github.com/xdsbridge/xdsbridge/settings"
 	"github.com/xdsbridge/xdsbridge/sources"
 	"github.com/xdsbridge/xdsbridge/transform"
 )
@@ -54,7 +55,7 @@ func init() {
 			return nil, err
 		}
 		if c.Region == "" && c.Zone == "" && c.SubZone == "" {
-			return nil, sources.Errorf("region", "set region, zone, sub_zone or several")
+			return nil, settings.Errorf("region", "set region, zone, sub_zone or several")
 		}
 		l := locality{name: opts.Name, sel: c.Selector}
 		var err error

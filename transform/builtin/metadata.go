@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 
+	"github.com/xdsbridge/xdsbridge/settings"
 	"github.com/xdsbridge/xdsbridge/sources"
 	"github.com/xdsbridge/xdsbridge/transform"
 )
@@ -77,17 +78,17 @@ func init() {
 			return nil, err
 		}
 		if len(c.Set) == 0 {
-			return nil, sources.Errorf("set", "at least one mapping is required")
+			return nil, settings.Errorf("set", "at least one mapping is required")
 		}
 		for i, s := range c.Set {
 			key := fmt.Sprintf("set[%d]", i)
 			switch {
 			case s.Key == "":
-				return nil, sources.Errorf(key+".key", "is required")
+				return nil, settings.Errorf(key+".key", "is required")
 			case (s.Tag == "") == (s.From == ""):
-				return nil, sources.Errorf(key, "set exactly one of tag and from")
+				return nil, settings.Errorf(key, "set exactly one of tag and from")
 			case s.From != "" && s.Value != "":
-				return nil, sources.Errorf(key+".value", "only goes with tag (from copies the value)")
+				return nil, settings.Errorf(key+".value", "only goes with tag (from copies the value)")
 			case s.Tag != "" && s.Value == "":
 				c.Set[i].Value = "true"
 			}

@@ -1,6 +1,7 @@
 package builtin
 
 import (
+	"github.com/xdsbridge/xdsbridge/settings"
 	"github.com/xdsbridge/xdsbridge/sources"
 	"github.com/xdsbridge/xdsbridge/transform"
 )
@@ -47,11 +48,11 @@ func init() {
 		}
 		switch {
 		case c.Weight == nil && c.Priority == nil:
-			return nil, sources.Errorf("weight", "set weight, priority or both")
+			return nil, settings.Errorf("weight", "set weight, priority or both")
 		case c.Weight != nil && (*c.Weight == 0 || *c.Weight > maxWeight):
-			return nil, sources.Errorf("weight", "%d is outside 1..%d", *c.Weight, maxWeight)
+			return nil, settings.Errorf("weight", "%d is outside 1..%d", *c.Weight, maxWeight)
 		case c.Priority != nil && *c.Priority > 127:
-			return nil, sources.Errorf("priority", "%d is outside 0..127", *c.Priority)
+			return nil, settings.Errorf("priority", "%d is outside 0..127", *c.Priority)
 		}
 		return override{name: opts.Name, sel: c.Selector, weight: c.Weight, priority: c.Priority}, nil
 	})

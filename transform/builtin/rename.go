@@ -3,6 +3,7 @@ package builtin
 import (
 	"text/template"
 
+	"github.com/xdsbridge/xdsbridge/settings"
 	"github.com/xdsbridge/xdsbridge/sources"
 	"github.com/xdsbridge/xdsbridge/transform"
 )
@@ -39,7 +40,7 @@ func init() {
 			return nil, err
 		}
 		if c.Template == "" {
-			return nil, sources.Errorf("template", "is required")
+			return nil, settings.Errorf("template", "is required")
 		}
 		t, err := parseTemplate("template", c.Template)
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"text/template"
 
 	"github.com/xdsbridge/xdsbridge/internal/scalar"
+	"github.com/xdsbridge/xdsbridge/settings"
 	"github.com/xdsbridge/xdsbridge/sources"
 )
 
@@ -30,7 +31,7 @@ func parseTemplate(key, text string) (*template.Template, error) {
 		_, err = render(t, sample)
 	}
 	if err != nil {
-		return nil, sources.Errorf(key, "%v", scalar.TemplateError(err, sample))
+		return nil, settings.Errorf(key, "%v", scalar.TemplateError(err, sample))
 	}
 	return t, nil
 }

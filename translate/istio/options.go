@@ -7,6 +7,7 @@ import (
 
 	networkingv1alpha3 "istio.io/api/networking/v1alpha3"
 
+	keys "github.com/xdsbridge/xdsbridge/settings" // named keys: this package has a type settings
 	"github.com/xdsbridge/xdsbridge/sources"
 )
 
@@ -115,7 +116,7 @@ type rule struct {
 // placeholder matches the {name} parts of a host template.
 var placeholder = regexp.MustCompile(`\{[^{}]*\}`)
 
-// New checks opts and builds a Translator. Its errors are *sources.KeyError
+// New checks opts and builds a Translator. Its errors are *settings.KeyError
 // values keyed like the configuration section (host, rules[1].namespace).
 func New(opts Options) (*Translator, error) {
 	t := &Translator{
@@ -124,19 +125,19 @@ func New(opts Options) (*Translator, error) {
 		protocolKey: or(opts.ProtocolKey, DefaultProtocolKey),
 	}
 	if t.shape != ShapeInline && t.shape != ShapeWorkloadEntries {
-		return nil, sources.Errorf("shape", "unknown shape %q (want %s or %s)", t.shape, ShapeInline, ShapeWorkloadEntries)
+		return nil, keys.Errorf("shape", "unknown shape %q (want %s or %s)", t.shape, ShapeInline, ShapeWorkloadEntries)
 	}
 	if err := checkTemplate(t.host); err != nil {
-		return nil, sources.Prefix("host", err)
+		return nil, keys.Prefix("host", err)
 	}
 	var ok bool
 	if t.protocol, ok = parseProtocol(or(opts.DefaultProtocol, DefaultProtocol)); !ok {
-		return nil, sources.Errorf("default_protocol", "unsupported protocol %q (want one of %s)",
+		return nil, keys.Errorf("default_protocol", "unsupported protocol %q (want one of %s)",
 			opts.DefaultProtocol, strings.Join(protocols, ", "))
 	}
 	loc, err := parseLocation(or(opts.Location, DefaultLocation))
 	if err != nil {
-		return nil, sources.Prefix("location", err)
+		return nil, keys.Prefix("location", err)
 	}
 	t.settings = settings{namespace: or(opts.Namespace, DefaultNamespace), exportTo: opts.ExportTo, location: loc}
 	if err := checkSettings(t.settings); err != nil {
@@ -149,7 +150,7 @@ func New(opts Options) (*Translator, error) {
 		key := fmt.Sprintf("rules[%d]", i)
 		built, err := newRule(r, t.settings)
 		if err != nil {
-			return nil, sources.Prefix(key, err)
+			return nil, keys.Prefix(key, err)
 		}
 		if built.hasLocation {
 			if err := t.checkShapeLocation(key+".location", built.location); err != nil {
@@ -165,20 +166,20 @@ func New(opts Options) (*Translator, error) {
 // Istio applies a workload selector to MESH_INTERNAL entries only.
 func (t *Translator) checkShapeLocation(key string, loc networkingv1alpha3.ServiceEntry_Location) error {
 	if t.shape == ShapeWorkloadEntries && loc != networkingv1alpha3.ServiceEntry_MESH_INTERNAL {
-		return sources.Errorf(key, "%s needs shape %s: Istio selects WorkloadEntries for MESH_INTERNAL entries only", loc, ShapeInline)
+		return keys.Errorf(key, "%s needs shape %s: Istio selects WorkloadEntries for MESH_INTERNAL entries only", loc, ShapeInline)
 	}
 	return nil
 }
 
 func newRule(r Rule, base settings) (rule, error) {
 	if err := r.Match.Validate(); err != nil {
-		return rule{}, sources.Prefix("match", err)
+		return rule{}, keys.Prefix("match", err)
 	}
 	built := rule{match: r.Match, settings: settings{namespace: r.Namespace, exportTo: r.ExportTo, port: uint32(r.Port)}}
 	if r.Location != "" {
 		loc, err := parseLocation(r.Location)
 		if err != nil {
-			return rule{}, sources.Prefix("location", err)
+			return rule{}, keys.Prefix("location", err)
 		}
 		built.location, built.hasLocation = loc, true
 	}
@@ -193,10 +194,10 @@ func newRule(r Rule, base settings) (rule, error) {
 // checkSettings checks a namespace and an exportTo list.
 func checkSettings(s settings) error {
 	if !isDNSLabel(s.namespace) {
-		return sources.Errorf("namespace", "%q is not a DNS-1123 label (lowercase letters, digits and '-', at most 63)", s.namespace)
+		return keys.Errorf("namespace", "%q is not a DNS-1123 label (lowercase letters, digits and '-', at most 63)", s.namespace)
 	}
 	if err := checkExportTo(s.namespace, s.exportTo); err != nil {
-		return sources.Prefix("export_to", err)
+		return keys.Prefix("export_to", err)
 	}
 	return nil
 }

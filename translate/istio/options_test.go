@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 
+	keys "github.com/xdsbridge/xdsbridge/settings" // named keys: this package has a type settings
 	"github.com/xdsbridge/xdsbridge/sources"
 )
 
@@ -12,7 +13,7 @@ func TestNewNamesTheKey(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		opts Options
-		key  string // the *sources.KeyError's key; empty: valid
+		key  string // the *settings.KeyError's key; empty: valid
 	}{
 		{name: "defaults"},
 		{name: "every field", opts: Options{Shape: ShapeInline, Host: "{service}.{source}.example.org.", ProtocolKey: "proto",
@@ -46,9 +47,9 @@ func TestNewNamesTheKey(t *testing.T) {
 				}
 				return
 			}
-			var ke *sources.KeyError
+			var ke *keys.KeyError
 			if !errors.As(err, &ke) {
-				t.Fatalf("error %v is not a *sources.KeyError", err)
+				t.Fatalf("error %v is not a *settings.KeyError", err)
 			}
 			if ke.Key != tc.key {
 				t.Fatalf("error %q names %q, want %q", err, ke.Key, tc.key)

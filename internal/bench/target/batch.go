@@ -5,11 +5,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/xdsbridge/xdsbridge/sources"
+	"github.com/xdsbridge/xdsbridge/manager"
 )
 
-// batcher coalesces changes with the bridge's own rule, sources.Cadence,
-// the one its source manager (sources.Manager) publishes by: at most one
+// batcher coalesces changes with the bridge's own rule, manager.Cadence,
+// the one its source manager (manager.Manager) publishes by: at most one
 // publish per holdoff, exactly one per holdoff under steady churn, and no
 // change waits longer than the holdoff. It is used for every
 // implementation alike, so that the stock caches get the same batching as
@@ -19,13 +19,13 @@ type batcher struct {
 	kick  chan struct{}  // capacity 1: "the deadline may have moved"
 
 	mu      sync.Mutex
-	cad     sources.Cadence
+	cad     manager.Cadence
 	pending []int
 	due     time.Time // of the pending batch
 }
 
 // maxFactor is the bound of a batch in holdoffs, as in the bridge's
-// defaults (sources.DefaultHoldoff 100ms, DefaultMaxHoldoff 1s).
+// defaults (manager.DefaultHoldoff 100ms, DefaultMaxHoldoff 1s).
 const maxFactor = 10
 
 // newBatcher returns a batcher; maxHoldoff <= 0 means maxFactor × holdoff.
@@ -34,7 +34,7 @@ func newBatcher(holdoff, maxHoldoff time.Duration, flush func([]int)) *batcher {
 	if maxHoldoff <= 0 {
 		maxHoldoff = maxFactor * holdoff
 	}
-	return &batcher{cad: sources.Cadence{Holdoff: min(holdoff, maxHoldoff)}, flush: flush, kick: make(chan struct{}, 1)}
+	return &batcher{cad: manager.Cadence{Holdoff: min(holdoff, maxHoldoff)}, flush: flush, kick: make(chan struct{}, 1)}
 }
 
 // add records changes ks and returns at once.

@@ -46,7 +46,7 @@ type Options struct {
 	XDS     string // listen address of the xDS server, e.g. 127.0.0.1:0
 	Control string // listen address of the control API
 	// Holdoff, if positive, coalesces changes as the bridge's source
-	// manager does (sources.Cadence): /change only records the changes,
+	// manager does (manager.Cadence): /change only records the changes,
 	// and batches are applied at most once per Holdoff. Zero applies each
 	// change within its /change call.
 	Holdoff time.Duration

@@ -1,4 +1,4 @@
-package sources
+package manager
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/xdsbridge/xdsbridge/sources"
 )
 
 // patience bounds every wait of these tests. It is a failure detector, not
@@ -23,16 +25,16 @@ const patience = 30 * time.Second
 // fakeSource is driven by the test: what arrives on feed is sent upstream,
 // and an error on fail makes Run return it.
 type fakeSource struct {
-	feed chan Update
+	feed chan sources.Update
 	fail chan error
 	runs atomic.Int32
 }
 
 func newFake() *fakeSource {
-	return &fakeSource{feed: make(chan Update), fail: make(chan error)}
+	return &fakeSource{feed: make(chan sources.Update), fail: make(chan error)}
 }
 
-func (f *fakeSource) Run(ctx context.Context, up chan<- Update) error {
+func (f *fakeSource) Run(ctx context.Context, up chan<- sources.Update) error {
 	f.runs.Add(1)
 	for {
 		select {
@@ -50,9 +52,9 @@ func (f *fakeSource) Run(ctx context.Context, up chan<- Update) error {
 	}
 }
 
-var _ Source = (*fakeSource)(nil)
+var _ sources.Source = (*fakeSource)(nil)
 
-func (f *fakeSource) send(t *testing.T, u Update) {
+func (f *fakeSource) send(t *testing.T, u sources.Update) {
 	t.Helper()
 	select {
 	case f.feed <- u:
@@ -134,7 +136,7 @@ func startManager(t *testing.T, opts ManagerOptions, names ...string) (*Manager,
 	return startNamed(t, opts, named...)
 }
 
-// startNamed is startManager for sources with policies: each gets a fake
+// startNamed is startManager for sources with startup and guard settings: each gets a fake
 // source and a status.
 func startNamed(t *testing.T, opts ManagerOptions, named ...Named) (*Manager, []*fakeSource, *publishRecorder) {
 	t.Helper()
@@ -146,7 +148,7 @@ func startNamed(t *testing.T, opts ManagerOptions, named ...Named) (*Manager, []
 	fakes := make([]*fakeSource, len(named))
 	for i, n := range named {
 		fakes[i] = newFake()
-		n.Source, n.Status = fakes[i], NewStatus(n.Name)
+		n.Source, n.Status = fakes[i], sources.NewStatus(n.Name)
 		opts.Sources = append(opts.Sources, n)
 	}
 	m := NewManager(opts)
@@ -169,19 +171,19 @@ func startNamed(t *testing.T, opts ManagerOptions, named ...Named) (*Manager, []
 	return m, fakes, rec
 }
 
-func testSvc(name string, addrs ...string) Service {
-	s := Service{Name: name}
+func testSvc(name string, addrs ...string) sources.Service {
+	s := sources.Service{Name: name}
 	for _, a := range addrs {
-		s.Endpoints = append(s.Endpoints, Endpoint{Address: a, Port: 80, Health: HealthHealthy})
+		s.Endpoints = append(s.Endpoints, sources.Endpoint{Address: a, Port: 80, Health: sources.HealthHealthy})
 	}
 	return s
 }
 
-func fullUp(ss ...Service) Update { return Update{Full: true, Services: ss} }
+func fullUp(ss ...sources.Service) sources.Update { return sources.Update{Full: true, Services: ss} }
 
-func upsertUp(ss ...Service) Update { return Update{Services: ss} }
+func upsertUp(ss ...sources.Service) sources.Update { return sources.Update{Services: ss} }
 
-func removeUp(names ...string) Update { return Update{Removed: names} }
+func removeUp(names ...string) sources.Update { return sources.Update{Removed: names} }
 
 func changesString(c Changes) string {
 	var b strings.Builder
@@ -202,15 +204,15 @@ func changesString(c Changes) string {
 }
 
 func equalChanges(a, b Changes) bool {
-	return slices.EqualFunc(a.Upserted, b.Upserted, Service.Equal) && slices.Equal(a.Removed, b.Removed)
+	return slices.EqualFunc(a.Upserted, b.Upserted, sources.Service.Equal) && slices.Equal(a.Removed, b.Removed)
 }
 
 // step is one action of a manager scenario.
 type scenarioStep struct {
-	src  int      // which source acts (index into the case's sources)
-	up   Update   // what it sends
-	fail bool     // instead of sending, its Run returns an error
-	want *Changes // the next publish; nil means none
+	src  int            // which source acts (index into the case's sources)
+	up   sources.Update // what it sends
+	fail bool           // instead of sending, its Run returns an error
+	want *Changes       // the next publish; nil means none
 	// pending, when set, is what Pending must report after the step.
 	pending []string
 }
@@ -227,7 +229,7 @@ func TestManagerScenarios(t *testing.T) {
 			steps: []scenarioStep{
 				{src: 0, up: fullUp(testSvc("web", "10.0.0.1")), pending: []string{"b"}},
 				{src: 1, up: fullUp(testSvc("api", "10.0.0.2")), pending: []string{},
-					want: &Changes{Upserted: []Service{testSvc("api", "10.0.0.2"), testSvc("web", "10.0.0.1")}}},
+					want: &Changes{Upserted: []sources.Service{testSvc("api", "10.0.0.2"), testSvc("web", "10.0.0.1")}}},
 			},
 		},
 		{
@@ -238,14 +240,14 @@ func TestManagerScenarios(t *testing.T) {
 		{
 			name:    "non-full first update counts as full",
 			sources: []string{"a"},
-			steps:   []scenarioStep{{src: 0, up: upsertUp(testSvc("web", "10.0.0.1")), want: &Changes{Upserted: []Service{testSvc("web", "10.0.0.1")}}}},
+			steps:   []scenarioStep{{src: 0, up: upsertUp(testSvc("web", "10.0.0.1")), want: &Changes{Upserted: []sources.Service{testSvc("web", "10.0.0.1")}}}},
 		},
 		{
 			name:    "full update removes absent services",
 			sources: []string{"a"},
 			steps: []scenarioStep{
 				{src: 0, up: fullUp(testSvc("web", "10.0.0.1"), testSvc("api", "10.0.0.2")),
-					want: &Changes{Upserted: []Service{testSvc("api", "10.0.0.2"), testSvc("web", "10.0.0.1")}}},
+					want: &Changes{Upserted: []sources.Service{testSvc("api", "10.0.0.2"), testSvc("web", "10.0.0.1")}}},
 				{src: 0, up: fullUp(testSvc("web", "10.0.0.1")), want: &Changes{Removed: []string{"api"}}},
 			},
 		},
@@ -254,11 +256,11 @@ func TestManagerScenarios(t *testing.T) {
 			sources: []string{"a"},
 			steps: []scenarioStep{
 				{src: 0, up: fullUp(testSvc("web", "10.0.0.1"), testSvc("api", "10.0.0.2")),
-					want: &Changes{Upserted: []Service{testSvc("api", "10.0.0.2"), testSvc("web", "10.0.0.1")}}},
-				{src: 0, up: Update{Services: []Service{testSvc("web", "10.0.0.1", "10.0.0.3")}, Removed: []string{"api"}},
-					want: &Changes{Upserted: []Service{testSvc("web", "10.0.0.1", "10.0.0.3")}, Removed: []string{"api"}}},
+					want: &Changes{Upserted: []sources.Service{testSvc("api", "10.0.0.2"), testSvc("web", "10.0.0.1")}}},
+				{src: 0, up: sources.Update{Services: []sources.Service{testSvc("web", "10.0.0.1", "10.0.0.3")}, Removed: []string{"api"}},
+					want: &Changes{Upserted: []sources.Service{testSvc("web", "10.0.0.1", "10.0.0.3")}, Removed: []string{"api"}}},
 				{src: 0, up: removeUp("nonexistent")},
-				{src: 0, up: upsertUp(testSvc("db", "10.0.0.9")), want: &Changes{Upserted: []Service{testSvc("db", "10.0.0.9")}}},
+				{src: 0, up: upsertUp(testSvc("db", "10.0.0.9")), want: &Changes{Upserted: []sources.Service{testSvc("db", "10.0.0.9")}}},
 			},
 		},
 		{
@@ -267,14 +269,14 @@ func TestManagerScenarios(t *testing.T) {
 			steps: []scenarioStep{
 				{src: 0, up: fullUp(testSvc("web", "10.0.0.1"))},
 				{src: 1, up: fullUp(testSvc("web", "10.0.1.1"), testSvc("api", "10.0.1.2")),
-					want: &Changes{Upserted: []Service{testSvc("api", "10.0.1.2"), testSvc("web", "10.0.0.1")}}},
+					want: &Changes{Upserted: []sources.Service{testSvc("api", "10.0.1.2"), testSvc("web", "10.0.0.1")}}},
 				{src: 1, up: upsertUp(testSvc("web", "10.0.1.5"))},
-				{src: 0, up: removeUp("web"), want: &Changes{Upserted: []Service{testSvc("web", "10.0.1.5")}}},
-				{src: 0, up: upsertUp(testSvc("web", "10.0.0.1")), want: &Changes{Upserted: []Service{testSvc("web", "10.0.0.1")}}},
+				{src: 0, up: removeUp("web"), want: &Changes{Upserted: []sources.Service{testSvc("web", "10.0.1.5")}}},
+				{src: 0, up: upsertUp(testSvc("web", "10.0.0.1")), want: &Changes{Upserted: []sources.Service{testSvc("web", "10.0.0.1")}}},
 				{src: 1, up: fullUp(testSvc("api", "10.0.1.2"))},
 				{src: 0, up: fullUp(), want: &Changes{Removed: []string{"web"}}},
 				// An identical copy showing through is no change.
-				{src: 1, up: upsertUp(testSvc("web", "10.0.2.1")), want: &Changes{Upserted: []Service{testSvc("web", "10.0.2.1")}}},
+				{src: 1, up: upsertUp(testSvc("web", "10.0.2.1")), want: &Changes{Upserted: []sources.Service{testSvc("web", "10.0.2.1")}}},
 				{src: 0, up: upsertUp(testSvc("web", "10.0.2.1"))},
 				{src: 0, up: removeUp("web")},
 			},
@@ -284,7 +286,7 @@ func TestManagerScenarios(t *testing.T) {
 			sources: []string{"a"},
 			steps: []scenarioStep{
 				{src: 0, up: fullUp(testSvc("web", "10.0.0.2", "10.0.0.1")),
-					want: &Changes{Upserted: []Service{testSvc("web", "10.0.0.1", "10.0.0.2")}}},
+					want: &Changes{Upserted: []sources.Service{testSvc("web", "10.0.0.1", "10.0.0.2")}}},
 				{src: 0, up: fullUp(testSvc("web", "10.0.0.1", "10.0.0.2"))},
 				{src: 0, up: upsertUp(testSvc("web", "10.0.0.2", "10.0.0.1"))},
 			},
@@ -293,11 +295,11 @@ func TestManagerScenarios(t *testing.T) {
 			name:    "empty service is a state, not a removal",
 			sources: []string{"a"},
 			steps: []scenarioStep{
-				{src: 0, up: fullUp(testSvc("web", "10.0.0.1")), want: &Changes{Upserted: []Service{testSvc("web", "10.0.0.1")}}},
-				{src: 0, up: upsertUp(testSvc("web")), want: &Changes{Upserted: []Service{testSvc("web")}}},
+				{src: 0, up: fullUp(testSvc("web", "10.0.0.1")), want: &Changes{Upserted: []sources.Service{testSvc("web", "10.0.0.1")}}},
+				{src: 0, up: upsertUp(testSvc("web")), want: &Changes{Upserted: []sources.Service{testSvc("web")}}},
 				{src: 0, up: fullUp(testSvc("web"))},
 				{src: 0, up: removeUp("web"), want: &Changes{Removed: []string{"web"}}},
-				{src: 0, up: upsertUp(testSvc("web")), want: &Changes{Upserted: []Service{testSvc("web")}}},
+				{src: 0, up: upsertUp(testSvc("web")), want: &Changes{Upserted: []sources.Service{testSvc("web")}}},
 			},
 		},
 		{
@@ -305,10 +307,10 @@ func TestManagerScenarios(t *testing.T) {
 			sources: []string{"a"},
 			steps: []scenarioStep{
 				{src: 0, up: fullUp(testSvc("web", "10.0.0.1"), testSvc("api", "10.0.0.2")),
-					want: &Changes{Upserted: []Service{testSvc("api", "10.0.0.2"), testSvc("web", "10.0.0.1")}}},
+					want: &Changes{Upserted: []sources.Service{testSvc("api", "10.0.0.2"), testSvc("web", "10.0.0.1")}}},
 				{src: 0, fail: true, pending: []string{}},
 				{src: 0, up: fullUp(testSvc("web", "10.0.0.1"), testSvc("api", "10.0.0.2"), testSvc("db", "10.0.0.3")),
-					want: &Changes{Upserted: []Service{testSvc("db", "10.0.0.3")}}},
+					want: &Changes{Upserted: []sources.Service{testSvc("db", "10.0.0.3")}}},
 			},
 		},
 	}
@@ -328,7 +330,7 @@ func TestManagerScenarios(t *testing.T) {
 					runs := f.runs.Load()
 					f.fail <- errors.New("registry went away")
 					waitUntil(t, "restart", func() bool { return f.runs.Load() > runs })
-					if s := m.opts.Sources[st.src].Status.Snapshot(); !s.Stale || !strings.Contains(s.LastError, "registry went away") {
+					if s := m.opts.Sources[st.src].snapshot(); !s.Stale || !strings.Contains(s.LastError, "registry went away") {
 						t.Errorf("step %d: status after failure = %+v, want stale with the error", i, s)
 					}
 				} else {
@@ -354,7 +356,7 @@ func TestManagerScenarios(t *testing.T) {
 				default:
 					mark := testSvc(fmt.Sprintf("~mark%d", i), "10.9.9.9")
 					sentinel.send(t, upsertUp(mark))
-					want := Changes{Upserted: []Service{mark}}
+					want := Changes{Upserted: []sources.Service{mark}}
 					if got := rec.wait(t, next); !equalChanges(got, want) {
 						t.Fatalf("step %d: published %q, want nothing (only the sentinel %q)", i, changesString(got), changesString(want))
 					}

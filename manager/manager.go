@@ -1,11 +1,15 @@
-package sources
+package manager
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
+
+	"github.com/xdsbridge/xdsbridge/sources"
 )
 
 // Changes is what the Manager publishes: the merged services that were
@@ -17,7 +21,7 @@ import (
 // that a publish costs what changed and nothing more): the receiver may keep
 // them but must not modify them.
 type Changes struct {
-	Upserted []Service
+	Upserted []sources.Service
 	Removed  []string
 	// Failed, when set, records that the receiver could not serve the new
 	// version of service: /sources shows it for the sources reporting it.
@@ -31,12 +35,16 @@ func (c Changes) empty() bool { return len(c.Upserted) == 0 && len(c.Removed) ==
 // Named is one configured source.
 type Named struct {
 	Name   string
-	Source Source
-	Status *Status
+	Source sources.Source
+	Status *sources.Status
 	// Startup and Guard are the source's readiness and removal-guard
-	// policies; their zero values wait for ever and guard nothing.
+	// settings; their zero values wait for ever and guard nothing.
 	Startup Startup
 	Guard   Guard
+
+	// view is the manager's part of the source's status (see
+	// SourceStatus); the manager sets it when the source joins.
+	view *statusView
 }
 
 // ManagerOptions configure a Manager.
@@ -115,6 +123,10 @@ func NewManager(opts ManagerOptions) *Manager {
 	if opts.PersistInterval <= 0 {
 		opts.PersistInterval = DefaultPersistInterval
 	}
+	opts.Sources = slices.Clone(opts.Sources)
+	for i := range opts.Sources {
+		opts.Sources[i].view = &statusView{}
+	}
 	unsynced := make([]bool, len(opts.Sources))
 	for i := range unsynced {
 		unsynced[i] = true
@@ -136,7 +148,7 @@ func NewManager(opts ManagerOptions) *Manager {
 type event struct {
 	src int
 	sl  *slot
-	up  Update
+	up  sources.Update
 }
 
 // Run starts every source and calls publish, always from the same goroutine,
@@ -163,15 +175,15 @@ func (m *Manager) Run(ctx context.Context, publish func(Changes)) error {
 		m.run.slots = append(m.run.slots, m.startSource(i, n))
 	}
 	if m.opts.Store != nil {
-		m.saver = &saver{store: m.opts.Store, pending: make(chan map[string][]Service, 1), m: m}
+		m.saver = &saver{store: m.opts.Store, pending: make(chan map[string][]sources.Service, 1), m: m}
 		wg.Go(func() { m.saver.run(ctx) })
 	}
-	pol := m.loop(ctx, events, publish)
+	in := m.loop(ctx, events, publish)
 	cancel()
 	wg.Wait()
-	if m.saver != nil && !pol.saveDue.IsZero() {
+	if m.saver != nil && !in.saveDue.IsZero() {
 		// The last changes, which the rate limit held back.
-		m.saver.save(pol.snapshot(), false)
+		m.saver.save(in.snapshot(), false)
 	}
 	return nil
 }
@@ -179,13 +191,13 @@ func (m *Manager) Run(ctx context.Context, publish func(Changes)) error {
 // forward relays the updates of the source of sl to the manager's loop,
 // stamped with the source's name (provenance for /debug/why and shaping
 // rules).
-func forward(ctx context.Context, sl *slot, up <-chan Update, events chan<- event) {
+func forward(ctx context.Context, sl *slot, up <-chan sources.Update, events chan<- event) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case u := <-up:
-			u.stamp(sl.named.Name)
+			stamp(u, sl.named.Name)
 			select {
 			case events <- event{sl: sl, up: u}:
 			case <-ctx.Done():
@@ -195,17 +207,30 @@ func forward(ctx context.Context, sl *slot, up <-chan Update, events chan<- even
 	}
 }
 
+// stamp records in every service and endpoint of u the name of the source
+// that sent it. forward calls it on each update it relays, which the
+// manager owns by then (see sources.Update).
+func stamp(u sources.Update, source string) {
+	for i := range u.Services {
+		s := &u.Services[i]
+		s.Source = source
+		for j := range s.Endpoints {
+			s.Endpoints[j].Origin.Source = source
+		}
+	}
+}
+
 // loop applies updates and publishes until ctx is done, and returns its
-// policy state for a last save. The first publish happens as soon as the
+// intake for a last save. The first publish happens as soon as the
 // readiness gate opens (see startup.go), without holdoff: every source it
 // waits for has delivered its whole state, and readiness waits for it.
 // Later changes are published in batches paced by Cadence.
-func (m *Manager) loop(ctx context.Context, events <-chan event, publish func(Changes)) *policy {
-	st := m.newMerger()
-	pol := newPolicy(m, time.Now())
-	st.changes = pol.changes
-	defer pol.timer.Stop()
-	publish = pol.reporting(publish)
+func (m *Manager) loop(ctx context.Context, events <-chan event, publish func(Changes)) *intake {
+	st := newMerger(m.opts.Sources, m.opts.Merge, m.log)
+	in := newIntake(m, time.Now())
+	st.changes = in.changes
+	defer in.timer.Stop()
+	publish = in.reporting(publish)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
@@ -213,9 +238,9 @@ func (m *Manager) loop(ctx context.Context, events <-chan event, publish func(Ch
 	cad := Cadence{Holdoff: m.opts.Holdoff}
 	// settle publishes or arms the holdoff after updates were merged.
 	settle := func(changed bool, now time.Time) {
-		pol.changes.flush(now)
+		in.changes.flush(now)
 		switch {
-		case pol.open:
+		case in.open:
 			if !changed {
 				return
 			}
@@ -223,59 +248,59 @@ func (m *Manager) loop(ctx context.Context, events <-chan event, publish func(Ch
 				timer.Reset(cad.Add(now).Sub(now))
 				armed = timer.C
 			}
-		case pol.gate():
+		case in.gate():
 			cad.Published(now)
 			m.firstPublish(st, publish)
 			cad.Finished(time.Now())
-			pol.open = true
-			pol.published(now)
+			in.open = true
+			in.published(now)
 		default:
-			m.setPending(pol.pending())
+			m.setPending(in.pending())
 		}
 	}
 	settle(false, time.Now())
 	for {
 		select {
 		case <-ctx.Done():
-			return pol
+			return in
 		case r := <-m.reconf:
 			now := time.Now()
-			changed, err := m.reconfigure(st, pol, r.next)
+			changed, err := m.reconfigure(st, in, r.next)
 			r.done <- err
 			settle(changed, now)
-			pol.rearm(now)
+			in.rearm(now)
 		case ev := <-events:
 			if !m.current(&ev) {
 				continue // from a source removed meanwhile
 			}
 			now := time.Now()
-			changed := st.apply(ev.src, pol.receive(ev.src, ev.up, now))
+			changed := st.apply(ev.src, in.receive(ev.src, ev.up, now))
 			settle(changed, now)
-			pol.rearm(now)
-		case now := <-pol.timer.C:
+			in.rearm(now)
+		case now := <-in.timer.C:
 			changed := false
-			for src, u := range pol.due(now) {
+			for src, u := range in.due(now) {
 				changed = st.apply(src, u) || changed
 			}
 			settle(changed, now)
-			pol.rearm(now)
+			in.rearm(now)
 		case c := <-m.confirms:
 			now := time.Now()
-			c.reply <- m.confirm(pol, st, c.source)
+			c.reply <- m.confirm(in, st, c.source)
 			settle(true, now)
-			pol.rearm(now)
+			in.rearm(now)
 		case mc := <-m.merges:
 			now := time.Now()
 			settle(m.applyMerge(st, mc), now)
-			pol.rearm(now)
+			in.rearm(now)
 		case <-armed:
 			armed = nil
 			cad.Published(time.Now())
 			if c := st.flush(); !c.empty() {
 				m.log.Debug("publishing changes", "upserted", len(c.Upserted), "removed", len(c.Removed))
 				publish(c)
-				pol.published(time.Now())
-				pol.rearm(time.Now())
+				in.published(time.Now())
+				in.rearm(time.Now())
 			}
 			cad.Finished(time.Now())
 		}
@@ -316,4 +341,58 @@ func (m *Manager) Pending() []string {
 		}
 	}
 	return names
+}
+
+// confirmation asks the loop to end a source's hold at once.
+type confirmation struct {
+	source string
+	reply  chan error
+}
+
+// ConfirmRemovals ends the removal hold of the named source at once: what
+// the source reports now is applied. It fails when the manager is not
+// running, no source has that name, or no hold is on.
+func (m *Manager) ConfirmRemovals(ctx context.Context, source string) error {
+	c := confirmation{source: source, reply: make(chan error, 1)}
+	select {
+	case m.confirms <- c:
+	case <-ctx.Done():
+		return fmt.Errorf("confirming the removals of %q: %w", source, ctx.Err())
+	}
+	return <-c.reply
+}
+
+// confirm runs on the loop: it releases the hold of source, merging what
+// the source reports.
+func (m *Manager) confirm(in *intake, st *merger, source string) error {
+	for i, n := range m.opts.Sources {
+		if n.Name != source {
+			continue
+		}
+		if in.guards[i].hold == nil {
+			return fmt.Errorf("source %q holds no removals", source)
+		}
+		st.apply(i, in.release(i, "confirmed by an operator"))
+		return nil
+	}
+	return fmt.Errorf("no source named %q", source)
+}
+
+// Sources returns the running sources in precedence order. It is safe for
+// concurrent use.
+func (m *Manager) Sources() []Named {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]Named(nil), m.opts.Sources...)
+}
+
+// Statuses returns the status of every running source, in precedence
+// order. It is safe for concurrent use.
+func (m *Manager) Statuses() []SourceStatus {
+	named := m.Sources()
+	out := make([]SourceStatus, len(named))
+	for i, n := range named {
+		out[i] = n.snapshot()
+	}
+	return out
 }

@@ -1,9 +1,82 @@
-package sources
+package manager
 
 import (
 	"cmp"
 	"slices"
+
+	"github.com/xdsbridge/xdsbridge/sources"
 )
+
+// resolve returns the merged version of name under its merge mode, and
+// records in m.served which sources it serves.
+func (m *merger) resolve(name string) (sources.Service, bool) {
+	clear(m.served)
+	switch r := m.modes.rule(name); r.mode {
+	case modeUnion:
+		return m.union(name)
+	case modeWeighted:
+		return m.weighted(name, r.weights)
+	default:
+		return m.first(name)
+	}
+}
+
+// first returns the version of the first source reporting name with
+// endpoints, else the first version at all: an empty or unsynced source
+// does not shadow one that has endpoints.
+func (m *merger) first(name string) (sources.Service, bool) {
+	win, at := sources.Service{}, -1
+	for i, state := range m.bySource {
+		s, ok := state[name]
+		if !ok || (at >= 0 && len(s.Endpoints) == 0) {
+			continue
+		}
+		if at >= 0 {
+			m.served[at] = false
+		}
+		win, at = s, i
+		m.served[i] = true
+		if len(s.Endpoints) > 0 {
+			break
+		}
+	}
+	return win, at >= 0
+}
+
+// union returns the endpoints of every version of name in one service; an
+// address:port reported twice keeps the copy of higher precedence.
+func (m *merger) union(name string) (sources.Service, bool) {
+	var out sources.Service
+	n, first := 0, ""
+	for i, state := range m.bySource {
+		if s, ok := state[name]; ok {
+			m.served[i] = true
+			n, out = n+1, s
+			first = cmp.Or(first, s.Source)
+		}
+	}
+	if n <= 1 {
+		return out, n == 1 // one version: served as it is, without a copy
+	}
+	out = sources.Service{Name: name, Source: first, Endpoints: []sources.Endpoint{}}
+	seen := map[addrPort]struct{}{}
+	for _, state := range m.bySource {
+		for _, e := range state[name].Endpoints {
+			k := addrPort{e.Address, e.Port}
+			if _, dup := seen[k]; !dup {
+				seen[k] = struct{}{}
+				out.Endpoints = append(out.Endpoints, e)
+			}
+		}
+	}
+	out.Sort()
+	return out, true
+}
+
+type addrPort struct {
+	addr string
+	port uint32
+}
 
 // weightScale multiplies the source weights (at most MaxMergeWeight) into
 // locality weights, so that a source whose endpoints span several
@@ -21,8 +94,8 @@ const weightScale = 1000
 //
 // The service exists while any source reports it; a source not listed
 // (weight 0) contributes no endpoints.
-func (m *merger) weighted(name string, weights []uint32) (Service, bool) {
-	out := Service{Name: name, Endpoints: []Endpoint{}, Localities: []LocalityWeight{}}
+func (m *merger) weighted(name string, weights []uint32) (sources.Service, bool) {
+	out := sources.Service{Name: name, Endpoints: []sources.Endpoint{}, Localities: []sources.LocalityWeight{}}
 	found := false
 	type group struct {
 		src int
@@ -32,7 +105,7 @@ func (m *merger) weighted(name string, weights []uint32) (Service, bool) {
 		src      int
 		priority uint32
 	}
-	groups := map[LocalityWeight]*group{} // keyed with Weight 0
+	groups := map[sources.LocalityWeight]*group{} // keyed with Weight 0
 	totals := map[srcPriority]uint64{}
 	seen := map[addrPort]struct{}{}
 	for i, state := range m.bySource {
@@ -55,7 +128,7 @@ func (m *merger) weighted(name string, weights []uint32) (Service, bool) {
 			e.Locality = sourceLocality(e.Locality, m.names[i])
 			out.Endpoints = append(out.Endpoints, e)
 			w := uint64(max(e.Weight, 1))
-			gk := LocalityWeight{Priority: e.Priority, Locality: e.Locality}
+			gk := sources.LocalityWeight{Priority: e.Priority, Locality: e.Locality}
 			g := groups[gk]
 			if g == nil {
 				g = &group{src: i}
@@ -66,14 +139,14 @@ func (m *merger) weighted(name string, weights []uint32) (Service, bool) {
 		}
 	}
 	if !found {
-		return Service{}, false
+		return sources.Service{}, false
 	}
 	for gk, g := range groups {
 		total := totals[srcPriority{g.src, gk.Priority}]
 		gk.Weight = uint32(max(1, uint64(weights[g.src])*weightScale*g.sum/total))
 		out.Localities = append(out.Localities, gk)
 	}
-	slices.SortFunc(out.Localities, func(a, b LocalityWeight) int {
+	slices.SortFunc(out.Localities, func(a, b sources.LocalityWeight) int {
 		return cmp.Or(cmp.Compare(a.Priority, b.Priority), a.Locality.Compare(b.Locality))
 	})
 	out.Sort()
@@ -85,7 +158,7 @@ func (m *merger) weighted(name string, weights []uint32) (Service, bool) {
 // sub-zone when there was one. Region and zone stay, so that a locality
 // still reads as the place it is. Two sources' endpoints must never share a
 // locality: Envoy and gRPC weigh localities, not sources.
-func sourceLocality(l Locality, src string) Locality {
+func sourceLocality(l sources.Locality, src string) sources.Locality {
 	if l.SubZone == "" {
 		l.SubZone = src
 	} else {

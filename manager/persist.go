@@ -1,10 +1,12 @@
-package sources
+package manager
 
 import (
 	"context"
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/xdsbridge/xdsbridge/sources"
 )
 
 // Store keeps what every source last reported across restarts (warm
@@ -15,10 +17,10 @@ type Store interface {
 	// State that cannot be trusted (corrupt, written by another format
 	// version, for a source configured differently) is left out, and the
 	// implementation says so in its log.
-	Load() map[string][]Service
+	Load() map[string][]sources.Service
 	// Save persists the services of each source, replacing what was saved
 	// before, atomically: a crash leaves the old state or the new one.
-	Save(map[string][]Service) error
+	Save(map[string][]sources.Service) error
 }
 
 // DefaultPersistInterval is the shortest time between two saves of the
@@ -30,7 +32,7 @@ const DefaultPersistInterval = 2 * time.Second
 // disk never delays a publish; only the newest pending snapshot is kept.
 type saver struct {
 	store   Store
-	pending chan map[string][]Service
+	pending chan map[string][]sources.Service
 	m       *Manager
 }
 
@@ -47,7 +49,7 @@ func (s *saver) run(ctx context.Context) {
 }
 
 // save stores snap, logging a failure once per failing period.
-func (s *saver) save(snap map[string][]Service, failing bool) bool {
+func (s *saver) save(snap map[string][]sources.Service, failing bool) bool {
 	if err := s.store.Save(snap); err != nil {
 		if !failing {
 			s.m.log.Error("cannot persist the state for warm starts", "err", err)
@@ -61,7 +63,7 @@ func (s *saver) save(snap map[string][]Service, failing bool) bool {
 }
 
 // offer queues snap, replacing a snapshot not yet written.
-func (s *saver) offer(snap map[string][]Service) {
+func (s *saver) offer(snap map[string][]sources.Service) {
 	for {
 		select {
 		case s.pending <- snap:
@@ -78,18 +80,37 @@ func (s *saver) offer(snap map[string][]Service) {
 // snapshot returns what to persist: the services served for each source
 // that synced or serves warm state, and the loaded state of the others, so
 // that a source still waiting keeps what it had.
-func (p *policy) snapshot() map[string][]Service {
-	out := make(map[string][]Service, len(p.guards))
-	for i, g := range p.guards {
-		name := p.m.opts.Sources[i].Name
-		switch p.phases[i] {
+func (in *intake) snapshot() map[string][]sources.Service {
+	out := make(map[string][]sources.Service, len(in.guards))
+	for i, g := range in.guards {
+		name := in.m.opts.Sources[i].Name
+		switch in.phases[i] {
 		case PhaseSynced, PhaseWarm:
 			out[name] = slices.Collect(maps.Values(g.eff))
 		default:
-			if old, ok := p.loaded[name]; ok {
+			if old, ok := in.loaded[name]; ok {
 				out[name] = old
 			}
 		}
 	}
 	return out
+}
+
+// published notes that the merged state changed, so that it gets saved.
+func (in *intake) published(now time.Time) {
+	if in.m.opts.Store == nil {
+		return
+	}
+	if in.saveDue.IsZero() {
+		in.saveDue = now
+		if next := in.lastSav.Add(in.m.opts.PersistInterval); next.After(now) {
+			in.saveDue = next
+		}
+	}
+}
+
+// save hands a snapshot of the state to the saver.
+func (in *intake) save(now time.Time) {
+	in.m.saver.offer(in.snapshot())
+	in.saveDue, in.lastSav = time.Time{}, now
 }

@@ -1,11 +1,12 @@
-package sources
+package manager
 
 import (
-	"context"
 	"fmt"
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/xdsbridge/xdsbridge/sources"
 )
 
 // The removal guard stands between a source and the merged state. An
@@ -44,17 +45,17 @@ type epKey struct {
 // sourceGuard is the guard of one source, and the record of what the
 // merged state holds for it (eff). The manager's loop owns it.
 type sourceGuard struct {
-	policy Guard
-	eff    map[string]Service
-	live   int // services of eff with endpoints, while no hold is on
-	hold   *heldChange
-	status *Status
+	rules Guard
+	eff   map[string]sources.Service
+	live  int // services of eff with endpoints, while no hold is on
+	hold  *heldChange
+	view  *statusView
 }
 
 // heldChange is a hold in progress.
 type heldChange struct {
-	base map[string]Service // eff when the hold began
-	rep  map[string]Service // what the source reports now
+	base map[string]sources.Service // eff when the hold began
+	rep  map[string]sources.Service // what the source reports now
 	// held counts, per name, what base has and rep lacks: -1 for a whole
 	// service, else the number of endpoints.
 	held                   map[string]int
@@ -71,23 +72,23 @@ type holdEvent struct {
 	until               time.Time
 }
 
-func newGuard(p Guard, st *Status) *sourceGuard {
-	return &sourceGuard{policy: p, eff: map[string]Service{}, status: st}
+func newGuard(rules Guard, v *statusView) *sourceGuard {
+	return &sourceGuard{rules: rules, eff: map[string]sources.Service{}, view: v}
 }
 
 // receive turns update u of the source into the update the merger applies:
 // u itself unless a hold is on or u starts one.
-func (g *sourceGuard) receive(u Update, now time.Time) (out Update, ev holdEvent) {
+func (g *sourceGuard) receive(u sources.Update, now time.Time) (out sources.Update, ev holdEvent) {
 	switch {
 	case g.hold != nil:
 		if u.Reset {
 			g.hold.restored = now
 		}
-	case !g.policy.enabled():
+	case !g.rules.enabled():
 		applyUpdate(g.eff, u)
 		return u, ev
 	default:
-		v := g.policy.judge(g.eff, g.live, u)
+		v := g.rules.judge(g.eff, g.live, u)
 		if v.reason == "" {
 			applyUpdate(g.eff, u)
 			g.live = v.live
@@ -107,8 +108,8 @@ func (g *sourceGuard) receive(u Update, now time.Time) (out Update, ev holdEvent
 	if after < before {
 		h.restored = now
 	}
-	h.until = h.restored.Add(g.policy.Hold)
-	if limit := h.since.Add(maxHoldFactor * g.policy.Hold); limit.Before(h.until) {
+	h.until = h.restored.Add(g.rules.Hold)
+	if limit := h.since.Add(maxHoldFactor * g.rules.Hold); limit.Before(h.until) {
 		h.until = limit
 	}
 	ev.services, ev.endpoints, ev.until = h.services, h.endpoints, h.until
@@ -127,18 +128,18 @@ func (g *sourceGuard) receive(u Update, now time.Time) (out Update, ev holdEvent
 // resolve recomputes what is served for name during a hold: what the
 // source reports plus what it dropped since the hold began, and appends
 // the difference from eff to out.
-func (g *sourceGuard) resolve(name string, out *Update) {
+func (g *sourceGuard) resolve(name string, out *sources.Update) {
 	h := g.hold
 	b, inBase := h.base[name]
 	r, inRep := h.rep[name]
 	held := 0
-	var want Service
+	var want sources.Service
 	switch {
 	case inBase && inRep:
 		lost := missing(b, r)
 		held, want = len(lost), r
 		if len(lost) > 0 {
-			want = Service{Name: name, Endpoints: append(slices.Clone(r.Endpoints), lost...)}
+			want = sources.Service{Name: name, Endpoints: append(slices.Clone(r.Endpoints), lost...)}
 			want.Sort()
 		}
 	case inBase:
@@ -192,9 +193,9 @@ func (g *sourceGuard) deadline() time.Time {
 
 // release ends the hold and returns the update that applies what the
 // source reports, and what that removes.
-func (g *sourceGuard) release(why string) (out Update, ev holdEvent) {
+func (g *sourceGuard) release(why string) (out sources.Update, ev holdEvent) {
 	h := g.hold
-	out = Update{Full: true, Services: slices.Collect(maps.Values(h.rep))}
+	out = sources.Update{Full: true, Services: slices.Collect(maps.Values(h.rep))}
 	g.end()
 	return out, holdEvent{why: why, services: h.services, endpoints: h.endpoints}
 }
@@ -202,10 +203,10 @@ func (g *sourceGuard) release(why string) (out Update, ev holdEvent) {
 // timeout says why a hold that reached its deadline ends.
 func (g *sourceGuard) timeout() string {
 	h := g.hold
-	if h.until.Equal(h.since.Add(maxHoldFactor * g.policy.Hold)) {
-		return fmt.Sprintf("the hold reached its limit of %s", maxHoldFactor*g.policy.Hold)
+	if h.until.Equal(h.since.Add(maxHoldFactor * g.rules.Hold)) {
+		return fmt.Sprintf("the hold reached its limit of %s", maxHoldFactor*g.rules.Hold)
 	}
-	return fmt.Sprintf("the source brought nothing back for %s", g.policy.Hold)
+	return fmt.Sprintf("the source brought nothing back for %s", g.rules.Hold)
 }
 
 // end makes what the source reports the served state.
@@ -216,7 +217,7 @@ func (g *sourceGuard) end() {
 }
 
 func (g *sourceGuard) publishStatus() {
-	if g.status == nil {
+	if g.view == nil {
 		return
 	}
 	var gs *GuardSnapshot
@@ -224,17 +225,17 @@ func (g *sourceGuard) publishStatus() {
 		gs = &GuardSnapshot{Since: h.since, Until: h.until, Reason: h.reason,
 			HeldServices: h.services, HeldEndpoints: h.endpoints}
 	}
-	g.status.setGuard(gs)
+	g.view.setGuard(gs)
 }
 
 // missing returns the endpoints of old whose address and port are absent
 // from cur.
-func missing(old, cur Service) []Endpoint {
+func missing(old, cur sources.Service) []sources.Endpoint {
 	have := make(map[epKey]bool, len(cur.Endpoints))
 	for _, e := range cur.Endpoints {
 		have[epKey{e.Address, e.Port}] = true
 	}
-	var lost []Endpoint
+	var lost []sources.Endpoint
 	for _, e := range old.Endpoints {
 		if !have[epKey{e.Address, e.Port}] {
 			lost = append(lost, e)
@@ -245,7 +246,7 @@ func missing(old, cur Service) []Endpoint {
 
 // applyUpdate applies u to state (a source's services by name) as the
 // Update contract says, and returns the names it may have changed.
-func applyUpdate(state map[string]Service, u Update) (touched []string) {
+func applyUpdate(state map[string]sources.Service, u sources.Update) (touched []string) {
 	if u.Full {
 		keep := make(map[string]bool, len(u.Services))
 		for _, s := range u.Services {
@@ -269,39 +270,4 @@ func applyUpdate(state map[string]Service, u Update) (touched []string) {
 		touched = append(touched, s.Name)
 	}
 	return touched
-}
-
-// confirmation asks the loop to end a source's hold at once.
-type confirmation struct {
-	source string
-	reply  chan error
-}
-
-// ConfirmRemovals ends the removal hold of the named source at once: what
-// the source reports now is applied. It fails when the manager is not
-// running, no source has that name, or no hold is on.
-func (m *Manager) ConfirmRemovals(ctx context.Context, source string) error {
-	c := confirmation{source: source, reply: make(chan error, 1)}
-	select {
-	case m.confirms <- c:
-	case <-ctx.Done():
-		return fmt.Errorf("confirming the removals of %q: %w", source, ctx.Err())
-	}
-	return <-c.reply
-}
-
-// confirm runs on the loop: it releases the hold of source, merging what
-// the source reports.
-func (m *Manager) confirm(pol *policy, st *merger, source string) error {
-	for i, n := range m.opts.Sources {
-		if n.Name != source {
-			continue
-		}
-		if pol.guards[i].hold == nil {
-			return fmt.Errorf("source %q holds no removals", source)
-		}
-		st.apply(i, pol.release(i, "confirmed by an operator"))
-		return nil
-	}
-	return fmt.Errorf("no source named %q", source)
 }

@@ -1,8 +1,10 @@
-package sources
+package manager
 
 import (
 	"fmt"
 	"time"
+
+	"github.com/xdsbridge/xdsbridge/sources"
 )
 
 // Guard configures the removal guard of one source (see guard.go for what
@@ -63,6 +65,14 @@ type Guard struct {
 	PerService bool
 }
 
+// Defaults of the guard, as the configuration applies them (Guard explains
+// them).
+const (
+	DefaultGuardHold          = 30 * time.Second
+	DefaultMaxRemovedFraction = 0.5
+	DefaultMinRemoved         = 5
+)
+
 func (g Guard) enabled() bool { return g.Hold > 0 }
 
 // many reports whether n of total is a mass removal.
@@ -79,10 +89,10 @@ type verdict struct {
 // judge applies the rules above to update u of a source that now serves
 // cur, live of whose services have endpoints. It costs the size of u (a
 // partial update) or of the source (a Full one, which carries it all).
-func (g Guard) judge(cur map[string]Service, live int, u Update) verdict {
+func (g Guard) judge(cur map[string]sources.Service, live int, u sources.Update) verdict {
 	// next is the last word of u on each name it touches: nil for gone,
 	// as applyUpdate would leave it.
-	next := make(map[string]*Service, len(u.Services)+len(u.Removed))
+	next := make(map[string]*sources.Service, len(u.Services)+len(u.Removed))
 	if u.Full {
 		for name := range cur {
 			next[name] = nil
@@ -131,7 +141,7 @@ func (g Guard) judge(cur map[string]Service, live int, u Update) verdict {
 }
 
 // countLive returns how many services of state have endpoints.
-func countLive(state map[string]Service) int {
+func countLive(state map[string]sources.Service) int {
 	n := 0
 	for _, s := range state {
 		if len(s.Endpoints) > 0 {

@@ -1,10 +1,9 @@
-package sources
+package manager
 
 import (
-	"errors"
-	"fmt"
-	"net/netip"
 	"slices"
+
+	"github.com/xdsbridge/xdsbridge/sources"
 )
 
 // MaxEndpointsPerService bounds the endpoints of one service, whatever the
@@ -13,42 +12,21 @@ import (
 // in canonical order, are dropped and counted.
 const MaxEndpointsPerService = 10000
 
-// CheckUpstream reports why addr cannot be an upstream address: the
-// unspecified addresses (0.0.0.0, ::), which mean "this host" only to a
-// listener; multicast and the limited broadcast address, which no TCP
-// connection reaches; and zone-scoped IPv6 (fe80::1%eth0), whose zone
-// names an interface of the registry's host, not of the client's.
-func CheckUpstream(addr netip.Addr) error {
-	switch {
-	case !addr.IsValid():
-		return errors.New("not an IP address")
-	case addr.IsUnspecified():
-		return fmt.Errorf("%s is the unspecified address", addr)
-	case addr.IsMulticast():
-		return fmt.Errorf("%s is a multicast address", addr)
-	case addr == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
-		return fmt.Errorf("%s is the broadcast address", addr)
-	case addr.Zone() != "":
-		return fmt.Errorf("%s is scoped to an interface of the registry's host", addr)
-	}
-	return nil
-}
-
 // sanitizer drops, for one source, the endpoints that cannot be served
 // (Endpoint.Validate) and those beyond MaxEndpointsPerService, and counts
 // each dropped endpoint once per change of its service rather than once
 // per read: a source that re-reads the same bad record every few seconds
 // does not make the counter climb.
 type sanitizer struct {
-	status *Status
+	status *sources.Status
 	// dropped holds, per service that has some, what was dropped from its
 	// last version.
-	dropped map[string][]Endpoint
+	dropped map[string][]sources.Endpoint
 }
 
 // clean filters the services of u in place (copying a service's endpoints
 // before it changes them) and returns how many endpoints it newly dropped.
-func (s *sanitizer) clean(u *Update) (newly int) {
+func (s *sanitizer) clean(u *sources.Update) (newly int) {
 	if u.Full {
 		keep := make(map[string]bool, len(u.Services))
 		for _, svc := range u.Services {
@@ -65,7 +43,7 @@ func (s *sanitizer) clean(u *Update) (newly int) {
 	}
 	for i := range u.Services {
 		svc := &u.Services[i]
-		var bad []Endpoint
+		var bad []sources.Endpoint
 		kept := svc.Endpoints
 		for k, e := range svc.Endpoints {
 			if e.Validate() == nil {
@@ -81,7 +59,7 @@ func (s *sanitizer) clean(u *Update) (newly int) {
 		}
 		if len(kept) > MaxEndpointsPerService {
 			kept = slices.Clone(kept)
-			slices.SortFunc(kept, Endpoint.Compare)
+			slices.SortFunc(kept, sources.Endpoint.Compare)
 			bad = append(bad, kept[MaxEndpointsPerService:]...)
 			kept = kept[:MaxEndpointsPerService:MaxEndpointsPerService]
 		}
@@ -96,14 +74,14 @@ func (s *sanitizer) clean(u *Update) (newly int) {
 
 // record notes what was dropped from the new version of name and returns
 // how many of those were not dropped from its previous version already.
-func (s *sanitizer) record(name string, bad []Endpoint) int {
+func (s *sanitizer) record(name string, bad []sources.Endpoint) int {
 	prev := s.dropped[name]
 	if len(bad) == 0 {
 		delete(s.dropped, name)
 		return 0
 	}
 	if s.dropped == nil {
-		s.dropped = map[string][]Endpoint{}
+		s.dropped = map[string][]sources.Endpoint{}
 	}
 	s.dropped[name] = bad
 	n := 0

@@ -1,4 +1,4 @@
-package sources
+package manager
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/xdsbridge/xdsbridge/internal/syncbuf"
+	"github.com/xdsbridge/xdsbridge/sources"
 )
 
 // expectPublish fails unless publish number n is want.
@@ -28,7 +29,7 @@ func quiet(t *testing.T, sentinel *fakeSource, rec *publishRecorder, n int, mark
 	t.Helper()
 	svc := testSvc(mark, "10.9.9.9")
 	sentinel.send(t, upsertUp(svc))
-	expectPublish(t, rec, n, Changes{Upserted: []Service{svc}})
+	expectPublish(t, rec, n, Changes{Upserted: []sources.Service{svc}})
 }
 
 func TestStartupOptionalSourceTimesOut(t *testing.T) {
@@ -36,20 +37,20 @@ func TestStartupOptionalSourceTimesOut(t *testing.T) {
 	m, fakes, rec := startNamed(t, ManagerOptions{Holdoff: time.Millisecond},
 		Named{Name: "a"}, Named{Name: "slow", Startup: Startup{Timeout: 100 * time.Millisecond}})
 	fakes[0].send(t, fullUp(testSvc("web", "10.0.0.1")))
-	expectPublish(t, rec, 0, Changes{Upserted: []Service{testSvc("web", "10.0.0.1")}})
+	expectPublish(t, rec, 0, Changes{Upserted: []sources.Service{testSvc("web", "10.0.0.1")}})
 	if took := time.Since(began); took < 100*time.Millisecond {
 		t.Errorf("published after %v, before the slow source's timeout", took)
 	}
 	if p := m.Pending(); len(p) != 0 {
 		t.Errorf("Pending() = %q after the gate opened", p)
 	}
-	snap := m.opts.Sources[1].Status.Snapshot()
+	snap := m.opts.Sources[1].snapshot()
 	if snap.Startup != PhaseTimedOut || !snap.Stale {
 		t.Errorf("slow source status = %+v, want timed_out and stale", snap)
 	}
 	fakes[1].send(t, fullUp(testSvc("api", "10.0.0.2")))
-	expectPublish(t, rec, 1, Changes{Upserted: []Service{testSvc("api", "10.0.0.2")}})
-	if snap := m.opts.Sources[1].Status.Snapshot(); snap.Startup != PhaseSynced || snap.Stale {
+	expectPublish(t, rec, 1, Changes{Upserted: []sources.Service{testSvc("api", "10.0.0.2")}})
+	if snap := m.opts.Sources[1].snapshot(); snap.Startup != PhaseSynced || snap.Stale {
 		t.Errorf("slow source status after its sync = %+v", snap)
 	}
 }
@@ -71,14 +72,14 @@ func TestStartupGateStaysClosed(t *testing.T) {
 			}
 			last := tt.srcs[len(tt.srcs)-1]
 			waitUntil(t, "the timeout to pass", func() bool {
-				return m.opts.Sources[len(tt.srcs)-1].Status.Snapshot().Startup != PhaseWaiting || last.Startup.Required
+				return m.opts.Sources[len(tt.srcs)-1].snapshot().Startup != PhaseWaiting || last.Startup.Required
 			})
 			time.Sleep(3 * last.Startup.Timeout) // nothing to wait for: proving an absence
 			if rec.count() != 0 || !slices.Equal(m.Pending(), []string{last.Name}) {
 				t.Fatalf("published %d times, Pending() = %q; want nothing published, pending %q", rec.count(), m.Pending(), last.Name)
 			}
 			fakes[len(fakes)-1].send(t, fullUp(testSvc("web", "10.0.0.1")))
-			expectPublish(t, rec, 0, Changes{Upserted: []Service{testSvc("web", "10.0.0.1")}})
+			expectPublish(t, rec, 0, Changes{Upserted: []sources.Service{testSvc("web", "10.0.0.1")}})
 		})
 	}
 }
@@ -86,24 +87,24 @@ func TestStartupGateStaysClosed(t *testing.T) {
 // memStore is a Store in memory.
 type memStore struct {
 	mu    sync.Mutex
-	state map[string][]Service
+	state map[string][]sources.Service
 	saves int
 }
 
-func (s *memStore) Load() map[string][]Service {
+func (s *memStore) Load() map[string][]sources.Service {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.state
 }
 
-func (s *memStore) Save(st map[string][]Service) error {
+func (s *memStore) Save(st map[string][]sources.Service) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.state, s.saves = st, s.saves+1
 	return nil
 }
 
-func (s *memStore) get(name string) ([]Service, int) {
+func (s *memStore) get(name string) ([]sources.Service, int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.state[name], s.saves
@@ -114,16 +115,16 @@ func TestWarmStart(t *testing.T) {
 	// warmWait ends, long before the source's startup timeout, however
 	// loaded the machine.
 	synctest.Test(t, func(t *testing.T) {
-		store := &memStore{state: map[string][]Service{"consul": {testSvc("web", "10.0.0.1")}}}
+		store := &memStore{state: map[string][]sources.Service{"consul": {testSvc("web", "10.0.0.1")}}}
 		m, fakes, rec := startNamed(t, ManagerOptions{Holdoff: time.Millisecond, Store: store, PersistInterval: 10 * time.Millisecond},
 			Named{Name: "consul", Startup: Startup{Timeout: time.Minute}}, Named{Name: "file"})
 		began := time.Now()
 		fakes[1].send(t, fullUp(testSvc("api", "10.0.0.2")))
-		expectPublish(t, rec, 0, Changes{Upserted: []Service{testSvc("api", "10.0.0.2"), testSvc("web", "10.0.0.1")}})
+		expectPublish(t, rec, 0, Changes{Upserted: []sources.Service{testSvc("api", "10.0.0.2"), testSvc("web", "10.0.0.1")}})
 		if at := rec.when(0).Sub(began); at != warmWait {
 			t.Errorf("warm state served %v after the start, want at warmWait (%v)", at, warmWait)
 		}
-		if snap := m.opts.Sources[0].Status.Snapshot(); snap.Startup != PhaseWarm || !snap.Stale {
+		if snap := m.opts.Sources[0].snapshot(); snap.Startup != PhaseWarm || !snap.Stale {
 			t.Errorf("status = %+v, want warm and stale", snap)
 		}
 		// What was restored is persisted again, with the other source's.
@@ -132,7 +133,7 @@ func TestWarmStart(t *testing.T) {
 			t.Errorf("persisted %v for the warm source", got)
 		}
 		fakes[0].send(t, fullUp(testSvc("web", "10.0.0.3")))
-		expectPublish(t, rec, 1, Changes{Upserted: []Service{testSvc("web", "10.0.0.3")}})
+		expectPublish(t, rec, 1, Changes{Upserted: []sources.Service{testSvc("web", "10.0.0.3")}})
 		waitUntil(t, "the new state saved", func() bool {
 			got, _ := store.get("consul")
 			return len(got) == 1 && got[0].Endpoints[0].Address == "10.0.0.3"
@@ -141,16 +142,16 @@ func TestWarmStart(t *testing.T) {
 }
 
 func TestWarmStartNotForRequired(t *testing.T) {
-	store := &memStore{state: map[string][]Service{"consul": {testSvc("web", "10.0.0.1")}}}
+	store := &memStore{state: map[string][]sources.Service{"consul": {testSvc("web", "10.0.0.1")}}}
 	m, _, rec := startNamed(t, ManagerOptions{Store: store}, Named{Name: "consul", Startup: Startup{Required: true}})
 	time.Sleep(2 * warmWait) // proving an absence
-	if rec.count() != 0 || m.opts.Sources[0].Status.Snapshot().Startup != PhaseWaiting {
+	if rec.count() != 0 || m.opts.Sources[0].snapshot().Startup != PhaseWaiting {
 		t.Fatalf("a required source's persisted state was served")
 	}
 }
 
 func TestGuard(t *testing.T) {
-	four := []Service{testSvc("s1", "10.0.0.1"), testSvc("s2", "10.0.0.2"), testSvc("s3", "10.0.0.3"), testSvc("s4", "10.0.0.4")}
+	four := []sources.Service{testSvc("s1", "10.0.0.1"), testSvc("s2", "10.0.0.2"), testSvc("s3", "10.0.0.3"), testSvc("s4", "10.0.0.4")}
 	guard := Guard{MaxRemovedFraction: 0.5, Hold: 150 * time.Millisecond}
 	startWith := func(t *testing.T, guard Guard) (*Manager, []*fakeSource, *publishRecorder) {
 		m, fakes, rec := startNamed(t, ManagerOptions{Holdoff: time.Millisecond},
@@ -163,7 +164,7 @@ func TestGuard(t *testing.T) {
 	start := func(t *testing.T) (*Manager, []*fakeSource, *publishRecorder) { return startWith(t, guard) }
 	held := func(t *testing.T, m *Manager) *GuardSnapshot {
 		t.Helper()
-		return m.opts.Sources[0].Status.Snapshot().Guard
+		return m.opts.Sources[0].snapshot().Guard
 	}
 
 	t.Run("emptied source empties after the hold", func(t *testing.T) {
@@ -178,9 +179,9 @@ func TestGuard(t *testing.T) {
 		if took := time.Since(began); took < guard.Hold {
 			t.Errorf("removed after %v, before the hold of %v", took, guard.Hold)
 		}
-		snap := m.opts.Sources[0].Status.Snapshot()
+		snap := m.opts.Sources[0].snapshot()
 		if snap.Guard != nil || snap.GuardHolds != 1 {
-			t.Errorf("status after the hold = %+v", snap.PolicySnapshot)
+			t.Errorf("guard after the hold = %+v, holds %d", snap.Guard, snap.GuardHolds)
 		}
 	})
 	t.Run("refill ends the hold with nothing removed", func(t *testing.T) {
@@ -193,7 +194,7 @@ func TestGuard(t *testing.T) {
 			time.Sleep(5 * time.Millisecond) // lets the clock move on
 			fakes[0].send(t, fullUp(append(slices.Clone(four[:i]), testSvc("new", "10.1.1.1"))...))
 			if i == 2 {
-				expectPublish(t, rec, 2, Changes{Upserted: []Service{testSvc("new", "10.1.1.1")}})
+				expectPublish(t, rec, 2, Changes{Upserted: []sources.Service{testSvc("new", "10.1.1.1")}})
 			}
 		}
 		waitUntil(t, "the hold extended", func() bool { g := held(t, m); return g != nil && g.Until.After(until) && g.HeldServices == 1 })
@@ -205,14 +206,14 @@ func TestGuard(t *testing.T) {
 		m, fakes, rec := startWith(t, Guard{MaxRemovedFraction: 0.5, MinRemoved: 1, PerService: true, Hold: 150 * time.Millisecond})
 		big := testSvc("s1", "10.0.0.1", "10.0.0.5", "10.0.0.6", "10.0.0.7")
 		fakes[0].send(t, upsertUp(big))
-		expectPublish(t, rec, 1, Changes{Upserted: []Service{big}})
+		expectPublish(t, rec, 1, Changes{Upserted: []sources.Service{big}})
 		fakes[0].send(t, upsertUp(testSvc("s1", "10.0.0.1", "10.0.0.8")))
 		union := testSvc("s1", "10.0.0.1", "10.0.0.5", "10.0.0.6", "10.0.0.7", "10.0.0.8")
-		expectPublish(t, rec, 2, Changes{Upserted: []Service{union}})
+		expectPublish(t, rec, 2, Changes{Upserted: []sources.Service{union}})
 		if g := held(t, m); g == nil || g.HeldEndpoints != 3 || !strings.Contains(g.Reason, "s1") {
 			t.Fatalf("guard status = %+v, want 3 endpoints of s1 held", g)
 		}
-		expectPublish(t, rec, 3, Changes{Upserted: []Service{testSvc("s1", "10.0.0.1", "10.0.0.8")}})
+		expectPublish(t, rec, 3, Changes{Upserted: []sources.Service{testSvc("s1", "10.0.0.1", "10.0.0.8")}})
 	})
 	t.Run("small removals apply at once", func(t *testing.T) {
 		_, fakes, rec := start(t)
@@ -243,7 +244,7 @@ func TestServiceErrorsShownPerSource(t *testing.T) {
 	fakes[0].send(t, fullUp(testSvc("bad1", "10.0.0.1"), testSvc("web", "10.0.0.2")))
 	fakes[1].send(t, fullUp())
 	rec.wait(t, 0)
-	errs := func(i int) map[string]string { return m.opts.Sources[i].Status.Snapshot().ServiceErrors }
+	errs := func(i int) map[string]string { return m.opts.Sources[i].snapshot().ServiceErrors }
 	if got := errs(0); len(got) != 1 || got["bad1"] != "cannot translate" {
 		t.Errorf("service errors of a = %v", got)
 	}
@@ -279,22 +280,22 @@ func TestPersistRateLimited(t *testing.T) {
 // TestGuardLetsOrdinaryRemovalsThrough runs the manager with the default
 // guard: each ordinary removal is published at once, and no hold starts.
 func TestGuardLetsOrdinaryRemovalsThrough(t *testing.T) {
-	dns := []Service{testSvc("api", "10.0.0.1", "10.0.0.2", "10.0.0.3"), testSvc("web", "10.0.1.1"), testSvc("db", "10.0.2.1")}
-	file := []Service{testSvc("web", "10.0.0.1"), testSvc("api", "10.0.1.1"), testSvc("payments", "10.0.2.1"), testSvc("search", "10.0.3.1")}
+	dns := []sources.Service{testSvc("api", "10.0.0.1", "10.0.0.2", "10.0.0.3"), testSvc("web", "10.0.1.1"), testSvc("db", "10.0.2.1")}
+	file := []sources.Service{testSvc("web", "10.0.0.1"), testSvc("api", "10.0.1.1"), testSvc("payments", "10.0.2.1"), testSvc("search", "10.0.3.1")}
 	tests := []struct {
 		name   string
-		before []Service
-		up     Update
+		before []sources.Service
+		up     sources.Update
 		want   Changes
 	}{
-		{"last instance deregistered", file, upsertUp(Service{Name: "api"}),
-			Changes{Upserted: []Service{{Name: "api"}}}},
-		{"scale-down from four instances to one", []Service{testSvc("web", "10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4")},
-			upsertUp(testSvc("web", "10.0.0.1")), Changes{Upserted: []Service{testSvc("web", "10.0.0.1")}}},
-		{"one of several names answers NXDOMAIN", dns, upsertUp(Service{Name: "web"}),
-			Changes{Upserted: []Service{{Name: "web"}}}},
+		{"last instance deregistered", file, upsertUp(sources.Service{Name: "api"}),
+			Changes{Upserted: []sources.Service{{Name: "api"}}}},
+		{"scale-down from four instances to one", []sources.Service{testSvc("web", "10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4")},
+			upsertUp(testSvc("web", "10.0.0.1")), Changes{Upserted: []sources.Service{testSvc("web", "10.0.0.1")}}},
+		{"one of several names answers NXDOMAIN", dns, upsertUp(sources.Service{Name: "web"}),
+			Changes{Upserted: []sources.Service{{Name: "web"}}}},
 		{"one SRV target of three dropped", dns, upsertUp(testSvc("api", "10.0.0.1", "10.0.0.3")),
-			Changes{Upserted: []Service{testSvc("api", "10.0.0.1", "10.0.0.3")}}},
+			Changes{Upserted: []sources.Service{testSvc("api", "10.0.0.1", "10.0.0.3")}}},
 		{"three of four services deleted from a file", file, fullUp(file[0]),
 			Changes{Removed: []string{"api", "payments", "search"}}},
 	}
@@ -305,8 +306,8 @@ func TestGuardLetsOrdinaryRemovalsThrough(t *testing.T) {
 			rec.wait(t, 0)
 			fakes[0].send(t, tt.up)
 			expectPublish(t, rec, 1, tt.want)
-			if snap := m.opts.Sources[0].Status.Snapshot(); snap.GuardHolds != 0 || snap.Guard != nil {
-				t.Errorf("guard status = %+v, want no hold", snap.PolicySnapshot)
+			if snap := m.opts.Sources[0].snapshot(); snap.GuardHolds != 0 || snap.Guard != nil {
+				t.Errorf("guard status = %+v (holds %d), want no hold", snap.Guard, snap.GuardHolds)
 			}
 		})
 	}
@@ -319,7 +320,7 @@ func TestGuardReset(t *testing.T) {
 	// so a loaded machine cannot let the hold expire between two sends.
 	synctest.Test(t, func(t *testing.T) {
 		const hold = 150 * time.Millisecond
-		four := []Service{testSvc("s1", "10.0.0.1"), testSvc("s2", "10.0.0.2"), testSvc("s3", "10.0.0.3"), testSvc("s4", "10.0.0.4")}
+		four := []sources.Service{testSvc("s1", "10.0.0.1"), testSvc("s2", "10.0.0.2"), testSvc("s3", "10.0.0.3"), testSvc("s4", "10.0.0.4")}
 		guard := defaultGuard
 		guard.Hold = hold
 		var logs testLog
@@ -331,9 +332,9 @@ func TestGuardReset(t *testing.T) {
 
 		// The reset: an empty catalog plus a new service; the new one flows.
 		fresh := testSvc("fresh", "10.0.1.1")
-		fakes[0].send(t, Update{Full: true, Reset: true, Services: []Service{fresh}})
-		expectPublish(t, rec, 1, Changes{Upserted: []Service{fresh}})
-		snap := m.opts.Sources[0].Status.Snapshot()
+		fakes[0].send(t, sources.Update{Full: true, Reset: true, Services: []sources.Service{fresh}})
+		expectPublish(t, rec, 1, Changes{Upserted: []sources.Service{fresh}})
+		snap := m.opts.Sources[0].snapshot()
 		if g := snap.Guard; g == nil || g.HeldServices != 4 || !strings.Contains(g.Reason, "registry reset") {
 			t.Fatalf("guard status = %+v, want 4 services held after the reset", g)
 		}
@@ -341,11 +342,11 @@ func TestGuardReset(t *testing.T) {
 		// is published.
 		s2 := testSvc("s2", "10.0.0.2", "10.0.0.9")
 		fakes[0].send(t, fullUp(fresh, four[0], s2, four[2]))
-		expectPublish(t, rec, 2, Changes{Upserted: []Service{s2}})
+		expectPublish(t, rec, 2, Changes{Upserted: []sources.Service{s2}})
 		// Settled: the one that never came back is removed, and only then.
 		expectPublish(t, rec, 3, Changes{Removed: []string{"s4"}})
-		if snap := m.opts.Sources[0].Status.Snapshot(); snap.Guard != nil || snap.GuardHolds != 1 {
-			t.Errorf("guard status after the refill = %+v", snap.PolicySnapshot)
+		if snap := m.opts.Sources[0].snapshot(); snap.Guard != nil || snap.GuardHolds != 1 {
+			t.Errorf("guard status after the refill = %+v (holds %d)", snap.Guard, snap.GuardHolds)
 		}
 		logs.want(t, "level=WARN", "source=consul", "registry reset", `confirm="POST /guard/confirm?source=consul on the admin listener"`, "held_until=")
 		logs.want(t, "level=INFO", "removal hold over", "source=consul", "brought nothing back", "removed_services=1")
@@ -355,13 +356,13 @@ func TestGuardReset(t *testing.T) {
 // TestGuardWarmStart checks that a warm source's first real sync goes
 // through the guard: persisted services are not dropped by an empty read.
 func TestGuardWarmStart(t *testing.T) {
-	store := &memStore{state: map[string][]Service{"consul": {testSvc("web", "10.0.0.1"), testSvc("api", "10.0.0.2")}}}
+	store := &memStore{state: map[string][]sources.Service{"consul": {testSvc("web", "10.0.0.1"), testSvc("api", "10.0.0.2")}}}
 	m, fakes, rec := startNamed(t, ManagerOptions{Holdoff: time.Millisecond, Store: store},
 		Named{Name: "consul", Guard: defaultGuard, Startup: Startup{Timeout: time.Minute}}, Named{Name: "file"})
 	fakes[1].send(t, fullUp())
 	rec.wait(t, 0)
 	fakes[0].send(t, fullUp())
-	waitUntil(t, "a hold", func() bool { return m.opts.Sources[0].Status.Snapshot().Guard != nil })
+	waitUntil(t, "a hold", func() bool { return m.opts.Sources[0].snapshot().Guard != nil })
 	quiet(t, fakes[1], rec, 1, "mark")
 }
 

@@ -1,10 +1,12 @@
-package sources
+package manager
 
 import (
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/xdsbridge/xdsbridge/settings"
 )
 
 // The merge modes: how the manager combines the versions of one service
@@ -26,7 +28,7 @@ const (
 )
 
 // MaxMergeWeight bounds a source's weight in a weighted merge, so that the
-// locality weights derived from it stay far below uint32 (see weighted.go).
+// locality weights derived from it stay far below uint32 (see merger.weighted).
 const MaxMergeWeight = 10000
 
 // MergeConfig is the `merge` section of the configuration: a default mode
@@ -65,28 +67,28 @@ type SourceWeight struct {
 }
 
 // Validate checks c against the configured source names. Errors are
-// *KeyError values with keys relative to the section, such as
+// *settings.KeyError values with keys relative to the section, such as
 // `services[0].weights[1].source: unknown source "consull"`.
 func (c MergeConfig) Validate(sourceNames []string) error {
 	switch c.Default {
 	case "", MergeFirst, MergeUnion:
 	case MergeWeighted:
-		return Errorf("default", "mode weighted needs weights; give it per service under services")
+		return settings.Errorf("default", "mode weighted needs weights; give it per service under services")
 	default:
-		return Errorf("default", "unknown mode %q (want first or union)", c.Default)
+		return settings.Errorf("default", "unknown mode %q (want first or union)", c.Default)
 	}
 	seen := map[string]int{}
 	for i, r := range c.Services {
 		key := fmt.Sprintf("services[%d]", i)
 		if strings.TrimSpace(r.Service) == "" {
-			return Errorf(key+".service", "is required")
+			return settings.Errorf(key+".service", "is required")
 		}
 		if j, dup := seen[r.Service]; dup {
-			return Errorf(key+".service", "duplicate service %q (also services[%d])", r.Service, j)
+			return settings.Errorf(key+".service", "duplicate service %q (also services[%d])", r.Service, j)
 		}
 		seen[r.Service] = i
 		if err := r.validate(sourceNames); err != nil {
-			return Prefix(key, err)
+			return settings.Prefix(key, err)
 		}
 	}
 	return nil
@@ -96,17 +98,17 @@ func (r MergeRule) validate(sourceNames []string) error {
 	switch r.Mode {
 	case MergeFirst, MergeUnion:
 		if len(r.Weights) > 0 {
-			return Errorf("weights", "only mode weighted takes weights (mode is %s)", r.Mode)
+			return settings.Errorf("weights", "only mode weighted takes weights (mode is %s)", r.Mode)
 		}
 		return nil
 	case MergeWeighted:
 	case "":
-		return Errorf("mode", "is required (first, union or weighted)")
+		return settings.Errorf("mode", "is required (first, union or weighted)")
 	default:
-		return Errorf("mode", "unknown mode %q (want first, union or weighted)", r.Mode)
+		return settings.Errorf("mode", "unknown mode %q (want first, union or weighted)", r.Mode)
 	}
 	if len(r.Weights) == 0 {
-		return Errorf("weights", "mode weighted needs at least one source weight")
+		return settings.Errorf("weights", "mode weighted needs at least one source weight")
 	}
 	seen := map[string]int{}
 	positive := false
@@ -114,21 +116,21 @@ func (r MergeRule) validate(sourceNames []string) error {
 		key := fmt.Sprintf("weights[%d]", i)
 		switch j, dup := seen[w.Source]; {
 		case w.Source == "":
-			return Errorf(key+".source", "is required")
+			return settings.Errorf(key+".source", "is required")
 		case dup:
-			return Errorf(key+".source", "duplicate source %q (also weights[%d])", w.Source, j)
+			return settings.Errorf(key+".source", "duplicate source %q (also weights[%d])", w.Source, j)
 		case !slices.Contains(sourceNames, w.Source):
-			return Errorf(key+".source", "unknown source %q (configured: %s)", w.Source, strings.Join(sourceNames, ", "))
+			return settings.Errorf(key+".source", "unknown source %q (configured: %s)", w.Source, strings.Join(sourceNames, ", "))
 		case w.Weight == nil:
-			return Errorf(key+".weight", "is required")
+			return settings.Errorf(key+".weight", "is required")
 		case *w.Weight < 0 || *w.Weight > MaxMergeWeight:
-			return Errorf(key+".weight", "%d is outside 0..%d", *w.Weight, MaxMergeWeight)
+			return settings.Errorf(key+".weight", "%d is outside 0..%d", *w.Weight, MaxMergeWeight)
 		}
 		seen[w.Source] = i
 		positive = positive || *w.Weight > 0
 	}
 	if !positive {
-		return &KeyError{Key: "weights", Err: errors.New("at least one weight must be positive")}
+		return &settings.KeyError{Key: "weights", Err: errors.New("at least one weight must be positive")}
 	}
 	return nil
 }
@@ -149,16 +151,16 @@ type mergeRule struct {
 	weights []uint32
 }
 
-// mergePolicy is a compiled MergeConfig, read by the merger.
-type mergePolicy struct {
+// mergeModes is a compiled MergeConfig, read by the merger.
+type mergeModes struct {
 	def   mergeRule
 	rules map[string]mergeRule
 }
 
 // compile turns a validated c into the merger's form; names are the
 // sources in precedence order. Weights of unknown sources are ignored.
-func (c MergeConfig) compile(names []string) mergePolicy {
-	p := mergePolicy{rules: make(map[string]mergeRule, len(c.Services))}
+func (c MergeConfig) compile(names []string) mergeModes {
+	p := mergeModes{rules: make(map[string]mergeRule, len(c.Services))}
 	p.def.mode = parseMode(c.Default)
 	for _, r := range c.Services {
 		mr := mergeRule{mode: parseMode(r.Mode)}
@@ -186,7 +188,7 @@ func parseMode(s string) mergeMode {
 }
 
 // rule returns the rule of service name.
-func (p mergePolicy) rule(name string) mergeRule {
+func (p mergeModes) rule(name string) mergeRule {
 	if r, ok := p.rules[name]; ok {
 		return r
 	}

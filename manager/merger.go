@@ -1,10 +1,11 @@
-package sources
+package manager
 
 import (
 	"cmp"
-	"fmt"
 	"log/slog"
 	"slices"
+
+	"github.com/xdsbridge/xdsbridge/sources"
 )
 
 // merger holds what every source reported, what was last published, and
@@ -14,20 +15,23 @@ import (
 // Its costs follow the size of an update, never the number of services: an
 // update marks the names it touched as dirty, and a flush looks only at the
 // dirty names, resolving each over the (few) sources by the service's merge
-// mode (see mergepolicy.go).
+// mode (see resolve.go).
+//
+// Its methods are here, but for resolve and the merge modes it applies
+// (resolve.go).
 type merger struct {
-	bySource  []map[string]Service // index = precedence, 0 wins
+	bySource  []map[string]sources.Service // index = precedence, 0 wins
 	synced    []bool
-	published map[string]Service
+	published map[string]sources.Service
 	dirty     map[string]struct{}
 
-	mergeCfg MergeConfig // what policy was compiled from, against names
-	policy   mergePolicy
-	// names and statuses are the sources' names and Status (nil entries
+	mergeCfg MergeConfig // what modes was compiled from, against names
+	modes    mergeModes
+	// names and views are the sources' names and status views (nil entries
 	// allowed) by index; shadowed holds, by source, the services whose
 	// endpoints that source reports but the merge does not serve.
 	names    []string
-	statuses []*Status
+	views    []*statusView
 	shadowed []map[string]struct{}
 	served   []bool // scratch of resolve: the sources whose version is served
 	log      *slog.Logger
@@ -36,30 +40,23 @@ type merger struct {
 	changes *changeLog
 }
 
-func newMerger(n int) *merger {
-	m := &merger{
-		bySource:  make([]map[string]Service, n),
-		synced:    make([]bool, n),
-		published: map[string]Service{},
-		dirty:     map[string]struct{}{},
-		names:     make([]string, n),
-		statuses:  make([]*Status, n),
-		shadowed:  make([]map[string]struct{}, n),
-		served:    make([]bool, n),
-		log:       slog.New(slog.DiscardHandler),
+// newMerger returns the merger of the sources named, in precedence order,
+// under the merge configuration mc, with nothing reported yet.
+func newMerger(named []Named, mc MergeConfig, log *slog.Logger) *merger {
+	m := &merger{published: map[string]sources.Service{}, dirty: map[string]struct{}{}, mergeCfg: mc, log: log}
+	from := make([]int, len(named))
+	for j := range from {
+		from[j] = -1 // every source is new
 	}
-	for i := range m.bySource {
-		m.bySource[i] = map[string]Service{}
-		m.shadowed[i] = map[string]struct{}{}
-		m.names[i] = fmt.Sprintf("source%d", i)
-	}
+	m.reorder(from)
+	m.follow(named, from)
 	return m
 }
 
 // apply records update u of source src and reports whether it may change
 // the merged state. The update's services are kept as they are (the Update
 // contract hands them over), sorted in place.
-func (m *merger) apply(src int, u Update) (changed bool) {
+func (m *merger) apply(src int, u sources.Update) (changed bool) {
 	note := m.note
 	if !m.synced[src] {
 		m.synced[src] = true
@@ -122,11 +119,11 @@ func (m *merger) touch(_ int, name string) bool {
 	return true
 }
 
-// setPolicy replaces the merge policy and marks dirty every service whose
+// setModes replaces the merge configuration and marks dirty every service whose
 // rule may have changed: all of them when the default did.
-func (m *merger) setPolicy(mc MergeConfig) (changed bool) {
-	old, p := m.policy, mc.compile(m.names)
-	m.mergeCfg, m.policy = mc, p
+func (m *merger) setModes(mc MergeConfig) (changed bool) {
+	old, p := m.modes, mc.compile(m.names)
+	m.mergeCfg, m.modes = mc, p
 	if !sameRule(old.def, p.def) {
 		for _, state := range m.bySource {
 			for name := range state {
@@ -153,77 +150,6 @@ func (m *merger) setPolicy(mc MergeConfig) (changed bool) {
 
 func sameRule(a, b mergeRule) bool { return a.mode == b.mode && slices.Equal(a.weights, b.weights) }
 
-// resolve returns the merged version of name under its merge mode, and
-// records in m.served which sources it serves.
-func (m *merger) resolve(name string) (Service, bool) {
-	clear(m.served)
-	switch r := m.policy.rule(name); r.mode {
-	case modeUnion:
-		return m.union(name)
-	case modeWeighted:
-		return m.weighted(name, r.weights)
-	default:
-		return m.first(name)
-	}
-}
-
-// first returns the version of the first source reporting name with
-// endpoints, else the first version at all: an empty or unsynced source
-// does not shadow one that has endpoints.
-func (m *merger) first(name string) (Service, bool) {
-	win, at := Service{}, -1
-	for i, state := range m.bySource {
-		s, ok := state[name]
-		if !ok || (at >= 0 && len(s.Endpoints) == 0) {
-			continue
-		}
-		if at >= 0 {
-			m.served[at] = false
-		}
-		win, at = s, i
-		m.served[i] = true
-		if len(s.Endpoints) > 0 {
-			break
-		}
-	}
-	return win, at >= 0
-}
-
-// union returns the endpoints of every version of name in one service; an
-// address:port reported twice keeps the copy of higher precedence.
-func (m *merger) union(name string) (Service, bool) {
-	var out Service
-	n, first := 0, ""
-	for i, state := range m.bySource {
-		if s, ok := state[name]; ok {
-			m.served[i] = true
-			n, out = n+1, s
-			first = cmp.Or(first, s.Source)
-		}
-	}
-	if n <= 1 {
-		return out, n == 1 // one version: served as it is, without a copy
-	}
-	out = Service{Name: name, Source: first, Endpoints: []Endpoint{}}
-	seen := map[addrPort]struct{}{}
-	for _, state := range m.bySource {
-		for _, e := range state[name].Endpoints {
-			k := addrPort{e.Address, e.Port}
-			if _, dup := seen[k]; !dup {
-				seen[k] = struct{}{}
-				out.Endpoints = append(out.Endpoints, e)
-			}
-		}
-	}
-	out.Sort()
-	return out, true
-}
-
-type addrPort struct {
-	addr string
-	port uint32
-}
-
 // updateShadows records, for every source, whether its endpoints of name
 // are left out of the merged state, and returns the sources for which this
 // just began.
@@ -241,8 +167,8 @@ func (m *merger) updateShadows(name string, newly map[int][]string) {
 		} else {
 			delete(m.shadowed[i], name)
 		}
-		if m.statuses[i] != nil {
-			m.statuses[i].setShadowed(name, now)
+		if m.views[i] != nil {
+			m.views[i].setShadowed(name, now)
 		}
 	}
 }
@@ -281,7 +207,52 @@ func (m *merger) flush() Changes {
 	// and the first sync leaves it as large as the whole state.
 	m.dirty = map[string]struct{}{}
 	m.logShadows(newly)
-	slices.SortFunc(c.Upserted, func(a, b Service) int { return cmp.Compare(a.Name, b.Name) })
+	slices.SortFunc(c.Upserted, func(a, b sources.Service) int { return cmp.Compare(a.Name, b.Name) })
 	slices.Sort(c.Removed)
 	return c
+}
+
+// follow gives the merger's per-source merge state to the sources of a
+// reconfiguration (see merger.reorder, which moves their services and marks
+// every name dirty): entry j is named[j], formerly source from[j] (-1 for a
+// new source). The merge modes are compiled again, since its weights are indexed
+// by source.
+func (m *merger) follow(named []Named, from []int) {
+	shadowed := m.shadowed
+	m.names = make([]string, len(named))
+	m.views = make([]*statusView, len(named))
+	m.shadowed = make([]map[string]struct{}, len(named))
+	m.served = make([]bool, len(named))
+	for j, n := range named {
+		m.names[j], m.views[j], m.shadowed[j] = n.Name, n.view, map[string]struct{}{}
+		if from[j] >= 0 {
+			m.shadowed[j] = shadowed[from[j]]
+		}
+	}
+	m.modes = m.mergeCfg.compile(m.names)
+}
+
+// reorder rebuilds the per-source state for a new list of sources: entry j
+// takes the state of old source from[j], or starts empty (and unsynced)
+// when from[j] is -1. Every name an old source held may now resolve to
+// another winner (or to none), so each is marked dirty; the next flush
+// publishes only those whose merged content really changed.
+func (m *merger) reorder(from []int) (changed bool) {
+	old, oldSynced := m.bySource, m.synced
+	m.bySource = make([]map[string]sources.Service, len(from))
+	m.synced = make([]bool, len(from))
+	for j, i := range from {
+		if i < 0 {
+			m.bySource[j] = map[string]sources.Service{}
+			continue
+		}
+		m.bySource[j], m.synced[j] = old[i], oldSynced[i]
+	}
+	for _, state := range old {
+		for name := range state {
+			m.dirty[name] = struct{}{}
+			changed = true
+		}
+	}
+	return changed
 }

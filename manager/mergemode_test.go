@@ -1,4 +1,4 @@
-package sources
+package manager
 
 import (
 	"fmt"
@@ -6,11 +6,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/xdsbridge/xdsbridge/sources"
 )
 
 // describe renders a merged service compactly: each endpoint as
 // address/sub_zone/priority/weight, then the locality weights.
-func describe(s Service) string {
+func describe(s sources.Service) string {
 	var b strings.Builder
 	b.WriteString(s.Name + "[")
 	for i, e := range s.Endpoints {
@@ -33,13 +35,13 @@ func describe(s Service) string {
 	return b.String()
 }
 
-func ep(addr string, prio, weight uint32, subZone string) Endpoint {
-	return Endpoint{Address: addr, Port: 80, Priority: prio, Weight: weight, Health: HealthHealthy,
-		Locality: Locality{SubZone: subZone}}
+func ep(addr string, prio, weight uint32, subZone string) sources.Endpoint {
+	return sources.Endpoint{Address: addr, Port: 80, Priority: prio, Weight: weight, Health: sources.HealthHealthy,
+		Locality: sources.Locality{SubZone: subZone}}
 }
 
-func svc(name string, eps ...Endpoint) Service {
-	return Service{Name: name, Endpoints: append([]Endpoint{}, eps...)}
+func svc(name string, eps ...sources.Endpoint) sources.Service {
+	return sources.Service{Name: name, Endpoints: append([]sources.Endpoint{}, eps...)}
 }
 
 func weight(n int64) *int64 { return &n }
@@ -58,32 +60,32 @@ func TestMergeModes(t *testing.T) {
 	tests := []struct {
 		name     string
 		merge    MergeConfig
-		state    [3][]Service
+		state    [3][]sources.Service
 		want     string   // describe of the merged "web", "" when absent
 		shadowed []string // per source, comma-separated shadowed services
 	}{
 		{
 			name:     "first: higher precedence wins and shadows",
-			state:    [3][]Service{{svc("web", ep("10.0.0.1", 0, 1, ""))}, {svc("web", ep("10.0.0.2", 0, 1, ""))}},
+			state:    [3][]sources.Service{{svc("web", ep("10.0.0.1", 0, 1, ""))}, {svc("web", ep("10.0.0.2", 0, 1, ""))}},
 			want:     "web[10.0.0.1//p0/w1]",
 			shadowed: []string{"", "web", ""},
 		},
 		{
 			name:     "first: an empty version does not shadow",
-			state:    [3][]Service{{svc("web")}, {svc("web", ep("10.0.0.2", 0, 1, ""))}, {svc("web", ep("10.0.0.3", 0, 1, ""))}},
+			state:    [3][]sources.Service{{svc("web")}, {svc("web", ep("10.0.0.2", 0, 1, ""))}, {svc("web", ep("10.0.0.3", 0, 1, ""))}},
 			want:     "web[10.0.0.2//p0/w1]",
 			shadowed: []string{"", "", "web"},
 		},
 		{
 			name:     "first: every version empty is served empty",
-			state:    [3][]Service{{svc("web")}, {svc("web")}},
+			state:    [3][]sources.Service{{svc("web")}, {svc("web")}},
 			want:     "web[]",
 			shadowed: []string{"", "", ""},
 		},
 		{
 			name:  "union: every source, a repeated address once from the higher source",
 			merge: MergeConfig{Default: MergeUnion},
-			state: [3][]Service{
+			state: [3][]sources.Service{
 				{svc("web", ep("10.0.0.1", 0, 1, ""), ep("10.0.0.2", 0, 5, ""))},
 				{svc("web", ep("10.0.0.2", 0, 9, ""), ep("10.0.0.3", 1, 1, ""))},
 			},
@@ -93,7 +95,7 @@ func TestMergeModes(t *testing.T) {
 		{
 			name:  "union rule overrides a first default",
 			merge: MergeConfig{Services: []MergeRule{{Service: "web", Mode: MergeUnion}}},
-			state: [3][]Service{
+			state: [3][]sources.Service{
 				{svc("web", ep("10.0.0.1", 0, 1, "")), svc("api", ep("10.0.1.1", 0, 1, ""))},
 				{svc("web", ep("10.0.0.2", 0, 1, "")), svc("api", ep("10.0.1.2", 0, 1, ""))},
 			},
@@ -103,7 +105,7 @@ func TestMergeModes(t *testing.T) {
 		{
 			name:  "weighted: one locality per source, weights scaled",
 			merge: MergeConfig{Services: []MergeRule{weightedRule("web", "a", 90, "b", 10)}},
-			state: [3][]Service{
+			state: [3][]sources.Service{
 				{svc("web", ep("10.0.0.1", 0, 1, ""), ep("10.0.0.2", 0, 1, ""))},
 				{svc("web", ep("10.0.0.3", 0, 1, ""))},
 			},
@@ -113,7 +115,7 @@ func TestMergeModes(t *testing.T) {
 		{
 			name:  "weighted: a source's localities split its share by endpoint weight",
 			merge: MergeConfig{Services: []MergeRule{weightedRule("web", "a", 50, "b", 50)}},
-			state: [3][]Service{
+			state: [3][]sources.Service{
 				{svc("web", ep("10.0.0.1", 0, 1, "r1"), ep("10.0.0.2", 0, 3, "r2"))},
 				{svc("web", ep("10.0.0.3", 0, 1, ""))},
 			},
@@ -123,7 +125,7 @@ func TestMergeModes(t *testing.T) {
 		{
 			name:  "weighted: priorities kept, each weighted on its own",
 			merge: MergeConfig{Services: []MergeRule{weightedRule("web", "a", 90, "b", 10)}},
-			state: [3][]Service{
+			state: [3][]sources.Service{
 				{svc("web", ep("10.0.0.1", 0, 1, ""), ep("10.0.0.2", 1, 1, ""))},
 				{svc("web", ep("10.0.0.3", 0, 1, ""))},
 			},
@@ -133,7 +135,7 @@ func TestMergeModes(t *testing.T) {
 		{
 			name:  "weighted: weight 0 drains, an unlisted source is shadowed, a repeat is served once",
 			merge: MergeConfig{Services: []MergeRule{weightedRule("web", "a", 0, "b", 10)}},
-			state: [3][]Service{
+			state: [3][]sources.Service{
 				{svc("web", ep("10.0.0.1", 0, 1, ""))},
 				{svc("web", ep("10.0.0.2", 0, 1, ""), ep("10.0.0.2", 0, 1, ""))},
 				{svc("web", ep("10.0.0.3", 0, 1, ""))},
@@ -144,13 +146,13 @@ func TestMergeModes(t *testing.T) {
 		{
 			name:     "weighted: a service only an unlisted source reports is served empty",
 			merge:    MergeConfig{Services: []MergeRule{weightedRule("web", "a", 90, "b", 10)}},
-			state:    [3][]Service{nil, nil, {svc("web", ep("10.0.0.3", 0, 1, ""))}},
+			state:    [3][]sources.Service{nil, nil, {svc("web", ep("10.0.0.3", 0, 1, ""))}},
 			want:     "web[] loc{}",
 			shadowed: []string{"", "", "web"},
 		},
 		{
 			name:     "absent everywhere",
-			state:    [3][]Service{{svc("api")}},
+			state:    [3][]sources.Service{{svc("api")}},
 			want:     "",
 			shadowed: []string{"", "", ""},
 		},
@@ -159,14 +161,10 @@ func TestMergeModes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if err := tt.merge.Validate(names); err != nil {
-				t.Fatalf("invalid test policy: %v", err)
+				t.Fatalf("invalid test merge configuration: %v", err)
 			}
-			m := newMerger(3)
-			copy(m.names, names)
-			for i := range m.statuses {
-				m.statuses[i] = NewStatus(names[i])
-			}
-			m.setPolicy(tt.merge)
+			m := testMerger(names...)
+			m.setModes(tt.merge)
 			for i, ss := range tt.state {
 				m.apply(i, fullUp(ss...))
 			}
@@ -180,8 +178,8 @@ func TestMergeModes(t *testing.T) {
 			if got != tt.want {
 				t.Errorf("merged web =\n  %s\nwant\n  %s", got, tt.want)
 			}
-			for i, st := range m.statuses {
-				snap := st.Snapshot()
+			for i, v := range m.views {
+				snap := Named{view: v}.snapshot()
 				if got := strings.Join(snap.ShadowedServices, ","); got != tt.shadowed[i] || snap.Shadowed != len(snap.ShadowedServices) {
 					t.Errorf("source %s shadowed %d %q, want %q", names[i], snap.Shadowed, got, tt.shadowed[i])
 				}
@@ -194,10 +192,8 @@ func TestMergeModes(t *testing.T) {
 // served version and the shadowing between sources.
 func TestMergeTransitions(t *testing.T) {
 	names := []string{"a", "b"}
-	m := newMerger(2)
-	copy(m.names, names)
-	st := []*Status{NewStatus("a"), NewStatus("b")}
-	copy(m.statuses, st)
+	m := testMerger(names...)
+	views := m.views
 	web1, web2 := svc("web", ep("10.0.0.1", 0, 1, "")), svc("web", ep("10.0.0.2", 0, 1, ""))
 	steps := []struct {
 		name     string
@@ -213,19 +209,19 @@ func TestMergeTransitions(t *testing.T) {
 		}, "", [2]int{0, 1}},
 		{"a removes web", func() { m.apply(0, removeUp("web")) }, "+web[10.0.0.3:80]", [2]int{0, 0}},
 		{"switch to weighted b only", func() {
-			m.setPolicy(MergeConfig{Services: []MergeRule{weightedRule("web", "a", 1, "b", 1)}})
+			m.setModes(MergeConfig{Services: []MergeRule{weightedRule("web", "a", 1, "b", 1)}})
 			m.apply(0, upsertUp(web1))
 		}, "+web[10.0.0.1:80 10.0.0.3:80]", [2]int{0, 0}},
-		{"back to first", func() { m.setPolicy(MergeConfig{}) }, "+web[10.0.0.1:80]", [2]int{0, 1}},
-		{"an unchanged policy changes nothing", func() { m.setPolicy(MergeConfig{}) }, "", [2]int{0, 1}},
+		{"back to first", func() { m.setModes(MergeConfig{}) }, "+web[10.0.0.1:80]", [2]int{0, 1}},
+		{"an unchanged configuration changes nothing", func() { m.setModes(MergeConfig{}) }, "", [2]int{0, 1}},
 	}
 	for _, s := range steps {
 		s.act()
 		if got := changesString(m.flush()); got != s.want {
 			t.Errorf("%s: flush = %q, want %q", s.name, got, s.want)
 		}
-		for i := range st {
-			if got := st[i].Snapshot().Shadowed; got != s.shadowed[i] {
+		for i := range views {
+			if got := (Named{view: views[i]}).snapshot().Shadowed; got != s.shadowed[i] {
 				t.Errorf("%s: source %s shadows %d services, want %d", s.name, names[i], got, s.shadowed[i])
 			}
 		}
@@ -281,12 +277,12 @@ func TestMergeConfigValidate(t *testing.T) {
 // TestShadowedNamesBounded checks that a status lists the first names of a
 // large shadowed set, in order, and counts all of them.
 func TestShadowedNamesBounded(t *testing.T) {
-	s := NewStatus("a")
+	s := &statusView{}
 	for i := 999; i >= 0; i-- {
 		s.setShadowed(fmt.Sprintf("svc-%03d", i), true)
 	}
 	s.setShadowed("svc-000", false)
-	snap := s.Snapshot()
+	snap := Named{view: s}.snapshot()
 	want := make([]string, maxShadowedNames)
 	for i := range want {
 		want[i] = fmt.Sprintf("svc-%03d", i+1)
@@ -296,8 +292,8 @@ func TestShadowedNamesBounded(t *testing.T) {
 	}
 }
 
-// TestManagerSetMerge changes the merge policy of a running manager: an
-// invalid policy is refused with its key, a valid one republishes the
+// TestManagerSetMerge changes the merge configuration of a running manager:
+// an invalid one is refused with its key, a valid one republishes the
 // services it changes.
 func TestManagerSetMerge(t *testing.T) {
 	m, fakes, rec := startManager(t, ManagerOptions{Holdoff: time.Millisecond}, "a", "b")
@@ -347,7 +343,7 @@ func TestMergeFollowsReconfigure(t *testing.T) {
 	if got := changesString(rec.wait(t, 1)); got != "+api[10.0.1.2:80]" {
 		t.Errorf("publish after the reorder %q", got)
 	}
-	snap := m.Sources()[1].Status.Snapshot() // a, now second
+	snap := m.Statuses()[1] // a, now second
 	if snap.Shadowed != 1 || snap.ShadowedServices[0] != "api" {
 		t.Errorf("a shadows %d %v, want api", snap.Shadowed, snap.ShadowedServices)
 	}

@@ -1,4 +1,4 @@
-package sources
+package settings
 
 import (
 	"testing"

@@ -1,10 +1,13 @@
-package sources
+package manager
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"sync"
+
+	"github.com/xdsbridge/xdsbridge/settings"
+	"github.com/xdsbridge/xdsbridge/sources"
 )
 
 // slot is one running source: its place in the precedence order (-1 once
@@ -23,6 +26,7 @@ type runState struct {
 	slots  []*slot // in precedence order; owned by the loop
 }
 
+// reconfiguration asks the loop to replace the running sources with next.
 type reconfiguration struct {
 	next []Named
 	done chan error
@@ -33,7 +37,7 @@ type reconfiguration struct {
 func (m *Manager) startSource(idx int, n Named) *slot {
 	ctx, cancel := context.WithCancel(m.run.ctx)
 	sl := &slot{idx: idx, named: n, cancel: cancel}
-	up := make(chan Update)
+	up := make(chan sources.Update)
 	m.run.wg.Go(func() { m.supervise(ctx, n, up) })
 	m.run.wg.Go(func() { forward(ctx, sl, up, m.run.events) })
 	return sl
@@ -78,7 +82,7 @@ func (m *Manager) Reconfigure(ctx context.Context, next []Named) error {
 
 // reconfigure applies next on the loop's goroutine and reports whether the
 // merged state may have changed.
-func (m *Manager) reconfigure(st *merger, pol *policy, next []Named) (bool, error) {
+func (m *Manager) reconfigure(st *merger, in *intake, next []Named) (bool, error) {
 	running := make(map[string]*slot, len(m.run.slots))
 	for _, sl := range m.run.slots {
 		running[sl.named.Name] = sl
@@ -123,6 +127,7 @@ func (m *Manager) reconfigure(st *merger, pol *policy, next []Named) (bool, erro
 			unsynced[j] = m.unsynced[from[j]]
 		} else {
 			m.log.Info("starting source", "source", n.Name)
+			n.view = &statusView{}
 			slots[j] = m.startSource(j, n)
 			unsynced[j] = true
 		}
@@ -131,62 +136,38 @@ func (m *Manager) reconfigure(st *merger, pol *policy, next []Named) (bool, erro
 	m.opts.Sources, m.unsynced = named, unsynced
 	m.mu.Unlock()
 	m.run.slots = slots
-	pol.reorder(from)
+	in.reorder(from)
 	changed := st.reorder(from)
 	st.follow(named, from)
 	return changed, nil
 }
 
-// reorder rebuilds the per-source policy state like merger.reorder: a kept
-// source keeps its phase and guard (a hold in progress goes on), a new one
-// starts waiting with a fresh guard. A removed source's hold ends with it:
-// the operator removed the source, which is confirmation enough.
-func (p *policy) reorder(from []int) {
-	phases, guards, clean := p.phases, p.guards, p.clean
-	p.phases = make([]string, len(from))
-	p.guards = make([]*sourceGuard, len(from))
-	p.clean = make([]sanitizer, len(from))
-	for j, i := range from {
-		if i >= 0 {
-			p.phases[j], p.guards[j], p.clean[j] = phases[i], guards[i], clean[i]
-			continue
-		}
-		n := p.m.opts.Sources[j]
-		p.guards[j] = newGuard(n.Guard, n.Status)
-		p.clean[j] = sanitizer{status: n.Status}
-		p.setPhase(j, PhaseWaiting)
+// SetMerge replaces the merge configuration of the running manager, as a
+// reloaded configuration does: the services whose rule changed are merged
+// anew and published with the next batch (after the holdoff). mc must pass
+// MergeConfig.Validate with the manager's source names; SetMerge checks it
+// again and returns that error otherwise. It waits until the manager's loop
+// takes the change, or ctx is done.
+func (m *Manager) SetMerge(ctx context.Context, mc MergeConfig) error {
+	running := m.Sources()
+	names := make([]string, len(running))
+	for i, n := range running {
+		names[i] = n.Name
+	}
+	if err := mc.Validate(names); err != nil {
+		return fmt.Errorf("changing the merge policy: %w", settings.Prefix("merge", err))
+	}
+	select {
+	case m.merges <- mc:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("changing the merge policy: %w", ctx.Err())
 	}
 }
 
-// Sources returns the running sources in precedence order. It is safe for
-// concurrent use.
-func (m *Manager) Sources() []Named {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return append([]Named(nil), m.opts.Sources...)
-}
-
-// reorder rebuilds the per-source state for a new list of sources: entry j
-// takes the state of old source from[j], or starts empty (and unsynced)
-// when from[j] is -1. Every name an old source held may now resolve to
-// another winner (or to none), so each is marked dirty; the next flush
-// publishes only those whose merged content really changed.
-func (m *merger) reorder(from []int) (changed bool) {
-	old, oldSynced := m.bySource, m.synced
-	m.bySource = make([]map[string]Service, len(from))
-	m.synced = make([]bool, len(from))
-	for j, i := range from {
-		if i < 0 {
-			m.bySource[j] = map[string]Service{}
-			continue
-		}
-		m.bySource[j], m.synced[j] = old[i], oldSynced[i]
-	}
-	for _, state := range old {
-		for name := range state {
-			m.dirty[name] = struct{}{}
-			changed = true
-		}
-	}
-	return changed
+// applyMerge installs mc in st and reports whether that may change the
+// merged state.
+func (m *Manager) applyMerge(st *merger, mc MergeConfig) bool {
+	m.log.Info("merge policy changed", "rules", len(mc.Services), "default", mc.Default)
+	return st.setModes(mc)
 }

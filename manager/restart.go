@@ -1,4 +1,4 @@
-package sources
+package manager
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
+
+	"github.com/xdsbridge/xdsbridge/sources"
 )
 
 // supervise runs n's source until ctx is done. A Run that returns while ctx
@@ -13,7 +15,7 @@ import (
 // and followed by a restart after an exponential backoff with jitter. The
 // services the source reported stay in the merged state meanwhile; the
 // restarted source's first (Full) update replaces them.
-func (m *Manager) supervise(ctx context.Context, n Named, up chan<- Update) {
+func (m *Manager) supervise(ctx context.Context, n Named, up chan<- sources.Update) {
 	log := m.log.With("source", n.Name)
 	backoff := m.restartMin
 	for {

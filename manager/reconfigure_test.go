@@ -1,10 +1,12 @@
-package sources
+package manager
 
 import (
 	"context"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/xdsbridge/xdsbridge/sources"
 )
 
 func names(c Changes) (up, removed string) {
@@ -21,9 +23,9 @@ func names(c Changes) (up, removed string) {
 func TestReconfigure(t *testing.T) {
 	m, fakes, rec := startManager(t, ManagerOptions{Holdoff: time.Millisecond, MaxHoldoff: 5 * time.Millisecond}, "a", "b", "c")
 	a, b, c := fakes[0], fakes[1], fakes[2]
-	a.send(t, Update{Full: true, Services: []Service{testSvc("shared", "10.0.0.1"), testSvc("only-a", "10.0.0.1")}})
-	b.send(t, Update{Full: true, Services: []Service{testSvc("shared", "10.0.0.2"), testSvc("only-b", "10.0.0.2")}})
-	c.send(t, Update{Full: true, Services: []Service{testSvc("only-c", "10.0.0.3")}})
+	a.send(t, sources.Update{Full: true, Services: []sources.Service{testSvc("shared", "10.0.0.1"), testSvc("only-a", "10.0.0.1")}})
+	b.send(t, sources.Update{Full: true, Services: []sources.Service{testSvc("shared", "10.0.0.2"), testSvc("only-b", "10.0.0.2")}})
+	c.send(t, sources.Update{Full: true, Services: []sources.Service{testSvc("only-c", "10.0.0.3")}})
 	rec.wait(t, 0)
 	aStatus := m.Sources()[0].Status
 
@@ -32,7 +34,7 @@ func TestReconfigure(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	defer cancel()
 	if err := m.Reconfigure(ctx, []Named{
-		{Name: "b"}, {Name: "a"}, {Name: "d", Source: d, Status: NewStatus("d")},
+		{Name: "b"}, {Name: "a"}, {Name: "d", Source: d, Status: sources.NewStatus("d")},
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -46,18 +48,18 @@ func TestReconfigure(t *testing.T) {
 	if a.runs.Load() != 1 || b.runs.Load() != 1 {
 		t.Errorf("kept sources restarted: a ran %d times, b %d", a.runs.Load(), b.runs.Load())
 	}
-	d.send(t, Update{Full: true, Services: []Service{testSvc("only-d", "10.0.0.4")}})
+	d.send(t, sources.Update{Full: true, Services: []sources.Service{testSvc("only-d", "10.0.0.4")}})
 	if up, _ := names(rec.wait(t, 2)); up != "only-d" {
 		t.Errorf("new source's services: %q", up)
 	}
 	// The removed source was stopped: nobody takes its updates any more.
 	select {
-	case c.feed <- Update{Full: true}:
+	case c.feed <- sources.Update{Full: true}:
 		t.Error("the removed source still runs")
 	case <-time.After(20 * time.Millisecond):
 	}
 	// a kept source still reports.
-	a.send(t, Update{Services: []Service{testSvc("only-a", "10.0.0.9")}})
+	a.send(t, sources.Update{Services: []sources.Service{testSvc("only-a", "10.0.0.9")}})
 	if ch := rec.wait(t, 3); ch.Upserted[0].Endpoints[0].Address != "10.0.0.9" {
 		t.Errorf("kept source's change: %+v", ch)
 	}
@@ -68,7 +70,7 @@ func TestReconfigure(t *testing.T) {
 
 func TestReconfigureRejectedWhole(t *testing.T) {
 	m, fakes, rec := startManager(t, ManagerOptions{Holdoff: time.Millisecond}, "a")
-	fakes[0].send(t, Update{Full: true, Services: []Service{testSvc("x", "10.0.0.1")}})
+	fakes[0].send(t, sources.Update{Full: true, Services: []sources.Service{testSvc("x", "10.0.0.1")}})
 	rec.wait(t, 0)
 	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	defer cancel()
@@ -84,7 +86,7 @@ func TestReconfigureRejectedWhole(t *testing.T) {
 	if got := m.Sources(); len(got) != 1 || got[0].Name != "a" || fakes[0].runs.Load() != 1 {
 		t.Errorf("sources after rejected reconfigurations: %+v", got)
 	}
-	fakes[0].send(t, Update{Full: true, Services: []Service{testSvc("x", "10.0.0.2")}})
+	fakes[0].send(t, sources.Update{Full: true, Services: []sources.Service{testSvc("x", "10.0.0.2")}})
 	rec.wait(t, 1)
 	if n := rec.count(); n != 2 {
 		t.Errorf("%d publishes, want 2", n)

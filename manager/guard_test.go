@@ -1,4 +1,4 @@
-package sources
+package manager
 
 import (
 	"fmt"
@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/xdsbridge/xdsbridge/sources"
 )
 
 // defaultGuard is the guard every source gets from the configuration's
@@ -14,8 +16,8 @@ import (
 var defaultGuard = Guard{Hold: DefaultGuardHold, MaxRemovedFraction: DefaultMaxRemovedFraction, MinRemoved: DefaultMinRemoved}
 
 // many returns n services svc0..svc(n-1), each with per endpoints.
-func many(n, per int) []Service {
-	out := make([]Service, n)
+func many(n, per int) []sources.Service {
+	out := make([]sources.Service, n)
 	for i := range out {
 		var addrs []string
 		for j := range per {
@@ -28,43 +30,43 @@ func many(n, per int) []Service {
 
 // emptied returns ss with the services named in names left without
 // endpoints.
-func emptied(ss []Service, names ...string) []Service {
+func emptied(ss []sources.Service, names ...string) []sources.Service {
 	out := slices.Clone(ss)
 	for i := range out {
 		if slices.Contains(names, out[i].Name) {
-			out[i] = Service{Name: out[i].Name}
+			out[i] = sources.Service{Name: out[i].Name}
 		}
 	}
 	return out
 }
 
 // served applies u to state, as the merger does, and returns state.
-func served(state map[string]Service, u Update) map[string]Service {
+func served(state map[string]sources.Service, u sources.Update) map[string]sources.Service {
 	applyUpdate(state, u)
 	return state
 }
 
 func TestGuardRules(t *testing.T) {
-	dns := []Service{testSvc("api", "10.0.0.1", "10.0.0.2", "10.0.0.3"), testSvc("web", "10.0.1.1", "10.0.1.2"), testSvc("db", "10.0.2.1")}
-	file := []Service{testSvc("web", "10.0.0.1", "10.0.0.2"), testSvc("api", "10.0.1.1"), testSvc("payments", "10.0.2.1"), testSvc("search", "10.0.3.1", "10.0.3.2")}
+	dns := []sources.Service{testSvc("api", "10.0.0.1", "10.0.0.2", "10.0.0.3"), testSvc("web", "10.0.1.1", "10.0.1.2"), testSvc("db", "10.0.2.1")}
+	file := []sources.Service{testSvc("web", "10.0.0.1", "10.0.0.2"), testSvc("api", "10.0.1.1"), testSvc("payments", "10.0.2.1"), testSvc("search", "10.0.3.1", "10.0.3.2")}
 	twenty := many(20, 3)
 	perService := defaultGuard
 	perService.PerService = true
 	tests := []struct {
 		name   string
 		guard  Guard // defaultGuard when zero
-		before []Service
-		up     Update
+		before []sources.Service
+		up     sources.Update
 		held   string // a part of the hold's reason; "" for no hold
 	}{
 		{name: "last instance deregistered", before: file,
-			up: upsertUp(Service{Name: "api"})},
+			up: upsertUp(sources.Service{Name: "api"})},
 		{name: "last instance deregistered, service removed (on_empty: remove)", before: file,
 			up: removeUp("api")},
-		{name: "scale-down from four instances to one", before: []Service{testSvc("web", "10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4")},
+		{name: "scale-down from four instances to one", before: []sources.Service{testSvc("web", "10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4")},
 			up: upsertUp(testSvc("web", "10.0.0.1"))},
 		{name: "one of several names answers NXDOMAIN", before: dns,
-			up: upsertUp(Service{Name: "web"})},
+			up: upsertUp(sources.Service{Name: "web"})},
 		{name: "one SRV target of three dropped", before: dns,
 			up: upsertUp(testSvc("api", "10.0.0.1", "10.0.0.3"))},
 		{name: "a few services removed from a file", before: file,
@@ -77,15 +79,15 @@ func TestGuardRules(t *testing.T) {
 			up: fullUp(twenty[:10]...)},
 		{name: "every service loses endpoints but keeps one (a node failure)", before: twenty,
 			up: fullUp(many(20, 1)...)},
-		{name: "most endpoints of one service removed, per-service rule off", before: []Service{testSvc("web", addrs(20)...)},
+		{name: "most endpoints of one service removed, per-service rule off", before: []sources.Service{testSvc("web", addrs(20)...)},
 			up: upsertUp(testSvc("web", addrs(5)...))},
 		{name: "source emptied: full update with no services", before: file,
 			up: fullUp(), held: "source emptied: no service has endpoints left (4 had)"},
 		{name: "source emptied: every service present but empty", before: dns,
 			up: fullUp(emptied(dns, "api", "web", "db")...), held: "source emptied: no service has endpoints left (3 had)"},
 		{name: "source emptied: the last name answers NXDOMAIN", before: emptied(dns, "api", "web"),
-			up: upsertUp(Service{Name: "db"}), held: "source emptied"},
-		{name: "source emptied: a single service's last instance", before: []Service{testSvc("web", "10.0.0.1")},
+			up: upsertUp(sources.Service{Name: "db"}), held: "source emptied"},
+		{name: "source emptied: a single service's last instance", before: []sources.Service{testSvc("web", "10.0.0.1")},
 			up: removeUp("web"), held: "source emptied"},
 		{name: "only empty services removed", before: emptied(dns, "api", "web", "db"),
 			up: fullUp()},
@@ -94,15 +96,15 @@ func TestGuardRules(t *testing.T) {
 		{name: "mass removal: most services emptied", before: twenty,
 			up: upsertUp(emptied(twenty[:11], names20(11)...)...), held: "mass removal: 11 of the 20 services"},
 		{name: "per-service rule: most endpoints of one service removed", guard: perService,
-			before: []Service{testSvc("web", addrs(20)...), testSvc("api", "10.0.0.1")},
+			before: []sources.Service{testSvc("web", addrs(20)...), testSvc("api", "10.0.0.1")},
 			up:     upsertUp(testSvc("web", addrs(5)...)), held: "service web: 15 of its 20 endpoints removed"},
 		{name: "per-service rule: a scale-down under the floor", guard: perService,
-			before: []Service{testSvc("web", "10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4")},
+			before: []sources.Service{testSvc("web", "10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4")},
 			up:     upsertUp(testSvc("web", "10.0.0.1"))},
 		{name: "reset", before: file,
-			up: Update{Full: true, Services: file[:2], Reset: true}, held: "registry reset"},
+			up: sources.Update{Full: true, Services: file[:2], Reset: true}, held: "registry reset"},
 		{name: "reset with nothing to hold", before: nil,
-			up: Update{Full: true, Services: file, Reset: true}},
+			up: sources.Update{Full: true, Services: file, Reset: true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -110,20 +112,20 @@ func TestGuardRules(t *testing.T) {
 			if guard == (Guard{}) {
 				guard = defaultGuard
 			}
-			st := NewStatus("src")
-			g := newGuard(guard, st)
+			view := &statusView{}
+			g := newGuard(guard, view)
 			g.receive(fullUp(tt.before...), time.Unix(0, 0))
 			want := served(maps.Clone(g.eff), tt.up)
 			out, ev := g.receive(tt.up, time.Unix(1, 0))
-			snap := st.Snapshot()
+			snap := (Named{view: view}).snapshot()
 			if tt.held == "" {
 				if ev.reason != "" || snap.Guard != nil || snap.GuardHolds != 0 {
 					t.Fatalf("held (%q), want the update applied at once", ev.reason)
 				}
-				if got := served(g.eff, Update{}); !maps.EqualFunc(got, want, Service.Equal) {
+				if got := served(g.eff, sources.Update{}); !maps.EqualFunc(got, want, sources.Service.Equal) {
 					t.Errorf("served %v, want %v", got, want)
 				}
-				if !slices.EqualFunc(out.Services, tt.up.Services, Service.Equal) || !slices.Equal(out.Removed, tt.up.Removed) || out.Full != tt.up.Full {
+				if !slices.EqualFunc(out.Services, tt.up.Services, sources.Service.Equal) || !slices.Equal(out.Removed, tt.up.Removed) || out.Full != tt.up.Full {
 					t.Errorf("out = %+v, want the update itself", out)
 				}
 				if g.live != countLive(want) {
@@ -132,7 +134,7 @@ func TestGuardRules(t *testing.T) {
 				return
 			}
 			if !strings.Contains(ev.reason, tt.held) || snap.Guard == nil || !strings.Contains(snap.Guard.Reason, tt.held) || snap.GuardHolds != 1 {
-				t.Fatalf("reason %q, status %+v; want a hold because %q", ev.reason, snap.PolicySnapshot, tt.held)
+				t.Fatalf("reason %q, guard %+v; want a hold because %q", ev.reason, snap.Guard, tt.held)
 			}
 			// What was live is still served with every endpoint it had.
 			for _, b := range tt.before {
@@ -168,19 +170,19 @@ type guardRun struct {
 	t     *testing.T
 	g     *sourceGuard
 	now   time.Time
-	state map[string]Service
+	state map[string]sources.Service
 	ended []string // why each hold ended
 }
 
-func newGuardRun(t *testing.T, guard Guard, before []Service) *guardRun {
-	r := &guardRun{t: t, g: newGuard(guard, NewStatus("src")), now: time.Unix(1000, 0), state: map[string]Service{}}
+func newGuardRun(t *testing.T, guard Guard, before []sources.Service) *guardRun {
+	r := &guardRun{t: t, g: newGuard(guard, &statusView{}), now: time.Unix(1000, 0), state: map[string]sources.Service{}}
 	r.send(fullUp(before...))
 	return r
 }
 
 // send passes u through the guard at the run's clock, after releasing a
 // hold whose deadline passed.
-func (r *guardRun) send(u Update) holdEvent {
+func (r *guardRun) send(u sources.Update) holdEvent {
 	r.tick(0)
 	out, ev := r.g.receive(u, r.now)
 	served(r.state, out)
@@ -202,7 +204,7 @@ func (r *guardRun) tick(d time.Duration) {
 
 // has fails unless every service of want is served with (at least) its
 // endpoints.
-func (r *guardRun) has(step string, want ...Service) {
+func (r *guardRun) has(step string, want ...sources.Service) {
 	r.t.Helper()
 	for _, w := range want {
 		got, ok := r.state[w.Name]
@@ -229,7 +231,7 @@ func TestGuardResetRefill(t *testing.T) {
 	r := newGuardRun(t, guard, all)
 
 	// The agent restarted empty: nothing is removed.
-	if ev := r.send(Update{Full: true, Reset: true}); !strings.Contains(ev.reason, "registry reset") {
+	if ev := r.send(sources.Update{Full: true, Reset: true}); !strings.Contains(ev.reason, "registry reset") {
 		t.Fatalf("reset did not start a hold: %+v", ev)
 	}
 	r.has("reset", all...)
@@ -237,12 +239,12 @@ func TestGuardResetRefill(t *testing.T) {
 	// all, a new one appears, and one that came back goes again. Nothing
 	// of the old state is removed in between, the new one flows at once.
 	fresh := testSvc("fresh", "10.9.0.1")
-	reported := []Service{fresh}
+	reported := []sources.Service{fresh}
 	for i := range 8 {
 		r.tick(hold / 2)
 		reported = append(reported, all[i])
 		r.send(fullUp(reported...))
-		r.has(fmt.Sprintf("refill step %d", i), append([]Service{fresh}, all...)...)
+		r.has(fmt.Sprintf("refill step %d", i), append([]sources.Service{fresh}, all...)...)
 	}
 	r.tick(hold / 2)
 	r.send(removeUp("svc3"))
@@ -253,7 +255,7 @@ func TestGuardResetRefill(t *testing.T) {
 	// A second reset, which brings nothing back, starts another refill and
 	// so keeps the hold on.
 	r.tick(hold/2 - time.Second)
-	r.send(Update{Reset: true})
+	r.send(sources.Update{Reset: true})
 	r.tick(hold - time.Second)
 	r.has("after the second reset", all...)
 	if r.g.hold == nil {
@@ -285,7 +287,7 @@ func TestGuardHoldEnds(t *testing.T) {
 	})
 	t.Run("a reset that misses nothing holds later removals until it settles", func(t *testing.T) {
 		r := newGuardRun(t, defaultGuard, all)
-		r.send(Update{Full: true, Services: all, Reset: true})
+		r.send(sources.Update{Full: true, Services: all, Reset: true})
 		if r.g.hold == nil {
 			t.Fatal("no hold after a reset")
 		}
@@ -324,7 +326,7 @@ func TestGuardHoldEnds(t *testing.T) {
 		out, ev := r.g.release("confirmed by an operator")
 		served(r.state, out)
 		r.only("confirmed", "new")
-		if ev.services != 4 || ev.endpoints != 0 || r.g.hold != nil || r.g.status.Snapshot().Guard != nil {
+		if ev.services != 4 || ev.endpoints != 0 || r.g.hold != nil || (Named{view: r.g.view}).snapshot().Guard != nil {
 			t.Errorf("event %+v, hold %v; want 4 services removed and no hold", ev, r.g.hold)
 		}
 	})

@@ -1,12 +1,25 @@
-package sources
+package manager
 
 import (
 	"fmt"
+	"log/slog"
 	"testing"
+
+	"github.com/xdsbridge/xdsbridge/sources"
 )
 
-func manyTestServices(n int) []Service {
-	ss := make([]Service, n)
+// testMerger returns a merger of sources with these names, each with a
+// status view, merging every service by MergeFirst.
+func testMerger(names ...string) *merger {
+	named := make([]Named, len(names))
+	for i, n := range names {
+		named[i] = Named{Name: n, view: &statusView{}}
+	}
+	return newMerger(named, MergeConfig{}, slog.New(slog.DiscardHandler))
+}
+
+func manyTestServices(n int) []sources.Service {
+	ss := make([]sources.Service, n)
 	for i := range ss {
 		ss[i] = testSvc(fmt.Sprintf("svc-%05d", i), "10.0.0.1", "10.0.0.2")
 	}
@@ -18,12 +31,12 @@ func manyTestServices(n int) []Service {
 func TestMergerCostFollowsChange(t *testing.T) {
 	tests := []struct {
 		name string
-		up   Update
+		up   sources.Update
 		want string
 	}{
 		{"partial upsert", upsertUp(testSvc("svc-00042", "10.0.0.3")), "+svc-00042[10.0.0.3:80]"},
 		{"partial removal", removeUp("svc-00042"), "-svc-00042"},
-		{"full with one change", func() Update {
+		{"full with one change", func() sources.Update {
 			ss := manyTestServices(10000)
 			ss[42] = testSvc("svc-00042")
 			return fullUp(ss...)
@@ -31,7 +44,7 @@ func TestMergerCostFollowsChange(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := newMerger(2)
+			m := testMerger("a", "b")
 			m.apply(0, fullUp(manyTestServices(10000)...))
 			m.apply(1, fullUp())
 			if c := m.flush(); len(c.Upserted) != 10000 {
@@ -55,7 +68,7 @@ func TestMergerCostFollowsChange(t *testing.T) {
 func BenchmarkMergerOneChange(b *testing.B) {
 	for _, n := range []int{100, 10000} {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
-			m := newMerger(2)
+			m := testMerger("a", "b")
 			m.apply(0, fullUp(manyTestServices(n)...))
 			m.apply(1, fullUp())
 			m.flush()
@@ -74,7 +87,7 @@ func BenchmarkMergerOneChange(b *testing.B) {
 // of which one changed: the update itself is O(N) comparisons, but only
 // the changed service reaches the flush.
 func BenchmarkMergerFullOneChange(b *testing.B) {
-	m := newMerger(1)
+	m := testMerger("a")
 	m.apply(0, fullUp(manyTestServices(10000)...))
 	m.flush()
 	addrs := []string{"10.0.0.3", "10.0.0.4"}
