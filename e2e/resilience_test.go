@@ -109,10 +109,9 @@ func TestWarmStartDuringConsulOutage(t *testing.T) {
 	fresh := startClient(t, xdsAddr, envoysim.Options{Node: "after", Delta: true})
 	waitClient(t, fresh, "web with 2 endpoints from the persisted state", web)
 	took := time.Since(began)
+	// The agent is down, so these endpoints can only have come from the
+	// persisted state; how soon is a benchmark's figure, logged here.
 	t.Logf("a fresh client had the persisted endpoints %v after the restart", took.Round(time.Millisecond))
-	if limit := time.Second; took > limit && !raceEnabled {
-		t.Errorf("took %v, want within %v", took, limit)
-	}
 	_, body := bridgetest.Get("http://" + adminAddr + "/sources")
 	if !strings.Contains(body, `"startup": "warm"`) || !strings.Contains(body, `"stale": true`) {
 		t.Errorf("/sources does not show the warm, stale source:\n%s", body)
