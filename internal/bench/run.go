@@ -1,4 +1,4 @@
-// Package bench drives the benchmark of issue 4: it starts a server
+// Package bench drives the project's xDS benchmark: it starts a server
 // implementation as its own process (see package target), connects a fleet
 // of Envoy-like clients (envoysim, Light mode), applies numbered changes and
 // measures how fast and at what cost every client converges, and validates

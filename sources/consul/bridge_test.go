@@ -17,8 +17,8 @@ import (
 )
 
 // TestBridge runs the whole bridge in-process with a consul source and
-// checks what Envoy-like clients (SotW and delta ADS) see: acceptance 1
-// and 2 end to end (registrations and a failing check, latency logged), a
+// checks what Envoy-like clients (SotW and delta ADS) see: registrations
+// and a failing check end to end (latency logged), a
 // deregistration, and staleness on the admin API while the agent is down.
 func TestBridge(t *testing.T) {
 	agent := consultest.Start(t)

@@ -13,7 +13,7 @@ import (
 	"github.com/xdsbridge/xdsbridge/sources"
 )
 
-// Issue 5 acceptance 6: Consul's DNS interface as a second real server.
+// Consul's DNS interface as a second real server.
 // `web.service.consul` SRV yields the healthy instances of web with their
 // own ports and addresses (Consul puts their A records in the additional
 // section), and a deregistration reaches the source.

@@ -13,7 +13,7 @@ import (
 	"github.com/xdsbridge/xdsbridge/sources"
 )
 
-// Integration tests of issue 5's acceptance 1-5 against a real
+// Integration tests of the DNS source against a real
 // authoritative server (CoreDNS 1.15.0, file plugin) on loopback.
 
 const (
@@ -90,7 +90,7 @@ d 2 IN A 127.0.0.14
 d 2 IN AAAA fd00::14
 `
 
-// Acceptance 1: priorities 10/20 become 0/1, weights 0/10/60 become
+// Priorities 10/20 become 0/1, weights 0/10/60 become
 // 1/10/60 (the RFC 2782 shares), one endpoint per target address.
 func TestCoreDNSPrioritiesAndWeights(t *testing.T) {
 	s := dnstest.Start(t, "example.org", weightedZone)
@@ -151,7 +151,7 @@ func TestCoreDNSDynamicUpdates(t *testing.T) {
 	}
 }
 
-// Acceptance 3: a stopped server publishes nothing (the last endpoints
+// A stopped server publishes nothing (the last endpoints
 // stay) and makes the source stale; restarted, updates resume.
 func TestCoreDNSOutage(t *testing.T) {
 	zone := "_api._tcp 2 IN SRV 0 10 80 a\na 2 IN A 127.0.0.11\n"
@@ -182,7 +182,7 @@ func TestCoreDNSOutage(t *testing.T) {
 		u.at.Sub(snap.FailingFrom).Round(time.Millisecond), st.Snapshot().Failures)
 }
 
-// Acceptance 4: SERVFAIL keeps the endpoints, NXDOMAIN empties the cluster.
+// SERVFAIL keeps the endpoints, NXDOMAIN empties the cluster.
 func TestCoreDNSServFailAndNXDomain(t *testing.T) {
 	zone := "_api._tcp 2 IN SRV 0 10 80 a\na 2 IN A 127.0.0.11\n"
 	s := dnstest.Start(t, "example.org", zone)
@@ -211,7 +211,7 @@ func TestCoreDNSServFailAndNXDomain(t *testing.T) {
 	waitFor(t, func() bool { return !st.Snapshot().Stale })
 }
 
-// Acceptance 5: a host entry with port 8080 yields one endpoint per
+// A host entry with port 8080 yields one endpoint per
 // A/AAAA record.
 func TestCoreDNSHostEntry(t *testing.T) {
 	s := dnstest.Start(t, "example.org", "web 2 IN A 127.0.0.21\nweb 2 IN A 127.0.0.22\nweb 2 IN AAAA fd00::21\n")
