@@ -123,6 +123,23 @@ func (w *watchSet) room(i int) int {
 	return w.perLane
 }
 
+// lowerRoom caps every lane at n watches, and reports whether that
+// lowered any lane's room. Every lane is a connection to the same server,
+// which allows each of them the same number of streams: capping only the
+// lane that showed the limit would send the watches it gives up to the
+// next lane, which would show the same limit one streamWaitFactor later,
+// and so on lane by lane.
+func (w *watchSet) lowerRoom(n int) bool {
+	lowered := false
+	for i, c := range w.caps {
+		if c == 0 || n < c {
+			w.caps[i] = n
+			lowered = true
+		}
+	}
+	return lowered
+}
+
 // capacity is how many services can be watched at once.
 func (w *watchSet) capacity() int {
 	n := 0
@@ -241,15 +258,11 @@ func (l *loop) onWatch(r fetchResult) {
 		// watches_per_connection: the lane keeps the watches that got a
 		// stream, and the service goes to the next lane with room (or is
 		// swept like any unwatched one).
-		lane := run.lane
-		room := l.sentOn(lane)
-		if l.w.caps[lane] == 0 || room < l.w.caps[lane] {
-			if !l.w.capped {
-				l.w.capped = true
-				l.s.log.Warn("the agent allows fewer HTTP/2 streams per connection than watches_per_connection; watching fewer services on that connection",
-					"watches_per_connection", l.w.perLane, "now", room)
-			}
-			l.w.caps[lane] = room
+		room := l.sentOn(run.lane)
+		if l.w.lowerRoom(room) && !l.w.capped {
+			l.w.capped = true
+			l.s.log.Warn("the agent allows fewer HTTP/2 streams per connection than watches_per_connection; watching fewer services on each connection",
+				"watches_per_connection", l.w.perLane, "now", room)
 		}
 		l.stopWatch(r.key)
 		l.maybeWatch(r.key, run.st, false)
