@@ -93,9 +93,9 @@
 //     (a proxy in front of the agent: nginx allows 128) would leave the
 //     watches beyond its limit waiting for a stream, watching nothing: a
 //     watch whose request is not sent within four read_timeouts is given
-//     up, every lane's room becomes the number of watches that got a
-//     stream on its connection (each connection to the server has the
-//     same limit), the service moves to the next lane with room, and a
+//     up, every lane's room becomes the most requests one connection has
+//     been seen carrying (each connection to the server has the same
+//     limit), the service moves to the next lane with room, and a
 //     warning is logged once.
 //   - Over HTTP/1.1 (plain HTTP) each blocking query holds a connection:
 //     reads, bulk queries and the probe hold max_concurrent_fetches + 3

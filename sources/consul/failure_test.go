@@ -40,8 +40,12 @@ type fakeConsul struct {
 	catIndex uint64
 	// headers are set on every answer (after the defaults).
 	headers map[string]string
-	// blocked counts the blocking service reads (watches) waiting now.
+	// blocked counts the blocking service reads (watches) waiting now;
+	// hold is how long a blocking query waits for a change (0: 2 s,
+	// shorter than any wait the source asks for, so that tests see
+	// renewals).
 	blocked int
+	hold    time.Duration
 	// nodeID is the agent's node ID in /v1/agent/self, maxConns its
 	// http_max_conns_per_client there (0: Consul's default, 200).
 	nodeID   string
@@ -153,7 +157,7 @@ func (f *fakeConsul) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	want, _ := strconv.ParseUint(r.URL.Query().Get("index"), 10, 64)
 	if want > 0 && want == f.indexOf(r.URL.Path) && f.mode == "ok" {
-		ch := f.changed
+		ch, hold := f.changed, cmp.Or(f.hold, 2*time.Second)
 		watch := strings.HasPrefix(r.URL.Path, "/v1/health/service/")
 		if watch {
 			f.blocked++
@@ -162,7 +166,7 @@ func (f *fakeConsul) serve(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-ch:
 		case <-r.Context().Done():
-		case <-time.After(2 * time.Second):
+		case <-time.After(hold):
 		}
 		f.mu.Lock()
 		if watch {

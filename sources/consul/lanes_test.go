@@ -90,7 +90,11 @@ func TestWatchLanes(t *testing.T) {
 			for i := range tc.services {
 				catalog[fmt.Sprintf("s%04d", i)] = []string{}
 			}
-			f.set(func() { f.catalog, f.catIndex, f.maxConns = catalog, 5, tc.agentLimit })
+			// Watches are held as long as a real agent holds them (the
+			// test ends first): a fake answering every 2 s would move
+			// the server's streams from one watch to another all the
+			// time, which a real agent does once per wait.
+			f.set(func() { f.catalog, f.catIndex, f.maxConns, f.hold = catalog, 5, tc.agentLimit, 10*time.Minute })
 			cfg := map[string]any{"address": srv.Listener.Addr().String()}
 			if tc.maxConns > 0 {
 				cfg["max_connections"] = tc.maxConns
@@ -125,9 +129,16 @@ func TestWatchLanes(t *testing.T) {
 				// lowering its lane's room. So the outcome asserted is
 				// that every watch the status counts is one the server
 				// holds, and no lane holds more than the server allows.
+				var held int
+				var said string
+				defer func() {
+					if t.Failed() {
+						t.Logf("last seen: the server held %d watches; the status said %q", held, said)
+					}
+				}()
 				waitFor(t, patience, fmt.Sprintf("at most %d watches, each held by the server, and the status saying so", tc.watching), func() bool {
-					n := f.blockedNow()
-					return n > 0 && n <= tc.watching && strings.Contains(r.status.Snapshot().Notes["watches"], fmt.Sprintf("%d of %d services watched", n, tc.services))
+					held, said = f.blockedNow(), r.status.Snapshot().Notes["watches"]
+					return held > 0 && held <= tc.watching && strings.Contains(said, fmt.Sprintf("%d of %d services watched", held, tc.services))
 				})
 			} else {
 				waitFor(t, patience, fmt.Sprintf("%d watches waiting, and the status saying so", tc.watching), func() bool {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptrace"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -47,9 +46,9 @@ type watchRun struct {
 	st     *svcState
 	lane   int
 	cancel context.CancelFunc
-	// sent: a request of the watch got a stream (its headers were
-	// written); the loop counts these when the agent shows its stream
-	// limit (errQueued).
+	// sent: the watch's current request holds a stream (its latest
+	// attempt wrote its headers); the loop counts these when the agent
+	// shows its stream limit (errQueued).
 	sent atomic.Bool
 }
 
@@ -60,13 +59,13 @@ type watchSet struct {
 	closers []*http.Transport
 	load    []int
 	perLane int
-	// caps: a lane's room once the server showed it allows fewer
-	// streams than perLane (see errQueued); 0 until then.
-	caps []int
-	// capped: the lowered room was logged (once per source).
-	capped bool
-	runs   map[svcKey]*watchRun
-	perDC  map[int]int // watches per datacenter
+	// streams: the most requests one connection has been seen carrying
+	// at once since the server showed it allows fewer streams than
+	// perLane (see errQueued); 0 until then. Every lane is a connection
+	// to the same server, with the same limit, so it is every lane's room.
+	streams int
+	runs    map[svcKey]*watchRun
+	perDC   map[int]int // watches per datacenter
 	// failed: watches whose last request failed (the source is stale
 	// until each answers again), and their number per datacenter, which
 	// every applied answer asks about (loop.holding).
@@ -90,7 +89,6 @@ func (s *Source) setupLanes(w *watchSet) error {
 		w.lanes = append(w.lanes, c)
 		w.closers = append(w.closers, tr)
 		w.load = append(w.load, 0)
-		w.caps = append(w.caps, 0)
 	}
 	return nil
 }
@@ -117,27 +115,10 @@ func (w *watchSet) setFailed(k svcKey, failed bool) {
 
 // room is how many watches lane i may carry.
 func (w *watchSet) room(i int) int {
-	if w.caps[i] > 0 {
-		return w.caps[i]
+	if w.streams > 0 {
+		return w.streams
 	}
 	return w.perLane
-}
-
-// lowerRoom caps every lane at n watches, and reports whether that
-// lowered any lane's room. Every lane is a connection to the same server,
-// which allows each of them the same number of streams: capping only the
-// lane that showed the limit would send the watches it gives up to the
-// next lane, which would show the same limit one streamWaitFactor later,
-// and so on lane by lane.
-func (w *watchSet) lowerRoom(n int) bool {
-	lowered := false
-	for i, c := range w.caps {
-		if c == 0 || n < c {
-			w.caps[i] = n
-			lowered = true
-		}
-	}
-	return lowered
 }
 
 // capacity is how many services can be watched at once.
@@ -257,12 +238,17 @@ func (l *loop) onWatch(r fetchResult) {
 		// The server allows fewer streams per connection than
 		// watches_per_connection: the lane keeps the watches that got a
 		// stream, and the service goes to the next lane with room (or is
-		// swept like any unwatched one).
-		room := l.sentOn(run.lane)
-		if l.w.lowerRoom(room) && !l.w.capped {
-			l.w.capped = true
-			l.s.log.Warn("the agent allows fewer HTTP/2 streams per connection than watches_per_connection; watching fewer services on each connection",
-				"watches_per_connection", l.w.perLane, "now", room)
+		// swept like any unwatched one). The lane's requests holding a
+		// stream are at most the server's limit, and as many once the
+		// lane is full; a busy host may not have written some of them
+		// yet, so every lane's room is the most seen, raised by any later
+		// sighting.
+		if n := l.sentOn(run.lane); n > l.w.streams {
+			if l.w.streams == 0 {
+				l.s.log.Warn("the agent allows fewer HTTP/2 streams per connection than watches_per_connection; watching fewer services on each connection",
+					"watches_per_connection", l.w.perLane, "streams", n)
+			}
+			l.w.streams = n
 		}
 		l.stopWatch(r.key)
 		l.maybeWatch(r.key, run.st, false)
@@ -278,8 +264,8 @@ func (l *loop) onWatch(r fetchResult) {
 	l.apply(r, run.st)
 }
 
-// sentOn counts the watches of lane whose requests got a stream: as many
-// as the agent allows on one connection (at least 1).
+// sentOn counts the watches of lane whose requests hold a stream now (at
+// least 1).
 func (l *loop) sentOn(lane int) int {
 	n := 0
 	for _, run := range l.w.runs {
@@ -363,25 +349,23 @@ const streamWaitFactor = 4
 // lane's requests beyond the server's stream limit wait for a stream (the
 // transport is strict); a watch waiting so would watch nothing until
 // another ends, possibly minutes later, while its service counted as
-// watched and was not swept. sent is set once the request got its stream.
+// watched and was not swept. sent says whether the request holds a stream.
 func (s *Source) readWatched(ctx context.Context, c *api.Client, dc, service string, index uint64, sent *atomic.Bool) ([]*api.ServiceEntry, *api.QueryMeta, bool, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	wrote := make(chan struct{})
-	var once sync.Once
+	// Each attempt of the request starts with GotConn: the transport
+	// retries a request whose stream the server refused, which happens
+	// to requests sent on a new connection before its stream limit was
+	// known (the server's settings had not arrived). Such a request wrote
+	// its headers once and now waits for a stream, so "sent" is the state
+	// of the latest attempt, not of the first.
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		WroteHeaders: func() {
-			once.Do(func() {
-				sent.Store(true)
-				close(wrote)
-			})
-		},
+		GotConn:      func(httptrace.GotConnInfo) { sent.Store(false) },
+		WroteHeaders: func() { sent.Store(true) },
 	})
 	var queued atomic.Bool
 	t := time.AfterFunc(streamWaitFactor*s.cfg.ReadTimeout, func() {
-		select {
-		case <-wrote:
-		default:
+		if !sent.Load() {
 			queued.Store(true)
 			cancel()
 		}
