@@ -4,7 +4,7 @@ GO      ?= go
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: build test lint vet fmt-check staticcheck fuzz deploy-check
+.PHONY: build test lint vet fmt-check staticcheck deadcode fuzz deploy-check
 
 # Shell snippets shared by test and the single-purpose targets (test runs
 # them inline rather than through $(MAKE), so that `make -n test` runs nothing).
@@ -37,6 +37,10 @@ DEPLOY_CHECK = { $(GO) vet -C tools/deploycheck ./... && $(GO) test -C tools/dep
 # time) and keeps the build in the build cache. A finding that is wrong
 # gets a //lint:ignore CHECK with the reason on the line before it.
 STATICCHECK = $(GO) tool -modfile=tools/lint/go.mod staticcheck ./...
+# deadcode from the same module: functions that neither a command nor a test
+# reaches. Its answer must be empty: code kept for later is code nobody
+# checks.
+DEADCODE = out=$$($(GO) tool -modfile=tools/lint/go.mod deadcode -test ./...) && { [ -z "$$out" ] || { echo "unreachable code:"; echo "$$out"; exit 1; }; }
 
 ## build: the bridge binary, into bin/bridge
 build:
@@ -58,8 +62,8 @@ test:
 	$(DEPLOY_CHECK); \
 	$(FUZZ)
 
-## lint: go vet, gofmt and staticcheck
-lint: vet fmt-check staticcheck
+## lint: go vet, gofmt, staticcheck and deadcode
+lint: vet fmt-check staticcheck deadcode
 
 vet:
 	$(GO) vet ./...
@@ -69,6 +73,9 @@ fmt-check:
 
 staticcheck:
 	$(STATICCHECK)
+
+deadcode:
+	@$(DEADCODE)
 
 ## deploy-check: the deployment manifests' checks alone
 deploy-check:

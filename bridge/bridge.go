@@ -57,16 +57,6 @@ type Instance struct {
 	started time.Time
 }
 
-// Run builds the bridge of cfg and runs it until ctx is done; see New and
-// Instance.Run.
-func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, version string) error {
-	in, err := New(cfg, log, version)
-	if err != nil {
-		return err
-	}
-	return in.Run(ctx)
-}
-
 // New builds the sources of cfg and binds the xDS and admin listeners;
 // version is the build's, which the status page shows.
 // Configuration errors are *settings.KeyError values; a listen error names

@@ -257,12 +257,6 @@ func (a *Agent) JoinWAN(other *Agent) {
 	}
 }
 
-// Log returns the agent's log so far.
-func (a *Agent) Log() string {
-	b, _ := os.ReadFile(a.logPath)
-	return string(b)
-}
-
 func (a *Agent) start(limit time.Duration) {
 	a.t.Helper()
 	logf, err := os.OpenFile(a.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)

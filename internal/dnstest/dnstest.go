@@ -16,7 +16,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -326,11 +325,4 @@ func tail(s string, n int) string {
 		return s
 	}
 	return "..." + s[len(s)-n:]
-}
-
-// Port returns the server's port.
-func (s *Server) Port() int {
-	_, p, _ := net.SplitHostPort(s.Addr)
-	n, _ := strconv.Atoi(p)
-	return n
 }
