@@ -38,6 +38,38 @@ type decoded struct {
 	msg     any
 }
 
+// decodeAll decodes the resources of one response, anys[i] the payload of
+// the i-th, and names them in r. named, when set, gives the i-th
+// resource's name and version as the response states them outside its
+// payload (delta responses do), which must match the payload's. It returns
+// what was decoded and the first reason to NACK the response: a resource
+// that does not decode or does not match, or Options.Reject.
+func (c *Client) decodeAll(r *Received, anys []*anypb.Any, named func(i int) (name, version string)) ([]decoded, error) {
+	rs := make([]decoded, 0, len(anys))
+	var reject error
+	for i, a := range anys {
+		d, err := c.decode(r.TypeURL, a)
+		d.version = r.Version
+		if named != nil {
+			name, version := named(i)
+			if err == nil && d.name != name {
+				err = fmt.Errorf("resource named %q carries %q", name, d.name)
+			}
+			d.name, d.version = name, version
+		}
+		if err != nil && reject == nil {
+			reject = err
+		}
+		d.name, d.version = c.opts.Intern.string(d.name), c.opts.Intern.string(d.version)
+		r.Names = append(r.Names, d.name)
+		rs = append(rs, d)
+	}
+	if reject == nil && c.opts.Reject != nil {
+		reject = c.opts.Reject(r.TypeURL, anys)
+	}
+	return rs, reject
+}
+
 // decode turns one resource into what the client keeps. In Light mode only
 // the name is read, straight from the wire: Cluster.name,
 // ClusterLoadAssignment.cluster_name, Listener.name and

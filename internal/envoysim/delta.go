@@ -148,27 +148,12 @@ func (c *Client) handleDelta(resp *discoveryv3.DeltaDiscoveryResponse) error {
 		c.ignore(r)
 		return nil
 	}
-	rs := make([]decoded, 0, len(resp.GetResources()))
-	var reject error
-	for _, res := range resp.GetResources() {
-		d, err := c.decode(r.TypeURL, res.GetResource())
-		if err == nil && d.name != res.GetName() {
-			err = fmt.Errorf("resource named %q carries %q", res.GetName(), d.name)
-		}
-		if err != nil && reject == nil {
-			reject = err
-		}
-		d.name, d.version = c.opts.Intern.string(res.GetName()), c.opts.Intern.string(res.GetVersion())
-		r.Names = append(r.Names, d.name)
-		rs = append(rs, d)
+	res := resp.GetResources()
+	anys := make([]*anypb.Any, len(res))
+	for i, x := range res {
+		anys[i] = x.GetResource()
 	}
-	if reject == nil && c.opts.Reject != nil {
-		anys := make([]*anypb.Any, 0, len(resp.GetResources()))
-		for _, res := range resp.GetResources() {
-			anys = append(anys, res.GetResource())
-		}
-		reject = c.opts.Reject(r.TypeURL, anys)
-	}
+	rs, reject := c.decodeAll(&r, anys, func(i int) (string, string) { return res[i].GetName(), res[i].GetVersion() })
 
 	c.mu.Lock()
 	var edsReq *deltaReq

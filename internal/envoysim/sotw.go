@@ -128,20 +128,7 @@ func (c *Client) handleSotW(resp *discoveryv3.DiscoveryResponse) error {
 		c.ignore(r)
 		return nil
 	}
-	rs := make([]decoded, 0, len(resp.GetResources()))
-	var reject error
-	for _, a := range resp.GetResources() {
-		d, err := c.decode(r.TypeURL, a)
-		if err != nil && reject == nil {
-			reject = err
-		}
-		d.version = c.opts.Intern.string(r.Version)
-		r.Names = append(r.Names, d.name)
-		rs = append(rs, d)
-	}
-	if reject == nil && c.opts.Reject != nil {
-		reject = c.opts.Reject(r.TypeURL, resp.GetResources())
-	}
+	rs, reject := c.decodeAll(&r, resp.GetResources(), nil)
 
 	c.mu.Lock()
 	st.nonce = r.Nonce
