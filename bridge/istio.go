@@ -34,15 +34,17 @@ func IstioCollections(c config.Istio) []string {
 // istio section c is enabled.
 func (p *publisher) serveIstio(c config.Istio, reg prometheus.Registerer) *publisher {
 	if c.Enabled {
-		p.istio = newIstioPublisher(c.Translator, p.log, reg)
+		p.istio = NewIstioPublisher(c.Translator, p.log, reg)
 	}
 	return p
 }
 
-// istioPublisher turns services into the MCP resources istiod reads
-// (translate/istio), for the publisher: it runs under the publisher's
-// lock only.
-type istioPublisher struct {
+// IstioPublisher turns services into the MCP resources istiod reads
+// (translate/istio), as the bridge applies them to its xDS engine: each
+// resource under every type URL of its kind. The bridge's publisher runs
+// it under its lock; it is exported for the benchmark server, which serves
+// istiod as the bridge does. Not safe for concurrent use.
+type IstioPublisher struct {
 	t   *istio.Translator
 	log *slog.Logger
 	// served holds, per service, the keys of the resources applied for it,
@@ -53,8 +55,10 @@ type istioPublisher struct {
 	dropped prometheus.Counter
 }
 
-func newIstioPublisher(t *istio.Translator, log *slog.Logger, reg prometheus.Registerer) *istioPublisher {
-	p := &istioPublisher{
+// NewIstioPublisher returns an IstioPublisher translating with t, which
+// registers its counters with reg and logs dropped endpoints to log.
+func NewIstioPublisher(t *istio.Translator, log *slog.Logger, reg prometheus.Registerer) *IstioPublisher {
+	p := &IstioPublisher{
 		t:      t,
 		log:    log,
 		served: map[string][]xds.Key{},
@@ -71,10 +75,10 @@ func newIstioPublisher(t *istio.Translator, log *slog.Logger, reg prometheus.Reg
 	return p
 }
 
-// upsert returns the resources of svc to apply and the keys it no longer
+// Upsert returns the resources of svc to apply and the keys it no longer
 // has. On a translation error it returns the error and nothing to change:
 // the service keeps its last good Istio resources.
-func (p *istioPublisher) upsert(svc sources.Service) ([]xds.Resource, []xds.Key, error) {
+func (p *IstioPublisher) Upsert(svc sources.Service) ([]xds.Resource, []xds.Key, error) {
 	res, err := p.t.Service(svc)
 	if err != nil {
 		p.errors.Inc()
@@ -105,8 +109,8 @@ func (p *istioPublisher) upsert(svc sources.Service) ([]xds.Resource, []xds.Key,
 	return ups, gone, nil
 }
 
-// remove returns the keys of every resource applied for the service.
-func (p *istioPublisher) remove(name string) []xds.Key {
+// Remove returns the keys of every resource applied for the service.
+func (p *IstioPublisher) Remove(name string) []xds.Key {
 	keys := p.served[name]
 	delete(p.served, name)
 	return keys

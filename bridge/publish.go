@@ -55,7 +55,7 @@ type publisher struct {
 	// held are the services the transforms hold back, as last logged.
 	held []string
 	// istio, if set, also publishes every service as Istio resources.
-	istio *istioPublisher
+	istio *IstioPublisher
 	// failed is the running publish's Changes.Failed while its Apply runs:
 	// the engine refuses a resource version (one too large to send) inside
 	// Apply, and refused forwards that to the sources reporting the
@@ -110,7 +110,7 @@ func (p *publisher) publish(c manager.Changes) {
 	var removals []xds.Key
 	for _, svc := range c.Upserted {
 		if p.istio != nil {
-			ups, gone, err := p.istio.upsert(svc)
+			ups, gone, err := p.istio.Upsert(svc)
 			p.fail(c, svc.Name, err, "cannot serve the new version of a service to istiod; keeping its last good Istio resources")
 			upserts, removals = append(upserts, ups...), append(removals, gone...)
 		}
@@ -126,7 +126,7 @@ func (p *publisher) publish(c manager.Changes) {
 	}
 	for _, name := range c.Removed {
 		if p.istio != nil {
-			removals = append(removals, p.istio.remove(name)...)
+			removals = append(removals, p.istio.Remove(name)...)
 		}
 		if !p.served[name] {
 			continue // never translated successfully: nothing to remove
