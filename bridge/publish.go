@@ -159,8 +159,9 @@ func (p *publisher) scoped(svc sources.Service, rs []xds.Resource) []xds.Resourc
 
 // scope sets the scoping rules. Once the publisher has published, the
 // served services are translated again and applied with their new scopes
-// (resources whose scopes did not change are no-ops to the engine), and
-// then the engine learns the new mapping of nodes to scopes: each client
+// (resources whose scopes did not change are no-ops to the engine), the
+// Istio resources with every scope (IstioPublisher.Rescope), and then the
+// engine learns the new mapping of nodes to scopes: each client
 // is sent what its scope gained and the removal of what it lost.
 func (p *publisher) scope(s *translate.Scopes) *publisher {
 	p.mu.Lock()
@@ -174,6 +175,9 @@ func (p *publisher) scope(s *translate.Scopes) *publisher {
 			continue // not served in this version either: its last good resources stay
 		}
 		upserts = append(upserts, p.scoped(svc, resources(svc.Name, r))...)
+	}
+	if p.istio != nil {
+		upserts = append(upserts, p.istio.Rescope(xds.ScopeSet(s.Every()))...)
 	}
 	if len(upserts) > 0 {
 		p.server.Apply(upserts, nil)
