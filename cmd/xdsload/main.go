@@ -25,6 +25,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -105,7 +106,7 @@ func run(ctx context.Context, args []string) error {
 
 func serve(ctx context.Context, args []string, log *slog.Logger) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	impl := fs.String("impl", "xdsbridge", "implementation: "+strings.Join(target.Impls, ", "))
+	impl := fs.String("impl", "xdsbridge", "implementation: "+strings.Join(slices.Concat(target.Impls, target.IstioImpls), ", "))
 	xds := fs.String("xds", "127.0.0.1:0", "xDS listen address")
 	control := fs.String("control", "127.0.0.1:0", "control API listen address")
 	holdoff := fs.Duration("holdoff", 0, "coalesce changes as the bridge's source manager does (manager.Cadence: at most one publish per holdoff, no change waits longer); 0 applies each at once")
