@@ -57,8 +57,14 @@ type IstiodResult struct {
 	// (getrusage in that process); ClientCPU this process's, which is the
 	// client's and the driver's (a few HTTP calls).
 	ServerCPU, ClientCPU time.Duration
+	// ServerSys is the system (kernel) part of ServerCPU: the socket
+	// writes, mostly.
+	ServerSys time.Duration
 	// IdleCPU is the server's CPU over Config.Idle with nothing changing.
 	IdleCPU time.Duration
+	// GCs and Releases are the server's garbage collections and memory
+	// returns (its reclaim policy, two collections each) over Window.
+	GCs, Releases int
 	// Latencies are, per change, from the change's request to the server
 	// to the client's receipt of the response that carries it.
 	Latencies []time.Duration
@@ -142,6 +148,11 @@ func RunIstiod(ctx context.Context, cfg IstiodConfig) (*IstiodResult, error) {
 	period := time.Duration(float64(time.Second) / cfg.Rate)
 	total := max(1, int(cfg.Duration.Seconds()*cfg.Rate))
 	before := len(client.Responses())
+	// The server's profile over the changes tells where its time went.
+	prof := filepath.Join(cfg.OutDir, fmt.Sprintf("istiod.%s.%d.cpu.pprof", cfg.Impl, cfg.Rep))
+	if err := srv.post(ctx, "/cpuprofile/start", url.Values{"path": {prof}}); err != nil {
+		return nil, err
+	}
 	s0, err = srv.stats(ctx)
 	if err != nil {
 		return nil, err
@@ -181,7 +192,12 @@ func RunIstiod(ctx context.Context, cfg IstiodConfig) (*IstiodResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := srv.post(ctx, "/cpuprofile/stop", nil); err != nil {
+		return nil, err
+	}
 	res.Window, res.ClientCPU, res.ServerCPU = time.Since(start), selfCPU()-c0, s1.CPU()-s0.CPU()
+	res.ServerSys = time.Duration(s1.SysNs - s0.SysNs)
+	res.GCs, res.Releases = int(s1.GCs-s0.GCs), s1.Reclaim.Releases-s0.Reclaim.Releases
 	for _, r := range client.Responses()[before:] {
 		res.Pushes++
 		res.PushBytes += int64(r.Bytes)
@@ -232,12 +248,12 @@ func (r *IstiodResult) bytesPerPush() float64 {
 // Line is one run's figures, on one line.
 func (r *IstiodResult) Line() string {
 	c := r.Config
-	s := fmt.Sprintf("%s run %d: %d×%d, %d changes at %g/s over %s: server CPU %s per change (%s above idle; idle %s over %s), "+
-		"client CPU %s per change; %d pushes (%d of the endpoint collection), %.0f B per push, initial %d B; "+
+	s := fmt.Sprintf("%s run %d: %d×%d, %d changes at %g/s over %s: server CPU %s per change (system %s; %s above idle; idle %s over %s), "+
+		"client CPU %s per change; server %d GCs, %d memory returns; %d pushes (%d of the endpoint collection), %.0f B per push, initial %d B; "+
 		"change to received p50 %s p99 %s max %s; load average %s -> %s",
 		c.Impl, c.Rep, c.Services, c.Instances, r.Changes, c.Rate, r.Window.Round(time.Millisecond),
-		ms(r.perChange(r.ServerCPU)), ms(r.aboveIdle()), ms(r.IdleCPU), c.Idle,
-		ms(r.perChange(r.ClientCPU)), r.Pushes, r.Endpoint, r.bytesPerPush(), r.InitialBytes,
+		ms(r.perChange(r.ServerCPU)), ms(r.perChange(r.ServerSys)), ms(r.aboveIdle()), ms(r.IdleCPU), c.Idle,
+		ms(r.perChange(r.ClientCPU)), r.GCs, r.Releases, r.Pushes, r.Endpoint, r.bytesPerPush(), r.InitialBytes,
 		ms(pct(r.Latencies, 50)), ms(pct(r.Latencies, 99)), ms(pct(r.Latencies, 100)), r.LoadBefore, r.LoadAfter)
 	if r.Problem != "" {
 		s += "; FAILED: " + r.Problem
