@@ -12,6 +12,9 @@
 #   make bench-file    the file source end to end: bridge binary on a services file, one-line edits
 #   make bench-status-page  the admin status page at 10,000 services and 1,000 clients, in headless Chromium
 #   make bench-headline  prints the headline table of docs/benchmarks.md and redraws its chart
+#   make bench-istiod  the server CPU per change of serving istiod at 10,000 services × 3, one change/s for 60 s,
+#                      each shape's server in its own process, 3 runs (~8 min)
+#   make bench-istiod-consul  a real Consul agent's instance change timed to an istiod-like client (~4 min)
 #   make bench-replicas  3 bridge replicas sharing 3,000 delta clients behind a TCP balancer, each on a
 #                      Consul client agent of its own; one killed and restarted under churn (~20 min for its two variants)
 # Output: out/bench/{results.md,results.csv,chart.svg,profiles/}
@@ -22,7 +25,7 @@ BENCH_OUT   ?= out/bench
 BENCH_FLAGS ?=
 BENCH_FULL_FLAGS ?= --change-budget=30s
 
-.PHONY: bench bench-full bench-consul bench-consul-scale bench-consul-refill bench-file bench-status-page bench-headline bench-replicas bench-bin
+.PHONY: bench bench-full bench-consul bench-consul-scale bench-consul-refill bench-file bench-status-page bench-headline bench-replicas bench-istiod bench-istiod-consul bench-bin
 
 bench-bin:
 	@mkdir -p $(BENCH_OUT)
@@ -105,3 +108,22 @@ bench-replicas: bench-bin
 	set -eu; vars=$$(scripts/tools.sh); eval "$$vars"; \
 	$(BENCH_OUT)/xdsload replicas --consul "$$XDSBRIDGE_CONSUL" --bridge $(BENCH_OUT)/bridge \
 	  --out $(BENCH_OUT)/replicas $(BENCH_FLAGS)
+
+# Serving istiod: each shape's server (the engine with the Istio
+# collections, xdsload serve --impl istio-*) in its own process, its CPU
+# apart from the istiod-like client's.
+bench-istiod: bench-bin
+	$(BENCH_OUT)/xdsload istiod -n 10000 -e 3 --rate 1 --duration 60s --idle 10s --runs 3 --out $(BENCH_OUT)/istiod
+
+# An instance registered and deregistered in a real Consul agent, timed to
+# an istiod-like client: a server and a client agent, the bridge on the
+# client's HTTPS listener at default settings.
+bench-istiod-consul: bench-bin
+	go build -o $(BENCH_OUT)/bridge ./cmd/bridge
+	set -eu; vars=$$(scripts/tools.sh); eval "$$vars"; \
+	for shape in inline workload_entries; do \
+	  $(BENCH_OUT)/xdsload istiod-consul --consul "$$XDSBRIDGE_CONSUL" --bridge $(BENCH_OUT)/bridge \
+	    --topology cluster --tls -n 1000 --changes 40 --shape $$shape --out $(BENCH_OUT)/istiod-consul/$$shape; \
+	done; \
+	$(BENCH_OUT)/xdsload istiod-consul --consul "$$XDSBRIDGE_CONSUL" --bridge $(BENCH_OUT)/bridge \
+	  --topology cluster --tls -n 10000 --changes 40 --timeout 5m --shape inline --out $(BENCH_OUT)/istiod-consul/inline-10000

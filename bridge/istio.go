@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"log/slog"
+	"slices"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -34,30 +35,37 @@ func IstioCollections(c config.Istio) []string {
 // istio section c is enabled.
 func (p *publisher) serveIstio(c config.Istio, reg prometheus.Registerer) *publisher {
 	if c.Enabled {
-		p.istio = newIstioPublisher(c.Translator, p.log, reg)
+		p.istio = NewIstioPublisher(c.Translator, p.log, reg)
+		p.istio.Rescope(xds.ScopeSet(p.scopes.Every()))
 	}
 	return p
 }
 
-// istioPublisher turns services into the MCP resources istiod reads
-// (translate/istio), for the publisher: it runs under the publisher's
-// lock only.
-type istioPublisher struct {
+// IstioPublisher turns services into the MCP resources istiod reads
+// (translate/istio), as the bridge applies them to its xDS engine: each
+// resource under every type URL of its kind. The bridge's publisher runs
+// it under its lock; it is exported for the benchmark server, which serves
+// istiod as the bridge does. Not safe for concurrent use.
+type IstioPublisher struct {
 	t   *istio.Translator
 	log *slog.Logger
-	// served holds, per service, the keys of the resources applied for it,
-	// so that an update removes the WorkloadEntries of endpoints that left
-	// and a removal removes them all.
-	served  map[string][]xds.Key
+	// served holds, per service, the resources applied for it, so that an
+	// update removes the WorkloadEntries of endpoints that left, a removal
+	// removes them all, and Rescope applies them again.
+	served map[string][]xds.Resource
+	// scopes are the scopes every resource is delivered to (Rescope).
+	scopes  xds.ScopeSet
 	errors  prometheus.Counter
 	dropped prometheus.Counter
 }
 
-func newIstioPublisher(t *istio.Translator, log *slog.Logger, reg prometheus.Registerer) *istioPublisher {
-	p := &istioPublisher{
+// NewIstioPublisher returns an IstioPublisher translating with t, which
+// registers its counters with reg and logs dropped endpoints to log.
+func NewIstioPublisher(t *istio.Translator, log *slog.Logger, reg prometheus.Registerer) *IstioPublisher {
+	p := &IstioPublisher{
 		t:      t,
 		log:    log,
-		served: map[string][]xds.Key{},
+		served: map[string][]xds.Resource{},
 		errors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "xdsbridge_istio_translate_errors_total",
 			Help: "Service versions that could not be translated into Istio resources; the service's last good Istio resources stay served.",
@@ -71,10 +79,10 @@ func newIstioPublisher(t *istio.Translator, log *slog.Logger, reg prometheus.Reg
 	return p
 }
 
-// upsert returns the resources of svc to apply and the keys it no longer
+// Upsert returns the resources of svc to apply and the keys it no longer
 // has. On a translation error it returns the error and nothing to change:
 // the service keeps its last good Istio resources.
-func (p *istioPublisher) upsert(svc sources.Service) ([]xds.Resource, []xds.Key, error) {
+func (p *IstioPublisher) Upsert(svc sources.Service) ([]xds.Resource, []xds.Key, error) {
 	res, err := p.t.Service(svc)
 	if err != nil {
 		p.errors.Inc()
@@ -86,28 +94,52 @@ func (p *istioPublisher) upsert(svc sources.Service) ([]xds.Resource, []xds.Key,
 			"service", svc.Name, "dropped", n, "first", res.Dropped[0].Endpoint, "err", res.Dropped[0].Err)
 	}
 	var ups []xds.Resource
-	var keys []xds.Key
 	kept := make(map[xds.Key]bool, 2*len(res.Resources))
 	for _, r := range res.Resources {
 		for _, url := range r.Kind.TypeURLs() {
-			ups = append(ups, xds.Resource{Type: url, Name: r.Name, Message: r.Message})
-			keys = append(keys, xds.Key{Type: url, Name: r.Name})
-			kept[keys[len(keys)-1]] = true
+			ups = append(ups, xds.Resource{Type: url, Name: r.Name, Message: r.Message, Scopes: p.scopes})
+			kept[xds.Key{Type: url, Name: r.Name}] = true
 		}
 	}
 	var gone []xds.Key
-	for _, k := range p.served[svc.Name] {
-		if !kept[k] {
+	for _, r := range p.served[svc.Name] {
+		if k := (xds.Key{Type: r.Type, Name: r.Name}); !kept[k] {
 			gone = append(gone, k)
 		}
 	}
-	p.served[svc.Name] = keys
+	p.served[svc.Name] = ups
 	return ups, gone, nil
 }
 
-// remove returns the keys of every resource applied for the service.
-func (p *istioPublisher) remove(name string) []xds.Key {
-	keys := p.served[name]
+// Remove returns the keys of every resource applied for the service.
+func (p *IstioPublisher) Remove(name string) []xds.Key {
+	var keys []xds.Key
+	for _, r := range p.served[name] {
+		keys = append(keys, xds.Key{Type: r.Type, Name: r.Name})
+	}
 	delete(p.served, name)
 	return keys
+}
+
+// Rescope makes every resource, those applied already and those to come,
+// delivered by wildcard to the scopes in every, and returns the applied
+// ones to apply again with them. The Istio collections are not scoped:
+// their one client, istiod, needs every service whatever scope its node
+// falls in (a collection it is sent without an entry deletes that entry),
+// and it scopes what each proxy sees itself. A scope's deny does not
+// apply to them either. So every should hold every configured scope;
+// unscoped clients get everything regardless.
+func (p *IstioPublisher) Rescope(every xds.ScopeSet) []xds.Resource {
+	p.scopes = every
+	var out []xds.Resource
+	for name, rs := range p.served {
+		// A copy: the slice was handed to Apply.
+		rs = slices.Clone(rs)
+		for i := range rs {
+			rs[i].Scopes = every
+		}
+		p.served[name] = rs
+		out = append(out, rs...)
+	}
+	return out
 }

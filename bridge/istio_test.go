@@ -16,6 +16,7 @@ import (
 	"github.com/xdsbridge/xdsbridge/internal/istiodsim"
 	"github.com/xdsbridge/xdsbridge/manager"
 	"github.com/xdsbridge/xdsbridge/sources"
+	"github.com/xdsbridge/xdsbridge/translate"
 	"github.com/xdsbridge/xdsbridge/translate/istio"
 	"github.com/xdsbridge/xdsbridge/xds"
 )
@@ -29,6 +30,13 @@ const (
 // of the given shape on loopback, and connects an istiod-like client.
 func servedIstio(t *testing.T, shape istio.Shape) (*publisher, *istiodsim.Client) {
 	t.Helper()
+	return servedIstioScoped(t, shape, nil)
+}
+
+// servedIstioScoped is servedIstio with scoping rules applied from the
+// start, as the bridge applies its configuration's.
+func servedIstioScoped(t *testing.T, shape istio.Shape, scopes *translate.Scopes) (*publisher, *istiodsim.Client) {
+	t.Helper()
 	tr, err := istio.New(istio.Options{Shape: shape})
 	if err != nil {
 		t.Fatal(err)
@@ -37,7 +45,7 @@ func servedIstio(t *testing.T, shape istio.Shape) (*publisher, *istiodsim.Client
 	srv := xds.NewServer(xds.Options{Collections: IstioCollections(section)})
 	addr := grpcxdstest.Serve(t, srv.Register, append(srv.GRPCOptions(), grpc.ForceServerCodecV2(xds.Codec()))...)
 	p := newPublisher(srv, false, slog.New(slog.DiscardHandler), prometheus.NewRegistry()).
-		serveIstio(section, prometheus.NewRegistry())
+		scope(scopes).serveIstio(section, prometheus.NewRegistry())
 	return p, istiodsim.Dial(t, addr, istiodsim.Options{})
 }
 
@@ -58,6 +66,41 @@ func TestIstioCollectionsBeforeTheirFirstResource(t *testing.T) {
 	c.Wait(t, 20*time.Second, "web's ServiceEntry", func() bool {
 		return slices.Equal(stored(c, seV1), []string{"xdsbridge/web"})
 	})
+}
+
+// TestIstioCollectionsAreNotScoped: istiod gets every service whatever
+// scope its node falls in, at start and after a reload changes the
+// scopes: a rule that matches it, delivers nothing and denies a service,
+// then a default scope that delivers nothing. No response it is sent
+// lacks a service it had (a missing entry would be deleted).
+func TestIstioCollectionsAreNotScoped(t *testing.T) {
+	none := []sources.Selector{}
+	scopes := func(rules []translate.Scope, def *translate.Scope) *translate.Scopes {
+		t.Helper()
+		s, err := translate.NewScopes(rules, def)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	p, c := servedIstioScoped(t, istio.ShapeInline, scopes([]translate.Scope{{
+		Name: "istiod", Node: translate.NodeMatch{ID: "sidecar~*"}, Services: none,
+		Deny: []sources.Selector{{Services: []string{"api"}}},
+	}}, nil))
+	p.publish(manager.Changes{Upserted: []sources.Service{service("web", "10.0.0.1"), service("api", "10.0.1.1")}})
+	c.Wait(t, 20*time.Second, "both services, the scope notwithstanding", func() bool {
+		return c.Synced() && slices.Equal(stored(c, seV1), []string{"xdsbridge/api", "xdsbridge/web"})
+	})
+	p.scope(scopes(nil, &translate.Scope{Name: translate.DefaultScopeName, Services: none}))
+	p.publish(manager.Changes{Upserted: []sources.Service{service("db", "10.0.2.1")}})
+	c.Wait(t, 20*time.Second, "a new service after the reload", func() bool {
+		return slices.Equal(stored(c, seV1), []string{"xdsbridge/api", "xdsbridge/db", "xdsbridge/web"})
+	})
+	for _, r := range c.Responses() {
+		if r.TypeURL == seV1 && r.Count < 2 {
+			t.Errorf("a response of %d ServiceEntries: %v", r.Count, slices.Sorted(maps.Keys(r.Resources)))
+		}
+	}
 }
 
 // TestIstioPublisherFollowsServices: in the WorkloadEntry shape an

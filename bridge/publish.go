@@ -55,7 +55,7 @@ type publisher struct {
 	// held are the services the transforms hold back, as last logged.
 	held []string
 	// istio, if set, also publishes every service as Istio resources.
-	istio *istioPublisher
+	istio *IstioPublisher
 	// failed is the running publish's Changes.Failed while its Apply runs:
 	// the engine refuses a resource version (one too large to send) inside
 	// Apply, and refused forwards that to the sources reporting the
@@ -110,7 +110,7 @@ func (p *publisher) publish(c manager.Changes) {
 	var removals []xds.Key
 	for _, svc := range c.Upserted {
 		if p.istio != nil {
-			ups, gone, err := p.istio.upsert(svc)
+			ups, gone, err := p.istio.Upsert(svc)
 			p.fail(c, svc.Name, err, "cannot serve the new version of a service to istiod; keeping its last good Istio resources")
 			upserts, removals = append(upserts, ups...), append(removals, gone...)
 		}
@@ -126,7 +126,7 @@ func (p *publisher) publish(c manager.Changes) {
 	}
 	for _, name := range c.Removed {
 		if p.istio != nil {
-			removals = append(removals, p.istio.remove(name)...)
+			removals = append(removals, p.istio.Remove(name)...)
 		}
 		if !p.served[name] {
 			continue // never translated successfully: nothing to remove
@@ -159,8 +159,9 @@ func (p *publisher) scoped(svc sources.Service, rs []xds.Resource) []xds.Resourc
 
 // scope sets the scoping rules. Once the publisher has published, the
 // served services are translated again and applied with their new scopes
-// (resources whose scopes did not change are no-ops to the engine), and
-// then the engine learns the new mapping of nodes to scopes: each client
+// (resources whose scopes did not change are no-ops to the engine), the
+// Istio resources with every scope (IstioPublisher.Rescope), and then the
+// engine learns the new mapping of nodes to scopes: each client
 // is sent what its scope gained and the removal of what it lost.
 func (p *publisher) scope(s *translate.Scopes) *publisher {
 	p.mu.Lock()
@@ -174,6 +175,9 @@ func (p *publisher) scope(s *translate.Scopes) *publisher {
 			continue // not served in this version either: its last good resources stay
 		}
 		upserts = append(upserts, p.scoped(svc, resources(svc.Name, r))...)
+	}
+	if p.istio != nil {
+		upserts = append(upserts, p.istio.Rescope(xds.ScopeSet(s.Every()))...)
 	}
 	if len(upserts) > 0 {
 		p.server.Apply(upserts, nil)

@@ -172,6 +172,20 @@ func (s *Scopes) Membership(svc sources.Service) (in, denied uint64) {
 	return in, denied
 }
 
+// Every is the IDs of every scope, the rules' and the default's, as the
+// engine's bitset: the scopes of a resource that no scope narrows (nil
+// scopes: none, as every node is unscoped).
+func (s *Scopes) Every() uint64 {
+	if s == nil {
+		return 0
+	}
+	var every uint64
+	for _, sc := range s.all() {
+		every |= 1 << (sc.ID - 1)
+	}
+	return every
+}
+
 // all is the rules and the default.
 func (s *Scopes) all() []*Scope {
 	out := make([]*Scope, 0, len(s.Rules)+1)

@@ -86,6 +86,18 @@ func TestScopeMembership(t *testing.T) {
 	}
 }
 
+func TestScopesEvery(t *testing.T) {
+	if got := testScopes(t, &Scope{Name: DefaultScopeName, Services: []sources.Selector{}}).Every(); got != 0b1111 {
+		t.Errorf("three rules and a default: %b, want 1111", got)
+	}
+	if got := testScopes(t, nil).Every(); got != 0b111 {
+		t.Errorf("three rules, no default: %b, want 111", got)
+	}
+	if got := (*Scopes)(nil).Every(); got != 0 {
+		t.Errorf("no scopes: %b, want 0", got)
+	}
+}
+
 func TestNewScopesErrors(t *testing.T) {
 	many := make([]Scope, MaxScopes)
 	for i := range many {

@@ -7,6 +7,8 @@
 //	xdsload status-page --bridge old=bin/old,new=bin/bridge -n 10000 -c 1000
 //	xdsload headline --svg docs/benchmarks-headline.svg docs/bench-results/full/xdsload.log
 //	xdsload replicas --bridge bin/bridge --consul $XDSBRIDGE_CONSUL -c 3000 -n 1000
+//	xdsload istiod -n 10000 -e 3 --rate 1 --duration 60s --runs 3
+//	xdsload istiod-consul --bridge bin/bridge --consul $XDSBRIDGE_CONSUL -n 100 --changes 40
 //	xdsload serve --impl snapshot     (started by bench and run; one server under test)
 //
 // See docs/benchmarks.md.
@@ -23,6 +25,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -45,7 +48,7 @@ func main() {
 }
 
 //lint:ignore ST1005 a usage line, printed alone; its trailing ellipsis stands for more arguments
-var errUsage = errors.New("usage: xdsload bench|run|consul|consul-events|consul-refill|file-source|status-page|replicas|serve [flags] (-h for flags), or xdsload summarize FILE.csv..., or xdsload headline [--svg FILE] RESULTS...")
+var errUsage = errors.New("usage: xdsload bench|run|consul|consul-events|consul-refill|file-source|status-page|replicas|istiod|istiod-consul|serve [flags] (-h for flags), or xdsload summarize FILE.csv..., or xdsload headline [--svg FILE] RESULTS...")
 
 // summarize prints the min/median/max tables of result CSVs (see
 // bench.Summarize); docs/benchmarks.md's tables are its output.
@@ -91,6 +94,10 @@ func run(ctx context.Context, args []string) error {
 		return statusPage(ctx, args[1:], log)
 	case "replicas":
 		return replicas(ctx, args[1:], log)
+	case "istiod":
+		return istiod(ctx, args[1:], log)
+	case "istiod-consul":
+		return istiodConsul(ctx, args[1:], log)
 	case "balance":
 		return balance(ctx, args[1:])
 	}
@@ -99,7 +106,7 @@ func run(ctx context.Context, args []string) error {
 
 func serve(ctx context.Context, args []string, log *slog.Logger) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	impl := fs.String("impl", "xdsbridge", "implementation: "+strings.Join(target.Impls, ", "))
+	impl := fs.String("impl", "xdsbridge", "implementation: "+strings.Join(slices.Concat(target.Impls, target.IstioImpls), ", "))
 	xds := fs.String("xds", "127.0.0.1:0", "xDS listen address")
 	control := fs.String("control", "127.0.0.1:0", "control API listen address")
 	holdoff := fs.Duration("holdoff", 0, "coalesce changes as the bridge's source manager does (manager.Cadence: at most one publish per holdoff, no change waits longer); 0 applies each at once")

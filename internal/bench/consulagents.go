@@ -114,6 +114,16 @@ func startConsulTopology(cfg ConsulEventsConfig, dir string) (*consulTopology, e
 	return top, nil
 }
 
+// bridgeAddress is the address of the agent the bridge reads, and the
+// consul source keys that go with it (flow-style, after a comma): with
+// tls, the agent's HTTPS listener and its CA.
+func (top *consulTopology) bridgeAddress(tls bool) (address, tlsYAML string) {
+	if !tls {
+		return top.agent, ""
+	}
+	return "https://" + top.agentHTTPS, fmt.Sprintf(", tls: {ca_file: %q}", top.caFile)
+}
+
 // baseAgentConf is what every benchmark agent gets: telemetry (the
 // server's read counters), Raft timing as in -dev, and no update check (it
 // reaches out to the internet, which a benchmark on loopback has no

@@ -148,12 +148,11 @@ func RunConsulEvents(ctx context.Context, cfg ConsulEventsConfig) (*ConsulEvents
 		}
 		log.Info("baseline without the bridge", "agent_cpu", res.Baseline.AgentCPU, "server_cpu", res.Baseline.ServerCPU)
 	}
-	address, tlsYAML := top.agent, ""
+	address, tlsYAML := top.bridgeAddress(cfg.TLS)
 	if cfg.TLS {
 		if res.HTTPSProto, err = httpsProtocol(top.agentHTTPS, top.caFile); err != nil {
 			return nil, err
 		}
-		address, tlsYAML = "https://"+top.agentHTTPS, fmt.Sprintf(", tls: {ca_file: %q}", top.caFile)
 	}
 
 	ports, err := freePorts(2)
@@ -185,14 +184,7 @@ func RunConsulEvents(ctx context.Context, cfg ConsulEventsConfig) (*ConsulEvents
 	defer sampling.Wait()
 	defer scancel()
 	sampling.Go(func() { sampler.run(sctx) })
-	// Ready is not enough: past its startup timeout the bridge is ready
-	// with the source served empty, so the first sync ends when the
-	// source says it has read everything once.
-	synced := func() bool {
-		v, err := scrapeSample("http://"+adminAddr+"/metrics", `xdsbridge_source_synced{source="consul"}`)
-		return err == nil && v == 1
-	}
-	if err := poll(ctx, 10*time.Minute, func() bool { return bridgeReady(adminAddr)() && synced() }); err != nil {
+	if err := poll(ctx, 10*time.Minute, bridgeSynced(adminAddr, "consul")); err != nil {
 		return nil, fmt.Errorf("waiting for the bridge to be ready and the source synced: %w", err)
 	}
 	res.FirstSync = time.Since(start)
@@ -271,6 +263,17 @@ func RunConsulEvents(ctx context.Context, cfg ConsulEventsConfig) (*ConsulEvents
 	scancel()
 	sampling.Wait()
 	return res, os.WriteFile(filepath.Join(cfg.OutDir, "consul-events.conns.txt"), []byte(sampler.report()+"\n"), 0o644)
+}
+
+// bridgeSynced reports whether the bridge is ready with its source synced.
+// Ready is not enough: past its startup timeout the bridge is ready with
+// the source served empty, so the first sync ends when the source says it
+// has read everything once.
+func bridgeSynced(adminAddr, source string) func() bool {
+	return func() bool {
+		v, err := scrapeSample("http://"+adminAddr+"/metrics", fmt.Sprintf("xdsbridge_source_synced{source=%q}", source))
+		return err == nil && v == 1 && bridgeReady(adminAddr)()
+	}
 }
 
 // measureBaseline runs the churn alone for cfg.Baseline and returns what

@@ -260,14 +260,7 @@ func procMem(pid int) (hwm, rss int64) {
 }
 
 // loadAvg is the 1-minute load average (0 where unavailable).
-func loadAvg() float64 {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return 0
-	}
-	f, _ := strconv.ParseFloat(strings.Fields(string(b) + " 0")[0], 64)
-	return f
-}
+func loadAvg() float64 { return loadOf(loadLine()) }
 
 // servicesDoc is the services file as one chunk of text per service, so
 // that an edit rewrites one service's text (one line: one endpoint's

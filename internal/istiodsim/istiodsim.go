@@ -20,6 +20,7 @@ package istiodsim
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -33,6 +34,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 	mcpv1alpha1 "istio.io/api/mcp/v1alpha1"
+	networkingv1alpha3 "istio.io/api/networking/v1alpha3"
 )
 
 // MeshConfig is the type URL of istiod's first initial request.
@@ -86,6 +88,9 @@ type Response struct {
 	// Count is the number of resources; Bytes the response's size.
 	Count, Bytes int
 	NACKed       bool
+	// Received is when the client had read the response off the stream,
+	// before decoding its resources.
+	Received time.Time
 }
 
 // Client is a running istiod-like client.
@@ -99,19 +104,30 @@ type Client struct {
 	acked     map[string]string // last ACKed version per type
 	responses []Response
 	err       error // why the stream ended
+	close     func()
 }
 
 // Dial connects to the xDS server at addr, sends istiod's initial requests
 // and handles responses until the test ends.
 func Dial(t testing.TB, addr string, opts Options) *Client {
 	t.Helper()
+	c, err := Connect(addr, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// Connect is Dial for programs (benchmarks): the client runs until Close.
+func Connect(addr string, opts Options) (*Client, error) {
 	if opts.NodeID == "" {
 		opts.NodeID = "sidecar~10.0.0.9~istiod-0.istio-system~istio-system.svc.cluster.local"
 	}
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(1<<31-1)))
 	if err != nil {
-		t.Fatalf("dialing %s: %v", addr, err)
+		return nil, fmt.Errorf("dialing %s: %w", addr, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Client{opts: opts, changed: make(chan struct{}), store: map[string]map[string]Resource{}, acked: map[string]string{}}
@@ -119,10 +135,10 @@ func Dial(t testing.TB, addr string, opts Options) *Client {
 	if err != nil {
 		cancel()
 		conn.Close()
-		t.Fatalf("opening the ADS stream: %v", err)
+		return nil, fmt.Errorf("opening the ADS stream: %w", err)
 	}
 	done := make(chan struct{})
-	t.Cleanup(func() {
+	c.close = sync.OnceFunc(func() {
 		cancel()
 		<-done
 		conn.Close()
@@ -136,20 +152,26 @@ func Dial(t testing.TB, addr string, opts Options) *Client {
 			req.Node = node
 		}
 		if err := c.stream.Send(req); err != nil {
-			t.Fatalf("sending the initial request for %s: %v", url, err)
+			cancel()
+			conn.Close()
+			return nil, fmt.Errorf("sending the initial request for %s: %w", url, err)
 		}
 	}
 	go func() {
 		defer close(done)
 		c.run()
 	}()
-	return c
+	return c, nil
 }
+
+// Close ends the stream and the connection (once; later calls do nothing).
+func (c *Client) Close() { c.close() }
 
 // run receives, stores and answers responses until the stream ends.
 func (c *Client) run() {
 	for {
 		resp, err := c.stream.Recv()
+		at := time.Now()
 		if err != nil {
 			c.mu.Lock()
 			c.err = err
@@ -157,11 +179,11 @@ func (c *Client) run() {
 			c.mu.Unlock()
 			return
 		}
-		c.handle(resp)
+		c.handle(resp, at)
 	}
 }
 
-func (c *Client) handle(resp *discoveryv3.DiscoveryResponse) {
+func (c *Client) handle(resp *discoveryv3.DiscoveryResponse, at time.Time) {
 	url := resp.GetTypeUrl()
 	var nack string
 	if c.opts.NACK != nil {
@@ -185,7 +207,7 @@ func (c *Client) handle(resp *discoveryv3.DiscoveryResponse) {
 		c.acked[url] = resp.GetVersionInfo()
 	}
 	c.responses = append(c.responses, Response{TypeURL: url, Version: resp.GetVersionInfo(), Nonce: resp.GetNonce(),
-		Resources: got, Count: len(resp.GetResources()), Bytes: proto.Size(resp), NACKed: nack != ""})
+		Resources: got, Count: len(resp.GetResources()), Bytes: proto.Size(resp), NACKed: nack != "", Received: at})
 	c.notify()
 	// A failed send ends the stream, which Recv reports next.
 	_ = c.stream.Send(ack)
@@ -257,22 +279,53 @@ func (c *Client) Synced() bool {
 // stream ends first.
 func (c *Client) Wait(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := c.WaitFor(ctx, cond); err != nil {
+		if ctx.Err() != nil {
+			t.Fatalf("%s did not happen within %v; responses: %+v", what, timeout, c.Responses())
+		}
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+// WaitFor waits until cond holds, which it checks now and after every
+// response. It returns ctx's error if ctx ends first, or an error saying
+// why the stream ended if it ends first.
+func (c *Client) WaitFor(ctx context.Context, cond func() bool) error {
 	for {
 		c.mu.Lock()
 		changed, err := c.changed, c.err
 		c.mu.Unlock()
 		if cond() {
-			return
+			return nil
 		}
 		if err != nil {
-			t.Fatalf("waiting for %s: the stream ended: %v", what, err)
+			return fmt.Errorf("the stream ended: %w", err)
 		}
 		select {
 		case <-changed:
-		case <-deadline.C:
-			t.Fatalf("%s did not happen within %v; responses: %+v", what, timeout, c.Responses())
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 	}
+}
+
+// HasAddress reports whether rs, a ServiceEntry or WorkloadEntry
+// collection, has an endpoint of address addr: an inline endpoint of a
+// ServiceEntry, or a WorkloadEntry.
+func HasAddress(rs map[string]Resource, addr string) bool {
+	for _, r := range rs {
+		switch b := r.Body.(type) {
+		case *networkingv1alpha3.WorkloadEntry:
+			if b.GetAddress() == addr {
+				return true
+			}
+		case *networkingv1alpha3.ServiceEntry:
+			if slices.ContainsFunc(b.GetEndpoints(), func(e *networkingv1alpha3.WorkloadEntry) bool { return e.GetAddress() == addr }) {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -25,6 +25,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/xdsbridge/xdsbridge/internal/bench/workload"
+	"github.com/xdsbridge/xdsbridge/translate/istio"
 	"github.com/xdsbridge/xdsbridge/xds"
 )
 
@@ -35,7 +36,8 @@ import (
 // version, so every change re-sends CDS too), "floor" (what gRPC costs to
 // deliver a cold start and a change: the same pre-encoded bytes to every
 // stream, floor.go) and "stale"
-// (a deliberately wrong server, for the benchmark's own tests).
+// (a deliberately wrong server, for the benchmark's own tests), and the
+// IstioImpls, which serve istiod rather than Envoys.
 var Impls = []string{"xdsbridge", "snapshot", "linear"}
 
 // impl is one server implementation. load is called once before any client
@@ -86,6 +88,10 @@ func newImpl(ctx context.Context, name string, limits xds.Limits, log *slog.Logg
 		return &floor{}, nil
 	case "stale":
 		return &stale{newSnapshot(ctx, false)}, nil
+	case "istio-inline":
+		return newIstioServer(istio.ShapeInline, limits, log)
+	case "istio-workload_entries":
+		return newIstioServer(istio.ShapeWorkloadEntries, limits, log)
 	}
 	return nil, fmt.Errorf("unknown implementation %q (want one of %v)", name, Impls)
 }
@@ -120,9 +126,7 @@ func (b *bridge) load(w *workload.World) error {
 		if err != nil {
 			return err
 		}
-		ups = append(ups,
-			xds.Resource{Type: resourcev3.ClusterType, Name: r.Cluster.GetName(), Message: r.Cluster},
-			xds.Resource{Type: resourcev3.EndpointType, Name: r.Assignment.GetClusterName(), Message: r.Assignment})
+		ups = append(ups, envoyResources(r)...)
 	}
 	b.srv.Apply(ups, nil)
 	return nil
@@ -137,9 +141,7 @@ func (b *bridge) change(w *workload.World, ks []int) error {
 	// whole; the unchanged cluster costs a hash comparison.
 	ups := make([]xds.Resource, 0, 2*len(rs))
 	for _, r := range rs {
-		ups = append(ups,
-			xds.Resource{Type: resourcev3.ClusterType, Name: r.Cluster.GetName(), Message: r.Cluster},
-			xds.Resource{Type: resourcev3.EndpointType, Name: r.Assignment.GetClusterName(), Message: r.Assignment})
+		ups = append(ups, envoyResources(r)...)
 	}
 	b.srv.Apply(ups, nil)
 	return nil

@@ -76,8 +76,9 @@ type Stats struct {
 	NextGC        uint64 // heap size at which the next GC starts
 	StackInuse    uint64 // goroutine stacks
 	Goroutines    int
-	Changes       int // applied
-	Flushes       int // calls to the implementation's change (one publish each)
+	GCs           uint32 // garbage collections completed
+	Changes       int    // applied
+	Flushes       int    // calls to the implementation's change (one publish each)
 	// Reclaim is what the process's memory return policy has done: every
 	// implementation runs the bridge's (reclaim.DefaultPolicy), since it
 	// is a property of the process, not of the xDS server. Only the
@@ -287,6 +288,7 @@ func (c *control) stats(w http.ResponseWriter, _ *http.Request) {
 		HeapInuse:  ms.HeapInuse,
 		HeapAlloc:  ms.HeapAlloc,
 		Goroutines: runtime.NumGoroutine(),
+		GCs:        ms.NumGC,
 		Changes:    c.changes,
 		Flushes:    c.flushes,
 		Reclaim:    c.reclaim.Stats(),
