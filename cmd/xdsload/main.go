@@ -112,14 +112,19 @@ func serve(ctx context.Context, args []string, log *slog.Logger) error {
 	holdoff := fs.Duration("holdoff", 0, "coalesce changes as the bridge's source manager does (manager.Cadence: at most one publish per holdoff, no change waits longer); 0 applies each at once")
 	maxHoldoff := fs.Duration("max-holdoff", 0, "bound of a change's wait with --holdoff, so only a bound of holdoff (default 10× holdoff)")
 	streams := fs.Int("streams", 0, streamsUsage)
+	buffers := fs.Int("grpc-buffers", 0, buffersUsage)
 	if err := fs.Parse(args); err != nil {
 		return errUsage
 	}
-	return target.Serve(ctx, target.Options{Impl: *impl, XDS: *xds, Control: *control, Holdoff: *holdoff, MaxHoldoff: *maxHoldoff, Streams: *streams, Ready: os.Stdout, Logger: log.With("impl", *impl)})
+	return target.Serve(ctx, target.Options{Impl: *impl, XDS: *xds, Control: *control, Holdoff: *holdoff, MaxHoldoff: *maxHoldoff,
+		Streams: *streams, GRPCBuffers: *buffers, Ready: os.Stdout, Logger: log.With("impl", *impl)})
 }
 
 // streamsUsage is the help of serve's and the benchmarks' --streams.
 const streamsUsage = "the engine's limit of streams open at once (the bridge's xds.limits.streams), for a fleet larger than its default; 0 keeps the default"
+
+// buffersUsage is the help of serve's and the benchmarks' --grpc-buffers.
+const buffersUsage = "size in bytes of gRPC's read and write buffers of every server's connections (grpc.ReadBufferSize, grpc.WriteBufferSize); 0 keeps the bridge's transport"
 
 func benchmark(ctx context.Context, cmd string, args []string, log *slog.Logger) error {
 	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
@@ -139,6 +144,7 @@ func benchmark(ctx context.Context, cmd string, args []string, log *slog.Logger)
 	fs.DurationVar(&sz.Holdoff, "holdoff", 0, "server-side coalescing of changes, as the bridge's source manager (default: 100ms for S4, none otherwise; negative: none)")
 	maxHoldoff := fs.Duration("max-holdoff", 0, "bound of a change's wait with --holdoff, so only a bound of holdoff (default 10× holdoff, as the bridge)")
 	streams := fs.Int("streams", 0, streamsUsage)
+	buffers := fs.Int("grpc-buffers", 0, buffersUsage)
 	reps := fs.Int("runs", 1, "run every configuration this many times (summarize the CSV for min/median/max)")
 	warm := fs.Bool("warmup", true, "first run the largest configuration once, unrecorded (the first run of an invocation is slower for every server)")
 	delta := fs.Bool("delta", false, "run: delta protocol instead of SotW")
@@ -179,6 +185,7 @@ func benchmark(ctx context.Context, cmd string, args []string, log *slog.Logger)
 		}
 		runs[i].MaxHoldoff = *maxHoldoff
 		runs[i].Streams = *streams
+		runs[i].GRPCBuffers = *buffers
 	}
 	abs, err := filepath.Abs(*out)
 	if err != nil {

@@ -41,7 +41,7 @@ func startServer(ctx context.Context, cfg Config, logPath string) (*server, erro
 	defer logf.Close() // the child keeps its own descriptor
 	impl := cfg.Impl
 	args := []string{cfg.Bin, "serve", "--impl", impl, "--holdoff", cfg.Holdoff.String(), "--max-holdoff", cfg.MaxHoldoff.String(),
-		"--streams", strconv.Itoa(cfg.Streams)}
+		"--streams", strconv.Itoa(cfg.Streams), "--grpc-buffers", strconv.Itoa(cfg.GRPCBuffers)}
 	if cpus := cfg.ServerCPUs; cpus != "" {
 		// taskset sets the mask before exec, so every thread of the
 		// server inherits it (and the process keeps taskset's pid).

@@ -55,6 +55,10 @@ type Config struct {
 	// the engine's limit of streams open at once, which a fleet larger than
 	// its default needs raised. Zero keeps the engine's default.
 	Streams int
+	// GRPCBuffers, if positive, is passed to the server
+	// (target.Options.GRPCBuffers): the size of gRPC's read and write
+	// buffers of every implementation's connections. Zero keeps gRPC's.
+	GRPCBuffers int
 	// Timeout bounds the wait for one change; cold start and reconnect may
 	// take coldFactor times as long.
 	Timeout time.Duration

@@ -33,11 +33,16 @@ import (
 // that none is measured with a cheaper transport than another: the
 // bridge's xDS listener's at their defaults (the engine's transport limits
 // and windows, bridge.TransportOptions) and the engine's codec, which for
-// the other implementations is a generic request decoder. An
+// the other implementations is a generic request decoder; with buffers
+// positive, gRPC's read and write buffers of that size. An
 // implementation's own serverOptions come after and override them.
-func commonOptions() []grpc.ServerOption {
-	return slices.Concat(xds.NewServer(xds.Options{}).GRPCOptions(), bridgecfg.TransportOptions(),
+func commonOptions(buffers int) []grpc.ServerOption {
+	opts := slices.Concat(xds.NewServer(xds.Options{}).GRPCOptions(), bridgecfg.TransportOptions(),
 		[]grpc.ServerOption{grpc.ForceServerCodecV2(xds.Codec())})
+	if buffers > 0 {
+		opts = append(opts, grpc.ReadBufferSize(buffers), grpc.WriteBufferSize(buffers))
+	}
+	return opts
 }
 
 // Options configure Serve.
@@ -58,6 +63,10 @@ type Options struct {
 	// bridge's implementations: a fleet larger than the default limit
 	// needs it raised, as its deployment would.
 	Streams int
+	// GRPCBuffers, if positive, sets the size of gRPC's read and write
+	// buffers (grpc.ReadBufferSize, grpc.WriteBufferSize) for every
+	// implementation alike; zero keeps the bridge's transport.
+	GRPCBuffers int
 	// Ready receives one line "READY xds=ADDR control=ADDR" once both
 	// listen.
 	Ready  io.Writer
@@ -114,7 +123,7 @@ func Serve(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
-	g := grpc.NewServer(slices.Concat(commonOptions(), im.serverOptions())...)
+	g := grpc.NewServer(slices.Concat(commonOptions(opts.GRPCBuffers), im.serverOptions())...)
 	im.register(g)
 	xl, err := net.Listen("tcp", opts.XDS)
 	if err != nil {

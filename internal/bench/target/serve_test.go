@@ -143,6 +143,23 @@ func TestFloorServesChanges(t *testing.T) {
 	}
 }
 
+// TestGRPCBuffers checks that a buffer size adds gRPC's read and write
+// buffer options to the ones every implementation gets, and none without
+// one, and that a server started with buffers far smaller than one
+// response still delivers the world intact.
+func TestGRPCBuffers(t *testing.T) {
+	if got, want := len(commonOptions(4096)), len(commonOptions(0))+2; got != want {
+		t.Fatalf("commonOptions(4096) has %d options, want %d", got, want)
+	}
+	spec := workload.Spec{Services: 20, Endpoints: 3}
+	xdsAddr, control := serveOpts(t, Options{Impl: "xdsbridge", GRPCBuffers: 256})
+	post(t, control, fmt.Sprintf("/load?services=%d&endpoints=%d", spec.Services, spec.Endpoints))
+	ctx, c := startClient(t, xdsAddr, true)
+	if err := waitWorld(ctx, c, workload.NewWorld(spec)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestStreamsLimitReachesTheEngine checks that Options.Streams is the
 // bridge's limit of streams open at once: with a limit of one, the first
 // client is served and the second client's stream is refused.
