@@ -150,12 +150,12 @@ type loop struct {
 	lastSweep sweepRecord
 
 	// failing: a failing period started (logged) and has not ended.
-	// pollErr and the retries say what fails now; probeErr is the last
-	// probe's failure. probeFailing mirrors it for the probe goroutine,
-	// and kick asks it for a probe now.
+	// pollErr, the retries, the watches and the agent's phase say what
+	// fails now. probeFailing mirrors the agent's phase for the probe
+	// goroutine and the watches (stepAgent), and kick asks the probe for
+	// a probe now.
 	failing      bool
 	pollErr      map[[2]int]bool
-	probeErr     error
 	probeFailing atomic.Bool
 	kick         chan struct{}
 	// rewake: a request failed without an HTTP answer since the last
@@ -163,7 +163,8 @@ type loop struct {
 	rewake bool
 	// leaderless: the last answer said X-Consul-KnownLeader: false.
 	leaderless bool
-	// agent: what the loop knows of the agent's identity and resets.
+	// agent: what the loop knows of the agent: its phase (agentPhase),
+	// identity and resets.
 	agent agentState
 	// aclFiltered: reads whose last answer had results hidden by ACLs.
 	aclFiltered map[string]bool

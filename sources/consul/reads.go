@@ -145,7 +145,7 @@ func (l *loop) next(sweeps bool) *svcState {
 // the reads would only fail; the probe's recovery starts them.
 func (l *loop) dispatch(ctx context.Context) {
 	now := time.Now()
-	if l.probeErr != nil || now.Before(l.paceAt) {
+	if l.agent.phase != agentUp || now.Before(l.paceAt) {
 		return
 	}
 	for l.inflight < l.slots && l.queued() {

@@ -92,7 +92,7 @@ func (l *loop) fail(err error) {
 
 // failingNow reports whether something fails at this moment.
 func (l *loop) failingNow() bool {
-	return l.probeErr != nil || len(l.pollErr) > 0 || l.readsFailing() || l.w.failing > 0 || l.leaderless
+	return l.agent.phase != agentUp || len(l.pollErr) > 0 || l.readsFailing() || l.w.failing > 0 || l.leaderless
 }
 
 // checkRecovered ends a failing period once nothing fails any more, and
@@ -113,17 +113,13 @@ func (l *loop) checkRecovered() {
 // agent are cut, and every backoff ends.
 func (l *loop) onProbe(r probeResult) {
 	if r.err != nil {
-		l.probeErr = r.err
-		l.probeFailing.Store(true)
-		l.agent.down = true
+		l.stepAgent(probeFailed)
 		l.rewake = true
 		l.fail(r.err)
 		return
 	}
-	l.probeErr = nil
-	l.probeFailing.Store(false)
 	l.noteIdentity(r.nodeID)
-	l.answered()
+	l.stepAgent(probeAnswered)
 	if l.rewake {
 		l.renew()
 	}
