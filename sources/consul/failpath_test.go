@@ -213,26 +213,26 @@ func TestChangeReadsFirst(t *testing.T) {
 	s := &Source{cfg: Config{MaxConcurrentFetches: 8, MaxConnections: 12, RetryMin: time.Second, RetryMax: time.Second}}
 	l := newLoop(context.Background(), s, nil, newWatchSet(), []string{"dc1"}, nil)
 	for i := range 100 {
-		name := svcName(i)
-		l.dcs[0].services[name] = &svcState{}
-		l.markSwept(svcKey{0, name})
+		st := &svcState{key: svcKey{0, svcName(i)}}
+		l.dcs[0].services[st.key.name] = st
+		l.markSwept(st)
 	}
-	hot := svcKey{0, svcName(57)}
+	hot := l.dcs[0].services[svcName(57)]
 	l.markChanged(hot, 1)
 	l.markChanged(hot, 2)
 	l.markDirty(hot)
-	if k, ok := l.next(true); !ok || k != hot {
-		t.Fatalf("first read %v, want the changed service %v", k, hot)
+	if st := l.next(true); st != hot {
+		t.Fatalf("first read %+v, want the changed service %v", st, hot.key)
 	}
-	delete(l.dirty, hot)
-	seen := map[svcKey]int{hot: 1}
+	hot.dirty = prioNone
+	seen := map[svcKey]int{hot.key: 1}
 	for {
-		k, ok := l.next(true)
-		if !ok {
+		st := l.next(true)
+		if st == nil {
 			break
 		}
-		delete(l.dirty, k)
-		seen[k]++
+		st.dirty = prioNone
+		seen[st.key]++
 	}
 	if len(seen) != 100 {
 		t.Errorf("%d services read, want 100", len(seen))

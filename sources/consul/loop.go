@@ -22,8 +22,12 @@ type svcKey struct {
 // checkKey names one check of the catalog.
 type checkKey struct{ node, id string }
 
-// svcState is what the loop knows of one selected service.
+// svcState is the loop's record of one selected service: what it knows
+// of the service, and every read, retry, watch and sweep the service has
+// pending. Forgetting a service is deleting its record (removeService);
+// the loop's queues of keys skip a key whose record is gone.
 type svcState struct {
+	key     svcKey
 	tags    []string // from /v1/catalog/services (union over instances)
 	cluster string   // rendered cluster_name
 	fetched bool     // read successfully at least once
@@ -40,6 +44,28 @@ type svcState struct {
 	// changes concern this service.
 	nodes  map[string]uint64   // node name -> node ModifyIndex
 	checks map[checkKey]string // check -> status
+	// hostLogged: its instances with a host name were logged (notes.go).
+	hostLogged bool
+
+	// dirty is the priority of the read to make (prioNone: none); the key
+	// is then in that priority's queue, or is put there when the read in
+	// flight returns (see queueRead).
+	dirty    readPrio
+	inflight bool
+	// want is the index a read must reach to reflect the check change
+	// that queued it; a read answering below it (a lagging server, or the
+	// agent cache not yet refreshed) is repeated after behindDelay, up to
+	// behindRetries times. viaCache marks a read queued only by such check
+	// changes: the only ones that may use the agent cache (cached: true).
+	want     uint64
+	behind   int
+	viaCache bool
+	// retry: the last read failed, and this is its retry (retry.go).
+	retry *readRetry
+	// watch: the service's watch (watch.go), nil when it has none.
+	watch *watchRun
+	// sweep: the running sweep waits for a read of the service (sweep.go).
+	sweep *sweepRun
 }
 
 // dcState is what the loop knows of one datacenter.
@@ -100,27 +126,18 @@ type loop struct {
 	results chan fetchResult
 	started time.Time
 
-	// dirty holds the reads to make and their priority; queue the same
-	// keys in order, one queue per priority (see queueRead).
-	dirty    map[svcKey]readPrio
+	// queue: the keys of the services to read, in order, one queue per
+	// priority (see queueRead); inflight: how many reads are in flight.
 	queue    [prioCount][]svcKey
-	inflight map[svcKey]bool
+	inflight int
 	slots    int // reads in flight at most (connPlan.reads)
 	seq      uint64
-	// retries holds the reads that failed: each has its own backoff,
-	// which only its own success resets (see retry.go).
-	retries  map[svcKey]*readRetry
+	// retries holds the retries of the reads that failed, in the order
+	// they failed; each belongs to its service's record (see retry.go).
+	retries  []*readRetry
 	readGap  time.Duration
 	paceAt   time.Time // pacing: no read starts before this
 	nextRead time.Time // pacing: the earliest start of the next read
-	// want is the index a read must reach to reflect the check change
-	// that queued it; a read answering below it (a lagging server, or the
-	// agent cache not yet refreshed) is repeated after behindDelay, up to
-	// behindRetries times. viaCache marks reads queued only by such check
-	// changes: the only ones that may use the agent cache (cached: true).
-	want     map[svcKey]uint64
-	behind   map[svcKey]int
-	viaCache map[svcKey]bool
 	later    []delayedRead
 
 	sweepWanted map[int]bool // datacenters to sweep
@@ -133,12 +150,12 @@ type loop struct {
 	lastSweep sweepRecord
 
 	// failing: a failing period started (logged) and has not ended.
-	// pollErr and the retries say what fails now; probeErr is the last
-	// probe's failure. probeFailing mirrors it for the probe goroutine,
-	// and kick asks it for a probe now.
+	// pollErr, the retries, the watches and the agent's phase say what
+	// fails now. probeFailing mirrors the agent's phase for the probe
+	// goroutine and the watches (stepAgent), and kick asks the probe for
+	// a probe now.
 	failing      bool
 	pollErr      map[[2]int]bool
-	probeErr     error
 	probeFailing atomic.Bool
 	kick         chan struct{}
 	// rewake: a request failed without an HTTP answer since the last
@@ -146,15 +163,18 @@ type loop struct {
 	rewake bool
 	// leaderless: the last answer said X-Consul-KnownLeader: false.
 	leaderless bool
-	// agent: what the loop knows of the agent's identity and resets.
+	// agent: what the loop knows of the agent: its phase (agentPhase),
+	// identity and resets.
 	agent agentState
-	// aclFiltered: reads whose last answer had results hidden by ACLs;
-	// hostLogged: services whose host-name instances were logged.
+	// aclFiltered: reads whose last answer had results hidden by ACLs.
 	aclFiltered map[string]bool
-	hostLogged  map[svcKey]bool
 
-	members   map[string]map[svcKey]bool // cluster -> services feeding it
-	changed   map[string]bool            // clusters to compare and publish
+	// members: the services feeding each cluster. It spans services (a
+	// cluster merges the services of several datacenters, or several
+	// services whose cluster_name renders the same name), and building a
+	// cluster must find its services without looking at every record.
+	members   map[string]map[svcKey]bool
+	changed   map[string]bool // clusters to compare and publish
 	published map[string]sources.Service
 	synced    bool
 }
@@ -163,16 +183,9 @@ func newLoop(ctx context.Context, s *Source, c *api.Client, w *watchSet, dcNames
 	l := &loop{
 		ctx: ctx, s: s, c: c, w: w, wg: wg, started: time.Now(),
 		results:     make(chan fetchResult),
-		dirty:       map[svcKey]readPrio{},
-		want:        map[svcKey]uint64{},
-		behind:      map[svcKey]int{},
-		viaCache:    map[svcKey]bool{},
-		inflight:    map[svcKey]bool{},
 		slots:       s.plan.reads,
-		retries:     map[svcKey]*readRetry{},
 		kick:        make(chan struct{}, 1),
 		aclFiltered: map[string]bool{},
-		hostLogged:  map[svcKey]bool{},
 		readGap:     readGap(s.cfg.MaxReadRate),
 		pollErr:     map[[2]int]bool{},
 		sweepWanted: map[int]bool{},
@@ -244,7 +257,7 @@ func (l *loop) arm(t *time.Timer) {
 		next = at
 	}
 	for _, r := range l.retries {
-		if !r.at.IsZero() && (next.IsZero() || r.at.Before(next)) {
+		if l.live(r) && !r.at.IsZero() && (next.IsZero() || r.at.Before(next)) {
 			next = r.at
 		}
 	}
@@ -299,8 +312,8 @@ func (l *loop) onPoll(r pollResult) {
 	case pollNodes:
 		l.onNodes(r.dc, r.nodes)
 		for _, name := range r.onNew {
-			if d.services[name] != nil {
-				l.markSignal(svcKey{r.dc, name})
+			if st := d.services[name]; st != nil {
+				l.markSignal(st)
 			}
 		}
 	}
@@ -311,29 +324,32 @@ func (l *loop) onFetch(r fetchResult) {
 		l.onWatch(r)
 		return
 	}
-	delete(l.inflight, r.key)
+	st := r.st
+	st.inflight = false
+	l.inflight--
 	if r.sweep {
 		l.sweeping--
 		l.pacer.spend(r.peek, r.took, time.Now())
 	}
+	if l.dcs[r.key.dc].services[r.key.name] != st {
+		// Removed (or removed and added again: a new record, read on
+		// its own) meanwhile: stale.
+		return
+	}
 	// A read queued while this one was in flight was not put in the queue
 	// (see queueRead); it goes there now, whatever happens below.
-	defer l.requeue(r.key)
-	st := l.dcs[r.key.dc].services[r.key.name]
-	if st != r.st {
-		return // removed (or removed and added again) meanwhile: stale
-	}
+	defer l.requeue(st)
 	if errors.Is(r.err, errRenewed) {
-		l.markDirty(r.key)
+		l.markDirty(st)
 		return
 	}
 	if r.err != nil {
 		l.fail(r.err)
-		l.retryLater(r.key)
-		l.sweptOne(r.key, r.seq)
+		l.retryLater(st)
+		l.sweptOne(st, r.seq)
 		return
 	}
-	l.readSucceeded(r.key)
+	st.retry = nil // its own success ends its backoff
 	l.answered()
 	if r.peek {
 		l.onPeek(r, st)
@@ -343,8 +359,8 @@ func (l *loop) onFetch(r fetchResult) {
 	if !l.apply(r, st) {
 		return
 	}
-	l.sweptOne(r.key, r.seq)
-	l.maybeWatch(r.key, st, st.changedAt != before)
+	l.sweptOne(st, r.seq)
+	l.maybeWatch(st, st.changedAt != before)
 }
 
 // apply serves what a read or a watch answered about st, unless the
@@ -363,27 +379,25 @@ func (l *loop) apply(r fetchResult, st *svcState) bool {
 		// Older than what was applied: a stale read from a lagging
 		// server. Read again rather than serve the past, unless it stays
 		// so (then the cluster's state was reset: accept it).
-		if n := l.behind[r.key] + 1; n <= behindRetries {
-			l.behind[r.key] = n
+		if n := st.behind + 1; n <= behindRetries {
+			st.behind = n
 			l.later = append(l.later, delayedRead{at: time.Now().Add(behindDelay), key: r.key})
 			return false
 		}
-		delete(l.behind, r.key)
+		st.behind = 0
 	}
 	st.index = r.index
-	switch want, n := l.want[r.key], l.behind[r.key]+1; {
-	case r.index >= want:
-		delete(l.want, r.key)
-		delete(l.behind, r.key)
+	switch n := st.behind + 1; {
+	case r.index >= st.want:
+		st.want, st.behind = 0, 0
 	case n <= behindRetries:
 		// Behind the check change that queued it: apply what it says
 		// and read again.
-		l.behind[r.key] = n
+		st.behind = n
 		l.later = append(l.later, delayedRead{at: time.Now().Add(behindDelay), key: r.key})
 	default:
-		l.s.log.Debug("reads of a service stay behind its checks; giving up", "service", r.key.name, "index", r.index, "want", want)
-		delete(l.want, r.key)
-		delete(l.behind, r.key)
+		l.s.log.Debug("reads of a service stay behind its checks; giving up", "service", r.key.name, "index", r.index, "want", st.want)
+		st.want, st.behind = 0, 0
 	}
 	eps, dropped, hostnames := d.m.endpoints(r.entries)
 	if r.meta.ResultsFilteredByACLs {
@@ -396,7 +410,7 @@ func (l *loop) apply(r fetchResult, st *svcState) bool {
 	// once per read: a sweep re-reading an unchanged service adds nothing.
 	if dropped > 0 && (!st.fetched || dropped != st.dropped || !endpointsEqual(st.eps, eps)) {
 		l.s.status.Dropped(dropped)
-		l.noteDropped(r.key, dropped, hostnames)
+		l.noteDropped(st, dropped, hostnames)
 	}
 	st.dropped = dropped
 	if mesh := !l.s.cfg.KeepMesh && meshOnly(r.entries); mesh != st.mesh {
@@ -417,13 +431,10 @@ func (l *loop) apply(r fetchResult, st *svcState) bool {
 	return true
 }
 
-// sweptOne records that a read dispatched as seq answered or failed (a
-// failed read is retried on its own; the sweep does not wait for it).
-func (l *loop) sweptOne(k svcKey, seq uint64) {
+// sweptOne records that a read of st dispatched as seq answered or failed
+// (a failed read is retried on its own; the sweep does not wait for it).
+func (l *loop) sweptOne(st *svcState, seq uint64) {
 	if sw := l.sweep; sw != nil && seq >= sw.seq {
-		delete(sw.left, k)
-		if len(sw.left) == 0 {
-			l.endSweep()
-		}
+		l.leaveSweep(st)
 	}
 }

@@ -57,10 +57,10 @@ func (l *loop) noteACLFiltered(filtered bool, what string) {
 // instead of an IP once per service at info (they are a choice of the
 // registrant, such as ESM external services or synced cloud load
 // balancers, and EDS needs IPs), the others at debug.
-func (l *loop) noteDropped(k svcKey, dropped, hostnames int) {
-	d := l.dcs[k.dc]
-	if hostnames > 0 && !l.hostLogged[k] {
-		l.hostLogged[k] = true
+func (l *loop) noteDropped(st *svcState, dropped, hostnames int) {
+	k, d := st.key, l.dcs[st.key.dc]
+	if hostnames > 0 && !st.hostLogged {
+		st.hostLogged = true
 		l.s.log.Info("instances with a host name instead of an IP address are not served (EDS needs IPs)",
 			"service", k.name, "datacenter", d.name, "instances", hostnames)
 	}

@@ -89,6 +89,7 @@ func (s *Source) poll(ctx context.Context, c *api.Client, dc int, dcName string,
 	var known map[string]bool // nodes of the previous answer (pollNodes)
 	bo := backoff{min: s.cfg.RetryMin, max: s.cfg.RetryMax}
 	var started time.Time
+	resets := s.gen.resetCount()
 	for {
 		if wait := time.Until(started.Add(kind.interval())); wait > 0 {
 			if !sleep(ctx, wait) {
@@ -96,8 +97,15 @@ func (s *Source) poll(ctx context.Context, c *api.Client, dc int, dcName string,
 			}
 		}
 		started = time.Now()
+		if n := s.gen.resetCount(); n != resets {
+			// Consul lost its state: start over, as at startup. Checked
+			// before every request, not only after one the restart cut:
+			// an agent can go and come back while this query waits
+			// between requests, and its next request would then block
+			// on an index of the old state.
+			index, last, afterErr, resets = 0, 0, true, n
+		}
 		res := pollResult{dc: dc, kind: kind}
-		resets := s.gen.resetCount()
 		var meta *api.QueryMeta
 		res.err = s.request(ctx, index > 0, func(rctx context.Context) error {
 			q := s.queryOptions(rctx, dcName)
@@ -128,10 +136,6 @@ func (s *Source) poll(ctx context.Context, c *api.Client, dc int, dcName string,
 		}
 		if errors.Is(res.err, errRenewed) {
 			bo.reset()
-			if s.gen.resetCount() != resets {
-				// Consul lost its state: start over, as at startup.
-				index, last, afterErr = 0, 0, true
-			}
 			continue
 		}
 		if res.err != nil {

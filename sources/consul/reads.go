@@ -35,42 +35,42 @@ const (
 	prioCount
 )
 
-// markDirty queues a read of k that bypasses the agent cache.
-func (l *loop) markDirty(k svcKey) {
-	delete(l.viaCache, k)
-	l.queueRead(k, prioChange)
+// markDirty queues a read of st that bypasses the agent cache.
+func (l *loop) markDirty(st *svcState) {
+	st.viaCache = false
+	l.queueRead(st, prioChange)
 }
 
-// markSwept queues a read of k for a sweep, from the agent cache with
+// markSwept queues a read of st for a sweep, from the agent cache with
 // sweep_cached.
-func (l *loop) markSwept(k svcKey) {
-	if l.dirty[k] == prioNone && l.s.cfg.sweepCached() {
-		l.viaCache[k] = true
+func (l *loop) markSwept(st *svcState) {
+	if st.dirty == prioNone && l.s.cfg.sweepCached() {
+		st.viaCache = true
 	}
-	l.queueRead(k, prioSweep)
+	l.queueRead(st, prioSweep)
 }
 
-// markSignal queues a read of k for a change a bulk query attributed to
-// it, unless k is watched: its watch answers with the change itself.
-func (l *loop) markSignal(k svcKey) {
-	if !l.watched(k) {
-		l.markDirty(k)
+// markSignal queues a read of st for a change a bulk query attributed to
+// it, unless st is watched: its watch answers with the change itself.
+func (l *loop) markSignal(st *svcState) {
+	if st.watch == nil {
+		l.markDirty(st)
 	}
 }
 
-// markChanged queues a read of k for a check change at index: a read that
-// may use the agent cache (cached: true), and must answer at least index.
-// A watched service is not read: its watch answers with the change (a
-// check change moves the service's index).
-func (l *loop) markChanged(k svcKey, index uint64) {
-	if l.watched(k) {
+// markChanged queues a read of st for a check change at index: a read
+// that may use the agent cache (cached: true), and must answer at least
+// index. A watched service is not read: its watch answers with the change
+// (a check change moves the service's index).
+func (l *loop) markChanged(st *svcState, index uint64) {
+	if st.watch != nil {
 		return
 	}
-	if l.dirty[k] == prioNone && l.s.cfg.Cached {
-		l.viaCache[k] = true
+	if st.dirty == prioNone && l.s.cfg.Cached {
+		st.viaCache = true
 	}
-	l.want[k] = max(l.want[k], index)
-	l.queueRead(k, prioChange)
+	st.want = max(st.want, index)
+	l.queueRead(st, prioChange)
 }
 
 // promoteDue queues the delayed reads and the retries whose time has come.
@@ -78,37 +78,38 @@ func (l *loop) promoteDue() {
 	now := time.Now()
 	keep := l.later[:0]
 	for _, d := range l.later {
+		st := l.dcs[d.key.dc].services[d.key.name]
 		switch {
-		case l.dcs[d.key.dc].services[d.key.name] == nil:
+		case st == nil:
 		case d.at.After(now):
 			keep = append(keep, d)
 		default:
-			l.markDirty(d.key)
+			l.markDirty(st)
 		}
 	}
 	l.later = keep
 	l.promoteRetries(now)
 }
 
-// queueRead queues a read of k at priority p unless one is queued already
-// at p or higher (a sweep read raised to a change read is queued again;
-// the entry met first is dispatched, the other skipped). A read in flight
-// is repeated when it returns, because it may predate the change; a read
-// waiting for its retry backoff is left to the retry.
-func (l *loop) queueRead(k svcKey, p readPrio) {
-	if l.dirty[k] >= p || l.retryPending(k) {
+// queueRead queues a read of st at priority p unless one is queued
+// already at p or higher (a sweep read raised to a change read is queued
+// again; the entry met first is dispatched, the other skipped). A read in
+// flight is repeated when it returns, because it may predate the change; a
+// read waiting for its retry backoff is left to the retry.
+func (l *loop) queueRead(st *svcState, p readPrio) {
+	if st.dirty >= p || st.retry.pending() {
 		return
 	}
-	l.dirty[k] = p
-	if !l.inflight[k] {
-		l.queue[p] = append(l.queue[p], k)
+	st.dirty = p
+	if !st.inflight {
+		l.queue[p] = append(l.queue[p], st.key)
 	}
 }
 
 // requeue puts a read that became dirty while in flight in its queue.
-func (l *loop) requeue(k svcKey) {
-	if p := l.dirty[k]; p != prioNone {
-		l.queue[p] = append(l.queue[p], k)
+func (l *loop) requeue(st *svcState) {
+	if p := st.dirty; p != prioNone {
+		l.queue[p] = append(l.queue[p], st.key)
 	}
 }
 
@@ -117,8 +118,9 @@ func (l *loop) queued() bool {
 }
 
 // next pops the next read to start, change reads first; sweep reads only
-// when sweeps may start one now.
-func (l *loop) next(sweeps bool) (svcKey, bool) {
+// when sweeps may start one now. It returns nil when there is none. Keys
+// whose record is gone, or whose read was made meanwhile, are skipped.
+func (l *loop) next(sweeps bool) *svcState {
 	for p := prioCount - 1; p > prioNone; p-- {
 		if p == prioSweep && !sweeps {
 			break
@@ -129,12 +131,12 @@ func (l *loop) next(sweeps bool) (svcKey, bool) {
 			if len(l.queue[p]) == 0 {
 				l.queue[p] = nil // let the backing array go
 			}
-			if l.dirty[k] != prioNone && !l.inflight[k] && l.dcs[k.dc].services[k.name] != nil {
-				return k, true
+			if st := l.dcs[k.dc].services[k.name]; st != nil && st.dirty != prioNone && !st.inflight {
+				return st
 			}
 		}
 	}
-	return svcKey{}, false
+	return nil
 }
 
 // dispatch starts queued reads while fewer than the read slots are in
@@ -143,31 +145,30 @@ func (l *loop) next(sweeps bool) (svcKey, bool) {
 // the reads would only fail; the probe's recovery starts them.
 func (l *loop) dispatch(ctx context.Context) {
 	now := time.Now()
-	if l.probeErr != nil || now.Before(l.paceAt) {
+	if l.agent.phase != agentUp || now.Before(l.paceAt) {
 		return
 	}
-	for len(l.inflight) < l.slots && l.queued() {
+	for l.inflight < l.slots && l.queued() {
 		if l.readGap > 0 {
 			if now.Before(l.nextRead) {
 				l.paceAt = l.nextRead // arm wakes the loop then
 				return
 			}
 		}
-		k, ok := l.next(l.sweepReady(now))
-		if !ok {
+		st := l.next(l.sweepReady(now))
+		if st == nil {
 			return
 		}
 		if l.readGap > 0 {
 			l.nextRead = now.Add(l.readGap)
 		}
-		st := l.dcs[k.dc].services[k.name]
-		r := fetchResult{key: k, st: st, cached: l.viaCache[k], sweep: l.dirty[k] == prioSweep}
+		k := st.key
+		r := fetchResult{key: k, st: st, cached: st.viaCache, sweep: st.dirty == prioSweep}
 		// A sweep asks only for the index of a service it knows (a peek),
 		// and reads it in full when the index moved.
 		r.peek = r.sweep && st.index != 0
-		delete(l.dirty, k)
-		delete(l.viaCache, k)
-		l.inflight[k] = true
+		st.dirty, st.viaCache, st.inflight = prioNone, false, true
+		l.inflight++
 		if r.sweep {
 			l.sweeping++
 		}

@@ -30,13 +30,75 @@ import (
 
 // agentState is what the loop knows of the agent between resets.
 type agentState struct {
-	// down: the probe found the agent down, and nothing answered since.
-	down bool
+	phase agentPhase
 	// reset: why Consul lost its state, until the update that says so
 	// went out; empty when no reset is pending.
 	reset string
 	// nodeID: the agent's node ID, when known.
 	nodeID string
+}
+
+// agentPhase is what the probe and the answers of the other requests tell
+// of the agent:
+//
+//	agentUp    the probe answers (or has not failed yet): reads start,
+//	           watches ask, the probe asks every read_timeout/2.
+//	agentDown  the probe failed and nothing answered since: no read
+//	           starts, watches wait, the probe asks every
+//	           probeFailingInterval. An agent that was away may come back
+//	           with any state: the next answer of any request is a reset.
+//	agentBack  something answered after agentDown (the reset is noted),
+//	           the probe not yet: reads and watches still wait for it.
+//
+// The transitions (agentSteps; stepAgent makes them all):
+//
+//	probe fails      any phase  -> agentDown
+//	probe answers    any phase  -> agentUp    (from agentDown: a reset)
+//	other answer     agentDown  -> agentBack  (a reset)
+//
+// The loop's other flags about failures change independently of the
+// phase, so they stay flags: failing (a failing period was logged) is set
+// by every failure, with an HTTP answer or not, and ends once nothing
+// fails; rewake (a renewal is owed to the next good probe) is set by every
+// request left without an answer, also while the probe answers, and paid
+// by any renewal, also one for a new token while the agent is down;
+// leaderless is what the latest answer said of the leader. synced (the
+// first update went out) and confirmNext (the kind of the next sweep) are
+// not about the agent at all.
+type agentPhase uint8
+
+const (
+	agentUp agentPhase = iota
+	agentDown
+	agentBack
+)
+
+// agentEvent moves the agent's phase.
+type agentEvent uint8
+
+const (
+	probeFailed agentEvent = iota
+	probeAnswered
+	otherAnswer // any other request was answered
+)
+
+var agentSteps = [...][3]agentPhase{
+	//         probeFailed, probeAnswered, otherAnswer
+	agentUp:   {agentDown, agentUp, agentUp},
+	agentDown: {agentDown, agentUp, agentBack},
+	agentBack: {agentDown, agentUp, agentBack},
+}
+
+// stepAgent moves the agent's phase on e, notes a reset when it leaves
+// agentDown, and shows any phase but agentUp to the goroutines that must
+// not ask while the agent is away (the probe's pace, the watches).
+func (l *loop) stepAgent(e agentEvent) {
+	from := l.agent.phase
+	l.agent.phase = agentSteps[from][e]
+	l.probeFailing.Store(l.agent.phase != agentUp)
+	if from == agentDown && l.agent.phase != agentDown {
+		l.noteReset("the agent answers again after an outage")
+	}
 }
 
 // noteReset records that Consul lost its state since the source last read
@@ -58,14 +120,8 @@ func (l *loop) noteReset(why string) {
 	l.s.gen.restart()
 }
 
-// answered records a successful answer from the agent; the first after the
-// probe found the agent down is a reset.
-func (l *loop) answered() {
-	if l.agent.down {
-		l.agent.down = false
-		l.noteReset("the agent answers again after an outage")
-	}
-}
+// answered records a successful answer from the agent (not the probe's).
+func (l *loop) answered() { l.stepAgent(otherAnswer) }
 
 // noteIdentity compares the node ID of the agent with the one it had.
 func (l *loop) noteIdentity(id string) {

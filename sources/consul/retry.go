@@ -14,41 +14,62 @@ import (
 // when the probe finds it back, the generation is renewed and every
 // pending retry is due at once.
 
-// readRetry is the retry state of one failed read.
+// readRetry is the retry state of one failed read of a service, held by
+// its record (svcState.retry) until a read of it succeeds. The loop also
+// lists it (loop.retries), to find the retries due without looking at
+// every record; the list drops a retry its record no longer holds (live).
 type readRetry struct {
+	st *svcState
 	bo backoff
 	at time.Time // when the retry is due; zero once it was queued
 }
 
-// retryLater schedules the retry of a failed read of k.
-func (l *loop) retryLater(k svcKey) {
-	r := l.retries[k]
-	if r == nil {
-		r = &readRetry{bo: backoff{min: l.s.cfg.RetryMin, max: l.s.cfg.RetryMax}}
-		l.retries[k] = r
+// retryLater schedules the retry of a failed read of st.
+func (l *loop) retryLater(st *svcState) {
+	if st.retry == nil {
+		st.retry = &readRetry{st: st, bo: backoff{min: l.s.cfg.RetryMin, max: l.s.cfg.RetryMax}}
+		l.retries = append(l.retries, st.retry)
 	}
-	r.at = time.Now().Add(r.bo.next())
-	delete(l.viaCache, k) // retried without the agent cache
-	delete(l.dirty, k)    // the retry reads it; a change meanwhile waits for it
+	st.retry.at = time.Now().Add(st.retry.bo.next())
+	st.viaCache = false // retried without the agent cache
+	st.dirty = prioNone // the retry reads it; a change meanwhile waits for it
 }
 
-// readSucceeded forgets the retry state of k.
-func (l *loop) readSucceeded(k svcKey) { delete(l.retries, k) }
+// pending reports whether r is a read waiting for its backoff.
+func (r *readRetry) pending() bool { return r != nil && !r.at.IsZero() }
 
-// retryPending reports whether a read of k waits for its backoff.
-func (l *loop) retryPending(k svcKey) bool {
-	r := l.retries[k]
-	return r != nil && !r.at.IsZero()
+// live reports whether r is still the retry of a service the loop knows:
+// no read of it succeeded since, and it was not removed.
+func (l *loop) live(r *readRetry) bool {
+	return r.st.retry == r && l.dcs[r.st.key.dc].services[r.st.key.name] == r.st
 }
 
-// promoteRetries queues the retries whose backoff ended.
+// promoteRetries queues the retries whose backoff ended, and drops from
+// the list those no longer live.
 func (l *loop) promoteRetries(now time.Time) {
-	for k, r := range l.retries {
-		if !r.at.IsZero() && !r.at.After(now) {
+	keep := l.retries[:0]
+	for _, r := range l.retries {
+		if !l.live(r) {
+			continue
+		}
+		keep = append(keep, r)
+		if r.pending() && !r.at.After(now) {
 			r.at = time.Time{}
-			l.markDirty(k)
+			l.markDirty(r.st)
 		}
 	}
+	clear(l.retries[len(keep):])
+	l.retries = keep
+}
+
+// readsFailing reports whether the last read of some service failed.
+func (l *loop) readsFailing() bool {
+	for _, r := range l.retries {
+		if l.live(r) {
+			return true
+		}
+	}
+	return false
 }
 
 // fail records a failure of a read, a blocking query or the probe.
@@ -71,7 +92,7 @@ func (l *loop) fail(err error) {
 
 // failingNow reports whether something fails at this moment.
 func (l *loop) failingNow() bool {
-	return l.probeErr != nil || len(l.pollErr) > 0 || len(l.retries) > 0 || len(l.w.failed) > 0 || l.leaderless
+	return l.agent.phase != agentUp || len(l.pollErr) > 0 || l.readsFailing() || l.w.failing > 0 || l.leaderless
 }
 
 // checkRecovered ends a failing period once nothing fails any more, and
@@ -92,17 +113,13 @@ func (l *loop) checkRecovered() {
 // agent are cut, and every backoff ends.
 func (l *loop) onProbe(r probeResult) {
 	if r.err != nil {
-		l.probeErr = r.err
-		l.probeFailing.Store(true)
-		l.agent.down = true
+		l.stepAgent(probeFailed)
 		l.rewake = true
 		l.fail(r.err)
 		return
 	}
-	l.probeErr = nil
-	l.probeFailing.Store(false)
 	l.noteIdentity(r.nodeID)
-	l.answered()
+	l.stepAgent(probeAnswered)
 	if l.rewake {
 		l.renew()
 	}
@@ -114,8 +131,10 @@ func (l *loop) renew() {
 	l.rewake = false
 	l.s.gen.renew()
 	for _, r := range l.retries {
-		r.bo.reset()
-		r.at = time.Now()
+		if l.live(r) {
+			r.bo.reset()
+			r.at = time.Now()
+		}
 	}
 }
 

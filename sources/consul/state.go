@@ -35,7 +35,7 @@ func (l *loop) onServices(dc int, services map[string][]string, aclFiltered bool
 		}
 		if !slices.Equal(st.tags, tags) {
 			st.tags = tags
-			l.markSignal(k)
+			l.markSignal(st)
 		}
 	}
 	// When ACLs hid some services (a token that lost rights), services
@@ -61,36 +61,39 @@ func (l *loop) addService(k svcKey, tags []string) {
 		l.s.log.Warn("skipping service", "service", k.name, "err", err)
 		return
 	}
-	d.services[k.name] = &svcState{tags: tags, cluster: cluster}
+	st := &svcState{key: k, tags: tags, cluster: cluster}
+	d.services[k.name] = st
 	if l.members[cluster] == nil {
 		l.members[cluster] = map[svcKey]bool{}
 	}
 	l.members[cluster][k] = true
-	if l.sweep != nil {
-		l.sweep.left[k] = true
+	if sw := l.sweep; sw != nil {
+		st.sweep = sw
+		sw.left++
 	}
-	l.markDirty(k)
+	l.markDirty(st)
 }
 
+// removeService forgets service k: its record holds all the loop knows
+// of it, so deleting the record forgets it (the queues, delayed reads and
+// retries that name it skip it from then on), and leave gives back what
+// the record holds of state shared with other services.
 func (l *loop) removeService(k svcKey) {
 	d := l.dcs[k.dc]
 	st := d.services[k.name]
 	delete(d.services, k.name)
-	delete(l.dirty, k)
-	delete(l.want, k)
-	delete(l.behind, k)
-	delete(l.viaCache, k)
-	delete(l.retries, k)
-	delete(l.hostLogged, k)
-	l.stopWatch(k)
-	l.noteACLFiltered(false, "service "+k.name+" in "+d.name)
-	if l.sweep != nil {
-		delete(l.sweep.left, k)
-		if len(l.sweep.left) == 0 {
-			l.endSweep()
-		}
-	}
-	delete(l.members[st.cluster], k)
+	l.leave(st)
+}
+
+// leave gives back what a removed service's record holds of state shared
+// with other services: its watch (a goroutine and a place on a lane), its
+// place in a running sweep, its line in the status' ACL note, and its
+// share of its cluster, which is published again.
+func (l *loop) leave(st *svcState) {
+	l.stopWatch(st)
+	l.noteACLFiltered(false, "service "+st.key.name+" in "+l.dcs[st.key.dc].name)
+	l.leaveSweep(st)
+	delete(l.members[st.cluster], st.key)
 	if len(l.members[st.cluster]) == 0 {
 		delete(l.members, st.cluster)
 	}
@@ -130,7 +133,7 @@ func (l *loop) onChecks(dc int, checks api.HealthChecks) {
 			if status, ok := st.checks[ck]; ok {
 				known = true
 				if status != ci.status {
-					l.markChanged(svcKey{dc, name}, ci.index)
+					l.markChanged(st, ci.index)
 				}
 			}
 		}
@@ -139,16 +142,16 @@ func (l *loop) onChecks(dc int, checks api.HealthChecks) {
 		}
 		if old, ok := prev[ck]; prev == nil || !ok || old.status != ci.status {
 			for _, name := range holders(ci) {
-				if d.services[name] != nil {
-					l.markChanged(svcKey{dc, name}, ci.index)
+				if st := d.services[name]; st != nil {
+					l.markChanged(st, ci.index)
 				}
 			}
 		}
 	}
-	for name, st := range d.services {
+	for _, st := range d.services {
 		for ck, status := range st.checks {
 			if _, ok := next[ck]; !ok && status != api.HealthPassing {
-				l.markSignal(svcKey{dc, name})
+				l.markSignal(st)
 				break
 			}
 		}
@@ -164,10 +167,10 @@ func (l *loop) onNodes(dc int, nodes []*api.Node) {
 	for _, n := range nodes {
 		next[n.Node] = n.ModifyIndex
 	}
-	for name, st := range d.services {
+	for _, st := range d.services {
 		for node, idx := range st.nodes {
 			if now, ok := next[node]; !ok || now != idx {
-				l.markDirty(svcKey{dc, name})
+				l.markDirty(st)
 				break
 			}
 		}

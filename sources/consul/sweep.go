@@ -149,9 +149,9 @@ func (l *loop) onPeek(r fetchResult, st *svcState) {
 		if sw := l.sweep; sw != nil {
 			sw.found++
 		}
-		l.markDirty(r.key)
+		l.markDirty(st)
 	}
-	l.sweptOne(r.key, r.seq)
+	l.sweptOne(st, r.seq)
 }
 
 // sweepRun is a look at every unwatched service of some datacenters,
@@ -160,8 +160,11 @@ func (l *loop) onPeek(r fetchResult, st *svcState) {
 type sweepRun struct {
 	start time.Time
 	seq   uint64 // reads dispatched from this sequence on count
-	left  map[svcKey]bool
-	dcs   []int
+	// left: the services it waits for, those whose record points to it
+	// (svcState.sweep); only maybeSweep, addService and leaveSweep change
+	// it.
+	left int
+	dcs  []int
 	// found counts the services whose index or endpoints the sweep found
 	// changed; confirm marks the second sweep run when a cached one found
 	// none.
@@ -183,7 +186,7 @@ func (l *loop) maybeSweep() {
 	if len(l.sweepWanted) == 0 || l.sweep != nil || time.Now().Before(l.nextSweep) {
 		return
 	}
-	sw := &sweepRun{start: time.Now(), seq: l.seq + 1, left: map[svcKey]bool{}, confirm: l.confirmNext}
+	sw := &sweepRun{start: time.Now(), seq: l.seq + 1, confirm: l.confirmNext}
 	l.confirmNext = false
 	l.sweep = sw
 	for i, d := range l.dcs {
@@ -194,17 +197,31 @@ func (l *loop) maybeSweep() {
 		// In the same order every time, so that a service is looked at
 		// again one sweep after the last time, not up to two.
 		for _, name := range slices.Sorted(maps.Keys(d.services)) {
-			k := svcKey{i, name}
-			if l.watched(k) {
+			st := d.services[name]
+			if st.watch != nil {
 				continue // its watch sees every change
 			}
-			sw.left[k] = true
-			l.markSwept(k)
+			st.sweep = sw
+			sw.left++
+			l.markSwept(st)
 		}
 	}
 	clear(l.sweepWanted)
-	sw.size = len(sw.left)
-	if len(sw.left) == 0 {
+	sw.size = sw.left
+	if sw.left == 0 {
+		l.endSweep()
+	}
+}
+
+// leaveSweep records that the running sweep no longer waits for st (it
+// was read, or removed), and ends the sweep when st was the last.
+func (l *loop) leaveSweep(st *svcState) {
+	sw := l.sweep
+	if sw == nil || st.sweep != sw {
+		return
+	}
+	st.sweep = nil
+	if sw.left--; sw.left == 0 {
 		l.endSweep()
 	}
 }
@@ -212,7 +229,12 @@ func (l *loop) maybeSweep() {
 // unwatched reports whether datacenter dc has services without a watch
 // (a catalog change there may need a sweep).
 func (l *loop) unwatched(dc int) bool {
-	return l.w.perDC[dc] < len(l.dcs[dc].services)
+	for _, st := range l.dcs[dc].services {
+		if st.watch == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // endSweep records a finished sweep and spaces the next. A sweep from the

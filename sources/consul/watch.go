@@ -41,19 +41,22 @@ import (
 // connection and opens another).
 const watchKeep = 5 * time.Second
 
-// watchRun is one service's watch.
+// watchRun is one service's watch, held by its record (svcState.watch).
 type watchRun struct {
-	st     *svcState
 	lane   int
 	cancel context.CancelFunc
 	// sent: the watch's current request holds a stream (its latest
 	// attempt wrote its headers); the loop counts these when the agent
 	// shows its stream limit (errQueued).
 	sent atomic.Bool
+	// failed: its last request failed (the source is stale until it
+	// answers again).
+	failed bool
 }
 
-// watchSet is the loop's view of the watches: their lanes and how many
-// watches each carries.
+// watchSet is the loop's view of the lanes and of what the watches on
+// them add up to: how many each lane carries, and how many fail. Only
+// maybeWatch, stopWatch and setFailed change these counts.
 type watchSet struct {
 	lanes   []*api.Client
 	closers []*http.Transport
@@ -64,18 +67,11 @@ type watchSet struct {
 	// perLane (see errQueued); 0 until then. Every lane is a connection
 	// to the same server, with the same limit, so it is every lane's room.
 	streams int
-	runs    map[svcKey]*watchRun
-	perDC   map[int]int // watches per datacenter
-	// failed: watches whose last request failed (the source is stale
-	// until each answers again), and their number per datacenter, which
-	// every applied answer asks about (loop.holding).
-	failed   map[svcKey]bool
-	failedDC map[int]int
+	// failing: the watches whose last request failed.
+	failing int
 }
 
-func newWatchSet() *watchSet {
-	return &watchSet{runs: map[svcKey]*watchRun{}, perDC: map[int]int{}, failed: map[svcKey]bool{}, failedDC: map[int]int{}}
-}
+func newWatchSet() *watchSet { return &watchSet{} }
 
 // setupLanes builds the watch lanes of the connection plan. A lane's
 // transport dials its connection with its first watch.
@@ -99,18 +95,16 @@ func (w *watchSet) close() {
 	}
 }
 
-// setFailed records whether k's watch fails now.
-func (w *watchSet) setFailed(k svcKey, failed bool) {
-	if w.failed[k] == failed {
-		return
+// setFailed records whether run fails now.
+func (w *watchSet) setFailed(run *watchRun, failed bool) {
+	switch {
+	case run.failed == failed:
+	case failed:
+		w.failing++
+	default:
+		w.failing--
 	}
-	if failed {
-		w.failed[k] = true
-		w.failedDC[k.dc]++
-	} else {
-		delete(w.failed, k)
-		w.failedDC[k.dc]--
-	}
+	run.failed = failed
 }
 
 // room is how many watches lane i may carry.
@@ -119,6 +113,15 @@ func (w *watchSet) room(i int) int {
 		return w.streams
 	}
 	return w.perLane
+}
+
+// watching is how many services are watched.
+func (w *watchSet) watching() int {
+	n := 0
+	for _, k := range w.load {
+		n += k
+	}
+	return n
 }
 
 // capacity is how many services can be watched at once.
@@ -142,15 +145,12 @@ func (w *watchSet) freeLane() int {
 	return -1
 }
 
-// watched reports whether k has a watch.
-func (l *loop) watched(k svcKey) bool { return l.w.runs[k] != nil }
-
-// maybeWatch starts a watch of k after a read of it was applied, when a
+// maybeWatch starts a watch of st after a read of it was applied, when a
 // lane has room, or when the service just changed and a watched service
 // has gone longer than watchKeep without a change (it gives up its
 // watch).
-func (l *loop) maybeWatch(k svcKey, st *svcState, changed bool) {
-	if l.watched(k) || l.w.capacity() == 0 || !st.fetched {
+func (l *loop) maybeWatch(st *svcState, changed bool) {
+	if st.watch != nil || l.w.capacity() == 0 || !st.fetched {
 		return
 	}
 	lane := l.w.freeLane()
@@ -158,8 +158,8 @@ func (l *loop) maybeWatch(k svcKey, st *svcState, changed bool) {
 		if !changed {
 			return
 		}
-		victim, ok := l.stalestWatch(time.Now().Add(-watchKeep))
-		if !ok {
+		victim := l.stalestWatch(time.Now().Add(-watchKeep))
+		if victim == nil {
 			return
 		}
 		l.stopWatch(victim)
@@ -168,55 +168,52 @@ func (l *loop) maybeWatch(k svcKey, st *svcState, changed bool) {
 		}
 	}
 	ctx, cancel := context.WithCancel(l.ctx)
-	run := &watchRun{st: st, lane: lane, cancel: cancel}
-	l.w.runs[k] = run
+	run := &watchRun{lane: lane, cancel: cancel}
+	st.watch = run
 	l.w.load[lane]++
-	l.w.perDC[k.dc]++
-	c, dc, index := l.w.lanes[lane], l.dcs[k.dc].name, st.index
+	k, c, dc, index := st.key, l.w.lanes[lane], l.dcs[st.key.dc].name, st.index
 	l.wg.Go(func() { l.s.watch(ctx, c, k, dc, run, index, l.probeFailing.Load, l.results) })
 	l.s.log.Debug("watching service", "service", k.name, "datacenter", dc, "index", index, "lane", lane)
 	l.noteWatches()
 }
 
 // stalestWatch returns the watched service whose last change is the
-// oldest, if older than before.
-func (l *loop) stalestWatch(before time.Time) (svcKey, bool) {
-	var best svcKey
-	var at time.Time
-	found := false
-	for k, run := range l.w.runs {
-		if t := run.st.changedAt; t.Before(before) && (!found || t.Before(at)) {
-			best, at, found = k, t, true
+// oldest, if older than before, else nil.
+func (l *loop) stalestWatch(before time.Time) *svcState {
+	var best *svcState
+	for _, d := range l.dcs {
+		for _, st := range d.services {
+			if t := st.changedAt; st.watch != nil && t.Before(before) && (best == nil || t.Before(best.changedAt)) {
+				best = st
+			}
 		}
 	}
-	return best, found
+	return best
 }
 
-// stopWatch ends k's watch, if any.
-func (l *loop) stopWatch(k svcKey) {
-	run := l.w.runs[k]
+// stopWatch ends st's watch, if any: its goroutine ends, and its lane has
+// room for another.
+func (l *loop) stopWatch(st *svcState) {
+	run := st.watch
 	if run == nil {
 		return
 	}
 	run.cancel()
 	// Its next peek compares with what the watch applied last, not with
 	// what a peek saw before the watch.
-	run.st.peekIndex = 0
-	l.s.log.Debug("no longer watching service", "service", k.name, "datacenter", l.dcs[k.dc].name)
+	st.peekIndex = 0
+	l.s.log.Debug("no longer watching service", "service", st.key.name, "datacenter", l.dcs[st.key.dc].name)
 	l.w.load[run.lane]--
-	l.w.perDC[k.dc]--
-	delete(l.w.runs, k)
-	l.w.setFailed(k, false)
+	l.w.setFailed(run, false)
+	st.watch = nil
 	l.noteWatches()
 }
 
 // stopWatches ends the watches of datacenter dc (its indexes went
 // backwards: each service is read again, and watched again from there).
 func (l *loop) stopWatches(dc int) {
-	for k := range l.w.runs {
-		if k.dc == dc {
-			l.stopWatch(k)
-		}
+	for _, st := range l.dcs[dc].services {
+		l.stopWatch(st)
 	}
 }
 
@@ -230,10 +227,11 @@ func (l *loop) serviceCount() int {
 
 // onWatch applies an answer of a watch, or records its failure.
 func (l *loop) onWatch(r fetchResult) {
-	run := l.w.runs[r.key]
-	if run == nil || run != r.watch {
+	st := l.dcs[r.key.dc].services[r.key.name]
+	if st == nil || st.watch != r.watch {
 		return // stopped meanwhile
 	}
+	run := st.watch
 	if errors.Is(r.err, errQueued) {
 		// The server allows fewer streams per connection than
 		// watches_per_connection: the lane keeps the watches that got a
@@ -250,27 +248,29 @@ func (l *loop) onWatch(r fetchResult) {
 			}
 			l.w.streams = n
 		}
-		l.stopWatch(r.key)
-		l.maybeWatch(r.key, run.st, false)
+		l.stopWatch(st)
+		l.maybeWatch(st, false)
 		return
 	}
 	if r.err != nil {
-		l.w.setFailed(r.key, true)
+		l.w.setFailed(run, true)
 		l.fail(r.err)
 		return
 	}
-	l.w.setFailed(r.key, false)
+	l.w.setFailed(run, false)
 	l.answered()
-	l.apply(r, run.st)
+	l.apply(r, st)
 }
 
 // sentOn counts the watches of lane whose requests hold a stream now (at
 // least 1).
 func (l *loop) sentOn(lane int) int {
 	n := 0
-	for _, run := range l.w.runs {
-		if run.lane == lane && run.sent.Load() {
-			n++
+	for _, d := range l.dcs {
+		for _, st := range d.services {
+			if run := st.watch; run != nil && run.lane == lane && run.sent.Load() {
+				n++
+			}
 		}
 	}
 	return max(1, n)
