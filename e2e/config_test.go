@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
+	"github.com/xdsbridge/xdsbridge/internal/freeport"
 )
 
 // TestInvalidConfig checks that an invalid configuration makes validate and
@@ -78,7 +78,7 @@ func TestListenInUse(t *testing.T) {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "bridge.yaml")
 	writeFile(t, filepath.Join(dir, "services.yaml"), "services: []\n")
-	writeFile(t, cfg, "xds: {listen: '"+taken.Addr().String()+"'}\nadmin: {listen: '"+bridgetest.FreeAddr(t)+"'}\n"+
+	writeFile(t, cfg, "xds: {listen: '"+taken.Addr().String()+"'}\nadmin: {listen: '"+freeport.Addr(t)+"'}\n"+
 		"sources:\n  - {name: static, type: file, path: services.yaml}\n")
 	code, out := runBinary(t, 30*time.Second, "run", "--config", cfg)
 	if code != 1 || !strings.Contains(out, "xds.listen: listen tcp "+taken.Addr().String()) {

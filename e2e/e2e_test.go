@@ -16,6 +16,7 @@ import (
 
 	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
 	"github.com/xdsbridge/xdsbridge/internal/envoysim"
+	"github.com/xdsbridge/xdsbridge/internal/freeport"
 )
 
 // patience bounds each wait for the bridge (see bridgetest.Patience). How
@@ -245,7 +246,7 @@ func TestReadiness(t *testing.T) {
 // address from the environment, the xDS one from a flag, both beating the
 // file) and checks a client gets the quickstart's three services.
 func TestQuickstart(t *testing.T) {
-	xdsAddr, adminAddr := bridgetest.FreeAddr(t), bridgetest.FreeAddr(t)
+	xdsAddr, adminAddr := freeport.Addr(t), freeport.Addr(t)
 	p := startEnv(t, []string{"BRIDGE_ADMIN_LISTEN=" + adminAddr, "BRIDGE_XDS_LISTEN=127.0.0.1:1", "BRIDGE_LOG_FORMAT=json"},
 		"run", "--config", filepath.Join("..", "examples", "quickstart", "bridge.yaml"), "--xds-listen", xdsAddr)
 	bridgetest.WaitReady(t, adminAddr, patience)

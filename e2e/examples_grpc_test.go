@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
+	"github.com/xdsbridge/xdsbridge/internal/freeport"
 )
 
 // grpcExample is the directory of the proxyless gRPC example.
@@ -52,7 +53,7 @@ func TestGRPCExample(t *testing.T) {
 		}
 		ports = append(ports, fmt.Sprint(50051+i), addr[1])
 	}
-	xdsAddr, adminAddr := bridgetest.FreeAddr(t), bridgetest.FreeAddr(t)
+	xdsAddr, adminAddr := freeport.Addr(t), freeport.Addr(t)
 	cfg := rewriteInto(t, dir, filepath.Join(grpcExample, "bridge.yaml"), "127.0.0.1:18000", xdsAddr, "127.0.0.1:19000", adminAddr)
 	boot := rewriteInto(t, dir, filepath.Join(grpcExample, "bootstrap.json"), "127.0.0.1:18000", xdsAddr)
 	shipped, err := os.ReadFile(filepath.Join(grpcExample, "services.yaml"))

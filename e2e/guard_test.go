@@ -13,6 +13,7 @@ import (
 	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
 	"github.com/xdsbridge/xdsbridge/internal/dnstest"
 	"github.com/xdsbridge/xdsbridge/internal/envoysim"
+	"github.com/xdsbridge/xdsbridge/internal/freeport"
 	"github.com/xdsbridge/xdsbridge/manager"
 )
 
@@ -24,7 +25,7 @@ import (
 // as a list item of sources) on free ports, without any guard setting.
 func guardBridge(t *testing.T, dir, entry string) (cfg, xdsAddr, adminAddr string) {
 	t.Helper()
-	xdsAddr, adminAddr = bridgetest.FreeAddr(t), bridgetest.FreeAddr(t)
+	xdsAddr, adminAddr = freeport.Addr(t), freeport.Addr(t)
 	cfg = filepath.Join(dir, "bridge.yaml")
 	writeFile(t, cfg, fmt.Sprintf("xds: {listen: %s}\nadmin: {listen: %s}\nlog: {level: info}\nsources:\n%s", xdsAddr, adminAddr, entry))
 	return cfg, xdsAddr, adminAddr

@@ -22,6 +22,7 @@ import (
 
 	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
 	"github.com/xdsbridge/xdsbridge/internal/consultest"
+	"github.com/xdsbridge/xdsbridge/internal/freeport"
 	"github.com/xdsbridge/xdsbridge/internal/istiodsim"
 	"github.com/xdsbridge/xdsbridge/xds"
 )
@@ -58,7 +59,7 @@ func testIstiod(t *testing.T, shape string) {
 	register("web-2", "web", "10.0.0.2")
 	register("api-1", "api", "10.0.1.1")
 
-	xdsAddr, adminAddr := bridgetest.FreeAddr(t), bridgetest.FreeAddr(t)
+	xdsAddr, adminAddr := freeport.Addr(t), freeport.Addr(t)
 	cfg := filepath.Join(t.TempDir(), "bridge.yaml")
 	writeFile(t, cfg, fmt.Sprintf(`
 xds: {listen: %s}

@@ -30,6 +30,7 @@ import (
 	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
 	"github.com/xdsbridge/xdsbridge/internal/consultest"
 	"github.com/xdsbridge/xdsbridge/internal/dnstest"
+	"github.com/xdsbridge/xdsbridge/internal/freeport"
 )
 
 // migration is the directory of the migration examples (docs/migration.md).
@@ -205,7 +206,7 @@ func TestMigrationStaticToEDS(t *testing.T) {
 // free port instead of 5353, and returns its address once it answers.
 func exampleDNS(t *testing.T) string {
 	t.Helper()
-	dir, addr := t.TempDir(), dnstest.FreeAddr(t)
+	dir, addr := t.TempDir(), freeport.Addr(t)
 	_, port, _ := net.SplitHostPort(addr)
 	corefile := rewriteInto(t, dir, filepath.Join(migration, "coredns", "Corefile"), ":5353 {", ":"+port+" {")
 	rewriteInto(t, dir, filepath.Join(migration, "coredns", "db.example.org"))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
 	"github.com/xdsbridge/xdsbridge/internal/childproc"
+	"github.com/xdsbridge/xdsbridge/internal/freeport"
 )
 
 // binary is the bridge built once by TestMain.
@@ -183,7 +184,7 @@ func writeFile(t *testing.T, path, content string) {
 // ports and returns its path and the xDS and admin addresses.
 func writeConfig(t *testing.T, dir string) (cfg, xdsAddr, adminAddr string) {
 	t.Helper()
-	xdsAddr, adminAddr = bridgetest.FreeAddr(t), bridgetest.FreeAddr(t)
+	xdsAddr, adminAddr = freeport.Addr(t), freeport.Addr(t)
 	cfg = filepath.Join(dir, "bridge.yaml")
 	writeFile(t, cfg, fmt.Sprintf(`
 xds:

@@ -21,6 +21,7 @@ import (
 	"github.com/xdsbridge/xdsbridge/internal/consultest"
 	"github.com/xdsbridge/xdsbridge/internal/dnstest"
 	"github.com/xdsbridge/xdsbridge/internal/envoysim"
+	"github.com/xdsbridge/xdsbridge/internal/freeport"
 )
 
 // consulCounter is a reverse proxy in front of a Consul agent that counts
@@ -88,7 +89,7 @@ func TestReloadSIGHUP(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	xdsAddr, adminAddr := bridgetest.FreeAddr(t), bridgetest.FreeAddr(t)
+	xdsAddr, adminAddr := freeport.Addr(t), freeport.Addr(t)
 	cfg := filepath.Join(dir, "bridge.yaml")
 	config := func(host, consulExtra string) string {
 		return fmt.Sprintf(`

@@ -17,6 +17,7 @@ import (
 	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
 	"github.com/xdsbridge/xdsbridge/internal/consultest"
 	"github.com/xdsbridge/xdsbridge/internal/envoysim"
+	"github.com/xdsbridge/xdsbridge/internal/freeport"
 )
 
 // stop sends SIGTERM and waits for a graceful exit.
@@ -64,7 +65,7 @@ type consulBridge struct {
 func newConsulBridge(t *testing.T, agentAddr string) *consulBridge {
 	dir := t.TempDir()
 	return &consulBridge{dir: dir, cfg: filepath.Join(dir, "bridge.yaml"), agentAddr: agentAddr,
-		xdsAddr: bridgetest.FreeAddr(t), adminAddr: bridgetest.FreeAddr(t)}
+		xdsAddr: freeport.Addr(t), adminAddr: freeport.Addr(t)}
 }
 
 func (b *consulBridge) write(t *testing.T, top, source string) {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/xdsbridge/xdsbridge/config"
 	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
+	"github.com/xdsbridge/xdsbridge/internal/freeport"
 	_ "github.com/xdsbridge/xdsbridge/plugins" // the file source of the example
 	"github.com/xdsbridge/xdsbridge/xds"
 	"github.com/xdsbridge/xdsbridge/xds/files"
@@ -94,7 +95,7 @@ func TestEnvoyFilesBootstrap(t *testing.T) {
 // EDS files that exist.
 func TestViewsExample(t *testing.T) {
 	dir, out := t.TempDir(), t.TempDir()
-	xdsAddr, adminAddr := bridgetest.FreeAddr(t), bridgetest.FreeAddr(t)
+	xdsAddr, adminAddr := freeport.Addr(t), freeport.Addr(t)
 	cfg := rewriteInto(t, dir, filepath.Join(examples, "views", "bridge.yaml"), "127.0.0.1:18000", xdsAddr,
 		"127.0.0.1:19000", adminAddr, "/tmp/xdsbridge/xds", out, "../quickstart/services.yaml", quickstartServices(t))
 	start(t, cfg)

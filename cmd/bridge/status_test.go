@@ -18,6 +18,7 @@ import (
 	"github.com/xdsbridge/xdsbridge/bridge"
 	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
 	"github.com/xdsbridge/xdsbridge/internal/envoysim"
+	"github.com/xdsbridge/xdsbridge/internal/freeport"
 	"github.com/xdsbridge/xdsbridge/internal/tlstest"
 	"github.com/xdsbridge/xdsbridge/xds"
 )
@@ -153,7 +154,7 @@ sources: [{name: static, type: file, path: missing.yaml}]
 	if code != 1 || !strings.Contains(errOut, "not ready (503): not ready: waiting for the first sync of sources: static") {
 		t.Errorf("healthcheck of a bridge waiting for its source: exit %d, %q", code, errOut)
 	}
-	code, _, errOut = runBridge("healthcheck", "--admin", bridgetest.FreeAddr(t))
+	code, _, errOut = runBridge("healthcheck", "--admin", freeport.Addr(t))
 	if code != 1 || !strings.Contains(errOut, "connection refused") {
 		t.Errorf("healthcheck of nothing: exit %d, %q", code, errOut)
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -22,6 +21,7 @@ import (
 	"github.com/xdsbridge/xdsbridge/internal/bench/workload"
 	"github.com/xdsbridge/xdsbridge/internal/childproc"
 	"github.com/xdsbridge/xdsbridge/internal/envoysim"
+	"github.com/xdsbridge/xdsbridge/internal/freeport"
 )
 
 // ConsulConfig is the end-to-end scenario: services registered in a real
@@ -45,7 +45,7 @@ type ConsulConfig struct {
 func RunConsul(ctx context.Context, cfg ConsulConfig) (Result, error) {
 	res := Result{Config: Config{Scenario: "consul", Impl: "xdsbridge", Delta: cfg.Delta, Clients: cfg.Clients,
 		Services: cfg.Services, Endpoints: cfg.Instances, Changes: cfg.Changes, Timeout: cfg.Timeout}}
-	ports, err := freePorts(8)
+	ports, err := freeport.Take(8)
 	if err != nil {
 		return res, err
 	}
@@ -243,25 +243,6 @@ func validatePorts(f *fleet, spec workload.Spec, last []int) error {
 		return fmt.Errorf("%d of %d clients hold a wrong state; first: %w", bad, len(f.clients), first)
 	}
 	return nil
-}
-
-func freePorts(n int) ([]int, error) {
-	var out []int
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("finding a free port: %w", err)
-		}
-		ls = append(ls, l)
-		out = append(out, l.Addr().(*net.TCPAddr).Port)
-	}
-	return out, nil
 }
 
 // startProc starts bin with its output in logPath. The child has its own

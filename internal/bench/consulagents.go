@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/xdsbridge/xdsbridge/internal/consultest"
+	"github.com/xdsbridge/xdsbridge/internal/freeport"
 	"github.com/xdsbridge/xdsbridge/internal/tlstest"
 )
 
@@ -159,7 +160,7 @@ type benchAgent struct {
 // "-dev"...) with every port on a free loopback port, an HTTPS port with
 // tls, and confArgs.
 func newBenchAgent(bin, logPath, dataDir, name string, tls bool, mode, confArgs []string) (*benchAgent, error) {
-	p, err := freePorts(7)
+	p, err := freeport.Take(7)
 	if err != nil {
 		return nil, err
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/xdsbridge/xdsbridge/internal/bench/workload"
 	"github.com/xdsbridge/xdsbridge/internal/consultest"
 	"github.com/xdsbridge/xdsbridge/internal/envoysim"
+	"github.com/xdsbridge/xdsbridge/internal/freeport"
 	"github.com/xdsbridge/xdsbridge/sources"
 )
 
@@ -155,7 +156,7 @@ func RunConsulEvents(ctx context.Context, cfg ConsulEventsConfig) (*ConsulEvents
 		}
 	}
 
-	ports, err := freePorts(2)
+	ports, err := freeport.Take(2)
 	if err != nil {
 		return nil, err
 	}

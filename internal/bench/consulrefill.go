@@ -17,6 +17,7 @@ import (
 
 	"github.com/xdsbridge/xdsbridge/internal/bench/workload"
 	"github.com/xdsbridge/xdsbridge/internal/envoysim"
+	"github.com/xdsbridge/xdsbridge/internal/freeport"
 )
 
 // ConsulRefillConfig is the scenario of a Consul agent restarted on an
@@ -210,7 +211,7 @@ func RunConsulRefill(ctx context.Context, cfg ConsulRefillConfig) (*ConsulRefill
 // consul source on addr) and starts it; it returns the process and its
 // admin and xDS addresses.
 func startRefillBridge(cfg ConsulRefillConfig, addr string) (proc *exec.Cmd, adminAddr, xdsAddr string, err error) {
-	ports, err := freePorts(2)
+	ports, err := freeport.Take(2)
 	if err != nil {
 		return nil, "", "", err
 	}

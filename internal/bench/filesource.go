@@ -22,6 +22,7 @@ import (
 
 	"github.com/xdsbridge/xdsbridge/internal/bench/workload"
 	"github.com/xdsbridge/xdsbridge/internal/envoysim"
+	"github.com/xdsbridge/xdsbridge/internal/freeport"
 	"github.com/xdsbridge/xdsbridge/sources"
 )
 
@@ -98,7 +99,7 @@ func RunFileSource(ctx context.Context, cfg FileSourceConfig) (FileSourceResult,
 	}
 	res.Bytes = doc.size()
 
-	ports, err := freePorts(2)
+	ports, err := freeport.Take(2)
 	if err != nil {
 		return res, err
 	}

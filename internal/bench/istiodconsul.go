@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 
+	"github.com/xdsbridge/xdsbridge/internal/freeport"
 	"github.com/xdsbridge/xdsbridge/internal/istiodsim"
 	"github.com/xdsbridge/xdsbridge/translate/istio"
 )
@@ -98,7 +99,7 @@ func RunIstiodConsul(ctx context.Context, cfg IstiodConsulConfig) (*IstiodConsul
 			return nil, err
 		}
 	}
-	ports, err := freePorts(2)
+	ports, err := freeport.Take(2)
 	if err != nil {
 		return nil, err
 	}

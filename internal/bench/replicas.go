@@ -18,6 +18,7 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/xdsbridge/xdsbridge/internal/consultest"
+	"github.com/xdsbridge/xdsbridge/internal/freeport"
 )
 
 // ReplicasConfig is the replicas scenario: bridge replicas that share one
@@ -335,7 +336,7 @@ func (r *replicaRun) findNodes() error {
 // it is ready with the source synced.
 func (r *replicaRun) startReplica(ctx context.Context, i int) error {
 	if i == len(r.bridges) {
-		p, err := freePorts(2)
+		p, err := freeport.Take(2)
 		if err != nil {
 			return err
 		}

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/xdsbridge/xdsbridge/internal/freeport"
 )
 
 // connBook counts the fleet's connections per replica from balancer
@@ -112,7 +114,7 @@ func startRoute(ctx context.Context, mode, self string, bridges []*replica, logP
 	if mode != "proxy" {
 		return nil, fmt.Errorf("balancer %q: want client or proxy", mode)
 	}
-	p, err := freePorts(1)
+	p, err := freeport.Take(1)
 	if err != nil {
 		return nil, err
 	}

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/xdsbridge/xdsbridge/internal/envoysim"
+	"github.com/xdsbridge/xdsbridge/internal/freeport"
 )
 
 // StatusPageConfig measures the admin status page of a bridge binary at a
@@ -106,7 +107,7 @@ func RunStatusPage(ctx context.Context, cfg StatusPageConfig) ([]StatusPageResul
 	if err := os.WriteFile(other, []byte("services: [{name: other, endpoints: [{address: 10.9.9.9, port: 80}]}]\n"), 0o600); err != nil {
 		return nil, err
 	}
-	ports, err := freePorts(2)
+	ports, err := freeport.Take(2)
 	if err != nil {
 		return nil, err
 	}

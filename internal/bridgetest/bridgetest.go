@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -62,19 +61,6 @@ func StartIn(t testing.TB, dir, yaml string, logw io.Writer) *bridge.Instance {
 		}
 	})
 	return in
-}
-
-// FreeAddr returns a loopback address with a port that was free a moment
-// ago, for a bridge running as another process, which cannot be handed an
-// open listener; a collision is unlikely and fails loudly.
-func FreeAddr(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // Get returns the status and body of a GET, or 0 and the error text if the

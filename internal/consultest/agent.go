@@ -15,7 +15,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -29,6 +28,7 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/xdsbridge/xdsbridge/internal/childproc"
+	"github.com/xdsbridge/xdsbridge/internal/freeport"
 )
 
 // Version is the Consul version the tools module builds.
@@ -153,7 +153,7 @@ func newAgent(t testing.TB, opts []Option) (*Agent, options) {
 		logPath: filepath.Join(dir, "agent.log"),
 		Node:    fmt.Sprintf("node-%d-%d", os.Getpid(), nodeSeq.Add(1)),
 	}
-	ports := freePorts(t, 8)
+	ports := freeport.Ports(t, 8)
 	a.HTTPAddr = "127.0.0.1:" + strconv.Itoa(ports[0])
 	a.DNSAddr = "127.0.0.1:" + strconv.Itoa(ports[1])
 	a.SerfLANAddr = "127.0.0.1:" + strconv.Itoa(ports[2])
@@ -346,34 +346,4 @@ func (a *Agent) dumpLog() {
 		b = b[len(b)-max:]
 	}
 	a.t.Logf("consul agent %s log (tail):\n%s", a.Node, bytes.TrimSpace(b))
-}
-
-// freePorts returns n distinct ports free for both TCP and UDP on 127.0.0.1
-// (DNS and serf use both). The listeners are held until all are chosen so
-// that the ports differ; another process can still take one before Consul
-// binds it, which is rare enough for tests.
-func freePorts(t testing.TB, n int) []int {
-	t.Helper()
-	var closers []func()
-	defer func() {
-		for _, c := range closers {
-			c()
-		}
-	}()
-	var ports []int
-	for len(ports) < n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("finding a free port: %v", err)
-		}
-		closers = append(closers, func() { l.Close() })
-		port := l.Addr().(*net.TCPAddr).Port
-		u, err := net.ListenPacket("udp", "127.0.0.1:"+strconv.Itoa(port))
-		if err != nil {
-			continue
-		}
-		closers = append(closers, func() { u.Close() })
-		ports = append(ports, port)
-	}
-	return ports
 }

@@ -25,6 +25,7 @@ import (
 	mdns "github.com/miekg/dns"
 
 	"github.com/xdsbridge/xdsbridge/internal/childproc"
+	"github.com/xdsbridge/xdsbridge/internal/freeport"
 )
 
 // Version is the CoreDNS release the tests are written against; it is
@@ -105,7 +106,7 @@ func Start(t testing.TB, origin, records string) *Server {
 	s.corefile = filepath.Join(s.dir, "Corefile")
 	s.zonefile = filepath.Join(s.dir, "db.zone")
 	s.logfile = filepath.Join(s.dir, "coredns.log")
-	s.Addr = FreeAddr(t)
+	s.Addr = freeport.Addr(t)
 	s.records = records
 	if err := s.writeZone(); err != nil {
 		t.Fatal(err)
@@ -297,27 +298,6 @@ func (s *Server) writeZone() error {
 		return fmt.Errorf("writing zone: %w", err)
 	}
 	return nil
-}
-
-// FreeAddr returns a 127.0.0.1 address whose port was free for UDP and
-// TCP a moment ago.
-func FreeAddr(t testing.TB) string {
-	t.Helper()
-	for range 20 {
-		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := pc.LocalAddr().String()
-		ln, err := net.Listen("tcp", addr)
-		pc.Close()
-		if err == nil {
-			ln.Close()
-			return addr
-		}
-	}
-	t.Fatal("no port free for both UDP and TCP on 127.0.0.1")
-	return ""
 }
 
 func tail(s string, n int) string {
