@@ -49,7 +49,8 @@ func normalize(md protoreflect.MessageDescriptor, v any, key string) (any, error
 	if !ok {
 		return nil, settings.Errorf(key, "%v", scalar.Mismatch(fmt.Sprintf("a map of %s fields", name), v))
 	}
-	if name == "google.protobuf.Any" {
+	isAny := name == "google.protobuf.Any"
+	if isAny {
 		url, _ := obj["@type"].(string)
 		mt, err := protoregistry.GlobalTypes.FindMessageByURL(url)
 		if err != nil {
@@ -61,7 +62,7 @@ func normalize(md protoreflect.MessageDescriptor, v any, key string) (any, error
 	}
 	out := make(map[string]any, len(obj))
 	for _, k := range slices.Sorted(maps.Keys(obj)) {
-		if k == "@type" {
+		if k == "@type" && isAny {
 			out[k] = obj[k]
 			continue
 		}
