@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
@@ -208,6 +209,28 @@ const harnessAddr = "127.0.0.2"
 // registration transactions in flight, the churn and the events. It stays
 // under any per-client limit a run sets (--agent-hcl) above it.
 const harnessConns = txnInFlight + 2
+
+// startLedConsul is startConsulTopology followed by a wait for the
+// cluster's leader, with a client of the agent the bridge reads. stop ends
+// both; call it also after an error.
+func startLedConsul(ctx context.Context, cfg ConsulEventsConfig, dir string) (top *consulTopology, capi *api.Client, stop func(), err error) {
+	top, err = startConsulTopology(cfg, dir)
+	tr := harnessTransport()
+	stop = func() {
+		tr.CloseIdleConnections()
+		top.stop()
+	}
+	if err != nil {
+		return top, nil, stop, err
+	}
+	if capi, err = harnessClient(top.agent, tr); err != nil {
+		return top, nil, stop, err
+	}
+	if err := poll(ctx, 60*time.Second, func() bool { l, err := capi.Status().Leader(); return err == nil && l != "" }); err != nil {
+		return top, nil, stop, fmt.Errorf("waiting for a Consul leader: %w", err)
+	}
+	return top, capi, stop, nil
+}
 
 // harnessTransport is the transport of the harness's requests to the
 // agents: from harnessAddr, at most harnessConns connections.

@@ -123,19 +123,10 @@ func RunConsulEvents(ctx context.Context, cfg ConsulEventsConfig) (*ConsulEvents
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	top, err := startConsulTopology(cfg, dir)
-	defer top.stop()
+	top, capi, stop, err := startLedConsul(ctx, cfg, dir)
+	defer stop()
 	if err != nil {
 		return nil, err
-	}
-	tr := harnessTransport()
-	defer tr.CloseIdleConnections()
-	capi, err := harnessClient(top.agent, tr)
-	if err != nil {
-		return nil, err
-	}
-	if err := poll(ctx, 60*time.Second, func() bool { l, err := capi.Status().Leader(); return err == nil && l != "" }); err != nil {
-		return nil, fmt.Errorf("waiting for a Consul leader: %w", err)
 	}
 	t0 := time.Now()
 	if err := registerAll(ctx, capi, cfg); err != nil {

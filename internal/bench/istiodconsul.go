@@ -76,19 +76,10 @@ func RunIstiodConsul(ctx context.Context, cfg IstiodConsulConfig) (*IstiodConsul
 	}
 	defer os.RemoveAll(dir)
 	agents := ConsulEventsConfig{ConsulBin: cfg.ConsulBin, Topology: cfg.Topology, TLS: cfg.TLS, Services: cfg.Services, OutDir: cfg.OutDir}
-	top, err := startConsulTopology(agents, dir)
-	defer top.stop()
+	top, capi, stop, err := startLedConsul(ctx, agents, dir)
+	defer stop()
 	if err != nil {
 		return nil, err
-	}
-	tr := harnessTransport()
-	defer tr.CloseIdleConnections()
-	capi, err := harnessClient(top.agent, tr)
-	if err != nil {
-		return nil, err
-	}
-	if err := poll(ctx, 60*time.Second, func() bool { l, err := capi.Status().Leader(); return err == nil && l != "" }); err != nil {
-		return nil, fmt.Errorf("waiting for a Consul leader: %w", err)
 	}
 	if err := registerAll(ctx, capi, agents); err != nil {
 		return nil, err
