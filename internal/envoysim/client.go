@@ -26,6 +26,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"slices"
@@ -38,6 +39,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/emptypb"
 )
 
 // Type URLs of the resource types the client understands.
@@ -435,4 +437,20 @@ func (c *Client) heldLocked(t string) map[string]entry {
 		c.held[t] = m
 	}
 	return m
+}
+
+// endedBy is what a first request's failure to send says: io.EOF means the
+// server ended the stream before it (refused it, say), and the stream's
+// status, which only a receive returns, is the reason. Nothing receives on
+// the stream yet when the first requests go out, so receiving here races
+// with nothing.
+func endedBy(s grpc.ClientStream, err error) error {
+	if !errors.Is(err, io.EOF) {
+		return err
+	}
+	var discard emptypb.Empty
+	if rerr := s.RecvMsg(&discard); rerr != nil && !errors.Is(rerr, io.EOF) {
+		return fmt.Errorf("%w (%w)", err, rerr)
+	}
+	return err
 }

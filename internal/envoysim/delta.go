@@ -90,7 +90,7 @@ func (c *Client) startDelta(ctx context.Context) error {
 			sub = slices.Clone(c.opts.Clusters)
 		}
 		if err := c.sendDelta(c.delta[t], deltaReq{sub: sub}); err != nil {
-			return err
+			return endedBy(c.delta[t].stream.s, err)
 		}
 	}
 	for _, s := range streams {

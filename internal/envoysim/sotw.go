@@ -80,7 +80,7 @@ func (c *Client) startSotW(ctx context.Context) error {
 			continue // subscribed when clusters arrive
 		}
 		if err := c.sendSotW(c.sotw[t], nil); err != nil {
-			return err
+			return endedBy(c.sotw[t].stream.s, err)
 		}
 	}
 	for _, s := range streams {
