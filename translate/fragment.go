@@ -120,6 +120,12 @@ func normalizeField(fd protoreflect.FieldDescriptor, v any, key string) (any, er
 // normalizeSingle normalizes one value of fd's type (a list's element or
 // a map's value when fd is repeated).
 func normalizeSingle(fd protoreflect.FieldDescriptor, v any, key string) (any, error) {
+	// A null field is left unset (normalizeField), but a list element or
+	// a map value has nothing to leave unset: only a
+	// google.protobuf.Value can be null.
+	if v == nil && (fd.Message() == nil || fd.Message().FullName() != "google.protobuf.Value") {
+		return nil, settings.Errorf(key, "needs a value, not null")
+	}
 	if md := fd.Message(); md != nil {
 		return normalize(md, v, key)
 	}

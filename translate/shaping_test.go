@@ -148,6 +148,8 @@ func TestNewRuleErrors(t *testing.T) {
 		{"typo inside an Any", sources.Selector{}, `transport_socket: {name: tls, typed_config: {"@type": type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext, snii: x}}`, "cluster.transport_socket.typed_config.snii: unknown field"},
 		{"unknown Any type", sources.Selector{}, `transport_socket: {name: tls, typed_config: {"@type": type.googleapis.com/nope.Nope}}`, `cluster.transport_socket.typed_config.@type: unknown type "type.googleapis.com/nope.Nope"`},
 		{"@type outside an Any", sources.Selector{}, `"@type": x`, "cluster.@type: unknown field of envoy.config.cluster.v3.Cluster"},
+		{"null map value", sources.Selector{}, `metadata: {filter_metadata: {A}}`, "cluster.metadata.filter_metadata.A: needs a value, not null"},
+		{"null list element", sources.Selector{}, `circuit_breakers: {thresholds: [null]}`, "cluster.circuit_breakers.thresholds[0]: needs a value, not null"},
 		{"@type in a nested message", sources.Selector{}, `outlier_detection: {"@type": x}`, "cluster.outlier_detection.@type: unknown field"},
 		{"bad enum", sources.Selector{}, "lb_policy: LEAST_REQUESTS", `cluster.lb_policy: unknown value "LEAST_REQUESTS" (want ROUND_ROBIN, LEAST_REQUEST, RING_HASH, RANDOM, MAGLEV, CLUSTER_PROVIDED, LOAD_BALANCING_POLICY_CONFIG)`},
 		{"bad enum in a list, camelCase key", sources.Selector{}, "circuitBreakers: {thresholds: [{priority: HIGHH}]}", `cluster.circuit_breakers.thresholds[0].priority: unknown value "HIGHH" (want DEFAULT, HIGH)`},
