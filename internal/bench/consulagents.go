@@ -116,6 +116,25 @@ func startConsulTopology(cfg ConsulEventsConfig, dir string) (*consulTopology, e
 	return top, nil
 }
 
+// bridgeSide is what a benchmark's bridge needs of the topology: where it
+// reads the agent (bridgeAddress), two free loopback addresses for its xDS
+// and admin listeners, and, over TLS, the protocol the agent's HTTPS API
+// answers (httpsProtocol).
+func (top *consulTopology) bridgeSide(tls bool) (address, tlsYAML, xdsAddr, adminAddr, httpsProto string, err error) {
+	address, tlsYAML = top.bridgeAddress(tls)
+	if tls {
+		if httpsProto, err = httpsProtocol(top.agentHTTPS, top.caFile); err != nil {
+			return
+		}
+	}
+	ports, err := freeport.Take(2)
+	if err != nil {
+		return
+	}
+	xdsAddr, adminAddr = "127.0.0.1:"+strconv.Itoa(ports[0]), "127.0.0.1:"+strconv.Itoa(ports[1])
+	return
+}
+
 // bridgeAddress is the address of the agent the bridge reads, and the
 // consul source keys that go with it (flow-style, after a comma): with
 // tls, the agent's HTTPS listener and its CA.

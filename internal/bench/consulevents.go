@@ -23,7 +23,6 @@ import (
 	"github.com/xdsbridge/xdsbridge/internal/bench/workload"
 	"github.com/xdsbridge/xdsbridge/internal/consultest"
 	"github.com/xdsbridge/xdsbridge/internal/envoysim"
-	"github.com/xdsbridge/xdsbridge/internal/freeport"
 	"github.com/xdsbridge/xdsbridge/sources"
 )
 
@@ -140,18 +139,11 @@ func RunConsulEvents(ctx context.Context, cfg ConsulEventsConfig) (*ConsulEvents
 		}
 		log.Info("baseline without the bridge", "agent_cpu", res.Baseline.AgentCPU, "server_cpu", res.Baseline.ServerCPU)
 	}
-	address, tlsYAML := top.bridgeAddress(cfg.TLS)
-	if cfg.TLS {
-		if res.HTTPSProto, err = httpsProtocol(top.agentHTTPS, top.caFile); err != nil {
-			return nil, err
-		}
-	}
-
-	ports, err := freeport.Take(2)
+	address, tlsYAML, xdsAddr, adminAddr, httpsProto, err := top.bridgeSide(cfg.TLS)
 	if err != nil {
 		return nil, err
 	}
-	xdsAddr, adminAddr := "127.0.0.1:"+strconv.Itoa(ports[0]), "127.0.0.1:"+strconv.Itoa(ports[1])
+	res.HTTPSProto = httpsProto
 	extra := ""
 	if cfg.SourceYAML != "" {
 		extra = ", " + cfg.SourceYAML

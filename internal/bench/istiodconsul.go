@@ -6,13 +6,11 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/hashicorp/consul/api"
 
-	"github.com/xdsbridge/xdsbridge/internal/freeport"
 	"github.com/xdsbridge/xdsbridge/internal/istiodsim"
 	"github.com/xdsbridge/xdsbridge/translate/istio"
 )
@@ -84,17 +82,11 @@ func RunIstiodConsul(ctx context.Context, cfg IstiodConsulConfig) (*IstiodConsul
 	if err := registerAll(ctx, capi, agents); err != nil {
 		return nil, err
 	}
-	address, tlsYAML := top.bridgeAddress(cfg.TLS)
-	if cfg.TLS {
-		if res.HTTPSProto, err = httpsProtocol(top.agentHTTPS, top.caFile); err != nil {
-			return nil, err
-		}
-	}
-	ports, err := freeport.Take(2)
+	address, tlsYAML, xdsAddr, adminAddr, httpsProto, err := top.bridgeSide(cfg.TLS)
 	if err != nil {
 		return nil, err
 	}
-	xdsAddr, adminAddr := "127.0.0.1:"+strconv.Itoa(ports[0]), "127.0.0.1:"+strconv.Itoa(ports[1])
+	res.HTTPSProto = httpsProto
 	yaml := fmt.Sprintf("xds: {listen: %q}\nadmin: {listen: %q}\nlog: {level: warn}\nsources:\n"+
 		"  - {name: consul, type: consul, address: %q%s, services: {include: [\"svc-*\"]}}\nistio: {enabled: true, shape: %s}\n",
 		xdsAddr, adminAddr, address, tlsYAML, cfg.Shape)
