@@ -75,6 +75,9 @@ type dcState struct {
 	catalogSeen bool
 	services    map[string]*svcState
 	checks      map[checkKey]checkInfo // last /v1/health/state/any; nil before the first
+	// census: the service checks of the last census (see
+	// censusInterval), each with its CreateIndex; nil before the first.
+	census map[checkKey]censusEntry
 	// owesReset: the blocking query of that kind has not answered since
 	// the last reset (reset.go).
 	owesReset [pollKinds]bool
@@ -309,6 +312,9 @@ func (l *loop) onPoll(r pollResult) {
 		l.onServices(r.dc, r.services, r.meta.ResultsFilteredByACLs)
 	case pollChecks:
 		l.onChecks(r.dc, r.checks)
+		if r.census != nil {
+			l.onCensus(r.dc, r.census)
+		}
 	case pollNodes:
 		l.onNodes(r.dc, r.nodes)
 		for _, name := range r.onNew {

@@ -43,6 +43,9 @@ type Source struct {
 	proto atomic.Int32
 	// plan is how the connections are spent (conns.go).
 	plan connPlan
+	// census, per datacenter: the loop has services there without a
+	// watch, so the checks query takes censuses (see censusInterval).
+	census []atomic.Bool
 
 	// Test seams: dial replaces the transport's dialer (to count
 	// connections), wrap wraps the round tripper (to see responses).
@@ -120,6 +123,7 @@ func (s *Source) Run(ctx context.Context, up chan<- sources.Update) error {
 	defer cancel()
 
 	polls := make(chan pollResult)
+	s.census = make([]atomic.Bool, len(dcs))
 	for i, dc := range dcs {
 		for _, k := range []pollKind{pollServices, pollChecks, pollNodes} {
 			wg.Go(func() { s.poll(ctx, c, i, dc, k, polls) })
