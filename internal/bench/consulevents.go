@@ -209,7 +209,7 @@ func RunConsulEvents(ctx context.Context, cfg ConsulEventsConfig) (*ConsulEvents
 	if err != nil {
 		return nil, err
 	}
-	log.Info("events and churn", "events", 9*cfg.PerEvent, "churn_per_s", cfg.Churn)
+	log.Info("events and churn", "events", len(allConsulEvents())*cfg.PerEvent, "churn_per_s", cfg.Churn)
 	t1 := time.Now()
 	var churned atomic.Int64
 	cctx, ccancel := context.WithCancel(ctx)
@@ -455,34 +455,129 @@ func consulEvents() []consulEvent {
 	}
 }
 
+// allConsulEvents is every kind of change the scenario times.
+func allConsulEvents() []consulEvent { return append(consulEvents(), unwatchedEvents()...) }
+
+// unwatchedEvents are the kinds of change that no filtered check shows,
+// each made as the first change of a service no event touched before
+// (unwatchedTarget): a service of the first half written by the catalog
+// sync and never changed since, which by then has no watch over plain
+// HTTP (the watches went to the services that changed last). They are
+// made through the catalog API on the service's sync node, as a catalog
+// sync would make them.
+func unwatchedEvents() []consulEvent {
+	id := func(i, j int) string { return fmt.Sprintf("%s-%d", workload.Name(i), j) }
+	// onNode registers or deregisters on the node that holds service i.
+	onNode := func(c *api.Client, i int, f func(node string) error) error {
+		entries, _, err := c.Catalog().Service(workload.Name(i), "", nil)
+		if err != nil {
+			return err
+		}
+		if len(entries) == 0 {
+			return fmt.Errorf("%s has no instance", workload.Name(i))
+		}
+		return f(entries[0].Node)
+	}
+	add := func(j, port int, checked bool) func(c *api.Client, i int) error {
+		return func(c *api.Client, i int) error {
+			return onNode(c, i, func(node string) error {
+				r := instance(i, j, port, false)
+				reg := &api.CatalogRegistration{Node: node, SkipNodeUpdate: true,
+					Service: &api.AgentService{ID: r.ID, Service: r.Name, Address: r.Address, Port: r.Port}}
+				if checked {
+					reg.Check = &api.AgentCheck{Node: node, CheckID: r.ID + "-check", Name: "bench", Status: api.HealthPassing, ServiceID: r.ID}
+				}
+				_, err := c.Catalog().Register(reg, nil)
+				return err
+			})
+		}
+	}
+	has := func(port int) func(i int) func(*envoysim.Client) bool {
+		return func(i int) func(*envoysim.Client) bool {
+			return func(c *envoysim.Client) bool {
+				got, ok := healthAt(c, workload.Name(i), port)
+				return ok && got == corev3.HealthStatus_HEALTHY
+			}
+		}
+	}
+	return []consulEvent{
+		{"unwatched: healthy instance deregistered", func(c *api.Client, i int) error {
+			return onNode(c, i, func(node string) error {
+				_, err := c.Catalog().Deregister(&api.CatalogDeregistration{Node: node, ServiceID: id(i, 1)}, nil)
+				return err
+			})
+		}, func(i int) func(*envoysim.Client) bool {
+			return func(c *envoysim.Client) bool { _, ok := healthAt(c, workload.Name(i), basePort(1)); return !ok }
+		}},
+		{"unwatched: instance added, passing", add(3, 8003, true), has(8003)},
+		{"unwatched: instance added without checks", add(4, 8004, false), has(8004)},
+		{"unwatched: port change by re-registration", add(2, 8102, false), has(8102)},
+	}
+}
+
+// unwatchedTarget is the service the k-th kind of unwatchedEvents changes
+// in round n: one of the first half that no other event changes.
+func unwatchedTarget(n, k int, cfg ConsulEventsConfig) int {
+	half := max(1, cfg.Services/2)
+	targets := map[int]bool{}
+	for m := range cfg.PerEvent {
+		targets[eventTarget(m, cfg.Services)] = true
+	}
+	// The m-th service of the first half that is not an event target.
+	m := n*len(unwatchedEvents()) + k
+	for i := range half {
+		j := (i*104729 + 5) % half
+		if targets[j] {
+			continue
+		}
+		if m == 0 {
+			return j
+		}
+		m--
+	}
+	return -1
+}
+
 // runEvents makes every kind of change on PerEvent services of the first
 // half, in the order of consulEvents on each service (each builds on the
-// one before), timing each until every client has it; it stops when ctx
-// ends.
+// one before), then each kind of unwatchedEvents on a service of its own,
+// timing each until every client has it; it stops when ctx ends.
 func runEvents(ctx context.Context, c *api.Client, f *fleet, cfg ConsulEventsConfig, res *ConsulEventsResult) {
 	k := 0
+	timed := func(ev consulEvent, i int) {
+		k++
+		res.EventsMade++
+		t := f.track(k, "", ev.done(i))
+		if err := ev.do(c, i); err != nil {
+			f.untrack(t)
+			res.Missed[ev.name]++
+			return
+		}
+		waitTracked(ctx, t, cfg.Timeout)
+		f.untrack(t)
+		lat, ok := t.latencies()
+		if !ok {
+			res.Missed[ev.name]++
+			return
+		}
+		res.Events[ev.name] = append(res.Events[ev.name], slices.Max(lat))
+	}
 	for n := range cfg.PerEvent {
 		i := eventTarget(n, cfg.Services)
 		for _, ev := range consulEvents() {
 			if ctx.Err() != nil {
 				return
 			}
-			k++
-			res.EventsMade++
-			t := f.track(k, "", ev.done(i))
-			if err := ev.do(c, i); err != nil {
-				f.untrack(t)
-				res.Missed[ev.name]++
-				continue
+			timed(ev, i)
+		}
+	}
+	for n := range cfg.PerEvent {
+		for kind, ev := range unwatchedEvents() {
+			i := unwatchedTarget(n, kind, cfg)
+			if ctx.Err() != nil || i < 0 {
+				return
 			}
-			waitTracked(ctx, t, cfg.Timeout)
-			f.untrack(t)
-			lat, ok := t.latencies()
-			if !ok {
-				res.Missed[ev.name]++
-				continue
-			}
-			res.Events[ev.name] = append(res.Events[ev.name], slices.Max(lat))
+			timed(ev, i)
 		}
 	}
 }
@@ -532,7 +627,7 @@ func (r *ConsulEventsResult) Markdown() string {
 	b.WriteString(r.loadMarkdown())
 	b.WriteString("\n")
 	b.WriteString("| event | n | p50 | p99 | max | missed |\n|---|---|---|---|---|---|\n")
-	for _, ev := range consulEvents() {
+	for _, ev := range allConsulEvents() {
 		l := r.Events[ev.name]
 		if len(l) == 0 {
 			fmt.Fprintf(&b, "| %s | 0 | – | – | – | %d |\n", ev.name, r.Missed[ev.name])

@@ -31,7 +31,7 @@ func (l *loop) coverage() string {
 	fmt.Fprintf(&b, "%d of %d services watched (room for %d on %d %s connections); the rest are swept",
 		l.w.watching(), services, l.w.capacity(), len(l.w.lanes), proto)
 	if sw := l.lastSweep; sw.size > 0 {
-		fmt.Fprintf(&b, "; the last sweep looked at %d services in %v: a change no bulk query sees (an instance added or removed without checks, a new port or address) on an unwatched service takes up to about twice that long (one just behind a running sweep waits for the next), checks, maintenance and services that appear or vanish are seen at once",
+		fmt.Fprintf(&b, "; the last sweep looked at %d services in %v: a change no bulk query sees (an instance added or removed without checks, a new port or address) on an unwatched service takes up to about twice that long (one just behind a running sweep waits for the next), checks, maintenance, instances with checks and services that appear or vanish are seen within about a second",
 			sw.size, sw.took.Round(10*time.Millisecond))
 	}
 	if services > l.w.capacity() && !l.s.plan.http2 {

@@ -139,6 +139,16 @@
 //     /v1/catalog/node-services/<node> (up to 8 new nodes per answer), so
 //     an instance on a new machine or sync node is found without a sweep.
 //
+// While some services have no watch, the checks query also takes a
+// census: when its index moved since the last one, it asks once for every
+// check, passing or not (non-blocking, at most once a second, and spaced
+// so that its round trips add up to at most a twentieth of the time). A
+// service check that appeared or vanished since the previous census names
+// its service: an instance with checks added or removed, the commonest
+// change a filtered answer cannot show (a scale-down, a rolling deploy).
+// At 2,000 services (6,000 checks) a census costs a dev agent about 25ms
+// of CPU, and a client agent 40ms plus a server 30ms.
+//
 // When one of them names a service that has no watch, the source reads
 // that service once, non-blocking, with /v1/health/service/<name>, at most
 // max_concurrent_fetches (default 8) reads at a time (and, with
@@ -162,11 +172,10 @@
 // priority, each service queued once.
 //
 // Sweeps. Without a watch, one kind of change has no bulk signal: a
-// registration that changes neither the list of names and tags nor any
-// non-passing check (a second instance without checks or with passing
-// ones, a new service address, a healthy instance deregistered). The
-// index of /v1/catalog/services moves, but nothing says which service
-// moved. The source then sweeps the services of that datacenter that have
+// registration that changes neither the list of names and tags, nor any
+// non-passing check, nor the set of checks (an instance without checks
+// added or removed, a new port or address). The index of
+// /v1/catalog/services moves, but nothing says which service moved. The source then sweeps the services of that datacenter that have
 // no watch, in the same order each time: it peeks at each, asking only
 // for its index (the health query with a filter that matches no instance,
 // answered "[]" with the service's X-Consul-Index), and reads in full, at
