@@ -13,80 +13,140 @@ import (
 	"github.com/xdsbridge/xdsbridge/internal/consultest"
 )
 
-// TestCensusFindsPassingInstances: on a service without a watch, an
-// instance with a passing check removed or added changes no check that is
-// not passing; the census of the checks names the service. Peeks are held
-// once the source synced, so no sweep can find these changes: only the
-// census can. (A held peek answers the index the service had before the
-// hold, as if nothing had moved; a failed one would be retried as a full
-// read.)
-func TestCensusFindsPassingInstances(t *testing.T) {
-	agent := consultest.Start(t)
-	c := agent.Client()
-	register := func(id string, port int) {
-		t.Helper()
-		_, err := c.Catalog().Register(&api.CatalogRegistration{Node: "census-node", Address: "10.3.0.1",
-			Service: &api.AgentService{ID: id, Service: "census", Port: port},
-			Check:   &api.AgentCheck{CheckID: "check-" + id, Name: "check", Status: api.HealthPassing, ServiceID: id}}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	register("census-1", 9001)
-	register("census-2", 9002)
+// censusRig is a source without watches on an agent with one service of
+// two instances (each with a passing check) on a catalog node. Once hold
+// is set, every peek answers the index its service had before, as if
+// nothing had moved, so no sweep can find a change: only a census can (a
+// failing peek would be retried as a full read, which would).
+type censusRig struct {
+	c        *api.Client
+	r        *running
+	hold     atomic.Bool
+	dumps    atomic.Int64 // dumps answered
+	checks   atomic.Int64 // check censuses answered
+	mu       sync.Mutex
+	lastSeen map[string]string // service path -> X-Consul-Index before the hold
+}
 
-	var hold atomic.Bool
-	var peeks, censuses atomic.Int64
-	var peekMu sync.Mutex
-	lastIndex := map[string]string{} // service path -> its X-Consul-Index before the hold
-	r := startSource(t, agent, map[string]any{"watch": false}, func(s *Source) {
+func startCensusRig(t *testing.T, refuseDump bool) *censusRig {
+	agent := consultest.Start(t)
+	g := &censusRig{c: agent.Client(), lastSeen: map[string]string{}}
+	g.register(t, "census-1", 9001, true)
+	g.register(t, "census-2", 9002, true)
+	g.r = startSource(t, agent, map[string]any{"watch": false}, func(s *Source) {
 		s.wrap = func(rt http.RoundTripper) http.RoundTripper {
-			return roundTripFunc(func(req *http.Request) (*http.Response, error) {
-				q := req.URL.Query()
-				switch {
-				case hold.Load() && strings.Contains(q.Get("filter"), "Service.ID"):
-					peeks.Add(1)
-					peekMu.Lock()
-					idx := lastIndex[req.URL.Path]
-					peekMu.Unlock()
-					return &http.Response{StatusCode: http.StatusOK, Request: req, Body: io.NopCloser(strings.NewReader("[]")),
-						Header: http.Header{"X-Consul-Index": {idx}, "Content-Type": {"application/json"}}}, nil
-				case !hold.Load() && strings.HasPrefix(req.URL.Path, "/v1/health/service/"):
-					resp, err := rt.RoundTrip(req)
-					if err == nil {
-						peekMu.Lock()
-						lastIndex[req.URL.Path] = resp.Header.Get("X-Consul-Index")
-						peekMu.Unlock()
-					}
-					return resp, err
-				case req.URL.Path == "/v1/health/state/any" && !q.Has("filter"):
-					// Counted once answered: the census holds what
-					// was there before the changes below.
-					defer censuses.Add(1)
-				}
-				return rt.RoundTrip(req)
-			})
+			return roundTripFunc(func(req *http.Request) (*http.Response, error) { return g.roundTrip(rt, req, refuseDump) })
 		}
 	})
-	r.synced(patience)
-	r.waitFor(patience, "both instances", func() bool { return len(r.endpointsOf("census")) == 2 })
-	// Wait for a census taken after both instances were there: it is the
-	// baseline the changes are compared with.
-	base := censuses.Load()
-	r.waitFor(patience, "a census", func() bool { return censuses.Load() > base })
-	hold.Store(true)
+	g.r.synced(patience)
+	g.r.waitFor(patience, "both instances", func() bool { return len(g.r.endpointsOf("census")) == 2 })
+	return g
+}
 
-	if _, err := c.Catalog().Deregister(&api.CatalogDeregistration{Node: "census-node", ServiceID: "census-2"}, nil); err != nil {
+func (g *censusRig) roundTrip(rt http.RoundTripper, req *http.Request, refuseDump bool) (*http.Response, error) {
+	q := req.URL.Query()
+	switch {
+	case req.URL.Path == "/v1/internal/ui/nodes" && refuseDump:
+		return answer(req, http.StatusNotFound, "", "not found"), nil
+	case req.URL.Path == "/v1/internal/ui/nodes":
+		// Counted once answered: the census holds what was there
+		// before the changes the test makes next.
+		defer g.dumps.Add(1)
+	case req.URL.Path == "/v1/health/state/any" && !q.Has("filter"):
+		defer g.checks.Add(1)
+	case g.hold.Load() && strings.Contains(q.Get("filter"), "Service.ID"):
+		g.mu.Lock()
+		idx := g.lastSeen[req.URL.Path]
+		g.mu.Unlock()
+		return answer(req, http.StatusOK, idx, "[]"), nil
+	case !g.hold.Load() && strings.HasPrefix(req.URL.Path, "/v1/health/service/"):
+		resp, err := rt.RoundTrip(req)
+		if err == nil {
+			g.mu.Lock()
+			g.lastSeen[req.URL.Path] = resp.Header.Get("X-Consul-Index")
+			g.mu.Unlock()
+		}
+		return resp, err
+	}
+	return rt.RoundTrip(req)
+}
+
+func answer(req *http.Request, code int, index, body string) *http.Response {
+	h := http.Header{"Content-Type": {"application/json"}}
+	if index != "" {
+		h.Set("X-Consul-Index", index)
+	}
+	return &http.Response{StatusCode: code, Request: req, Header: h, Body: io.NopCloser(strings.NewReader(body))}
+}
+
+func (g *censusRig) register(t *testing.T, id string, port int, checked bool) {
+	t.Helper()
+	reg := &api.CatalogRegistration{Node: "census-node", Address: "10.3.0.1",
+		Service: &api.AgentService{ID: id, Service: "census", Port: port}}
+	if checked {
+		reg.Check = &api.AgentCheck{CheckID: "check-" + id, Name: "check", Status: api.HealthPassing, ServiceID: id}
+	}
+	if _, err := g.c.Catalog().Register(reg, nil); err != nil {
 		t.Fatal(err)
 	}
-	r.waitFor(patience, "census-2 removed", func() bool {
-		eps := r.endpointsOf("census")
-		_, ok := eps[9002]
-		return len(eps) == 1 && !ok
+}
+
+// holdAfterCensus waits for a census answered after both instances were
+// served (the baseline the changes are compared with), then holds peeks.
+func (g *censusRig) holdAfterCensus(count *atomic.Int64) {
+	base := count.Load()
+	g.r.waitFor(patience, "a census", func() bool { return count.Load() > base })
+	g.hold.Store(true)
+}
+
+func (g *censusRig) waitPort(port uint32, present bool) {
+	g.r.waitFor(patience, "census instances", func() bool {
+		_, ok := g.r.endpointsOf("census")[port]
+		return ok == present
 	})
-	register("census-3", 9003)
-	r.waitFor(patience, "census-3 added", func() bool { _, ok := r.endpointsOf("census")[9003]; return ok })
-	t.Logf("%d censuses; %d peeks answered as before", censuses.Load(), peeks.Load())
+}
+
+// TestCensusFindsEveryChange: on services without a watch, the census of
+// every instance finds the changes no filtered query shows: an instance
+// with a passing check removed or added, an instance without checks added,
+// a port changed by registering an instance again.
+func TestCensusFindsEveryChange(t *testing.T) {
+	g := startCensusRig(t, false)
+	g.holdAfterCensus(&g.dumps)
+	if _, err := g.c.Catalog().Deregister(&api.CatalogDeregistration{Node: "census-node", ServiceID: "census-2"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	g.waitPort(9002, false)
+	g.register(t, "census-3", 9003, true)
+	g.waitPort(9003, true)
+	g.register(t, "census-4", 9004, false)
+	g.waitPort(9004, true)
+	g.register(t, "census-4", 9104, false)
+	g.waitPort(9104, true)
+	g.waitPort(9004, false)
+	if n := g.checks.Load(); n != 0 {
+		t.Errorf("%d censuses of the checks alone, want none while the agent answers dumps", n)
+	}
+}
+
+// TestCensusOfChecks: an agent that refuses the dump still has its
+// instances with checks counted: one added or removed is found by a census
+// of the checks.
+func TestCensusOfChecks(t *testing.T) {
+	g := startCensusRig(t, true)
+	g.holdAfterCensus(&g.checks)
+	if _, err := g.c.Catalog().Deregister(&api.CatalogDeregistration{Node: "census-node", ServiceID: "census-2"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	g.waitPort(9002, false)
+	g.register(t, "census-3", 9003, true)
+	g.waitPort(9003, true)
+	if n := g.dumps.Load(); n != 0 {
+		t.Errorf("%d dumps answered by an agent that refuses them", n)
+	}
+	if g.r.logs.count(msgNoDump) != 1 {
+		t.Errorf("the fallback to censuses of the checks was logged %d times, want once", g.r.logs.count(msgNoDump))
+	}
 }
 
 // TestNoCensusWhenAllWatched: with a watch on every service the watches

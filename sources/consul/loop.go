@@ -75,9 +75,11 @@ type dcState struct {
 	catalogSeen bool
 	services    map[string]*svcState
 	checks      map[checkKey]checkInfo // last /v1/health/state/any; nil before the first
-	// census: the service checks of the last census (see
-	// censusInterval), each with its CreateIndex; nil before the first.
-	census map[checkKey]censusEntry
+	// census: what the last census saw (census.go), nil before the
+	// first; censusDump: it was a dump; dumped: a dump that ACLs did not
+	// filter, so sweeps are not needed.
+	census             map[censusKey]censusEntry
+	censusDump, dumped bool
 	// owesReset: the blocking query of that kind has not answered since
 	// the last reset (reset.go).
 	owesReset [pollKinds]bool
@@ -129,6 +131,9 @@ type loop struct {
 	results chan fetchResult
 	started time.Time
 
+	// lastDump is the last census that was a dump (census.go), for the
+	// status; nil before the first.
+	lastDump *census
 	// queue: the keys of the services to read, in order, one queue per
 	// priority (see queueRead); inflight: how many reads are in flight.
 	queue    [prioCount][]svcKey
@@ -286,6 +291,10 @@ func (l *loop) arm(t *time.Timer) {
 }
 
 func (l *loop) onPoll(r pollResult) {
+	if r.census != nil {
+		l.onCensus(r.dc, r.census)
+		return
+	}
 	key := [2]int{r.dc, int(r.kind)}
 	d := l.dcs[r.dc]
 	if r.err != nil {
@@ -312,9 +321,6 @@ func (l *loop) onPoll(r pollResult) {
 		l.onServices(r.dc, r.services, r.meta.ResultsFilteredByACLs)
 	case pollChecks:
 		l.onChecks(r.dc, r.checks)
-		if r.census != nil {
-			l.onCensus(r.dc, r.census)
-		}
 	case pollNodes:
 		l.onNodes(r.dc, r.nodes)
 		for _, name := range r.onNew {

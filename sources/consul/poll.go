@@ -43,10 +43,9 @@ type pollResult struct {
 	unchanged bool
 	// reset: the index went backwards (a restored or restarted cluster).
 	reset bool
-	// census: the answer was a census (pollChecks; see censusInterval):
-	// every check of the datacenter, passing or not; checks then holds
-	// those not passing, as a filtered answer would.
-	census api.HealthChecks
+	// census is set on the result of a census (census.go), which carries
+	// nothing else.
+	census *census
 }
 
 // minPollInterval paces a blocking query whose index keeps moving: under
@@ -62,25 +61,6 @@ const minPollInterval = 50 * time.Millisecond
 // appears or vanishes; for unwatched services, a reason to sweep) can wait
 // this much longer.
 const catalogPollInterval = 250 * time.Millisecond
-
-// The census. Over plain HTTP some services have no watch, and one kind of
-// change on them has no signal in the filtered checks: an instance with
-// passing checks added or removed (a scale-down, a deploy replacing
-// instances) changes no check that is not passing. The checks' index still
-// moves, so the checks query asks, when that index moved since its last
-// census, for every check once (/v1/health/state/any unfiltered); a check
-// that appeared or vanished since the previous census names its service,
-// which is read. It runs only while the loop has services without a watch
-// (Source.census), at most once per censusInterval, and its round trip
-// spaces the next so that censuses keep the agent busy at most censusShare
-// of the time: an answer lists every check of the datacenter, which
-// costs the agent (and, from a client agent, a server) tens of
-// milliseconds at a few thousand services. Instances without checks stay
-// invisible to it; sweeps find those.
-const (
-	censusInterval = time.Second
-	censusShare    = 0.05
-)
 
 // interval is the pacing of a blocking query of this kind.
 func (k pollKind) interval() time.Duration {
@@ -113,9 +93,7 @@ func (s *Source) poll(ctx context.Context, c *api.Client, dc int, dcName string,
 	bo := backoff{min: s.cfg.RetryMin, max: s.cfg.RetryMax}
 	var started time.Time
 	resets := s.gen.resetCount()
-	// census (pollChecks): owed while the index moved since the last
-	// census; nextCensus is the earliest start of the next one.
-	owed, nextCensus := true, time.Time{}
+	var cs censusTaker // pollServices: when the next census is owed and due
 	for {
 		if wait := time.Until(started.Add(kind.interval())); wait > 0 {
 			if !sleep(ctx, wait) {
@@ -131,25 +109,27 @@ func (s *Source) poll(ctx context.Context, c *api.Client, dc int, dcName string,
 			// on an index of the old state.
 			index, last, afterErr, resets = 0, 0, true, n
 		}
-		res := pollResult{dc: dc, kind: kind}
-		// A census is a non-blocking request; while one is owed but not
-		// yet due, the blocking request waits at most until it is due.
-		census, wait := false, s.cfg.Wait
-		if kind == pollChecks && owed && s.census[dc].Load() {
-			if until := time.Until(nextCensus); until > 0 {
-				wait = min(wait, max(until, minPollInterval))
-			} else {
-				census = true
+		wait := s.cfg.Wait
+		if kind == pollServices && s.census[dc].Load() {
+			// A census owed and due is taken now; one owed but not yet
+			// due shortens the wait of the blocking query.
+			if cs.due() {
+				cen := s.takeCensus(ctx, c, dcName, &cs)
+				if ctx.Err() != nil {
+					return
+				}
+				if !send(ctx, out, pollResult{dc: dc, kind: kind, census: cen}) {
+					return
+				}
 			}
+			wait = cs.bound(wait)
 		}
+		res := pollResult{dc: dc, kind: kind}
 		var meta *api.QueryMeta
 		res.err = s.request(ctx, index > 0, func(rctx context.Context) error {
 			q := s.queryOptions(rctx, dcName)
 			q.WaitIndex = index
 			q.WaitTime = wait
-			if census {
-				q.WaitIndex = 0
-			}
 			var err error
 			meta, err = s.boundedStale(q, func(q *api.QueryOptions) (m *api.QueryMeta, err error) {
 				switch kind {
@@ -160,10 +140,8 @@ func (s *Source) poll(ctx context.Context, c *api.Client, dc int, dcName string,
 					// small in a healthy cluster while its index still
 					// moves on every check change; a check missing from
 					// it is passing (or gone, which for a passing check
-					// changes no aggregate). A census asks for all.
-					if !census {
-						q.Filter = `Status != "passing"`
-					}
+					// changes no aggregate).
+					q.Filter = `Status != "passing"`
 					res.checks, m, err = c.Health().State(api.HealthAny, q)
 				case pollNodes:
 					res.nodes, m, err = c.Catalog().Nodes(q)
@@ -189,14 +167,11 @@ func (s *Source) poll(ctx context.Context, c *api.Client, dc int, dcName string,
 		}
 		bo.reset()
 		res.index, res.meta = max(meta.LastIndex, 1), meta
-		if census {
-			owed, nextCensus = false, time.Now().Add(max(censusInterval, time.Duration(float64(time.Since(started))/censusShare)))
-			res.census, res.checks = res.checks, notPassing(res.checks)
-		} else if kind == pollChecks && res.index != last {
-			owed = true
+		if kind == pollServices && res.index != last {
+			cs.owed = true
 		}
 		switch {
-		case res.index == last && !afterErr && !census:
+		case res.index == last && !afterErr:
 			index = last
 			if !send(ctx, out, pollResult{dc: dc, kind: kind, index: index, meta: meta, unchanged: true}) {
 				return
@@ -213,17 +188,6 @@ func (s *Source) poll(ctx context.Context, c *api.Client, dc int, dcName string,
 			return
 		}
 	}
-}
-
-// notPassing is the checks of all that are not passing.
-func notPassing(all api.HealthChecks) api.HealthChecks {
-	var out api.HealthChecks
-	for _, c := range all {
-		if c.Status != api.HealthPassing {
-			out = append(out, c)
-		}
-	}
-	return out
 }
 
 // maxNewNodeReads bounds the node reads one answer of /v1/catalog/nodes

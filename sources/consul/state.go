@@ -49,7 +49,7 @@ func (l *loop) onServices(dc int, services map[string][]string, aclFiltered bool
 		}
 	}
 	unwatched := l.unwatched(dc)
-	if d.catalogSeen && unwatched {
+	if d.catalogSeen && unwatched && !d.dumped {
 		l.sweepWanted[dc] = true
 	}
 	l.s.census[dc].Store(unwatched)
@@ -156,46 +156,6 @@ func (l *loop) onChecks(dc int, checks api.HealthChecks) {
 				l.markSignal(st)
 				break
 			}
-		}
-	}
-}
-
-// censusEntry is what a census keeps of a service check.
-type censusEntry struct {
-	service string
-	created uint64 // CreateIndex: a check removed and added again differs
-}
-
-// onCensus applies a census (see censusInterval): a service whose checks
-// appeared or vanished since the previous census had an instance added or
-// removed (or its checks redefined), and is read unless it is watched.
-// Node checks are left to onChecks and onNodes.
-func (l *loop) onCensus(dc int, all api.HealthChecks) {
-	d := l.dcs[dc]
-	next := make(map[checkKey]censusEntry, len(all))
-	for _, c := range all {
-		if c.ServiceName != "" {
-			next[checkKey{c.Node, c.CheckID}] = censusEntry{service: c.ServiceName, created: c.CreateIndex}
-		}
-	}
-	prev := d.census
-	d.census = next
-	if prev == nil {
-		return
-	}
-	signal := func(name string) {
-		if st := d.services[name]; st != nil {
-			l.markSignal(st)
-		}
-	}
-	for k, e := range next {
-		if old, ok := prev[k]; !ok || old != e {
-			signal(e.service)
-		}
-	}
-	for k, e := range prev {
-		if _, ok := next[k]; !ok {
-			signal(e.service)
 		}
 	}
 }
