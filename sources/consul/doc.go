@@ -139,15 +139,19 @@
 //     /v1/catalog/node-services/<node> (up to 8 new nodes per answer), so
 //     an instance on a new machine or sync node is found without a sweep.
 //
-// While some services have no watch, the checks query also takes a
-// census: when its index moved since the last one, it asks once for every
-// check, passing or not (non-blocking, at most once a second, and spaced
-// so that its round trips add up to at most a twentieth of the time). A
-// service check that appeared or vanished since the previous census names
-// its service: an instance with checks added or removed, the commonest
-// change a filtered answer cannot show (a scale-down, a rolling deploy).
-// At 2,000 services (6,000 checks) a census costs a dev agent about 25ms
-// of CPU, and a client agent 40ms plus a server 30ms.
+// Censuses. While some services of a datacenter have no watch, the
+// catalog query, after its index moved, takes a census: one non-blocking
+// read of every node with its instances and checks
+// (/v1/internal/ui/nodes, which the agent's web UI reads), compared with
+// the previous census; a service with an instance or check that appeared,
+// vanished or changed (its ModifyIndex moved: a new port or address) is
+// read. Censuses are taken at most once a second, and spaced further so
+// that the agent spends at most a tenth of the time answering them (the
+// time to the first byte of the last answer): a larger catalog is
+// censused less often. Should the agent refuse that listing (it is not
+// part of the documented API), censuses list every check instead
+// (/v1/health/state/any, unfiltered), which still names a service whose
+// instance with checks was added or removed, and sweeps find the rest.
 //
 // When one of them names a service that has no watch, the source reads
 // that service once, non-blocking, with /v1/health/service/<name>, at most
@@ -171,11 +175,13 @@
 // node change, a retry) go ahead of the reads of a sweep: one queue per
 // priority, each service queued once.
 //
-// Sweeps. Without a watch, one kind of change has no bulk signal: a
-// registration that changes neither the list of names and tags, nor any
-// non-passing check, nor the set of checks (an instance without checks
-// added or removed, a new port or address). The index of
-// /v1/catalog/services moves, but nothing says which service moved. The source then sweeps the services of that datacenter that have
+// Sweeps. When censuses cannot list the instances (see Censuses) or
+// ACLs filtered the listing, one kind of change on an unwatched service
+// has no bulk signal: a registration that changes neither the list of
+// names and tags, nor any non-passing check, nor the set of checks (an
+// instance without checks added or removed, a new port or address). The
+// index of /v1/catalog/services moves, but nothing says which service
+// moved. The source then sweeps the services of that datacenter that have
 // no watch, in the same order each time: it peeks at each, asking only
 // for its index (the health query with a filter that matches no instance,
 // answered "[]" with the service's X-Consul-Index), and reads in full, at
@@ -201,7 +207,8 @@
 //
 // What a registry change costs the servers is a constant: the bulk
 // queries answering and, for unwatched services, the full reads of what
-// moved; nothing reads every service per change. The figures, watched and
+// moved; nothing reads every service per change (a census lists every
+// instance, but at most once a second however many changes it covers). The figures, watched and
 // swept, over HTTP/2 and plain HTTP, are in docs/benchmarks.md ("Consul
 // source").
 //
