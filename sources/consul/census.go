@@ -43,7 +43,7 @@ import (
 // censusShare of the time: a larger catalog is censused less often.
 const (
 	censusInterval = time.Second
-	censusShare    = 0.1
+	censusShare    = 0.2
 )
 
 // msgNoDump is logged when the agent refuses a dump.

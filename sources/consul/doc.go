@@ -146,7 +146,7 @@
 // the previous census; a service with an instance or check that appeared,
 // vanished or changed (its ModifyIndex moved: a new port or address) is
 // read. Censuses are taken at most once a second, and spaced further so
-// that the agent spends at most a tenth of the time answering them (the
+// that the agent spends at most a fifth of the time answering them (the
 // time to the first byte of the last answer): a larger catalog is
 // censused less often. Should the agent refuse that listing (it is not
 // part of the documented API), censuses list every check instead
