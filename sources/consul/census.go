@@ -46,6 +46,12 @@ const (
 	censusShare    = 0.2
 )
 
+// censusMaxBackoff bounds the spacing of censuses that keep failing.
+const censusMaxBackoff = time.Minute
+
+// msgCensusFailed is logged when censuses start failing.
+const msgCensusFailed = "taking a census of the catalog failed; sweeps run until one succeeds"
+
 // msgNoDump is logged when the agent refuses a dump.
 const msgNoDump = "the agent does not answer /v1/internal/ui/nodes; censuses list checks only, and sweeps find instances without checks"
 
@@ -79,7 +85,7 @@ type censusTaker struct {
 	owed   bool      // the catalog's index moved since the last census
 	next   time.Time // the earliest start of the next census
 	noDump bool      // the agent refused a dump: censuses list checks only
-	warned bool      // a failing census was logged
+	fails  int       // censuses failed in a row
 }
 
 // due reports whether a census is owed and may start now.
@@ -144,19 +150,26 @@ func (s *Source) takeCensus(ctx context.Context, c *api.Client, dc string, t *ce
 			took = time.Since(start)
 		}
 		cen.took, cen.every = took, max(censusInterval, time.Duration(float64(took)/censusShare))
-		t.next = time.Now().Add(cen.every)
 		switch {
 		case cen.err == nil:
-			t.owed, t.warned = false, false
-			return cen
+			t.owed, t.fails = false, 0
 		case cen.dump && refusedDump(cen.err):
 			t.noDump = true
 			s.log.Warn(msgNoDump, "err", cen.err)
 			continue
-		case !errors.Is(cen.err, errRenewed) && !t.warned && ctx.Err() == nil:
-			t.warned = true
-			s.log.Warn("taking a census failed; sweeps run until one succeeds", "datacenter", dc, "err", cen.err)
+		case errors.Is(cen.err, errRenewed) || ctx.Err() != nil:
+		default:
+			// A census that keeps failing (an answer over
+			// max_response_bytes, an agent too slow to list everything
+			// within read_timeout) is tried less and less often; sweeps
+			// run meanwhile.
+			if t.fails == 0 {
+				s.log.Warn(msgCensusFailed, "datacenter", dc, "err", cen.err)
+			}
+			t.fails++
+			cen.every = min(max(cen.every, censusInterval<<min(t.fails, 6)), censusMaxBackoff)
 		}
+		t.next = time.Now().Add(cen.every)
 		return cen
 	}
 }
@@ -204,19 +217,16 @@ func (l *loop) onCensus(dc int, cen *census) {
 		d.censusDump = cen.dump
 		return
 	}
-	signal := func(name string) {
-		if st := d.services[name]; st != nil {
-			l.markSignal(st)
-		}
-	}
+	var changed []string
 	for k, e := range cen.seen {
 		if old, ok := prev[k]; !ok || old != e {
-			signal(e.service)
+			changed = append(changed, e.service)
 		}
 	}
 	for k, e := range prev {
 		if _, ok := cen.seen[k]; !ok {
-			signal(e.service)
+			changed = append(changed, e.service)
 		}
 	}
+	l.signalNamed(dc, changed)
 }

@@ -24,18 +24,27 @@ type censusRig struct {
 	hold     atomic.Bool
 	dumps    atomic.Int64 // dumps answered
 	checks   atomic.Int64 // check censuses answered
+	failed   atomic.Int64 // censuses failed (failCensus)
 	mu       sync.Mutex
 	lastSeen map[string]string // service path -> X-Consul-Index before the hold
 }
 
-func startCensusRig(t *testing.T, refuseDump bool) *censusRig {
+// The agent the rig's source sees: one that answers dumps, one that
+// refuses them (404), one whose censuses all fail (500).
+const (
+	dumps = iota
+	refuseDump
+	failCensus
+)
+
+func startCensusRig(t *testing.T, agentKind int) *censusRig {
 	agent := consultest.Start(t)
 	g := &censusRig{c: agent.Client(), lastSeen: map[string]string{}}
 	g.register(t, "census-1", 9001, true)
 	g.register(t, "census-2", 9002, true)
 	g.r = startSource(t, agent, map[string]any{"watch": false}, func(s *Source) {
 		s.wrap = func(rt http.RoundTripper) http.RoundTripper {
-			return roundTripFunc(func(req *http.Request) (*http.Response, error) { return g.roundTrip(rt, req, refuseDump) })
+			return rtFunc(func(req *http.Request) (*http.Response, error) { return g.roundTrip(rt, req, agentKind) })
 		}
 	})
 	g.r.synced(patience)
@@ -43,10 +52,14 @@ func startCensusRig(t *testing.T, refuseDump bool) *censusRig {
 	return g
 }
 
-func (g *censusRig) roundTrip(rt http.RoundTripper, req *http.Request, refuseDump bool) (*http.Response, error) {
+func (g *censusRig) roundTrip(rt http.RoundTripper, req *http.Request, agentKind int) (*http.Response, error) {
 	q := req.URL.Query()
+	census := req.URL.Path == "/v1/internal/ui/nodes" || req.URL.Path == "/v1/health/state/any" && !q.Has("filter")
 	switch {
-	case req.URL.Path == "/v1/internal/ui/nodes" && refuseDump:
+	case census && agentKind == failCensus:
+		g.failed.Add(1)
+		return answer(req, http.StatusInternalServerError, "", "listing failed"), nil
+	case req.URL.Path == "/v1/internal/ui/nodes" && agentKind == refuseDump:
 		return answer(req, http.StatusNotFound, "", "not found"), nil
 	case req.URL.Path == "/v1/internal/ui/nodes":
 		// Counted once answered: the census holds what was there
@@ -91,11 +104,12 @@ func (g *censusRig) register(t *testing.T, id string, port int, checked bool) {
 	}
 }
 
-// holdAfterCensus waits for a census answered after both instances were
-// served (the baseline the changes are compared with), then holds peeks.
+// holdAfterCensus waits for a census, the baseline the changes are
+// compared with (the catalog's first answer owes one; both instances were
+// registered before the source started, so any census has them), then
+// holds peeks.
 func (g *censusRig) holdAfterCensus(count *atomic.Int64) {
-	base := count.Load()
-	g.r.waitFor(patience, "a census", func() bool { return count.Load() > base })
+	g.r.waitFor(patience, "a census", func() bool { return count.Load() > 0 })
 	g.hold.Store(true)
 }
 
@@ -111,7 +125,7 @@ func (g *censusRig) waitPort(port uint32, present bool) {
 // with a passing check removed or added, an instance without checks added,
 // a port changed by registering an instance again.
 func TestCensusFindsEveryChange(t *testing.T) {
-	g := startCensusRig(t, false)
+	g := startCensusRig(t, dumps)
 	g.holdAfterCensus(&g.dumps)
 	if _, err := g.c.Catalog().Deregister(&api.CatalogDeregistration{Node: "census-node", ServiceID: "census-2"}, nil); err != nil {
 		t.Fatal(err)
@@ -133,7 +147,7 @@ func TestCensusFindsEveryChange(t *testing.T) {
 // instances with checks counted: one added or removed is found by a census
 // of the checks.
 func TestCensusOfChecks(t *testing.T) {
-	g := startCensusRig(t, true)
+	g := startCensusRig(t, refuseDump)
 	g.holdAfterCensus(&g.checks)
 	if _, err := g.c.Catalog().Deregister(&api.CatalogDeregistration{Node: "census-node", ServiceID: "census-2"}, nil); err != nil {
 		t.Fatal(err)
@@ -146,6 +160,27 @@ func TestCensusOfChecks(t *testing.T) {
 	}
 	if g.r.logs.count(msgNoDump) != 1 {
 		t.Errorf("the fallback to censuses of the checks was logged %d times, want once", g.r.logs.count(msgNoDump))
+	}
+}
+
+// TestFailingCensus: censuses that fail are tried less and less often,
+// logged once, and leave the changes to sweeps.
+func TestFailingCensus(t *testing.T) {
+	g := startCensusRig(t, failCensus)
+	g.r.waitFor(patience, "a failed census", func() bool { return g.failed.Load() > 0 })
+	if _, err := g.c.Catalog().Deregister(&api.CatalogDeregistration{Node: "census-node", ServiceID: "census-2"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	g.waitPort(9002, false)
+	g.register(t, "census-4", 9004, false)
+	g.waitPort(9004, true)
+	// Spaced 1, 2, 4... seconds apart; a census retried at once would
+	// have failed hundreds of times by now.
+	if n := g.failed.Load(); n > 10 {
+		t.Errorf("%d censuses failed, want a few (they back off)", n)
+	}
+	if n := g.r.logs.count(msgCensusFailed); n != 1 {
+		t.Errorf("the failing censuses were logged %d times, want once", n)
 	}
 }
 
@@ -167,7 +202,3 @@ func TestNoCensusWhenAllWatched(t *testing.T) {
 	r.waitFor(patience, "w-2 served", func() bool { return len(r.endpointsOf("w")) == 2 })
 	r.waitFor(patience, "no census wanted", func() bool { return !r.src.census[0].Load() })
 }
-
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }

@@ -323,10 +323,16 @@ func (l *loop) onPoll(r pollResult) {
 		l.onChecks(r.dc, r.checks)
 	case pollNodes:
 		l.onNodes(r.dc, r.nodes)
-		for _, name := range r.onNew {
-			if st := d.services[name]; st != nil {
-				l.markSignal(st)
-			}
+		l.signalNamed(r.dc, r.onNew)
+	}
+}
+
+// signalNamed queues a read of each of the named services of datacenter dc
+// that it has (see markSignal).
+func (l *loop) signalNamed(dc int, names []string) {
+	for _, name := range names {
+		if st := l.dcs[dc].services[name]; st != nil {
+			l.markSignal(st)
 		}
 	}
 }
