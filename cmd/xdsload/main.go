@@ -113,11 +113,12 @@ func serve(ctx context.Context, args []string, log *slog.Logger) error {
 	maxHoldoff := fs.Duration("max-holdoff", 0, "bound of a change's wait with --holdoff, so only a bound of holdoff (default 10× holdoff)")
 	streams := fs.Int("streams", 0, streamsUsage)
 	buffers := fs.Int("grpc-buffers", 0, buffersUsage)
+	kaTimeout := fs.Duration("keepalive-timeout", 0, keepaliveUsage)
 	if err := fs.Parse(args); err != nil {
 		return errUsage
 	}
 	return target.Serve(ctx, target.Options{Impl: *impl, XDS: *xds, Control: *control, Holdoff: *holdoff, MaxHoldoff: *maxHoldoff,
-		Streams: *streams, GRPCBuffers: *buffers, Ready: os.Stdout, Logger: log.With("impl", *impl)})
+		Streams: *streams, GRPCBuffers: *buffers, KeepaliveTimeout: *kaTimeout, Ready: os.Stdout, Logger: log.With("impl", *impl)})
 }
 
 // streamsUsage is the help of serve's and the benchmarks' --streams.
@@ -125,6 +126,10 @@ const streamsUsage = "the engine's limit of streams open at once (the bridge's x
 
 // buffersUsage is the help of serve's and the benchmarks' --grpc-buffers.
 const buffersUsage = "size in bytes of gRPC's read and write buffers of every server's connections (grpc.ReadBufferSize, grpc.WriteBufferSize); 0 keeps the bridge's transport"
+
+// keepaliveUsage is the help of serve's and the benchmarks' --keepalive-timeout.
+const keepaliveUsage = "every server's gRPC keepalive timeout (the bridge's xds.keepalive.timeout), which gRPC also sets as each connection's TCP_USER_TIMEOUT: " +
+	"the kernel drops a connection whose client keeps its window closed that long, as a fleet sharing the server's CPUs may in a large cold start; 0 keeps gRPC's (20s)"
 
 func benchmark(ctx context.Context, cmd string, args []string, log *slog.Logger) error {
 	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
@@ -145,6 +150,7 @@ func benchmark(ctx context.Context, cmd string, args []string, log *slog.Logger)
 	maxHoldoff := fs.Duration("max-holdoff", 0, "bound of a change's wait with --holdoff, so only a bound of holdoff (default 10× holdoff, as the bridge)")
 	streams := fs.Int("streams", 0, streamsUsage)
 	buffers := fs.Int("grpc-buffers", 0, buffersUsage)
+	kaTimeout := fs.Duration("keepalive-timeout", 0, keepaliveUsage)
 	reps := fs.Int("runs", 1, "run every configuration this many times (summarize the CSV for min/median/max)")
 	warm := fs.Bool("warmup", true, "first run the largest configuration once, unrecorded (the first run of an invocation is slower for every server)")
 	delta := fs.Bool("delta", false, "run: delta protocol instead of SotW")
@@ -186,6 +192,7 @@ func benchmark(ctx context.Context, cmd string, args []string, log *slog.Logger)
 		runs[i].MaxHoldoff = *maxHoldoff
 		runs[i].Streams = *streams
 		runs[i].GRPCBuffers = *buffers
+		runs[i].KeepaliveTimeout = *kaTimeout
 	}
 	abs, err := filepath.Abs(*out)
 	if err != nil {

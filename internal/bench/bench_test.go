@@ -35,10 +35,11 @@ func TestMain(m *testing.M) {
 		maxHoldoff := fs.Duration("max-holdoff", 0, "")
 		streams := fs.Int("streams", 0, "")
 		buffers := fs.Int("grpc-buffers", 0, "")
+		kaTimeout := fs.Duration("keepalive-timeout", 0, "")
 		_ = fs.Parse(os.Args[2:])
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 		err := target.Serve(ctx, target.Options{Impl: *impl, Holdoff: *holdoff, MaxHoldoff: *maxHoldoff, Streams: *streams,
-			GRPCBuffers: *buffers, XDS: "127.0.0.1:0", Control: "127.0.0.1:0", Ready: os.Stdout})
+			GRPCBuffers: *buffers, KeepaliveTimeout: *kaTimeout, XDS: "127.0.0.1:0", Control: "127.0.0.1:0", Ready: os.Stdout})
 		stop()
 		if err != nil {
 			os.Exit(1)

@@ -1,9 +1,14 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -175,20 +180,74 @@ func (f *fleet) check(ts map[*tracked]struct{}, i int, c *envoysim.Client, at ti
 }
 
 // waitServed waits until every client holds the whole world and returns
-// when the last one did.
+// when the last one did. It gives up after timeout, and as soon as a
+// client not yet served has lost its stream: the clients do not reconnect,
+// so that one would never be served. Its error then says how many were
+// served and why the unserved clients' streams ended (lostStreams).
 func (f *fleet) waitServed(ctx context.Context, timeout time.Duration) (time.Time, error) {
-	select {
-	case <-f.servedDone:
-	case <-time.After(timeout):
-		return time.Time{}, fmt.Errorf("%d of %d clients served: %w", f.servedN.Load(), len(f.served), errTimeout)
-	case <-ctx.Done():
-		return time.Time{}, ctx.Err()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	// Polled: the clients report responses, not the end of their streams.
+	poll := time.NewTicker(time.Second)
+	defer poll.Stop()
+	for {
+		var err error
+		select {
+		case <-f.servedDone:
+			var last int64
+			for i := range f.served {
+				last = max(last, f.served[i].Load())
+			}
+			return time.Unix(0, last), nil
+		case <-deadline.C:
+			err = errTimeout
+		case <-ctx.Done():
+			err = ctx.Err()
+		case <-poll.C:
+			if f.lostStreams() == "" {
+				continue
+			}
+			err = errStreamLost
+		}
+		return time.Time{}, fmt.Errorf("%d of %d clients served%s: %w", f.servedN.Load(), len(f.served), f.lostStreams(), err)
 	}
-	var last int64
-	for i := range f.served {
-		last = max(last, f.served[i].Load())
+}
+
+// errStreamLost marks a cold start that cannot complete: a client not yet
+// served lost its stream.
+var errStreamLost = errors.New("a client's stream ended before it was served")
+
+// addrPattern matches the IPv4 addresses and ports in a stream's error,
+// which differ from client to client.
+var addrPattern = regexp.MustCompile(`\d{1,3}(\.\d{1,3}){3}:\d+`)
+
+// lostStreams counts the clients not yet served whose streams have ended,
+// by the reason their stream gave, addresses left out so that the reasons
+// group: "; 3 streams lost (2: REASON; 1: REASON)", the most frequent
+// reasons first, at most three of them; "" when none has.
+func (f *fleet) lostStreams() string {
+	by := map[string]int{}
+	n := 0
+	for i, c := range f.clients {
+		if c == nil || f.served[i].Load() != 0 {
+			continue
+		}
+		if err := c.Err(); err != nil {
+			by[addrPattern.ReplaceAllString(err.Error(), "ADDR")]++
+			n++
+		}
 	}
-	return time.Unix(0, last), nil
+	if n == 0 {
+		return ""
+	}
+	reasons := slices.SortedFunc(maps.Keys(by), func(a, b string) int {
+		return cmp.Or(cmp.Compare(by[b], by[a]), strings.Compare(a, b))
+	})
+	parts := make([]string, 0, 3)
+	for _, r := range reasons[:min(len(reasons), 3)] {
+		parts = append(parts, fmt.Sprintf("%d: %s", by[r], r))
+	}
+	return fmt.Sprintf("; %d streams lost (%s)", n, strings.Join(parts, "; "))
 }
 
 // holds matches a client holding an assignment with the given hash.

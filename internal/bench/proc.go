@@ -31,8 +31,8 @@ type server struct {
 
 // startServer starts the server process and waits for its READY line.
 // Its stderr goes to logPath.
-// The server is cfg's: its binary, implementation, holdoff, streams limit
-// and CPUs.
+// The server is cfg's: its binary, implementation, holdoff, streams limit,
+// transport options and CPUs.
 func startServer(ctx context.Context, cfg Config, logPath string) (*server, error) {
 	logf, err := os.Create(logPath)
 	if err != nil {
@@ -41,7 +41,8 @@ func startServer(ctx context.Context, cfg Config, logPath string) (*server, erro
 	defer logf.Close() // the child keeps its own descriptor
 	impl := cfg.Impl
 	args := []string{cfg.Bin, "serve", "--impl", impl, "--holdoff", cfg.Holdoff.String(), "--max-holdoff", cfg.MaxHoldoff.String(),
-		"--streams", strconv.Itoa(cfg.Streams), "--grpc-buffers", strconv.Itoa(cfg.GRPCBuffers)}
+		"--streams", strconv.Itoa(cfg.Streams), "--grpc-buffers", strconv.Itoa(cfg.GRPCBuffers),
+		"--keepalive-timeout", cfg.KeepaliveTimeout.String()}
 	if cpus := cfg.ServerCPUs; cpus != "" {
 		// taskset sets the mask before exec, so every thread of the
 		// server inherits it (and the process keeps taskset's pid).

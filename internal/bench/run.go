@@ -59,6 +59,11 @@ type Config struct {
 	// (target.Options.GRPCBuffers): the size of gRPC's read and write
 	// buffers of every implementation's connections. Zero keeps gRPC's.
 	GRPCBuffers int
+	// KeepaliveTimeout, if positive, is passed to the server
+	// (target.Options.KeepaliveTimeout): every implementation's gRPC
+	// keepalive timeout, which is also each connection's TCP_USER_TIMEOUT.
+	// Zero keeps gRPC's.
+	KeepaliveTimeout time.Duration
 	// Timeout bounds the wait for one change; cold start and reconnect may
 	// take coldFactor times as long.
 	Timeout time.Duration

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
 
 	bridgecfg "github.com/xdsbridge/xdsbridge/bridge"
 	"github.com/xdsbridge/xdsbridge/internal/bench/workload"
@@ -34,13 +35,19 @@ import (
 // bridge's xDS listener's at their defaults (the engine's transport limits
 // and windows, bridge.TransportOptions) and the engine's codec, which for
 // the other implementations is a generic request decoder; with buffers
-// positive, gRPC's read and write buffers of that size. An
-// implementation's own serverOptions come after and override them.
-func commonOptions(buffers int) []grpc.ServerOption {
+// positive, gRPC's read and write buffers of that size; with
+// keepaliveTimeout positive, that keepalive timeout instead of gRPC's (see
+// Options.KeepaliveTimeout). An implementation's own serverOptions come
+// after and override them.
+func commonOptions(buffers int, keepaliveTimeout time.Duration) []grpc.ServerOption {
 	opts := slices.Concat(xds.NewServer(xds.Options{}).GRPCOptions(), bridgecfg.TransportOptions(),
 		[]grpc.ServerOption{grpc.ForceServerCodecV2(xds.Codec())})
 	if buffers > 0 {
 		opts = append(opts, grpc.ReadBufferSize(buffers), grpc.WriteBufferSize(buffers))
+	}
+	if keepaliveTimeout > 0 {
+		// Time stays gRPC's default: only the timeout is the measurement's.
+		opts = append(opts, grpc.KeepaliveParams(keepalive.ServerParameters{Timeout: keepaliveTimeout}))
 	}
 	return opts
 }
@@ -67,6 +74,16 @@ type Options struct {
 	// buffers (grpc.ReadBufferSize, grpc.WriteBufferSize) for every
 	// implementation alike; zero keeps the bridge's transport.
 	GRPCBuffers int
+	// KeepaliveTimeout, if positive, replaces gRPC's keepalive timeout (20
+	// s; the bridge's xds.keepalive.timeout) for every implementation
+	// alike. gRPC-Go also makes it each connection's TCP_USER_TIMEOUT, so
+	// the kernel drops, without telling the client, a connection whose
+	// client has kept its receive window closed or left data
+	// unacknowledged that long, and resets one whose keepalive probe went
+	// unanswered: a load generator that shares the server's CPUs and
+	// cannot read a large fleet's initial state that fast loses clients
+	// it will wait for. Zero keeps gRPC's.
+	KeepaliveTimeout time.Duration
 	// Ready receives one line "READY xds=ADDR control=ADDR" once both
 	// listen.
 	Ready  io.Writer
@@ -123,7 +140,7 @@ func Serve(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
-	g := grpc.NewServer(slices.Concat(commonOptions(opts.GRPCBuffers), im.serverOptions())...)
+	g := grpc.NewServer(slices.Concat(commonOptions(opts.GRPCBuffers, opts.KeepaliveTimeout), im.serverOptions())...)
 	im.register(g)
 	xl, err := net.Listen("tcp", opts.XDS)
 	if err != nil {

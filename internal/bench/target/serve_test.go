@@ -147,8 +147,8 @@ func TestFloorServesChanges(t *testing.T) {
 // one, and that a server started with buffers far smaller than one
 // response still delivers the world intact.
 func TestGRPCBuffers(t *testing.T) {
-	if got, want := len(commonOptions(4096)), len(commonOptions(0))+2; got != want {
-		t.Fatalf("commonOptions(4096) has %d options, want %d", got, want)
+	if got, want := len(commonOptions(4096, 0)), len(commonOptions(0, 0))+2; got != want {
+		t.Fatalf("commonOptions(4096, 0) has %d options, want %d", got, want)
 	}
 	spec := workload.Spec{Services: 20, Endpoints: 3}
 	xdsAddr, control := serveOpts(t, Options{Impl: "xdsbridge", GRPCBuffers: 256})
