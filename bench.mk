@@ -94,7 +94,7 @@ bench-status-page: bench-bin
 # results (a suite's log or results CSVs; the first file that ran a row's
 # configuration gives the whole row).
 HEADLINE_RESULTS ?= docs/bench-results/fanout/hold1/s7-c10000/results.csv \
-	docs/bench-results/fanout/hold4/s7-c19900-streams32768/results.csv \
+	docs/bench-results/fanout/hold8/s7-c19900-keepalive10m/results.csv \
 	docs/bench-results/full/xdsload.log
 bench-headline: bench-bin
 	$(BENCH_OUT)/xdsload headline --svg docs/benchmarks-headline.svg $(HEADLINE_RESULTS)

@@ -119,7 +119,10 @@ type XDS struct {
 
 // Keepalive configures gRPC keepalive: the server pings an idle client
 // every Time and drops it after Timeout without an answer; clients may ping
-// at most once per MinClientInterval.
+// at most once per MinClientInterval. gRPC also makes Timeout every
+// connection's TCP_USER_TIMEOUT, so the kernel drops a busy connection too
+// when its client leaves the server's data unacknowledged, or its receive
+// window closed, for Timeout (docs/deployment.md, Sizing).
 type Keepalive struct {
 	Time              time.Duration `mapstructure:"time"`
 	Timeout           time.Duration `mapstructure:"timeout"`
