@@ -104,6 +104,13 @@ func (g *censusRig) register(t *testing.T, id string, port int, checked bool) {
 	}
 }
 
+func (g *censusRig) deregister(t *testing.T, id string) {
+	t.Helper()
+	if _, err := g.c.Catalog().Deregister(&api.CatalogDeregistration{Node: "census-node", ServiceID: id}, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // holdAfterCensus waits for a census, the baseline the changes are
 // compared with (the catalog's first answer owes one; both instances were
 // registered before the source started, so any census has them), then
@@ -127,9 +134,7 @@ func (g *censusRig) waitPort(port uint32, present bool) {
 func TestCensusFindsEveryChange(t *testing.T) {
 	g := startCensusRig(t, dumps)
 	g.holdAfterCensus(&g.dumps)
-	if _, err := g.c.Catalog().Deregister(&api.CatalogDeregistration{Node: "census-node", ServiceID: "census-2"}, nil); err != nil {
-		t.Fatal(err)
-	}
+	g.deregister(t, "census-2")
 	g.waitPort(9002, false)
 	g.register(t, "census-3", 9003, true)
 	g.waitPort(9003, true)
@@ -149,9 +154,7 @@ func TestCensusFindsEveryChange(t *testing.T) {
 func TestCensusOfChecks(t *testing.T) {
 	g := startCensusRig(t, refuseDump)
 	g.holdAfterCensus(&g.checks)
-	if _, err := g.c.Catalog().Deregister(&api.CatalogDeregistration{Node: "census-node", ServiceID: "census-2"}, nil); err != nil {
-		t.Fatal(err)
-	}
+	g.deregister(t, "census-2")
 	g.waitPort(9002, false)
 	g.register(t, "census-3", 9003, true)
 	g.waitPort(9003, true)
@@ -168,9 +171,7 @@ func TestCensusOfChecks(t *testing.T) {
 func TestFailingCensus(t *testing.T) {
 	g := startCensusRig(t, failCensus)
 	g.r.waitFor(patience, "a failed census", func() bool { return g.failed.Load() > 0 })
-	if _, err := g.c.Catalog().Deregister(&api.CatalogDeregistration{Node: "census-node", ServiceID: "census-2"}, nil); err != nil {
-		t.Fatal(err)
-	}
+	g.deregister(t, "census-2")
 	g.waitPort(9002, false)
 	g.register(t, "census-4", 9004, false)
 	g.waitPort(9004, true)
