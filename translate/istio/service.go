@@ -100,7 +100,10 @@ func (t *Translator) service(svc sources.Service) (Result, error) {
 	if t.shape == ShapeInline {
 		return res, nil
 	}
-	ports := map[string]bool{pname: true}
+	ports := make(map[string]bool, len(se.Ports))
+	for _, p := range se.Ports {
+		ports[p.GetName()] = true
+	}
 	for _, w := range workloads {
 		w.spec.Labels[SelectorLabel] = name
 		wname := workloadName(name, w.addr, w.port)
@@ -218,11 +221,16 @@ func drop(addr netip.Addr, port uint32, err error) Drop {
 
 // commonPort returns the port most of eps listen on (the lowest of those
 // tied), or 0 without endpoints. Every endpoint counts, healthy or not, so
-// that the service port does not move when instances fail their checks.
+// that the service port does not move when instances fail their checks;
+// but not one on port 0, which is never served and could otherwise become
+// the service's port (leaving it without one).
 func commonPort(eps []sources.Endpoint) uint32 {
 	counts := make(map[uint32]int, 1)
 	var best uint32
 	for _, e := range eps {
+		if e.Port == 0 {
+			continue
+		}
 		counts[e.Port]++
 		if c, b := counts[e.Port], counts[best]; c > b || c == b && e.Port < best {
 			best = e.Port

@@ -267,6 +267,8 @@ func TestServicePort(t *testing.T) {
 		{name: "one", ports: []uint32{9090}, want: 9090},
 		{name: "most common", ports: []uint32{9090, 8080, 8080, 7070}, want: 8080},
 		{name: "tie goes to the lowest", ports: []uint32{9090, 8080, 9090, 8080}, want: 8080},
+		{name: "port 0 never wins", ports: []uint32{0, 12336}, want: 12336},
+		{name: "only port 0", ports: []uint32{0, 0}, want: 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var eps []sources.Endpoint
