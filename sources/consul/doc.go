@@ -153,11 +153,11 @@
 // (/v1/health/state/any, unfiltered), which still names a service whose
 // instance with checks was added or removed, and sweeps find the rest.
 //
-// When one of them names a service that has no watch, the source reads
-// that service once, non-blocking, with /v1/health/service/<name>, at most
-// max_concurrent_fetches (default 8) reads at a time (and, with
-// max_read_rate, at most that many per second), and compares the
-// result by content: an index bump without a real change publishes nothing.
+// When one of them (or a census) names a service that has no watch, the
+// source reads that service once, non-blocking, with
+// /v1/health/service/<name>, at most max_concurrent_fetches (default 8)
+// reads at a time (and, with max_read_rate, at most that many per
+// second), and compares the result by content: an index bump without a real change publishes nothing.
 // (A watched service is not read: its watch answers with the change; node
 // changes are the exception, since they do not move a service's index on
 // a server agent, and are read.)
@@ -172,7 +172,7 @@
 // loses its state", any index is acceptable at once).
 //
 // Reads queued by a precise signal (a check change, a new service, a
-// node change, a retry) go ahead of the reads of a sweep: one queue per
+// node change, a census, a retry) go ahead of the reads of a sweep: one queue per
 // priority, each service queued once.
 //
 // Sweeps. When censuses cannot list the instances (see Censuses) or
