@@ -9,7 +9,9 @@
 // it (a suite opening thousands of xDS client connections does), and the
 // child fails with "address already in use". So ports are drawn at random
 // below the ephemeral range, where the kernel never assigns one by itself,
-// checked free for TCP and UDP, and never handed out twice by one process.
+// checked free for TCP and UDP, never handed out twice by one process, and
+// leased against the other processes that use this package (a lock file
+// per port, held until the process exits).
 package freeport
 
 import (
@@ -43,7 +45,7 @@ func Take(n int) ([]int, error) {
 			return nil, fmt.Errorf("no free loopback port in %d..%d after %d tries", low, high, tries)
 		}
 		p := low + rand.IntN(high-low+1)
-		if handed[p] || !free(p) {
+		if handed[p] || !lease(p) || !free(p) {
 			continue
 		}
 		handed[p] = true
