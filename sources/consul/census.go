@@ -110,8 +110,9 @@ type dumpNode struct {
 	Checks api.HealthChecks
 }
 
-// takeCensus takes one census of datacenter dc; a failure is in the
-// result's err, and the next census is then tried after censusInterval.
+// takeCensus takes one census of datacenter dc and says in t when the
+// next may start; a failure is in the result's err, and failures in a row
+// space the next census further, up to censusMaxBackoff.
 func (s *Source) takeCensus(ctx context.Context, c *api.Client, dc string, t *censusTaker) *census {
 	for {
 		start := time.Now()
