@@ -406,18 +406,22 @@ type consulEvent struct {
 	done func(i int) func(*envoysim.Client) bool
 }
 
+// has: a client holds the endpoint on port of service i, with health h.
+func has(port int, h corev3.HealthStatus) func(i int) func(*envoysim.Client) bool {
+	return func(i int) func(*envoysim.Client) bool {
+		return func(c *envoysim.Client) bool { got, ok := healthAt(c, workload.Name(i), port); return ok && got == h }
+	}
+}
+
+// lacks: a client holds no endpoint on port of service i.
+func lacks(port int) func(i int) func(*envoysim.Client) bool {
+	return func(i int) func(*envoysim.Client) bool {
+		return func(c *envoysim.Client) bool { _, ok := healthAt(c, workload.Name(i), port); return !ok }
+	}
+}
+
 func consulEvents() []consulEvent {
 	id := func(i, j int) string { return fmt.Sprintf("%s-%d", workload.Name(i), j) }
-	has := func(port int, h corev3.HealthStatus) func(i int) func(*envoysim.Client) bool {
-		return func(i int) func(*envoysim.Client) bool {
-			return func(c *envoysim.Client) bool { got, ok := healthAt(c, workload.Name(i), port); return ok && got == h }
-		}
-	}
-	lacks := func(port int) func(i int) func(*envoysim.Client) bool {
-		return func(i int) func(*envoysim.Client) bool {
-			return func(c *envoysim.Client) bool { _, ok := healthAt(c, workload.Name(i), port); return !ok }
-		}
-	}
 	ttl := func(status string) func(c *api.Client, i int) error {
 		return func(c *api.Client, i int) error { return c.Agent().UpdateTTL(id(i, 0)+"-ttl", "", status) }
 	}
@@ -492,26 +496,16 @@ func unwatchedEvents() []consulEvent {
 			})
 		}
 	}
-	has := func(port int) func(i int) func(*envoysim.Client) bool {
-		return func(i int) func(*envoysim.Client) bool {
-			return func(c *envoysim.Client) bool {
-				got, ok := healthAt(c, workload.Name(i), port)
-				return ok && got == corev3.HealthStatus_HEALTHY
-			}
-		}
-	}
 	return []consulEvent{
 		{"unwatched: healthy instance deregistered", func(c *api.Client, i int) error {
 			return onNode(c, i, func(node string) error {
 				_, err := c.Catalog().Deregister(&api.CatalogDeregistration{Node: node, ServiceID: id(i, 1)}, nil)
 				return err
 			})
-		}, func(i int) func(*envoysim.Client) bool {
-			return func(c *envoysim.Client) bool { _, ok := healthAt(c, workload.Name(i), basePort(1)); return !ok }
-		}},
-		{"unwatched: instance added, passing", add(3, 8003, true), has(8003)},
-		{"unwatched: instance added without checks", add(4, 8004, false), has(8004)},
-		{"unwatched: port change by re-registration", add(2, 8102, false), has(8102)},
+		}, lacks(basePort(1))},
+		{"unwatched: instance added, passing", add(3, 8003, true), has(8003, corev3.HealthStatus_HEALTHY)},
+		{"unwatched: instance added without checks", add(4, 8004, false), has(8004, corev3.HealthStatus_HEALTHY)},
+		{"unwatched: port change by re-registration", add(2, 8102, false), has(8102, corev3.HealthStatus_HEALTHY)},
 	}
 }
 

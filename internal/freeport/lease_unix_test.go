@@ -3,9 +3,6 @@
 package freeport
 
 import (
-	"os"
-	"path/filepath"
-	"strconv"
 	"syscall"
 	"testing"
 )
@@ -15,11 +12,7 @@ import (
 // locked is not leased; once that holder lets go, it is.
 func TestLeaseExcludesOtherHolders(t *testing.T) {
 	const p = 9 // below low: Take never draws it, so the test's lease is its own
-	dir := filepath.Join(os.TempDir(), "xdsbridge-freeport")
-	if err := os.MkdirAll(dir, 0o777); err != nil {
-		t.Fatal(err)
-	}
-	other, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(p)), os.O_CREATE|os.O_RDWR, 0o666)
+	other, err := openLease(p)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,13 +30,14 @@ func (l *loop) coverage() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d of %d services watched (room for %d on %d %s connections)",
 		l.w.watching(), services, l.w.capacity(), len(l.w.lanes), proto)
-	if l.dumping() {
+	dumping := l.dumping()
+	if dumping {
 		fmt.Fprintf(&b, "; the others are followed by censuses of every instance, one every %v at most (the last took the agent %v): a change on an unwatched service reaches clients within about that long",
 			l.lastDump.every.Round(10*time.Millisecond), l.lastDump.took.Round(time.Millisecond))
 	} else {
 		b.WriteString("; the rest are swept")
 	}
-	if sw := l.lastSweep; sw.size > 0 && !l.dumping() {
+	if sw := l.lastSweep; sw.size > 0 && !dumping {
 		fmt.Fprintf(&b, "; the last sweep looked at %d services in %v: a change no bulk query sees (an instance added or removed without checks, a new port or address) on an unwatched service takes up to about twice that long (one just behind a running sweep waits for the next), checks, maintenance, instances with checks and services that appear or vanish are seen within about a second",
 			sw.size, sw.took.Round(10*time.Millisecond))
 	}

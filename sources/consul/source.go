@@ -44,7 +44,7 @@ type Source struct {
 	// plan is how the connections are spent (conns.go).
 	plan connPlan
 	// census, per datacenter: the loop has services there without a
-	// watch, so the checks query takes censuses (see censusInterval).
+	// watch, so the catalog query takes censuses (census.go).
 	census []atomic.Bool
 
 	// Test seams: dial replaces the transport's dialer (to count
