@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/xdsbridge/xdsbridge/sources"
@@ -33,7 +32,7 @@ func (m *Manager) supervise(ctx context.Context, n Named, up chan<- sources.Upda
 		if time.Since(started) > m.restartMax {
 			backoff = m.restartMin
 		}
-		delay := jitter(backoff)
+		delay := sources.Jitter(backoff)
 		log.Error("source stopped; restarting", "err", err, "after", delay)
 		if n.Status != nil {
 			n.Status.Failed(err)
@@ -47,13 +46,4 @@ func (m *Manager) supervise(ctx context.Context, n Named, up chan<- sources.Upda
 		}
 		backoff = min(2*backoff, m.restartMax)
 	}
-}
-
-// jitter returns a random duration in [d/2, d), so that sources failing
-// together do not retry in lockstep.
-func jitter(d time.Duration) time.Duration {
-	if d <= 1 {
-		return d
-	}
-	return d/2 + rand.N(d/2)
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/consul/api"
+	"github.com/xdsbridge/xdsbridge/sources"
 )
 
 // pollKind names the three blocking queries held per datacenter.
@@ -90,7 +91,7 @@ func (s *Source) poll(ctx context.Context, c *api.Client, dc int, dcName string,
 	// with other contents.
 	var afterErr bool
 	var known map[string]bool // nodes of the previous answer (pollNodes)
-	bo := backoff{min: s.cfg.RetryMin, max: s.cfg.RetryMax}
+	bo := sources.Backoff{Min: s.cfg.RetryMin, Max: s.cfg.RetryMax}
 	var started time.Time
 	resets := s.gen.resetCount()
 	var cs censusTaker // pollServices: when the next census is owed and due
@@ -154,18 +155,18 @@ func (s *Source) poll(ctx context.Context, c *api.Client, dc int, dcName string,
 			return
 		}
 		if errors.Is(res.err, errRenewed) {
-			bo.reset()
+			bo.Reset()
 			continue
 		}
 		if res.err != nil {
 			index, afterErr = 0, true
 			res.err = fmt.Errorf("reading %s in %s: %w", kind, dcName, res.err)
-			if !send(ctx, out, res) || !s.pause(ctx, bo.next()) {
+			if !send(ctx, out, res) || !s.pause(ctx, bo.Next()) {
 				return
 			}
 			continue
 		}
-		bo.reset()
+		bo.Reset()
 		res.index, res.meta = max(meta.LastIndex, 1), meta
 		if kind == pollServices && res.index != last {
 			cs.owed = true

@@ -3,6 +3,8 @@ package consul
 import (
 	"net/http"
 	"time"
+
+	"github.com/xdsbridge/xdsbridge/sources"
 )
 
 // Failures are handled where they happen. A failed read of one service is
@@ -20,17 +22,17 @@ import (
 // every record; the list drops a retry its record no longer holds (live).
 type readRetry struct {
 	st *svcState
-	bo backoff
+	bo sources.Backoff
 	at time.Time // when the retry is due; zero once it was queued
 }
 
 // retryLater schedules the retry of a failed read of st.
 func (l *loop) retryLater(st *svcState) {
 	if st.retry == nil {
-		st.retry = &readRetry{st: st, bo: backoff{min: l.s.cfg.RetryMin, max: l.s.cfg.RetryMax}}
+		st.retry = &readRetry{st: st, bo: sources.Backoff{Min: l.s.cfg.RetryMin, Max: l.s.cfg.RetryMax}}
 		l.retries = append(l.retries, st.retry)
 	}
-	st.retry.at = time.Now().Add(st.retry.bo.next())
+	st.retry.at = time.Now().Add(st.retry.bo.Next())
 	st.viaCache = false // retried without the agent cache
 	st.dirty = prioNone // the retry reads it; a change meanwhile waits for it
 }
@@ -132,7 +134,7 @@ func (l *loop) renew() {
 	l.s.gen.renew()
 	for _, r := range l.retries {
 		if l.live(r) {
-			r.bo.reset()
+			r.bo.Reset()
 			r.at = time.Now()
 		}
 	}

@@ -147,7 +147,7 @@ const startupRetryMax = time.Second
 // hung agent is a logged failure, not a silent wait; a 403 reads
 // token_file again.
 func (s *Source) untilAnswer(ctx context.Context, ask func(ctx context.Context) error) error {
-	bo := backoff{min: s.cfg.RetryMin, max: min(s.cfg.RetryMax, startupRetryMax)}
+	bo := sources.Backoff{Min: s.cfg.RetryMin, Max: min(s.cfg.RetryMax, startupRetryMax)}
 	for {
 		err := ask(ctx)
 		if err == nil {
@@ -160,7 +160,7 @@ func (s *Source) untilAnswer(ctx context.Context, ask func(ctx context.Context) 
 		if statusCode(err) == http.StatusForbidden {
 			_, _ = s.tok.reload()
 		}
-		if !sleep(ctx, bo.next()) {
+		if !sleep(ctx, bo.Next()) {
 			return ctx.Err()
 		}
 	}

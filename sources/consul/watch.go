@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/consul/api"
+	"github.com/xdsbridge/xdsbridge/sources"
 )
 
 // Watches. A blocking query on /v1/health/service/<name> answers when
@@ -283,7 +284,7 @@ func (l *loop) sentOn(lane int) int {
 // backwards is sent (the loop reads the service again) and blocked on
 // from there.
 func (s *Source) watch(ctx context.Context, c *api.Client, k svcKey, dc string, run *watchRun, index uint64, agentDown func() bool, out chan<- fetchResult) {
-	bo := backoff{min: s.cfg.RetryMin, max: s.cfg.RetryMax}
+	bo := sources.Backoff{Min: s.cfg.RetryMin, Max: s.cfg.RetryMax}
 	var started time.Time
 	for {
 		// Like reads, a watch asks nothing while the probe finds the agent
@@ -310,17 +311,17 @@ func (s *Source) watch(ctx context.Context, c *api.Client, k svcKey, dc string, 
 			return
 		}
 		if errors.Is(err, errRenewed) {
-			bo.reset()
+			bo.Reset()
 			continue
 		}
 		if err != nil {
 			index = 0
-			if !send(ctx, out, fetchResult{key: k, watch: run, err: err}) || !s.pause(ctx, bo.next()) {
+			if !send(ctx, out, fetchResult{key: k, watch: run, err: err}) || !s.pause(ctx, bo.Next()) {
 				return
 			}
 			continue
 		}
-		bo.reset()
+		bo.Reset()
 		if meta.LastIndex == index {
 			continue
 		}
