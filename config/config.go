@@ -273,7 +273,7 @@ func Load(path string, fs *pflag.FlagSet) (*Config, error) {
 	}
 	cfg, err := parse(data, dir, fs)
 	if err != nil {
-		return nil, &Error{File: path, Err: err}
+		return nil, &Error{File: path, Err: err, at: indexPositions(data)}
 	}
 	cfg.Path = filepath.Join(dir, filepath.Base(path))
 	cfg.File = path
@@ -314,21 +314,23 @@ func (c *Config) fill(data []byte, fs *pflag.FlagSet) error {
 		// nothing the reader needs.
 		var pe viper.ConfigParseError
 		if errors.As(err, &pe) && pe.Unwrap() != nil {
-			err = errors.New(strings.TrimPrefix(pe.Unwrap().Error(), "yaml: "))
+			err = pe.Unwrap()
 		}
-		return fmt.Errorf("not valid YAML: %w", err)
+		return syntaxError(data, err)
 	}
 	if err := checkMergeShape(v.Get("merge.services")); err != nil {
 		return err
 	}
-	if err := settings.Decode(v.AllSettings(), c); err != nil {
-		return err
-	}
-	if err := c.rawLists(data); err != nil {
-		return err
-	}
+	// Every mistake is reported at once. Those that leave a section
+	// undecoded stop the checks of values, which would only add mistakes
+	// that follow from them; each source's own settings are checked
+	// whatever the rest holds.
+	decodeErr := errors.Join(settings.Decode(v.AllSettings(), c), c.rawLists(data))
 	if err := c.parseSources(); err != nil {
-		return err
+		return errors.Join(decodeErr, err)
+	}
+	if decodeErr != nil {
+		return errors.Join(decodeErr, c.validateSources())
 	}
 	c.resolvePaths()
 	return c.Validate()
@@ -352,27 +354,29 @@ func setNameOrType(key, k string, val any, name, typ *string) error {
 // parseSources splits each raw sources entry into name, type and settings.
 func (c *Config) parseSources() error {
 	c.Entries = make([]Source, 0, len(c.Sources))
+	var errs []error
 	for i, raw := range c.Sources {
 		s := Source{Index: i, Settings: map[string]any{}}
 		policy := map[string]any{}
+		var entryErrs []error
 		for k, val := range raw {
 			switch {
 			case policyKeys[k]:
 				policy[k] = val
 			case k == "name" || k == "type":
-				if err := setNameOrType(s.Key(), k, val, &s.Name, &s.Type); err != nil {
-					return err
-				}
+				entryErrs = append(entryErrs, setNameOrType(s.Key(), k, val, &s.Name, &s.Type))
 			default:
 				s.Settings[k] = val
 			}
 		}
-		if err := c.parsePolicy(&s, policy); err != nil {
-			return err
+		entryErrs = append(entryErrs, c.parsePolicy(&s, policy))
+		if err := errors.Join(entryErrs...); err != nil {
+			errs = append(errs, err)
+			continue
 		}
 		c.Entries = append(c.Entries, s)
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // NewSource builds the source of entry s with its type's constructor; opts

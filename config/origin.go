@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -12,26 +13,89 @@ import (
 	"github.com/xdsbridge/xdsbridge/settings"
 )
 
-// Error is an invalid configuration as Load reports it, in one line that
-// says where the offending value came from: the file, or, when the value
-// came from there, an environment variable or a flag:
+// Error is an invalid configuration as Load reports it: every mistake
+// found, each saying where its value came from, the file with the line and
+// column of the key, or an environment variable or a flag. One mistake
+// takes one line:
 //
-//	invalid configuration bridge.yaml: holdoff.min: 100 is not a duration: durations need a unit such as 100ms or 30s
+//	invalid configuration bridge.yaml:4:8: holdoff.min: 100 is not a duration: durations need a unit such as 100ms or 30s
 //	invalid configuration from environment variable BRIDGE_LOG_LEVEL: log.level: unknown level "verbose" (want debug, info, warn or error)
 //
-// Err is usually a *settings.KeyError naming the key; its Origin, when set,
-// is where the value came from.
+// several take a line each under a count, at most maxReported of them.
+//
+// Err joins the mistakes (settings.Split), usually *settings.KeyError
+// values naming the key; a KeyError's Origin, when set, is where the value
+// came from.
 type Error struct {
 	File string
 	Err  error
+	// at is where each key is written in File.
+	at positions
 }
 
+// maxReported bounds the mistakes an Error lists: past a few dozen, the
+// rest follow from the first ones more often than not.
+const maxReported = 20
+
 func (e *Error) Error() string {
-	var ke *settings.KeyError
-	if errors.As(e.Err, &ke) && ke.Origin != "" {
-		return fmt.Sprintf("invalid configuration from %s: %v", ke.Origin, e.Err)
+	// In the file's order; what came from elsewhere first.
+	errs := settings.Split(e.Err)
+	slices.SortStableFunc(errs, func(a, b error) int {
+		pa, pb := e.where(a), e.where(b)
+		return cmp.Or(cmp.Compare(pa.line, pb.line), cmp.Compare(pa.column, pb.column))
+	})
+	var lines []string
+	seen := map[string]bool{}
+	for _, err := range errs {
+		if l := e.line(err); !seen[l] {
+			seen[l] = true
+			lines = append(lines, l)
+		}
 	}
-	return fmt.Sprintf("invalid configuration %s: %v", e.File, e.Err)
+	if len(lines) == 1 {
+		return "invalid configuration " + lines[0]
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "invalid configuration %s: %d errors:", e.File, len(lines))
+	for i, l := range lines {
+		if i == maxReported {
+			fmt.Fprintf(&b, "\n  ... and %d more", len(lines)-i)
+			break
+		}
+		b.WriteString("\n  " + l)
+	}
+	return b.String()
+}
+
+// where returns the position in the file of the value err is about: the
+// zero position when it has none there (it came from the environment, a
+// flag, or the file as a whole).
+func (e *Error) where(err error) position {
+	var ke *settings.KeyError
+	var se *SyntaxError
+	switch {
+	case errors.As(err, &ke) && ke.Origin == "" && ke.Key != "":
+		pos, _ := e.at.of(ke.Key)
+		return pos
+	case errors.As(err, &se):
+		return position{line: se.Line}
+	}
+	return position{}
+}
+
+// line words one mistake, starting with where its value came from.
+func (e *Error) line(err error) string {
+	var ke *settings.KeyError
+	if errors.As(err, &ke) && ke.Origin != "" {
+		return fmt.Sprintf("from %s: %v", ke.Origin, err)
+	}
+	switch pos := e.where(err); {
+	case pos.column > 0:
+		return fmt.Sprintf("%s:%d:%d: %v", e.File, pos.line, pos.column, err)
+	case pos.line > 0:
+		return fmt.Sprintf("%s:%d: %v", e.File, pos.line, err)
+	}
+	return fmt.Sprintf("%s: %v", e.File, err)
 }
 
 func (e *Error) Unwrap() error { return e.Err }
@@ -86,47 +150,18 @@ func unknownEnv(environ []string) []string {
 			continue
 		}
 		out = append(out, fmt.Sprintf("environment variable %s is not a setting and is ignored (did you mean %s?)",
-			name, closest(name, known)))
+			name, nearest(name, known)))
 	}
 	slices.Sort(out)
 	return out
 }
 
-// closest returns the candidate nearest to name by edit distance, the
-// first in candidates' order among equals.
-func closest(name string, candidates []string) string {
-	best, bestDist := "", -1
-	for _, c := range candidates {
-		if d := editDistance(name, c); bestDist < 0 || d < bestDist {
-			best, bestDist = c, d
-		}
-	}
-	return best
-}
-
-// editDistance is the Levenshtein distance between a and b: the fewest
-// single-byte insertions, deletions and substitutions turning one into
-// the other.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			sub := prev[j-1]
-			if a[i-1] != b[j-1] {
-				sub++
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, sub)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
-}
-
 // originOf returns where the value of key came from, for
 // settings.Attribute: "" for the file.
 func (c *Config) originOf(key string) string { return c.origins[key] }
+
+// nearest is the candidate closest to name (settings.Closest).
+func nearest(name string, candidates []string) string {
+	c, _ := settings.Closest(name, candidates)
+	return c
+}

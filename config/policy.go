@@ -36,10 +36,10 @@ var policyKeys = map[string]bool{"startup": true, "guard": true}
 // parsePolicy fills s.Startup and s.Guard from the entry's policy keys
 // (raw), starting from the defaults.
 func (c *Config) parsePolicy(s *Source, raw map[string]any) error {
-	// The defaults are checked first, so that a bad one is named as such
-	// rather than as the first source's setting.
-	if err := c.Guard.check("guard"); err != nil {
-		return err
+	// A bad default is named as such (by Validate), not as every
+	// source's setting.
+	if c.Guard.check("guard") != nil {
+		return nil
 	}
 	var p sourcePolicy
 	p.Startup.Timeout = manager.DefaultStartupTimeout

@@ -37,10 +37,17 @@ func Errorf(key, format string, args ...any) error {
 }
 
 // Prefix returns err with prefix prepended to its key when it is a
-// *KeyError, or wrapped as a *KeyError for prefix otherwise.
+// *KeyError, or wrapped as a *KeyError for prefix otherwise; each error of
+// a joined err (see Split) is prefixed alike.
 func Prefix(prefix string, err error) error {
 	if err == nil {
 		return nil
+	}
+	if errs := Split(err); len(errs) > 1 {
+		for i, e := range errs {
+			errs[i] = Prefix(prefix, e)
+		}
+		return errors.Join(errs...)
 	}
 	var ke *KeyError
 	if errors.As(err, &ke) {
@@ -57,27 +64,62 @@ func Prefix(prefix string, err error) error {
 	return &KeyError{Key: prefix, Err: err}
 }
 
-// Attribute sets the Origin of err, when it is a *KeyError without one, to
-// origin(key) for its key; "" leaves it to the file. It returns err.
+// Attribute sets the Origin of each *KeyError of err (see Split) that has
+// none to origin(key) for its key; "" leaves it to the file. It returns
+// err.
 func Attribute(err error, origin func(key string) string) error {
-	var ke *KeyError
-	if errors.As(err, &ke) && ke.Origin == "" {
-		ke.Origin = origin(ke.Key)
+	for _, e := range Split(err) {
+		var ke *KeyError
+		if errors.As(e, &ke) && ke.Origin == "" {
+			ke.Origin = origin(ke.Key)
+		}
 	}
 	return err
+}
+
+// Split returns the errors that err joins (errors.Join), flattened, or err
+// alone; nil for nil. Configuration checks join every mistake they find so
+// that a file's errors are reported at once.
+func Split(err error) []error {
+	if err == nil {
+		return nil
+	}
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return []error{err}
+	}
+	var out []error
+	for _, e := range j.Unwrap() {
+		out = append(out, Split(e)...)
+	}
+	return out
+}
+
+// sortByKey orders errs by the key each names, stably.
+func sortByKey(errs []error) {
+	slices.SortStableFunc(errs, func(a, b error) int { return strings.Compare(keyOf(a), keyOf(b)) })
+}
+
+func keyOf(err error) string {
+	var ke *KeyError
+	if errors.As(err, &ke) {
+		return ke.Key
+	}
+	return ""
 }
 
 // Decode copies a source's raw configuration into out (a pointer to a struct
 // whose fields carry `mapstructure` tags). Unknown keys are errors, and so
 // are values of the wrong type. Durations need a unit ("30s"); a bare
 // number is an error, except 0. Numbers and booleans may be strings (the
-// environment's values are), a string is split at commas into a list. The
-// error is a *KeyError naming the offending key, showing the value and
-// saying what is allowed, such as `holdoff.min: 100 is not a duration:
-// durations need a unit such as 100ms or 30s`.
+// environment's values are), a string is split at commas into a list.
+// Every mistake is reported, not only the first: the error joins one
+// *KeyError per offending key (see Split), sorted by key, each showing the
+// value and saying what is allowed, such as `holdoff.min: 100 is not a
+// duration: durations need a unit such as 100ms or 30s`; an unknown key
+// names the known one it most likely meant.
 func Decode(cfg map[string]any, out any) error {
 	var md mapstructure.Metadata
-	var fieldErr error
 	dec, err := mapstructure.NewDecoder(&mapstructure.DecoderConfig{
 		Result:   out,
 		Metadata: &md,
@@ -92,26 +134,43 @@ func Decode(cfg map[string]any, out any) error {
 	if err != nil {
 		return err
 	}
+	var errs []error
 	if err := dec.Decode(cfg); err != nil {
-		fieldErr = decodeKeyError(err)
+		errs = decodeKeyErrors(err)
 	}
-	if len(md.Unused) > 0 {
-		slices.Sort(md.Unused)
-		return Errorf(md.Unused[0], "unknown key")
+	slices.Sort(md.Unused)
+	for _, key := range md.Unused {
+		errs = append(errs, unknownKey(out, key))
 	}
-	return fieldErr
+	sortByKey(errs)
+	return errors.Join(errs...)
+}
+
+// unknownKey is the error for a key that out has no field for, naming the
+// known key it most likely meant.
+func unknownKey(out any, key string) error {
+	leaf := key[strings.LastIndex(key, ".")+1:]
+	if s := Suggest(leaf, keysBeside(out, key)); s != "" {
+		return Errorf(key, "unknown key (did you mean %s?)", s)
+	}
+	return Errorf(key, "unknown key")
 }
 
 // mapKeyDots matches a map key as mapstructure names it, [name], to write
 // it as the configuration does, .name; list indexes stay [0].
 var mapKeyDots = regexp.MustCompile(`\[([^\]]*[^0-9\]][^\]]*)\]`)
 
-// decodeKeyError turns mapstructure's error into a *KeyError naming the
-// first field that failed.
-func decodeKeyError(err error) error {
-	var de *mapstructure.DecodeError
-	if errors.As(err, &de) {
-		return &KeyError{Key: mapKeyDots.ReplaceAllString(de.Name(), ".$1"), Err: de.Unwrap()}
+// decodeKeyErrors turns mapstructure's error, which joins one error per
+// field that failed, into a *KeyError per field.
+func decodeKeyErrors(err error) []error {
+	var out []error
+	for _, e := range Split(err) {
+		var de *mapstructure.DecodeError
+		if errors.As(e, &de) {
+			out = append(out, &KeyError{Key: mapKeyDots.ReplaceAllString(de.Name(), ".$1"), Err: de.Unwrap()})
+		} else {
+			out = append(out, &KeyError{Err: e})
+		}
 	}
-	return &KeyError{Err: err}
+	return out
 }

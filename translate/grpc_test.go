@@ -64,7 +64,11 @@ func TestGRPCClientAcceptsChain(t *testing.T) {
 		discoveryv3.RegisterAggregatedDiscoveryServiceServer(g, serverv3.NewServer(srvCtx, cache, nil))
 	})
 
-	hits := grpcxdstest.Dial(t, xdsAddr, "test-client", "greeter").Hits(ctx, 30)
+	// Until both healthy backends took calls (the unhealthy one never
+	// may), bounded.
+	hits := grpcxdstest.Dial(t, xdsAddr, "test-client", "greeter").HitsUntil(ctx, 1000, func(h map[string]int) bool {
+		return h[addrs[0]] > 0 && h[addrs[1]] > 0
+	})
 	for i, addr := range addrs {
 		if want := i < 2; (hits[addr] > 0) != want {
 			t.Errorf("backend %d (%s, %v) got %d RPCs; want traffic: %v", i, addr, svc.Endpoints[i].Health, hits[addr], want)

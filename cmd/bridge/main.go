@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -83,6 +84,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		Version: versionLine(),
 	}
 	root.SetVersionTemplate("{{.Version}}\n")
+	root.SuggestionsMinimumDistance = 2
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	// Unknown flags and arguments are usage errors too.
@@ -219,6 +221,11 @@ func versionLine() string {
 
 func noArgs(cmd *cobra.Command, args []string) error {
 	if err := cobra.NoArgs(cmd, args); err != nil {
+		// The root hands a misspelled command here (see newRoot), where
+		// cobra suggests nothing by itself.
+		if s := cmd.SuggestionsFor(args[0]); !cmd.HasParent() && len(s) > 0 {
+			err = fmt.Errorf("%w (did you mean %s?)", err, strings.Join(s, " or "))
+		}
 		return usageError{err}
 	}
 	return nil

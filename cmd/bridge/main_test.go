@@ -47,7 +47,7 @@ func TestExitCodes(t *testing.T) {
 		{"validate a services file", []string{"validate", services}, 2, "services: unknown key; this looks like a services file for a `file` source; " +
 			"the bridge configuration is the YAML file that lists it under sources (sources: [{name: static, type: file, path: web-services.yaml}])"},
 		{"validate missing services file warns", []string{"validate", "--config", good}, 0, "warning: " + good + ": sources[0].path: file " + filepath.Join(dir, "services.yaml") + " does not exist"},
-		{"validate consul url", []string{"validate", "--config", consulURL}, 2, "bridge: invalid configuration " + consulURL + `: sources[0].address: "http://[::1" is not an address`},
+		{"validate consul url", []string{"validate", "--config", consulURL}, 2, "bridge: invalid configuration " + consulURL + `:1:35: sources[0].address: "http://[::1" is not an address`},
 		{"validate token file", []string{"validate", "--config", noToken}, 2, "error: " + noToken + ": sources[0].token_file: file " + filepath.Join(dir, "missing-token") + " does not exist"},
 		{"validate tls files", []string{"validate", "--config", noCert}, 2, "error: " + noCert + ": xds.tls.cert_file: file " + filepath.Join(dir, "c.pem")},
 		{"run bad", []string{"run", "-c", bad}, 2, `sources[0].type: unknown source type "nope"`},
@@ -61,6 +61,7 @@ func TestExitCodes(t *testing.T) {
 		{"version flag", []string{"--version"}, 0, "xdsbridge dev (go"},
 		{"unknown flag", []string{"run", "--nope"}, 2, "unknown flag: --nope"},
 		{"unknown command", []string{"serve"}, 2, `unknown command "serve"`},
+		{"misspelled command", []string{"valdiate"}, 2, `unknown command "valdiate" for "bridge" (did you mean validate?)`},
 		{"stray argument", []string{"version", "x"}, 2, "unknown command"},
 		{"no command", nil, 2, "a command is required"},
 	}

@@ -109,8 +109,22 @@ func DialCreds(t testing.TB, xdsAddr, nodeID, service, channelCreds string) *Cli
 // counts them per backend address. An RPC error fails the test.
 func (c *Client) Hits(ctx context.Context, n int) map[string]int {
 	c.t.Helper()
+	return c.HitsUntil(ctx, n, func(map[string]int) bool { return false })
+}
+
+// HitsUntil makes health RPCs as Hits does until done(hits) holds or n
+// RPCs were made, and returns the hits. A balancer spreads calls only over
+// the backends it has connected to, which on a loaded machine may be one
+// of several for a while: a test that wants every backend to take traffic
+// waits for it this way, bounded by n, rather than counting on n calls to
+// spread.
+func (c *Client) HitsUntil(ctx context.Context, n int, done func(hits map[string]int) bool) map[string]int {
+	c.t.Helper()
 	hits := map[string]int{}
 	for range n {
+		if done(hits) {
+			break
+		}
 		var p peer.Peer
 		if _, err := c.health.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.Peer(&p), grpc.WaitForReady(true)); err != nil {
 			c.t.Fatalf("RPC through %s: %v", c.target, err)
