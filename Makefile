@@ -19,7 +19,9 @@ FMT_CHECK = files=$$(find . -name '*.go' -not -path './.git/*' -print0 | xargs -
 FUZZTIME ?= 20000x
 FUZZ_TARGETS = FuzzConvert:./sources/dns/ FuzzParse:./config/ FuzzParse:./sources/file/ \
 	FuzzMapping:./sources/consul/ FuzzCodecRequest:./xds/ FuzzService:./translate/ \
-	FuzzNewRule:./translate/ FuzzService:./translate/istio/
+	FuzzNewRule:./translate/ FuzzService:./translate/istio/ \
+	FuzzCurator:./sources/zookeeper/ FuzzServerset:./sources/zookeeper/ FuzzNerve:./sources/zookeeper/ \
+	FuzzDubbo:./sources/zookeeper/
 FUZZ = for t in $(FUZZ_TARGETS); do \
 	$(GO) test -run='^$$' -fuzz="^$${t%%:*}\$$" -fuzztime=$(FUZZTIME) "$${t\#*:}" || exit 1; done
 # The deployment manifests (deploy/) checked by their own module,
