@@ -57,9 +57,6 @@ func (o *Outage) Recover() {
 	}
 }
 
-// InProgress reports whether a failing period is going on.
-func (o *Outage) InProgress() bool { return o.failing }
-
 func (o *Outage) clock() time.Time {
 	if o.now != nil {
 		return o.now()

@@ -15,7 +15,6 @@
 package zktest
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"net"
@@ -185,23 +184,6 @@ func (s *Server) FourLetter(word string) (string, error) {
 	}
 	b, err := io.ReadAll(c)
 	return strings.TrimSpace(string(b)), err
-}
-
-// Mntr returns the server's `mntr` figures by name (zk_watch_count,
-// zk_packets_received, zk_packets_sent, ...).
-func (s *Server) Mntr() (map[string]string, error) {
-	out, err := s.FourLetter("mntr")
-	if err != nil {
-		return nil, err
-	}
-	m := map[string]string{}
-	sc := bufio.NewScanner(strings.NewReader(out))
-	for sc.Scan() {
-		if k, v, ok := strings.Cut(sc.Text(), "\t"); ok {
-			m[k] = v
-		}
-	}
-	return m, nil
 }
 
 func (s *Server) dumpLog() {

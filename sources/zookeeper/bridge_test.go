@@ -104,7 +104,9 @@ var drivers = []driver{
 			r.Set(znode, zktest.NerveInstance(addr(i), 8000+i, fmt.Sprintf("i-%d", i), 30, nil))
 			return znode, ep{addr(i), uint32(8000 + i), 30}
 		},
-		bad:     func(r *zktest.Registrar, root, c string) { r.Raw(root+"/"+c+"/services/bad_0000000001", []byte(`{"host":"10.9.9.9"}`)) },
+		bad: func(r *zktest.Registrar, root, c string) {
+			r.Raw(root+"/"+c+"/services/bad_0000000001", []byte(`{"host":"10.9.9.9"}`))
+		},
 		service: func(root, c string) string { return root + "/" + c + "/services" },
 	},
 	{

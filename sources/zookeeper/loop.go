@@ -167,6 +167,11 @@ func (l *loop) pass(ctx context.Context) {
 	}
 	var lastErr error
 	for ctx.Err() == nil {
+		// Events that came in while the last round read: ZooKeeper sends a
+		// session's watch events before the answers to its later reads, so
+		// the changes of one transaction (every znode of a registrar whose
+		// session ended) are all here by now, and go out in one update.
+		l.absorb(l.in.take())
 		var todo []string
 		for p := range l.t.dirty {
 			if !l.failed[p] {
