@@ -19,7 +19,9 @@ FMT_CHECK = files=$$(find . -name '*.go' -not -path './.git/*' -print0 | xargs -
 FUZZTIME ?= 20000x
 FUZZ_TARGETS = FuzzConvert:./sources/dns/ FuzzParse:./config/ FuzzParse:./sources/file/ \
 	FuzzMapping:./sources/consul/ FuzzCodecRequest:./xds/ FuzzService:./translate/ \
-	FuzzNewRule:./translate/ FuzzService:./translate/istio/
+	FuzzNewRule:./translate/ FuzzService:./translate/istio/ \
+	FuzzCurator:./sources/zookeeper/ FuzzServerset:./sources/zookeeper/ FuzzNerve:./sources/zookeeper/ \
+	FuzzDubbo:./sources/zookeeper/
 FUZZ = for t in $(FUZZ_TARGETS); do \
 	$(GO) test -run='^$$' -fuzz="^$${t%%:*}\$$" -fuzztime=$(FUZZTIME) "$${t\#*:}" || exit 1; done
 # The deployment manifests (deploy/) checked by their own module,
@@ -47,14 +49,14 @@ build:
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/bridge ./cmd/bridge
 
 ## test: vet, gofmt, staticcheck, every test with -race (integration tests
-## against real Consul and CoreDNS binaries are required, not skipped), the
+## against real Consul, CoreDNS and ZooKeeper servers are required, not skipped), the
 ## deployment manifests' checks (tools/deploycheck) and a short fuzz run.
 ## scripts/tools.sh builds those binaries once (cold: ~15 min on 2 cores)
 ## and caches them.
 test:
 	set -euo pipefail; \
 	vars=$$(scripts/tools.sh); eval "$$vars"; \
-	export XDSBRIDGE_CONSUL XDSBRIDGE_COREDNS XDSBRIDGE_INTEGRATION=required; \
+	export XDSBRIDGE_CONSUL XDSBRIDGE_COREDNS XDSBRIDGE_ZOOKEEPER XDSBRIDGE_INTEGRATION=required; \
 	$(GO) vet ./...; \
 	$(FMT_CHECK); \
 	$(STATICCHECK); \

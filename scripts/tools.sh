@@ -3,6 +3,7 @@
 # prints their paths as shell assignments:
 #   XDSBRIDGE_CONSUL=/path/to/consul
 #   XDSBRIDGE_COREDNS=/path/to/coredns
+#   XDSBRIDGE_ZOOKEEPER=/usr/share/java/zookeeper.jar
 # A binary already on PATH is preferred; otherwise it is built once from the
 # separate tools modules (tools/consul, tools/coredns), whose dependency
 # graphs never enter the project's go.mod, and cached in
@@ -12,7 +13,10 @@
 # and the container image test (e2e/container) builds the Dockerfile with
 # podman: when one is not on PATH and apt-get can install it (as root), it
 # is installed from the distribution's packages (Chromium about a minute,
-# podman about 30 seconds).
+# podman about 30 seconds). The ZooKeeper source's tests run Debian's
+# ZooKeeper server (the zookeeper package that zookeeperd runs as a
+# service; the tests start their own) on a JRE: installed the same way
+# (about 35 seconds), its jar printed as XDSBRIDGE_ZOOKEEPER.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cache=${XDSBRIDGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/xdsbridge}
@@ -36,11 +40,12 @@ ensure() {
 # running as root, else says what to install and which test needs it.
 updated=
 install() {
-	local pkg=$1 for=$2
+	local pkg=$1 for=$2 # pkg may name several packages
 	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
 		echo "installing $pkg from the distribution's packages" >&2
 		if [ -z "$updated" ]; then apt-get update -qq >&2; updated=1; fi
-		apt-get install -y -qq --no-install-recommends "$pkg" >&2
+		# shellcheck disable=SC2086 # several packages split on purpose
+		apt-get install -y -qq --no-install-recommends $pkg >&2
 	else
 		echo "no $pkg on PATH: install it (apt-get install $pkg) for $for" >&2
 	fi
@@ -49,8 +54,13 @@ if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/
 	install chromium "the status page test"
 fi
 command -v podman >/dev/null 2>&1 || install podman "the container image test"
+zookeeper=${XDSBRIDGE_ZOOKEEPER:-/usr/share/java/zookeeper.jar}
+if [ ! -f "$zookeeper" ] || ! command -v java >/dev/null 2>&1; then
+	install "zookeeper default-jre-headless" "the ZooKeeper source's tests"
+fi
 
 consul=$(ensure consul 1.14.11 tools/consul github.com/hashicorp/consul)
 coredns=$(ensure coredns 1.15.0 tools/coredns github.com/coredns/coredns)
 echo "XDSBRIDGE_CONSUL=$consul"
 echo "XDSBRIDGE_COREDNS=$coredns"
+if [ -f "$zookeeper" ]; then echo "XDSBRIDGE_ZOOKEEPER=$zookeeper"; fi

@@ -1,0 +1,5 @@
+//go:build !no_zookeeper
+
+package plugins
+
+func init() { builtins = append(builtins, "zookeeper") }
