@@ -9,19 +9,22 @@ import (
 	"sync"
 
 	"github.com/xdsbridge/xdsbridge/internal/filestamp"
+	"github.com/xdsbridge/xdsbridge/internal/pacing"
 )
 
 // tokenAuth requires a bearer token read from a file, re-read when the file
 // changes so that a rotated token takes effect without a restart. A file
-// that becomes unreadable or empty keeps the last good token (logged once):
+// that becomes unreadable or empty keeps the last good token (logged when
+// the error is new, the same one at most once a minute, and the recovery
+// once):
 // locking operators out in the middle of an incident helps nobody. The
 // token itself is never logged.
 type tokenAuth struct {
 	log *slog.Logger
 
-	mu      sync.Mutex
-	file    filestamp.Cache[string]
-	lastErr string
+	mu    sync.Mutex
+	file  filestamp.Cache[string]
+	fails *pacing.FailureLog
 }
 
 // RequireToken returns a middleware that requires the bearer token held in
@@ -37,7 +40,9 @@ func RequireToken(path string, log *slog.Logger) (func(http.Handler) http.Handle
 }
 
 func newTokenAuth(path string, log *slog.Logger) (*tokenAuth, error) {
-	a := &tokenAuth{log: log}
+	a := &tokenAuth{log: log, fails: &pacing.FailureLog{Log: log, Level: slog.LevelError, NewErrors: true,
+		FailingMsg:   "re-reading the admin token file failed; the previous token stays valid",
+		RecoveredMsg: "the admin token file is readable again"}}
 	a.file = filestamp.Cache[string]{Paths: []string{path}, Parse: func() (string, error) { return filestamp.ReadToken(path) }}
 	if _, err := a.file.Get(); err != nil {
 		return nil, fmt.Errorf("reading the admin token: %w", err)
@@ -49,12 +54,10 @@ func (a *tokenAuth) token() string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	tok, err := a.file.Get()
-	if err != nil && err.Error() != a.lastErr {
-		a.log.Error("re-reading the admin token file failed; the previous token stays valid", "err", err)
-	}
-	a.lastErr = ""
 	if err != nil {
-		a.lastErr = err.Error()
+		a.fails.Failed(err)
+	} else {
+		a.fails.Recovered()
 	}
 	return tok
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/xdsbridge/xdsbridge/config"
 	"github.com/xdsbridge/xdsbridge/internal/filestamp"
+	"github.com/xdsbridge/xdsbridge/internal/pacing"
 	"github.com/xdsbridge/xdsbridge/settings"
 )
 
@@ -27,8 +28,9 @@ type keyPair struct {
 // re-read when they change: every handshake stats them and a changed file
 // is parsed again, so a rotated pair is used by the next handshake while
 // established connections keep theirs. A pair that fails to parse (one file
-// rewritten, the other not yet) is logged once and the last good pair stays
-// in use.
+// rewritten, the other not yet) is parsed again only once a file changes,
+// its error is logged when it is new (the same one at most once a minute)
+// and counted once, and the last good pair stays in use.
 type reloadingTLS struct {
 	cfg      config.TLS
 	key      string // the configuration key, for logs and errors
@@ -38,12 +40,16 @@ type reloadingTLS struct {
 
 	mu      sync.Mutex
 	files   filestamp.Cache[keyPair]
-	lastErr string
+	fails   *pacing.FailureLog
+	lastErr string // the last error counted in failures
 }
 
 // newReloadingTLS reads the files of cfg once; an error names key.
 func newReloadingTLS(cfg config.TLS, key string, alpn []string, log *slog.Logger, failures *prometheus.CounterVec) (*reloadingTLS, error) {
-	r := &reloadingTLS{cfg: cfg, key: key, alpn: alpn, log: log, failures: failures.WithLabelValues(key)}
+	r := &reloadingTLS{cfg: cfg, key: key, alpn: alpn, log: log, failures: failures.WithLabelValues(key),
+		fails: &pacing.FailureLog{Log: log, Level: slog.LevelError, NewErrors: true,
+			FailingMsg:   "reloading TLS files failed; the previous certificate stays in use",
+			RecoveredMsg: "TLS files valid again; new handshakes use the new certificate"}}
 	r.files = filestamp.Cache[keyPair]{
 		Paths: []string{cfg.CertFile, cfg.KeyFile, cfg.ClientCAFile},
 		Parse: r.parse,
@@ -80,17 +86,21 @@ func (r *reloadingTLS) current() keyPair {
 	loads := r.files.Loads
 	kp, err := r.files.Get()
 	switch {
-	case err != nil && err.Error() != r.lastErr:
-		r.lastErr = err.Error()
-		r.failures.Inc()
-		r.log.Error("reloading TLS files failed; the previous certificate stays in use", "key", r.key, "err", err)
-	case err == nil && r.files.Loads != loads:
+	case err != nil:
+		if err.Error() != r.lastErr {
+			r.lastErr = err.Error()
+			r.failures.Inc()
+		}
+		r.fails.Failed(err, "key", r.key)
+	case r.files.Loads != loads:
 		r.lastErr = ""
 		attrs := []any{"key", r.key}
 		if leaf := kp.cert.Leaf; leaf != nil { // LoadX509KeyPair fills it in since Go 1.23
 			attrs = append(attrs, "not_after", leaf.NotAfter.UTC().Format(time.RFC3339))
 		}
-		r.log.Info("TLS files changed; new handshakes use the new certificate", attrs...)
+		if !r.fails.Recovered(attrs...) {
+			r.log.Info("TLS files changed; new handshakes use the new certificate", attrs...)
+		}
 	}
 	return kp
 }

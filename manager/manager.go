@@ -183,7 +183,7 @@ func (m *Manager) Run(ctx context.Context, publish func(Changes)) error {
 	wg.Wait()
 	if m.saver != nil && !in.saveDue.IsZero() {
 		// The last changes, which the rate limit held back.
-		m.saver.save(in.snapshot(), false)
+		m.saver.save(in.snapshot())
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"log/slog"
 	"maps"
 	"slices"
 	"time"
@@ -30,36 +31,55 @@ const DefaultPersistInterval = 2 * time.Second
 
 // saver writes snapshots of the state on its own goroutine, so that a slow
 // disk never delays a publish; only the newest pending snapshot is kept.
+// A failed write is retried after a backoff (saveRetryMin doubling to
+// saveRetryMax, with jitter) with the newest snapshot: the snapshots that
+// arrive meanwhile wait for that retry rather than each trying the failing
+// disk again.
 type saver struct {
 	store   Store
 	pending chan map[string][]sources.Service
 	m       *Manager
 }
 
+// The backoff of a failing store.
+const (
+	saveRetryMin = time.Second
+	saveRetryMax = time.Minute
+)
+
 func (s *saver) run(ctx context.Context) {
-	failing := false
+	bo := sources.Backoff{Min: saveRetryMin, Max: saveRetryMax}
+	fails := sources.FailureLog{Log: s.m.log, Level: slog.LevelError,
+		FailingMsg: "cannot persist the state for warm starts", RecoveredMsg: "persisting the state for warm starts again"}
+	var snap map[string][]sources.Service
+	var retry <-chan time.Time // armed while the store fails
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case snap := <-s.pending:
-			failing = s.save(snap, failing)
+		case snap = <-s.pending:
+			if retry != nil {
+				continue
+			}
+		case <-retry:
+			retry = nil
 		}
+		if err := s.store.Save(snap); err != nil {
+			fails.Failed(err)
+			retry = time.After(bo.Next())
+			continue
+		}
+		bo.Reset()
+		fails.Recovered()
 	}
 }
 
-// save stores snap, logging a failure once per failing period.
-func (s *saver) save(snap map[string][]sources.Service, failing bool) bool {
+// save stores snap once more, as the manager stops: a failure is logged,
+// not retried.
+func (s *saver) save(snap map[string][]sources.Service) {
 	if err := s.store.Save(snap); err != nil {
-		if !failing {
-			s.m.log.Error("cannot persist the state for warm starts", "err", err)
-		}
-		return true
+		s.m.log.Error("cannot persist the state for warm starts", "err", err)
 	}
-	if failing {
-		s.m.log.Info("persisting the state for warm starts again")
-	}
-	return false
 }
 
 // offer queues snap, replacing a snapshot not yet written.

@@ -1,44 +1,25 @@
 package sources
 
 import (
-	"math/rand/v2"
 	"time"
+
+	"github.com/xdsbridge/xdsbridge/internal/pacing"
 )
 
 // Backoff paces the retries of one dependency: exponential from Min,
-// doubling on every failure up to Max, each wait drawn with jitter from
-// [d/2, d) so that many bridges retrying after the same outage spread out
-// instead of arriving together. Every loop that talks to a registry owns
-// one Backoff per dependency and paces every retry by it, whatever the
-// error looks like; a success calls Reset.
+// doubling on every failure (Next) up to Max, each wait drawn with jitter
+// from [d/2, d] so that many bridges retrying after the same outage spread
+// out instead of arriving together; a success calls Reset. Every loop that
+// talks to a registry owns one Backoff per dependency and paces every
+// retry by it, whatever the error looks like (refused, reset, timeout,
+// TLS, an HTTP status). A signal that something changed (a kick) may cut
+// one wait short, never skip the next: the loop still calls Next before
+// its following retry.
 //
 // The zero value is not useful: set Min and Max (Min <= Max, both > 0).
 // A Backoff is not safe for concurrent use; it belongs to one loop.
-type Backoff struct {
-	Min, Max time.Duration
-	cur      time.Duration
-}
-
-// Next returns the wait before the next attempt and advances the
-// exponent.
-func (b *Backoff) Next() time.Duration {
-	if b.cur == 0 {
-		b.cur = b.Min
-	} else {
-		b.cur = min(2*b.cur, b.Max)
-	}
-	return Jitter(b.cur)
-}
-
-// Reset starts the exponent over after a success.
-func (b *Backoff) Reset() { b.cur = 0 }
+type Backoff = pacing.Backoff
 
 // Jitter returns a random duration in [d/2, d], so that retries of loops
 // failing together do not fall in lockstep.
-func Jitter(d time.Duration) time.Duration {
-	if d <= 1 {
-		return d
-	}
-	half := d / 2
-	return half + rand.N(half+1)
-}
+func Jitter(d time.Duration) time.Duration { return pacing.Jitter(d) }

@@ -63,26 +63,37 @@ type Cache[T any] struct {
 	stamps []Stamp
 	value  T
 	loaded bool
+	// failed is what the files were when a parse last failed, and
+	// lastErr why: files that have not changed since are not parsed
+	// again, so that a broken pair costs a handshake a stat per file, as a
+	// good one does, rather than a parse.
+	failed  []Stamp
+	lastErr error
 }
 
 // Get returns the value, reparsed if a file changed. When a reparse
 // fails, it returns the last good value together with the error, so the
 // caller keeps serving and reports; it fails outright only before the
-// first good parse.
+// first good parse. Files that failed to parse are parsed again only once
+// one of them changes; until then Get returns that failure's error.
 func (c *Cache[T]) Get() (T, error) {
 	stamps, err := Of(c.Paths...)
-	if err == nil && c.loaded && Equal(stamps, c.stamps) {
+	switch {
+	case err != nil:
+		return c.value, err
+	case c.loaded && Equal(stamps, c.stamps):
 		return c.value, nil
+	case c.failed != nil && Equal(stamps, c.failed):
+		return c.value, c.lastErr
 	}
-	if err == nil {
-		var v T
-		if v, err = c.Parse(); err == nil {
-			c.value, c.stamps, c.loaded = v, stamps, true
-			c.Loads++
-			return v, nil
-		}
+	v, err := c.Parse()
+	if err != nil {
+		c.failed, c.lastErr = stamps, err
+		return c.value, err
 	}
-	return c.value, err
+	c.value, c.stamps, c.loaded, c.failed, c.lastErr = v, stamps, true, nil, nil
+	c.Loads++
+	return v, nil
 }
 
 // ReadToken reads a secret kept in a file (an ACL or bearer token, as Vault

@@ -42,7 +42,8 @@ import (
 //	    services: [a, b]
 //	    domain: example.org
 //
-// After a failed query, the name is retried after min, doubling up to max.
+// After a failed lookup, the name is retried after min, doubling up to
+// max, each wait drawn from its second half (sources.Backoff).
 type Config struct {
 	Servers    []string      `mapstructure:"servers"`
 	ResolvConf string        `mapstructure:"resolv_conf"`

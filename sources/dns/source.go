@@ -127,7 +127,7 @@ func (s *Source) resolver() (*resolver, error) {
 // poll looks entry e up, reports the outcome, and waits for the next
 // refresh, until ctx is done.
 func (s *Source) poll(ctx context.Context, r *resolver, i int, e entry, out chan<- outcome) {
-	failures := 0
+	bo := sources.Backoff{Min: s.cfg.Refresh.Min, Max: s.cfg.Refresh.Max}
 	for {
 		at := time.Now()
 		res, err := lookup(ctx, r, e, s.family)
@@ -141,10 +141,9 @@ func (s *Source) poll(ctx context.Context, r *resolver, i int, e entry, out chan
 		}
 		var d time.Duration
 		if err != nil {
-			failures++
-			d = s.retryDelay(failures)
+			d = bo.Next()
 		} else {
-			failures = 0
+			bo.Reset()
 			d = s.refreshDelay(res.TTL)
 		}
 		// An abandoned time.After timer is collected (Go 1.23 and later),
@@ -165,16 +164,6 @@ func (s *Source) refreshDelay(ttl time.Duration) time.Duration {
 	d := r.Interval
 	if d == 0 {
 		d = min(max(ttl, r.Min), r.Max)
-	}
-	return shorten(d, r.Jitter)
-}
-
-// retryDelay backs off exponentially from min to max after failures.
-func (s *Source) retryDelay(failures int) time.Duration {
-	r := s.cfg.Refresh
-	d := r.Min
-	for range min(failures-1, 30) {
-		d = min(2*d, r.Max)
 	}
 	return shorten(d, r.Jitter)
 }

@@ -421,9 +421,11 @@ func TestRefreshSchedule(t *testing.T) {
 			[][2]time.Duration{{200 * time.Millisecond, 200 * time.Millisecond}, {200 * time.Millisecond, 200 * time.Millisecond}}},
 		{"fixed interval ignores the TTL", ttlReply(3600), map[string]any{"min": "50ms", "max": "1h", "interval": "250ms", "jitter": 0},
 			[][2]time.Duration{{250 * time.Millisecond, 250 * time.Millisecond}, {250 * time.Millisecond, 250 * time.Millisecond}}},
+		// The backoff's waits are drawn from the second half of each
+		// step, whatever refresh.jitter says.
 		{"failures back off from min to max", servfail, map[string]any{"min": "50ms", "max": "150ms", "jitter": 0},
-			[][2]time.Duration{{50 * time.Millisecond, 50 * time.Millisecond}, {100 * time.Millisecond, 100 * time.Millisecond},
-				{150 * time.Millisecond, 150 * time.Millisecond}, {150 * time.Millisecond, 150 * time.Millisecond}}},
+			[][2]time.Duration{{25 * time.Millisecond, 50 * time.Millisecond}, {50 * time.Millisecond, 100 * time.Millisecond},
+				{75 * time.Millisecond, 150 * time.Millisecond}, {75 * time.Millisecond, 150 * time.Millisecond}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -38,6 +38,10 @@ type merger struct {
 	changed  map[int]bool // entries whose svc changed since an update carried them
 	sentFull bool
 	rounds   rounds
+	// fails logs the lookups' failures: the server is the dependency,
+	// so a failure of any name opens a failing period and its recovery
+	// waits for every name.
+	fails *sources.FailureLog
 }
 
 // merge owns the per-entry state: it records outcomes in the Status, and
@@ -51,7 +55,8 @@ func (s *Source) merge(ctx context.Context, r *resolver, results <-chan outcome,
 	defer wg.Wait()
 	defer cancel()
 	m := &merger{s: s, state: make([]nameState, len(s.entries)), changed: map[int]bool{},
-		rounds: rounds{every: s.cfg.Refresh.Min}}
+		rounds: rounds{every: s.cfg.Refresh.Min}, fails: &sources.FailureLog{Log: s.log,
+			FailingMsg: "DNS lookups failing; keeping the last good endpoints", RecoveredMsg: "DNS lookups succeed again"}}
 	// confirmed has room for the outcomes of the one round that runs at a
 	// time, so that a round never waits for merge.
 	confirmed := make(chan []outcome, 1)
@@ -76,7 +81,7 @@ func (s *Source) merge(ctx context.Context, r *resolver, results <-chan outcome,
 				break drain
 			}
 		}
-		s.recordStatus(m.state)
+		m.recordStatus()
 
 		round, idx, wait := m.nextRound(time.Now())
 		switch {
@@ -106,7 +111,7 @@ func (m *merger) apply(o outcome) (dark bool) {
 	if !o.at.Before(st.at) {
 		st.at = o.at
 		wasLive := len(st.svc.Endpoints) > 0
-		if m.s.record(st, o) {
+		if m.record(st, o) {
 			m.changed[o.i] = true
 			if dark = wasLive && len(st.svc.Endpoints) == 0; dark {
 				st.needs = m.rounds.started + 1
@@ -208,19 +213,20 @@ func (m *merger) sent(idx []int) {
 
 // record applies one outcome to st and reports whether the service
 // changed.
-func (s *Source) record(st *nameState, o outcome) bool {
+func (m *merger) record(st *nameState, o outcome) bool {
+	s := m.s
 	e := s.entries[o.i]
 	if o.err != nil {
 		s.status.Failed(o.err)
+		m.fails.Failed(o.err, "cluster", e.cluster, "name", e.name)
 		if !st.failing {
-			s.log.Warn("DNS lookup failed; keeping the last good endpoints",
-				"cluster", e.cluster, "name", e.name, "err", o.err)
+			s.log.Debug("DNS lookup failed", "cluster", e.cluster, "name", e.name, "err", o.err)
 		}
 		st.failing = true
 		return false
 	}
 	if st.failing {
-		s.log.Info("DNS lookup recovered", "cluster", e.cluster, "name", e.name)
+		s.log.Debug("DNS lookup recovered", "cluster", e.cluster, "name", e.name)
 	}
 	st.failing = false
 	svc := sources.Service{Name: e.cluster, Endpoints: o.res.Endpoints}
@@ -239,14 +245,20 @@ func (s *Source) record(st *nameState, o outcome) bool {
 }
 
 // recordStatus marks the source succeeded while every entry is resolved
-// and none is failing; failures are recorded as they happen (record).
-func (s *Source) recordStatus(state []nameState) {
-	for _, st := range state {
-		if !st.resolved || st.failing {
+// and none is failing, and logs a recovery once none is failing; failures
+// are recorded as they happen (record).
+func (m *merger) recordStatus() {
+	resolved := true
+	for _, st := range m.state {
+		if st.failing {
 			return
 		}
+		resolved = resolved && st.resolved
 	}
-	s.status.Succeeded()
+	m.fails.Recovered()
+	if resolved {
+		m.s.status.Succeeded()
+	}
 }
 
 func allResolved(state []nameState) bool {

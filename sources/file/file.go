@@ -82,8 +82,10 @@
 // targets are registry data: one that is not IP:port or cannot be served is
 // dropped, counted in the source's dropped_endpoints once per change of the
 // file, and named in the status notes, and the rest is served. A rejected
-// file's error is logged once and recorded in the source's Status, and
-// the last good content stays served until the file is fixed. A missing
+// file's error is logged when it is new (the same error again at most
+// once a minute, with a count) and recorded in the source's Status, and
+// the last good content stays served until the file is fixed, which is
+// logged once. A missing
 // file is a failure of the same kind, so the source is not synced until the
 // file first loads.
 package file

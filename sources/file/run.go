@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
@@ -15,9 +16,9 @@ import (
 // reader is what one Run remembers between reads.
 type reader struct {
 	published bool
-	last      []byte      // content last published
-	spare     []byte      // a buffer no longer referenced, for the next read
-	logged    string      // last error logged, to log each once
+	last      []byte // content last published
+	spare     []byte // a buffer no longer referenced, for the next read
+	fails     *sources.FailureLog
 	items     itemCache   // the last content's services item by item, for edits
 	stamp     os.FileInfo // the file as the last read found it
 	waiting   bool        // the note that a writer keeps the file open is set
@@ -66,7 +67,10 @@ func (s *Source) Run(ctx context.Context, up chan<- sources.Update) error {
 		g.closeWrite = s.closeWrite && w.closes()
 	}
 
-	var r reader
+	// A file's error changes only when the file does, so each new one is
+	// logged; the same one again at most once a minute.
+	r := reader{fails: &sources.FailureLog{Log: s.log, Level: slog.LevelError, NewErrors: true,
+		FailingMsg: "rejecting services file; keeping the last good services", RecoveredMsg: "services file is valid again"}}
 	timer := time.NewTimer(s.debounce)
 	timer.Stop()
 	defer timer.Stop()
@@ -251,10 +255,7 @@ func (s *Source) load(r *reader, quiet time.Duration) (u sources.Update, ok bool
 		dropped.Record(s.status, s.log, s.name)
 	}
 	s.status.Succeeded()
-	if r.logged != "" {
-		s.log.Info("services file is valid again", "file", s.name)
-		r.logged = ""
-	}
+	r.fails.Recovered("file", s.name)
 	if same {
 		return sources.Update{}, false, 0, false
 	}
@@ -309,8 +310,5 @@ func (s *Source) read(buf []byte, quiet time.Duration) (data []byte, before os.F
 
 func (s *Source) fail(r *reader, err error) {
 	s.status.Failed(err)
-	if msg := err.Error(); msg != r.logged {
-		s.log.Error("rejecting services file; keeping the last good services", "file", s.name, "err", err)
-		r.logged = msg
-	}
+	r.fails.Failed(err, "file", s.name)
 }

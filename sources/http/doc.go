@@ -55,7 +55,11 @@
 //     over max_body_bytes, a document the file source would reject, an
 //     unreadable token) is a failed read: the last good state stays served,
 //     the source is marked stale in /sources and the metrics, the failure
-//     is logged once, and the next poll comes after interval as usual.
+//     is logged once (then at most once a minute, with a count, and once
+//     when a poll succeeds again), and the poll is retried after a
+//     backoff: a second (or interval, when shorter), doubling up to
+//     interval, with jitter. A registry that stays down is asked about
+//     once an interval, as it is when it is up.
 //
 // A document is read as a file is: in the xdsbridge format it is all or
 // nothing, one bad endpoint rejecting the whole answer with an error naming

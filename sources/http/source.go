@@ -65,7 +65,11 @@ type poller struct {
 	synced bool
 }
 
-// Run polls every interval until ctx is done (see sources.Source).
+// Run polls every interval until ctx is done (see sources.Source). A
+// failed poll is retried after the source's backoff: from a second (or
+// the interval, when shorter), doubling up to the interval, so that a
+// blip is over within a second and an outage costs the registry one
+// request an interval, as polling does.
 func (s *Source) Run(ctx context.Context, up chan<- sources.Update) error {
 	p := &poller{Source: s}
 	defer func() {
@@ -73,6 +77,9 @@ func (s *Source) Run(ctx context.Context, up chan<- sources.Update) error {
 			p.client.CloseIdleConnections()
 		}
 	}()
+	bo := sources.Backoff{Min: min(s.cfg.Interval, time.Second), Max: s.cfg.Interval}
+	fails := sources.FailureLog{Log: s.log, FailingMsg: "registry read failed; keeping the last good state",
+		RecoveredMsg: "registry read succeeded again"}
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -87,20 +94,19 @@ func (s *Source) Run(ctx context.Context, up chan<- sources.Update) error {
 			return nil
 		case err != nil:
 			err = fmt.Errorf("polling %s: %w", s.url.Redacted(), err)
-			if s.status.Failed(err) {
-				s.log.Warn("registry read failed; keeping the last good state", "err", err)
-			}
-		default:
-			if s.status.Snapshot().Stale {
-				s.log.Info("registry read succeeded again")
-			}
-			s.status.Succeeded()
-			if u != nil {
-				select {
-				case up <- *u:
-				case <-ctx.Done():
-					return nil
-				}
+			s.status.Failed(err)
+			fails.Failed(err)
+			timer.Reset(bo.Next())
+			continue
+		}
+		bo.Reset()
+		fails.Recovered()
+		s.status.Succeeded()
+		if u != nil {
+			select {
+			case up <- *u:
+			case <-ctx.Done():
+				return nil
 			}
 		}
 		timer.Reset(s.cfg.Interval)

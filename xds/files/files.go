@@ -34,8 +34,9 @@
 // Nothing is written before the engine's first Apply (the readiness gate:
 // files from the previous run stay as they are until the new state is
 // complete). A failed write is logged and retried (after 1 s, doubling up
-// to 30 s) with the then current state; the order holds across retries
-// because a failed step stops the sync before its later steps.
+// to 30 s, with jitter) with the then current state; the order holds
+// across retries because a failed step stops the sync before its later
+// steps.
 package files
 
 import (
@@ -52,6 +53,7 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 
+	"github.com/xdsbridge/xdsbridge/internal/pacing"
 	"github.com/xdsbridge/xdsbridge/xds"
 )
 
@@ -165,29 +167,38 @@ func versionOf(path string) string {
 	return r.VersionInfo
 }
 
-// Run keeps the files in step with the store until ctx is done.
+// Run keeps the files in step with the store until ctx is done. A failed
+// sync is retried after a backoff (1 s doubling to 30 s, with jitter) with
+// the then current state; changes of the store meanwhile wait for that
+// retry rather than each trying the failing disk again.
 func (w *Writer) Run(ctx context.Context) error {
 	changes, stop := w.opts.Server.Changes()
 	defer stop()
 	retry := time.NewTimer(time.Hour)
 	retry.Stop()
 	defer retry.Stop()
-	backoff := time.Second
+	bo := pacing.Backoff{Min: time.Second, Max: 30 * time.Second}
+	fails := pacing.FailureLog{Log: w.log, Level: slog.LevelError,
+		FailingMsg: "writing xDS files; keeping the files as they are and retrying", RecoveredMsg: "writing xDS files again"}
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-changes:
+			if fails.Failing() {
+				continue
+			}
 		case <-retry.C:
 		}
 		if err := w.Sync(); err != nil {
-			w.log.Error("writing xDS files; keeping the files as they are and retrying", "dir", w.opts.Dir, "in", backoff, "err", err)
-			retry.Reset(backoff)
-			backoff = min(2*backoff, 30*time.Second)
+			w.trace("fail", "")
+			d := bo.Next()
+			fails.Failed(err, "dir", w.opts.Dir, "in", d)
+			retry.Reset(d)
 			continue
 		}
-		retry.Stop()
-		backoff = time.Second
+		bo.Reset()
+		fails.Recovered("dir", w.opts.Dir)
 	}
 }
 

@@ -223,6 +223,75 @@ func TestRunNeverPartial(t *testing.T) {
 	t.Logf("Apply -> EDS file in place: p50 %v, max %v (50 clusters)", lat[len(lat)/2], lat[len(lat)-1])
 }
 
+// TestRunPacesAFailingDisk: while writes fail, the writer retries after
+// its backoff, however often the store changes meanwhile, and catches up
+// once the directory is writable again.
+func TestRunPacesAFailingDisk(t *testing.T) {
+	dir := t.TempDir()
+	s := xds.NewServer(xds.Options{})
+	w, rec := newWriter(t, s, dir)
+	done := make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() { cancel(); <-done }()
+	go func() { defer close(done); _ = w.Run(ctx) }()
+	s.Apply(service("web", 1), nil)
+	edsPath := filepath.Join(dir, EDSDir, "web.json")
+	waitFile(t, edsPath, func(*discoveryv3.DiscoveryResponse) bool { return true })
+
+	// The EDS directory turns into a file: every write into it fails,
+	// root's included.
+	edsDir := filepath.Join(dir, EDSDir)
+	if err := os.RemoveAll(edsDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(edsDir, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rec.take()
+	start := time.Now()
+	for i := range 200 {
+		s.Apply([]xds.Resource{xdstest.Assignment("web", uint32(i+2))}, nil)
+	}
+	failures := func() int {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		n := 0
+		for _, op := range rec.ops {
+			if op == "fail " {
+				n++
+			}
+		}
+		return n
+	}
+	deadline := time.Now().Add(patience)
+	for failures() < 2 && time.Now().Before(deadline) {
+		time.Sleep(2 * time.Millisecond)
+	}
+	// The first attempt at once, then one after each backoff step (1 s,
+	// doubling), each at least half its step.
+	n, d := failures(), time.Since(start)
+	limit, spent := 1, 0*time.Second
+	for step := time.Second; spent+step/2 <= d; step = min(2*step, 30*time.Second) {
+		spent += step / 2
+		limit++
+	}
+	if n < 2 || n > limit {
+		t.Fatalf("%d failed syncs in %v after 200 changes, want 2..%d", n, d, limit)
+	}
+
+	if err := os.Remove(edsDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(edsDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	waitFile(t, edsPath, func(r *discoveryv3.DiscoveryResponse) bool {
+		var cla endpointv3.ClusterLoadAssignment
+		return r.Resources[0].UnmarshalTo(&cla) == nil &&
+			cla.Endpoints[0].LbEndpoints[0].GetEndpoint().GetAddress().GetSocketAddress().GetPortValue() == 201
+	})
+}
+
 // patience bounds every wait of these tests: a failure detector, not a
 // measurement, that a loaded machine must never reach.
 const patience = 30 * time.Second
