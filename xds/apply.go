@@ -37,6 +37,7 @@ func (s *Server) Apply(upserts []Resource, removals []Key) {
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.releaseOrphans()
 	var changes []change
 	for _, e := range entries {
 		t := s.typeFor(e.typ)
@@ -70,9 +71,6 @@ func (s *Server) Apply(upserts []Resource, removals []Key) {
 		ch.sl.cur = ch.e
 		clear(ch.t.cachedFrames)
 		ch.t.touchChunk(ch.sl.idx)
-		if ch.e != nil {
-			ch.sl.tomb = true
-		}
 	}
 	// Published before the first mark: a writer already running may send
 	// a change as soon as it is marked, and finds the chunk it converges
@@ -83,6 +81,11 @@ func (s *Server) Apply(upserts []Resource, removals []Key) {
 	var touched []*client
 	for _, ch := range changes {
 		touched = s.markChange(ch, touched)
+	}
+	// A removed name that no client holds, subscribes to or is owed is
+	// forgotten at once; the others once the last removal is sent.
+	for _, ch := range changes[nup:] {
+		ch.t.release(ch.sl)
 	}
 	if first {
 		s.readyNs.Store(time.Now().UnixNano())

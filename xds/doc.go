@@ -347,13 +347,33 @@
 // subscribed name the server does not have gets a slot pinned by the
 // watches that reference it, freed once none does (at the latest when the
 // stream ends); the slot table, free list and name map shrink when mostly
-// empty. Only names the server itself served keep a tombstone slot (so a
-// wildcard watch never sees two slots of one name), bounded by the
-// server's own history. A type URL other than the four standard types,
+// empty. A type URL other than the four standard types,
 // Options.Collections and those Apply was given gets a private empty store
-// of that stream, gone with it, and one shared metric label ("unknown"). Limits (see Limits)
-// bound the rest; a breach ends the stream with a status and is counted
-// in xdsbridge_xds_refused_total{reason}, whose label values are fixed.
+// of that stream, gone with it, and one shared metric label ("unknown").
+// Limits (see Limits) bound the rest; a breach ends the stream with a
+// status and is counted in xdsbridge_xds_refused_total{reason}, whose
+// label values are fixed.
+//
+// # History makes no lasting state either
+//
+// A removed resource's slot stays only while a client may still hold what
+// it had: while some watch is owed its removal (slot.owed), a count kept
+// where the removal is marked and sent, so a push costs no pass over the
+// clients. Once the last removal is sent, by a writer holding only its
+// client's lock, the slot is queued and released under Server.mu when that
+// writer runs out of work (or at the next Apply). A removal is marked only
+// on watches whose clients hold the name, so a client that stops reading
+// keeps the slots of what it held, not of every name that came and went
+// meanwhile. The store's size is thus what it serves plus what its clients
+// are still owed, never the names it ever served.
+//
+// The cost of forgetting is nothing a client can see. A client that comes
+// back claiming a forgotten name (delta initial_resource_versions after a
+// reconnect, perhaps to another replica or after a restart, which never
+// knew it) gets the removal any name the store lacks gets; under a
+// wildcard such claims are owed removals, not subscriptions, and do not
+// count against Limits.UnknownNames. A SotW client holds nothing the
+// server must remember: each response carries what it answers.
 //
 // A delta reconnect costs O(names) under Server.mu, never a scan of the
 // type per claimed name: a reconnect listing every name of a large type

@@ -270,10 +270,14 @@ func deltaReq(typ string, sub ...string) *discoveryv3.DeltaDiscoveryRequest {
 }
 
 // owed takes what the client is owed now, as its writer would (nil:
-// nothing).
+// nothing, and then the slots it let go of are released, as its writer
+// would).
 func owed(c *client) *out {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	o, _ := c.next(time.Now())
+	c.mu.Unlock()
+	if o == nil {
+		c.s.reapOrphans()
+	}
 	return o
 }

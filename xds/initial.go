@@ -18,8 +18,13 @@ import (
 // because versions are content hashes. It costs O(names) under the locks:
 // a reconnect listing every name of a large type must not stall every
 // other client's pushes.
-// A claimed name the server does not have becomes a pinned slot, freed
-// with the stream at the latest. Both locks held.
+// A claimed name the server does not have gets a slot until the client is
+// told of its removal: pinned, as an unknown name, when the client also
+// subscribes to it by name; under a wildcard only owed its removal
+// (wildcardOn marks it, see slot.owed), which is no subscription and does
+// not count against Limits.UnknownNames: a reconnect after the store shrank
+// claims many such names, as many as NamesPerRequest allows. Both locks
+// held.
 func (s *Server) firstDelta(w *watch, req *discoveryv3.DeltaDiscoveryRequest, initial initialVersions, now time.Time) *refusal {
 	t, c := w.t, w.c
 	sub := req.GetResourceNamesSubscribe()
@@ -36,8 +41,10 @@ func (s *Server) firstDelta(w *watch, req *discoveryv3.DeltaDiscoveryRequest, in
 			// (initialVersions), which the slot must not keep alive.
 			sl = t.get(strings.Clone(name))
 		}
-		if r := w.pin(sl); r != nil {
-			return r
+		if !wild {
+			if r := w.pin(sl); r != nil {
+				return r
+			}
 		}
 		w.held.put(sl, stale)
 		return nil

@@ -23,10 +23,12 @@ type Limits struct {
 	// explicitly, per type. Breach: ResourceExhausted.
 	NamesPerSubscription int
 	// UnknownNames bounds the names without a resource that one stream
-	// makes the server track (subscribed or claimed in
-	// initial_resource_versions, all types together): the per-client work
-	// the server owes and the only per-name state a client can create.
-	// Breach: ResourceExhausted.
+	// makes the server track (subscribed to, or claimed in
+	// initial_resource_versions with a subscription by name, all types
+	// together): the per-client work the server owes and the only lasting
+	// per-name state a client can create. Names a wildcard subscription
+	// claims are only owed their removal and kept until it is sent; they
+	// are bounded by NamesPerRequest. Breach: ResourceExhausted.
 	UnknownNames int
 	// Streams bounds the streams open at once, over all connections.
 	// Breach: ResourceExhausted for the new stream.

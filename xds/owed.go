@@ -145,16 +145,22 @@ func (w *watch) removals() *out {
 		} else {
 			used += n
 		}
-		delete(w.dirty, sl)
 		h, ok := w.held.get(sl)
 		explicit := w.explicit(sl)
+		if ok && !explicit {
+			// Out of the wildcard: the held set lets go of the slot,
+			// which may then be released (see slot.owed).
+			w.held.del(sl)
+			delete(w.waiting, sl)
+		}
+		if w.undirty(sl, p) {
+			w.c.s.orphan(w.t, sl)
+		}
 		if !ok || h == nil && !(w.c.delta && (p.force || explicit)) {
 			continue
 		}
 		if explicit {
 			w.held.put(sl, nil)
-		} else {
-			w.held.del(sl)
 		}
 		rem = append(rem, sl)
 	}

@@ -475,7 +475,7 @@ func TestScanMatchesModelClients(t *testing.T) {
 				opts.Limits.UnknownNames = 5 + rng.IntN(40)
 			}
 			s := NewServer(opts)
-			m := &fleetModel{t: t, s: s, rng: rng, ever: map[string]bool{}, st: st}
+			m := &fleetModel{t: t, s: s, rng: rng, st: st}
 			initial := services(n)
 			for range 8 { // a few resources of the variant chunks for gRPC only, or with a gRPC variant
 				i := variantNum(rng, n, extra)
@@ -486,9 +486,6 @@ func TestScanMatchesModelClients(t *testing.T) {
 				initial[2*i+kind/2] = m.resource(kind, svcName(i), 0) // services: cluster, assignment
 			}
 			s.Apply(initial, nil)
-			for i := range n {
-				m.ever[svcName(i)] = true
-			}
 			m.clients = []*fleetClient{{grpc: false}, {grpc: true}}
 			for _, fc := range m.clients {
 				m.fresh(fc)
@@ -580,7 +577,6 @@ type fleetModel struct {
 	t       *testing.T
 	s       *Server
 	rng     *rand.Rand
-	ever    map[string]bool // EDS names that ever had an entry: never pinned as unknown
 	clients []*fleetClient
 	st      *fleetStats
 	// responses counts the responses drained.
@@ -600,9 +596,11 @@ type fleetClient struct {
 	// pendRm are names without a resource unsubscribed under the wildcard
 	// whose removal is still owed: pinned until it is sent.
 	pendRm map[string]bool
-	// pinned are names the stream made the server pin as unknown and may
-	// still: a pin outlives the name getting a resource while a change of
-	// it is pending or it waits (watch.sweep).
+	// pinned are names the stream made the server pin as unknown (asked
+	// for while they had no resource): true while the name has had no
+	// resource since, false once it got one, when the pin may still be
+	// there or not: it outlives the resource while a change of the name is
+	// pending or it waits (watch.sweep).
 	pinned map[string]bool
 	// claimed are what the last reconnect claimed at the current version,
 	// until the next change or request: not to be sent again.
@@ -682,20 +680,28 @@ func (m *fleetModel) apply(n, extra, step int) {
 		case k < 3:
 			up = append(up, cluster(name, time.Duration(step+1)*time.Millisecond))
 		case k < 5 && variantOK:
-			r := m.resource(m.rng.IntN(4), name, step)
-			up = append(up, r)
-			if r.Type == EndpointType {
-				m.ever[name] = true
-			}
+			up = append(up, m.resource(m.rng.IntN(4), name, step))
 		default:
 			up = append(up, assignment(name, uint32(step), uint32(m.rng.IntN(1000))))
-			m.ever[name] = true
 		}
 	}
 	m.s.Apply(up, rm)
 	for _, fc := range m.clients {
 		fc.claimed = nil
+		for _, r := range up {
+			if _, ok := fc.pinned[r.Name]; ok && r.Type == EndpointType && m.has(r.Name) {
+				fc.pinned[r.Name] = false
+			}
+		}
 	}
+}
+
+// has reports whether the server has an EDS resource of that name.
+func (m *fleetModel) has(name string) bool {
+	m.s.mu.Lock()
+	defer m.s.mu.Unlock()
+	sl := m.s.types[EndpointType].slots[name]
+	return sl != nil && sl.cur != nil
 }
 
 // pick returns up to k distinct names of 0..names-1 in random order.
@@ -781,18 +787,22 @@ func (m *fleetModel) predict(fc *fleetClient, sub, unsub []string) (must string,
 	lim := m.s.opts.Limits
 	unknown, after, upper := 0, len(fc.named), 0
 	for name := range fc.named {
-		if !m.ever[name] {
+		if fc.pinned[name] || !fc.started && !m.has(name) { // a new stream's first request names them again
 			unknown++
 		}
 	}
 	for name := range fc.pendRm {
-		if !m.ever[name] && !fc.named[name] {
+		if fc.pinned[name] && !fc.named[name] {
 			unknown++
 		}
 	}
+	wild := (fc.wild || slices.Contains(sub, "*")) && !slices.Contains(unsub, "*")
 	for _, name := range unsub {
 		if fc.named[name] {
 			after--
+			if _, pinned := fc.pinned[name]; wild && !pinned && !m.has(name) {
+				unknown++ // pinned until its removal is sent
+			}
 		}
 	}
 	seen := make(map[string]bool, len(sub))
@@ -802,12 +812,15 @@ func (m *fleetModel) predict(fc *fleetClient, sub, unsub []string) (must string,
 		}
 		seen[name] = true
 		after++
-		if !m.ever[name] && !fc.pendRm[name] {
+		// Pinned now, unless it still is: a name counted above, or that
+		// may be (upper). A pin the model keeps of a name neither named
+		// nor owed a removal goes at this request's sweep.
+		if definite, pinned := fc.pinned[name]; !m.has(name) && (!pinned || definite && !fc.pendRm[name]) {
 			unknown++
 		}
 	}
-	for name := range fc.pinned {
-		if m.ever[name] {
+	for _, definite := range fc.pinned {
+		if !definite {
 			upper++
 		}
 	}
@@ -892,8 +905,11 @@ func (m *fleetModel) send(fc *fleetClient, typ string, sub, unsub []string, init
 		delete(fc.view[EndpointType], name) // a client forgets what it unsubscribes from
 		if fc.wild {
 			m.st.unsubUnderWild++
-			if !m.ever[name] {
-				fc.pendRm[name], fc.pinned[name] = true, true
+			if !m.has(name) {
+				fc.pendRm[name] = true
+				if _, ok := fc.pinned[name]; !ok {
+					fc.pinned[name] = true
+				}
 			}
 		}
 	}
@@ -902,7 +918,7 @@ func (m *fleetModel) send(fc *fleetClient, typ string, sub, unsub []string, init
 			continue
 		}
 		fc.named[name] = true
-		if !m.ever[name] {
+		if _, ok := fc.pinned[name]; !ok && !m.has(name) {
 			fc.pinned[name] = true
 		}
 		if _, ok := notAsked[name]; ok {
@@ -929,7 +945,7 @@ func (m *fleetModel) unmodelledPins(fc *fleetClient, sub []string) []string {
 	var out []string
 	if w := fc.c.watches[EndpointType]; w != nil {
 		for sl := range w.pins {
-			if !fc.pinned[sl.name] && (m.ever[sl.name] || !fc.named[sl.name] && !fc.pendRm[sl.name] && !slices.Contains(sub, sl.name)) {
+			if _, ok := fc.pinned[sl.name]; !ok && !fc.named[sl.name] && !fc.pendRm[sl.name] && !slices.Contains(sub, sl.name) {
 				out = append(out, sl.name)
 			}
 		}
@@ -1195,6 +1211,58 @@ func (m *fleetModel) check() {
 		fc.c.mu.Lock()
 		m.checkClient(fmt.Sprintf("client %d (grpc %v)", ci, fc.grpc), fc)
 		fc.c.mu.Unlock()
+	}
+	m.checkSlots()
+}
+
+// checkSlots checks the store's slots against the watches that reference
+// them: every slot a watch references is the live slot of its name, every
+// slot's owed count is the watches owing its removal, and a slot without
+// an entry is referenced (else it should have been released). Server.mu
+// held.
+func (m *fleetModel) checkSlots() {
+	t := m.t
+	for _, typ := range []string{ClusterType, EndpointType} {
+		ts := m.s.types[typ]
+		owed := map[*slot]int32{}
+		for c := range m.s.clients {
+			c.mu.Lock()
+			w := c.watches[typ]
+			if w == nil {
+				c.mu.Unlock()
+				continue
+			}
+			var refs []*slot
+			for sl := range w.held.all() {
+				refs = append(refs, sl)
+			}
+			for sl, p := range w.dirty {
+				refs = append(refs, sl)
+				if p.e == nil {
+					owed[sl]++
+				}
+			}
+			for sl := range w.waiting {
+				refs = append(refs, sl)
+			}
+			for sl := range w.pins {
+				refs = append(refs, sl)
+			}
+			c.mu.Unlock()
+			for _, sl := range refs {
+				if sl == nil || ts.slots[sl.name] != sl || ts.byIdx[sl.idx] != sl {
+					t.Fatalf("%s: a watch references a released slot", typ)
+				}
+			}
+		}
+		for name, sl := range ts.slots {
+			if got := sl.owed.Load(); got != owed[sl] {
+				t.Errorf("%s %s: owed %d, %d watches owe its removal", typ, name, got, owed[sl])
+			}
+			if sl.cur == nil && sl.pins == 0 && sl.subs.len() == 0 && owed[sl] == 0 {
+				t.Errorf("%s %s: a slot nothing references was kept", typ, name)
+			}
+		}
 	}
 }
 

@@ -105,6 +105,12 @@ type Server struct {
 	conns   map[string]int // open streams per connection (peer address)
 	gen     uint64         // Apply generation, to collect each touched client once
 	views   viewSet
+
+	// orphans are slots to release once Server.mu is taken (see orphan);
+	// orphaned says there are some.
+	orphanMu sync.Mutex
+	orphans  []orphan
+	orphaned atomic.Bool
 }
 
 // NewServer returns a server with no resources that answers no request until

@@ -84,17 +84,30 @@ func shortType(typeURL string) string {
 }
 
 // slot is one resource name of one type: its current entry and the watches
-// that subscribed to it by name. All fields are guarded by Server.mu.
+// that subscribed to it by name. All fields but owed are guarded by
+// Server.mu.
+//
+// A slot lives while something references it: an entry, a watch
+// subscribed to it by name, a watch that pins it (a name without an entry
+// the client asked for), or a watch owed its removal. A slot without any
+// is released (typeState.release), so the store holds what it serves and
+// what its clients still reference, never every name it ever served. A
+// name that comes back gets a new slot, likely at another index: nothing
+// may keep a slot or its index past its release, which is what owed
+// guards for the watches that held the entry.
 type slot struct {
 	name string
 	idx  int // dense index within its type, reused after release
 	cur  *entry
 	subs subscribers
-	// tomb keeps a slot that once had an entry alive after its removal, so
-	// that a wildcard watch still holding it never sees two slots of one
-	// name. The cost is one small struct per name the server ever served:
-	// bounded by the server's own history, never by what clients send.
-	tomb bool
+	// owed counts the watches whose pending changes hold this slot's
+	// removal (a pend without an entry, watch.mark): their clients hold,
+	// or were about to be sent, what the slot had, and their held sets
+	// know the slot by its index until the removal is sent. It grows only
+	// under Server.mu and client.mu (mark); a writer decrements it holding
+	// client.mu alone, when it sends the removal, and queues the slot for
+	// release if it was the last (Server.orphan).
+	owed atomic.Int32
 	// pins counts the watches that reference this slot while it has no
 	// entry (a name a client subscribed to or claimed that the server does
 	// not have): it stays until the last of them lets go (watch.sweep) or
@@ -201,15 +214,60 @@ func (t *typeState) get(name string) *slot {
 	return sl
 }
 
-// release drops a slot nobody subscribes to or pins and that never had an
-// entry.
+// release drops sl if nothing references it (see slot): no entry, no
+// subscriber, pin or owed removal. Server.mu held.
 func (t *typeState) release(sl *slot) {
-	if sl.cur == nil && !sl.tomb && sl.pins == 0 && sl.subs.len() == 0 && t.slots[sl.name] == sl {
+	if sl.cur == nil && sl.pins == 0 && sl.owed.Load() == 0 && sl.subs.len() == 0 && t.slots[sl.name] == sl {
 		delete(t.slots, sl.name)
 		t.looked = lookedUp{}
 		t.byIdx[sl.idx] = nil
 		t.free = append(t.free, sl.idx)
 		t.shrink()
+	}
+}
+
+// An orphan is a slot whose last owed removal a writer sent: writers hold
+// only client.mu, so they queue it, and it is released under Server.mu by
+// the writer once it has nothing left to send (Server.releaseOrphans), or
+// by the next Apply, whichever comes first.
+type orphan struct {
+	t  *typeState
+	sl *slot
+}
+
+// orphan queues sl of t for release. It takes only Server.orphanMu.
+func (s *Server) orphan(t *typeState, sl *slot) {
+	s.orphanMu.Lock()
+	s.orphans = append(s.orphans, orphan{t, sl})
+	s.orphaned.Store(true)
+	s.orphanMu.Unlock()
+}
+
+// releaseOrphans releases the queued slots that nothing references any
+// more (a slot may have been given an entry, or been claimed, since it was
+// queued). Server.mu held.
+func (s *Server) releaseOrphans() {
+	if !s.orphaned.Load() {
+		return
+	}
+	s.orphanMu.Lock()
+	q := s.orphans
+	s.orphans = nil
+	s.orphaned.Store(false)
+	s.orphanMu.Unlock()
+	for _, o := range q {
+		o.t.release(o.sl)
+	}
+}
+
+// reapOrphans takes Server.mu to release the queued orphans, if there are
+// any: every writer looks when it runs out of work, so the look is one
+// atomic load. No lock held.
+func (s *Server) reapOrphans() {
+	if s.orphaned.Load() {
+		s.mu.Lock()
+		s.releaseOrphans()
+		s.mu.Unlock()
 	}
 }
 

@@ -70,8 +70,8 @@ type waitSince struct {
 // watch references it, counting it against Limits.UnknownNames. Both locks
 // held.
 func (w *watch) pin(sl *slot) *refusal {
-	if sl.cur != nil || sl.tomb {
-		return nil // never released anyway
+	if sl.cur != nil {
+		return nil // not released while it has one
 	}
 	if _, ok := w.pins[sl]; ok {
 		return nil
@@ -96,7 +96,7 @@ func (w *watch) pin(sl *slot) *refusal {
 // got an entry meanwhile. Both locks held.
 func (w *watch) sweep() {
 	for sl := range w.pins {
-		if sl.cur == nil && !sl.tomb && (sl.subs.has(w.idx) || w.held.has(sl)) {
+		if sl.cur == nil && (sl.subs.has(w.idx) || w.held.has(sl)) {
 			continue
 		}
 		if _, ok := w.dirty[sl]; ok {
@@ -127,11 +127,37 @@ func (w *watch) explicit(sl *slot) bool {
 
 // mark records that sl now has entry e (nil = removed), the store's entry
 // (the client's shape of it is what is kept). Coalesces: only the newest
-// entry per name is kept. client.mu held.
+// entry per name is kept. A removal of what the client does not hold
+// (a wildcard's name it was never sent) is nothing to send, and is not
+// kept: a client that stops reading then holds one pending change per name
+// it holds or the store has, not one per name that came and went. A
+// removal kept counts in slot.owed. Server.mu and client.mu held.
 func (w *watch) mark(sl *slot, e *entry, force bool) {
 	e = w.visible(sl, e)
 	old, ok := w.dirty[sl]
+	if e == nil {
+		if !w.held.has(sl) {
+			if ok && w.undirty(sl, old) {
+				w.t.release(sl)
+			}
+			return
+		}
+		if !ok || old.e != nil {
+			sl.owed.Add(1)
+		}
+	} else if ok && old.e == nil {
+		sl.owed.Add(-1) // it has an entry again: nothing to release
+	}
 	w.dirty[sl] = pend{e: e, force: force || (ok && old.force)}
+}
+
+// undirty drops sl's pending change p and reports whether it was the last
+// owed removal of sl (see slot.owed): the caller then releases sl, or
+// queues it for release (Server.orphan) if it holds only client.mu.
+// client.mu held.
+func (w *watch) undirty(sl *slot, p pend) (last bool) {
+	delete(w.dirty, sl)
+	return p.e == nil && sl.owed.Add(-1) == 0
 }
 
 // reconcile compares what the client holds of sl with its current entry and
@@ -198,7 +224,9 @@ func (w *watch) unsubscribe(sl *slot) {
 		}
 	}
 	w.held.del(sl)
-	delete(w.dirty, sl)
+	if p, ok := w.dirty[sl]; ok {
+		w.undirty(sl, p)
+	}
 	delete(w.waiting, sl)
 	w.t.release(sl)
 }
@@ -218,22 +246,31 @@ func (w *watch) setWildcard(on bool, now time.Time) {
 	}
 	w.t.dropWild(w)
 	w.wildcard = false
+	var gone []*slot // without an entry, to release once out of every set
 	for sl := range w.held.all() {
 		if _, ok := w.named[sl]; !ok {
 			w.held.del(sl)
 			delete(w.waiting, sl)
+			if sl.cur == nil {
+				gone = append(gone, sl)
+			}
 		}
 	}
 	// Also the changes of names the watch never held: no longer
 	// subscribed, it is not marked with their later changes, and a
 	// change left here would be older than the frame of a later scan
 	// (scan.go), which skips a name with a pending change.
-	for sl := range w.dirty {
+	for sl, p := range w.dirty {
 		if _, ok := w.named[sl]; !ok {
-			delete(w.dirty, sl)
+			if w.undirty(sl, p) {
+				gone = append(gone, sl)
+			}
 		}
 	}
 	w.named = nil
+	for _, sl := range gone {
+		w.t.release(sl)
+	}
 }
 
 // wildcardOn subscribes the watch to the whole type, w.named holding the
@@ -269,6 +306,13 @@ func (w *watch) wildcardOn(now time.Time) {
 // drop removes the watch from every index (stream end). Both locks held.
 func (w *watch) drop() {
 	w.t.dropWild(w)
+	// First the removals it is owed, which keep slots its held set reads.
+	for sl, p := range w.dirty {
+		if p.e == nil {
+			sl.owed.Add(-1)
+		}
+	}
+	clear(w.dirty)
 	for sl := range w.held.all() {
 		sl.subs.remove(w.idx)
 		w.t.release(sl)

@@ -112,6 +112,10 @@ func (w *writer) drain() (time.Time, error) {
 		o, due := c.next(time.Now())
 		c.mu.Unlock()
 		if o == nil {
+			// The slots whose last removal this run sent are released
+			// now rather than at the next Apply, which may be long in
+			// coming after a shrink.
+			c.s.reapOrphans()
 			return due, nil
 		}
 		tr := o.msg.sendState()
