@@ -2,9 +2,12 @@ package admin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/xdsbridge/xdsbridge/manager"
 )
 
 // confirmHandler serves POST /guard/confirm?source=NAME: the operator says
@@ -18,7 +21,13 @@ func confirmHandler(confirm func(ctx context.Context, source string) error) http
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 		defer cancel()
-		if err := confirm(ctx, source); err != nil {
+		switch err := confirm(ctx, source); {
+		case errors.Is(err, manager.ErrNoSource):
+			http.Error(w, err.Error(), http.StatusNotFound)
+			return
+		case err != nil:
+			// Nothing held, or the manager is busy: the request was right,
+			// the state is not.
 			http.Error(w, err.Error(), http.StatusConflict)
 			return
 		}

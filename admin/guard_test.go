@@ -3,6 +3,7 @@ package admin
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -21,7 +22,10 @@ func TestGuardConfirm(t *testing.T) {
 		Sources: func() []manager.SourceStatus { return nil },
 		Confirm: func(_ context.Context, source string) error {
 			got = append(got, source)
-			if source != "consul" {
+			switch source {
+			case "nope":
+				return fmt.Errorf("%w %q", manager.ErrNoSource, source)
+			case "dns":
 				return errors.New("no hold")
 			}
 			return nil
@@ -33,6 +37,7 @@ func TestGuardConfirm(t *testing.T) {
 	}{
 		{http.MethodPost, "/guard/confirm?source=consul", http.StatusOK},
 		{http.MethodPost, "/guard/confirm?source=dns", http.StatusConflict},
+		{http.MethodPost, "/guard/confirm?source=nope", http.StatusNotFound},
 		{http.MethodPost, "/guard/confirm", http.StatusBadRequest},
 		{http.MethodGet, "/guard/confirm?source=consul", http.StatusMethodNotAllowed},
 	} {
@@ -42,8 +47,8 @@ func TestGuardConfirm(t *testing.T) {
 			t.Errorf("%s %s = %d, want %d", tt.method, tt.target, rec.Code, tt.want)
 		}
 	}
-	if len(got) != 2 || got[0] != "consul" || got[1] != "dns" {
-		t.Errorf("confirmed %q, want [consul dns]", got)
+	if len(got) != 3 || got[0] != "consul" || got[1] != "dns" || got[2] != "nope" {
+		t.Errorf("confirmed %q, want [consul dns nope]", got)
 	}
 }
 

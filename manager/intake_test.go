@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -226,15 +227,15 @@ func TestGuard(t *testing.T) {
 		quiet(t, fakes[1], rec, 1, "mark")
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if err := m.ConfirmRemovals(ctx, "nope"); err == nil {
-			t.Error("confirming an unknown source succeeded")
+		if err := m.ConfirmRemovals(ctx, "nope"); !errors.Is(err, ErrNoSource) {
+			t.Errorf("confirming an unknown source: %v, want ErrNoSource", err)
 		}
 		if err := m.ConfirmRemovals(ctx, "consul"); err != nil {
 			t.Fatal(err)
 		}
 		expectPublish(t, rec, 2, Changes{Removed: []string{"s1", "s2", "s3", "s4"}})
-		if err := m.ConfirmRemovals(ctx, "consul"); err == nil {
-			t.Error("confirming without a hold succeeded")
+		if err := m.ConfirmRemovals(ctx, "consul"); err == nil || errors.Is(err, ErrNoSource) {
+			t.Errorf("confirming without a hold: %v, want an error other than ErrNoSource", err)
 		}
 	})
 }

@@ -375,8 +375,12 @@ func (m *Manager) confirm(in *intake, st *merger, source string) error {
 		st.apply(i, in.release(i, "confirmed by an operator"))
 		return nil
 	}
-	return fmt.Errorf("no source named %q", source)
+	return fmt.Errorf("%w %q", ErrNoSource, source)
 }
+
+// ErrNoSource is what ConfirmRemovals returns, wrapped, for a name that no
+// source has.
+var ErrNoSource = errors.New("no source named")
 
 // Sources returns the running sources in precedence order. It is safe for
 // concurrent use.

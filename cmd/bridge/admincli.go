@@ -116,6 +116,12 @@ func (c *adminClient) get(ctx context.Context, path string) (int, []byte, error)
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	resp, err := c.http.Do(req)
+	if err != nil && strings.Contains(err.Error(), `malformed HTTP response "\x00\x00`) {
+		// An HTTP/2 frame where HTTP/1 was expected: a gRPC server, most
+		// likely the bridge's own xDS listener.
+		return 0, nil, fmt.Errorf("requesting %s: the answer is HTTP/2 frames, as a gRPC server sends: is this the xDS port (xds.listen)? "+
+			"The admin API is at admin.listen (default %s)", u.Redacted(), defaultAdmin)
+	}
 	if err != nil {
 		return 0, nil, fmt.Errorf("requesting %s: %w", u.Redacted(), err)
 	}

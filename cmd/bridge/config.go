@@ -36,7 +36,7 @@ names), limited to --type when given.`,
 				return err
 			}
 			names, _ := cmd.Flags().GetStringSlice("type")
-			types, err := typeURLs(names)
+			types, err := typeURLs(names, envoyTypes)
 			if err != nil {
 				return err
 			}

@@ -68,7 +68,7 @@ Exit codes: 0 printed, 1 a source failed or did not report within
 				return usageError{fmt.Errorf("--format: unknown format %q (want yaml or json)", format)}
 			}
 			names, _ := f.GetStringSlice("type")
-			types, err := typeURLs(names)
+			types, err := typeURLs(names, dumpTypes)
 			if err != nil {
 				return err
 			}
@@ -103,9 +103,10 @@ Exit codes: 0 printed, 1 a source failed or did not report within
 			if err != nil {
 				return err
 			}
+			_, scope := cfg.ScopeRules.Of(node)
 			for _, url := range types {
 				if len(d[url]) == 0 {
-					fmt.Fprintln(stderr, "bridge: note:", emptyHint(url, grpc, cfg.XDS.GRPC.Enabled))
+					fmt.Fprintln(stderr, "bridge: note:", emptyHint(url, grpc, cfg.XDS.GRPC.Enabled, countType(rs, url), scope))
 				}
 			}
 			if mcp {
@@ -148,16 +149,25 @@ func printDump(w io.Writer, d xds.Dump, opts bridge.DumpOptions, yamlOut bool) e
 	return err
 }
 
+// Short type names: those of Envoy's types, which every command takes,
+// and those of Istio's collections, which only dump serves.
+var (
+	envoyTypes = []string{"cds", "eds", "lds", "rds"}
+	dumpTypes  = append(slices.Clone(envoyTypes), "serviceentry", "workloadentry")
+)
+
 // typeURLs maps the names given to --type (any case, lists or repeated
-// flags) to type URLs in Envoy's dump order, without duplicates.
-func typeURLs(names []string) ([]string, error) {
+// flags) to type URLs in Envoy's dump order, without duplicates; allowed
+// are the short names the command takes.
+func typeURLs(names, allowed []string) ([]string, error) {
 	var urls []string
 	for _, n := range names {
-		url, ok := bridge.TypeURLs[strings.ToLower(strings.TrimSpace(n))]
-		if !ok {
-			return nil, usageError{fmt.Errorf("--type: unknown type %q (want cds, eds, lds, rds, serviceentry or workloadentry)", n)}
+		short := strings.ToLower(strings.TrimSpace(n))
+		if !slices.Contains(allowed, short) {
+			return nil, usageError{fmt.Errorf("--type: unknown type %q (want %s or %s)", n,
+				strings.Join(allowed[:len(allowed)-1], ", "), allowed[len(allowed)-1])}
 		}
-		if !slices.Contains(urls, url) {
+		if url := bridge.TypeURLs[short]; !slices.Contains(urls, url) {
 			urls = append(urls, url)
 		}
 	}
@@ -175,8 +185,21 @@ func dumpLogger(cmd *cobra.Command, cfg *config.Config, stderr io.Writer) *slog.
 	return l.NewLogger(stderr)
 }
 
-// emptyHint says why a type asked for has no resources.
-func emptyHint(url string, grpc, grpcEnabled bool) string {
+// countType counts the resources of rs of type url.
+func countType(rs []xds.Resource, url string) int {
+	n := 0
+	for _, r := range rs {
+		if r.Type == url {
+			n++
+		}
+	}
+	return n
+}
+
+// emptyHint says why a type asked for has no resources for the node:
+// served is how many the bridge has of it for any node, scope the name of
+// the node's scope ("" without one).
+func emptyHint(url string, grpc, grpcEnabled bool, served int, scope string) string {
 	what := map[string]string{
 		resource.ClusterType: "clusters", resource.EndpointType: "endpoints",
 		resource.ListenerType: "listeners", resource.RouteType: "routes",
@@ -190,6 +213,10 @@ func emptyHint(url string, grpc, grpcEnabled bool) string {
 		return "no " + what + ": the bridge serves listeners and routes to proxyless gRPC clients only; add --grpc"
 	case (url == resource.ListenerType || url == resource.RouteType) && !grpcEnabled:
 		return "no " + what + ": xds.grpc.enabled is false, so there are no gRPC listeners or routes"
+	case served > 0 && scope != "":
+		return fmt.Sprintf("no %s for this node: its scope %q leaves out all %d the bridge has (see scopes in the configuration)", what, scope, served)
+	case served > 0:
+		return fmt.Sprintf("no %s for this node, of the %d the bridge has", what, served)
 	}
 	return "no " + what + ": the sources reported no services"
 }

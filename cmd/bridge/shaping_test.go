@@ -164,7 +164,8 @@ func TestDumpErrors(t *testing.T) {
 		want string
 	}{
 		{"bad type", []string{"dump", "-c", good, "--type", "xds"}, 2, `--type: unknown type "xds"`},
-		{"bad type in a list", []string{"dump", good, "--type", "cds,x"}, 2, `--type: unknown type "x"`},
+		{"bad type in a list", []string{"dump", good, "--type", "cds,x"}, 2, `--type: unknown type "x" (want cds, eds, lds, rds, serviceentry or workloadentry)`},
+		{"config takes Envoy's types only", []string{"config", "n1", "--type", "serviceentry"}, 2, `--type: unknown type "serviceentry" (want cds, eds, lds or rds)`},
 		{"bad format", []string{"dump", "-c", good, "--format", "toml"}, 2, `--format: unknown format "toml"`},
 		{"bad config", []string{"dump", "-c", writeConfig(t, "clusters: [{cluster: {name: x}}]")}, 2, "clusters[0].cluster.name"},
 		{"no listen flags", []string{"dump", good, "--xds-listen", ":1"}, 2, "unknown flag: --xds-listen"},
@@ -180,5 +181,16 @@ func TestDumpErrors(t *testing.T) {
 				t.Errorf("exit %d, stderr %q; want exit %d with %q", code, errOut, tt.code, tt.want)
 			}
 		})
+	}
+}
+
+// TestDumpScopedOut: a node whose scope leaves out every service is told
+// so, not that the sources reported nothing.
+func TestDumpScopedOut(t *testing.T) {
+	path := writeConfig(t, "scopes: {default: none}\n")
+	code, out, errOut := runBridge("dump", path, "--type", "cds", "--node-id", "web-1")
+	want := `bridge: note: no clusters for this node: its scope "default" leaves out all 2 the bridge has (see scopes in the configuration)`
+	if code != 0 || strings.Contains(out, "dynamic_active_clusters") || strings.TrimSpace(errOut) != want {
+		t.Errorf("exit %d, stdout %q, stderr %q; want exit 0, no clusters and %q", code, out, errOut, want)
 	}
 }

@@ -24,11 +24,13 @@ func statusCmd(stdout io.Writer) *cobra.Command {
 		Use:   "status [NODE] [--admin URL] [--format table|json]",
 		Short: "Show the connected xDS clients of a running bridge, worst first",
 		Long: `Status reads a running bridge's /clients and prints one line per xDS
-stream: per type (CDS, EDS, LDS, RDS) SYNCED (everything sent is ACKed),
-STALE (responses not ACKed yet, or changes not sent yet), NACKED (the latest
-response answered was rejected) or - (not subscribed); BEHIND counts the
-responses not ACKed plus the changes not sent; LAST NACK the latest
-rejection. Clients that are NACKing come first, then the most behind.
+stream: per type (CDS, EDS, LDS, RDS) SYNCED N (everything sent is ACKed;
+a stream's versions count the responses of that type sent on it, so N is
+the number of the latest), STALE A/S (A ACKed of S sent, or changes not
+sent yet), NACKED N (response N, the latest answered, was rejected) or -
+(not subscribed); BEHIND counts the responses not ACKed plus the changes
+not sent; LAST NACK the latest rejection. Clients that are NACKing come
+first, then the most behind; a legend follows the table.
 
 With NODE, it prints that node's streams in detail: versions sent and
 ACKed, the subscribed names (the first 100 and the count) and the last
@@ -147,7 +149,19 @@ func lastNACK(c xds.ClientStatus, now time.Time) string {
 	return fmt.Sprintf("%s %s ago: %s", typ, now.Sub(last.At).Round(time.Second), msg)
 }
 
+// statusLegend follows the table: what its cells mean.
+const statusLegend = `
+SYNCED N: every response sent on the stream is ACKed, N the count of responses of that type sent on it
+STALE A/S: A ACKed of S sent (or changes not sent yet); NACKED N: response N was rejected; -: not subscribed
+BEHIND: responses not ACKed plus changes not sent; bridge status NODE shows one node in detail
+`
+
 func statusTable(w io.Writer, clients []xds.ClientStatus, now time.Time) error {
+	if len(clients) == 0 {
+		_, err := fmt.Fprintln(w, "no xDS client is connected")
+		return err
+	}
+	defer fmt.Fprint(w, statusLegend)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tCLUSTER\tVARIANT\tCDS\tEDS\tLDS\tRDS\tBEHIND\tLAST NACK")
 	for _, c := range clients {

@@ -89,8 +89,9 @@ sources: [{name: static, type: file, path: services.yaml}]
 
 	code, out, errOut := runBridge(append([]string{"status"}, adminFlags...)...)
 	t.Logf("bridge status:\n%s", out)
-	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if code != 0 || len(lines) != 4 {
+	table, legend, _ := strings.Cut(out, "\n\n")
+	lines := strings.Split(strings.TrimSpace(table), "\n")
+	if code != 0 || len(lines) != 4 || !strings.Contains(legend, "SYNCED N: every response sent on the stream is ACKed") {
 		t.Fatalf("status: exit %d, %q %q; want a header and three clients", code, out, errOut)
 	}
 	for i, want := range []string{"envoy-z", "envoy-a", "envoy-b"} {
@@ -153,6 +154,16 @@ sources: [{name: static, type: file, path: missing.yaml}]
 	code, _, errOut := runBridge("healthcheck", "--admin", "http://"+in.AdminAddr().String())
 	if code != 1 || !strings.Contains(errOut, "not ready (503): not ready: waiting for the first sync of sources: static") {
 		t.Errorf("healthcheck of a bridge waiting for its source: exit %d, %q", code, errOut)
+	}
+	// Nobody connected: said in words, not an empty table.
+	if code, out, errOut := runBridge("status", "--admin", in.AdminAddr().String()); code != 0 || out != "no xDS client is connected\n" {
+		t.Errorf("status of a bridge without clients: exit %d, %q %q", code, out, errOut)
+	}
+	// The xDS port given for the admin API is named as such, not shown as
+	// HTTP/2's bytes.
+	code, _, errOut = runBridge("status", "--admin", in.XDSAddr().String())
+	if code != 1 || !strings.Contains(errOut, "is this the xDS port (xds.listen)?") || strings.Contains(errOut, `\x00`) {
+		t.Errorf("status --admin the xDS address: exit %d, %q", code, errOut)
 	}
 	code, _, errOut = runBridge("healthcheck", "--admin", freeport.Addr(t))
 	if code != 1 || !strings.Contains(errOut, "connection refused") {

@@ -20,9 +20,13 @@ import (
 
 // Parse reads a services document in the xdsbridge format (JSON when
 // isJSON, else YAML) into services with their endpoints in canonical order;
-// Schema.Parse reads Prometheus target groups too. Any problem rejects the whole
-// file with a *settings.KeyError naming the field, such as
-// `services[1].endpoints[0].port: 70000 is outside 1..65535 (line 9)`.
+// Schema.Parse reads Prometheus target groups too. A problem of shape or
+// range rejects the whole file with a *settings.KeyError naming the field,
+// such as `services[1].endpoints[0].port: 70000 is outside 1..65535 (line
+// 9)`. An endpoint whose address is well formed but no IP address (a host
+// name: EDS takes IPs) is registry data that cannot be served rather than a
+// broken file: it is left out, and Schema.Parse reports it in
+// Document.Dropped.
 //
 // The document is walked as a yaml.Node tree rather than decoded into
 // structs: that way every error, unknown fields included, names the path of
@@ -33,8 +37,16 @@ func Parse(data []byte, isJSON bool) ([]sources.Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := parser{}
-	return p.document(root)
+	svcs, _, err := parseDocument(root)
+	return svcs, err
+}
+
+// parseDocument is Parse on a parsed tree, returning the endpoints it left
+// out too.
+func parseDocument(root *yaml.Node) ([]sources.Service, Dropped, error) {
+	p := parser{dropped: new(Dropped)}
+	svcs, err := p.document(root)
+	return svcs, *p.dropped, err
 }
 
 func parseTree(data []byte, isJSON bool) (*yaml.Node, error) {
@@ -110,7 +122,13 @@ func jsonNode(v any) *yaml.Node {
 	}
 }
 
-type parser struct{}
+// parser walks a document in the xdsbridge format; dropped collects the
+// endpoints it leaves out.
+type parser struct{ dropped *Dropped }
+
+// errUnservable marks an endpoint that is well formed but cannot be served,
+// which is left out of its service rather than failing the document.
+var errUnservable = errors.New("cannot be served")
 
 // fail returns the error for the field at path, with n's line when known.
 func fail(path string, n *yaml.Node, format string, args ...any) error {
@@ -255,6 +273,10 @@ func (p parser) service(path string, n *yaml.Node) (sources.Service, error) {
 			for i, item := range items {
 				epath := fmt.Sprintf("%s.endpoints[%d]", path, i)
 				e, err := p.endpoint(epath, item)
+				if errors.Is(err, errUnservable) {
+					*p.dropped = append(*p.dropped, err)
+					continue
+				}
 				if err != nil {
 					return err
 				}
@@ -281,6 +303,7 @@ func (p parser) service(path string, n *yaml.Node) (sources.Service, error) {
 func (p parser) endpoint(path string, n *yaml.Node) (sources.Endpoint, error) {
 	e := sources.Endpoint{Weight: 1, Health: sources.HealthHealthy, Origin: sources.Origin{Record: path}}
 	var hasAddr, hasPort bool
+	var unservable error
 	known := []string{"address", "port", "weight", "priority", "health", "locality", "metadata"}
 	err := fields(path, n, known, func(key string, v *yaml.Node) error {
 		kpath := join(path, key)
@@ -292,7 +315,7 @@ func (p parser) endpoint(path string, n *yaml.Node) (sources.Endpoint, error) {
 				return err
 			}
 			if _, err := netip.ParseAddr(a); err != nil {
-				return fail(kpath, v, "%q is not an IP address", a)
+				unservable = fail(kpath, v, "%q is not an IP address: %w", a, errUnservable)
 			}
 			e.Address = a
 		case "port":
@@ -329,6 +352,8 @@ func (p parser) endpoint(path string, n *yaml.Node) (sources.Endpoint, error) {
 		err = fail(path+".address", n, "is required")
 	case !hasPort:
 		err = fail(path+".port", n, "is required")
+	case unservable != nil:
+		err = unservable
 	}
 	return e, err
 }

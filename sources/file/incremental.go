@@ -91,9 +91,11 @@ func (c *itemCache) parse(data []byte, isJSON bool) (sources.Update, Dropped, er
 		svc, hit := byText[string(item(i))]
 		fresh = append(fresh, !hit)
 		if !hit {
-			one, err := Parse(slices.Concat(wrap, item(i), tail), isJSON)
-			if err != nil || len(one) != 1 {
-				return c.whole(data, isJSON) // its error names the right item and line
+			one, dropped, err := parseItem(slices.Concat(wrap, item(i), tail), isJSON)
+			if err != nil || len(one) != 1 || len(dropped) > 0 {
+				// The whole parse's error names the right item and line,
+				// and its drops name the endpoints where they are.
+				return c.whole(data, isJSON)
 			}
 			svc = one[0]
 		}
@@ -424,4 +426,14 @@ func objectEnd(data []byte, i int) (int, bool) {
 		}
 	}
 	return 0, false
+}
+
+// parseItem parses a file of one item as Parse does, returning the
+// endpoints it left out too.
+func parseItem(data []byte, isJSON bool) ([]sources.Service, Dropped, error) {
+	root, err := parseTree(data, isJSON)
+	if err != nil {
+		return nil, nil, err
+	}
+	return parseDocument(root)
 }

@@ -222,6 +222,30 @@ func TestRunFileSD(t *testing.T) {
 	}
 }
 
+// TestRunHostName: in the xdsbridge format, an endpoint whose address is a
+// host name is dropped and counted, named in the status note, and the rest
+// of the file is served, also when the file is then edited (the item cache
+// must not hide the drop).
+func TestRunHostName(t *testing.T) {
+	doc := "services:\n- name: web\n  endpoints:\n  - {address: web-1.internal, port: 80}\n  - {address: 10.0.0.1, port: 80}\n- name: api\n  endpoints: [{address: 10.0.0.2, port: 81}]\n"
+	h := startFile(t, Config{Path: "services.yaml"}, doc, nil)
+	u := h.next("api", "web")
+	for _, svc := range u.Services {
+		if svc.Name == "web" && (len(svc.Endpoints) != 1 || svc.Endpoints[0].Address != "10.0.0.1") {
+			t.Errorf("web's endpoints = %+v, want 10.0.0.1 alone", svc.Endpoints)
+		}
+	}
+	s := h.status.Snapshot()
+	if s.Dropped != 1 || !strings.Contains(s.Notes[noteDropped], `services[0].endpoints[0].address: "web-1.internal" is not an IP address`) {
+		t.Errorf("dropped %d, note %q; want 1 and a note naming the endpoint", s.Dropped, s.Notes[noteDropped])
+	}
+	h.replace(strings.Replace(doc, "10.0.0.2", "10.0.0.3", 1))
+	h.next("api", "web")
+	if s := h.status.Snapshot(); s.Dropped != 2 || s.Notes[noteDropped] == "" {
+		t.Errorf("after an edit: dropped %d, note %q; want 2 and the note", s.Dropped, s.Notes[noteDropped])
+	}
+}
+
 // TestRunFormatDeclared checks that a declared format rejects a file of
 // the other one, keeping the last good services, with an error that says
 // which format the configuration expects.

@@ -92,9 +92,9 @@ type Document struct {
 	// Services in the order of their first appearance, each with its
 	// endpoints in canonical order.
 	Services []sources.Service
-	// Dropped are the targets of a Prometheus document left out (see
-	// Schema.Parse). A document in the xdsbridge format drops nothing: it
-	// is valid or rejected whole.
+	// Dropped are the targets of a Prometheus document, or the endpoints
+	// of a document in the xdsbridge format, left out (see Schema.Parse
+	// and Parse).
 	Dropped Dropped
 }
 
@@ -120,8 +120,8 @@ func (sc Schema) Parse(data []byte, isJSON bool) (Document, error) {
 		if n.Kind != yaml.MappingNode {
 			return Document{}, fail("", n, "want a mapping with `services` (format: %s), got %s", f, describe(n))
 		}
-		svcs, err := parser{}.document(n)
-		return Document{Format: FormatXDSBridge, Services: svcs}, err
+		svcs, dropped, err := parseDocument(n)
+		return Document{Format: FormatXDSBridge, Services: svcs, Dropped: dropped}, err
 	default:
 		return Document{}, fail("", n, "want a mapping with `services` (the xdsbridge format) or a list of "+
 			"Prometheus target groups (format: %s), got %s", f, describe(n))
