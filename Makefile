@@ -2,7 +2,8 @@
 SHELL   := bash
 GO      ?= go
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -X main.version=$(VERSION)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS := -X main.version=$(VERSION) -X main.revision=$(REVISION)
 
 .PHONY: build test lint vet fmt-check staticcheck deadcode fuzz deploy-check
 

@@ -28,6 +28,8 @@ var (
 		"Endpoints the source could not serve and left out.", []string{"source"}, nil)
 	heldDesc = prometheus.NewDesc("xdsbridge_source_guard_held",
 		"Services and endpoints the removal guard keeps serving although the source no longer reports them.", []string{"source", "kind"}, nil)
+	holdingDesc = prometheus.NewDesc("xdsbridge_source_guard_holding",
+		"1 while the source's removal guard holds a change (see /sources, guard): removals wait for the source to bring the services back, for the hold to expire or for POST /guard/confirm.", []string{"source"}, nil)
 	holdsDesc = prometheus.NewDesc("xdsbridge_source_guard_holds_total",
 		"Holds the removal guard started: the source emptied, lost most of its services at once, or reported a registry reset.", []string{"source"}, nil)
 	phaseDesc = prometheus.NewDesc("xdsbridge_source_startup_phase",
@@ -41,7 +43,7 @@ var (
 // Describe implements prometheus.Collector.
 func (SourceCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{staleDesc, syncedDesc, lastSuccessDesc, failuresDesc, droppedDesc,
-		heldDesc, holdsDesc, phaseDesc, serviceErrorsDesc, shadowedDesc} {
+		heldDesc, holdingDesc, holdsDesc, phaseDesc, serviceErrorsDesc, shadowedDesc} {
 		ch <- d
 	}
 }
@@ -79,6 +81,7 @@ func collectPolicy(ch chan<- prometheus.Metric, s manager.SourceStatus) {
 	}
 	ch <- prometheus.MustNewConstMetric(heldDesc, prometheus.GaugeValue, svcs, s.Name, "services")
 	ch <- prometheus.MustNewConstMetric(heldDesc, prometheus.GaugeValue, eps, s.Name, "endpoints")
+	ch <- prometheus.MustNewConstMetric(holdingDesc, prometheus.GaugeValue, bool01(s.Guard != nil), s.Name)
 	ch <- prometheus.MustNewConstMetric(holdsDesc, prometheus.CounterValue, float64(s.GuardHolds), s.Name)
 	for _, p := range []string{manager.PhaseWaiting, manager.PhaseSynced, manager.PhaseWarm, manager.PhaseTimedOut} {
 		ch <- prometheus.MustNewConstMetric(phaseDesc, prometheus.GaugeValue, bool01(s.Startup == p), s.Name, p)

@@ -57,14 +57,23 @@ type Instance struct {
 	started time.Time
 }
 
+// Build identifies the running binary.
+type Build struct {
+	// Version is what `bridge version` prints; the status page shows it.
+	Version string
+	// Revision is the source revision it was built from ("" if unknown).
+	Revision string
+}
+
 // New builds the sources of cfg and binds the xDS and admin listeners;
-// version is the build's, which the status page shows.
+// build is exported as xdsbridge_build_info and shown on the status page.
 // Configuration errors are *settings.KeyError values; a listen error names
 // its key too (`xds.listen: listen tcp ...: address already in use`).
-func New(cfg *config.Config, log *slog.Logger, version string) (*Instance, error) {
-	in := &Instance{log: log, services: newServiceView(), version: version, started: time.Now()}
+func New(cfg *config.Config, log *slog.Logger, build Build) (*Instance, error) {
+	in := &Instance{log: log, services: newServiceView(), version: build.Version, started: time.Now()}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		buildInfo(build))
 
 	named, err := buildSources(cfg, log)
 	if err != nil {
@@ -78,7 +87,7 @@ func New(cfg *config.Config, log *slog.Logger, version string) (*Instance, error
 		Logger:     log.With("component", "manager"),
 		Store:      warmStore(cfg, log),
 	})
-	reg.MustRegister(admin.SourceCollector{Sources: in.manager.Statuses})
+	reg.MustRegister(admin.SourceCollector{Sources: in.manager.Statuses}, readiness(in.manager.Pending))
 	in.reload = newReloader(cfg, in.manager, log, reg)
 	in.reload.scopes = func(s *translate.Scopes) { in.pub.scope(s) }
 
@@ -96,6 +105,7 @@ func New(cfg *config.Config, log *slog.Logger, version string) (*Instance, error
 		OnRefused: func(k xds.Key, err error) { in.pub.refused(k, err) },
 	})
 	in.reclaim = newReclaimer(cfg.Memory, reg, server)
+	reg.MustRegister(clientStates{server.Progress})
 	if in.views, err = newViews(cfg, server, log); err != nil {
 		return nil, err
 	}

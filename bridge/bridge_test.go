@@ -91,7 +91,7 @@ func get(t *testing.T, url string) (int, string) {
 // still connected: Run must return nil within the shutdown bound and leave
 // no goroutine behind.
 func TestRun(t *testing.T) {
-	in, err := New(testConfig(), slog.New(slog.DiscardHandler), "test")
+	in, err := New(testConfig(), slog.New(slog.DiscardHandler), Build{Version: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +179,7 @@ func TestListenErrorNamesKey(t *testing.T) {
 		} else {
 			cfg.Admin.Listen = taken.Addr().String()
 		}
-		_, err := New(cfg, slog.New(slog.DiscardHandler), "test")
+		_, err := New(cfg, slog.New(slog.DiscardHandler), Build{Version: "test"})
 		<-gates
 		if err == nil || !strings.HasPrefix(err.Error(), key+": listen tcp") {
 			t.Errorf("%s taken: error %v, want it to start with %q", key, err, key+": listen tcp")

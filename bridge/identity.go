@@ -39,18 +39,9 @@ type identity struct {
 	logged map[string]struct{}
 }
 
-func newIdentity(bindings []config.Binding, log *slog.Logger, reg prometheus.Registerer) *identity {
-	id := &identity{
-		bindings: bindings,
-		log:      log,
-		denied: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "xdsbridge_xds_identity_denied_total",
-			Help: "xDS streams refused because the node they claim is not bound to their client certificate.",
-		}),
-		logged: map[string]struct{}{},
-	}
-	reg.MustRegister(id.denied)
-	return id
+// newIdentity checks streams against bindings, counting refusals in denied.
+func newIdentity(bindings []config.Binding, log *slog.Logger, denied prometheus.Counter) *identity {
+	return &identity{bindings: bindings, log: log, denied: denied, logged: map[string]struct{}{}}
 }
 
 // stream is the grpc.StreamServerInterceptor.

@@ -16,7 +16,7 @@ import (
 // running bridge (without restarting its source), and that a configuration
 // that fails to load changes nothing.
 func TestReloadMerge(t *testing.T) {
-	in, err := New(testConfig(), slog.New(slog.DiscardHandler), "test")
+	in, err := New(testConfig(), slog.New(slog.DiscardHandler), Build{Version: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}

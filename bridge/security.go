@@ -20,6 +20,13 @@ type security struct {
 	adminTLS *tls.Config
 }
 
+// The configuration keys of the listeners' TLS settings: errors name them,
+// and they label xdsbridge_tls_reload_failures_total.
+const (
+	xdsTLSKey   = "xds.tls"
+	adminTLSKey = "admin.tls"
+)
+
 // newSecurity reads the certificate files once (errors name the key) and
 // sets up their reloading.
 func newSecurity(cfg *config.Config, log *slog.Logger, reg prometheus.Registerer) (*security, error) {
@@ -27,21 +34,30 @@ func newSecurity(cfg *config.Config, log *slog.Logger, reg prometheus.Registerer
 		Name: "xdsbridge_tls_reload_failures_total",
 		Help: "Failed re-reads of a listener's changed TLS files (the previous certificate stays in use).",
 	}, []string{"key"})
-	reg.MustRegister(failures)
+	// Both listeners' series and the identity counter exist from the start,
+	// TLS or identity configured or not, so that alerts on their increase
+	// see the first failure (see the xds package's metrics).
+	failures.WithLabelValues(xdsTLSKey)
+	failures.WithLabelValues(adminTLSKey)
+	denied := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "xdsbridge_xds_identity_denied_total",
+		Help: "xDS streams refused because the node they claim is not bound to their client certificate.",
+	})
+	reg.MustRegister(failures, denied)
 	sec := &security{}
 	if cfg.XDS.TLS.Enabled() {
-		r, err := newReloadingTLS(cfg.XDS.TLS, "xds.tls", []string{"h2"}, log, failures)
+		r, err := newReloadingTLS(cfg.XDS.TLS, xdsTLSKey, []string{"h2"}, log, failures)
 		if err != nil {
 			return nil, err
 		}
 		sec.grpcOpts = append(sec.grpcOpts, grpc.Creds(credentials.NewTLS(r.config())))
 	}
 	if len(cfg.XDS.Identity) > 0 {
-		id := newIdentity(cfg.XDS.Identity, log.With("component", "identity"), reg)
+		id := newIdentity(cfg.XDS.Identity, log.With("component", "identity"), denied)
 		sec.grpcOpts = append(sec.grpcOpts, grpc.ChainStreamInterceptor(id.stream))
 	}
 	if cfg.Admin.TLS.Enabled() {
-		r, err := newReloadingTLS(cfg.Admin.TLS, "admin.tls", []string{"http/1.1"}, log, failures)
+		r, err := newReloadingTLS(cfg.Admin.TLS, adminTLSKey, []string{"http/1.1"}, log, failures)
 		if err != nil {
 			return nil, err
 		}

@@ -56,21 +56,26 @@ func (in *Instance) page(clients func() []xds.ClientStatus) admin.Page {
 	p := admin.Page{Now: time.Now(), Pending: in.manager.Pending(), Sources: in.manager.Statuses(), Services: in.services.list(),
 		About: admin.About{Version: in.version, Started: in.started, ConfigPath: loaded.path, Loaded: loaded.at, Rejected: loaded.rejected}}
 	for _, c := range clients() {
-		row := admin.ClientRow{ID: c.ID, Cluster: c.Cluster, Variant: c.Variant, Peer: c.Peer, Connected: c.Connected}
-		for _, t := range c.Types {
-			tr := admin.TypeRow{
-				Type: shortType(t.TypeURL), Sent: t.LastVersion, Acked: t.AckedVersion,
-				Lag: versionLag(t.LastVersion, t.AckedVersion), Pending: t.Pending,
-				Subscribed: t.Subscribed, Wildcard: t.Wildcard,
-			}
-			if n := t.NACK; n != nil {
-				tr.NACK, tr.NACKAt, tr.NACKs, tr.NACKedVersion = n.Error, n.At, n.Count, n.Version
-			}
-			row.Types = append(row.Types, tr)
-		}
-		p.Clients = append(p.Clients, row)
+		p.Clients = append(p.Clients, clientRow(c))
 	}
 	return p
+}
+
+// clientRow is a stream's row on the status page.
+func clientRow(c xds.ClientStatus) admin.ClientRow {
+	row := admin.ClientRow{ID: c.ID, Cluster: c.Cluster, Variant: c.Variant, Peer: c.Peer, Connected: c.Connected}
+	for _, t := range c.Types {
+		tr := admin.TypeRow{
+			Type: shortType(t.TypeURL), Sent: t.LastVersion, Acked: t.AckedVersion,
+			Lag: versionLag(t.LastVersion, t.AckedVersion), Pending: t.Pending,
+			Subscribed: t.Subscribed, Wildcard: t.Wildcard,
+		}
+		if n := t.NACK; n != nil {
+			tr.NACK, tr.NACKAt, tr.NACKs, tr.NACKedVersion = n.Error, n.At, n.Count, n.Version
+		}
+		row.Types = append(row.Types, tr)
+	}
+	return row
 }
 
 // versionLag is how many responses a client has not ACKed: the engine's

@@ -56,7 +56,7 @@ func TestViews(t *testing.T) {
 	for _, c := range []struct{ name, listen string }{{"rest on admin", config.RESTOnAdmin}, {"rest on its own listener", "127.0.0.1:0"}} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
-			in, err := New(viewsConfig(c.listen, dir), slog.New(slog.DiscardHandler), "test")
+			in, err := New(viewsConfig(c.listen, dir), slog.New(slog.DiscardHandler), Build{Version: "test"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -111,7 +111,7 @@ func TestViewsBadDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := viewsConfig(config.RESTOnAdmin, filepath.Join(file, "xds"))
-	_, err := New(cfg, slog.New(slog.DiscardHandler), "test")
+	_, err := New(cfg, slog.New(slog.DiscardHandler), Build{Version: "test"})
 	<-gates
 	if err == nil || !strings.HasPrefix(err.Error(), "outputs[0].dir: ") {
 		t.Fatalf("output dir under a file: error %v, want it to name outputs[0].dir", err)

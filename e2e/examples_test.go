@@ -151,7 +151,8 @@ var exampleRuns = map[string]string{
 }
 
 // TestExampleConfigsValidate runs `bridge validate` on every example
-// configuration, and checks that each is run by a test of exampleRuns.
+// configuration, which must pass without a warning, and checks that each is
+// run by a test of exampleRuns.
 func TestExampleConfigsValidate(t *testing.T) {
 	var found []string
 	err := filepath.WalkDir(examples, func(path string, d fs.DirEntry, err error) error {
@@ -169,6 +170,11 @@ func TestExampleConfigsValidate(t *testing.T) {
 		code, out := runBinary(t, 30*time.Second, "validate", "--config", filepath.Join(examples, f))
 		if code != 0 || !strings.Contains(out, "config OK") {
 			t.Errorf("validate %s: exit %d, output %q", f, code, out)
+		}
+		// An example is what a user copies first: it validates without a
+		// warning, which would be about a key it wrote.
+		if strings.Contains(out, "warning:") {
+			t.Errorf("validate %s warns:\n%s", f, out)
 		}
 		if exampleRuns[f] == "" {
 			t.Errorf("%s: no test runs it (add one, and list it in exampleRuns)", f)

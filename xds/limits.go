@@ -116,6 +116,11 @@ const (
 	reasonRequestBytes    = "request_bytes"
 )
 
+// refusalReasons lists every reason, for the series that exist from the
+// start.
+var refusalReasons = []string{reasonNoTypeURL, reasonUnknownTypes, reasonNamesPerRequest, reasonNamesPerSub,
+	reasonUnknownNames, reasonStreams, reasonStreamsPerConn, reasonRequestBytes}
+
 // refusal is a breach: the status the stream ends with and its reason.
 type refusal struct {
 	reason string

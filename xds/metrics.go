@@ -55,7 +55,31 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.apply = register(reg, m.apply)
 	}
 	m.unknownType = m.forType("unknown")
+	// Every series whose label values are known before the first event
+	// exists from the start at zero: an alert on rate() or increase() sees
+	// a series' first increment only if the series was there before it, and
+	// absent() cannot tell "never happened" from "not exported".
+	for _, v := range streamVariants {
+		m.clients.WithLabelValues(v)
+	}
+	for _, r := range refusalReasons {
+		m.refused.WithLabelValues(r)
+	}
+	for _, t := range envoyTypes {
+		m.forType(shortType(t))
+	}
 	return m
+}
+
+// envoyTypes are the types the gRPC services serve Envoy and gRPC clients:
+// their per-type series exist from the start.
+var envoyTypes = []string{ClusterType, EndpointType, ListenerType, RouteType}
+
+// streamVariants are the label values of xdsbridge_xds_clients: one per gRPC
+// service and protocol the server registers.
+var streamVariants = []string{
+	"sotw_ads", "delta_ads", "sotw_cds", "delta_cds", "sotw_eds", "delta_eds",
+	"sotw_lds", "delta_lds", "sotw_rds", "delta_rds",
 }
 
 // perType is a counter labelled by resource type.

@@ -51,6 +51,11 @@ func newResponseSize(max int, reg prometheus.Registerer) *responseSize {
 		l.refusedResources = register(reg, l.refusedResources)
 		l.oversize = register(reg, l.oversize)
 	}
+	// The series of the served types exist from the start (see newMetrics).
+	for _, t := range envoyTypes {
+		l.refusedResources.WithLabelValues(shortType(t))
+		l.oversize.WithLabelValues(shortType(t))
+	}
 	return l
 }
 

@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"syscall"
 
@@ -32,8 +33,27 @@ import (
 	"github.com/xdsbridge/xdsbridge/sources"
 )
 
-// version is set at build time with -ldflags "-X main.version=v1.2.3".
-var version = "dev"
+// version and revision are set at build time with -ldflags
+// "-X main.version=v1.2.3 -X main.revision=<commit>" (make build and the
+// Dockerfile do).
+var version, revision = "dev", ""
+
+// buildRevision is the revision the binary was built from: the one stamped
+// at build time, else the one the go command recorded from the checkout
+// (absent with -buildvcs=false or outside a repository).
+func buildRevision() string {
+	if revision != "" {
+		return revision
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" {
+				return s.Value
+			}
+		}
+	}
+	return ""
+}
 
 // usageError marks errors the user can fix in the configuration or the
 // command line; they exit with status 2.

@@ -21,7 +21,7 @@ func serve(ctx context.Context, cfg *config.Config, load func() (*config.Config,
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	in, err := bridge.New(cfg, log, version)
+	in, err := bridge.New(cfg, log, bridge.Build{Version: version, Revision: buildRevision()})
 	if err != nil {
 		return err
 	}

@@ -47,7 +47,7 @@ func StartIn(t testing.TB, dir, yaml string, logw io.Writer) *bridge.Instance {
 	if err != nil {
 		t.Fatalf("loading config: %v", err)
 	}
-	in, err := bridge.New(cfg, slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelDebug})), Version)
+	in, err := bridge.New(cfg, slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelDebug})), bridge.Build{Version: Version})
 	if err != nil {
 		t.Fatal(err)
 	}

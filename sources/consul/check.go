@@ -69,19 +69,22 @@ func checkAddress(addr, scheme string) error {
 	return nil
 }
 
-// plainHTTP warns, over plain HTTP with watches on, how many services can
-// be watched at most: each watch holds one of the connections the agent
-// allows one client address, and the services beyond are swept.
+// plainHTTP warns when max_connections, over plain HTTP with watches on,
+// leaves room for fewer watches than the default budget would. The default
+// itself is not warned about: whether it watches every service depends on
+// the catalog, which validate does not read; the running source logs it
+// and /sources says it when the catalog is larger than the room.
 func (s *Source) plainHTTP() *sources.Problem {
-	if s.cfg.Scheme != "http" || s.cfg.Watch == nil || !*s.cfg.Watch {
+	if s.cfg.Scheme != "http" || s.cfg.Watch == nil || !*s.cfg.Watch || s.cfg.MaxConnections == 0 {
 		return nil
 	}
-	limit := "max_connections"
-	if s.cfg.MaxConnections == 0 {
-		limit = fmt.Sprintf("Consul's default http_max_conns_per_client (%d)", consulDefaultConnsPerClient)
-	}
 	n := s.cfg.plan(false, consulDefaultConnsPerClient).capacity()
-	return &sources.Problem{Key: "scheme", Warning: true, Err: fmt.Errorf(
-		"plain HTTP: each watch holds one of the agent's connections, so with %s at most %d services are watched and the others swept (a change no bulk query sees waits for a sweep on them: seconds at 2,000 services, tens of seconds at 10,000); an HTTPS listener on the agent (HTTP/2, 200 watches per connection) or a higher http_max_conns_per_client watches more",
-		limit, n)}
+	def := s.cfg
+	def.MaxConnections = 0
+	if d := def.plan(false, consulDefaultConnsPerClient).capacity(); n < d {
+		return &sources.Problem{Key: "max_connections", Warning: true, Origin: s.cfg.origin("max_connections"), Err: fmt.Errorf(
+			"%d leaves room for %d watched services over plain HTTP (%d by default); the others are followed by censuses of the catalog (docs/consul.md)",
+			s.cfg.MaxConnections, n, d)}
+	}
+	return nil
 }

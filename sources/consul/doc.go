@@ -108,8 +108,8 @@
 // change, if that was more than 5s ago. The status says how many of how
 // many services are watched, how long the last sweep of the others took,
 // and, over plain HTTP with services left unwatched, what to change
-// ("watches" note in /sources; the startup log and bridge validate say so
-// too).
+// ("watches" note in /sources; the startup log says so too, and bridge
+// validate when max_connections leaves less room than the default).
 //
 // What a watch costs Consul: on a client agent with the streaming backend
 // (the default of client agents since Consul 1.10), a blocking health

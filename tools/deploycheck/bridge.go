@@ -54,16 +54,9 @@ type Summary struct {
 	XDSListen   string
 	AdminListen string
 	Sources     []string // "name (type)"
-	Warnings    []string // the "warning: ..." lines, but PlainHTTPAdvice
+	Warnings    []string // the "warning: ..." lines
 	Output      string   // everything it printed
 }
-
-// PlainHTTPAdvice marks the warning bridge validate gives for a Consul
-// source over plain HTTP. The manifests reach the node's agent over plain
-// HTTP, as a cluster without Consul TLS must, and docs/deployment.md says
-// what that costs and how to switch to HTTPS; so that warning is expected
-// of them, and every other warning still fails the check.
-const PlainHTTPAdvice = "plain HTTP: each watch holds one of the agent's connections"
 
 // Validate runs `bridge validate cfg` with exactly env as its environment,
 // so that nothing of the caller's (a BRIDGE_ or CONSUL_ variable) leaks in,
@@ -82,7 +75,7 @@ func Validate(bin, cfg string, env []string) (Summary, error) {
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
 		switch {
-		case len(f) >= 1 && f[0] == "warning:" && !strings.Contains(sc.Text(), PlainHTTPAdvice):
+		case len(f) >= 1 && f[0] == "warning:":
 			s.Warnings = append(s.Warnings, sc.Text())
 		case len(f) >= 2 && f[0] == "xds.listen":
 			s.XDSListen, inSources = f[1], false
