@@ -1,0 +1,240 @@
+// Package zookeeper_test is the ZooKeeper source's scale benchmark: 10,000
+// Curator instances in 1,000 services on a real ZooKeeper, one bridge
+// in-process, 100 ADS clients. It measures the time from a change in
+// ZooKeeper to every client holding it (p50, p99), the CPU of the
+// process (bridge, clients and registrar together: an upper bound of the
+// source's), and what the bridge costs the registry (watches, requests,
+// bytes, from ZooKeeper's mntr). It runs only when asked:
+//
+//	XDSBRIDGE_BENCH=zookeeper go test -run TestScale -timeout 30m ./bench/zookeeper/ -args -runs 3 -out $PWD/docs/bench-results/zookeeper
+package zookeeper_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
+	"github.com/xdsbridge/xdsbridge/internal/envoysim"
+	"github.com/xdsbridge/xdsbridge/internal/zktest"
+	_ "github.com/xdsbridge/xdsbridge/plugins"
+)
+
+var (
+	runs      = flag.Int("runs", 3, "runs; the summary takes the median of each figure")
+	out       = flag.String("out", "", "directory for the raw results (none when empty)")
+	services  = flag.Int("services", 1000, "services")
+	instances = flag.Int("instances", 10, "instances per service")
+	clients   = flag.Int("clients", 100, "ADS clients")
+	changes   = flag.Int("changes", 50, "changes measured per run")
+)
+
+// result is one run's figures.
+type result struct {
+	Run          int                `json:"run"`
+	Services     int                `json:"services"`
+	Instances    int                `json:"instances"`
+	Clients      int                `json:"clients"`
+	SyncSeconds  float64            `json:"first_sync_seconds"`
+	P50Ms, P99Ms float64            `json:"-"`
+	LatenciesMs  []float64          `json:"change_to_all_clients_ms"`
+	CPUSyncSec   float64            `json:"process_cpu_first_sync_seconds"`
+	CPUPerChgMs  float64            `json:"process_cpu_per_change_ms"`
+	Watches      int64              `json:"zk_watch_count"`
+	SyncRegistry map[string]float64 `json:"registry_first_sync"`
+	ChgRegistry  map[string]float64 `json:"registry_per_change"`
+	Connections  int64              `json:"zk_num_alive_connections_bridge"`
+}
+
+func cpu() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func mntr(t *testing.T, s *zktest.Server) map[string]float64 {
+	t.Helper()
+	txt, err := s.FourLetter("mntr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]float64{}
+	sc := bufio.NewScanner(strings.NewReader(txt))
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), "\t"); ok {
+			if f, err := strconv.ParseFloat(v, 64); err == nil {
+				m[k] = f
+			}
+		}
+	}
+	return m
+}
+
+// delta is what the counters the registry's cost is read from moved by.
+func delta(a, b map[string]float64, per float64) map[string]float64 {
+	d := map[string]float64{}
+	for _, k := range []string{"zk_packets_received", "zk_packets_sent", "zk_bytes_received_count", "zk_watch_count"} {
+		d[k] = (b[k] - a[k]) / per
+	}
+	return d
+}
+
+func pct(xs []float64, p float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(p*float64(len(s))))]
+}
+
+func TestScale(t *testing.T) {
+	if os.Getenv("XDSBRIDGE_BENCH") != "zookeeper" {
+		t.Skip("a benchmark: XDSBRIDGE_BENCH=zookeeper runs it")
+	}
+	var all []result
+	for i := range *runs {
+		all = append(all, run(t, i+1))
+	}
+	med := func(f func(r result) float64) float64 {
+		xs := make([]float64, len(all))
+		for i, r := range all {
+			xs[i] = f(r)
+		}
+		slices.Sort(xs)
+		return xs[len(xs)/2]
+	}
+	summary := fmt.Sprintf("%d instances in %d services, %d ADS clients, medians of %d runs:\n"+
+		"first sync %.2f s; change to every client p50 %.1f ms, p99 %.1f ms\n"+
+		"process CPU: first sync %.2f s, per change %.2f ms\n"+
+		"registry: %.0f watches, %.0f requests and %.0f bytes received at first sync; per change %.1f requests, %.0f bytes received\n",
+		*instances**services, *services, *clients, len(all),
+		med(func(r result) float64 { return r.SyncSeconds }), med(func(r result) float64 { return r.P50Ms }), med(func(r result) float64 { return r.P99Ms }),
+		med(func(r result) float64 { return r.CPUSyncSec }), med(func(r result) float64 { return r.CPUPerChgMs }),
+		med(func(r result) float64 { return float64(r.Watches) }),
+		med(func(r result) float64 { return r.SyncRegistry["zk_packets_received"] }), med(func(r result) float64 { return r.SyncRegistry["zk_bytes_received_count"] }),
+		med(func(r result) float64 { return r.ChgRegistry["zk_packets_received"] }), med(func(r result) float64 { return r.ChgRegistry["zk_bytes_received_count"] }))
+	t.Log("\n" + summary)
+	if *out != "" {
+		if err := os.MkdirAll(*out, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.MarshalIndent(all, "", "  ")
+		_ = os.WriteFile(filepath.Join(*out, "runs.json"), b, 0o644)
+		_ = os.WriteFile(filepath.Join(*out, "summary.txt"), []byte(summary), 0o644)
+	}
+}
+
+func run(t *testing.T, n int) result {
+	srv := zktest.Start(t)
+	r := zktest.NewRegistrar(t, srv.Addr, 60*time.Second)
+	res := result{Run: n, Services: *services, Instances: *instances, Clients: *clients}
+	// Register concurrently: the registrar's session pipelines them.
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 64)
+	for s := range *services {
+		r.Curator("/services", fmt.Sprintf("svc-%04d", s), "id-0", "10.2.0.1", 8000)
+		for i := 1; i < *instances; i++ {
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				p := fmt.Sprintf("/services/svc-%04d/id-%d", s, i)
+				if _, err := r.Conn.Create(p, zktest.CuratorInstance("x", "y", fmt.Sprintf("10.2.%d.%d", i, s%250+1), 8000), zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	before := mntr(t, srv)
+	cpu0, start := cpu(), time.Now()
+	in := bridgetest.StartIn(t, t.TempDir(), fmt.Sprintf(`xds: {listen: "127.0.0.1:0"}
+admin: {listen: "127.0.0.1:0"}
+sources:
+  - {name: zk, type: zookeeper, servers: [%q], services: [{path: /services, format: curator}]}
+`, srv.Addr), discard{})
+	// The change being measured and when each client first held it.
+	var target atomic.Value
+	target.Store("")
+	var mu sync.Mutex
+	seen := map[int]time.Time{}
+	var cs []*envoysim.Client
+	for c := range *clients {
+		cl, err := envoysim.Start(t.Context(), envoysim.Options{Addr: in.XDSAddr().String(), Node: fmt.Sprint("n", c), Light: true,
+			OnResponse: func(_ *envoysim.Client, rcv envoysim.Received) {
+				tg := target.Load().(string)
+				if tg == "" || rcv.TypeURL != envoysim.EndpointType || !slices.Contains(rcv.Names, tg) {
+					return
+				}
+				mu.Lock()
+				if _, ok := seen[c]; !ok {
+					seen[c] = time.Now()
+				}
+				mu.Unlock()
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(cl.Close)
+		cs = append(cs, cl)
+	}
+	bridgetest.Eventually(t, 10*time.Minute, "every client to hold every assignment", func() bool {
+		for _, cl := range cs {
+			if cl.Len(envoysim.EndpointType) < *services {
+				return false
+			}
+		}
+		return true
+	})
+	res.SyncSeconds = time.Since(start).Seconds()
+	res.CPUSyncSec = (cpu() - cpu0).Seconds()
+	synced := mntr(t, srv)
+	res.SyncRegistry = delta(before, synced, 1)
+	res.Watches = int64(synced["zk_watch_count"])
+	res.Connections = int64(synced["zk_num_alive_connections"]) - 2 // less the registrar's and mntr's own
+	cpu1 := cpu()
+	for k := range *changes {
+		svc := fmt.Sprintf("svc-%04d", (k*37)%*services)
+		mu.Lock()
+		clear(seen)
+		mu.Unlock()
+		target.Store(svc)
+		t0 := time.Now()
+		r.Set("/services/"+svc+"/id-0", zktest.CuratorInstance(svc, "id-0", "10.2.0.1", 9000+k))
+		var last time.Time
+		bridgetest.Eventually(t, time.Minute, "every client to hold the change", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			if len(seen) < *clients {
+				return false
+			}
+			for _, ts := range seen {
+				if ts.After(last) {
+					last = ts
+				}
+			}
+			return true
+		})
+		target.Store("")
+		res.LatenciesMs = append(res.LatenciesMs, float64(last.Sub(t0).Microseconds())/1000)
+	}
+	res.CPUPerChgMs = float64((cpu() - cpu1).Microseconds()) / 1000 / float64(*changes)
+	res.ChgRegistry = delta(synced, mntr(t, srv), float64(*changes))
+	res.P50Ms, res.P99Ms = pct(res.LatenciesMs, 0.5), pct(res.LatenciesMs, 0.99)
+	t.Logf("run %d: sync %.2fs, p50 %.1fms p99 %.1fms, %d watches", n, res.SyncSeconds, res.P50Ms, res.P99Ms, res.Watches)
+	return res
+}
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }
