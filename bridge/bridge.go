@@ -26,7 +26,6 @@ import (
 	"github.com/xdsbridge/xdsbridge/internal/reclaim"
 	"github.com/xdsbridge/xdsbridge/manager"
 	"github.com/xdsbridge/xdsbridge/settings"
-	"github.com/xdsbridge/xdsbridge/sources"
 	"github.com/xdsbridge/xdsbridge/translate"
 	"github.com/xdsbridge/xdsbridge/xds"
 )
@@ -171,12 +170,11 @@ func New(cfg *config.Config, log *slog.Logger, build Build) (*Instance, error) {
 func buildSources(cfg *config.Config, log *slog.Logger) ([]manager.Named, error) {
 	named := make([]manager.Named, 0, len(cfg.Entries))
 	for _, e := range cfg.Entries {
-		st := sources.NewStatus(e.Name)
-		src, err := cfg.NewSource(e, sources.Options{Logger: log.With("source", e.Name), Status: st})
+		n, err := newNamed(cfg, e, log)
 		if err != nil {
 			return nil, err
 		}
-		named = append(named, manager.Named{Name: e.Name, Source: src, Status: st, Startup: e.Startup, Guard: e.Guard})
+		named = append(named, n)
 	}
 	return named, nil
 }

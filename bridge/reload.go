@@ -24,7 +24,8 @@ import (
 // identity, admin, log, holdoff) needs a restart, which a reload reports
 // without applying any of it. Open xDS streams are never touched: the
 // manager publishes what the new set of sources changes, like any other
-// change.
+// change, and replaces a changed source make-before-break
+// (manager.Reconfigure).
 type reloader struct {
 	log     *slog.Logger
 	manager *manager.Manager
@@ -65,7 +66,9 @@ func newReloader(cfg *config.Config, m *manager.Manager, log *slog.Logger, reg p
 // ReloadResult says what a reload did.
 type ReloadResult struct {
 	// Kept, Started and Stopped name the sources left running untouched,
-	// started (new or changed) and stopped (removed or changed).
+	// started (new or changed) and stopped (removed or changed). A changed
+	// source is replaced make-before-break: its previous instance stops
+	// once the new one has synced, or at the new one's startup timeout.
 	Kept, Started, Stopped []string
 	// NeedRestart lists the changed settings a reload does not apply.
 	NeedRestart []string
@@ -117,18 +120,17 @@ func (r *reloader) apply(ctx context.Context, load func() (*config.Config, error
 	}
 	named := make([]manager.Named, 0, len(next.Entries))
 	for _, e := range next.Entries {
-		if prev, ok := running[e.Name]; ok && sameSource(old, prev, next, e) {
+		if prev, ok := running[e.Name]; ok && reflect.DeepEqual(specOf(old, prev), specOf(next, e)) {
 			named = append(named, manager.Named{Name: e.Name})
 			res.Kept = append(res.Kept, e.Name)
 			delete(running, e.Name)
 			continue
 		}
-		st := sources.NewStatus(e.Name)
-		src, err := next.NewSource(e, sources.Options{Logger: r.log.With("source", e.Name), Status: st})
+		n, err := newNamed(next, e, r.log)
 		if err != nil {
 			return ReloadResult{}, err
 		}
-		named = append(named, manager.Named{Name: e.Name, Source: src, Status: st, Startup: e.Startup, Guard: e.Guard})
+		named = append(named, n)
 		res.Started = append(res.Started, e.Name)
 	}
 	for _, e := range old.Entries {
@@ -156,12 +158,29 @@ func (r *reloader) apply(ctx context.Context, load func() (*config.Config, error
 	return res, nil
 }
 
-// sameSource reports whether a source entry is unchanged: same type, same
-// settings and policies, and (since relative paths resolve against it) the
-// same configuration directory.
-func sameSource(oldCfg *config.Config, a config.Source, newCfg *config.Config, b config.Source) bool {
-	return a.Type == b.Type && oldCfg.Dir == newCfg.Dir && reflect.DeepEqual(a.Settings, b.Settings) &&
-		reflect.DeepEqual(a.Startup, b.Startup) && reflect.DeepEqual(a.Guard, b.Guard)
+// spec is what a source instance is built from: entries with equal specs
+// (reflect.DeepEqual) build the same source. It includes the
+// configuration's directory, against which relative paths resolve.
+type spec struct {
+	Type     string
+	Dir      string
+	Settings map[string]any
+	Startup  manager.Startup
+	Guard    manager.Guard
+}
+
+func specOf(cfg *config.Config, e config.Source) spec {
+	return spec{Type: e.Type, Dir: cfg.Dir, Settings: e.Settings, Startup: e.Startup, Guard: e.Guard}
+}
+
+// newNamed builds the source of entry e of cfg, with its status.
+func newNamed(cfg *config.Config, e config.Source, log *slog.Logger) (manager.Named, error) {
+	st := sources.NewStatus(e.Name)
+	src, err := cfg.NewSource(e, sources.Options{Logger: log.With("source", e.Name), Status: st})
+	if err != nil {
+		return manager.Named{}, err
+	}
+	return manager.Named{Name: e.Name, Source: src, Status: st, Startup: e.Startup, Guard: e.Guard, Spec: specOf(cfg, e)}, nil
 }
 
 // restartKeys names the top-level settings other than sources that differ.
