@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -148,7 +149,7 @@ func (r *reloader) apply(ctx context.Context, load func() (*config.Config, error
 	// compares against what is really in force.
 	applied := *old
 	applied.Sources, applied.Entries, applied.Dir, applied.Merge = next.Sources, next.Entries, next.Dir, next.Merge
-	applied.Path = next.Path
+	applied.Guard, applied.Path = next.Guard, next.Path
 	if !reflect.DeepEqual(old.Scopes, next.Scopes) && r.scopes != nil {
 		r.scopes(next.ScopeRules)
 		res.Rescoped = true
@@ -183,40 +184,22 @@ func newNamed(cfg *config.Config, e config.Source, log *slog.Logger) (manager.Na
 	return manager.Named{Name: e.Name, Source: src, Status: st, Startup: e.Startup, Guard: e.Guard, Spec: specOf(cfg, e)}, nil
 }
 
-// restartKeys names the top-level settings other than sources that differ.
+// reloadable are the top-level keys a reload applies. The guard defaults
+// apply through the source entries they are part of.
+var reloadable = []string{"sources", "guard", "scopes", "merge"}
+
+// restartKeys names, as full key paths, the changed settings a reload
+// does not apply.
 func restartKeys(a, b *config.Config) []string {
 	var out []string
-	for _, f := range []struct {
-		key  string
-		a, b any
-	}{
-		{"xds", a.XDS, b.XDS},
-		{"admin", a.Admin, b.Admin},
-		{"log", a.Log, b.Log},
-		{"holdoff", a.Holdoff, b.Holdoff},
-		{"memory", a.Memory, b.Memory},
-		{"state_dir", a.StateDir, b.StateDir},
-		{"outputs", a.Outputs, b.Outputs},
-		// Shaping rules and transforms apply to every service: a change
-		// would re-translate them all, which a restart does as cheaply.
-		{"clusters", a.Clusters, b.Clusters},
-		{"transforms", a.Transforms, b.Transforms},
-		// So does the istio section, and enabling it adds types to serve.
-		{"istio", istioSettings(a), istioSettings(b)},
-	} {
-		if !reflect.DeepEqual(f.a, f.b) {
-			out = append(out, f.key)
+	for _, key := range config.Changed(a, b) {
+		top, _, _ := strings.Cut(key, ".")
+		top, _, _ = strings.Cut(top, "[")
+		if !slices.Contains(reloadable, top) {
+			out = append(out, key)
 		}
 	}
 	return out
-}
-
-// istioSettings is the istio section as written, without the Translator
-// built from it.
-func istioSettings(c *config.Config) config.Istio {
-	s := c.Istio
-	s.Translator = nil
-	return s
 }
 
 // String summarises the result for logs and tests.

@@ -46,7 +46,7 @@ func TestReload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := res.String(); got != "kept [a], started [c], stopped [b], need restart [xds]" {
+	if got := res.String(); got != "kept [a], started [c], stopped [b], need restart [xds.listen]" {
 		t.Errorf("reload: %s", got)
 	}
 	bridgetest.Eventually(t, bridgetest.Patience, "/sources to list c and a", func() bool {

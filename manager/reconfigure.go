@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"time"
 
@@ -211,8 +212,12 @@ func (m *Manager) SetMerge(ctx context.Context, mc MergeConfig) error {
 }
 
 // applyMerge installs mc in st and reports whether that may change the
-// merged state.
+// merged state. The same configuration again (every reload sets it) is
+// no change.
 func (m *Manager) applyMerge(st *merger, mc MergeConfig) bool {
+	if reflect.DeepEqual(st.mergeCfg, mc) {
+		return false
+	}
 	m.log.Info("merge policy changed", "rules", len(mc.Services), "default", mc.Default)
 	return st.setModes(mc)
 }
