@@ -3,16 +3,9 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io"
-	"log"
-	"net"
-	"net/http"
-	"net/http/httputil"
-	"net/url"
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 
@@ -212,86 +205,6 @@ sources:
 	noRemovals(t, "DNS back", watchers...)
 }
 
-// consulGate is a reverse proxy in front of a Consul agent that can hold
-// the reads that start a watch (those without an index, which a source
-// makes when it starts) until it is opened again, as a slow agent would:
-// a source instance started meanwhile cannot sync, while the watches of a
-// running one go on.
-type consulGate struct {
-	addr         string
-	closed       atomic.Bool
-	open         chan struct{} // replaced on close
-	held, fresh  atomic.Int64  // reads held so far; reads that start a watch
-	cut, blocked atomic.Int64  // blocking reads the bridge gave up; blocking reads in flight
-	mu           sync.Mutex
-}
-
-func gateConsul(t *testing.T, agentAddr string) *consulGate {
-	t.Helper()
-	g := &consulGate{open: make(chan struct{})}
-	close(g.open)
-	target, err := url.Parse("http://" + agentAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	proxy.ErrorLog = log.New(io.Discard, "", 0)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Query().Get("index") != "" {
-			g.blocked.Add(1)
-			defer func() {
-				g.blocked.Add(-1)
-				if r.Context().Err() != nil {
-					g.cut.Add(1)
-				}
-			}()
-		} else if !strings.HasPrefix(r.URL.Path, "/v1/status/") {
-			g.fresh.Add(1)
-			g.mu.Lock()
-			open := g.open
-			g.mu.Unlock()
-			if g.closed.Load() {
-				g.held.Add(1)
-			}
-			select {
-			case <-open:
-			case <-r.Context().Done():
-				return
-			}
-		}
-		proxy.ServeHTTP(w, r)
-	})}
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(func() {
-		g.release()
-		srv.Close()
-	})
-	g.addr = lis.Addr().String()
-	return g
-}
-
-// hold makes the reads that start a watch wait until release.
-func (g *consulGate) hold() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if !g.closed.Swap(true) {
-		g.open = make(chan struct{})
-	}
-}
-
-// release lets the held reads through, and every one after.
-func (g *consulGate) release() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.closed.Swap(false) {
-		close(g.open)
-	}
-}
-
 // registerMany registers n services svc-00... with one instance each and
 // returns their names.
 func registerMany(t *testing.T, agent *consultest.Agent, n int) []string {
@@ -307,6 +220,22 @@ func registerMany(t *testing.T, agent *consultest.Agent, n int) []string {
 	return names
 }
 
+// moveService re-registers svc-00's instance at 10.1.99.1 and waits until
+// every watcher holds it there, after step.
+func moveService(t *testing.T, agent *consultest.Agent, step string, watchers []*removalWatch) {
+	t.Helper()
+	if err := agent.Client().Agent().ServiceRegister(&api.AgentServiceRegistration{
+		ID: "svc-00-1", Name: "svc-00", Address: "10.1.99.1", Port: 8080}); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range watchers {
+		w.serves(t, "svc-00 moved "+step, func(s envoysim.State) bool {
+			ep := endpoints(s.Assignments["svc-00"])
+			return len(ep) == 1 && strings.HasPrefix(ep[0], "10.1.99.1:8080")
+		})
+	}
+}
+
 // TestReloadChangedConsulSource changes max_stale of a healthy Consul
 // source while the agent is slow to answer the new instance's first reads:
 // the previous instance keeps serving (an instance moved meanwhile reaches
@@ -316,7 +245,7 @@ func registerMany(t *testing.T, agent *consultest.Agent, n int) []string {
 func TestReloadChangedConsulSource(t *testing.T) {
 	agent := consultest.Start(t)
 	names := registerMany(t, agent, 30)
-	gate := gateConsul(t, agent.HTTPAddr)
+	gate := countConsul(t, agent.HTTPAddr)
 	dir := t.TempDir()
 	sentinel := filepath.Join(dir, "sentinel.yaml")
 	writeFile(t, sentinel, sentinelFile("10.9.0.1"))
@@ -345,7 +274,7 @@ sources:
 	for _, w := range watchers {
 		w.serves(t, "the Consul services", nil)
 	}
-	bridgetest.Eventually(t, patience, "the watches of every service", func() bool { return gate.blocked.Load() >= int64(len(names)) })
+	bridgetest.Eventually(t, patience, "the watches of every service", func() bool { return gate.watching.Load() == int64(len(names)) })
 	cut := gate.cut.Load()
 
 	gate.hold()
@@ -362,16 +291,7 @@ sources:
 	noRemovals(t, "the new Consul instance syncing", watchers...)
 	// The previous instance's watches still report: an instance moved
 	// reaches the clients.
-	if err := agent.Client().Agent().ServiceRegister(&api.AgentServiceRegistration{
-		ID: "svc-00-1", Name: "svc-00", Address: "10.1.99.1", Port: 8080}); err != nil {
-		t.Fatal(err)
-	}
-	for _, w := range watchers {
-		w.serves(t, "svc-00 moved, from the previous instance", func(s envoysim.State) bool {
-			ep := endpoints(s.Assignments["svc-00"])
-			return len(ep) == 1 && strings.HasPrefix(ep[0], "10.1.99.1:8080")
-		})
-	}
+	moveService(t, agent, "while the new instance syncs", watchers)
 	if c := gate.cut.Load(); c != cut {
 		t.Errorf("%d watches cut before the new instance synced, want none", c-cut)
 	}
@@ -453,16 +373,7 @@ sources:
 	// The storm ended on b.yaml: its instances take over.
 	waitPhase(t, adminAddr, "consul", "synced")
 	waitPhase(t, adminAddr, "legacy", "synced")
-	if err := agent.Client().Agent().ServiceRegister(&api.AgentServiceRegistration{
-		ID: "svc-00-1", Name: "svc-00", Address: "10.1.99.1", Port: 8080}); err != nil {
-		t.Fatal(err)
-	}
-	for _, w := range watchers {
-		w.serves(t, "svc-00 moved after the storm", func(s envoysim.State) bool {
-			ep := endpoints(s.Assignments["svc-00"])
-			return len(ep) == 1 && strings.HasPrefix(ep[0], "10.1.99.1:8080")
-		})
-	}
+	moveService(t, agent, "after the storm", watchers)
 	noRemovals(t, "1,000 reloads", watchers...)
 }
 
