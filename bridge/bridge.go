@@ -135,6 +135,7 @@ func New(cfg *config.Config, log *slog.Logger, build Build) (*Instance, error) {
 		Gatherer: reg,
 		Clients:  func() any { return in.views.clients(server.Clients()) },
 		Confirm:  in.manager.ConfirmRemovals,
+		Reload:   in.reload.answer,
 		Handlers: debugHandlers(in.pub.why, server),
 		PProf:    cfg.Admin.PProf,
 		Status:   func() admin.Page { return in.page(server.Clients) },
@@ -205,6 +206,10 @@ func (in *Instance) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	in.views.run(ctx, &wg, cancel)
 	wg.Go(func() { in.reclaim.Run(ctx) })
+	wg.Go(func() { in.reload.serve(ctx) })
+	if w := in.reload.watch(); w != nil {
+		wg.Go(func() { w.run(ctx) })
+	}
 	wg.Go(func() {
 		publish := func(c manager.Changes) {
 			in.pub.publish(c)

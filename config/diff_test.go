@@ -18,6 +18,7 @@ func TestChanged(t *testing.T) {
 			[]string{"xds.keepalive.time", "log.level"}},
 		{"a source setting", base, "sources: [{name: a, type: fake, path: y}]\n", []string{"sources[0].path"}},
 		{"a list's length", base, base + "outputs: [{type: files, dir: /tmp/out}]\n", []string{"outputs"}},
+		{"the watch", base, base + "reload: {watch_config: true}\n", []string{"reload.watch_config"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
