@@ -42,6 +42,12 @@ type Options struct {
 	// Confirm applies the removals a source's guard holds (POST
 	// /guard/confirm?source=NAME); nil leaves it out.
 	Confirm func(ctx context.Context, source string) error
+	// Reload reads the configuration file again and applies it (POST
+	// /-/reload), as SIGHUP does; nil leaves it out. It returns what the
+	// reload did, answered as JSON, or why it was refused: invalid says
+	// that the configuration itself was (answered 400), otherwise the
+	// bridge could not apply it (500).
+	Reload func(ctx context.Context) (result any, invalid bool, err error)
 }
 
 // Handler returns the admin HTTP handler:
@@ -53,6 +59,7 @@ type Options struct {
 //	/metrics        Prometheus metrics
 //	/clients        JSON status of the xDS clients
 //	/guard/confirm  POST ?source=NAME: apply the removals the guard holds
+//	/-/reload       POST: reload the configuration file, as SIGHUP does
 //	/debug/pprof/   the Go profiler, with PProf; without it 404 naming admin.pprof
 func Handler(opts Options) http.Handler {
 	mux := http.NewServeMux()
@@ -80,6 +87,9 @@ func Handler(opts Options) http.Handler {
 	}
 	if opts.Confirm != nil {
 		mux.HandleFunc("POST /guard/confirm", confirmHandler(opts.Confirm))
+	}
+	if opts.Reload != nil {
+		mux.HandleFunc("POST /-/reload", reloadHandler(opts.Reload))
 	}
 	for pattern, h := range opts.Handlers {
 		mux.Handle(pattern, h)

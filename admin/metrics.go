@@ -33,7 +33,7 @@ var (
 	holdsDesc = prometheus.NewDesc("xdsbridge_source_guard_holds_total",
 		"Holds the removal guard started: the source emptied, lost most of its services at once, or reported a registry reset.", []string{"source"}, nil)
 	phaseDesc = prometheus.NewDesc("xdsbridge_source_startup_phase",
-		"1 for the source's startup phase: waiting, synced, warm (serving persisted state) or timed_out (served empty).", []string{"source", "phase"}, nil)
+		"1 for the source's startup phase: waiting, synced, warm (serving persisted state), timed_out (served empty, or a changed source's previous state), or replacing (a changed source's previous instance serves until the new one syncs).", []string{"source", "phase"}, nil)
 	shadowedDesc = prometheus.NewDesc("xdsbridge_source_shadowed_services",
 		"Services the source reports with endpoints that the merge does not serve (a source of higher precedence wins, or a weighted rule leaves the source out).", []string{"source"}, nil)
 	serviceErrorsDesc = prometheus.NewDesc("xdsbridge_source_service_errors",
@@ -83,7 +83,7 @@ func collectPolicy(ch chan<- prometheus.Metric, s manager.SourceStatus) {
 	ch <- prometheus.MustNewConstMetric(heldDesc, prometheus.GaugeValue, eps, s.Name, "endpoints")
 	ch <- prometheus.MustNewConstMetric(holdingDesc, prometheus.GaugeValue, bool01(s.Guard != nil), s.Name)
 	ch <- prometheus.MustNewConstMetric(holdsDesc, prometheus.CounterValue, float64(s.GuardHolds), s.Name)
-	for _, p := range []string{manager.PhaseWaiting, manager.PhaseSynced, manager.PhaseWarm, manager.PhaseTimedOut} {
+	for _, p := range []string{manager.PhaseWaiting, manager.PhaseSynced, manager.PhaseWarm, manager.PhaseTimedOut, manager.PhaseReplacing} {
 		ch <- prometheus.MustNewConstMetric(phaseDesc, prometheus.GaugeValue, bool01(s.Startup == p), s.Name, p)
 	}
 	ch <- prometheus.MustNewConstMetric(serviceErrorsDesc, prometheus.GaugeValue, float64(len(s.ServiceErrors)), s.Name)

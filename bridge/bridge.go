@@ -26,7 +26,6 @@ import (
 	"github.com/xdsbridge/xdsbridge/internal/reclaim"
 	"github.com/xdsbridge/xdsbridge/manager"
 	"github.com/xdsbridge/xdsbridge/settings"
-	"github.com/xdsbridge/xdsbridge/sources"
 	"github.com/xdsbridge/xdsbridge/translate"
 	"github.com/xdsbridge/xdsbridge/xds"
 )
@@ -136,6 +135,7 @@ func New(cfg *config.Config, log *slog.Logger, build Build) (*Instance, error) {
 		Gatherer: reg,
 		Clients:  func() any { return in.views.clients(server.Clients()) },
 		Confirm:  in.manager.ConfirmRemovals,
+		Reload:   in.reload.answer,
 		Handlers: debugHandlers(in.pub.why, server),
 		PProf:    cfg.Admin.PProf,
 		Status:   func() admin.Page { return in.page(server.Clients) },
@@ -171,12 +171,11 @@ func New(cfg *config.Config, log *slog.Logger, build Build) (*Instance, error) {
 func buildSources(cfg *config.Config, log *slog.Logger) ([]manager.Named, error) {
 	named := make([]manager.Named, 0, len(cfg.Entries))
 	for _, e := range cfg.Entries {
-		st := sources.NewStatus(e.Name)
-		src, err := cfg.NewSource(e, sources.Options{Logger: log.With("source", e.Name), Status: st})
+		n, err := newNamed(cfg, e, log)
 		if err != nil {
 			return nil, err
 		}
-		named = append(named, manager.Named{Name: e.Name, Source: src, Status: st, Startup: e.Startup, Guard: e.Guard})
+		named = append(named, n)
 	}
 	return named, nil
 }
@@ -207,6 +206,10 @@ func (in *Instance) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	in.views.run(ctx, &wg, cancel)
 	wg.Go(func() { in.reclaim.Run(ctx) })
+	wg.Go(func() { in.reload.serve(ctx) })
+	if w := in.reload.watch(); w != nil {
+		wg.Go(func() { w.run(ctx) })
+	}
 	wg.Go(func() {
 		publish := func(c manager.Changes) {
 			in.pub.publish(c)

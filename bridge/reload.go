@@ -2,9 +2,12 @@ package bridge
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,11 +23,17 @@ import (
 )
 
 // reloader applies a new configuration to a running bridge. Only the
-// sources and the scoping rules change at run time; a change anywhere else (listeners, TLS,
-// identity, admin, log, holdoff) needs a restart, which a reload reports
-// without applying any of it. Open xDS streams are never touched: the
-// manager publishes what the new set of sources changes, like any other
-// change.
+// sources, their policies (guard), the merge section and the scoping rules
+// change at run time; a change anywhere else (listeners, TLS, identity,
+// admin, log, holdoff, ...) needs a restart, which a reload reports without
+// applying any of it. Open xDS streams are never touched: the manager
+// publishes what the new set of sources changes, like any other change,
+// and replaces a changed source make-before-break (manager.Reconfigure).
+//
+// Reloads are asked for by SIGHUP, POST /-/reload and the watch of the
+// configuration file (request); the requests that arrive while a reload
+// runs are served together by the next one, so that a storm of them costs
+// one reload at a time and one more queued.
 type reloader struct {
 	log     *slog.Logger
 	manager *manager.Manager
@@ -40,6 +49,14 @@ type reloader struct {
 	// reload was refused since, for the status page, which must not wait
 	// for a reload in progress.
 	loaded atomic.Pointer[loadedState]
+
+	// What request and serve share: the loader of the configuration file
+	// (nil until Instance.ReloadFrom), the reload the requests made since
+	// the running one started wait for, and serve's wake-up.
+	qmu  sync.Mutex
+	load func() (*config.Config, error)
+	next *ticket
+	wake chan struct{}
 }
 
 type loadedState struct {
@@ -48,8 +65,17 @@ type loadedState struct {
 	rejected *admin.Rejection
 }
 
+// ticket is one reload, shared by every request that arrived before it
+// began.
+type ticket struct {
+	done    chan struct{} // closed once res and err are set
+	askedBy map[string]int
+	res     ReloadResult
+	err     error
+}
+
 func newReloader(cfg *config.Config, m *manager.Manager, log *slog.Logger, reg prometheus.Registerer) *reloader {
-	r := &reloader{log: log.With("component", "reload"), manager: m, cfg: cfg,
+	r := &reloader{log: log.With("component", "reload"), manager: m, cfg: cfg, wake: make(chan struct{}, 1),
 		total: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "xdsbridge_config_reloads_total",
 			Help: "Configuration reloads by result: applied, or rejected (invalid; the running configuration stays).",
@@ -65,20 +91,145 @@ func newReloader(cfg *config.Config, m *manager.Manager, log *slog.Logger, reg p
 // ReloadResult says what a reload did.
 type ReloadResult struct {
 	// Kept, Started and Stopped name the sources left running untouched,
-	// started (new or changed) and stopped (removed or changed).
-	Kept, Started, Stopped []string
-	// NeedRestart lists the changed settings a reload does not apply.
-	NeedRestart []string
+	// started (new or changed) and stopped (removed or changed). A changed
+	// source is replaced make-before-break: its previous instance stops
+	// once the new one has synced, or at the new one's startup timeout.
+	Kept    []string `json:"kept"`
+	Started []string `json:"started"`
+	Stopped []string `json:"stopped"`
+	// NeedRestart lists the full key paths of the changed settings a
+	// reload does not apply ("admin.listen").
+	NeedRestart []string `json:"need_restart"`
 	// Rescoped: the scoping rules changed and were applied.
-	Rescoped bool
+	Rescoped bool `json:"rescoped"`
 }
 
-// Reload loads the configuration with load and applies it. A load error,
-// or a source that cannot be built, rejects the new configuration whole:
-// it is logged and counted, and the running one stays. It must be called
-// while Run runs.
+// invalidConfig marks a reload refused because of the configuration
+// itself (it does not load, or a source cannot be built from it), as
+// opposed to one the running bridge could not take.
+type invalidConfig struct{ err error }
+
+func (e invalidConfig) Error() string { return e.err.Error() }
+func (e invalidConfig) Unwrap() error { return e.err }
+
+// Reload loads the configuration with load and applies it now. A load
+// error, or a source that cannot be built, rejects the new configuration
+// whole: it is logged and counted, and the running one stays. It must be
+// called while Run runs.
 func (in *Instance) Reload(ctx context.Context, load func() (*config.Config, error)) (ReloadResult, error) {
 	return in.reload.reload(ctx, load)
+}
+
+// ReloadFrom sets how RequestReload, POST /-/reload and the watch of the
+// configuration file (reload.watch_config) read the configuration: load,
+// typically config.Load of the file with the command line's flags. Call
+// it before Run; without it those requests are refused.
+func (in *Instance) ReloadFrom(load func() (*config.Config, error)) {
+	in.reload.qmu.Lock()
+	defer in.reload.qmu.Unlock()
+	in.reload.load = load
+}
+
+// RequestReload asks for a reload of the configuration with the loader
+// given to ReloadFrom, by askedBy (named in the log: "SIGHUP", say), and
+// returns its outcome as Reload does. Requests that arrive while a reload
+// runs are served together by the next one, which reads the file after
+// they all asked. A request made before Run is served once Run runs.
+func (in *Instance) RequestReload(ctx context.Context, askedBy string) (ReloadResult, error) {
+	return in.reload.request(ctx, askedBy)
+}
+
+func (r *reloader) request(ctx context.Context, askedBy string) (ReloadResult, error) {
+	r.qmu.Lock()
+	if r.load == nil {
+		r.qmu.Unlock()
+		return ReloadResult{}, errors.New("reloading the configuration: the bridge was not given its configuration file")
+	}
+	t := r.next
+	if t == nil {
+		t = &ticket{done: make(chan struct{}), askedBy: map[string]int{}}
+		r.next = t
+		select {
+		case r.wake <- struct{}{}:
+		default: // serve is busy and already woken for this ticket
+		}
+	}
+	t.askedBy[askedBy]++
+	r.qmu.Unlock()
+	select {
+	case <-t.done:
+		return t.res, t.err
+	case <-ctx.Done():
+		return ReloadResult{}, fmt.Errorf("reloading the configuration: %w", ctx.Err())
+	}
+}
+
+// watch returns the watch of the configuration file that
+// reload.watch_config asks for, or nil.
+func (r *reloader) watch() *configWatch {
+	r.mu.Lock()
+	cfg := r.cfg
+	r.mu.Unlock()
+	r.qmu.Lock()
+	load := r.load
+	r.qmu.Unlock()
+	switch {
+	case !cfg.Reload.WatchConfig:
+		return nil
+	case load == nil || cfg.Path == "":
+		r.log.Warn("reload.watch_config is set, but the bridge was not given its configuration file to watch")
+		return nil
+	}
+	return newConfigWatch(cfg.Path, cfg.Digest, func(ctx context.Context) error {
+		_, err := r.request(ctx, "the configuration file's watch")
+		return err
+	}, r.log)
+}
+
+// answer is what POST /-/reload runs (admin.Options.Reload). Its lists
+// are empty rather than null in JSON.
+func (r *reloader) answer(ctx context.Context) (any, bool, error) {
+	res, err := r.request(ctx, "POST /-/reload")
+	for _, l := range []*[]string{&res.Kept, &res.Started, &res.Stopped, &res.NeedRestart} {
+		if *l == nil {
+			*l = []string{}
+		}
+	}
+	return res, errors.As(err, new(invalidConfig)), err
+}
+
+// serve runs the requested reloads, one at a time, until ctx is done.
+func (r *reloader) serve(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.wake:
+		}
+		r.qmu.Lock()
+		t, load := r.next, r.load
+		r.next = nil
+		r.qmu.Unlock()
+		if t == nil {
+			continue
+		}
+		r.log.Info("reloading the configuration", "asked_by", describeAskers(t.askedBy))
+		t.res, t.err = r.reload(ctx, load)
+		close(t.done)
+	}
+}
+
+// describeAskers says who asked for one reload: "SIGHUP", "POST /-/reload,
+// SIGHUP (3)".
+func describeAskers(by map[string]int) string {
+	var parts []string
+	for _, who := range slices.Sorted(maps.Keys(by)) {
+		if n := by[who]; n > 1 {
+			who = fmt.Sprintf("%s (%d)", who, n)
+		}
+		parts = append(parts, who)
+	}
+	return strings.Join(parts, ", ")
 }
 
 func (r *reloader) reload(ctx context.Context, load func() (*config.Config, error)) (ReloadResult, error) {
@@ -107,7 +258,7 @@ func (r *reloader) apply(ctx context.Context, load func() (*config.Config, error
 	var res ReloadResult
 	next, err := load()
 	if err != nil {
-		return res, err
+		return res, invalidConfig{err}
 	}
 	old := r.cfg
 	res.NeedRestart = restartKeys(old, next)
@@ -117,18 +268,17 @@ func (r *reloader) apply(ctx context.Context, load func() (*config.Config, error
 	}
 	named := make([]manager.Named, 0, len(next.Entries))
 	for _, e := range next.Entries {
-		if prev, ok := running[e.Name]; ok && sameSource(old, prev, next, e) {
+		if prev, ok := running[e.Name]; ok && reflect.DeepEqual(specOf(old, prev), specOf(next, e)) {
 			named = append(named, manager.Named{Name: e.Name})
 			res.Kept = append(res.Kept, e.Name)
 			delete(running, e.Name)
 			continue
 		}
-		st := sources.NewStatus(e.Name)
-		src, err := next.NewSource(e, sources.Options{Logger: r.log.With("source", e.Name), Status: st})
+		n, err := newNamed(next, e, r.log)
 		if err != nil {
-			return ReloadResult{}, err
+			return ReloadResult{}, invalidConfig{err}
 		}
-		named = append(named, manager.Named{Name: e.Name, Source: src, Status: st, Startup: e.Startup, Guard: e.Guard})
+		named = append(named, n)
 		res.Started = append(res.Started, e.Name)
 	}
 	for _, e := range old.Entries {
@@ -146,7 +296,7 @@ func (r *reloader) apply(ctx context.Context, load func() (*config.Config, error
 	// compares against what is really in force.
 	applied := *old
 	applied.Sources, applied.Entries, applied.Dir, applied.Merge = next.Sources, next.Entries, next.Dir, next.Merge
-	applied.Path = next.Path
+	applied.Guard, applied.Path, applied.Digest = next.Guard, next.Path, next.Digest
 	if !reflect.DeepEqual(old.Scopes, next.Scopes) && r.scopes != nil {
 		r.scopes(next.ScopeRules)
 		res.Rescoped = true
@@ -156,48 +306,47 @@ func (r *reloader) apply(ctx context.Context, load func() (*config.Config, error
 	return res, nil
 }
 
-// sameSource reports whether a source entry is unchanged: same type, same
-// settings and policies, and (since relative paths resolve against it) the
-// same configuration directory.
-func sameSource(oldCfg *config.Config, a config.Source, newCfg *config.Config, b config.Source) bool {
-	return a.Type == b.Type && oldCfg.Dir == newCfg.Dir && reflect.DeepEqual(a.Settings, b.Settings) &&
-		reflect.DeepEqual(a.Startup, b.Startup) && reflect.DeepEqual(a.Guard, b.Guard)
+// spec is what a source instance is built from: entries with equal specs
+// (reflect.DeepEqual) build the same source. It includes the
+// configuration's directory, against which relative paths resolve.
+type spec struct {
+	Type     string
+	Dir      string
+	Settings map[string]any
+	Startup  manager.Startup
+	Guard    manager.Guard
 }
 
-// restartKeys names the top-level settings other than sources that differ.
+func specOf(cfg *config.Config, e config.Source) spec {
+	return spec{Type: e.Type, Dir: cfg.Dir, Settings: e.Settings, Startup: e.Startup, Guard: e.Guard}
+}
+
+// newNamed builds the source of entry e of cfg, with its status.
+func newNamed(cfg *config.Config, e config.Source, log *slog.Logger) (manager.Named, error) {
+	st := sources.NewStatus(e.Name)
+	src, err := cfg.NewSource(e, sources.Options{Logger: log.With("source", e.Name), Status: st})
+	if err != nil {
+		return manager.Named{}, err
+	}
+	return manager.Named{Name: e.Name, Source: src, Status: st, Startup: e.Startup, Guard: e.Guard, Spec: specOf(cfg, e)}, nil
+}
+
+// reloadable are the top-level keys a reload applies. The guard defaults
+// apply through the source entries they are part of.
+var reloadable = []string{"sources", "guard", "scopes", "merge"}
+
+// restartKeys names, as full key paths, the changed settings a reload
+// does not apply.
 func restartKeys(a, b *config.Config) []string {
 	var out []string
-	for _, f := range []struct {
-		key  string
-		a, b any
-	}{
-		{"xds", a.XDS, b.XDS},
-		{"admin", a.Admin, b.Admin},
-		{"log", a.Log, b.Log},
-		{"holdoff", a.Holdoff, b.Holdoff},
-		{"memory", a.Memory, b.Memory},
-		{"state_dir", a.StateDir, b.StateDir},
-		{"outputs", a.Outputs, b.Outputs},
-		// Shaping rules and transforms apply to every service: a change
-		// would re-translate them all, which a restart does as cheaply.
-		{"clusters", a.Clusters, b.Clusters},
-		{"transforms", a.Transforms, b.Transforms},
-		// So does the istio section, and enabling it adds types to serve.
-		{"istio", istioSettings(a), istioSettings(b)},
-	} {
-		if !reflect.DeepEqual(f.a, f.b) {
-			out = append(out, f.key)
+	for _, key := range config.Changed(a, b) {
+		top, _, _ := strings.Cut(key, ".")
+		top, _, _ = strings.Cut(top, "[")
+		if !slices.Contains(reloadable, top) {
+			out = append(out, key)
 		}
 	}
 	return out
-}
-
-// istioSettings is the istio section as written, without the Translator
-// built from it.
-func istioSettings(c *config.Config) config.Istio {
-	s := c.Istio
-	s.Translator = nil
-	return s
 }
 
 // String summarises the result for logs and tests.

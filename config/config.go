@@ -16,6 +16,7 @@ package config
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"os"
@@ -59,6 +60,8 @@ type Config struct {
 	Merge manager.MergeConfig `mapstructure:"merge"`
 	// Istio configures the Istio translation (istio.go).
 	Istio Istio `mapstructure:"istio"`
+	// Reload configures reloads of this configuration at run time.
+	Reload Reload `mapstructure:"reload"`
 
 	// Entries are the parsed Sources, in configuration order (which is
 	// their precedence order).
@@ -71,6 +74,10 @@ type Config struct {
 	// given it, which is how messages name it, as the user wrote it.
 	Path string `mapstructure:"-"`
 	File string `mapstructure:"-"`
+	// Digest is the SHA-256 of the file's content as Load read it, so
+	// that a watch of the file can tell a change from a rewrite of the
+	// same bytes.
+	Digest [sha256.Size]byte `mapstructure:"-"`
 	// Shaping and Chain are the built Clusters and Transforms.
 	Shaping *translate.Shaping `mapstructure:"-"`
 	Chain   *transform.Chain   `mapstructure:"-"`
@@ -162,6 +169,17 @@ type Holdoff struct {
 	Max time.Duration `mapstructure:"max"`
 }
 
+// Reload configures reloads of the configuration at run time. SIGHUP and
+// POST /-/reload on the admin listener always reload it.
+type Reload struct {
+	// WatchConfig also reloads the configuration when its file changes:
+	// written in place, replaced by a rename, or (a Kubernetes ConfigMap
+	// mounted as a volume) swapped with the symbolic links of its
+	// directory. Changes are debounced; a file whose content did not
+	// change is not reloaded.
+	WatchConfig bool `mapstructure:"watch_config"`
+}
+
 // Memory configures how the process returns memory after a burst
 // (internal/reclaim).
 type Memory struct {
@@ -242,6 +260,7 @@ var defaults = map[string]any{
 	"istio.location":                         istio.DefaultLocation,
 	"istio.namespace":                        istio.DefaultNamespace,
 	"istio.export_to":                        []string{},
+	"reload.watch_config":                    false,
 }
 
 // Flags maps the command-line flags that override settings to their keys.
@@ -277,6 +296,7 @@ func Load(path string, fs *pflag.FlagSet) (*Config, error) {
 	}
 	cfg.Path = filepath.Join(dir, filepath.Base(path))
 	cfg.File = path
+	cfg.Digest = sha256.Sum256(data)
 	return cfg, nil
 }
 

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log"
@@ -10,6 +11,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -28,7 +30,8 @@ import (
 // the connections the bridge opens and the reads that start a watch (those
 // without an index: a source that restarts makes them again). The
 // source's liveness probes (/v1/status/leader) are not counted: they come
-// periodically anyway.
+// periodically anyway. It can also hold the reads that start a watch until
+// released, as a slow agent would (hold).
 type consulCounter struct {
 	addr         string
 	conns, fresh atomic.Int64
@@ -37,11 +40,59 @@ type consulCounter struct {
 	// cut counts those the bridge gave up before they answered (a source
 	// that stops cancels its watches).
 	watching, cut atomic.Int64
+	// held counts the reads held so far; open is closed while none is.
+	held atomic.Int64
+	mu   sync.Mutex
+	open chan struct{}
+}
+
+// hold makes the reads that start a watch wait until release: a source
+// instance started meanwhile cannot sync, while the watches of a running
+// one go on.
+func (c *consulCounter) hold() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	select {
+	case <-c.open:
+		c.open = make(chan struct{})
+	default: // held already
+	}
+}
+
+// release lets the held reads through, and every one after.
+func (c *consulCounter) release() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	select {
+	case <-c.open:
+	default:
+		close(c.open)
+	}
+}
+
+// pass waits until the reads that start a watch may pass, or ctx is done.
+func (c *consulCounter) pass(ctx context.Context) bool {
+	c.mu.Lock()
+	open := c.open
+	c.mu.Unlock()
+	select {
+	case <-open:
+		return true
+	default:
+	}
+	c.held.Add(1)
+	select {
+	case <-open:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 func countConsul(t *testing.T, agentAddr string) *consulCounter {
 	t.Helper()
-	c := &consulCounter{}
+	c := &consulCounter{open: make(chan struct{})}
+	close(c.open)
 	target, err := url.Parse("http://" + agentAddr)
 	if err != nil {
 		t.Fatal(err)
@@ -57,6 +108,9 @@ func countConsul(t *testing.T, agentAddr string) *consulCounter {
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.Query().Get("index") == "" && !strings.HasPrefix(r.URL.Path, "/v1/status/") {
 				c.fresh.Add(1)
+				if !c.pass(r.Context()) {
+					return
+				}
 			}
 			if r.URL.Query().Get("index") != "" && strings.HasPrefix(r.URL.Path, "/v1/health/service/") {
 				c.watching.Add(1)
@@ -76,7 +130,10 @@ func countConsul(t *testing.T, agentAddr string) *consulCounter {
 		},
 	}
 	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(func() { srv.Close() })
+	t.Cleanup(func() {
+		c.release()
+		srv.Close()
+	})
 	c.addr = lis.Addr().String()
 	return c
 }

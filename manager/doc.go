@@ -31,8 +31,9 @@
 //
 // Beside the steps: statusview.go keeps what the manager adds to each
 // source's status (SourceStatus), reconfigure.go changes the sources and
-// the merge configuration of a running manager, and restart.go restarts a
-// source whose Run failed.
+// the merge configuration of a running manager (replace.go replaces a
+// changed source make-before-break), and restart.go restarts a source
+// whose Run failed.
 //
 // The contract to the bridge: the first publish carries the complete merged
 // state and happens once the gate opens; later publishes carry only what

@@ -13,25 +13,37 @@ import (
 // when a save is due (persist.go), and the timer of whatever is due next
 // (warm state, a startup timeout, the end of a hold, a save, a change-log
 // line). The manager's loop owns it.
+//
+// Its per-source slices are indexed by precedence, like the manager's
+// sources; a reconfiguration moves them (reorder).
 type intake struct {
-	m       *Manager
-	start   time.Time
-	phases  []string
-	guards  []*sourceGuard
-	clean   []sanitizer
-	loaded  map[string][]sources.Service // persisted state, by source name
-	warmed  bool                         // warmWait passed
-	open    bool                         // the gate opened
-	saveDue time.Time                    // a save is pending, not before then
-	lastSav time.Time
-	timer   *time.Timer
-	changes *changeLog
+	m      *Manager
+	start  time.Time
+	phases []string
+	// since is when each source's wait for its first sync began: the
+	// start, or the reconfiguration that added or changed it. Its startup
+	// timeout counts from then.
+	since []time.Time
+	// replacing holds each changed source's replacement in progress, nil
+	// for none (replace.go).
+	replacing []*replacement
+	guards    []*sourceGuard
+	clean     []sanitizer
+	loaded    map[string][]sources.Service // persisted state, by source name
+	warmed    bool                         // warmWait passed
+	open      bool                         // the gate opened
+	saveDue   time.Time                    // a save is pending, not before then
+	lastSav   time.Time
+	timer     *time.Timer
+	changes   *changeLog
 }
 
 func newIntake(m *Manager, now time.Time) *intake {
 	in := &intake{m: m, start: now, timer: time.NewTimer(time.Hour), changes: newChangeLog(m.log)}
 	for _, n := range m.opts.Sources {
 		in.phases = append(in.phases, PhaseWaiting)
+		in.since = append(in.since, now)
+		in.replacing = append(in.replacing, nil)
 		in.guards = append(in.guards, newGuard(n.Guard, n.view))
 		in.clean = append(in.clean, sanitizer{status: n.Status})
 		in.setPhase(len(in.phases)-1, PhaseWaiting)
@@ -44,18 +56,27 @@ func newIntake(m *Manager, now time.Time) *intake {
 }
 
 // receive passes update u of source i through its guard and records the
-// source as synced.
-func (in *intake) receive(i int, u sources.Update, now time.Time) sources.Update {
+// source as synced. prev says that u comes from the previous instance of
+// a replacement in progress, which is served as before (replace.go); the
+// first update of the new instance ends the replacement.
+func (in *intake) receive(i int, prev bool, u sources.Update, now time.Time) sources.Update {
 	n := in.m.opts.Sources[i]
-	if in.phases[i] != PhaseSynced {
+	clean := &in.clean[i]
+	switch {
+	case prev:
+		clean = &in.replacing[i].clean
+	case in.phases[i] != PhaseSynced:
 		if !u.Full {
 			in.m.log.Warn("first update of a source is not full; treating it as its complete state", "source", n.Name)
 			u.Full = true
 		}
+		if in.replacing[i] != nil {
+			in.promote(i)
+		}
 		in.m.log.Info("source synced", "source", n.Name, "services", len(u.Services), "was", in.phases[i])
 		in.setPhase(i, PhaseSynced)
 	}
-	if dropped := in.clean[i].clean(&u); dropped > 0 {
+	if dropped := clean.clean(&u); dropped > 0 {
 		in.m.log.Warn("dropped endpoints that cannot be served", "source", n.Name, "dropped", dropped)
 	}
 	for k := range u.Services {
@@ -93,7 +114,7 @@ func (in *intake) due(now time.Time) map[int]sources.Update {
 			in.m.log.Warn("source not synced yet; serving its persisted services, stale", "source", n.Name, "services", len(svcs))
 			out[i], _ = in.guards[i].receive(sources.Update{Full: true, Services: svcs}, now)
 			in.setPhase(i, PhaseWarm)
-		} else if t := n.Startup.Timeout; t > 0 && !now.Before(in.start.Add(t)) {
+		} else if t := n.Startup.Timeout; t > 0 && !now.Before(in.since[i].Add(t)) {
 			in.m.log.Warn("source not synced within its startup timeout; serving it as empty until it syncs", "source", n.Name, "timeout", t)
 			in.setPhase(i, PhaseTimedOut)
 		}
@@ -101,6 +122,7 @@ func (in *intake) due(now time.Time) map[int]sources.Update {
 	if !now.Before(in.start.Add(warmWait)) {
 		in.warmed = true
 	}
+	in.expire(now)
 	for i, g := range in.guards {
 		if d := g.deadline(); !d.IsZero() && !now.Before(d) {
 			out[i] = in.release(i, g.timeout())
@@ -135,7 +157,12 @@ func (in *intake) rearm(now time.Time) {
 			consider(in.start.Add(warmWait))
 		}
 		if n.Startup.Timeout > 0 {
-			consider(in.start.Add(n.Startup.Timeout))
+			consider(in.since[i].Add(n.Startup.Timeout))
+		}
+	}
+	for _, rep := range in.replacing {
+		if rep != nil {
+			consider(rep.until)
 		}
 	}
 	for _, g := range in.guards {
@@ -183,21 +210,26 @@ func (in *intake) reporting(publish func(Changes)) func(Changes) {
 	}
 }
 
-// reorder rebuilds the per-source intake state like merger.reorder: a kept
-// source keeps its phase and guard (a hold in progress goes on), a new one
-// starts waiting with a fresh guard. A removed source's hold ends with it:
-// the operator removed the source, which is confirmation enough.
-func (in *intake) reorder(from []int) {
-	phases, guards, clean := in.phases, in.guards, in.clean
+// reorder rebuilds the per-source intake state like merger.reorder, at
+// now: a kept or changed source keeps its phase, guard (a hold in progress
+// goes on) and replacement in progress, a new one starts waiting with a
+// fresh guard. A removed source's hold ends with it: the operator removed
+// the source, which is confirmation enough.
+func (in *intake) reorder(from []int, now time.Time) {
+	phases, since, replacing, guards, clean := in.phases, in.since, in.replacing, in.guards, in.clean
 	in.phases = make([]string, len(from))
+	in.since = make([]time.Time, len(from))
+	in.replacing = make([]*replacement, len(from))
 	in.guards = make([]*sourceGuard, len(from))
 	in.clean = make([]sanitizer, len(from))
 	for j, i := range from {
 		if i >= 0 {
-			in.phases[j], in.guards[j], in.clean[j] = phases[i], guards[i], clean[i]
+			in.phases[j], in.since[j], in.replacing[j] = phases[i], since[i], replacing[i]
+			in.guards[j], in.clean[j] = guards[i], clean[i]
 			continue
 		}
 		n := in.m.opts.Sources[j]
+		in.since[j] = now
 		in.guards[j] = newGuard(n.Guard, n.view)
 		in.clean[j] = sanitizer{status: n.Status}
 		in.setPhase(j, PhaseWaiting)

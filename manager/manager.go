@@ -41,6 +41,12 @@ type Named struct {
 	// settings; their zero values wait for ever and guard nothing.
 	Startup Startup
 	Guard   Guard
+	// Spec, when set, identifies the configuration the Source was built
+	// from (compared with reflect.DeepEqual). Reconfigure uses it to tell
+	// a changed entry that goes back to the configuration still in force
+	// during a replacement (see replace.go), which then keeps the running
+	// instance instead of starting another.
+	Spec any
 
 	// view is the manager's part of the source's status (see
 	// SourceStatus); the manager sets it when the source joins.
@@ -144,7 +150,8 @@ func NewManager(opts ManagerOptions) *Manager {
 }
 
 // event is one update relayed from source number src, or from the source
-// of slot sl, whose index may change when the manager is reconfigured.
+// instance of slot sl, whose index may change when the manager is
+// reconfigured.
 type event struct {
 	src int
 	sl  *slot
@@ -265,7 +272,7 @@ func (m *Manager) loop(ctx context.Context, events <-chan event, publish func(Ch
 			return in
 		case r := <-m.reconf:
 			now := time.Now()
-			changed, err := m.reconfigure(st, in, r.next)
+			changed, err := m.reconfigure(st, in, r.next, now)
 			r.done <- err
 			settle(changed, now)
 			in.rearm(now)
@@ -274,7 +281,7 @@ func (m *Manager) loop(ctx context.Context, events <-chan event, publish func(Ch
 				continue // from a source removed meanwhile
 			}
 			now := time.Now()
-			changed := st.apply(ev.src, in.receive(ev.src, ev.up, now))
+			changed := st.apply(ev.src, in.receive(ev.src, ev.sl != nil && ev.sl.prev, ev.up, now))
 			settle(changed, now)
 			in.rearm(now)
 		case now := <-in.timer.C:

@@ -27,7 +27,8 @@ const patience = 30 * time.Second
 type fakeSource struct {
 	feed chan sources.Update
 	fail chan error
-	runs atomic.Int32
+	// runs counts the calls of Run, exits those that returned.
+	runs, exits atomic.Int32
 }
 
 func newFake() *fakeSource {
@@ -36,6 +37,7 @@ func newFake() *fakeSource {
 
 func (f *fakeSource) Run(ctx context.Context, up chan<- sources.Update) error {
 	f.runs.Add(1)
+	defer f.exits.Add(1)
 	for {
 		select {
 		case <-ctx.Done():

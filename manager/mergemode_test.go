@@ -354,3 +354,24 @@ func TestMergeFollowsReconfigure(t *testing.T) {
 		t.Errorf("web after removing b = %s", got)
 	}
 }
+
+// TestManagerSetMergeUnchanged checks that setting the merge configuration
+// in force again (every reload does) is no change: nothing is logged.
+func TestManagerSetMergeUnchanged(t *testing.T) {
+	var logs testLog
+	mc := MergeConfig{Default: MergeFirst, Services: []MergeRule{{Service: "web", Mode: MergeUnion}}}
+	m, fakes, rec := startManager(t, ManagerOptions{Holdoff: time.Millisecond, Merge: mc, Logger: logs.logger()}, "a")
+	fakes[0].send(t, fullUp(testSvc("web", "10.0.0.1")))
+	rec.wait(t, 0)
+	same := MergeConfig{Default: MergeFirst, Services: []MergeRule{{Service: "web", Mode: MergeUnion}}}
+	if err := m.SetMerge(t.Context(), same); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.SetMerge(t.Context(), MergeConfig{Default: MergeUnion}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the change logged", func() bool { return strings.Contains(logs.buf.String(), "merge policy changed") })
+	if n := strings.Count(logs.buf.String(), "merge policy changed"); n != 1 {
+		t.Errorf("%d lines say the merge policy changed, want 1 (the real change):\n%s", n, logs.buf.String())
+	}
+}

@@ -98,14 +98,17 @@ func (s *saver) offer(snap map[string][]sources.Service) {
 }
 
 // snapshot returns what to persist: the services served for each source
-// that synced or serves warm state, and the loaded state of the others, so
-// that a source still waiting keeps what it had.
+// that synced, serves warm state or is being replaced (and so serves what
+// its previous instance reported, which a timed-out replacement keeps),
+// and the loaded state of the others, so that a source still waiting
+// keeps what it had.
 func (in *intake) snapshot() map[string][]sources.Service {
 	out := make(map[string][]sources.Service, len(in.guards))
 	for i, g := range in.guards {
 		name := in.m.opts.Sources[i].Name
-		switch in.phases[i] {
-		case PhaseSynced, PhaseWarm:
+		switch ph := in.phases[i]; {
+		case ph == PhaseSynced || ph == PhaseWarm || ph == PhaseReplacing,
+			ph == PhaseTimedOut && len(g.eff) > 0:
 			out[name] = slices.Collect(maps.Values(g.eff))
 		default:
 			if old, ok := in.loaded[name]; ok {

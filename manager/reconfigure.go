@@ -4,18 +4,30 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
+	"time"
 
 	"github.com/xdsbridge/xdsbridge/settings"
 	"github.com/xdsbridge/xdsbridge/sources"
 )
 
-// slot is one running source: its place in the precedence order (-1 once
-// removed; only the manager's loop reads or writes it) and how to stop it.
+// slot is one running instance of a source: its place in the precedence
+// order (-1 once stopped; only the manager's loop reads or writes idx and
+// prev) and how to stop it. prev marks the previous instance of a
+// replacement in progress (see replace.go), whose updates are served until
+// the new instance has synced.
 type slot struct {
 	idx    int
+	prev   bool
 	named  Named
 	cancel context.CancelFunc
+}
+
+// stop cancels the instance; updates it sent meanwhile are dropped.
+func (sl *slot) stop() {
+	sl.cancel()
+	sl.idx = -1
 }
 
 // runState is what Run shares with the loop for starting sources later.
@@ -23,7 +35,7 @@ type runState struct {
 	ctx    context.Context
 	wg     *sync.WaitGroup
 	events chan event
-	slots  []*slot // in precedence order; owned by the loop
+	slots  []*slot // in precedence order, the instance in force; owned by the loop
 }
 
 // reconfiguration asks the loop to replace the running sources with next.
@@ -44,7 +56,7 @@ func (m *Manager) startSource(idx int, n Named) *slot {
 }
 
 // current resolves the index of ev's source, and reports false for an
-// update of a source that was removed meanwhile.
+// update of an instance that was stopped meanwhile.
 func (m *Manager) current(ev *event) bool {
 	if ev.sl == nil {
 		return true
@@ -59,17 +71,25 @@ func (m *Manager) current(ev *event) bool {
 //
 // An entry whose Source is nil keeps the running source of that Name as it
 // is: same goroutine, same Status, same watches (the caller decides that
-// its settings did not change). Any other entry is a new source: it is
-// started, and a running source of the same name is stopped. Running
-// sources absent from next are stopped and their services removed, which
-// the next publish (after the usual holdoff) carries. A source added after
+// its settings did not change). An entry with a Source and the Name of a
+// running source is a changed source, replaced make-before-break: the new
+// instance starts beside the previous one, whose services stay served (its
+// updates too) until the new one's first update replaces them; if the new
+// one has not synced when its startup timeout, counted from this call,
+// ends, the previous instance stops and its last services stay served,
+// stale, until the new one syncs (see replace.go). Any other entry is a
+// new source: it starts, its startup timeout counted from this call.
+// Running sources absent from next are stopped and their services
+// removed, which the next publish (after the usual holdoff) carries:
+// removing a source is the point of such a change. A source added after
 // the first publish does not make the manager unready again: its services
 // join when it syncs.
 //
 // next is checked whole before anything changes: a nil Source naming no
 // running source, or a duplicate name, rejects it with an error and leaves
 // every source running as before. Reconfigure must be called while Run
-// runs; it returns once the new set is in place.
+// runs; it returns once the new set is in place, not once the new
+// instances have synced.
 func (m *Manager) Reconfigure(ctx context.Context, next []Named) error {
 	r := reconfiguration{next: next, done: make(chan error, 1)}
 	select {
@@ -80,63 +100,89 @@ func (m *Manager) Reconfigure(ctx context.Context, next []Named) error {
 	return <-r.done
 }
 
-// reconfigure applies next on the loop's goroutine and reports whether the
-// merged state may have changed.
-func (m *Manager) reconfigure(st *merger, in *intake, next []Named) (bool, error) {
+// check rejects a reconfiguration to next that Reconfigure must refuse;
+// running maps the names of the running sources to their slots.
+func check(next []Named, running map[string]*slot) error {
+	seen := make(map[string]bool, len(next))
+	for _, n := range next {
+		if seen[n.Name] {
+			return fmt.Errorf("reconfiguring sources: duplicate source name %q", n.Name)
+		}
+		seen[n.Name] = true
+		if n.Source == nil && running[n.Name] == nil {
+			return fmt.Errorf("reconfiguring sources: no running source %q to keep", n.Name)
+		}
+		if n.Source != nil && n.Status == nil {
+			return errors.New("reconfiguring sources: source " + n.Name + " has no Status")
+		}
+	}
+	return nil
+}
+
+// reconfigure applies next on the loop's goroutine at now and reports
+// whether the merged state may have changed.
+func (m *Manager) reconfigure(st *merger, in *intake, next []Named, now time.Time) (bool, error) {
 	running := make(map[string]*slot, len(m.run.slots))
 	for _, sl := range m.run.slots {
 		running[sl.named.Name] = sl
 	}
-	seen := make(map[string]bool, len(next))
-	for _, n := range next {
-		if seen[n.Name] {
-			return false, fmt.Errorf("reconfiguring sources: duplicate source name %q", n.Name)
-		}
-		seen[n.Name] = true
-		if n.Source == nil && running[n.Name] == nil {
-			return false, fmt.Errorf("reconfiguring sources: no running source %q to keep", n.Name)
-		}
-		if n.Source != nil && n.Status == nil {
-			return false, errors.New("reconfiguring sources: source " + n.Name + " has no Status")
-		}
+	if err := check(next, running); err != nil {
+		return false, err
 	}
 
-	from := make([]int, len(next)) // old index of each kept source, -1 if new
-	slots := make([]*slot, len(next))
+	// A kept or changed source keeps its place's state (what it serves,
+	// its guard, its phase): from is its old index, -1 for a new source.
+	from := make([]int, len(next))
 	named := make([]Named, len(next))
-	kept := map[*slot]bool{}
+	reverts := make([]bool, len(next))
 	for j, n := range next {
-		from[j] = -1
-		if n.Source == nil {
-			sl := running[n.Name]
-			from[j], slots[j], kept[sl] = sl.idx, sl, true
+		sl := running[n.Name]
+		delete(running, n.Name)
+		switch {
+		case sl == nil:
+			from[j] = -1
+			n.view = &statusView{}
+			named[j] = n
+		case n.Source == nil:
+			from[j], named[j] = sl.idx, sl.named
+		case in.reverts(sl.idx, n):
+			from[j], named[j], reverts[j] = sl.idx, in.replacing[sl.idx].prev.named, true
+		default:
+			from[j] = sl.idx
+			n.view = sl.named.view
+			named[j] = n
 		}
 	}
-	for _, sl := range m.run.slots {
-		if !kept[sl] {
-			m.log.Info("stopping source", "source", sl.named.Name)
-			sl.cancel()
-			sl.idx = -1
-		}
+	for _, sl := range running {
+		m.log.Info("stopping source", "source", sl.named.Name)
+		in.stopAll(sl)
 	}
 	m.mu.Lock()
 	unsynced := make([]bool, len(next))
-	for j, n := range next {
-		if slots[j] != nil {
-			slots[j].idx = j
-			unsynced[j] = m.unsynced[from[j]]
-		} else {
-			m.log.Info("starting source", "source", n.Name)
-			n.view = &statusView{}
-			slots[j] = m.startSource(j, n)
-			unsynced[j] = true
-		}
-		named[j] = slots[j].named
+	for j := range next {
+		unsynced[j] = from[j] < 0 || m.unsynced[from[j]]
 	}
 	m.opts.Sources, m.unsynced = named, unsynced
 	m.mu.Unlock()
+
+	in.reorder(from, now)
+	slots := make([]*slot, len(next))
+	for j, n := range next {
+		switch {
+		case from[j] < 0:
+			m.log.Info("starting source", "source", n.Name)
+			slots[j] = m.startSource(j, named[j])
+		case n.Source == nil:
+			slots[j] = m.run.slots[from[j]]
+			slots[j].idx = j
+			in.follow(j)
+		case reverts[j]:
+			slots[j] = in.revert(j, m.run.slots[from[j]])
+		default:
+			slots[j] = m.replace(in, j, m.run.slots[from[j]], now)
+		}
+	}
 	m.run.slots = slots
-	in.reorder(from)
 	changed := st.reorder(from)
 	st.follow(named, from)
 	return changed, nil
@@ -166,8 +212,12 @@ func (m *Manager) SetMerge(ctx context.Context, mc MergeConfig) error {
 }
 
 // applyMerge installs mc in st and reports whether that may change the
-// merged state.
+// merged state. The same configuration again (every reload sets it) is
+// no change.
 func (m *Manager) applyMerge(st *merger, mc MergeConfig) bool {
+	if reflect.DeepEqual(st.mergeCfg, mc) {
+		return false
+	}
 	m.log.Info("merge policy changed", "rules", len(mc.Services), "default", mc.Default)
 	return st.setModes(mc)
 }

@@ -46,7 +46,7 @@ func (in *intake) gate() bool {
 	serving := false
 	for i, ph := range in.phases {
 		switch {
-		case ph == PhaseSynced || ph == PhaseWarm:
+		case ph == PhaseSynced || ph == PhaseWarm || ph == PhaseReplacing:
 			serving = true
 		case ph == PhaseTimedOut && !in.m.opts.Sources[i].Startup.Required:
 		default:

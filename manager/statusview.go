@@ -18,8 +18,15 @@ const (
 	// PhaseWarm: not synced yet; its persisted services are served, stale.
 	PhaseWarm = "warm"
 	// PhaseTimedOut: an optional source that did not sync within its
-	// startup timeout; it is served as empty, stale, until it syncs.
+	// startup timeout; it is served as empty, stale, until it syncs. A
+	// changed source whose new instance did not sync within its startup
+	// timeout is served with its previous instance's last services, stale,
+	// until the new one syncs.
 	PhaseTimedOut = "timed_out"
+	// PhaseReplacing: the source's entry changed and its new instance has
+	// not synced yet; its previous instance runs beside it and what that
+	// one reports is served (replace.go).
+	PhaseReplacing = "replacing"
 )
 
 // GuardSnapshot describes a removal hold in progress (see guard.go).

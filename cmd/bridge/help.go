@@ -7,9 +7,11 @@ Envoy and proxyless gRPC clients over xDS, with the admin HTTP API beside
 it, until it is stopped.
 
 Signals:
-  SIGHUP            re-read FILE: changed sources restart, the others keep
-                    running; an invalid file is logged and the running
-                    configuration stays
+  SIGHUP            re-read FILE (as POST /-/reload on the admin listener
+                    does, and with reload.watch_config a change of FILE):
+                    a changed source's new instance takes over once it has
+                    synced, the others keep running; an invalid file is
+                    logged and counted, and the running configuration stays
   SIGINT, SIGTERM   stop: no new streams, open ones get 3s, then exit 0
 
 Environment:

@@ -12,11 +12,13 @@ import (
 	"github.com/xdsbridge/xdsbridge/config"
 )
 
-// serve runs the bridge of cfg until ctx is done and reloads the
-// configuration with load on every SIGHUP. The signal is caught from the
-// start, so that a SIGHUP sent before the bridge is up never terminates it
-// (the default action for SIGHUP); one that arrives before Run is applied
-// once Run runs.
+// serve runs the bridge of cfg until ctx is done. The configuration is
+// reloaded with load on every SIGHUP, on POST /-/reload and, with
+// reload.watch_config, when the file changes (see bridge.RequestReload,
+// which also serves a storm of requests with one reload at a time). The
+// signal is caught from the start, so that a SIGHUP sent before the bridge
+// is up never terminates it (the default action for SIGHUP); one that
+// arrives before Run is applied once Run runs.
 func serve(ctx context.Context, cfg *config.Config, load func() (*config.Config, error), log *slog.Logger) error {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -25,6 +27,7 @@ func serve(ctx context.Context, cfg *config.Config, load func() (*config.Config,
 	if err != nil {
 		return err
 	}
+	in.ReloadFrom(load)
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -33,9 +36,8 @@ func serve(ctx context.Context, cfg *config.Config, load func() (*config.Config,
 			case <-ctx.Done():
 				return
 			case <-hup:
-				log.Info("SIGHUP: reloading the configuration")
-				// Reload logs and counts its outcome itself.
-				_, _ = in.Reload(ctx, load)
+				// RequestReload logs and counts the outcome itself.
+				_, _ = in.RequestReload(ctx, "SIGHUP")
 			}
 		}
 	})

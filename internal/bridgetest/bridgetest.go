@@ -36,13 +36,20 @@ func Start(t testing.TB, yaml string) *bridge.Instance {
 
 // StartIn is Start with the config file written to dir (so that relative
 // paths in it name files there) and the log, at debug level, written to
-// logw.
+// logw. The bridge reloads that file on request (RequestReload, POST
+// /-/reload) as `bridge run` does.
 func StartIn(t testing.TB, dir, yaml string, logw io.Writer) *bridge.Instance {
 	t.Helper()
 	path := filepath.Join(dir, "bridge.yaml")
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return StartFile(t, path, logw)
+}
+
+// StartFile is StartIn with the config file already at path.
+func StartFile(t testing.TB, path string, logw io.Writer) *bridge.Instance {
+	t.Helper()
 	cfg, err := config.Load(path, nil)
 	if err != nil {
 		t.Fatalf("loading config: %v", err)
@@ -51,6 +58,7 @@ func StartIn(t testing.TB, dir, yaml string, logw io.Writer) *bridge.Instance {
 	if err != nil {
 		t.Fatal(err)
 	}
+	in.ReloadFrom(func() (*config.Config, error) { return config.Load(path, nil) })
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- in.Run(ctx) }()
