@@ -57,7 +57,7 @@ build:
 test:
 	set -euo pipefail; \
 	vars=$$(scripts/tools.sh); eval "$$vars"; \
-	export XDSBRIDGE_CONSUL XDSBRIDGE_COREDNS XDSBRIDGE_ZOOKEEPER XDSBRIDGE_INTEGRATION=required; \
+	export XDSBRIDGE_CONSUL XDSBRIDGE_COREDNS XDSBRIDGE_ZOOKEEPER XDSBRIDGE_ETCD XDSBRIDGE_INTEGRATION=required; \
 	$(GO) vet ./...; \
 	$(FMT_CHECK); \
 	$(STATICCHECK); \
