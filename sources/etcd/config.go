@@ -15,7 +15,9 @@ import (
 
 // Defaults of Config, in one place.
 const (
-	DefaultEndpoint         = "http://127.0.0.1:2379"
+	// DefaultEndpoint is etcd's own default client address; its scheme
+	// is https when a tls block is set, else http.
+	DefaultEndpoint         = "127.0.0.1:2379"
 	DefaultDialTimeout      = 5 * time.Second
 	DefaultRequestTimeout   = 10 * time.Second
 	DefaultKeepaliveTime    = 30 * time.Second
