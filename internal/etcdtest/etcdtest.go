@@ -87,11 +87,6 @@ type options struct {
 // signed by the server's CA (Server.TLS names the files).
 func WithTLS() Option { return func(o *options) { o.tls = true } }
 
-// WithArgs adds command-line flags.
-func WithArgs(args ...string) Option {
-	return func(o *options) { o.args = append(o.args, args...) }
-}
-
 // Start launches a member in the test's temporary directory, waits until
 // it serves, and stops it when the test ends (printing its log if the
 // test failed).
@@ -268,27 +263,6 @@ func (s *Server) Client(t testing.TB) *clientv3.Client {
 	return c
 }
 
-// Compact compacts the key space up to the current revision and returns
-// that revision: every watch from an earlier revision is then cancelled
-// with ErrCompacted.
-func (s *Server) Compact(ctx context.Context) (int64, error) {
-	c, err := s.NewClient()
-	if err != nil {
-		return 0, err
-	}
-	defer c.Close()
-	// Status, not a read: tests count the reads the source makes.
-	resp, err := c.Status(ctx, s.ClientURL)
-	if err != nil {
-		return 0, err
-	}
-	rev := resp.Header.Revision
-	if _, err := c.Compact(ctx, rev, clientv3.WithCompactPhysical()); err != nil {
-		return 0, err
-	}
-	return rev, nil
-}
-
 // Metrics reads the member's /metrics (see promtext.Scrape). Among them:
 // grpc_server_handled_total{grpc_code="OK",grpc_method="Range",...}
 // counts the reads served, grpc_server_started_total{...,"Watch",...} the
@@ -335,4 +309,33 @@ func (s *Server) Wipe() error {
 		return err
 	}
 	return s.start()
+}
+
+// EnableAuth turns etcd's authentication on, with a root user (password
+// "root") and user, whose password is password and whose role may read
+// every key under prefix and nothing else.
+func (s *Server) EnableAuth(ctx context.Context, user, password, prefix string) error {
+	c, err := s.NewClient()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	steps := []func() error{
+		func() error { _, err := c.UserAdd(ctx, "root", "root"); return err },
+		func() error { _, err := c.UserGrantRole(ctx, "root", "root"); return err },
+		func() error { _, err := c.RoleAdd(ctx, "reader"); return err },
+		func() error {
+			_, err := c.RoleGrantPermission(ctx, "reader", prefix, clientv3.GetPrefixRangeEnd(prefix), clientv3.PermissionType(clientv3.PermRead))
+			return err
+		},
+		func() error { _, err := c.UserAdd(ctx, user, password); return err },
+		func() error { _, err := c.UserGrantRole(ctx, user, "reader"); return err },
+		func() error { _, err := c.AuthEnable(ctx); return err },
+	}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			return fmt.Errorf("enabling authentication: %w", err)
+		}
+	}
+	return nil
 }
