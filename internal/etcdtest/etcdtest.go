@@ -52,9 +52,11 @@ func Binary(t testing.TB) string {
 
 // Server is a running (or stopped) single-member etcd.
 type Server struct {
-	// ClientURL is the client endpoint (https:// under WithTLS);
-	// MetricsURL the plain-HTTP listener of /metrics and /health.
-	ClientURL, MetricsURL string
+	// ClientURL is the client endpoint for the client under test (https://
+	// under WithTLS); AdminURL a second one for the test's own writes,
+	// which Isolate keeps open; MetricsURL the plain-HTTP listener of
+	// /metrics and /health.
+	ClientURL, AdminURL, MetricsURL string
 	// DataDir is the member's data directory.
 	DataDir string
 	// TLS holds the files a client needs under WithTLS; nil otherwise.
@@ -63,6 +65,8 @@ type Server struct {
 	bin     string
 	args    []string
 	logPath string
+	// isolated: the member serves AdminURL only (see Isolate).
+	isolated bool
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -115,7 +119,7 @@ func Launch(bin, dir string, opts ...Option) (*Server, error) {
 	for _, f := range opts {
 		f(&o)
 	}
-	ports, err := freeport.Take(3)
+	ports, err := freeport.Take(4)
 	if err != nil {
 		return nil, err
 	}
@@ -142,9 +146,9 @@ func Launch(bin, dir string, opts ...Option) (*Server, error) {
 			"--cert-file", srv.CertFile, "--key-file", srv.KeyFile)
 	}
 	s.ClientURL = scheme + "://127.0.0.1:" + strconv.Itoa(ports[0])
+	s.AdminURL = scheme + "://127.0.0.1:" + strconv.Itoa(ports[3])
 	s.args = append([]string{
-		"--name", "m1", "--data-dir", s.DataDir,
-		"--listen-client-urls", s.ClientURL, "--advertise-client-urls", s.ClientURL,
+		"--name", "m1", "--data-dir", s.DataDir, "--advertise-client-urls", s.ClientURL,
 		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
 		"--initial-cluster", "m1=" + peer,
 		"--listen-metrics-urls", s.MetricsURL,
@@ -161,7 +165,11 @@ func (s *Server) start() error {
 	if err != nil {
 		return fmt.Errorf("opening etcd's log: %w", err)
 	}
-	cmd := exec.Command(s.bin, s.args...)
+	listen := s.ClientURL + "," + s.AdminURL
+	if s.isolated {
+		listen = s.AdminURL
+	}
+	cmd := exec.Command(s.bin, append([]string{"--listen-client-urls", listen}, s.args...)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	childproc.Tie(cmd)
 	if err := cmd.Start(); err != nil {
@@ -217,6 +225,16 @@ func (s *Server) Kill() { s.stop(os.Kill) }
 // directory; it returns once the member serves.
 func (s *Server) Restart() error {
 	s.Stop()
+	s.isolated = false
+	return s.start()
+}
+
+// Isolate restarts the member serving AdminURL only: to the client under
+// test etcd is down (its connections are refused), while the test goes on
+// writing through AdminURL. Restart ends it.
+func (s *Server) Isolate() error {
+	s.Stop()
+	s.isolated = true
 	return s.start()
 }
 
@@ -237,10 +255,10 @@ func (s *Server) stop(sig os.Signal) {
 	}
 }
 
-// NewClient returns a client of the member (with the client certificate
-// under WithTLS), logging nothing; the caller closes it.
+// NewClient returns a client of the member's AdminURL (with the client
+// certificate under WithTLS), logging nothing; the caller closes it.
 func (s *Server) NewClient() (*clientv3.Client, error) {
-	cfg := clientv3.Config{Endpoints: []string{s.ClientURL}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()}
+	cfg := clientv3.Config{Endpoints: []string{s.AdminURL}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()}
 	if s.TLS != nil {
 		tc, err := tlsclient.Files{CAFile: s.TLS.CAFile, CertFile: s.TLS.CertFile, KeyFile: s.TLS.KeyFile}.Config()
 		if err != nil {
@@ -261,6 +279,27 @@ func (s *Server) Client(t testing.TB) *clientv3.Client {
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	return c
+}
+
+// Compact compacts the key space up to the current revision and returns
+// that revision: every watch from an earlier revision is then cancelled
+// with ErrCompacted.
+func (s *Server) Compact(ctx context.Context) (int64, error) {
+	c, err := s.NewClient()
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	// Status, not a read: tests count the reads the source makes.
+	resp, err := c.Status(ctx, s.AdminURL)
+	if err != nil {
+		return 0, err
+	}
+	rev := resp.Header.Revision
+	if _, err := c.Compact(ctx, rev, clientv3.WithCompactPhysical()); err != nil {
+		return 0, err
+	}
+	return rev, nil
 }
 
 // Metrics reads the member's /metrics (see promtext.Scrape). Among them:

@@ -35,7 +35,7 @@ type loop struct {
 	// clusterID is the cluster that revs belong to.
 	clusterID uint64
 	bo        sources.Backoff
-	out       outage
+	out       sources.Outage
 }
 
 func newLoop(s *Source) *loop {
@@ -44,7 +44,7 @@ func newLoop(s *Source) *loop {
 		st:   newState(s.cfg.Services),
 		revs: make([]int64, len(s.cfg.Services)),
 		bo:   sources.Backoff{Min: s.cfg.RetryMin, Max: s.cfg.RetryMax},
-		out:  outage{log: s.log, status: s.status},
+		out:  sources.Outage{Log: s.log, Status: s.status, Failing: msgFailing, Recovered: msgRecovered},
 	}
 }
 
@@ -54,7 +54,7 @@ func (l *loop) run(ctx context.Context, up chan<- sources.Update) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		l.out.fail(err)
+		l.out.Fail(err)
 		if !sleep(ctx, l.bo.Next()) {
 			return nil
 		}
@@ -133,7 +133,7 @@ func (l *loop) read(ctx context.Context, cli *clientv3.Client, up chan<- sources
 
 // synced records that the source holds etcd's state as of its revisions.
 func (l *loop) synced() {
-	l.out.recover()
+	l.out.Recover()
 	l.bo.Reset()
 }
 
@@ -173,7 +173,7 @@ func (l *loop) follow(ctx context.Context, w *watchSet, lost <-chan struct{}, up
 			continue
 		}
 		l.apply(m.i, r)
-		l.out.recover()
+		l.out.Recover()
 		if err := send(ctx, up, l.st.changes()); err != nil {
 			return nil
 		}
