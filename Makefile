@@ -22,7 +22,8 @@ FUZZ_TARGETS = FuzzConvert:./sources/dns/ FuzzParse:./config/ FuzzParse:./source
 	FuzzMapping:./sources/consul/ FuzzCodecRequest:./xds/ FuzzService:./translate/ \
 	FuzzNewRule:./translate/ FuzzService:./translate/istio/ \
 	FuzzCurator:./sources/zookeeper/ FuzzServerset:./sources/zookeeper/ FuzzNerve:./sources/zookeeper/ \
-	FuzzDubbo:./sources/zookeeper/
+	FuzzDubbo:./sources/zookeeper/ \
+	FuzzGRPCNaming:./sources/etcd/ FuzzSkyDNS:./sources/etcd/ FuzzJSON:./sources/etcd/
 FUZZ = for t in $(FUZZ_TARGETS); do \
 	$(GO) test -run='^$$' -fuzz="^$${t%%:*}\$$" -fuzztime=$(FUZZTIME) "$${t\#*:}" || exit 1; done
 # The deployment manifests (deploy/) checked by their own module,
@@ -57,7 +58,7 @@ build:
 test:
 	set -euo pipefail; \
 	vars=$$(scripts/tools.sh); eval "$$vars"; \
-	export XDSBRIDGE_CONSUL XDSBRIDGE_COREDNS XDSBRIDGE_ZOOKEEPER XDSBRIDGE_INTEGRATION=required; \
+	export XDSBRIDGE_CONSUL XDSBRIDGE_COREDNS XDSBRIDGE_ZOOKEEPER XDSBRIDGE_ETCD XDSBRIDGE_INTEGRATION=required; \
 	$(GO) vet ./...; \
 	$(FMT_CHECK); \
 	$(STATICCHECK); \

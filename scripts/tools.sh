@@ -4,11 +4,13 @@
 #   XDSBRIDGE_CONSUL=/path/to/consul
 #   XDSBRIDGE_COREDNS=/path/to/coredns
 #   XDSBRIDGE_ZOOKEEPER=/usr/share/java/zookeeper.jar
+#   XDSBRIDGE_ETCD=/path/to/etcd
 # A binary already on PATH is preferred; otherwise it is built once from the
-# separate tools modules (tools/consul, tools/coredns), whose dependency
-# graphs never enter the project's go.mod, and cached in
+# separate tools modules (tools/consul, tools/coredns, tools/etcd), whose
+# dependency graphs never enter the project's go.mod, and cached in
 # ${XDSBRIDGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/xdsbridge}/bin.
-# A cold Consul build takes about 10 minutes on 2 cores, CoreDNS about 5.
+# A cold Consul build takes about 10 minutes on 2 cores, CoreDNS about 5,
+# etcd about 2 (2 minutes of CPU; longer on a busy machine).
 # The status page test renders the admin page in a real headless Chromium,
 # and the container image test (e2e/container) builds the Dockerfile with
 # podman: when one is not on PATH and apt-get can install it (as root), it
@@ -61,6 +63,8 @@ fi
 
 consul=$(ensure consul 1.14.11 tools/consul github.com/hashicorp/consul)
 coredns=$(ensure coredns 1.15.0 tools/coredns github.com/coredns/coredns)
+etcd=$(ensure etcd 3.7.3 tools/etcd go.etcd.io/etcd/server/v3)
 echo "XDSBRIDGE_CONSUL=$consul"
 echo "XDSBRIDGE_COREDNS=$coredns"
 if [ -f "$zookeeper" ]; then echo "XDSBRIDGE_ZOOKEEPER=$zookeeper"; fi
+echo "XDSBRIDGE_ETCD=$etcd"

@@ -20,7 +20,7 @@ func TestREADMEErrorExamples(t *testing.T) {
 		config string
 		env    map[string]string
 	}{
-		`bridge: invalid configuration bridge.yaml:1:70: sources[1].type: unknown source type "foo" (known: consul, dns, file, http)`: {
+		`bridge: invalid configuration bridge.yaml:1:70: sources[1].type: unknown source type "foo" (known: consul, dns, etcd, file, http, zookeeper)`: {
 			config: "sources: [" + static + ", {name: x, type: foo}]"},
 		`bridge: invalid configuration bridge.yaml:1:98: sources[2].name: duplicate source name "static"`: {
 			config: "sources: [" + static + ", {name: a, type: file, path: a.yaml}, " + static + "]"},

@@ -49,6 +49,25 @@ func parseDocument(root *yaml.Node) ([]sources.Service, Dropped, error) {
 	return svcs, *p.dropped, err
 }
 
+// ParseEndpoint reads one endpoint in the schema of an entry of a
+// service's `endpoints` list (address, port, weight, priority, health,
+// locality, metadata), written as a JSON object: the instance schema that
+// registries keeping one record per instance (the etcd source's json
+// format) share with this source. Any problem is a *settings.KeyError
+// naming the field, such as `port: 70000 is outside 1..65535`.
+func ParseEndpoint(data []byte) (sources.Endpoint, error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return sources.Endpoint{}, &settings.KeyError{Err: errors.New("empty (want a JSON object with address and port)")}
+	}
+	root, err := parseTree(data, true)
+	if err != nil {
+		return sources.Endpoint{}, err
+	}
+	e, err := parser{}.endpoint("", root)
+	e.Origin = sources.Origin{}
+	return e, err
+}
+
 func parseTree(data []byte, isJSON bool) (*yaml.Node, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		// An empty document is far more often a write caught half way

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/xdsbridge/xdsbridge/internal/scalar"
+	"github.com/xdsbridge/xdsbridge/internal/tlsclient"
 	"github.com/xdsbridge/xdsbridge/settings"
 	"github.com/xdsbridge/xdsbridge/sources/file"
 )
@@ -23,26 +24,16 @@ const (
 
 // Config is the source's configuration; see the package doc for the keys.
 type Config struct {
-	URL             string        `mapstructure:"url"`
-	Interval        time.Duration `mapstructure:"interval"`
-	Timeout         time.Duration `mapstructure:"timeout"`
-	MaxBodyBytes    int64         `mapstructure:"max_body_bytes"`
-	BearerTokenFile string        `mapstructure:"bearer_token_file"`
-	TLS             TLS           `mapstructure:"tls"`
+	URL             string          `mapstructure:"url"`
+	Interval        time.Duration   `mapstructure:"interval"`
+	Timeout         time.Duration   `mapstructure:"timeout"`
+	MaxBodyBytes    int64           `mapstructure:"max_body_bytes"`
+	BearerTokenFile string          `mapstructure:"bearer_token_file"`
+	TLS             tlsclient.Files `mapstructure:"tls"`
 	// Schema holds format, service_label and default_service, as the file
 	// source has them.
 	file.Schema `mapstructure:",squash"`
 }
-
-// TLS configures the client side of an https URL.
-type TLS struct {
-	CAFile     string `mapstructure:"ca_file"`
-	CertFile   string `mapstructure:"cert_file"`
-	KeyFile    string `mapstructure:"key_file"`
-	ServerName string `mapstructure:"server_name"`
-}
-
-func (t TLS) set() bool { return t != TLS{} }
 
 // defaults returns the configuration before the user's keys apply.
 func defaults() Config {
@@ -72,14 +63,11 @@ func (c Config) validate() (*url.URL, error) {
 		return nil, settings.Errorf("timeout", "must be positive, not %s", c.Timeout)
 	case c.MaxBodyBytes < 1 || c.MaxBodyBytes > maxMaxBodyBytes:
 		return nil, settings.Errorf("max_body_bytes", "%d is outside 1..%d", c.MaxBodyBytes, maxMaxBodyBytes)
-	case c.TLS.set() && u.Scheme != "https":
+	case c.TLS.Set() && u.Scheme != "https":
 		return nil, settings.Errorf("tls", "applies to https URLs only (url is %s)", u.Scheme)
-	case (c.TLS.CertFile == "") != (c.TLS.KeyFile == ""):
-		key := "tls.key_file"
-		if c.TLS.CertFile == "" {
-			key = "tls.cert_file"
-		}
-		return nil, settings.Errorf(key, "is required with tls.cert_file and tls.key_file together")
+	}
+	if err := c.TLS.Validate(); err != nil {
+		return nil, err
 	}
 	if err := c.Schema.Validate(); err != nil {
 		return nil, err
@@ -89,9 +77,8 @@ func (c Config) validate() (*url.URL, error) {
 
 // resolve makes the configured file paths absolute against dir.
 func (c *Config) resolve(dir string) {
-	for _, p := range []*string{&c.BearerTokenFile, &c.TLS.CAFile, &c.TLS.CertFile, &c.TLS.KeyFile} {
-		if *p != "" && !filepath.IsAbs(*p) {
-			*p = filepath.Join(dir, *p)
-		}
+	if c.BearerTokenFile != "" && !filepath.IsAbs(c.BearerTokenFile) {
+		c.BearerTokenFile = filepath.Join(dir, c.BearerTokenFile)
 	}
+	c.TLS.Resolve(dir)
 }

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -13,7 +11,6 @@ import (
 	"mime"
 	nethttp "net/http"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -234,33 +231,14 @@ func (p *poller) fetch(ctx context.Context) (body []byte, contentType, etag stri
 	return body, resp.Header.Get("Content-Type"), resp.Header.Get("ETag"), nil
 }
 
-// newClient builds the HTTP client of the source's TLS settings; the CA
-// file is read here, the client certificate at every handshake so that a
-// renewed one is picked up.
+// newClient builds the HTTP client of the source's TLS settings (see
+// tlsclient.Files.Config).
 func (p *poller) newClient() (*nethttp.Client, error) {
 	tr := nethttp.DefaultTransport.(*nethttp.Transport).Clone()
-	t := p.cfg.TLS
-	if t.set() {
-		tc := &tls.Config{ServerName: t.ServerName, MinVersion: tls.VersionTLS12}
-		if t.CAFile != "" {
-			pem, err := os.ReadFile(t.CAFile)
-			if err != nil {
-				return nil, fmt.Errorf("reading tls.ca_file: %w", err)
-			}
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("tls.ca_file %s holds no PEM certificate", t.CAFile)
-			}
-			tc.RootCAs = pool
-		}
-		if t.CertFile != "" {
-			tc.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
-				c, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
-				if err != nil {
-					return nil, fmt.Errorf("loading tls.cert_file and tls.key_file: %w", err)
-				}
-				return &c, nil
-			}
+	if p.cfg.TLS.Set() {
+		tc, err := p.cfg.TLS.Config()
+		if err != nil {
+			return nil, err
 		}
 		tr.TLSClientConfig = tc
 	}

@@ -1,0 +1,138 @@
+package etcd_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
+	"github.com/xdsbridge/xdsbridge/internal/envoysim"
+	"github.com/xdsbridge/xdsbridge/internal/etcdtest"
+	"github.com/xdsbridge/xdsbridge/internal/grpcxdstest"
+)
+
+// served is what the test compares of one endpoint of an assignment:
+// "addr:port/weight".
+func served(cla *endpointv3.ClusterLoadAssignment) []string {
+	var out []string
+	for _, l := range cla.GetEndpoints() {
+		for _, e := range l.GetLbEndpoints() {
+			sa := e.GetEndpoint().GetAddress().GetSocketAddress()
+			out = append(out, fmt.Sprintf("%s:%d/%d", sa.GetAddress(), sa.GetPortValue(), e.GetLoadBalancingWeight().GetValue()))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestBridgeToClients runs the whole bridge with one etcd source holding a
+// prefix of each format, written by each format's registrar, and checks
+// what an Envoy-like client and a grpc-go xDS client (gRPC naming) receive:
+// the first state, an instance added, one removed, one changed, a whole
+// service removed, and a malformed key dropped and counted in /sources and
+// the metrics while the rest is served; /debug/why names an endpoint's
+// key and mod revision.
+func TestBridgeToClients(t *testing.T) {
+	srv := etcdtest.Start(t)
+	ctx := t.Context()
+	reg := etcdtest.Registrar{C: srv.Client(t)}
+	backends, _ := grpcxdstest.Backends(t, 2)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	sky := func(id string, port, weight int) etcdtest.SkyRecord {
+		return etcdtest.SkyRecord{Host: "10.0.0." + id, Port: port, Weight: weight, TTL: 30}
+	}
+	must(reg.GRPC(ctx, "services/greeter", backends[0], nil))
+	must(reg.SkyDNS(ctx, "/skydns", "x1.web.example.local", sky("1", 8080, 10)))
+	must(reg.SkyDNS(ctx, "/skydns", "x2.web.example.local", sky("2", 8080, 10)))
+	must(reg.JSON(ctx, "instances/db/i-1", map[string]any{"address": "10.0.2.1", "port": 5432}))
+
+	in := bridgetest.Start(t, fmt.Sprintf(`xds: {listen: "127.0.0.1:0"}
+admin: {listen: "127.0.0.1:0"}
+sources:
+  - name: etcd
+    type: etcd
+    endpoints: [%q]
+    services:
+      - {prefix: services/, format: grpc-naming}
+      - {prefix: /skydns/local/example/, format: skydns}
+      - {prefix: instances/, format: json}
+`, srv.ClientURL))
+	admin := "http://" + in.AdminAddr().String()
+	client, err := envoysim.Start(ctx, envoysim.Options{Addr: in.XDSAddr().String()})
+	must(err)
+	t.Cleanup(client.Close)
+	wait := func(what string, cond func(envoysim.State) bool) {
+		t.Helper()
+		wctx, cancel := context.WithTimeout(ctx, bridgetest.Patience)
+		defer cancel()
+		if err := client.WaitFor(wctx, cond); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	assignment := func(name string, want ...string) func(envoysim.State) bool {
+		slices.Sort(want)
+		return func(st envoysim.State) bool {
+			cla := st.Assignments[name]
+			return cla != nil && slices.Equal(served(cla), want)
+		}
+	}
+	wait("first state", func(st envoysim.State) bool {
+		return assignment("greeter", backends[0]+"/1")(st) &&
+			assignment("web.example.local", "10.0.0.1:8080/10", "10.0.0.2:8080/10")(st) &&
+			assignment("db", "10.0.2.1:5432/1")(st)
+	})
+	greeter := grpcxdstest.Dial(t, in.XDSAddr().String(), "etcd-test", "greeter")
+	if hits := greeter.Hits(ctx, 10); hits[backends[0]] != 10 {
+		t.Fatalf("gRPC hits %v, want all 10 on %s", hits, backends[0])
+	}
+
+	// gRPC naming: an instance added, then the first removed; the gRPC
+	// client follows.
+	must(reg.GRPC(ctx, "services/greeter", backends[1], map[string]any{"version": "v2"}))
+	wait("greeter added", assignment("greeter", backends[0]+"/1", backends[1]+"/1"))
+	must(reg.GRPCDelete(ctx, "services/greeter", backends[0]))
+	wait("greeter removed", assignment("greeter", backends[1]+"/1"))
+	bridgetest.Eventually(t, bridgetest.Patience, "gRPC calls all reaching "+backends[1], func() bool {
+		return greeter.Hits(ctx, 5)[backends[1]] == 5
+	})
+
+	// SkyDNS: an instance changed (weight), one removed, one added.
+	must(reg.SkyDNS(ctx, "/skydns", "x1.web.example.local", sky("1", 8080, 30)))
+	wait("web changed", assignment("web.example.local", "10.0.0.1:8080/30", "10.0.0.2:8080/10"))
+	must(reg.Delete(ctx, etcdtest.SkyKey("/skydns", "x2.web.example.local")))
+	must(reg.SkyDNS(ctx, "/skydns", "x3.web.example.local", sky("3", 8081, 0)))
+	wait("web x2 removed, x3 added", assignment("web.example.local", "10.0.0.1:8080/30", "10.0.0.3:8081/1"))
+
+	// json: a malformed key beside a good one, then the whole service
+	// removed.
+	must(reg.Raw(ctx, "instances/db/i-2", `{"address": "db-2.internal", "port": 5432}`))
+	must(reg.JSON(ctx, "instances/db/i-3", map[string]any{"address": "10.0.2.3", "port": 5432, "weight": 2}))
+	wait("db with the good key", assignment("db", "10.0.2.1:5432/1", "10.0.2.3:5432/2"))
+	st := bridgetest.SourceStatus(t, in.AdminAddr().String(), "etcd")
+	if st.Dropped != 1 || !strings.Contains(st.Notes["dropped_keys"], "instances/db/i-2") {
+		t.Errorf("/sources: dropped %d, notes %v; want 1 and the malformed key named", st.Dropped, st.Notes)
+	}
+	if _, body := bridgetest.Get(admin + "/metrics"); !strings.Contains(body, `xdsbridge_source_dropped_endpoints_total{source="etcd"} 1`) {
+		t.Errorf("metrics lack the dropped key of source etcd")
+	}
+	code, why := bridgetest.Get(admin + "/debug/why?cluster=db")
+	if code != http.StatusOK || !strings.Contains(why, "key instances/db/i-3 (mod_revision ") {
+		t.Errorf("/debug/why?cluster=db: %d %s; want the endpoint's key and mod revision", code, why)
+	}
+	must(reg.Delete(ctx, "instances/db/", clientv3.WithPrefix()))
+	wait("db removed", func(st envoysim.State) bool {
+		_, ok := st.Clusters["db"]
+		return !ok && st.Assignments["db"] == nil
+	})
+}
