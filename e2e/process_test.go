@@ -20,37 +20,11 @@ import (
 // binary is the bridge built once by TestMain.
 var binary string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "xdsbridge-e2e")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binary = filepath.Join(dir, "bridge")
-	if err := goBuild(binary, "github.com/xdsbridge/xdsbridge/cmd/bridge"); err != nil {
-		fmt.Fprintln(os.Stderr, "building the bridge:", err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(bridgetest.RunWithBinary(m, raceEnabled, &binary)) }
 
 // goBuild builds the package pkg into out, with the race detector when the
 // tests run with it, so that the programs the tests start are checked too.
-func goBuild(out, pkg string) error {
-	args := []string{"build", "-o", out}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	build := exec.Command("go", append(args, pkg)...)
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		return fmt.Errorf("building %s: %w", pkg, err)
-	}
-	return nil
-}
+func goBuild(out, pkg string) error { return bridgetest.Build(out, pkg, raceEnabled) }
 
 // syncBuffer is an io.Writer safe for the process's output copier and the
 // test reading it.

@@ -6,6 +6,7 @@ package bridgetest
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -167,4 +168,43 @@ func ConfirmRemovals(t testing.TB, adminAddr, name string) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("POST /guard/confirm?source=%s = %d, want 200", name, resp.StatusCode)
 	}
+}
+
+// Build builds the package pkg (an import path) into out, with the race
+// detector when race is set, so that the programs a test starts under
+// -race are checked too.
+func Build(out, pkg string, race bool) error {
+	args := []string{"build", "-o", out}
+	if race {
+		args = append(args, "-race")
+	}
+	build := exec.Command("go", append(args, pkg)...)
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return fmt.Errorf("building %s: %w", pkg, err)
+	}
+	return nil
+}
+
+// RunWithBinary is the body of a TestMain that runs the bridge binary: it
+// builds cmd/bridge (see Build) into a temporary directory that every
+// user may read (a test may run the bridge as another user), sets *bin to
+// its path, runs the tests and removes the directory. It returns the exit
+// code for os.Exit.
+func RunWithBinary(m *testing.M, race bool, bin *string) int {
+	dir, err := os.MkdirTemp("", "xdsbridge-bin")
+	if err == nil {
+		err = os.Chmod(dir, 0o755)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	*bin = filepath.Join(dir, "bridge")
+	if err := Build(*bin, "github.com/xdsbridge/xdsbridge/cmd/bridge", race); err != nil {
+		fmt.Fprintln(os.Stderr, "building the bridge:", err)
+		return 1
+	}
+	return m.Run()
 }

@@ -86,6 +86,7 @@ type Server struct {
 	serial   uint32
 	records  string
 	servfail []string
+	refused  bool
 	proc     *exec.Cmd
 	exited   chan struct{}
 }
@@ -142,8 +143,23 @@ func (s *Server) SetZone(records string) {
 // when the server is running.
 func (s *Server) SetServFail(names ...string) {
 	s.t.Helper()
+	s.reconfigure(func() { s.servfail = names })
+}
+
+// SetRefused makes the server answer REFUSED to every query (CoreDNS's acl
+// plugin), or answer again; like SetServFail, it restarts a running
+// server.
+func (s *Server) SetRefused(refused bool) {
+	s.t.Helper()
+	s.reconfigure(func() { s.refused = refused })
+}
+
+// reconfigure applies change to the server's Corefile settings and
+// restarts the server if it is running.
+func (s *Server) reconfigure(change func()) {
+	s.t.Helper()
 	s.mu.Lock()
-	s.servfail = names
+	change()
 	running := s.proc != nil
 	s.mu.Unlock()
 	if running {
@@ -256,7 +272,7 @@ func (s *Server) waitReady(exited <-chan struct{}) error {
 		m := new(mdns.Msg)
 		m.SetQuestion(s.origin, mdns.TypeSOA)
 		tcp, _, terr := tc.Exchange(m, s.Addr)
-		if uerr == nil && terr == nil && udp.Rcode == mdns.RcodeSuccess && tcp.Rcode == mdns.RcodeSuccess {
+		if uerr == nil && terr == nil && s.answers(udp) && s.answers(tcp) {
 			return nil
 		}
 		select {
@@ -269,10 +285,22 @@ func (s *Server) waitReady(exited <-chan struct{}) error {
 	}
 }
 
+// answers reports whether r is what the server answers when it is up: a
+// success, or REFUSED while it refuses every query.
+func (s *Server) answers(r *mdns.Msg) bool {
+	s.mu.Lock()
+	refused := s.refused
+	s.mu.Unlock()
+	return r.Rcode == mdns.RcodeSuccess || refused && r.Rcode == mdns.RcodeRefused
+}
+
 func (s *Server) corefileText() string {
 	var b strings.Builder
 	_, port, _ := net.SplitHostPort(s.Addr)
 	fmt.Fprintf(&b, "%s:%s {\n\tbind 127.0.0.1\n", s.origin, port)
+	if s.refused {
+		b.WriteString("\tacl {\n\t\tblock\n\t}\n")
+	}
 	if len(s.servfail) > 0 {
 		var alts []string
 		for _, n := range s.servfail {
