@@ -33,15 +33,15 @@ func quickstartServices(t *testing.T) string {
 	return p
 }
 
-// TestConsulExample dumps examples/consul/bridge.yaml against a real Consul
-// agent: the Consul source, listed first, serves web; the quickstart's file
-// source serves the services Consul does not have.
+// TestConsulExample runs the commands of examples/consul/README.md: a
+// real Consul agent, the services it registers with the consul CLI, and a
+// dump of examples/consul/bridge.yaml: the Consul source, listed first,
+// serves web; the quickstart's file source serves the services Consul does
+// not have.
 func TestConsulExample(t *testing.T) {
 	config := filepath.Join(examples, "consul", "bridge.yaml")
 	validate(t, config)
-	agent := consultest.Start(t)
-	register(t, agent.Client(), "web-1", "web", "10.0.5.1", 8080)
-	register(t, agent.Client(), "web-2", "web", "10.0.5.2", 8080)
+	agent := registerFromReadme(t, "consul")
 	d := dump(t, rewriteInto(t, t.TempDir(), config, "127.0.0.1:8500", agent.HTTPAddr, "../quickstart/services.yaml", quickstartServices(t)))
 	if got := addresses(d.assignments["web"]); !slices.Equal(got, []string{"10.0.5.1:8080", "10.0.5.2:8080"}) {
 		t.Errorf("web endpoints %v, want Consul's (the consul source is listed first)", got)
@@ -54,17 +54,15 @@ func TestConsulExample(t *testing.T) {
 	}
 }
 
-// TestDNSExample dumps examples/dns/bridge.yaml against the DNS interface
-// of a real Consul agent, the server the example names: web from SRV
-// records (address and port of each instance), api from A records and the
-// example's port.
+// TestDNSExample runs the commands of examples/dns/README.md: a real
+// Consul agent, the services it registers with the consul CLI, and a dump
+// of examples/dns/bridge.yaml against the agent's DNS interface, the server
+// the example names: web from SRV records (address and port of each
+// instance), api from A records and the example's port.
 func TestDNSExample(t *testing.T) {
 	config := filepath.Join(examples, "dns", "bridge.yaml")
 	validate(t, config)
-	agent := consultest.Start(t)
-	register(t, agent.Client(), "web-1", "web", "10.0.5.1", 8080)
-	register(t, agent.Client(), "web-2", "web", "10.0.5.2", 8081)
-	register(t, agent.Client(), "api-1", "api", "10.0.6.1", 9999)
+	agent := registerFromReadme(t, "dns")
 	d := dump(t, rewrite(t, config, "127.0.0.1:8600", agent.DNSAddr))
 	if got := addresses(d.assignments["web"]); !slices.Equal(got, []string{"10.0.5.1:8080", "10.0.5.2:8081"}) {
 		t.Errorf("web endpoints %v, want the SRV records' targets and ports", got)
