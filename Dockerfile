@@ -2,16 +2,26 @@
 # Build: docker build -t xdsbridge --build-arg VERSION=$(git describe --always) \
 #          --build-arg REVISION=$(git rev-parse HEAD) .
 #        (podman: podman build --format docker ..., or the HEALTHCHECK is dropped)
-# Run:   docker run -p 18000:18000 -p 127.0.0.1:19000:19000 xdsbridge
-#        (serves examples/quickstart; mount your own /etc/xdsbridge/bridge.yaml)
+# Run:   docker run -v "$PWD/examples/quickstart:/etc/xdsbridge:ro" \
+#          -p 18000:18000 -p 127.0.0.1:19000:19000 xdsbridge
+#        The image holds no configuration: mount yours at
+#        /etc/xdsbridge/bridge.yaml (the files it names beside it). Without
+#        one the bridge exits 2 naming the path, rather than serve anything.
+# Other commands: the entrypoint is the bridge itself, the default command
+#   `run --config /etc/xdsbridge/bridge.yaml`:
+#        docker run --rm xdsbridge version
+#        docker run --rm -v "$PWD:/cfg:ro" xdsbridge validate /cfg/bridge.yaml
+#        docker run --rm -v "$PWD:/cfg:ro" xdsbridge dump /cfg/bridge.yaml
 # Health: the image's HEALTHCHECK runs `bridge healthcheck`, which asks the
 #   admin listener's /readyz on 127.0.0.1:19000 (healthy once every source has
 #   synced). With the admin listener on another port, or with admin TLS, give
 #   the container a HEALTHCHECK of its own (--admin, --ca-file).
 # What was verified: e2e/container builds this file's final stage with podman
 # on a stand-in for the distroless base (no registry to pull it from on the
-# development machine) and runs the image's own files as its user; the
-# distroless base itself and a real container runtime were not exercised.
+# development machine) and runs the image's own files as its user (version,
+# validate, run with a configuration where a volume would put it, run
+# without one); the distroless base itself and a real container runtime
+# were not exercised.
 # The defaults are plaintext, no admin token and no profiler. To turn on:
 #   mutual TLS on xDS: mount the PEM files and set them in bridge.yaml, e.g.
 #       xds: {tls: {cert_file: /run/secrets/xds.pem, key_file: /run/secrets/xds-key.pem,
@@ -29,7 +39,8 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 ARG VERSION=dev
-RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/bridge ./cmd/bridge
+ARG REVISION=unknown
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION} -X main.revision=${REVISION}" -o /out/bridge ./cmd/bridge
 
 FROM gcr.io/distroless/static-debian12:nonroot
 ARG VERSION=dev
@@ -42,7 +53,6 @@ LABEL org.opencontainers.image.title="xdsbridge" \
       org.opencontainers.image.revision="${REVISION}" \
       org.opencontainers.image.base.name="gcr.io/distroless/static-debian12:nonroot"
 COPY --from=build /out/bridge /usr/local/bin/bridge
-COPY examples/quickstart/ /etc/xdsbridge/
 # Inside a container the listeners must not be bound to loopback only. The
 # admin listener serves no profiler unless admin.pprof is true.
 # With a memory limit on the container, give the Go runtime about 80% of
@@ -57,4 +67,7 @@ EXPOSE 18000 19000
 # period covers a source's startup timeout (30s by default).
 HEALTHCHECK --interval=10s --timeout=5s --start-period=60s --retries=3 \
     CMD ["/usr/local/bin/bridge", "healthcheck", "--admin", "http://127.0.0.1:19000"]
-ENTRYPOINT ["/usr/local/bin/bridge", "run", "--config", "/etc/xdsbridge/bridge.yaml"]
+# The entrypoint is the program, the command its arguments, as in other CLI
+# images: `docker run IMAGE validate FILE` replaces the command only.
+ENTRYPOINT ["/usr/local/bin/bridge"]
+CMD ["run", "--config", "/etc/xdsbridge/bridge.yaml"]

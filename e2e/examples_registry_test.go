@@ -7,7 +7,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -31,15 +33,15 @@ func quickstartServices(t *testing.T) string {
 	return p
 }
 
-// TestConsulExample dumps examples/consul/bridge.yaml against a real Consul
-// agent: the Consul source, listed first, serves web; the quickstart's file
-// source serves the services Consul does not have.
+// TestConsulExample runs the commands of examples/consul/README.md: a
+// real Consul agent, the services it registers with the consul CLI, and a
+// dump of examples/consul/bridge.yaml: the Consul source, listed first,
+// serves web; the quickstart's file source serves the services Consul does
+// not have.
 func TestConsulExample(t *testing.T) {
 	config := filepath.Join(examples, "consul", "bridge.yaml")
 	validate(t, config)
-	agent := consultest.Start(t)
-	register(t, agent.Client(), "web-1", "web", "10.0.5.1", 8080)
-	register(t, agent.Client(), "web-2", "web", "10.0.5.2", 8080)
+	agent := registerFromReadme(t, "consul")
 	d := dump(t, rewriteInto(t, t.TempDir(), config, "127.0.0.1:8500", agent.HTTPAddr, "../quickstart/services.yaml", quickstartServices(t)))
 	if got := addresses(d.assignments["web"]); !slices.Equal(got, []string{"10.0.5.1:8080", "10.0.5.2:8080"}) {
 		t.Errorf("web endpoints %v, want Consul's (the consul source is listed first)", got)
@@ -52,17 +54,15 @@ func TestConsulExample(t *testing.T) {
 	}
 }
 
-// TestDNSExample dumps examples/dns/bridge.yaml against the DNS interface
-// of a real Consul agent, the server the example names: web from SRV
-// records (address and port of each instance), api from A records and the
-// example's port.
+// TestDNSExample runs the commands of examples/dns/README.md: a real
+// Consul agent, the services it registers with the consul CLI, and a dump
+// of examples/dns/bridge.yaml against the agent's DNS interface, the server
+// the example names: web from SRV records (address and port of each
+// instance), api from A records and the example's port.
 func TestDNSExample(t *testing.T) {
 	config := filepath.Join(examples, "dns", "bridge.yaml")
 	validate(t, config)
-	agent := consultest.Start(t)
-	register(t, agent.Client(), "web-1", "web", "10.0.5.1", 8080)
-	register(t, agent.Client(), "web-2", "web", "10.0.5.2", 8081)
-	register(t, agent.Client(), "api-1", "api", "10.0.6.1", 9999)
+	agent := registerFromReadme(t, "dns")
 	d := dump(t, rewrite(t, config, "127.0.0.1:8600", agent.DNSAddr))
 	if got := addresses(d.assignments["web"]); !slices.Equal(got, []string{"10.0.5.1:8080", "10.0.5.2:8081"}) {
 		t.Errorf("web endpoints %v, want the SRV records' targets and ports", got)
@@ -134,6 +134,7 @@ type compose struct {
 			Test []string
 		}
 		DependsOn yaml.Node `yaml:"depends_on"`
+		Ports     []string
 	}
 }
 
@@ -207,5 +208,78 @@ func checkImageHealthcheck(t *testing.T, path string) {
 	}
 	if len(argv) < 2 || filepath.Base(argv[0]) != "bridge" || argv[1] != "healthcheck" {
 		t.Errorf("%s: HEALTHCHECK runs %q, want bridge healthcheck", path, argv)
+	}
+}
+
+// TestHealthcheckHelpNamesTheImagesPath checks that `bridge healthcheck
+// --help`, which shows the HEALTHCHECK line for an image, gives the path
+// the repository's image installs the bridge at.
+func TestHealthcheckHelpNamesTheImagesPath(t *testing.T) {
+	f, err := dockerfile.Parse(filepath.Join("..", "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := f.Final().All("HEALTHCHECK")
+	if len(hc) != 1 {
+		t.Fatalf("%d HEALTHCHECK instructions, want 1", len(hc))
+	}
+	argv, err := hc[0].Exec()
+	if err != nil || len(argv) < 2 {
+		t.Fatalf("HEALTHCHECK %q: %v", argv, err)
+	}
+	code, out := runBinary(t, 30*time.Second, "healthcheck", "--help")
+	want := fmt.Sprintf("[%q, %q]", argv[0], argv[1])
+	if code != 0 || !strings.Contains(out, want) {
+		t.Errorf("bridge healthcheck --help (exit %d) does not show %s:\n%s", code, want, out)
+	}
+}
+
+// TestComposePublishesAdminOnLoopback checks that the compose example
+// publishes on every interface of the host only the ports that carry
+// traffic (the bridge's xDS port, Envoy's listeners), and every other one
+// (the admin APIs of Consul, the bridge and Envoy, none of which asks for a
+// token there) on its loopback; and that the example's files speak of its
+// own services, not of another example's.
+func TestComposePublishesAdminOnLoopback(t *testing.T) {
+	dir := filepath.Join(examples, "compose")
+	public := map[string]bool{}
+	var cfg struct{ XDS struct{ Listen string } }
+	data, err := os.ReadFile(filepath.Join(dir, "bridge.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(data, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	_, xdsPort, _ := strings.Cut(cfg.XDS.Listen, ":")
+	public[xdsPort] = true
+	for _, l := range bootstrap(t, filepath.Join(dir, "envoy.yaml")).GetStaticResources().GetListeners() {
+		public[fmt.Sprint(l.GetAddress().GetSocketAddress().GetPortValue())] = true
+	}
+	published := 0
+	for name, svc := range readCompose(t).Services {
+		for _, p := range svc.Ports {
+			published++
+			f := strings.Split(p, ":")
+			container := f[len(f)-1]
+			switch {
+			case public[container] && len(f) == 2:
+			case len(f) == 3 && f[0] == "127.0.0.1":
+			default:
+				t.Errorf("%s publishes %q: want 127.0.0.1:HOST:%s (only %v are published on every interface)", name, p, container, public)
+			}
+		}
+	}
+	if published < 4 {
+		t.Errorf("%d published ports, want Consul's, the bridge's two and Envoy's two", published)
+	}
+	for _, f := range []string{"docker-compose.yaml", "envoy.yaml", "bridge.yaml"} {
+		data, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(strings.ToLower(string(data)), "quickstart") {
+			t.Errorf("%s speaks of the quickstart: the compose example serves what consul-services.json registers", f)
+		}
 	}
 }

@@ -14,8 +14,9 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
-	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 
+	"github.com/xdsbridge/xdsbridge/config"
 	"github.com/xdsbridge/xdsbridge/xds"
 )
 
@@ -57,9 +58,11 @@ func TestEnvoyBootstraps(t *testing.T) {
 // per-type streams or REST) calls the bridge's static cluster by the
 // name of the bridge's default xds.config_cluster: the name the clusters
 // served to Envoys without ADS point at, and so the one name that works
-// in every variant.
+// in every variant. Those that hold gRPC streams to it give that cluster
+// HTTP/2 keepalive.
 func TestExampleBootstrapsNameOneControlPlane(t *testing.T) {
-	var checked int
+	var checked, streams int
+	minPing := defaultMinPing(t)
 	err := filepath.WalkDir(filepath.Join("..", "examples"), func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || !strings.HasPrefix(d.Name(), "envoy") || filepath.Ext(path) != ".yaml" {
 			return err
@@ -82,13 +85,54 @@ func TestExampleBootstrapsNameOneControlPlane(t *testing.T) {
 			checked++
 			controlPlane(t, b, names[0])
 		}
+		if dyn.GetAdsConfig() != nil || len(dyn.GetCdsConfig().GetApiConfigSource().GetGrpcServices()) > 0 {
+			streams++
+			checkKeepalive(t, path, b, names[0], minPing)
+		}
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if checked < 7 {
-		t.Errorf("checked %d bootstraps that talk to the bridge, want the 7 of the examples", checked)
+	if checked < 7 || streams < 6 {
+		t.Errorf("checked %d bootstraps that talk to the bridge, %d of them over gRPC streams; want the 7 of the examples, 6 over streams", checked, streams)
+	}
+}
+
+// defaultMinPing is the bridge's default xds.keepalive.min_client_interval:
+// a client that pings more often is sent a GOAWAY (too_many_pings).
+func defaultMinPing(t *testing.T) time.Duration {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "bridge.yaml")
+	writeFile(t, path, "sources: [{name: s, type: file, path: services.yaml}]\n")
+	cfg, err := config.Load(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg.XDS.Keepalive.MinClientInterval
+}
+
+// checkKeepalive checks that the bootstrap's static cluster name, which
+// carries gRPC streams to the bridge, has the HTTP/2 keepalive
+// docs/deployment.md recommends, pinging no more often than the bridge
+// allows (minPing).
+func checkKeepalive(t *testing.T, path string, b *bootstrapv3.Bootstrap, name string, minPing time.Duration) {
+	t.Helper()
+	for _, cl := range b.GetStaticResources().GetClusters() {
+		if cl.GetName() != name {
+			continue
+		}
+		var opts httpv3.HttpProtocolOptions
+		if err := cl.GetTypedExtensionProtocolOptions()["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"].UnmarshalTo(&opts); err != nil {
+			t.Errorf("%s: cluster %s has no HttpProtocolOptions: %v", path, name, err)
+			return
+		}
+		ka := opts.GetExplicitHttpConfig().GetHttp2ProtocolOptions().GetConnectionKeepalive()
+		if ka.GetInterval().AsDuration() < minPing || ka.GetTimeout().AsDuration() <= 0 {
+			t.Errorf("%s: cluster %s's HTTP/2 connection_keepalive is %v, want an interval of at least %v (the bridge's min_client_interval) and a timeout",
+				path, name, ka, minPing)
+		}
+		return
 	}
 }
 

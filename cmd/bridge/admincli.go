@@ -169,7 +169,7 @@ func healthcheckCmd(stdout io.Writer) *cobra.Command {
 (every source synced and xDS served), 1 otherwise, printing the answer. It
 is meant for Docker's HEALTHCHECK in images without a shell or curl:
 
-  HEALTHCHECK CMD ["/bridge", "healthcheck"]
+  HEALTHCHECK CMD ["/usr/local/bin/bridge", "healthcheck"]
 
 With admin.tls set, pass --ca-file (and --cert-file/--key-file for
 require_client_cert); https is then the default scheme. /readyz is not

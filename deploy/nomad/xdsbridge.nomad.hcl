@@ -91,7 +91,8 @@ job "xdsbridge" {
         # Build it from the repository's Dockerfile and push it to your
         # registry; then name it here.
         image           = "xdsbridge:latest"
-        entrypoint      = ["/usr/local/bin/bridge"]
+        # The image's entrypoint is the bridge; args replace its default
+        # command, which reads /etc/xdsbridge/bridge.yaml.
         args            = ["run", "--config", "/local/bridge.yaml"]
         ports           = ["xds", "admin"]
         readonly_rootfs = true

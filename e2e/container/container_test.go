@@ -11,9 +11,13 @@
 //     is read back from podman;
 //   - the image's entrypoint is run from the image's root filesystem, as
 //     the image's user, with the image's environment, in a network
-//     namespace of its own, and must answer /readyz; the image's
-//     HEALTHCHECK command, run the same way, must fail before and pass
-//     after.
+//     namespace of its own, as `docker run IMAGE ARGS` would run it: with
+//     `version`; with the default command and no configuration (exit 2,
+//     naming the path: the image holds no demo data to serve instead);
+//     with `validate FILE` on a configuration put where a volume would put
+//     it; and with the default command, when it must answer /readyz and
+//     the image's HEALTHCHECK command, run the same way, must fail before
+//     and pass after.
 //
 // It needs root (chroot, network namespaces) and podman; without podman it
 // is skipped, or fails when XDSBRIDGE_INTEGRATION is "required"
@@ -24,6 +28,7 @@ package container_test
 import (
 	"context"
 	"debug/elf"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -75,7 +80,7 @@ func TestImage(t *testing.T) {
 	// The build stage, run on the host.
 	version, revision := "e2e-"+fmt.Sprint(os.Getpid()), "0123456789abcdef"
 	out := t.TempDir()
-	bin := runBuildStage(t, df.Stage(stage), p.buildContext(repo), src, out, map[string]string{"VERSION": version})
+	bin := runBuildStage(t, df.Stage(stage), p.buildContext(repo), src, out, map[string]string{"VERSION": version, "REVISION": revision})
 	checkStatic(t, bin)
 
 	// The final stage, from the Dockerfile as it is.
@@ -93,12 +98,28 @@ func TestImage(t *testing.T) {
 	if out, err := sb.command(health...).CombinedOutput(); err == nil {
 		t.Fatalf("the HEALTHCHECK %q passes with no bridge running: %s", health, out)
 	}
-	if out, err := sb.command("/usr/local/bin/bridge", "version").CombinedOutput(); err != nil || !strings.Contains(string(out), version) {
-		t.Errorf("bridge version in the image: %v, %q; want %s", err, out, version)
+	// docker run IMAGE ARGS: the entrypoint with ARGS for the command.
+	docker := func(args ...string) *exec.Cmd {
+		return sb.command(append(slices.Clone(cfg.Config.Entrypoint), args...)...)
+	}
+	if out, err := docker("version").CombinedOutput(); err != nil || !strings.Contains(string(out), version) {
+		t.Errorf("docker run IMAGE version: %v, %q; want %s", err, out, version)
+	}
+	checkNoConfig(t, root, docker(cfg.Config.Cmd...))
+	path := mountConfig(t, root, cfg.Config.Cmd)
+	if out, err := docker("validate", path).CombinedOutput(); err != nil || !strings.Contains(string(out), "config OK") {
+		t.Errorf("docker run IMAGE validate %s: %v, %q; want config OK", path, err, out)
+	}
+	bad := filepath.Join(filepath.Dir(path), "bad.yaml")
+	if err := os.WriteFile(filepath.Join(root, bad), []byte("xds: {listne: 0.0.0.0:18000}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := exitCode(t, docker("validate", bad)); code != 2 || !strings.Contains(out, "xds.listne") {
+		t.Errorf("docker run IMAGE validate %s: exit %d, %q; want 2 naming xds.listne", bad, code, out)
 	}
 
 	var stderr syncbuf.Buffer
-	run := sb.command(append(slices.Clone(cfg.Config.Entrypoint), cfg.Config.Cmd...)...)
+	run := docker(cfg.Config.Cmd...)
 	run.Stdout, run.Stderr = &stderr, &stderr
 	if err := run.Start(); err != nil {
 		t.Fatal(err)
@@ -139,6 +160,62 @@ func TestImage(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Errorf("the image's bridge did not stop within 30s of SIGTERM")
 	}
+}
+
+// checkNoConfig checks that the image holds no configuration to serve
+// (no demo data), and that its default command without one, as a `docker
+// run` without the volume runs it, exits 2 naming the file it needs.
+func checkNoConfig(t *testing.T, root string, run *exec.Cmd) {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(root, "etc", "xdsbridge")); !os.IsNotExist(err) {
+		t.Errorf("the image has /etc/xdsbridge (%v): it must hold no configuration of its own", err)
+	}
+	code, out := exitCode(t, run)
+	if code != 2 || !strings.Contains(out, "/etc/xdsbridge/bridge.yaml") {
+		t.Errorf("the default command without a configuration: exit %d, %q; want 2 naming /etc/xdsbridge/bridge.yaml", code, out)
+	}
+}
+
+// mountConfig puts the quick start's configuration and services file where
+// `docker run -v $PWD/examples/quickstart:/etc/xdsbridge:ro` puts them: the
+// directory of the file the default command cmd names with --config. It
+// returns that file's path in the image.
+func mountConfig(t *testing.T, root string, cmd []string) string {
+	t.Helper()
+	i := slices.Index(cmd, "--config")
+	if i < 0 || i+1 >= len(cmd) {
+		t.Fatalf("the default command %q names no --config FILE", cmd)
+	}
+	path := cmd[i+1]
+	dir := filepath.Join(root, filepath.Dir(path))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"bridge.yaml", "services.yaml"} {
+		data, err := os.ReadFile(filepath.Join(repo, "examples", "quickstart", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return path
+}
+
+// exitCode runs cmd to completion and returns its exit code and output.
+func exitCode(t *testing.T, cmd *exec.Cmd) (int, string) {
+	t.Helper()
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return 0, string(out)
+	case errors.As(err, &exit):
+		return exit.ExitCode(), string(out)
+	}
+	t.Fatalf("running %q: %v", cmd.Args, err)
+	return 0, ""
 }
 
 // need returns the paths of the programs the test runs, or skips it: it
@@ -255,8 +332,11 @@ func checkConfig(t *testing.T, final *dockerfile.Stage, cfg imageConfig, version
 		}
 		return argv
 	}
-	if want := execForm("ENTRYPOINT"); !slices.Equal(cfg.Config.Entrypoint, want) {
-		t.Errorf("entrypoint %q, want %q", cfg.Config.Entrypoint, want)
+	if want := execForm("ENTRYPOINT"); !slices.Equal(cfg.Config.Entrypoint, want) || !slices.Equal(want, []string{"/usr/local/bin/bridge"}) {
+		t.Errorf("entrypoint %q, want the program alone, /usr/local/bin/bridge (the Dockerfile's: %q)", cfg.Config.Entrypoint, want)
+	}
+	if want := execForm("CMD"); !slices.Equal(cfg.Config.Cmd, want) || len(want) == 0 || want[0] != "run" {
+		t.Errorf("command %q, want run ... (the Dockerfile's: %q)", cfg.Config.Cmd, want)
 	}
 	if cfg.Healthcheck == nil {
 		t.Fatal("the image has no healthcheck (built without --format docker?)")

@@ -243,8 +243,20 @@ func TestKubeConfigValidates(t *testing.T) {
 	if !slices.Contains(env, "CONSUL_HTTP_ADDR="+testHostIP+":8500") {
 		t.Errorf("the environment %v does not point CONSUL_HTTP_ADDR at the node's agent", env)
 	}
-	// The image's entrypoint reads this file.
-	cfg := filepath.Join(root, "etc", "xdsbridge", "bridge.yaml")
+	// The container runs the image's default command, which reads this
+	// file.
+	if len(c.Command) > 0 || len(c.Args) > 0 {
+		t.Errorf("the container overrides the image's entrypoint or command (%q %q)", c.Command, c.Args)
+	}
+	img, err := ReadImage(repoRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path, err := ConfigFlag(img.Cmd)
+	if err != nil {
+		t.Fatalf("the image's command: %v", err)
+	}
+	cfg := filepath.Join(root, path)
 	sum, err := Validate(bridgeBin, cfg, env)
 	if err != nil {
 		t.Fatal(err)

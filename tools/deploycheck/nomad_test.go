@@ -131,7 +131,27 @@ func TestNomadConfigValidates(t *testing.T) {
 	if tok, err := os.ReadFile(filepath.Join(dir, "secrets", "admin-token")); err != nil || strings.TrimSpace(string(tok)) != "placeholder" {
 		t.Errorf("the admin token file holds %q (%v), want the Nomad variable's admin_token", tok, err)
 	}
-	sum, err := Validate(bridgeBin, filepath.Join(dir, "local", "bridge.yaml"), env)
+	// The image's entrypoint is the bridge; the task's args replace its
+	// command and name the rendered configuration (the task directory's
+	// local/ is /local in the container).
+	img, err := ReadImage(repoRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := task.Config["entrypoint"]; ok || !slices.Equal(img.Entrypoint, []string{"/usr/local/bin/bridge"}) {
+		t.Errorf("the task overrides the entrypoint (%v), or the image's %q is not the bridge alone", task.Config["entrypoint"], img.Entrypoint)
+	}
+	var args []string
+	if a, ok := task.Config["args"].([]any); ok {
+		for _, v := range a {
+			args = append(args, fmt.Sprint(v))
+		}
+	}
+	path, err := ConfigFlag(args)
+	if err != nil || len(args) == 0 || args[0] != "run" {
+		t.Fatalf("the task's args %q, want run --config FILE (%v)", args, err)
+	}
+	sum, err := Validate(bridgeBin, filepath.Join(dir, path), env)
 	if err != nil {
 		t.Fatal(err)
 	}
