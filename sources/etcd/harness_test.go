@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"maps"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -73,6 +74,10 @@ func startSource(t testing.TB, srv *etcdtest.Server, cfg map[string]any) *runnin
 		}
 	}()
 	t.Cleanup(func() {
+		if t.Failed() {
+			buf := make([]byte, 1<<20)
+			t.Logf("goroutines:\n%s", buf[:runtime.Stack(buf, true)])
+		}
 		cancel()
 		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
 			t.Errorf("Run returned %v", err)

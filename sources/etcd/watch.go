@@ -70,12 +70,18 @@ type watchMsg struct {
 // confirmation's header says where etcd's revision stands. The watches
 // require a leader: a member cut off from the others ends them with an
 // error instead of serving silence.
+//
+// The etcd client's Watch blocks until the watch is registered on a
+// stream, which waits for a connection: each is called from its own
+// goroutine, so that the loop goes on noticing a connection lost
+// meanwhile (and cancels them).
 func (l *loop) watch(ctx context.Context, cli *clientv3.Client) *watchSet {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	w := &watchSet{out: make(chan watchMsg), stop: cancel}
 	for i, e := range l.s.cfg.Services {
-		wch := cli.Watch(wctx, e.Prefix, clientv3.WithPrefix(), clientv3.WithRev(l.revs[i]+1), clientv3.WithCreatedNotify())
+		rev := l.revs[i] + 1
 		go func() {
+			wch := cli.Watch(wctx, e.Prefix, clientv3.WithPrefix(), clientv3.WithRev(rev), clientv3.WithCreatedNotify())
 			for r := range wch {
 				select {
 				case w.out <- watchMsg{i: i, resp: r}:
