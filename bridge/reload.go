@@ -35,9 +35,12 @@ import (
 // runs are served together by the next one, so that a storm of them costs
 // one reload at a time and one more queued.
 type reloader struct {
-	log     *slog.Logger
-	manager *manager.Manager
-	total   *prometheus.CounterVec
+	log *slog.Logger
+	// sourceLog is the bridge's logger, which the sources a reload builds
+	// log to as the ones built at the start do.
+	sourceLog *slog.Logger
+	manager   *manager.Manager
+	total     *prometheus.CounterVec
 	// scopes applies changed scoping rules (publisher.scope), nil for
 	// none.
 	scopes func(*translate.Scopes)
@@ -75,7 +78,7 @@ type ticket struct {
 }
 
 func newReloader(cfg *config.Config, m *manager.Manager, log *slog.Logger, reg prometheus.Registerer) *reloader {
-	r := &reloader{log: log.With("component", "reload"), manager: m, cfg: cfg, wake: make(chan struct{}, 1),
+	r := &reloader{log: log.With("component", "reload"), sourceLog: log, manager: m, cfg: cfg, wake: make(chan struct{}, 1),
 		total: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "xdsbridge_config_reloads_total",
 			Help: "Configuration reloads by result: applied, or rejected (invalid; the running configuration stays).",
@@ -274,7 +277,7 @@ func (r *reloader) apply(ctx context.Context, load func() (*config.Config, error
 			delete(running, e.Name)
 			continue
 		}
-		n, err := newNamed(next, e, r.log)
+		n, err := newNamed(next, e, r.sourceLog)
 		if err != nil {
 			return ReloadResult{}, invalidConfig{err}
 		}
