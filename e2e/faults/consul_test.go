@@ -23,11 +23,6 @@ import (
 	"github.com/xdsbridge/xdsbridge/manager"
 )
 
-// consulPending names what the Consul source still lacks for these tests
-// to pass; while it is set they are skipped with it as the reason.
-const consulPending = "the Consul source's fixes for a failing agent (a backoff that a kick cannot turn hot, " +
-	"a freeze with an unchanged catalog not taken for a reset) have not landed"
-
 // The Consul source's default backoff.
 const (
 	consulRetryMin = 250 * time.Millisecond
@@ -104,9 +99,6 @@ func (r *consulRig) during(t *testing.T, win *window, what string) {
 // freeze every service is watched again without a reset.
 func TestConsulFaults(t *testing.T) {
 	t.Parallel()
-	if consulPending != "" {
-		t.Skip(consulPending)
-	}
 	r := &consulRig{agent: consultest.Start(t), services: 3}
 	p, err := countproxy.HTTP(r.agent.HTTPAddr)
 	if err != nil {
@@ -234,9 +226,6 @@ const msgConsulReset = "consul lost its state and is filling up again; the remov
 // trusted agent answers again, its new registration reaches the watcher.
 func TestConsulUntrustedCertificate(t *testing.T) {
 	t.Parallel()
-	if consulPending != "" {
-		t.Skip(consulPending)
-	}
 	dir := t.TempDir()
 	ca := tlstest.NewCA(t, dir, "trusted")
 	pair := ca.Issue(dir, "agent", "127.0.0.1")

@@ -3,8 +3,9 @@
 // (StartCluster), for integration tests: every port on a free loopback port
 // (so that agents of parallel tests never collide), a unique node name, logs
 // in the test's temporary directory (printed when the test fails), and
-// Stop/Kill/Restart so that tests can take the agent away and bring it back
-// on the same ports and data directory.
+// Stop/Kill/Restart/RestartEmpty/Freeze/Thaw so that tests can take the
+// agent away, hang it, and bring it back on the same ports, with its data
+// directory or without.
 //
 // The binary is found by Binary: $XDSBRIDGE_CONSUL, else `consul` on PATH,
 // else the cache that scripts/tools.sh fills. Without one the test is
@@ -22,6 +23,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -234,6 +236,43 @@ func (a *Agent) Restart() {
 	a.start(30 * time.Second)
 }
 
+// RestartEmpty stops the agent and starts it again on the same ports and
+// node name with an empty data directory: a new node ID, no persisted
+// services, an empty catalog, as an agent whose disk was lost.
+func (a *Agent) RestartEmpty() {
+	a.t.Helper()
+	a.Stop()
+	if err := os.RemoveAll(a.DataDir); err != nil {
+		a.t.Fatalf("emptying the data directory: %v", err)
+	}
+	a.start(30 * time.Second)
+}
+
+// Freeze stops the agent's process (SIGSTOP) without ending it: its
+// sockets stay open and connections are accepted by the kernel, but
+// nothing is answered, as an agent hung in a long pause. Thaw resumes it.
+func (a *Agent) Freeze() { a.signal(syscall.SIGSTOP) }
+
+// Thaw resumes a frozen agent (SIGCONT).
+func (a *Agent) Thaw() { a.signal(syscall.SIGCONT) }
+
+// Reload asks the agent to reload its configuration files (SIGHUP), as
+// `consul reload` does: TLS certificates among them.
+func (a *Agent) Reload() { a.signal(syscall.SIGHUP) }
+
+func (a *Agent) signal(sig os.Signal) {
+	a.t.Helper()
+	a.mu.Lock()
+	cmd := a.cmd
+	a.mu.Unlock()
+	if cmd == nil {
+		a.t.Fatalf("signal %v: agent %s is not running", sig, a.Node)
+	}
+	if err := cmd.Process.Signal(sig); err != nil {
+		a.t.Fatalf("signal %v to agent %s: %v", sig, a.Node, err)
+	}
+}
+
 // JoinWAN federates a with other (another server agent, typically of
 // another datacenter) and waits until a lists both datacenters.
 func (a *Agent) JoinWAN(other *Agent) {
@@ -328,6 +367,8 @@ func (a *Agent) stop(sig os.Signal) {
 		return
 	}
 	_ = cmd.Process.Signal(sig)
+	// A frozen agent handles the signal only once it runs again.
+	_ = cmd.Process.Signal(syscall.SIGCONT)
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):

@@ -25,10 +25,10 @@ import (
 
 const rootToken = "3c1b9c3e-1c9e-4d1b-9f6a-8a5b2d4e6f70"
 
-// TestToken runs an agent whose ACLs deny by default: a source with a read
-// token (given as token or token_file) sees the service, one without sees
-// nothing.
-func TestToken(t *testing.T) {
+// aclAgent starts an agent whose ACLs deny by default, and returns it with
+// a client holding the management token.
+func aclAgent(t *testing.T) (*consultest.Agent, *api.Client) {
+	t.Helper()
 	agent := consultest.Start(t, consultest.WithHCL(fmt.Sprintf(`
 acl {
   enabled = true
@@ -38,10 +38,14 @@ acl {
     agent = %q
   }
 }`, rootToken, rootToken)))
-	mc := agent.Client(rootToken)
-	pol, _, err := mc.ACL().PolicyCreate(&api.ACLPolicy{Name: "read-all",
-		Rules: `service_prefix "" { policy = "read" }
-node_prefix "" { policy = "read" }`}, nil)
+	return agent, agent.Client(rootToken)
+}
+
+// aclToken creates a policy of rules and a token holding it, and returns
+// the token's secret.
+func aclToken(t *testing.T, mc *api.Client, name, rules string) string {
+	t.Helper()
+	pol, _, err := mc.ACL().PolicyCreate(&api.ACLPolicy{Name: name, Rules: rules}, nil)
 	if err != nil {
 		t.Fatalf("creating policy: %v", err)
 	}
@@ -49,14 +53,28 @@ node_prefix "" { policy = "read" }`}, nil)
 	if err != nil {
 		t.Fatalf("creating token: %v", err)
 	}
+	return tok.SecretID
+}
+
+// readRules may read every service and node.
+const readRules = `service_prefix "" { policy = "read" }
+node_prefix "" { policy = "read" }
+`
+
+// TestToken runs an agent whose ACLs deny by default: a source with a read
+// token (given as token or token_file) sees the service, one without sees
+// nothing.
+func TestToken(t *testing.T) {
+	agent, mc := aclAgent(t)
+	secret := aclToken(t, mc, "read-all", readRules)
 	register(t, mc, &api.AgentServiceRegistration{ID: "sec-1", Name: "sec", Address: "10.0.4.1", Port: 4001})
 
 	tokenFile := filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(tokenFile, []byte(tok.SecretID+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(tokenFile, []byte(secret+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	sel := map[string]any{"include": []any{"sec"}}
-	byToken := startSource(t, agent, map[string]any{"services": sel, "token": tok.SecretID})
+	byToken := startSource(t, agent, map[string]any{"services": sel, "token": secret})
 	byFile := startSource(t, agent, map[string]any{"services": sel, "token_file": tokenFile})
 	anonymous := startSource(t, agent, map[string]any{"services": sel})
 	for name, r := range map[string]*running{"token": byToken, "token_file": byFile} {

@@ -86,6 +86,7 @@ type censusTaker struct {
 	next   time.Time // the earliest start of the next census
 	noDump bool      // the agent refused a dump: censuses list checks only
 	fails  int       // censuses failed in a row
+	logged bool      // the failures in a row were logged
 }
 
 // due reports whether a census is owed and may start now.
@@ -153,7 +154,7 @@ func (s *Source) takeCensus(ctx context.Context, c *api.Client, dc string, t *ce
 		cen.took, cen.every = took, max(censusInterval, time.Duration(float64(took)/censusShare))
 		switch {
 		case cen.err == nil:
-			t.owed, t.fails = false, 0
+			t.owed, t.fails, t.logged = false, 0, false
 		case cen.dump && refusedDump(cen.err):
 			t.noDump = true
 			s.log.Warn(msgNoDump, "err", cen.err)
@@ -163,11 +164,14 @@ func (s *Source) takeCensus(ctx context.Context, c *api.Client, dc string, t *ce
 			// A census that keeps failing (an answer over
 			// max_response_bytes, an agent too slow to list everything
 			// within read_timeout) is tried less and less often; sweeps
-			// run meanwhile.
-			if t.fails == 0 {
+			// run meanwhile. The failures in a row are logged once: at
+			// the first with an HTTP answer, or at the second without
+			// one (a census cut by an agent that stopped answering is
+			// the agent's failure, which the source logs as such).
+			if t.fails++; !t.logged && (statusCode(cen.err) != 0 || t.fails > 1) {
+				t.logged = true
 				s.log.Warn(msgCensusFailed, "datacenter", dc, "err", cen.err)
 			}
-			t.fails++
 			cen.every = min(max(cen.every, censusInterval<<min(t.fails, 6)), censusMaxBackoff)
 		}
 		t.next = time.Now().Add(cen.every)

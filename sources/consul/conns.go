@@ -1,6 +1,10 @@
 package consul
 
-import "fmt"
+import (
+	"fmt"
+	"maps"
+	"slices"
+)
 
 // Connections. Every request holds an HTTP connection to the agent while
 // it runs: over HTTP/1.1 one request per connection, over HTTP/2 (the
@@ -35,8 +39,9 @@ const consulDefaultConnsPerClient = 200
 // per-address limit to the other programs on the host.
 const reserveDivisor = 4
 
-// connPlan is how the source spends its connections, fixed once Run knows
-// the agent's protocol and limit.
+// connPlan is how the source spends its connections, made once Run knows
+// the agent's protocol and limit, and made again when the agent shows
+// another limit (replan).
 type connPlan struct {
 	http2 bool
 	// agentLimit is the agent's http_max_conns_per_client (0: unknown);
@@ -105,7 +110,39 @@ func (p connPlan) String() string {
 	return fmt.Sprintf("%d connections over %s (%s): %d carry watches, room for %d services", p.budget, proto, from, p.lanes, p.capacity())
 }
 
+// replan follows the agent's connection limit when the agent shows one
+// other than the plan was made for: a token that could not read the
+// agent's configuration at startup (the plan then assumed fallbackConns)
+// and can now, or an agent whose limit was changed and reloaded. A budget
+// set by max_connections does not follow it. Reads keep at most the
+// connections the main client was built with; the watch lanes grow or
+// shrink, and services without a watch take the room that appeared.
+func (l *loop) replan(limit int) {
+	old := l.s.plan
+	if limit <= 0 || limit == old.agentLimit || !old.derived {
+		return
+	}
+	p := l.s.cfg.plan(old.http2, limit)
+	if !p.http2 {
+		p.reads = min(p.reads, l.s.mainReads)
+	}
+	l.s.plan, l.slots = p, p.reads
+	l.s.logPlan()
+	if err := l.setLanes(p.lanes); err != nil {
+		l.s.log.Warn("building watch connections for the new plan failed; watching on fewer", "err", err)
+	}
+	for _, d := range l.dcs {
+		for _, name := range slices.Sorted(maps.Keys(d.services)) {
+			l.maybeWatch(d.services[name], false)
+		}
+	}
+	l.noteWatches()
+}
+
+// msgPlan is logged with the connection plan.
+const msgPlan = "consul connections"
+
 // logPlan logs the connection plan once at startup.
 func (s *Source) logPlan() {
-	s.log.Info("consul connections", "plan", s.plan.String())
+	s.log.Info(msgPlan, "plan", s.plan.String())
 }

@@ -222,9 +222,10 @@
 // A failed read (agent unreachable, 5xx such as "No cluster leader", 429,
 // 403, malformed JSON, no answer within its deadline) publishes nothing:
 // the receiver keeps the last good state. The source records it in its
-// Status (stale, with the error naming the read and why), logs once when
-// the failing period starts and once when it ends. Failures are handled
-// where they happen:
+// Status (stale, with the error naming the read and why), and logs once
+// when the failing period starts, once a minute while it lasts (with the
+// number of failures), and once when it ends. Failures are handled where
+// they happen:
 //
 //   - A failed read of one service is retried alone, with exponential
 //     backoff and jitter (retry_min to retry_max) of its own, which only
@@ -240,21 +241,28 @@
 //     request past it is a failure like any other; a hung agent cannot
 //     freeze the source silently. This includes /v1/agent/self at
 //     startup, retried with a backoff capped at 1s.
-//   - A probe asks /v1/status/leader every read_timeout/2 while the source
-//     is healthy (an idle source holds only blocking queries, which may
+//   - A probe asks /v1/status/leader every read_timeout/2 while the agent
+//     answers (an idle source holds only blocking queries, which may
 //     rightly stay silent): a hung agent makes the source stale within 1.5
-//     read_timeout. While something fails without an HTTP answer, it asks
-//     every 200ms (each with a 500ms deadline) and no read or watch asks; once it
-//     answers, requests in flight are cut (they may hang on connections
-//     of the failed period) and asked again with every pending retry, so
-//     a returning agent is noticed within about 200ms instead of a 30s
-//     backoff. A probe costs the servers one Status.Leader RPC, which
-//     reads no state: 24 a minute.
+//     read_timeout. A request that fails without an HTTP answer brings
+//     the next probe forward once. While the probe fails, it alone asks
+//     the agent, with a backoff of its own from 200ms to 1s (each probe
+//     with a 500ms deadline), whatever the failure looks like (refused,
+//     cut, timed out, an untrusted certificate, no leader): no read,
+//     blocking query or watch asks meanwhile, so an agent that is gone
+//     costs about one request a second. Once the probe answers, requests
+//     in flight are cut (they may hang on connections of the failed
+//     period) and asked again, the blocking queries from index 0, with
+//     every pending retry, so a returning agent is noticed within about a
+//     second instead of a 30s backoff; the watches ask again, and the
+//     services without one are swept. A probe costs the servers one
+//     Status.Leader RPC, which reads no state: 24 a minute.
 //   - token_file is read again every 500ms and after any 403; a new token
 //     applies to the next request and makes every failed read due at once,
 //     so a token rotated by Vault Agent or consul-template is picked up
 //     without a restart. An unreadable or empty file keeps the current
-//     token.
+//     token. The agent's configuration is read again with the new token:
+//     a connection limit the old token could not read makes a new plan.
 //
 // Only successful reads change what is served, so while one datacenter
 // fails the others' changes still flow.
@@ -270,16 +278,24 @@
 // state, so that it goes out at once): the removal guard then keeps
 // serving the last good state until the refill has settled, while every
 // addition and change flows. It notices the loss when a blocking query's
-// index goes backwards, when the agent answers again after the probe
-// found it down (no answer, or no leader: an agent that was away may come
+// index goes backwards, when the agent answers again after it went away
+// (its connections were refused or cut: an agent that was away may come
 // back with any state, and a -dev agent restarted on its old data
 // directory keeps its node ID while its catalog starts empty), and when
 // the agent's node ID changes (/v1/agent/self, read after any request
 // failed without an HTTP answer, and every twelfth probe; Consul 1.14
 // reports no start time, and an agent started on an empty data directory
-// gets a new node ID). After a reset every service is read again and the
-// blocking queries start over from index 0. A failed read that is not an
-// outage (a 429, a 500 from a leader election, a 403) is not a reset.
+// gets a new node ID). After a reset every service is read again, every
+// blocking query and every watch starts over from index 0, and no answer
+// to a request asked before it is applied. A client agent's view of a
+// service (its streaming backend) can hold the lost state for a while
+// after the servers lost it, with indexes the new state has not reached:
+// after a reset, a watch checks its answers against a read from the
+// servers until one is not ahead of them. An agent that only stopped
+// answering for a while (hung, no leader, an untrusted certificate) and
+// answers again with indexes that did not go backwards has kept its
+// state: that is no reset. Nor is a failed read that is not an outage (a
+// 429, a 500 from a leader election, a 403).
 //
 // resync_grace, the source's own hold of removals after Consul answered
 // again, is gone: the guard holds what the refill has not brought back,

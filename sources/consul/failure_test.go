@@ -32,6 +32,9 @@ type fakeConsul struct {
 	hung      map[string]bool
 	unhung    chan struct{}
 	throttled map[string]bool
+	// cut: every connection is closed without an answer, as an agent
+	// that exits does.
+	cut bool
 	// token, when set, is the only token accepted: others get 403.
 	token string
 	// checks is the answer of /v1/health/state/any; catIndex, when set,
@@ -135,6 +138,13 @@ func (f *fakeConsul) serve(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	f.requests++
 	f.seen = append(f.seen, &http.Request{URL: r.URL, Header: r.Header.Clone()})
+	if f.cut {
+		f.mu.Unlock()
+		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			conn.Close()
+		}
+		return
+	}
 	if f.hung[r.URL.Path] || f.hung["*"] {
 		ch := f.unhung
 		f.mu.Unlock()
@@ -401,8 +411,8 @@ func TestStaleReadBackwards(t *testing.T) {
 }
 
 // TestOutageReset: Consul answers again after an outage (an agent that
-// answered nothing, as a restarting one), with fewer instances and without a
-// service, refilling. The source says so: the first update after the
+// went away: its connections cut, as a restarting one), with fewer
+// instances and without a service, refilling. The source says so: the first update after the
 // outage is the whole state marked Reset, and what Consul reports from
 // then on flows as it is (the removal guard, not the source, decides what
 // to hold). A failed read that is not an outage (429s) marks nothing.
@@ -428,8 +438,8 @@ func TestOutageReset(t *testing.T) {
 		t.Fatalf("%d updates marked Reset after 429s: the agent answered throughout", n)
 	}
 
-	// Away: the agent answers nothing until the probe says so.
-	f.set(func() { f.hung["*"] = true })
+	// Away: the agent's connections are cut until the probe says so.
+	f.set(func() { f.cut = true })
 	r.waitFor(patience, "the probe failing", func() bool {
 		return strings.Contains(r.status.Snapshot().LastError, "probing")
 	})
@@ -440,8 +450,8 @@ func TestOutageReset(t *testing.T) {
 		f.index++
 		f.entries = svcEntries(2, 3)
 		f.catalog = map[string][]string{"svc": {}}
+		f.cut = false
 	})
-	f.unhang()
 	r.waitFor(patience, "the refilled state", func() bool {
 		_, ok := r.service("other")
 		eps := r.endpointsOf("svc")

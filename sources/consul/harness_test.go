@@ -37,7 +37,10 @@ type running struct {
 	full    time.Time        // when the first (Full) update arrived
 	history map[string][]int // endpoint counts published per cluster (-1: removed)
 	kinds   []updateKind     // every update's kind, in order
-	errs    []string         // contract violations seen by the reader
+	// removed counts the services removed, or served with fewer
+	// endpoints than before, by the updates.
+	removed int
+	errs    []string // contract violations seen by the reader
 }
 
 // startSource runs a consul source against agent with cfg (address
@@ -104,6 +107,20 @@ func (r *running) apply(u sources.Update, started time.Time) {
 		_ = started
 	}
 	r.updates++
+	if u.Full {
+		for name, had := range r.state {
+			if i := slices.IndexFunc(u.Services, func(s sources.Service) bool { return s.Name == name }); i < 0 || len(u.Services[i].Endpoints) < len(had.Endpoints) {
+				r.removed++
+			}
+		}
+	} else {
+		for _, s := range u.Services {
+			if had, ok := r.state[s.Name]; ok && len(s.Endpoints) < len(had.Endpoints) {
+				r.removed++
+			}
+		}
+	}
+	r.removed += len(u.Removed)
 	r.kinds = append(r.kinds, updateKind{full: u.Full, reset: u.Reset})
 	if u.Full {
 		clear(r.state)
@@ -153,6 +170,14 @@ func (r *running) resets() int {
 		}
 	}
 	return n
+}
+
+// removals counts the services removed, or served with fewer endpoints
+// than before, by the updates so far.
+func (r *running) removals() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.removed
 }
 
 func (r *running) updateCount() int {
@@ -211,10 +236,24 @@ func (r *running) endpointsOf(name string) map[uint32]sources.Endpoint {
 	return m
 }
 
-// logRecorder keeps the messages of every record logged.
+// logRecorder keeps the messages and levels of every record logged.
 type logRecorder struct {
-	mu   sync.Mutex
-	msgs []string
+	mu     sync.Mutex
+	msgs   []string
+	levels []slog.Level
+}
+
+// records counts the records logged at level or above.
+func (l *logRecorder) records(level slog.Level) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, lv := range l.levels {
+		if lv >= level {
+			n++
+		}
+	}
+	return n
 }
 
 func (l *logRecorder) count(msg string) int {
@@ -237,6 +276,7 @@ type teeHandler struct {
 func (h teeHandler) Handle(ctx context.Context, rec slog.Record) error {
 	h.rec.mu.Lock()
 	h.rec.msgs = append(h.rec.msgs, rec.Message)
+	h.rec.levels = append(h.rec.levels, rec.Level)
 	h.rec.mu.Unlock()
 	if !h.Handler.Enabled(ctx, rec.Level) {
 		return nil

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/consul/api"
@@ -80,9 +79,6 @@ type dcState struct {
 	// filter, so sweeps are not needed.
 	census             map[censusKey]censusEntry
 	censusDump, dumped bool
-	// owesReset: the blocking query of that kind has not answered since
-	// the last reset (reset.go).
-	owesReset [pollKinds]bool
 }
 
 type checkInfo struct {
@@ -95,6 +91,7 @@ type fetchResult struct {
 	key     svcKey
 	st      *svcState // the state the read was started for
 	seq     uint64    // dispatch sequence number
+	epoch   uint64    // the resets before it started (loop.epoch)
 	entries []*api.ServiceEntry
 	meta    *api.QueryMeta
 	cached  bool // read from the agent cache
@@ -157,23 +154,18 @@ type loop struct {
 	pacer     pacer
 	lastSweep sweepRecord
 
-	// failing: a failing period started (logged) and has not ended.
 	// pollErr, the retries, the watches and the agent's phase say what
-	// fails now. probeFailing mirrors the agent's phase for the probe
-	// goroutine and the watches (stepAgent), and kick asks the probe for
-	// a probe now.
-	failing      bool
-	pollErr      map[[2]int]bool
-	probeFailing atomic.Bool
-	kick         chan struct{}
-	// rewake: a request failed without an HTTP answer since the last
-	// renewal; the next good probe renews the generation.
-	rewake bool
+	// fails now (failingNow); kick asks the probe to look soon.
+	pollErr map[[2]int]bool
+	kick    chan struct{}
 	// leaderless: the last answer said X-Consul-KnownLeader: false.
 	leaderless bool
 	// agent: what the loop knows of the agent: its phase (agentPhase),
-	// identity and resets.
+	// identity and resets; epoch: the resets so far. An answer to a
+	// request started before the last reset is of the lost state, and is
+	// not applied.
 	agent agentState
+	epoch uint64
 	// aclFiltered: reads whose last answer had results hidden by ACLs.
 	aclFiltered map[string]bool
 
@@ -291,6 +283,9 @@ func (l *loop) arm(t *time.Timer) {
 }
 
 func (l *loop) onPoll(r pollResult) {
+	if r.epoch != l.epoch {
+		return // asked before the last reset; asked again since
+	}
 	if r.census != nil {
 		l.onCensus(r.dc, r.census)
 		return
@@ -303,14 +298,14 @@ func (l *loop) onPoll(r pollResult) {
 		return
 	}
 	delete(l.pollErr, key)
-	l.answered()
+	if l.answered() {
+		return
+	}
 	l.noteLeader(r.meta)
-	owed := d.owesReset[r.kind]
-	d.owesReset[r.kind] = false
 	if r.unchanged {
 		return
 	}
-	if r.reset && !owed {
+	if r.reset {
 		// The index went backwards (a snapshot restore, a cluster
 		// rebuilt, an agent restarted empty): the state may be refilling.
 		l.noteReset(fmt.Sprintf("the index of %s in %s went backwards", r.kind, d.name))
@@ -357,7 +352,8 @@ func (l *loop) onFetch(r fetchResult) {
 	// A read queued while this one was in flight was not put in the queue
 	// (see queueRead); it goes there now, whatever happens below.
 	defer l.requeue(st)
-	if errors.Is(r.err, errRenewed) {
+	if errors.Is(r.err, errRenewed) || r.epoch != l.epoch {
+		// Cut short, or an answer about the state Consul lost.
 		l.markDirty(st)
 		return
 	}
@@ -368,7 +364,10 @@ func (l *loop) onFetch(r fetchResult) {
 		return
 	}
 	st.retry = nil // its own success ends its backoff
-	l.answered()
+	if l.answered() {
+		l.markDirty(st)
+		return
+	}
 	if r.peek {
 		l.onPeek(r, st)
 		return

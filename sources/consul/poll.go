@@ -19,9 +19,6 @@ const (
 	pollNodes                    // /v1/catalog/nodes: addresses and meta
 )
 
-// pollKinds is the number of kinds.
-const pollKinds = 3
-
 func (k pollKind) String() string {
 	return [...]string{"catalog services", "health state", "catalog nodes"}[k]
 }
@@ -47,6 +44,8 @@ type pollResult struct {
 	// census is set on the result of a census (census.go), which carries
 	// nothing else.
 	census *census
+	// epoch: the resets before the request started (loop.epoch).
+	epoch uint64
 }
 
 // minPollInterval paces a blocking query whose index keeps moving: under
@@ -81,8 +80,11 @@ func (k pollKind) interval() time.Duration {
 // is lower (a query blocking on the old index would then wait out its
 // wait), and the first answer after an error is diffed whatever its index.
 // Each request has a deadline of wait + wait/16 + read_timeout. A renewed
-// generation (probe.go) cuts the request or the backoff short and asks
-// again at once.
+// generation (monitor.go) cuts the request or the backoff short and asks
+// again at once; after a reset or a resume it asks from index 0 (see
+// queryMarks). Nothing is asked while the gate is shut (the probe finds
+// the agent down): the probe's backoff, not this query's, paces an
+// outage.
 func (s *Source) poll(ctx context.Context, c *api.Client, dc int, dcName string, kind pollKind, out chan<- pollResult) {
 	var index, last uint64
 	// afterErr: the last request failed. The next answer is diffed even
@@ -93,7 +95,7 @@ func (s *Source) poll(ctx context.Context, c *api.Client, dc int, dcName string,
 	var known map[string]bool // nodes of the previous answer (pollNodes)
 	bo := sources.Backoff{Min: s.cfg.RetryMin, Max: s.cfg.RetryMax}
 	var started time.Time
-	resets := s.gen.resetCount()
+	marks := s.gen.seen()
 	var cs censusTaker // pollServices: when the next census is owed and due
 	for {
 		if wait := time.Until(started.Add(kind.interval())); wait > 0 {
@@ -101,15 +103,22 @@ func (s *Source) poll(ctx context.Context, c *api.Client, dc int, dcName string,
 				return
 			}
 		}
-		started = time.Now()
-		if n := s.gen.resetCount(); n != resets {
-			// Consul lost its state: start over, as at startup. Checked
-			// before every request, not only after one the restart cut:
-			// an agent can go and come back while this query waits
-			// between requests, and its next request would then block
-			// on an index of the old state.
-			index, last, afterErr, resets = 0, 0, true, n
+		if !s.gate.wait(ctx) {
+			return
 		}
+		started = time.Now()
+		// Checked before every request, not only after one a renewal
+		// cut: an agent can go and come back while this query waits
+		// between requests, and its next request would then block on an
+		// index of the old state.
+		switch now := s.gen.seen(); {
+		case now.resets != marks.resets:
+			// Consul lost its state: start over, as at startup.
+			index, last, afterErr = 0, 0, true
+		case now.resumes != marks.resumes:
+			index, afterErr = 0, true
+		}
+		marks = s.gen.seen()
 		wait := s.cfg.Wait
 		if kind == pollServices && s.census[dc].Load() {
 			// A census owed and due is taken now; one owed but not yet
@@ -119,13 +128,13 @@ func (s *Source) poll(ctx context.Context, c *api.Client, dc int, dcName string,
 				if ctx.Err() != nil {
 					return
 				}
-				if !send(ctx, out, pollResult{dc: dc, kind: kind, census: cen}) {
+				if !send(ctx, out, pollResult{dc: dc, kind: kind, census: cen, epoch: marks.resets}) {
 					return
 				}
 			}
 			wait = cs.bound(wait)
 		}
-		res := pollResult{dc: dc, kind: kind}
+		res := pollResult{dc: dc, kind: kind, epoch: marks.resets}
 		var meta *api.QueryMeta
 		res.err = s.request(ctx, index > 0, func(rctx context.Context) error {
 			q := s.queryOptions(rctx, dcName)
@@ -174,7 +183,7 @@ func (s *Source) poll(ctx context.Context, c *api.Client, dc int, dcName string,
 		switch {
 		case res.index == last && !afterErr:
 			index = last
-			if !send(ctx, out, pollResult{dc: dc, kind: kind, index: index, meta: meta, unchanged: true}) {
+			if !send(ctx, out, pollResult{dc: dc, kind: kind, index: index, meta: meta, unchanged: true, epoch: marks.resets}) {
 				return
 			}
 			continue

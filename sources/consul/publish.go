@@ -26,11 +26,7 @@ func (l *loop) publish(ctx context.Context, up chan<- sources.Update) bool {
 		}
 		l.synced = true
 		if len(l.pollErr) == 0 {
-			if l.failing {
-				l.s.log.Info(msgRecovered)
-			}
-			l.failing = false
-			l.s.status.Succeeded()
+			l.s.recovered()
 		}
 		l.s.log.Debug("first sync complete", "clusters", len(u.Services), "took", time.Since(l.started).Round(time.Millisecond))
 		l.logCoverage()

@@ -14,14 +14,6 @@ func readGap(rate float64) time.Duration {
 	return time.Duration(float64(time.Second) / rate)
 }
 
-// forgetIndexes makes the next read of every service acceptable whatever
-// its index, after the datacenter's indexes went backwards.
-func (d *dcState) forgetIndexes() {
-	for _, st := range d.services {
-		st.index, st.peekIndex = 0, 0
-	}
-}
-
 // readPrio orders reads: a read that follows a precise signal (a check
 // change, a new service, a retry) goes ahead of the reads of a sweep, so a
 // critical check is served in milliseconds even while a sweep of
@@ -163,7 +155,7 @@ func (l *loop) dispatch(ctx context.Context) {
 			l.nextRead = now.Add(l.readGap)
 		}
 		k := st.key
-		r := fetchResult{key: k, st: st, cached: st.viaCache, sweep: st.dirty == prioSweep}
+		r := fetchResult{key: k, st: st, cached: st.viaCache, sweep: st.dirty == prioSweep, epoch: l.epoch}
 		// A sweep asks only for the index of a service it knows (a peek),
 		// and reads it in full when the index moved.
 		r.peek = r.sweep && st.index != 0

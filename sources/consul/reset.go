@@ -18,19 +18,27 @@ import (
 // good state until the refill has settled. It notices a loss when:
 //
 //   - a blocking query's index goes backwards (poll.go);
-//   - the agent answers again after the probe found it down (no answer,
-//     or no leader): an agent that was away may come back with any state,
-//     and a -dev agent restarted on its old data directory keeps its node
-//     ID while its catalog starts empty;
+//   - the agent answers again after it went away (its connections were
+//     refused or cut: see wentAway): an agent that was away may come back
+//     with any state, and a -dev agent restarted on its old data directory
+//     keeps its node ID while its catalog starts empty;
 //   - the agent's node ID changed (/v1/agent/self, read at startup and
-//     again after any request failed without an HTTP answer): an agent
-//     started on an empty data directory gets a new one, and an address
-//     that leads to another agent shows one. Consul 1.14 reports no start
-//     time or incarnation of the agent; the node ID is what identifies it.
+//     again by the probe, see monitor.go): an agent started on an empty
+//     data directory gets a new one, and an address that leads to another
+//     agent shows one. Consul 1.14 reports no start time or incarnation of
+//     the agent; the node ID is what identifies it.
+//
+// An agent that only stopped answering for a while (hung, partitioned, no
+// leader, a certificate the source does not trust) and answers again is
+// the same agent with its state: that is a resume, not a reset (resume),
+// unless its indexes went backwards meanwhile.
 
-// agentState is what the loop knows of the agent between resets.
+// agentState is the loop's view of the agent, fed by the probe.
 type agentState struct {
 	phase agentPhase
+	// gone: during the current outage a request showed the agent's
+	// process gone (wentAway).
+	gone bool
 	// reset: why Consul lost its state, until the update that says so
 	// went out; empty when no reset is pending.
 	reset string
@@ -38,100 +46,145 @@ type agentState struct {
 	nodeID string
 }
 
-// agentPhase is what the probe and the answers of the other requests tell
-// of the agent:
+// agentPhase is what the probe tells of the agent:
 //
 //	agentUp    the probe answers (or has not failed yet): reads start,
-//	           watches ask, the probe asks every read_timeout/2.
-//	agentDown  the probe failed and nothing answered since: no read
-//	           starts, watches wait, the probe asks every
-//	           probeFailingInterval. An agent that was away may come back
-//	           with any state: the next answer of any request is a reset.
-//	agentBack  something answered after agentDown (the reset is noted),
-//	           the probe not yet: reads and watches still wait for it.
-//
-// The transitions (agentSteps; stepAgent makes them all):
-//
-//	probe fails      any phase  -> agentDown
-//	probe answers    any phase  -> agentUp    (from agentDown: a reset)
-//	other answer     agentDown  -> agentBack  (a reset)
-//
-// The loop's other flags about failures change independently of the
-// phase, so they stay flags: failing (a failing period was logged) is set
-// by every failure, with an HTTP answer or not, and ends once nothing
-// fails; rewake (a renewal is owed to the next good probe) is set by every
-// request left without an answer, also while the probe answers, and paid
-// by any renewal, also one for a new token while the agent is down;
-// leaderless is what the latest answer said of the leader. synced (the
-// first update went out) and confirmNext (the kind of the next sweep) are
-// not about the agent at all.
+//	           blocking queries and watches ask (the gate is open).
+//	agentDown  the probe failed and has not answered since: the probe
+//	           alone asks (the gate is shut).
 type agentPhase uint8
 
 const (
 	agentUp agentPhase = iota
 	agentDown
-	agentBack
 )
 
-// agentEvent moves the agent's phase.
-type agentEvent uint8
+// agentChange is what a probe's outcome changes for the other requests.
+type agentChange uint8
 
 const (
-	probeFailed agentEvent = iota
-	probeAnswered
-	otherAnswer // any other request was answered
+	agentSame agentChange = iota
+	// agentLost: the agent stopped answering.
+	agentLost
+	// agentResumed: it answers again after an outage, with its state.
+	agentResumed
+	// agentReset: it lost its state (it went away and came back, or
+	// another agent answers).
+	agentReset
 )
 
-var agentSteps = [...][3]agentPhase{
-	//         probeFailed, probeAnswered, otherAnswer
-	agentUp:   {agentDown, agentUp, agentUp},
-	agentDown: {agentDown, agentUp, agentBack},
-	agentBack: {agentDown, agentUp, agentBack},
+// onProbe moves the agent's phase on a probe's outcome and says what
+// changed, and why when it is a reset.
+func (a *agentState) onProbe(r probeResult) (agentChange, string) {
+	if r.err != nil {
+		a.gone = a.gone || r.gone
+		if a.phase == agentDown {
+			return agentSame, ""
+		}
+		a.phase = agentDown
+		return agentLost, ""
+	}
+	change, why := agentSame, ""
+	if a.phase == agentDown {
+		a.phase, change = agentUp, agentResumed
+		if a.gone {
+			change, why = agentReset, "the agent answers again after it went away"
+		}
+		a.gone = false
+	}
+	if id := r.nodeID(); id != "" {
+		if a.nodeID != "" && id != a.nodeID {
+			change, why = agentReset, fmt.Sprintf("the agent's node ID changed from %s to %s", a.nodeID, id)
+		}
+		a.nodeID = id
+	}
+	return change, why
 }
 
-// stepAgent moves the agent's phase on e, notes a reset when it leaves
-// agentDown, and shows any phase but agentUp to the goroutines that must
-// not ask while the agent is away (the probe's pace, the watches).
-func (l *loop) stepAgent(e agentEvent) {
-	from := l.agent.phase
-	l.agent.phase = agentSteps[from][e]
-	l.probeFailing.Store(l.agent.phase != agentUp)
-	if from == agentDown && l.agent.phase != agentDown {
-		l.noteReset("the agent answers again after an outage")
+// nodeID is the agent's node ID the probe read, if it read one.
+func (r probeResult) nodeID() string {
+	if r.self == nil {
+		return ""
+	}
+	return r.self.nodeID
+}
+
+// onProbe applies a probe's outcome: the gate follows the agent's phase,
+// and its return is a resume or a reset.
+func (l *loop) onProbe(r probeResult) {
+	change, why := l.agent.onProbe(r)
+	switch change {
+	case agentLost:
+		l.s.gate.shut()
+	case agentResumed:
+		l.resume()
+	case agentReset:
+		l.noteReset(why)
+	}
+	if r.err != nil {
+		l.fail(r.err)
+		return
+	}
+	l.s.gate.reopen()
+	if r.self != nil {
+		l.replan(r.self.maxConnsPerClient)
+	}
+}
+
+// answered notes an answer of the agent to a request other than the
+// probe's, and reports whether the answer must be dropped. While the probe
+// finds down an agent that went away, an answer (to a request that slipped
+// past the gate as it shut) is the first sign that the agent is back, with
+// whatever state: the reset is noted before anything of that state is
+// applied, and the answer, asked before the reset, is asked again.
+func (l *loop) answered() (drop bool) {
+	if l.agent.phase != agentDown || !l.agent.gone {
+		return false
+	}
+	l.agent.gone = false
+	l.noteReset("the agent answers again after it went away")
+	return true
+}
+
+// resume: the agent answers again after an outage, with its state.
+// Requests stuck on connections of the failed period are cut and asked
+// again, the blocking queries from index 0 (see queryMarks); every read
+// waiting for its backoff is due now; watches ask again from where they
+// were (a change during the outage answers at once); and every unwatched
+// service is swept, for the changes no bulk query attributes.
+func (l *loop) resume() {
+	l.s.gen.resume()
+	l.retryNow()
+	for i := range l.dcs {
+		if l.unwatched(i) {
+			l.sweepWanted[i] = true
+		}
 	}
 }
 
 // noteReset records that Consul lost its state since the source last read
-// it: the next update carries Reset. Every service is read again and
-// watched from there, and the blocking queries start over from index 0:
-// a query blocked on an index of the old state would wait out its wait.
-// The first answer of each blocking query after it may show an index lower
-// than before: that is this reset, not another (owesReset).
+// it: the next update carries Reset. The blocking queries start over from
+// index 0 (a query blocked on an index of the old state would wait out its
+// wait), every watch too, every unwatched service is read again, and what
+// was asked before the reset is not applied (epoch).
 func (l *loop) noteReset(why string) {
 	if l.agent.reset == "" {
 		l.s.log.Info(msgReset, "why", why)
 	}
 	l.agent.reset = why
-	for i, d := range l.dcs {
-		d.forgetIndexes()
-		l.stopWatches(i)
-		d.owesReset = [pollKinds]bool{true, true, true}
+	l.epoch = l.s.gen.restart()
+	for _, d := range l.dcs {
+		for _, st := range d.services {
+			st.index, st.peekIndex, st.want, st.behind = 0, 0, 0, 0
+			if st.watch != nil {
+				l.stopWatch(st)
+				l.maybeWatch(st, false)
+			} else {
+				l.markDirty(st)
+			}
+		}
 	}
-	l.s.gen.restart()
-}
-
-// answered records a successful answer from the agent (not the probe's).
-func (l *loop) answered() { l.stepAgent(otherAnswer) }
-
-// noteIdentity compares the node ID of the agent with the one it had.
-func (l *loop) noteIdentity(id string) {
-	if id == "" {
-		return // unknown (no agent:read): nothing to compare
-	}
-	if l.agent.nodeID != "" && id != l.agent.nodeID {
-		l.noteReset(fmt.Sprintf("the agent's node ID changed from %s to %s", l.agent.nodeID, id))
-	}
-	l.agent.nodeID = id
+	l.retryNow()
 }
 
 // fullUpdate builds the source's complete state, records it as

@@ -14,7 +14,7 @@ import (
 // of others. A failed blocking query backs off likewise in its goroutine
 // (poll). While the probe finds the agent down, no read starts at all;
 // when the probe finds it back, the generation is renewed and every
-// pending retry is due at once.
+// pending retry is due at once (retryNow).
 
 // readRetry is the retry state of one failed read of a service, held by
 // its record (svcState.retry) until a read of it succeeds. The loop also
@@ -74,17 +74,20 @@ func (l *loop) readsFailing() bool {
 	return false
 }
 
-// fail records a failure of a read, a blocking query or the probe.
+// fail records a failure of a read, a blocking query or the probe. One
+// without an HTTP answer (refused, cut, timed out, a failed handshake)
+// may mean that the agent is gone: the probe is asked to look soon (a
+// kick shortens its wait once; see monitor.go), and while the probe fails
+// such an error says whether the agent's process went away.
 func (l *loop) fail(err error) {
 	l.s.failed(err)
-	l.failing = true
 	if statusCode(err) == 0 {
-		// No HTTP answer (refused, cut, timed out): the agent may be
-		// gone; probe now rather than at the next healthy interval.
-		l.rewake = true
 		select {
 		case l.kick <- struct{}{}:
 		default:
+		}
+		if l.agent.phase == agentDown && wentAway(err) {
+			l.agent.gone = true
 		}
 	}
 	if statusCode(err) == http.StatusForbidden {
@@ -103,35 +106,13 @@ func (l *loop) checkRecovered() {
 	if !l.synced || l.failingNow() {
 		return
 	}
-	if l.failing {
-		l.failing = false
-		l.s.log.Info(msgRecovered)
-	}
-	l.s.status.Succeeded()
+	l.s.recovered()
 }
 
-// onProbe applies a probe's outcome. A good probe after requests failed
-// without an answer renews the generation: requests stuck on the failed
-// agent are cut, and every backoff ends.
-func (l *loop) onProbe(r probeResult) {
-	if r.err != nil {
-		l.stepAgent(probeFailed)
-		l.rewake = true
-		l.fail(r.err)
-		return
-	}
-	l.noteIdentity(r.nodeID)
-	l.stepAgent(probeAnswered)
-	if l.rewake {
-		l.renew()
-	}
-}
-
-// renew starts a new generation: blocking queries and reads in flight are
-// asked again, and every retry is due now.
-func (l *loop) renew() {
-	l.rewake = false
-	l.s.gen.renew()
+// retryNow makes every read waiting for its backoff due now: what failed
+// may work again (the agent answers again, the token changed). Each
+// retry's backoff starts over; the next failure waits retry_min.
+func (l *loop) retryNow() {
 	for _, r := range l.retries {
 		if l.live(r) {
 			r.bo.Reset()
@@ -140,8 +121,10 @@ func (l *loop) renew() {
 	}
 }
 
-// reloadToken reads token_file again; a new token renews the generation,
-// so that what failed with the old one is asked again at once.
+// reloadToken reads token_file again. A new token renews the generation,
+// so that what failed with the old one is asked again at once, and asks
+// the probe for the agent's configuration, which the old token may not
+// have been allowed to read (the connection plan follows it: replan).
 func (l *loop) reloadToken() {
 	changed, err := l.s.tok.reload()
 	if err != nil {
@@ -150,6 +133,11 @@ func (l *loop) reloadToken() {
 	}
 	if changed {
 		l.s.log.Info("token_file changed; using the new token")
-		l.renew()
+		l.s.gen.renew()
+		l.retryNow()
+		select {
+		case l.kick <- struct{}{}:
+		default:
+		}
 	}
 }

@@ -33,16 +33,22 @@ type Source struct {
 	name   *template.Template
 	log    *slog.Logger
 	status *sources.Status
+	// flog logs the failing periods of the agent.
+	flog *sources.FailureLog
 
-	// Set by Run: the token sent with each request, and the generation
-	// every read runs under (see probe.go).
-	tok *token
-	gen *generation
+	// Set by Run: the token sent with each request, the generation every
+	// read runs under, and the gate the blocking queries and watches wait
+	// at while the agent is down (see monitor.go).
+	tok  *token
+	gen  *generation
+	gate *gate
 	// proto is the HTTP major version of the agent's last answer on the
 	// main client (2: requests are multiplexed).
 	proto atomic.Int32
-	// plan is how the connections are spent (conns.go).
-	plan connPlan
+	// plan is how the connections are spent (conns.go); mainReads the
+	// reads the main client's connections allow over HTTP/1.1.
+	plan      connPlan
+	mainReads int
 	// census, per datacenter: the loop has services there without a
 	// watch, so the catalog query takes censuses (census.go).
 	census []atomic.Bool
@@ -61,7 +67,8 @@ func New(raw map[string]any, opts sources.Options) (*Source, error) {
 		return nil, err
 	}
 	opts = opts.WithDefaults()
-	return &Source{cfg: cfg, name: tmpl, log: opts.Logger, status: opts.Status}, nil
+	return &Source{cfg: cfg, name: tmpl, log: opts.Logger, status: opts.Status,
+		flog: &sources.FailureLog{Log: opts.Logger, FailingMsg: msgFailing, RecoveredMsg: msgRecovered}}, nil
 }
 
 // Run watches Consul until ctx ends; see sources.Source.
@@ -84,7 +91,7 @@ func (s *Source) Run(ctx context.Context, up chan<- sources.Update) error {
 	defer func() { tr.CloseIdleConnections() }()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	s.gen = newGeneration(ctx)
+	s.gen, s.gate = newGeneration(ctx), newGate()
 	dcs, self, err := s.discover(ctx, c)
 	if err != nil {
 		return ctx.Err()
@@ -102,6 +109,7 @@ func (s *Source) Run(ctx context.Context, up chan<- sources.Update) error {
 		}
 	}
 	s.plan = s.cfg.plan(s.proto.Load() == 2, self.maxConnsPerClient)
+	s.mainReads = s.plan.reads
 	s.logPlan()
 	if !s.plan.http2 {
 		// Over HTTP/2 everything but the watches shares the one
@@ -132,7 +140,7 @@ func (s *Source) Run(ctx context.Context, up chan<- sources.Update) error {
 	l := newLoop(ctx, s, c, w, dcs, &wg)
 	l.agent.nodeID = self.nodeID
 	probes := make(chan probeResult)
-	wg.Go(func() { s.probe(ctx, c, dcs[0], l.probeFailing.Load, l.kick, probes) })
+	wg.Go(func() { s.probe(ctx, c, dcs[0], l.kick, probes) })
 	return l.run(ctx, polls, probes, up)
 }
 
@@ -173,11 +181,18 @@ const (
 	msgReset     = "consul lost its state and is filling up again; the removal guard keeps the last good state until the refill settles"
 )
 
-// failed records a failure, logging only when it starts a failing period.
+// failed records a failure: the status turns stale, and the failure log
+// says so when a failing period starts (and once a minute while it lasts).
 func (s *Source) failed(err error) {
-	if s.status.Failed(err) {
-		s.log.Warn(msgFailing, "err", err)
-	}
+	s.status.Failed(err)
+	s.flog.Failed(err)
+}
+
+// recovered records that nothing fails: the status is fresh, and the
+// failure log says when a failing period ended.
+func (s *Source) recovered() {
+	s.flog.Recovered()
+	s.status.Succeeded()
 }
 
 // read reads one service's instances: non-blocking when index is 0 (from

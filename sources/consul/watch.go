@@ -31,7 +31,9 @@ import (
 // read: a change between the read and the watch answers at once. Its
 // answers are applied like reads (loop.apply). It fails and backs off on
 // its own, and restarts from index 0 (an immediate read) after a failure,
-// as Consul's rules for blocking queries ask.
+// as Consul's rules for blocking queries ask; after a reset it is started
+// again from index 0 (noteReset). While the probe finds the agent down it
+// waits at the gate.
 
 // watchKeep is how long a watched service keeps its watch against a
 // service that changed more recently. Changes come in runs (a deploy, a
@@ -53,6 +55,9 @@ type watchRun struct {
 	// failed: its last request failed (the source is stale until it
 	// answers again).
 	failed bool
+	// verify: the watch started after a reset, and checks its answers
+	// against the servers until one agrees (verifyWatched).
+	verify bool
 }
 
 // watchSet is the loop's view of the lanes and of what the watches on
@@ -78,7 +83,12 @@ func newWatchSet() *watchSet { return &watchSet{} }
 // transport dials its connection with its first watch.
 func (s *Source) setupLanes(w *watchSet) error {
 	w.perLane = s.plan.perLane
-	for range s.plan.lanes {
+	return w.grow(s, s.plan.lanes)
+}
+
+// grow adds lanes until there are n.
+func (w *watchSet) grow(s *Source, n int) error {
+	for len(w.lanes) < n {
 		c, tr, err := s.newLane()
 		if err != nil {
 			return err
@@ -88,6 +98,28 @@ func (s *Source) setupLanes(w *watchSet) error {
 		w.load = append(w.load, 0)
 	}
 	return nil
+}
+
+// setLanes grows or shrinks the lanes to n (a new connection plan, see
+// replan). The watches of the lanes that go end: their services are
+// followed like any unwatched one, and take the room of a lane again as
+// maybeWatch finds it.
+func (l *loop) setLanes(n int) error {
+	w := l.w
+	if n < len(w.lanes) {
+		for _, d := range l.dcs {
+			for _, st := range d.services {
+				if st.watch != nil && st.watch.lane >= n {
+					l.stopWatch(st)
+				}
+			}
+		}
+		for _, tr := range w.closers[n:] {
+			tr.CloseIdleConnections()
+		}
+		w.lanes, w.closers, w.load = w.lanes[:n], w.closers[:n], w.load[:n]
+	}
+	return w.grow(l.s, n)
 }
 
 func (w *watchSet) close() {
@@ -169,11 +201,11 @@ func (l *loop) maybeWatch(st *svcState, changed bool) {
 		}
 	}
 	ctx, cancel := context.WithCancel(l.ctx)
-	run := &watchRun{lane: lane, cancel: cancel}
+	run := &watchRun{lane: lane, cancel: cancel, verify: l.epoch > 0}
 	st.watch = run
 	l.w.load[lane]++
 	k, c, dc, index := st.key, l.w.lanes[lane], l.dcs[st.key.dc].name, st.index
-	l.wg.Go(func() { l.s.watch(ctx, c, k, dc, run, index, l.probeFailing.Load, l.results) })
+	l.wg.Go(func() { l.s.watch(ctx, c, k, dc, run, index, l.results) })
 	l.s.log.Debug("watching service", "service", k.name, "datacenter", dc, "index", index, "lane", lane)
 	l.noteWatches()
 }
@@ -208,14 +240,6 @@ func (l *loop) stopWatch(st *svcState) {
 	l.w.setFailed(run, false)
 	st.watch = nil
 	l.noteWatches()
-}
-
-// stopWatches ends the watches of datacenter dc (its indexes went
-// backwards: each service is read again, and watched again from there).
-func (l *loop) stopWatches(dc int) {
-	for _, st := range l.dcs[dc].services {
-		l.stopWatch(st)
-	}
 }
 
 func (l *loop) serviceCount() int {
@@ -259,7 +283,9 @@ func (l *loop) onWatch(r fetchResult) {
 		return
 	}
 	l.w.setFailed(run, false)
-	l.answered()
+	if l.answered() {
+		return
+	}
 	l.apply(r, st)
 }
 
@@ -283,26 +309,32 @@ func (l *loop) sentOn(lane int) int {
 // watches, tells a hung agent from a quiet one. An index that went
 // backwards is sent (the loop reads the service again) and blocked on
 // from there.
-func (s *Source) watch(ctx context.Context, c *api.Client, k svcKey, dc string, run *watchRun, index uint64, agentDown func() bool, out chan<- fetchResult) {
+func (s *Source) watch(ctx context.Context, c *api.Client, k svcKey, dc string, run *watchRun, index uint64, out chan<- fetchResult) {
 	bo := sources.Backoff{Min: s.cfg.RetryMin, Max: s.cfg.RetryMax}
 	var started time.Time
+	verify := run.verify
 	for {
-		// Like reads, a watch asks nothing while the probe finds the agent
-		// down: an agent that is starting answers before it has its state
-		// back (without a leader, which a watch's answer from a streaming
-		// view does not say), and that must not be served.
-		for agentDown() {
-			if !sleep(ctx, probeFailingInterval) {
-				return
-			}
-		}
 		if wait := time.Until(started.Add(minPollInterval)); wait > 0 {
 			if !sleep(ctx, wait) {
 				return
 			}
 		}
+		// Like reads, a watch asks nothing while the probe finds the agent
+		// down: the probe paces an outage, and an agent that is starting
+		// answers before it has its state back (without a leader, which a
+		// watch's answer from a streaming view does not say), which must
+		// not be served.
+		if !s.gate.wait(ctx) {
+			return
+		}
 		started = time.Now()
 		entries, meta, queued, err := s.readWatched(ctx, c, dc, k.name, index, &run.sent)
+		ahead := false
+		if err == nil && verify && index > 0 && meta.LastIndex != index {
+			if entries, meta, ahead, err = s.verifyWatched(ctx, c, dc, k.name, entries, meta); err == nil && !ahead {
+				verify = false
+			}
+		}
 		if ctx.Err() != nil {
 			return
 		}
@@ -321,7 +353,9 @@ func (s *Source) watch(ctx context.Context, c *api.Client, k svcKey, dc string, 
 			}
 			continue
 		}
-		bo.Reset()
+		if !ahead {
+			bo.Reset()
+		}
 		if meta.LastIndex == index {
 			continue
 		}
@@ -329,7 +363,33 @@ func (s *Source) watch(ctx context.Context, c *api.Client, k svcKey, dc string, 
 		if !send(ctx, out, fetchResult{key: k, watch: run, entries: entries, meta: meta, index: meta.LastIndex}) {
 			return
 		}
+		if ahead && !s.pause(ctx, bo.Next()) {
+			return
+		}
 	}
+}
+
+// verifyWatched checks a watch's answer against the servers after a
+// reset. On a client agent a blocking health query is answered from the
+// agent's view of the service (the streaming backend), and after the
+// servers lost their state that view can go on holding the lost state for
+// a while, with indexes the new state has not reached: a watch blocking on
+// such an index waits for minutes while the service changes. A read that
+// does not block reaches the servers. When the watch's answer is ahead of
+// it, the read's answer is taken instead (ahead), and the watch asks
+// again after a backoff until the view has caught up; once an answer is
+// not ahead, the watch's answers are taken as they come.
+func (s *Source) verifyWatched(ctx context.Context, c *api.Client, dc, service string, entries []*api.ServiceEntry, meta *api.QueryMeta) ([]*api.ServiceEntry, *api.QueryMeta, bool, error) {
+	fresh, fmeta, err := s.read(ctx, c, dc, service, false, 0)
+	switch {
+	case err != nil:
+		return nil, nil, false, err
+	case fmeta.LastIndex < meta.LastIndex:
+		s.log.Debug("the agent's view of a service is ahead of the servers after a reset; reading from the servers until it catches up",
+			"service", service, "datacenter", dc, "view", meta.LastIndex, "servers", fmeta.LastIndex)
+		return fresh, fmeta, true, nil
+	}
+	return entries, meta, false, nil
 }
 
 // errQueued says that a watch's request waited for a stream: the lane's
