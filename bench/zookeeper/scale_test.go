@@ -16,19 +16,16 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/xdsbridge/xdsbridge/bench/fleet"
 	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
-	"github.com/xdsbridge/xdsbridge/internal/envoysim"
 	"github.com/xdsbridge/xdsbridge/internal/zktest"
 	_ "github.com/xdsbridge/xdsbridge/plugins"
 )
@@ -59,12 +56,6 @@ type result struct {
 	Connections  int64              `json:"zk_num_alive_connections_bridge"`
 }
 
-func cpu() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 func mntr(t *testing.T, s *zktest.Server) map[string]float64 {
 	t.Helper()
 	txt, err := s.FourLetter("mntr")
@@ -92,12 +83,6 @@ func delta(a, b map[string]float64, per float64) map[string]float64 {
 	return d
 }
 
-func pct(xs []float64, p float64) float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	return s[min(len(s)-1, int(p*float64(len(s))))]
-}
-
 func TestScale(t *testing.T) {
 	if os.Getenv("XDSBRIDGE_BENCH") != "zookeeper" {
 		t.Skip("a benchmark: XDSBRIDGE_BENCH=zookeeper runs it")
@@ -106,14 +91,7 @@ func TestScale(t *testing.T) {
 	for i := range *runs {
 		all = append(all, run(t, i+1))
 	}
-	med := func(f func(r result) float64) float64 {
-		xs := make([]float64, len(all))
-		for i, r := range all {
-			xs[i] = f(r)
-		}
-		slices.Sort(xs)
-		return xs[len(xs)/2]
-	}
+	med := func(f func(r result) float64) float64 { return fleet.Median(all, f) }
 	summary := fmt.Sprintf("%d instances in %d services, %d ADS clients, medians of %d runs:\n"+
 		"first sync %.2f s; change to every client p50 %.1f ms, p99 %.1f ms\n"+
 		"process CPU: first sync %.2f s, per change %.2f ms\n"+
@@ -157,84 +135,31 @@ func run(t *testing.T, n int) result {
 	}
 	wg.Wait()
 	before := mntr(t, srv)
-	cpu0, start := cpu(), time.Now()
+	cpu0, start := fleet.CPU(), time.Now()
 	in := bridgetest.StartIn(t, t.TempDir(), fmt.Sprintf(`xds: {listen: "127.0.0.1:0"}
 admin: {listen: "127.0.0.1:0"}
 sources:
   - {name: zk, type: zookeeper, servers: [%q], services: [{path: /services, format: curator}]}
-`, srv.Addr), discard{})
-	// The change being measured and when each client first held it.
-	var target atomic.Value
-	target.Store("")
-	var mu sync.Mutex
-	seen := map[int]time.Time{}
-	var cs []*envoysim.Client
-	for c := range *clients {
-		cl, err := envoysim.Start(t.Context(), envoysim.Options{Addr: in.XDSAddr().String(), Node: fmt.Sprint("n", c), Light: true,
-			OnResponse: func(_ *envoysim.Client, rcv envoysim.Received) {
-				tg := target.Load().(string)
-				if tg == "" || rcv.TypeURL != envoysim.EndpointType || !slices.Contains(rcv.Names, tg) {
-					return
-				}
-				mu.Lock()
-				if _, ok := seen[c]; !ok {
-					seen[c] = time.Now()
-				}
-				mu.Unlock()
-			}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(cl.Close)
-		cs = append(cs, cl)
-	}
-	bridgetest.Eventually(t, 10*time.Minute, "every client to hold every assignment", func() bool {
-		for _, cl := range cs {
-			if cl.Len(envoysim.EndpointType) < *services {
-				return false
-			}
-		}
-		return true
-	})
+`, srv.Addr), fleet.Discard{})
+	f := fleet.Start(t, in.XDSAddr().String(), *clients)
+	f.WaitSynced(t, *services)
 	res.SyncSeconds = time.Since(start).Seconds()
-	res.CPUSyncSec = (cpu() - cpu0).Seconds()
+	res.CPUSyncSec = (fleet.CPU() - cpu0).Seconds()
 	synced := mntr(t, srv)
 	res.SyncRegistry = delta(before, synced, 1)
 	res.Watches = int64(synced["zk_watch_count"])
 	res.Connections = int64(synced["zk_num_alive_connections"]) - 2 // less the registrar's and mntr's own
-	cpu1 := cpu()
+	cpu1 := fleet.CPU()
 	for k := range *changes {
 		svc := fmt.Sprintf("svc-%04d", (k*37)%*services)
-		mu.Lock()
-		clear(seen)
-		mu.Unlock()
-		target.Store(svc)
-		t0 := time.Now()
-		r.Set("/services/"+svc+"/id-0", zktest.CuratorInstance(svc, "id-0", "10.2.0.1", 9000+k))
-		var last time.Time
-		bridgetest.Eventually(t, time.Minute, "every client to hold the change", func() bool {
-			mu.Lock()
-			defer mu.Unlock()
-			if len(seen) < *clients {
-				return false
-			}
-			for _, ts := range seen {
-				if ts.After(last) {
-					last = ts
-				}
-			}
-			return true
+		d := f.Time(t, svc, func() {
+			r.Set("/services/"+svc+"/id-0", zktest.CuratorInstance(svc, "id-0", "10.2.0.1", 9000+k))
 		})
-		target.Store("")
-		res.LatenciesMs = append(res.LatenciesMs, float64(last.Sub(t0).Microseconds())/1000)
+		res.LatenciesMs = append(res.LatenciesMs, float64(d.Microseconds())/1000)
 	}
-	res.CPUPerChgMs = float64((cpu() - cpu1).Microseconds()) / 1000 / float64(*changes)
+	res.CPUPerChgMs = float64((fleet.CPU() - cpu1).Microseconds()) / 1000 / float64(*changes)
 	res.ChgRegistry = delta(synced, mntr(t, srv), float64(*changes))
-	res.P50Ms, res.P99Ms = pct(res.LatenciesMs, 0.5), pct(res.LatenciesMs, 0.99)
+	res.P50Ms, res.P99Ms = fleet.Pct(res.LatenciesMs, 0.5), fleet.Pct(res.LatenciesMs, 0.99)
 	t.Logf("run %d: sync %.2fs, p50 %.1fms p99 %.1fms, %d watches", n, res.SyncSeconds, res.P50Ms, res.P99Ms, res.Watches)
 	return res
 }
-
-type discard struct{}
-
-func (discard) Write(p []byte) (int, error) { return len(p), nil }
