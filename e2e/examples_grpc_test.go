@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,6 +15,8 @@ import (
 
 	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
 	"github.com/xdsbridge/xdsbridge/internal/freeport"
+	"github.com/xdsbridge/xdsbridge/internal/grpcxdstest"
+	"github.com/xdsbridge/xdsbridge/xds"
 )
 
 // grpcExample is the directory of the proxyless gRPC example.
@@ -32,7 +36,9 @@ const (
 // example's bridge.yaml, the three example servers, the example client
 // with the example bootstrap; then it makes the README's edit of
 // services.yaml and watches the client's calls move from backends a and b
-// to b and c, none failing on the way.
+// to b and c, none failing on the way. The client's own xDS client, asked
+// through CSDS, ACKed every resource of the chain at the version the
+// bridge's /clients records as ACKed, before the edit and after it.
 func TestGRPCExample(t *testing.T) {
 	dir := t.TempDir()
 	server, client := filepath.Join(dir, "server"), filepath.Join(dir, "client")
@@ -67,13 +73,18 @@ func TestGRPCExample(t *testing.T) {
 
 	start(t, cfg)
 	bridgetest.WaitReady(t, adminAddr, patience)
-	c := startProgram(t, "client", exec.Command(client, "--interval", "50ms", "--timeout", "60s"), []string{"GRPC_XDS_BOOTSTRAP=" + boot})
+	c := startProgram(t, "client", exec.Command(client, "--interval", "50ms", "--timeout", "60s", "--csds", "127.0.0.1:0"), []string{"GRPC_XDS_BOOTSTRAP=" + boot})
+	csds := c.csdsAddr()
 
 	before := c.waitCalls(60*time.Second, "calls answered by a and b", only("a", "b"))
+	acked := waitACKed(t, csds, adminAddr, "grpc-client-1")
 	editAt := len(calls(c.stdout.String()))
 	writeFile(t, services, withPorts.Replace(edited))
 	editedAt := time.Now()
 	moved := c.waitCalls(30*time.Second, "calls answered by b and c after the edit", only("b", "c"))
+	if now := waitACKed(t, csds, adminAddr, "grpc-client-1"); now[edsKey("greeter")].Version == acked[edsKey("greeter")].Version {
+		t.Errorf("after the edit the client still holds the assignment of version %s", acked[edsKey("greeter")].Version)
+	}
 	t.Logf("before the edit: %v; after: %v; %d calls answered only by b and c %s after the edit",
 		before, moved, grpcCallWindow, time.Since(editedAt).Round(10*time.Millisecond))
 
@@ -140,4 +151,157 @@ func (p *process) waitCalls(timeout time.Duration, what string, ok func([]string
 		return ok(window)
 	})
 	return window
+}
+
+// TestGRPCExampleNACK: a cluster grpc-go rejects (an Envoy-style TLS
+// transport socket, where grpc-go wants certificate-provider instances),
+// served by a shaping rule to every client. The client's xDS client says
+// through CSDS that it NACKed the cluster, with the error and the version
+// it rejected, while it ACKed the listener and route; the bridge's
+// /clients shows the same NACK: the version, and the error (which the
+// NACK's error_detail prefixes with the response and resource names).
+func TestGRPCExampleNACK(t *testing.T) {
+	dir := t.TempDir()
+	client := filepath.Join(dir, "client")
+	if err := goBuild(client, "github.com/xdsbridge/xdsbridge/examples/grpc/client"); err != nil {
+		t.Fatal(err)
+	}
+	xdsAddr, adminAddr := freeport.Addr(t), freeport.Addr(t)
+	cfg := rewriteInto(t, dir, filepath.Join(grpcExample, "bridge.yaml"), "127.0.0.1:18000", xdsAddr, "127.0.0.1:19000", adminAddr)
+	f, err := os.OpenFile(cfg, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.WriteString(`clusters:
+  - clients: all
+    cluster:
+      transport_socket:
+        name: envoy.transport_sockets.tls
+        typed_config:
+          "@type": type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext
+          common_tls_context: {validation_context: {trusted_ca: {filename: /etc/ssl/certs/ca.pem}}}
+`)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	services, err := os.ReadFile(filepath.Join(grpcExample, "services.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "services.yaml"), string(services))
+	boot := rewriteInto(t, dir, filepath.Join(grpcExample, "bootstrap.json"), "127.0.0.1:18000", xdsAddr)
+	start(t, cfg)
+	bridgetest.WaitReady(t, adminAddr, patience)
+	c := startProgram(t, "client", exec.Command(client, "--interval", "200ms", "--timeout", "1s", "--csds", "127.0.0.1:0"), []string{"GRPC_XDS_BOOTSTRAP=" + boot})
+	csds := c.csdsAddr()
+
+	var got map[grpcxdstest.Key]grpcxdstest.ResourceStatus
+	var nack *xds.NACKStatus
+	bridgetest.Eventually(t, patience, "the client to NACK the cluster, in CSDS and in /clients", func() bool {
+		got = clientStatus(t, csds)
+		nack = typeStatus(t, adminAddr, "grpc-client-1", xds.ClusterType).NACK
+		return got[grpcxdstest.Key{TypeURL: xds.ClusterType, Name: "greeter"}].Status == "NACKED" && nack != nil
+	})
+	cl := got[grpcxdstest.Key{TypeURL: xds.ClusterType, Name: "greeter"}]
+	if !strings.Contains(cl.Error, "ca_certificate_provider_instance") || !strings.HasSuffix(nack.Error, cl.Error) || cl.ErrorVersion != nack.Version || cl.Version != "" {
+		t.Errorf("CSDS has the cluster %+v, /clients the NACK %+v; want the same error, about the certificate provider, of the same version, and no version accepted", cl, nack)
+	}
+	for _, typ := range []string{xds.ListenerType, xds.RouteType} {
+		n := 0
+		for k, st := range got {
+			if k.TypeURL == typ {
+				n++
+				if st.Status != "ACKED" {
+					t.Errorf("CSDS has %s %s %+v, want ACKED", typ, k.Name, st)
+				}
+			}
+		}
+		if n != 1 {
+			t.Errorf("CSDS has %d resources of %s, want 1: %v", n, typ, got)
+		}
+	}
+	if n := len(calls(c.stdout.String())); n > 0 && !strings.Contains(c.stdout.String(), " failed: ") {
+		t.Errorf("calls through a rejected cluster succeeded:\n%s", c.stdout)
+	}
+}
+
+// csdsAddr is the address the example client serves CSDS on, which it
+// logs.
+func (p *process) csdsAddr() string {
+	p.t.Helper()
+	line := p.waitLog(20*time.Second, "CSDS on ")
+	return strings.TrimSpace(line[strings.Index(line, "CSDS on ")+len("CSDS on "):])
+}
+
+// clientStatus is what the client serving CSDS on addr reports.
+func clientStatus(t *testing.T, addr string) map[grpcxdstest.Key]grpcxdstest.ResourceStatus {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := grpcxdstest.ClientStatus(ctx, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// typeStatus is node's stream's state of typ in the bridge's /clients
+// (zero if the node has none).
+func typeStatus(t *testing.T, adminAddr, node, typ string) xds.TypeStatus {
+	t.Helper()
+	var clients []xds.ClientStatus
+	if _, body := bridgetest.Get("http://" + adminAddr + "/clients"); json.Unmarshal([]byte(body), &clients) != nil {
+		t.Fatalf("/clients: %s", body)
+	}
+	for _, c := range clients {
+		for _, ts := range c.Types {
+			if c.ID == node && ts.TypeURL == typ {
+				return ts
+			}
+		}
+	}
+	return xds.TypeStatus{}
+}
+
+func edsKey(name string) grpcxdstest.Key {
+	return grpcxdstest.Key{TypeURL: xds.EndpointType, Name: name}
+}
+
+// waitACKed waits until the client serving CSDS on csds reports one
+// resource of each type of the proxyless chain (Listener, Route, Cluster,
+// ClusterLoadAssignment), each ACKED at the version the bridge's /clients
+// records node as having ACKed for that type, and returns what it reports.
+func waitACKed(t *testing.T, csds, adminAddr, node string) map[grpcxdstest.Key]grpcxdstest.ResourceStatus {
+	t.Helper()
+	var got map[grpcxdstest.Key]grpcxdstest.ResourceStatus
+	var problem string
+	defer func() { // also when Eventually gives up (runtime.Goexit runs it)
+		if problem != "" {
+			t.Logf("CSDS and /clients last disagreed%s", problem)
+		}
+	}()
+	bridgetest.Eventually(t, patience, "CSDS and /clients to agree on what the client ACKed", func() bool {
+		got, problem = clientStatus(t, csds), ""
+		for _, typ := range []string{xds.ListenerType, xds.RouteType, xds.ClusterType, xds.EndpointType} {
+			acked := typeStatus(t, adminAddr, node, typ).AckedVersion
+			n := 0
+			for k, st := range got {
+				if k.TypeURL != typ {
+					continue
+				}
+				n++
+				if st.Status != "ACKED" || st.Version != acked || acked == "" {
+					problem += fmt.Sprintf("; %s %s: %+v, /clients ACKed %q", typ, k.Name, st, acked)
+				}
+			}
+			if n != 1 {
+				problem += fmt.Sprintf("; %d resources of %s", n, typ)
+			}
+		}
+		return problem == ""
+	})
+	return got
 }

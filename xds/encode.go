@@ -263,34 +263,172 @@ func (t *tracking) assemble(env envelope, list []*entry, fr *frame, runs []frame
 	return append(bs, trackedTail(env.tail(removed), t.g))
 }
 
-// sotwMsg is a DiscoveryResponse carrying list.
+// A full-state SotW response (CDS, LDS, a collection) lists everything the
+// client holds, so a push of one changed resource would otherwise walk,
+// size and hand gRPC every record of the type, for every client: at 10,000
+// resources that walk is most of what the push costs. A watch that is up to
+// date holds the type's shared chunks (held.go), immutable and the same for
+// every such client, and an Apply replaces only the chunks it touched. So a
+// shared chunk's records are concatenated once, on first use, and a
+// full-state response is the held set a chunk at a time: a shared chunk as
+// one buffer, the entries of a chunk of the watch's own one by one. The
+// bytes are those of the entry-by-entry form, in the same order.
+
+// chunkRecords are a shared chunk's SotW records back to back, in slot
+// order, with the number of entries and the size of their messages.
+type chunkRecords struct {
+	buf  mem.Buffer
+	n    int
+	size int // sum of entry.size
+}
+
+// records returns c's records, concatenating them on first use. c must be
+// shared: a shared chunk is never written again. Safe from any writer.
+func (c *heldChunk) records() *chunkRecords {
+	if r := c.recs.Load(); r != nil {
+		return r
+	}
+	n := 0
+	for _, e := range c.e {
+		if e != nil && e != none {
+			n += e.recLen(false)
+		}
+	}
+	r, b := &chunkRecords{}, make([]byte, 0, n)
+	for _, e := range c.e {
+		if e != nil && e != none {
+			b = append(b, e.record(false).ReadOnlyData()...)
+			r.n++
+			r.size += e.size
+		}
+	}
+	r.buf = mem.SliceBuffer(b)
+	if !c.recs.CompareAndSwap(nil, r) {
+		return c.recs.Load()
+	}
+	return r
+}
+
+// piece is a run of a full-state response: every entry of a shared chunk
+// (c), or one entry (e).
+type piece struct {
+	c *heldChunk
+	e *entry
+}
+
+// pieces is what a full-state response lists for a watch holding h, in
+// the order entries yields it, with the number of entries and the size of
+// their messages. The pieces stay valid after client.mu is released: a
+// shared chunk is immutable, and an own chunk is listed by its entries.
+// client.mu held.
+func (h *heldSet) pieces() (ps []piece, n, size int) {
+	if h.dense == nil {
+		ps = make([]piece, 0, len(h.m))
+		for _, e := range h.m {
+			if e != nil {
+				ps, n, size = append(ps, piece{e: e}), n+1, size+e.size
+			}
+		}
+		return ps, n, size
+	}
+	for _, c := range h.dense {
+		switch {
+		case c == nil:
+		case c.shared:
+			if r := c.records(); r.n > 0 {
+				ps, n, size = append(ps, piece{c: c}), n+r.n, size+r.size
+			}
+		default:
+			for _, e := range c.e {
+				if e != nil && e != none {
+					ps, n, size = append(ps, piece{e: e}), n+1, size+e.size
+				}
+			}
+		}
+	}
+	return ps, n, size
+}
+
+// sotwMsg is a DiscoveryResponse carrying list, or, for a full-state
+// response, pieces.
 type sotwMsg struct {
 	tracking
 	env  envelope
 	list []*entry
 	fr   *frame // with runs: records of list sent as one buffer (see frameRun)
 	runs []frameRun
+	// pieces, when not nil, are the resources instead of list.
+	pieces []piece
 
 	once sync.Once
 	pb   *discoveryv3.DiscoveryResponse
 }
 
 func (m *sotwMsg) buffers() mem.BufferSlice {
-	return m.assemble(m.env, m.list, m.fr, m.runs, nil, false)
+	if m.pieces == nil {
+		return m.assemble(m.env, m.list, m.fr, m.runs, nil, false)
+	}
+	bs := make(mem.BufferSlice, 0, len(m.pieces)+2)
+	bs = append(bs, mem.SliceBuffer(m.env.head()))
+	for _, p := range m.pieces {
+		if p.c != nil {
+			bs = append(bs, p.c.records().buf)
+		} else {
+			bs = append(bs, p.e.record(false))
+		}
+	}
+	m.encoded.Store(true)
+	return append(bs, trackedTail(m.env.tail(nil), m.g))
 }
 
-func (m *sotwMsg) charge() (int, *records) { return charge(m.list, m.fr, m.runs, false) }
+// charge: the records of pieces count as the response's own, as those of
+// a list outside frame runs do.
+func (m *sotwMsg) charge() (int, *records) {
+	if m.pieces == nil {
+		return charge(m.list, m.fr, m.runs, false)
+	}
+	own := 0
+	for _, p := range m.pieces {
+		if p.c != nil {
+			own += p.c.records().buf.Len()
+		} else {
+			own += p.e.recLen(false)
+		}
+	}
+	return own, nil
+}
+
+// entries are the entries the response carries, in order.
+func (m *sotwMsg) entries() []*entry {
+	if m.pieces == nil {
+		return m.list
+	}
+	var out []*entry
+	for _, p := range m.pieces {
+		if p.c == nil {
+			out = append(out, p.e)
+			continue
+		}
+		for _, e := range p.c.e {
+			if e != nil && e != none {
+				out = append(out, e)
+			}
+		}
+	}
+	return out
+}
 
 // proto is the response as a message, for other codecs and tests.
 func (m *sotwMsg) proto() *discoveryv3.DiscoveryResponse {
 	m.once.Do(func() {
+		list := m.entries()
 		m.pb = &discoveryv3.DiscoveryResponse{
 			VersionInfo: m.env.version,
 			TypeUrl:     m.env.typeURL,
 			Nonce:       m.env.nonce,
-			Resources:   make([]*anypb.Any, len(m.list)),
+			Resources:   make([]*anypb.Any, len(list)),
 		}
-		for i, e := range m.list {
+		for i, e := range list {
 			m.pb.Resources[i] = e.any
 		}
 	})

@@ -4,6 +4,7 @@ import (
 	"iter"
 	"math/bits"
 	"slices"
+	"sync/atomic"
 )
 
 // heldSet is what a watch holds, per slot: absent, present without an entry
@@ -57,6 +58,8 @@ type heldChunk struct {
 	plain bool
 	mask  uint64
 	none  *heldChunk
+	// recs are the chunk's SotW records, built on first use (records).
+	recs atomic.Pointer[chunkRecords]
 }
 
 // none marks a present slot without an entry in dense mode.

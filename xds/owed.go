@@ -195,14 +195,15 @@ func (w *watch) respond(ups []*entry, gone []*slot, fr *frame, runs []frameRun) 
 		o.msg, o.resources = m, len(ups)
 		return o
 	}
+	if w.t.full {
+		// Everything held, the changes just put included (encode.go).
+		pieces, n, size := w.held.pieces()
+		c.s.size.noteFull(c.s, w.t, n, size)
+		o.msg, o.resources, o.bytes = &sotwMsg{env: env, pieces: pieces}, n, size
+		return o
+	}
 	list := ups
 	switch {
-	case w.t.full:
-		runs = nil // the list is rebuilt from held
-		list = make([]*entry, 0, w.held.len())
-		for h := range w.held.entries() {
-			list = append(list, h)
-		}
 	case w.t.url == EndpointType:
 		for _, sl := range gone {
 			e := emptyAssignment(sl.name)
@@ -212,9 +213,6 @@ func (w *watch) respond(ups []*entry, gone []*slot, fr *frame, runs []frameRun) 
 	}
 	for _, e := range list {
 		o.bytes += e.size
-	}
-	if w.t.full {
-		c.s.size.noteFull(c.s, w.t, len(list), o.bytes)
 	}
 	o.msg, o.resources = &sotwMsg{env: env, list: list, fr: fr, runs: runs}, len(list)
 	return o

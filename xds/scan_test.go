@@ -150,7 +150,7 @@ func wireOf(t *testing.T, msg wireMsg) (list []*entry, removed []string, runs in
 		list, removed, runs = m.list, m.removed, len(m.runs)
 	case *sotwMsg:
 		want, got = m.proto(), &discoveryv3.DiscoveryResponse{}
-		list, runs = m.list, len(m.runs)
+		list, runs = m.entries(), len(m.runs)
 	}
 	if err := proto.Unmarshal(raw, got); err != nil || !proto.Equal(got, want) {
 		t.Fatalf("buffers decode to %v (%v), want %v", got, err, want)

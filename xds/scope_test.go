@@ -274,7 +274,7 @@ func TestScopedFleet(t *testing.T) {
 			var out []string
 			for o := owed(c); o != nil; o = owed(c) {
 				out = nil // each response lists the whole set
-				for _, e := range o.msg.(*sotwMsg).list {
+				for _, e := range o.msg.(*sotwMsg).entries() {
 					out = append(out, e.name)
 				}
 			}
