@@ -51,14 +51,15 @@ build:
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/bridge ./cmd/bridge
 
 ## test: vet, gofmt, staticcheck, every test with -race (integration tests
-## against real Consul, CoreDNS and ZooKeeper servers are required, not skipped), the
+## against real Consul, CoreDNS, ZooKeeper and etcd servers and istio's discovery
+## server are required, not skipped), the
 ## deployment manifests' checks (tools/deploycheck) and a short fuzz run.
 ## scripts/tools.sh builds those binaries once (cold: ~15 min on 2 cores)
 ## and caches them.
 test:
 	set -euo pipefail; \
 	vars=$$(scripts/tools.sh); eval "$$vars"; \
-	export XDSBRIDGE_CONSUL XDSBRIDGE_COREDNS XDSBRIDGE_ZOOKEEPER XDSBRIDGE_ETCD XDSBRIDGE_INTEGRATION=required; \
+	export XDSBRIDGE_CONSUL XDSBRIDGE_COREDNS XDSBRIDGE_ZOOKEEPER XDSBRIDGE_ETCD XDSBRIDGE_ISTIOD XDSBRIDGE_INTEGRATION=required; \
 	$(GO) vet ./...; \
 	$(FMT_CHECK); \
 	$(STATICCHECK); \

@@ -7,6 +7,7 @@ import (
 	statusv3 "github.com/envoyproxy/go-control-plane/envoy/service/status/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/anypb"
 )
 
 // Key names one resource of an xDS client: its type URL and name.
@@ -26,6 +27,8 @@ type ResourceStatus struct {
 	// Error and ErrorVersion are, for a resource the client rejected, why
 	// and the version_info of the response it rejected.
 	Error, ErrorVersion string
+	// Resource is the resource the client holds (nil if none).
+	Resource *anypb.Any
 }
 
 // ClientStatus asks the CSDS server at addr (a process whose xDS clients
@@ -49,6 +52,7 @@ func ClientStatus(ctx context.Context, addr string) (map[Key]ResourceStatus, err
 				Version:      x.GetVersionInfo(),
 				Error:        x.GetErrorState().GetDetails(),
 				ErrorVersion: x.GetErrorState().GetVersionInfo(),
+				Resource:     x.GetXdsConfig(),
 			}
 		}
 	}
