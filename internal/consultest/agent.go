@@ -31,6 +31,7 @@ import (
 
 	"github.com/xdsbridge/xdsbridge/internal/childproc"
 	"github.com/xdsbridge/xdsbridge/internal/freeport"
+	"github.com/xdsbridge/xdsbridge/internal/testbin"
 )
 
 // Version is the Consul version the tools module builds.
@@ -40,38 +41,7 @@ const Version = "1.14.11"
 // XDSBRIDGE_INTEGRATION=required) the test when there is none.
 func Binary(t testing.TB) string {
 	t.Helper()
-	if p := os.Getenv("XDSBRIDGE_CONSUL"); p != "" {
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-		missing(t, fmt.Sprintf("XDSBRIDGE_CONSUL=%s does not exist", p))
-	}
-	if p, err := exec.LookPath("consul"); err == nil {
-		return p
-	}
-	cache := os.Getenv("XDSBRIDGE_CACHE")
-	if cache == "" {
-		base := os.Getenv("XDG_CACHE_HOME")
-		if base == "" {
-			home, _ := os.UserHomeDir()
-			base = filepath.Join(home, ".cache")
-		}
-		cache = filepath.Join(base, "xdsbridge")
-	}
-	p := filepath.Join(cache, "bin", "consul-"+Version)
-	if _, err := os.Stat(p); err == nil {
-		return p
-	}
-	missing(t, "no consul binary (set XDSBRIDGE_CONSUL, put consul on PATH, or run scripts/tools.sh)")
-	return ""
-}
-
-func missing(t testing.TB, why string) {
-	t.Helper()
-	if os.Getenv("XDSBRIDGE_INTEGRATION") == "required" {
-		t.Fatal(why)
-	}
-	t.Skip(why)
+	return testbin.Find(t, "XDSBRIDGE_CONSUL", "consul", Version)
 }
 
 // Option changes how Start runs the agent.

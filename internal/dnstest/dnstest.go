@@ -26,6 +26,7 @@ import (
 
 	"github.com/xdsbridge/xdsbridge/internal/childproc"
 	"github.com/xdsbridge/xdsbridge/internal/freeport"
+	"github.com/xdsbridge/xdsbridge/internal/testbin"
 )
 
 // Version is the CoreDNS release the tests are written against; it is
@@ -45,28 +46,7 @@ const ReloadInterval = time.Second
 // "required".
 func Binary(t testing.TB) string {
 	t.Helper()
-	if p := os.Getenv("XDSBRIDGE_COREDNS"); p != "" {
-		return p
-	}
-	if p, err := exec.LookPath("coredns"); err == nil {
-		return p
-	}
-	cache := os.Getenv("XDSBRIDGE_CACHE")
-	if cache == "" {
-		if base, err := os.UserCacheDir(); err == nil {
-			cache = filepath.Join(base, "xdsbridge")
-		}
-	}
-	p := filepath.Join(cache, "bin", "coredns-"+Version)
-	if st, err := os.Stat(p); err == nil && st.Mode()&0o111 != 0 {
-		return p
-	}
-	msg := "CoreDNS not found: set XDSBRIDGE_COREDNS or run scripts/tools.sh"
-	if os.Getenv("XDSBRIDGE_INTEGRATION") == "required" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
-	return ""
+	return testbin.Find(t, "XDSBRIDGE_COREDNS", "coredns", Version)
 }
 
 // Server is a CoreDNS process serving one zone.

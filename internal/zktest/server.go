@@ -29,6 +29,7 @@ import (
 
 	"github.com/xdsbridge/xdsbridge/internal/childproc"
 	"github.com/xdsbridge/xdsbridge/internal/freeport"
+	"github.com/xdsbridge/xdsbridge/internal/testbin"
 )
 
 // DebianJar is where Debian's zookeeper package puts the server.
@@ -43,21 +44,13 @@ func Jar(t testing.TB) (jar, java string) {
 		jar = DebianJar
 	}
 	if _, err := os.Stat(jar); err != nil {
-		missing(t, fmt.Sprintf("no ZooKeeper server at %s (set XDSBRIDGE_ZOOKEEPER or run scripts/tools.sh)", jar))
+		testbin.Missing(t, fmt.Sprintf("no ZooKeeper server at %s (set XDSBRIDGE_ZOOKEEPER or run scripts/tools.sh)", jar))
 	}
 	java, err := exec.LookPath("java")
 	if err != nil {
-		missing(t, "no java on PATH (scripts/tools.sh installs default-jre-headless)")
+		testbin.Missing(t, "no java on PATH (scripts/tools.sh installs default-jre-headless)")
 	}
 	return jar, java
-}
-
-func missing(t testing.TB, why string) {
-	t.Helper()
-	if os.Getenv("XDSBRIDGE_INTEGRATION") == "required" {
-		t.Fatal(why)
-	}
-	t.Skip(why)
 }
 
 // Server is a running (or stopped) ZooKeeper server.
