@@ -9,6 +9,9 @@
 #   make bench-consul  end to end: real Consul agent -> bridge binary -> clients
 #   make bench-consul-scale  the Consul source at 10,000 services, every kind of change
 #   make bench-consul-refill a Consul agent restarted empty and refilled over 20 s and 60 s
+#   make bench-faults  the bridge's CPU and its requests to a Consul agent that is killed, stopped or presents
+#                      an untrusted certificate, and the time from a registration on the agent come back to a
+#                      client holding it; 3 runs (~6 min)
 #   make bench-file    the file source end to end: bridge binary on a services file, one-line edits
 #   make bench-status-page  the admin status page at 10,000 services and 1,000 clients, in headless Chromium
 #   make bench-headline  prints the headline table of docs/benchmarks.md and redraws its chart
@@ -25,7 +28,7 @@ BENCH_OUT   ?= out/bench
 BENCH_FLAGS ?=
 BENCH_FULL_FLAGS ?= --change-budget=30s
 
-.PHONY: bench bench-full bench-consul bench-consul-scale bench-consul-refill bench-file bench-status-page bench-headline bench-replicas bench-istiod bench-istiod-consul bench-bin
+.PHONY: bench bench-full bench-consul bench-consul-scale bench-consul-refill bench-faults bench-file bench-status-page bench-headline bench-replicas bench-istiod bench-istiod-consul bench-bin
 
 bench-bin:
 	@mkdir -p $(BENCH_OUT)
@@ -77,6 +80,14 @@ bench-consul-refill: bench-bin
 	  $(BENCH_OUT)/xdsload consul-refill --consul "$$XDSBRIDGE_CONSUL" --bridge $(BENCH_OUT)/bridge \
 	    --refill $$refill --out $(BENCH_OUT)/consul-refill/$$refill; \
 	done
+
+# The harness lives in bench/faults (go doc ./bench/faults); its raw results
+# go to $(BENCH_OUT)/faults, to be committed under docs/bench-results/faults.
+bench-faults:
+	@mkdir -p $(BENCH_OUT)
+	go build -o $(BENCH_OUT)/bridge ./cmd/bridge
+	set -eu; vars=$$(scripts/tools.sh); eval "$$vars"; \
+	go run ./bench/faults --bridge $(BENCH_OUT)/bridge --consul "$$XDSBRIDGE_CONSUL" --runs 3 --out $(BENCH_OUT)/faults
 
 bench-file: bench-bin
 	go build -o $(BENCH_OUT)/bridge ./cmd/bridge
