@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
-# Ensures the real servers the integration tests run are available, and
-# prints their paths as shell assignments:
+# Ensures the real servers and tools the integration tests run are
+# available, and prints their paths as shell assignments:
 #   XDSBRIDGE_CONSUL=/path/to/consul
 #   XDSBRIDGE_COREDNS=/path/to/coredns
 #   XDSBRIDGE_ZOOKEEPER=/usr/share/java/zookeeper.jar
 #   XDSBRIDGE_ETCD=/path/to/etcd
+#   XDSBRIDGE_PROMTOOL=/path/to/promtool
 # A binary already on PATH is preferred; otherwise it is built once from the
-# separate tools modules (tools/consul, tools/coredns, tools/etcd), whose
-# dependency graphs never enter the project's go.mod, and cached in
-# ${XDSBRIDGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/xdsbridge}/bin.
+# separate tools modules (tools/consul, tools/coredns, tools/etcd,
+# tools/promtool), whose dependency graphs never enter the project's go.mod,
+# and cached in ${XDSBRIDGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/xdsbridge}/bin.
 # A cold Consul build takes about 10 minutes on 2 cores, CoreDNS about 5,
-# etcd about 2 (2 minutes of CPU; longer on a busy machine).
+# etcd about 2 (2 minutes of CPU; longer on a busy machine); promtool
+# checks deploy/prometheus.
 # The status page test renders the admin page in a real headless Chromium,
 # and the container image test (e2e/container) builds the Dockerfile with
 # podman: when one is not on PATH and apt-get can install it (as root), it
@@ -24,15 +26,15 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 cache=${XDSBRIDGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/xdsbridge}
 mkdir -p "$cache/bin"
 
-# ensure NAME VERSION MODULE-DIR PACKAGE
+# ensure NAME VERSION MODULE-DIR PACKAGE [BUILD-TAGS]
 ensure() {
-	local name=$1 version=$2 dir=$3 pkg=$4
+	local name=$1 version=$2 dir=$3 pkg=$4 tags=${5:-}
 	local bin="$cache/bin/$name-$version"
 	if command -v "$name" >/dev/null 2>&1; then
 		bin=$(command -v "$name")
 	elif [ ! -x "$bin" ]; then
 		echo "building $name $version into $bin (cached for later runs)" >&2
-		(cd "$here/$dir" && go build -trimpath -o "$bin.tmp" "$pkg") >&2
+		(cd "$here/$dir" && go build -trimpath -tags "$tags" -o "$bin.tmp" "$pkg") >&2
 		mv "$bin.tmp" "$bin"
 	fi
 	echo "$bin"
@@ -64,7 +66,12 @@ fi
 consul=$(ensure consul 1.14.11 tools/consul github.com/hashicorp/consul)
 coredns=$(ensure coredns 1.15.0 tools/coredns github.com/coredns/coredns)
 etcd=$(ensure etcd 3.7.3 tools/etcd go.etcd.io/etcd/server/v3)
+# promtool without the service discovery mechanisms the checked scrape
+# configuration does not use (Prometheus' own build tags): a third fewer
+# packages to compile.
+promtool=$(ensure promtool 0.316.0 tools/promtool github.com/prometheus/prometheus/cmd/promtool remove_all_sd,enable_consul_sd)
 echo "XDSBRIDGE_CONSUL=$consul"
 echo "XDSBRIDGE_COREDNS=$coredns"
 if [ -f "$zookeeper" ]; then echo "XDSBRIDGE_ZOOKEEPER=$zookeeper"; fi
 echo "XDSBRIDGE_ETCD=$etcd"
+echo "XDSBRIDGE_PROMTOOL=$promtool"
