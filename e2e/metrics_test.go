@@ -92,7 +92,8 @@ func expand(name string) []string {
 
 // TestDocumentedMetricsExistAtStart starts the bridge and finds at /metrics,
 // before any client or registry event, every metric the README and
-// docs/operations.md name; and xdsbridge_build_info carrying the version
+// docs/operations.md name, and every metric it exports in the table of
+// docs/operations.md; and xdsbridge_build_info carrying the version
 // `bridge version` prints.
 func TestDocumentedMetricsExistAtStart(t *testing.T) {
 	m := monitoredBridge(t)
@@ -123,6 +124,18 @@ func TestDocumentedMetricsExistAtStart(t *testing.T) {
 	}) {
 		if !has(m, name) {
 			t.Errorf("%s (named in %v) is not exported at start", name, slices.Compact(names[name]))
+		}
+	}
+
+	// And the other way: every metric of the bridge's own is in the
+	// reference table of docs/operations.md.
+	ops, err := os.ReadFile(filepath.Join("..", "docs", "operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range m.Types {
+		if strings.HasPrefix(name, "xdsbridge_") && !strings.Contains(string(ops), "| `"+name+"` |") {
+			t.Errorf("%s is exported but not in the metrics table of docs/operations.md", name)
 		}
 	}
 
