@@ -63,8 +63,8 @@ func TestLeaseExpiryRemovesInstances(t *testing.T) {
 // TestRestartResumesFromRevision kills etcd and starts it again on the
 // same data: the source keeps serving its last state while etcd is down
 // (stale, logged once), then resumes its watch from the last revision it
-// saw: etcd serves it one watch stream and no read, and the source sends
-// no second Full update.
+// saw: etcd serves it a watch stream and no read, and the source sends no
+// second Full update.
 func TestRestartResumesFromRevision(t *testing.T) {
 	srv := etcdtest.Start(t)
 	ctx := t.Context()
@@ -83,9 +83,11 @@ func TestRestartResumesFromRevision(t *testing.T) {
 	must(t, reg.GRPC(ctx, "services/web", addr(a2), nil))
 	r.waitService("web", a1, a2)
 
+	// A watch stream or two: the source may reach the restarted member
+	// before it has a leader, which refuses a watch that requires one.
 	reads, streams := rangeReads(t, srv)
-	if reads != 0 || streams != 1 {
-		t.Errorf("after the restart etcd served %v reads and %v watch streams, want 0 and 1 (a resumed watch)", reads, streams)
+	if reads != 0 || streams < 1 {
+		t.Errorf("after the restart etcd served %v reads and %v watch streams, want no read (a resumed watch)", reads, streams)
 	}
 	if full, reset := r.fullUpdates(); full != 1 || reset != 0 {
 		t.Errorf("%d Full updates (%d Reset), want the first alone", full, reset)
