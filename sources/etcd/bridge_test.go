@@ -11,10 +11,12 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/xdsbridge/xdsbridge/bridge"
 	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
 	"github.com/xdsbridge/xdsbridge/internal/envoysim"
 	"github.com/xdsbridge/xdsbridge/internal/etcdtest"
 	"github.com/xdsbridge/xdsbridge/internal/grpcxdstest"
+	"github.com/xdsbridge/xdsbridge/sources/etcd"
 )
 
 // served is what the test compares of one endpoint of an assignment:
@@ -210,4 +212,65 @@ sources:
 			t.Errorf("the client received %d clusters in a response (version %s): a removal went through the guard", len(r.Names), r.Version)
 		}
 	}
+}
+
+// TestBridgeFormatsToClient runs each format's registry life (see
+// etcd.DriveFormat) through the whole bridge and checks what an Envoy-like
+// client holds after every step, and that the malformed key is counted in
+// /sources.
+func TestBridgeFormatsToClient(t *testing.T) {
+	for _, format := range etcd.FormatNames {
+		t.Run(format, func(t *testing.T) {
+			srv := etcdtest.Start(t)
+			ctx := t.Context()
+			var in *bridge.Instance
+			var client *envoysim.Client
+			start := func() {
+				in = bridgetest.Start(t, fmt.Sprintf(`xds: {listen: "127.0.0.1:0"}
+admin: {listen: "127.0.0.1:0"}
+sources:
+  - {name: etcd, type: etcd, endpoints: [%q], services: [{prefix: %q, format: %s}]}
+`, srv.ClientURL, etcd.FormatPrefix(format), format))
+				var err error
+				if client, err = envoysim.Start(ctx, envoysim.Options{Addr: in.XDSAddr().String()}); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(client.Close)
+			}
+			etcd.DriveFormat(t, etcdtest.Registrar{C: srv.Client(t)}, format, start, func(step string, want map[string][]string) {
+				wctx, cancel := context.WithTimeout(ctx, bridgetest.Patience)
+				defer cancel()
+				err := client.WaitFor(wctx, func(st envoysim.State) bool {
+					for name, eps := range want {
+						_, held := st.Clusters[name]
+						cla := st.Assignments[name]
+						if eps == nil && (held || cla != nil) || eps != nil && (cla == nil || !slices.Equal(servedWithPriority(cla), eps)) {
+							return false
+						}
+					}
+					return true
+				})
+				if err != nil {
+					t.Fatalf("%s: want %v: %v", step, want, err)
+				}
+			})
+			if st := bridgetest.SourceStatus(t, in.AdminAddr().String(), "etcd"); st.Dropped != 1 {
+				t.Errorf("/sources: dropped %d, want the malformed key counted once", st.Dropped)
+			}
+		})
+	}
+}
+
+// servedWithPriority is served with each endpoint's priority:
+// "addr:port/weight/priority".
+func servedWithPriority(cla *endpointv3.ClusterLoadAssignment) []string {
+	var out []string
+	for _, l := range cla.GetEndpoints() {
+		for _, e := range l.GetLbEndpoints() {
+			sa := e.GetEndpoint().GetAddress().GetSocketAddress()
+			out = append(out, fmt.Sprintf("%s:%d/%d/%d", sa.GetAddress(), sa.GetPortValue(), e.GetLoadBalancingWeight().GetValue(), l.GetPriority()))
+		}
+	}
+	slices.Sort(out)
+	return out
 }
