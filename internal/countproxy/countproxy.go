@@ -1,10 +1,10 @@
 // Package countproxy relays TCP (and, for DNS, UDP) traffic from the bridge
-// to one of its dependencies (a Consul agent, a DNS server) and counts what
-// crosses it. The fault tests bound the bridge's work against a failing
-// dependency from above with these counters, and the fault benchmark
-// reports request rates from them: they are kept outside the bridge, so
-// they hold whatever the bridge believes it did, and they keep counting
-// while the dependency itself is dead or frozen.
+// to one of its dependencies (a Consul agent, a DNS server, ZooKeeper,
+// etcd) and counts what crosses it. The fault tests bound the bridge's
+// work against a failing dependency from above with these counters, and
+// the fault benchmark reports request rates from them: they are kept
+// outside the bridge, so they hold whatever the bridge believes it did,
+// and they keep counting while the dependency itself is dead or frozen.
 //
 // A dependency that is gone is relayed as the bridge would meet it without
 // the proxy, as closely as a relay can: a connection whose upstream dial is
@@ -35,8 +35,8 @@ type Counts struct {
 	Refused int64
 	// Requests counts the requests seen from the bridge: HTTP/1.1 request
 	// heads for an HTTP proxy, DNS messages (UDP datagrams and TCP frames)
-	// for a DNS proxy. Encrypted streams (HTTPS) carry no countable
-	// requests: Conns counts their handshakes.
+	// for a DNS proxy, none for a TCP proxy. Encrypted streams (HTTPS)
+	// carry no countable requests: Conns counts their handshakes.
 	Requests int64
 }
 
@@ -71,18 +71,25 @@ type Proxy struct {
 	wg     sync.WaitGroup
 }
 
+// TCP starts a proxy to upstream that counts connections only, for
+// protocols whose requests it does not parse (ZooKeeper's, etcd's gRPC).
+func TCP(upstream string) (*Proxy, error) {
+	return start(upstream, false, func() framer { return noFrames{} })
+}
+
 // HTTP starts a proxy to upstream that counts HTTP/1.1 requests.
-func HTTP(upstream string) (*Proxy, error) { return start(upstream, false) }
+func HTTP(upstream string) (*Proxy, error) {
+	return start(upstream, false, func() framer { return &httpHeads{} })
+}
 
 // DNS starts a proxy to upstream for TCP and UDP on the same port, which
 // counts DNS messages from the bridge.
-func DNS(upstream string) (*Proxy, error) { return start(upstream, true) }
+func DNS(upstream string) (*Proxy, error) {
+	return start(upstream, true, func() framer { return &dnsFrames{} })
+}
 
-func start(upstream string, dns bool) (*Proxy, error) {
-	p := &Proxy{live: map[net.Conn]struct{}{}, frames: func() framer { return &httpHeads{} }}
-	if dns {
-		p.frames = func() framer { return &dnsFrames{} }
-	}
+func start(upstream string, dns bool, frames func() framer) (*Proxy, error) {
+	p := &Proxy{live: map[net.Conn]struct{}{}, frames: frames}
 	p.upstream.Store(&upstream)
 	var err error
 	// A port free for TCP and UDP now can be taken before both listeners
@@ -293,6 +300,11 @@ type framer interface {
 	// them.
 	feed(b []byte) int
 }
+
+// noFrames counts nothing.
+type noFrames struct{}
+
+func (noFrames) feed([]byte) int { return 0 }
 
 // httpHeads counts HTTP/1.1 request heads: the end of a head is the first
 // empty line after a request line. The bridge's reads of a registry are

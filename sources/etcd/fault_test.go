@@ -8,8 +8,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/xdsbridge/xdsbridge/internal/countproxy"
 	"github.com/xdsbridge/xdsbridge/internal/etcdtest"
-	"github.com/xdsbridge/xdsbridge/internal/zktest"
 )
 
 // grpcSource is a source of the gRPC naming prefix services/ with fast
@@ -172,7 +172,11 @@ func TestOutageWorkBounded(t *testing.T) {
 	srv := etcdtest.Start(t)
 	ctx := t.Context()
 	reg := etcdtest.Registrar{C: srv.Client(t)}
-	proxy := zktest.NewProxy(t, strings.TrimPrefix(srv.ClientURL, "http://"))
+	proxy, err := countproxy.TCP(strings.TrimPrefix(srv.ClientURL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Close)
 	a1 := inst{addr: "10.0.0.1", port: 8080, weight: 1}
 	a2 := inst{addr: "10.0.0.2", port: 8080, weight: 1}
 	must(t, reg.GRPC(ctx, "services/web", addr(a1), nil))
@@ -181,10 +185,10 @@ func TestOutageWorkBounded(t *testing.T) {
 	r := startSource(t, srv, cfg)
 	r.waitService("web", a1)
 
-	before, start := proxy.Accepted(), time.Now()
+	before, start := proxy.Counts().Conns, time.Now()
 	must(t, srv.Isolate())
 	r.waitFor("8 failed attempts", func() bool { return r.status.Snapshot().Failures >= 8 })
-	conns, elapsed := proxy.Accepted()-before, time.Since(start)
+	conns, elapsed := proxy.Counts().Conns-before, time.Since(start)
 	t.Logf("%d connections in %s of outage", conns, elapsed.Round(time.Millisecond))
 	if limit := maxAttempts(elapsed, 50*time.Millisecond, 500*time.Millisecond); conns > int64(limit) {
 		t.Errorf("%d connections in %s of outage, want at most %d (the backoff's pace)", conns, elapsed, limit)
