@@ -8,8 +8,8 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
-	"github.com/xdsbridge/xdsbridge/internal/envoysim"
+	"github.com/xdsbridge/xdsbridge/test/bridgetest"
+	"github.com/xdsbridge/xdsbridge/test/envoysim"
 )
 
 // TestMetricsBeforeAnyEvent checks that the series whose label values are

@@ -1,5 +1,5 @@
 // Package e2e runs the bridge binary as a separate process and checks it
-// from the outside: Envoy-like xDS clients (internal/envoysim), the admin
+// from the outside: Envoy-like xDS clients (test/envoysim), the admin
 // listener, exit codes and logs.
 package e2e
 
@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
-	"github.com/xdsbridge/xdsbridge/internal/envoysim"
-	"github.com/xdsbridge/xdsbridge/internal/freeport"
+	"github.com/xdsbridge/xdsbridge/test/bridgetest"
+	"github.com/xdsbridge/xdsbridge/test/envoysim"
+	"github.com/xdsbridge/xdsbridge/test/freeport"
 )
 
 // patience bounds each wait for the bridge (see bridgetest.Patience). How

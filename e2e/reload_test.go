@@ -19,11 +19,11 @@ import (
 
 	"github.com/hashicorp/consul/api"
 
-	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
-	"github.com/xdsbridge/xdsbridge/internal/consultest"
-	"github.com/xdsbridge/xdsbridge/internal/dnstest"
-	"github.com/xdsbridge/xdsbridge/internal/envoysim"
-	"github.com/xdsbridge/xdsbridge/internal/freeport"
+	"github.com/xdsbridge/xdsbridge/test/bridgetest"
+	"github.com/xdsbridge/xdsbridge/test/consultest"
+	"github.com/xdsbridge/xdsbridge/test/dnstest"
+	"github.com/xdsbridge/xdsbridge/test/envoysim"
+	"github.com/xdsbridge/xdsbridge/test/freeport"
 )
 
 // consulCounter is a reverse proxy in front of a Consul agent that counts

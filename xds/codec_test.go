@@ -12,7 +12,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/xdsbridge/xdsbridge/internal/envoysim"
+	"github.com/xdsbridge/xdsbridge/test/envoysim"
 )
 
 func manyNames(n int) []string {

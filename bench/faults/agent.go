@@ -14,7 +14,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 
-	"github.com/xdsbridge/xdsbridge/internal/freeport"
+	"github.com/xdsbridge/xdsbridge/test/freeport"
 )
 
 // agent is a Consul agent in -dev mode (its catalog lives in memory, so a

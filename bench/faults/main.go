@@ -4,7 +4,7 @@
 //
 // A -dev Consul agent serves 20 services of 2 instances; the bridge
 // binary (default settings) reads it through a counting proxy
-// (internal/countproxy), and a delta-ADS client watches the bridge. Each
+// (test/countproxy), and a delta-ADS client watches the bridge. Each
 // run measures, over a window each: the bridge at rest; the agent killed
 // (SIGKILL); the agent stopped (SIGINT); the agent's HTTPS listener
 // presenting a certificate of an untrusted CA (a second bridge, reading

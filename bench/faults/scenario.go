@@ -17,11 +17,11 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	"github.com/hashicorp/consul/api"
 
-	"github.com/xdsbridge/xdsbridge/internal/countproxy"
-	"github.com/xdsbridge/xdsbridge/internal/envoysim"
-	"github.com/xdsbridge/xdsbridge/internal/freeport"
-	"github.com/xdsbridge/xdsbridge/internal/procstat"
-	"github.com/xdsbridge/xdsbridge/internal/tlstest"
+	"github.com/xdsbridge/xdsbridge/test/countproxy"
+	"github.com/xdsbridge/xdsbridge/test/envoysim"
+	"github.com/xdsbridge/xdsbridge/test/freeport"
+	"github.com/xdsbridge/xdsbridge/test/procstat"
+	"github.com/xdsbridge/xdsbridge/test/tlstest"
 )
 
 // runOnce runs every fault once, on a fresh agent and bridges.

@@ -17,11 +17,11 @@ import (
 
 	"github.com/xdsbridge/xdsbridge/bridge"
 	"github.com/xdsbridge/xdsbridge/config"
-	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
-	"github.com/xdsbridge/xdsbridge/internal/consultest"
-	"github.com/xdsbridge/xdsbridge/internal/dnstest"
-	"github.com/xdsbridge/xdsbridge/internal/grpcxdstest"
 	_ "github.com/xdsbridge/xdsbridge/plugins"
+	"github.com/xdsbridge/xdsbridge/test/bridgetest"
+	"github.com/xdsbridge/xdsbridge/test/consultest"
+	"github.com/xdsbridge/xdsbridge/test/dnstest"
+	"github.com/xdsbridge/xdsbridge/test/grpcxdstest"
 )
 
 const example = "../../examples/migration/weighted-cutover/bridge.yaml"

@@ -12,11 +12,11 @@ import (
 
 	"github.com/hashicorp/consul/api"
 
-	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
-	"github.com/xdsbridge/xdsbridge/internal/consultest"
-	"github.com/xdsbridge/xdsbridge/internal/countproxy"
-	"github.com/xdsbridge/xdsbridge/internal/tlstest"
 	"github.com/xdsbridge/xdsbridge/manager"
+	"github.com/xdsbridge/xdsbridge/test/bridgetest"
+	"github.com/xdsbridge/xdsbridge/test/consultest"
+	"github.com/xdsbridge/xdsbridge/test/countproxy"
+	"github.com/xdsbridge/xdsbridge/test/tlstest"
 )
 
 // The Consul source's default backoff.

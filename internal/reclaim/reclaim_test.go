@@ -8,7 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/xdsbridge/xdsbridge/internal/testwait"
+	"github.com/xdsbridge/xdsbridge/test/testwait"
 )
 
 const mib = 1 << 20

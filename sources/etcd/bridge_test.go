@@ -12,11 +12,11 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/xdsbridge/xdsbridge/bridge"
-	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
-	"github.com/xdsbridge/xdsbridge/internal/envoysim"
-	"github.com/xdsbridge/xdsbridge/internal/etcdtest"
-	"github.com/xdsbridge/xdsbridge/internal/grpcxdstest"
 	"github.com/xdsbridge/xdsbridge/sources/etcd"
+	"github.com/xdsbridge/xdsbridge/test/bridgetest"
+	"github.com/xdsbridge/xdsbridge/test/envoysim"
+	"github.com/xdsbridge/xdsbridge/test/etcdtest"
+	"github.com/xdsbridge/xdsbridge/test/grpcxdstest"
 )
 
 // served is what the test compares of one endpoint of an assignment:

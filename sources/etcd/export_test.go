@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/xdsbridge/xdsbridge/internal/etcdtest"
+	"github.com/xdsbridge/xdsbridge/test/etcdtest"
 )
 
 // FormatNames and FormatPrefix name the formats driveFormat covers and

@@ -8,8 +8,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/xdsbridge/xdsbridge/internal/countproxy"
-	"github.com/xdsbridge/xdsbridge/internal/etcdtest"
+	"github.com/xdsbridge/xdsbridge/test/countproxy"
+	"github.com/xdsbridge/xdsbridge/test/etcdtest"
 )
 
 // grpcSource is a source of the gRPC naming prefix services/ with fast

@@ -8,7 +8,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/xdsbridge/xdsbridge/internal/etcdtest"
+	"github.com/xdsbridge/xdsbridge/test/etcdtest"
 )
 
 // fixture is one format as its real registrar writes it: where, and how

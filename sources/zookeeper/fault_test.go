@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
-	"github.com/xdsbridge/xdsbridge/internal/countproxy"
-	"github.com/xdsbridge/xdsbridge/internal/envoysim"
-	"github.com/xdsbridge/xdsbridge/internal/grpcxdstest"
-	"github.com/xdsbridge/xdsbridge/internal/zktest"
+	"github.com/xdsbridge/xdsbridge/test/bridgetest"
+	"github.com/xdsbridge/xdsbridge/test/countproxy"
+	"github.com/xdsbridge/xdsbridge/test/envoysim"
+	"github.com/xdsbridge/xdsbridge/test/grpcxdstest"
+	"github.com/xdsbridge/xdsbridge/test/zktest"
 )
 
 // emptied counts the EDS responses in which the client received one of

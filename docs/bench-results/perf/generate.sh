@@ -6,7 +6,7 @@
 # 'third-*' for the third, 'fifth-*' for the fourth, 'sixth-*' for the
 # fifth, 'seventh-*' for the sixth, 'eighth-*' for the seventh, 'ninth-*'
 # for the eighth; all of them by default.
-#   go build -o out/bench/xdsload ./cmd/xdsload
+#   go build -o out/bench/xdsload ./bench/cmd/xdsload
 #   sh docs/bench-results/perf/generate.sh out/bench/xdsload 'third-*'
 set -eu
 x=${1:-out/bench/xdsload}
