@@ -197,7 +197,8 @@ type Source struct {
 	Settings map[string]any
 	// Index is the entry's position, used to name keys in errors.
 	Index int
-	// Startup and Guard are the entry's policies (keys startup, guard).
+	// Startup and Guard say how the manager runs the source (keys
+	// startup, guard).
 	Startup manager.Startup
 	Guard   manager.Guard
 }
@@ -377,19 +378,19 @@ func (c *Config) parseSources() error {
 	var errs []error
 	for i, raw := range c.Sources {
 		s := Source{Index: i, Settings: map[string]any{}}
-		policy := map[string]any{}
+		managed := map[string]any{}
 		var entryErrs []error
 		for k, val := range raw {
 			switch {
-			case policyKeys[k]:
-				policy[k] = val
+			case managementKeys[k]:
+				managed[k] = val
 			case k == "name" || k == "type":
 				entryErrs = append(entryErrs, setNameOrType(s.Key(), k, val, &s.Name, &s.Type))
 			default:
 				s.Settings[k] = val
 			}
 		}
-		entryErrs = append(entryErrs, c.parsePolicy(&s, policy))
+		entryErrs = append(entryErrs, c.parseManagement(&s, managed))
 		if err := errors.Join(entryErrs...); err != nil {
 			errs = append(errs, err)
 			continue

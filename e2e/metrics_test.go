@@ -91,14 +91,15 @@ func expand(name string) []string {
 }
 
 // TestDocumentedMetricsExistAtStart starts the bridge and finds at /metrics,
-// before any client or registry event, every metric the README and
-// docs/operations.md name, and every metric it exports in the table of
+// before any client or registry event, every metric the README, the admin
+// API's and the sources' guides and docs/operations.md name, and every metric it exports in the table of
 // docs/operations.md; and xdsbridge_build_info carrying the version
 // `bridge version` prints.
 func TestDocumentedMetricsExistAtStart(t *testing.T) {
 	m := monitoredBridge(t)
 	names := map[string][]string{}
-	for _, doc := range []string{filepath.Join("..", "README.md"), filepath.Join("..", "docs", "operations.md")} {
+	for _, doc := range []string{filepath.Join("..", "README.md"), filepath.Join("..", "docs", "admin.md"),
+		filepath.Join("..", "docs", "sources.md"), filepath.Join("..", "docs", "operations.md")} {
 		data, err := os.ReadFile(doc)
 		if err != nil {
 			t.Fatal(err)

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Prints the tables of docs/bench-history.md's "Second pass" to "Eighth pass"
+# Prints the tables of docs/dev/bench-history.md's "Second pass" to "Eighth pass"
 # sections from the raw CSVs in this directory (xdsload summarize: median
 # (min–max) per implementation over the runs of each configuration). The
 # optional second argument picks the files: 's*' for the second pass,

@@ -17,9 +17,10 @@ type GuardDefaults struct {
 	PerService         bool          `mapstructure:"per_service"`
 }
 
-// sourcePolicy is what a sources entry may say about its startup and
-// removal guard, besides its type's own settings.
-type sourcePolicy struct {
+// management is what a sources entry says about how the manager runs the
+// source, its startup and its removal guard, besides its type's own
+// settings.
+type management struct {
 	Startup struct {
 		Timeout  time.Duration `mapstructure:"timeout"`
 		Required bool          `mapstructure:"required"`
@@ -30,21 +31,28 @@ type sourcePolicy struct {
 	} `mapstructure:"guard"`
 }
 
-// policyKeys are the keys of a sources entry that sourcePolicy reads.
-var policyKeys = map[string]bool{"startup": true, "guard": true}
+// managementKeys are the keys of a sources entry that management reads.
+var managementKeys = map[string]bool{"startup": true, "guard": true}
 
-// parsePolicy fills s.Startup and s.Guard from the entry's policy keys
-// (raw), starting from the defaults.
-func (c *Config) parsePolicy(s *Source, raw map[string]any) error {
+// defaultManagement is what an entry without startup and guard keys gets:
+// the default startup, and the guard section's settings.
+func defaultManagement(guard GuardDefaults) management {
+	var m management
+	m.Startup.Timeout = manager.DefaultStartupTimeout
+	m.Guard.Enabled = true
+	m.Guard.GuardDefaults = guard
+	return m
+}
+
+// parseManagement fills s.Startup and s.Guard from the entry's management
+// keys (raw), starting from the defaults.
+func (c *Config) parseManagement(s *Source, raw map[string]any) error {
 	// A bad default is named as such (by Validate), not as every
 	// source's setting.
 	if c.Guard.check("guard") != nil {
 		return nil
 	}
-	var p sourcePolicy
-	p.Startup.Timeout = manager.DefaultStartupTimeout
-	p.Guard.Enabled = true
-	p.Guard.GuardDefaults = c.Guard
+	p := defaultManagement(c.Guard)
 	if err := settings.Decode(raw, &p); err != nil {
 		return settings.Prefix(s.Key(), err)
 	}
