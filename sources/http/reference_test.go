@@ -3,8 +3,8 @@ package http
 import (
 	"testing"
 
-	"github.com/xdsbridge/xdsbridge/test/doccheck"
 	"github.com/xdsbridge/xdsbridge/sources/file"
+	"github.com/xdsbridge/xdsbridge/test/doccheck"
 )
 
 // TestReference holds the section of this source type in
