@@ -4,8 +4,8 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/xdsbridge/xdsbridge/test/doccheck"
 	"github.com/xdsbridge/xdsbridge/sources"
+	"github.com/xdsbridge/xdsbridge/test/doccheck"
 	"github.com/xdsbridge/xdsbridge/translate/istio"
 )
 

@@ -4,8 +4,8 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/xdsbridge/xdsbridge/test/doccheck"
 	"github.com/xdsbridge/xdsbridge/sources"
+	"github.com/xdsbridge/xdsbridge/test/doccheck"
 )
 
 // builtins is filled by the build-tagged test files, one per built-in.
