@@ -12,6 +12,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"regexp"
 	"slices"
 	"sync"
 	"time"
@@ -71,7 +72,11 @@ type Build struct {
 func New(cfg *config.Config, log *slog.Logger, build Build) (*Instance, error) {
 	in := &Instance{log: log, services: newServiceView(), version: build.Version, started: time.Now()}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	// Beside the usual Go metrics, go_gc_heap_live_bytes: the heap the last
+	// collection found live, what the process really holds, which
+	// go_memstats_heap_alloc_bytes (live and garbage since) is not.
+	goMetrics := collectors.WithGoCollectorRuntimeMetrics(collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/live:bytes$`)})
+	reg.MustRegister(collectors.NewGoCollector(goMetrics), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		buildInfo(build))
 
 	named, err := buildSources(cfg, log)

@@ -10,6 +10,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 
 	"github.com/xdsbridge/xdsbridge/admin"
+	"github.com/xdsbridge/xdsbridge/internal/reclaim"
 	"github.com/xdsbridge/xdsbridge/sources"
 	"github.com/xdsbridge/xdsbridge/translate"
 	"github.com/xdsbridge/xdsbridge/xds"
@@ -20,6 +21,7 @@ import (
 type why struct {
 	mu       sync.RWMutex
 	services map[string]sources.Service
+	peak     int // the most services held (reclaim.Map)
 	shaping  *translate.Shaping
 	scopes   *translate.Scopes
 }
@@ -46,12 +48,14 @@ func (w *why) set(svc sources.Service) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.services[svc.Name] = svc
+	w.peak = max(w.peak, len(w.services))
 }
 
 func (w *why) remove(name string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	delete(w.services, name)
+	w.services = reclaim.Map(w.services, &w.peak)
 }
 
 // Why is the answer of /debug/why: where a cluster's endpoints came from

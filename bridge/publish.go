@@ -8,6 +8,7 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/xdsbridge/xdsbridge/internal/reclaim"
 	"github.com/xdsbridge/xdsbridge/manager"
 	"github.com/xdsbridge/xdsbridge/sources"
 	"github.com/xdsbridge/xdsbridge/transform"
@@ -46,8 +47,10 @@ type publisher struct {
 	errors prometheus.Counter
 	// services is the number of services served.
 	services prometheus.Gauge
-	// served holds the names whose resources are currently applied.
-	served map[string]bool
+	// served holds the names whose resources are currently applied;
+	// servedPeak the most it held (reclaim.Map).
+	served     map[string]bool
+	servedPeak int
 	// stream runs the configured transforms; why keeps what was served,
 	// with its provenance (see debug.go).
 	stream *transform.Stream
@@ -140,6 +143,7 @@ func (p *publisher) publish(c manager.Changes) {
 				xds.Key{Type: resource.RouteType, Name: name})
 		}
 	}
+	p.served = reclaim.Map(p.served, &p.servedPeak)
 	p.failed = c.Failed
 	p.server.Apply(upserts, removals)
 	p.failed = nil
