@@ -66,7 +66,7 @@ func TestMemoryReturnedAfterShrink(t *testing.T) {
 	cfg := testConfig()
 	cfg.Entries = []config.Source{{Name: "feed", Type: "feed", Settings: map[string]any{}}} // guard off: the defaults hold a mass removal
 	cfg.Memory.ReturnAfterQuiet = time.Second
-	in, err := New(cfg, slog.New(slog.DiscardHandler), "test")
+	in, err := New(cfg, slog.New(slog.DiscardHandler), Build{Version: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
