@@ -184,16 +184,23 @@ func (b *bridge) get(path string) ([]byte, error) {
 // liveHeap forces a collection in the bridge (the profiler's gc=1) and
 // returns the heap it found live (go_gc_heap_live_bytes). The heap in use
 // after the request would count the garbage of writing the profile, which
-// grows with the profile's records over the process's life.
+// grows with the profile's records over the process's life: it is the
+// fallback for a bridge that does not export the live heap (an older
+// one, to compare with).
 func (b *bridge) liveHeap() (int64, error) {
-	if _, err := b.get("/debug/pprof/heap?gc=1"); err != nil {
+	body, err := b.get("/debug/pprof/heap?gc=1&debug=1")
+	if err != nil {
 		return 0, err
 	}
-	v, err := b.metric("go_gc_heap_live_bytes")
-	if err == nil && v == 0 {
-		err = errors.New("the bridge exports no go_gc_heap_live_bytes")
+	if v, err := b.metric("go_gc_heap_live_bytes"); err != nil || v > 0 {
+		return int64(v), err
 	}
-	return int64(v), err
+	for line := range strings.Lines(string(body)) {
+		if v, ok := strings.CutPrefix(line, "# HeapAlloc = "); ok {
+			return strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		}
+	}
+	return 0, errors.New("neither go_gc_heap_live_bytes nor the heap profile's HeapAlloc")
 }
 
 // saveHeap writes a heap profile of the bridge, after a forced collection,
