@@ -91,7 +91,8 @@ func New(cfg *config.Config, log *slog.Logger, build Build) (*Instance, error) {
 		Logger:     log.With("component", "manager"),
 		Store:      warmStore(cfg, log),
 	})
-	reg.MustRegister(admin.SourceCollector{Sources: in.manager.Statuses}, readiness(in.manager.Pending))
+	reg.MustRegister(admin.SourceCollector{Sources: in.manager.Statuses}, readiness(in.manager.Pending),
+		stateDir{in.manager.PersistStatus})
 	in.reload = newReloader(cfg, in.manager, log, reg)
 	in.reload.scopes = func(s *translate.Scopes) { in.pub.scope(s) }
 
@@ -137,6 +138,7 @@ func New(cfg *config.Config, log *slog.Logger, build Build) (*Instance, error) {
 	var handler http.Handler = admin.Handler(admin.Options{
 		Pending:  in.manager.Pending,
 		Sources:  in.manager.Statuses,
+		Persist:  in.manager.PersistStatus,
 		Gatherer: reg,
 		Clients:  func() any { return in.views.clients(server.Clients()) },
 		Confirm:  in.manager.ConfirmRemovals,
