@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
-	"github.com/xdsbridge/xdsbridge/internal/syncbuf"
 	"github.com/xdsbridge/xdsbridge/manager"
+	"github.com/xdsbridge/xdsbridge/test/bridgetest"
+	"github.com/xdsbridge/xdsbridge/test/syncbuf"
 )
 
 // TestStateDirHealth: a state_dir that cannot be written shows in /state,

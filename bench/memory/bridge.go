@@ -18,9 +18,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/xdsbridge/xdsbridge/internal/childproc"
-	"github.com/xdsbridge/xdsbridge/internal/envoysim"
-	"github.com/xdsbridge/xdsbridge/internal/freeport"
+	"github.com/xdsbridge/xdsbridge/test/childproc"
+	"github.com/xdsbridge/xdsbridge/test/envoysim"
+	"github.com/xdsbridge/xdsbridge/test/freeport"
 )
 
 // bridge is a bridge process serving a services file, with one delta ADS
