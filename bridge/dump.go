@@ -67,7 +67,12 @@ func Snapshot(ctx context.Context, cfg *config.Config, log *slog.Logger) ([]xds.
 	}
 	col := &collector{}
 	p := newPublisher(col, cfg.XDS.GRPC.Enabled, log.With("component", "publish"), prometheus.NewRegistry())
-	p.shape(cfg.Shaping, cfg.Chain).scope(cfg.ScopeRules).serveIstio(cfg.Istio, prometheus.NewRegistry()).publish(*first)
+	st, err := newStatic(cfg, log.With("component", "static"), nil)
+	if err != nil {
+		return nil, err
+	}
+	p.shape(cfg.Shaping, cfg.Chain).envoy(cfg.RouteRules, cfg.ListenerSet).scope(cfg.ScopeRules).
+		serveIstio(cfg.Istio, prometheus.NewRegistry()).files(st.State()).publish(*first)
 	return col.upserts, nil
 }
 

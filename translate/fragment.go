@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cncf/xds/go/udpa/annotations"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -17,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/descriptorpb"
 
 	"github.com/xdsbridge/xdsbridge/internal/scalar"
+	"github.com/xdsbridge/xdsbridge/internal/sensitive"
 	"github.com/xdsbridge/xdsbridge/settings"
 )
 
@@ -118,7 +118,7 @@ func normalize(md protoreflect.MessageDescriptor, v any, key string) (any, error
 // normalizeField normalizes the value of one field: each element of a
 // list, each value of a map, or the single value.
 func normalizeField(fd protoreflect.FieldDescriptor, v any, key string) (any, error) {
-	if Sensitive(fd) {
+	if sensitive.Field(fd) {
 		// A private key written wrong must not end up in an error
 		// message, and so in a log line.
 		out, err := normalizeValue(fd, v, key)
@@ -128,15 +128,6 @@ func normalizeField(fd protoreflect.FieldDescriptor, v any, key string) (any, er
 		return out, nil
 	}
 	return normalizeValue(fd, v, key)
-}
-
-// Sensitive reports whether a field holds secret material (Envoy's
-// udpa.annotations.sensitive): a private key, a password, a session
-// ticket key. Its value is never shown: errors name the field only, and
-// dumps redact it.
-func Sensitive(fd protoreflect.FieldDescriptor) bool {
-	s, _ := proto.GetExtension(fd.Options(), annotations.E_Sensitive).(bool)
-	return s
 }
 
 // describeField names what a field holds: its message type or its kind.

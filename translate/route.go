@@ -479,3 +479,64 @@ func (rs *Routes) Configs() []string {
 	slices.Sort(out)
 	return slices.Compact(out)
 }
+
+// SelectRoute finds the route Envoy takes for a request to host and path
+// in rc: the virtual host whose domain matches host best (exact, then the
+// longest suffix wildcard "*.example.com", then the longest prefix
+// wildcard "api.*", then "*"; a host with a port that matches nothing is
+// tried without it), then the first of its routes whose prefix (or exact
+// path) matches. It looks only at the path: a route with header or query
+// conditions is taken as if they held. Both results are nil when no
+// virtual host or no route matches.
+func SelectRoute(rc *routev3.RouteConfiguration, host, path string) (*routev3.VirtualHost, *routev3.Route) {
+	vh := selectVirtualHost(rc.GetVirtualHosts(), strings.ToLower(host))
+	if vh == nil {
+		if h, _, ok := strings.Cut(host, ":"); ok {
+			vh = selectVirtualHost(rc.GetVirtualHosts(), strings.ToLower(h))
+		}
+	}
+	if vh == nil {
+		return nil, nil
+	}
+	for _, r := range vh.GetRoutes() {
+		m := r.GetMatch()
+		switch p := m.GetPathSpecifier().(type) {
+		case *routev3.RouteMatch_Prefix:
+			if strings.HasPrefix(path, p.Prefix) {
+				return vh, r
+			}
+		case *routev3.RouteMatch_Path:
+			if path == p.Path {
+				return vh, r
+			}
+		}
+	}
+	return vh, nil
+}
+
+// selectVirtualHost is the virtual host of vhs whose domain matches host
+// best, as Envoy ranks them.
+func selectVirtualHost(vhs []*routev3.VirtualHost, host string) *routev3.VirtualHost {
+	var best *routev3.VirtualHost
+	bestRank, bestLen := 0, -1
+	for _, vh := range vhs {
+		for _, d := range vh.GetDomains() {
+			d = strings.ToLower(d)
+			rank, n := 0, len(d)
+			switch {
+			case d == host:
+				rank = 4
+			case strings.HasPrefix(d, "*") && len(d) > 1 && strings.HasSuffix(host, d[1:]) && len(host) > len(d)-1:
+				rank = 3
+			case strings.HasSuffix(d, "*") && len(d) > 1 && strings.HasPrefix(host, d[:len(d)-1]) && len(host) > len(d)-1:
+				rank = 2
+			case d == "*":
+				rank = 1
+			}
+			if rank > bestRank || rank == bestRank && rank > 0 && n > bestLen {
+				best, bestRank, bestLen = vh, rank, n
+			}
+		}
+	}
+	return best
+}

@@ -32,10 +32,12 @@ type entry struct {
 	grpc *entry
 	// rewritten holds the entry rewritten for non-ADS clients (rewrite.go).
 	rewritten rewriteCache
-	// scopes and denied are the resource's (Resource.Scopes, .Denied),
-	// set on the entry of the store only: a client's shape of it (its gRPC
-	// variant, a rewrite) is looked at after the scope (visibility.go).
+	// scopes, denied and private are the resource's (Resource.Scopes,
+	// .Denied, .Private), set on the entry of the store only: a client's
+	// shape of it (its gRPC variant, a rewrite) is looked at after the
+	// scope (visibility.go).
 	scopes, denied ScopeSet
+	private        bool
 }
 
 var marshal = proto.MarshalOptions{Deterministic: true}
@@ -84,6 +86,7 @@ func newEntry(r Resource) (*entry, error) {
 		grpcOnly: r.GRPCOnly,
 		scopes:   r.Scopes,
 		denied:   r.Denied,
+		private:  r.Private,
 	}
 	if c, ok := r.Message.(*clusterv3.Cluster); ok && c.GetType() == clusterv3.Cluster_EDS {
 		e.edsName = c.GetEdsClusterConfig().GetServiceName()

@@ -9,37 +9,42 @@ import (
 )
 
 // The v3 type URLs the engine orders and treats specially. Any other type is
-// served too, after these four, with EDS-like (only-changed) SotW semantics,
+// served too, after these five, with EDS-like (only-changed) SotW semantics,
 // unless it is one of Options.Collections.
 const (
 	ClusterType  = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
 	EndpointType = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
 	ListenerType = "type.googleapis.com/envoy.config.listener.v3.Listener"
 	RouteType    = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
+	SecretType   = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret"
 )
 
 // rank is the make-before-break push order of upserts on ADS (see doc.go):
-// clusters, then their endpoints, then listeners, then routes, then
-// anything else (rankOther).
+// clusters, then their endpoints, then secrets (which listeners and
+// clusters name), then listeners, then routes, then anything else
+// (rankOther).
 func rank(typeURL string) int {
 	switch typeURL {
 	case ClusterType:
 		return 0
 	case EndpointType:
 		return 1
-	case ListenerType:
+	case SecretType:
 		return 2
-	case RouteType:
+	case ListenerType:
 		return 3
+	case RouteType:
+		return 4
 	}
 	return rankOther
 }
 
-const rankOther = 4
+const rankOther = 5
 
 // breakRank is the order of removals: what refers to a resource goes before
 // it, so a listener goes before its route, the route before its cluster,
-// and the cluster before its assignment.
+// the cluster before its assignment, and a secret after the listeners and
+// clusters that name it.
 func breakRank(typeURL string) int {
 	switch typeURL {
 	case ListenerType:
@@ -50,6 +55,8 @@ func breakRank(typeURL string) int {
 		return 2
 	case EndpointType:
 		return 3
+	case SecretType:
+		return 4
 	}
 	return rankOther
 }
@@ -79,6 +86,8 @@ func shortType(typeURL string) string {
 		return "listener"
 	case RouteType:
 		return "route"
+	case SecretType:
+		return "secret"
 	}
 	return typeURL[strings.LastIndexByte(typeURL, '.')+1:]
 }

@@ -180,6 +180,9 @@ func (w *watch) reconcile(sl *slot, now time.Time) {
 // subscribe adds sl to the explicit subscription; with bulk, a visible
 // entry is left to a scan the caller queues (see settle). Both locks held.
 func (w *watch) subscribe(sl *slot, now time.Time, bulk bool) {
+	if e := sl.cur; e != nil && e.private && w.c.s.opts.OnDenied != nil && w.visible(sl, e) == nil {
+		w.c.s.opts.OnDenied(w.c.node, Key{Type: w.t.url, Name: sl.name})
+	}
 	sl.subs.add(w.idx)
 	if w.wildcard {
 		w.named[sl] = struct{}{}
