@@ -61,7 +61,7 @@ type Config struct {
 	Listeners []map[string]any `mapstructure:"listeners"`
 	Secrets   []map[string]any `mapstructure:"secrets"`
 	Resources []map[string]any `mapstructure:"resources"`
-	Outputs []Output       `mapstructure:"outputs"`
+	Outputs   []Output         `mapstructure:"outputs"`
 	// Merge sets how a service reported by several sources is served.
 	Merge manager.MergeConfig `mapstructure:"merge"`
 	// Istio configures the Istio translation (istio.go).
