@@ -27,6 +27,9 @@ type entry struct {
 	// edsName is, for an EDS cluster, the assignment it warms with; a change
 	// of the cluster re-sends that assignment.
 	edsName string
+	// refs are the clusters a route configuration or listener sends
+	// traffic to (refs.go), for the make-before-break gate.
+	refs []string
 	// grpc is the variant served to gRPC clients, nil when they get this
 	// entry itself (see Resource.GRPC).
 	grpc *entry
@@ -93,6 +96,9 @@ func newEntry(r Resource) (*entry, error) {
 		if e.edsName == "" {
 			e.edsName = c.GetName()
 		}
+	}
+	if r.Type == RouteType || r.Type == ListenerType {
+		e.refs = clusterRefs(r.Message)
 	}
 	if r.GRPC != nil {
 		if e.grpc, err = newEntry(Resource{Type: r.Type, Name: r.Name, Message: r.GRPC}); err != nil {

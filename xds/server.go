@@ -107,12 +107,18 @@ type Server struct {
 	reads         *firstReads // leases of new streams' first reads (admit.go)
 	rewrites      streamRewrites
 	scoper        atomic.Pointer[Scoper] // nil: every client unscoped
+	// cds and eds are the stores of clusters and assignments, which the
+	// make-before-break gate reads without Server.mu (gate.go); ungated
+	// turns the gate off, for the test that shows why it is there.
+	cds, eds *typeState
+	ungated  bool
 	readyNs       atomic.Int64           // unix nanos of the first Apply; 0 = not ready
 	ready         chan struct{}          // closed by the first Apply
 
 	mu      sync.Mutex
 	types   map[string]*typeState
 	clients map[*client]struct{}
+	groups  map[groupKey]*group // per-type streams of one Envoy (gate.go)
 	conns   map[string]int // open streams per connection (peer address)
 	gen     uint64         // Apply generation, to collect each touched client once
 	views   viewSet
@@ -159,7 +165,9 @@ func NewServer(opts Options) *Server {
 		types:         make(map[string]*typeState),
 		clients:       make(map[*client]struct{}),
 		conns:         make(map[string]int),
+		groups:        make(map[groupKey]*group),
 	}
+	s.cds, s.eds = s.typeFor(ClusterType), s.typeFor(EndpointType)
 	for _, url := range opts.Collections {
 		s.typeFor(url).full = true
 	}

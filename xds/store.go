@@ -3,6 +3,7 @@ package xds
 import (
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"google.golang.org/grpc/codes"
@@ -158,6 +159,10 @@ type typeState struct {
 	// looked is the last shared name list looked up and its slots (see
 	// lookup), dropped when a slot is released.
 	looked lookedUp
+	// index maps names to slots like slots, for writers, which hold only
+	// client.mu; kept for the cluster and assignment stores only
+	// (indexed), which the make-before-break gate reads.
+	index sync.Map
 }
 
 type lookedUp struct {
@@ -219,6 +224,9 @@ func (t *typeState) get(name string) *slot {
 		}
 		t.slots[name] = sl
 		t.peak = max(t.peak, len(t.slots))
+		if indexed(t.url) {
+			t.index.Store(sl.name, sl)
+		}
 	}
 	return sl
 }
@@ -228,6 +236,9 @@ func (t *typeState) get(name string) *slot {
 func (t *typeState) release(sl *slot) {
 	if sl.cur == nil && sl.pins == 0 && sl.owed.Load() == 0 && sl.subs.len() == 0 && t.slots[sl.name] == sl {
 		delete(t.slots, sl.name)
+		if indexed(t.url) {
+			t.index.CompareAndDelete(sl.name, sl)
+		}
 		t.looked = lookedUp{}
 		t.byIdx[sl.idx] = nil
 		t.free = append(t.free, sl.idx)

@@ -194,6 +194,7 @@ func (s *Server) disconnect(c *client) {
 	for _, w := range c.watches {
 		w.drop()
 	}
+	s.leave(c)
 	c.mu.Unlock()
 	c.private = nil
 	delete(s.clients, c)
