@@ -184,7 +184,7 @@ func runEdgeScenario(t *testing.T, s *Server, v variant, rounds int) envoysim.Tr
 	for i := range rounds {
 		name := fmt.Sprintf("new-%d", i)
 		change(func() []Key { w.services[name] = "urlprefix-/" + name; return nil }) // a service with a route comes
-		change(func() []Key { // it goes
+		change(func() []Key {                                                        // it goes
 			delete(w.services, name)
 			return []Key{{Type: ClusterType, Name: name}, {Type: EndpointType, Name: name}}
 		})

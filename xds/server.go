@@ -112,15 +112,15 @@ type Server struct {
 	// turns the gate off, for the test that shows why it is there.
 	cds, eds *typeState
 	ungated  bool
-	readyNs       atomic.Int64           // unix nanos of the first Apply; 0 = not ready
-	ready         chan struct{}          // closed by the first Apply
+	readyNs  atomic.Int64  // unix nanos of the first Apply; 0 = not ready
+	ready    chan struct{} // closed by the first Apply
 
 	mu      sync.Mutex
 	types   map[string]*typeState
 	clients map[*client]struct{}
 	groups  map[groupKey]*group // per-type streams of one Envoy (gate.go)
-	conns   map[string]int // open streams per connection (peer address)
-	gen     uint64         // Apply generation, to collect each touched client once
+	conns   map[string]int      // open streams per connection (peer address)
+	gen     uint64              // Apply generation, to collect each touched client once
 	views   viewSet
 
 	// orphans are slots to release once Server.mu is taken (see orphan);
