@@ -247,7 +247,7 @@ func (p *publisher) scope(s *translate.Scopes) *publisher {
 	p.edge.setScopes(s)
 	var removals []xds.Key
 	if p.published {
-		upserts, removals = p.edge.resolve(upserts, nil)
+		upserts, _ = p.edge.resolve(upserts, nil)
 		ups, rems := p.edge.take()
 		upserts, removals = append(upserts, ups...), rems
 	}
