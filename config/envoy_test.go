@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/xdsbridge/xdsbridge/internal/tlstest"
+	"github.com/xdsbridge/xdsbridge/test/tlstest"
 	"github.com/xdsbridge/xdsbridge/settings"
 )
 

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/xdsbridge/xdsbridge/internal/golden"
+	"github.com/xdsbridge/xdsbridge/test/golden"
 	"github.com/xdsbridge/xdsbridge/settings"
 )
 

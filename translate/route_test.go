@@ -12,7 +12,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/xdsbridge/xdsbridge/internal/golden"
+	"github.com/xdsbridge/xdsbridge/test/golden"
 	"github.com/xdsbridge/xdsbridge/settings"
 	"github.com/xdsbridge/xdsbridge/sources"
 )

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/xdsbridge/xdsbridge/internal/tlstest"
+	"github.com/xdsbridge/xdsbridge/test/tlstest"
 )
 
 func readFile(t *testing.T, path string) []byte {
