@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/xdsbridge/xdsbridge/test/tlstest"
 	"github.com/xdsbridge/xdsbridge/settings"
+	"github.com/xdsbridge/xdsbridge/test/tlstest"
 )
 
 const envoyScopes = `

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/xdsbridge/xdsbridge/test/golden"
 	"github.com/xdsbridge/xdsbridge/settings"
+	"github.com/xdsbridge/xdsbridge/test/golden"
 )
 
 func TestListenersGolden(t *testing.T) {

@@ -12,9 +12,9 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/xdsbridge/xdsbridge/test/golden"
 	"github.com/xdsbridge/xdsbridge/settings"
 	"github.com/xdsbridge/xdsbridge/sources"
+	"github.com/xdsbridge/xdsbridge/test/golden"
 )
 
 // tagged is a service whose endpoints carry tags.

@@ -13,8 +13,8 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 
-	"github.com/xdsbridge/xdsbridge/test/envoysim"
 	"github.com/xdsbridge/xdsbridge/sources"
+	"github.com/xdsbridge/xdsbridge/test/envoysim"
 	"github.com/xdsbridge/xdsbridge/translate"
 )
 
