@@ -54,8 +54,14 @@ type Config struct {
 	Clusters   []map[string]any `mapstructure:"clusters"`
 	Transforms []map[string]any `mapstructure:"transforms"`
 	// Scopes are the per-node scoping rules as written (see scopes.go).
-	Scopes  map[string]any `mapstructure:"scopes"`
-	Outputs []Output       `mapstructure:"outputs"`
+	Scopes map[string]any `mapstructure:"scopes"`
+	// Routes, Listeners, Secrets and Resources are the sections of an
+	// Envoy's listener side as written (see envoy.go).
+	Routes    []map[string]any `mapstructure:"routes"`
+	Listeners []map[string]any `mapstructure:"listeners"`
+	Secrets   []map[string]any `mapstructure:"secrets"`
+	Resources []map[string]any `mapstructure:"resources"`
+	Outputs   []Output         `mapstructure:"outputs"`
 	// Merge sets how a service reported by several sources is served.
 	Merge manager.MergeConfig `mapstructure:"merge"`
 	// Istio configures the Istio translation (istio.go).
@@ -83,6 +89,13 @@ type Config struct {
 	Chain   *transform.Chain   `mapstructure:"-"`
 	// ScopeRules are the built Scopes; nil: every node gets every service.
 	ScopeRules *translate.Scopes `mapstructure:"-"`
+	// RouteRules and ListenerSet are the built Routes and Listeners (nil
+	// when there are none); SecretFiles and ResourceFiles the checked
+	// Secrets and Resources entries, with absolute paths.
+	RouteRules    *translate.Routes `mapstructure:"-"`
+	ListenerSet   []Listener        `mapstructure:"-"`
+	SecretFiles   []Secret          `mapstructure:"-"`
+	ResourceFiles []ResourceFile    `mapstructure:"-"`
 	// Warnings are what is suspicious but harmless, such as a BRIDGE_
 	// variable that names no setting, one sentence each; Check lists
 	// them and `bridge run` logs them.

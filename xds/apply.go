@@ -42,7 +42,7 @@ func (s *Server) Apply(upserts []Resource, removals []Key) {
 	for _, e := range entries {
 		t := s.typeFor(e.typ)
 		sl := t.get(e.name)
-		if c := sl.cur; sameContent(c, e) && c.scopes == e.scopes && c.denied == e.denied {
+		if c := sl.cur; sameContent(c, e) && c.scopes == e.scopes && c.denied == e.denied && c.private == e.private {
 			continue
 		}
 		t.seen |= e.scopes | e.denied

@@ -95,12 +95,16 @@ func (w *watch) upserts(now, readyAt time.Time, wait time.Duration) *out {
 			delete(w.dirty, sl)
 			continue // coalesced back to what the client has (or NACKed)
 		}
+		if len(p.e.refs) > 0 && !w.c.ready(p.e) {
+			continue // its clusters are not ready at the client yet (gate.go)
+		}
 		n := p.e.recLen(w.c.delta)
 		if split && len(ups) > 0 && used+n > room {
 			break // the rest goes in the next response
 		}
 		used += n
 		delete(w.dirty, sl)
+		w.sent(sl, h, p.e)
 		w.held.put(sl, p.e)
 		delete(w.waiting, sl)
 		ups = append(ups, p.e)
@@ -154,6 +158,9 @@ func (w *watch) removals() *out {
 			used += n
 		}
 		h, ok := w.held.get(sl)
+		if ok && h != nil && h != stale && w.c.needed(w, sl) {
+			continue // a route the client holds still names it (gate.go)
+		}
 		explicit := w.explicit(sl)
 		if ok && !explicit {
 			// Out of the wildcard: the held set lets go of the slot,
@@ -170,6 +177,7 @@ func (w *watch) removals() *out {
 		if explicit {
 			w.held.put(sl, nil)
 		}
+		w.sent(sl, h, nil)
 		rem = append(rem, sl)
 	}
 	w.settleDirty()
@@ -216,6 +224,7 @@ func (w *watch) respond(ups []*entry, gone []*slot, fr *frame, runs []frameRun) 
 	case w.t.url == EndpointType:
 		for _, sl := range gone {
 			e := emptyAssignment(sl.name)
+			w.sent(sl, nil, e)
 			w.held.put(sl, e)
 			list = append(list, e)
 		}

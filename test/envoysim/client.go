@@ -48,6 +48,7 @@ const (
 	EndpointType = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
 	ListenerType = "type.googleapis.com/envoy.config.listener.v3.Listener"
 	RouteType    = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
+	SecretType   = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret"
 )
 
 // Options configure a Client. Addr is required.
@@ -66,6 +67,14 @@ type Options struct {
 	// with the names in Clusters (wildcard when Clusters is nil), as a
 	// proxyless gRPC client names its listener and route after the service.
 	Types []string
+	// Listeners makes the client an edge Envoy whose bootstrap holds
+	// nothing but the server: it subscribes to every listener (LDS
+	// wildcard) and, as listeners come and go, to the route
+	// configurations (RDS) and secrets (SDS) they name, as it does to the
+	// assignments of its clusters; it warms clusters and listeners and
+	// routes simulated requests as Envoy does (envoy.go: Request,
+	// Traffic; not in Light mode). Types must not be set with it.
+	Listeners bool
 	// Reject, when it returns an error for a response, makes the client NACK
 	// it with that error as error_detail; the response is not applied.
 	Reject func(typeURL string, resources []*anypb.Any) error
@@ -138,7 +147,8 @@ type State struct {
 type entry struct {
 	version string
 	hash    uint64
-	msg     any // *clusterv3.Cluster, *endpointv3.ClusterLoadAssignment, *anypb.Any; nil in Light mode
+	msg     any   // *clusterv3.Cluster, *endpointv3.ClusterLoadAssignment, *anypb.Any; nil in Light mode
+	refs    *refs // a listener's, with Options.Listeners
 }
 
 // Client is one simulated Envoy. Its methods are safe for concurrent use.
@@ -158,6 +168,7 @@ type Client struct {
 	err      error         // why a stream ended
 	sotw     map[string]*sotwType
 	delta    map[string]*deltaType
+	warm     *warmth // with Options.Listeners, unless Light
 }
 
 // Start dials opts.Addr, opens the streams and sends the first requests. It
@@ -183,6 +194,9 @@ func Start(ctx context.Context, opts Options) (*Client, error) {
 		if t != ListenerType && t != RouteType {
 			return nil, fmt.Errorf("starting envoysim: unsupported extra type %q", t)
 		}
+		if opts.Listeners {
+			return nil, errors.New("starting envoysim: Types and Listeners both set")
+		}
 	}
 	c := &Client{
 		opts:    opts,
@@ -190,6 +204,9 @@ func Start(ctx context.Context, opts Options) (*Client, error) {
 		node:    &corev3.Node{Id: opts.Node, Cluster: opts.Cluster, UserAgentName: opts.UserAgent},
 		held:    map[string]map[string]entry{},
 		changed: make(chan struct{}),
+	}
+	if opts.Listeners && !opts.Light {
+		c.warm = newWarmth()
 	}
 	dial := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
@@ -219,7 +236,90 @@ func Start(ctx context.Context, opts Options) (*Client, error) {
 
 // types lists the subscribed types, CDS and EDS first.
 func (c *Client) types() []string {
+	if c.opts.Listeners {
+		return []string{ClusterType, EndpointType, ListenerType, RouteType, SecretType}
+	}
 	return append([]string{ClusterType, EndpointType}, c.opts.Types...)
+}
+
+// follows is the type whose held resources name what a type subscribes
+// to ("" when it is subscribed to on its own): clusters name their
+// assignments; with Options.Listeners, listeners name their route
+// configurations and secrets.
+func (c *Client) follows(typeURL string) string {
+	switch {
+	case typeURL == EndpointType:
+		return ClusterType
+	case c.opts.Listeners && (typeURL == RouteType || typeURL == SecretType):
+		return ListenerType
+	}
+	return ""
+}
+
+// dependents are the types that follow typeURL.
+func (c *Client) dependents(typeURL string) []string {
+	switch {
+	case typeURL == ClusterType:
+		return []string{EndpointType}
+	case c.opts.Listeners && typeURL == ListenerType:
+		return []string{RouteType, SecretType}
+	}
+	return nil
+}
+
+// wantLocked is the subscription of a type that follows another: what
+// the held resources of that one name, sorted. c.mu held.
+func (c *Client) wantLocked(typeURL string) []string {
+	var out []string
+	for name, e := range c.held[c.follows(typeURL)] {
+		switch {
+		case typeURL == EndpointType:
+			out = append(out, name)
+		case e.refs == nil:
+		case typeURL == RouteType:
+			out = append(out, e.refs.routes...)
+		default:
+			out = append(out, e.refs.secrets...)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// dropUnwantedLocked drops the held resources of a following type that
+// nothing names any more (Envoy lets go of a route configuration or a
+// secret no listener uses, as of an assignment with its cluster), and
+// returns their names. c.mu held.
+func (c *Client) dropUnwantedLocked(typeURL string, want []string) []string {
+	var gone []string
+	for name := range c.held[typeURL] {
+		if _, ok := slices.BinarySearch(want, name); !ok {
+			delete(c.held[typeURL], name)
+			gone = append(gone, name)
+		}
+	}
+	return gone
+}
+
+// warmLocked tells the Envoy model what a response changed: up were
+// applied, removed dropped. c.mu held.
+func (c *Client) warmLocked(typeURL string, up []decoded, removed []string) {
+	w := c.warm
+	if w == nil {
+		return
+	}
+	switch typeURL {
+	case ClusterType:
+		w.clusters(up, removed)
+	case EndpointType:
+		w.assignments(up)
+	case ListenerType:
+		w.listeners(up, removed)
+	case RouteType:
+		w.routeConfigs(up, removed)
+	case SecretType:
+		w.secretsIn(up, removed)
+	}
 }
 
 // Close ends the streams and the connection and waits for the goroutines.

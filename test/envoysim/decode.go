@@ -7,6 +7,7 @@ import (
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -36,6 +37,7 @@ type decoded struct {
 	version string
 	hash    uint64
 	msg     any
+	refs    *refs // what a listener refers to, also in Light mode
 }
 
 // decodeAll decodes the resources of one response, anys[i] the payload of
@@ -82,6 +84,18 @@ func (c *Client) decode(typeURL string, a *anypb.Any) (decoded, error) {
 		return decoded{}, fmt.Errorf("resource of type %q in a %q response", a.GetTypeUrl(), typeURL)
 	}
 	d := decoded{hash: HashBytes(a.GetValue())}
+	if typeURL == ListenerType && c.opts.Listeners {
+		// Listeners are few, and the client follows what they name.
+		l := &listenerv3.Listener{}
+		if err := a.UnmarshalTo(l); err != nil {
+			return decoded{}, fmt.Errorf("decoding listener: %w", err)
+		}
+		d.name, d.refs = c.opts.Intern.string(l.GetName()), listenerRefs(l)
+		if !c.opts.Light {
+			d.msg = a
+		}
+		return d, nil
+	}
 	if c.opts.Light {
 		name, err := wireName(a.GetValue())
 		d.name = c.opts.Intern.bytes(name)

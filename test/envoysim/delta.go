@@ -12,6 +12,7 @@ import (
 	endpointservice "github.com/envoyproxy/go-control-plane/envoy/service/endpoint/v3"
 	listenerservice "github.com/envoyproxy/go-control-plane/envoy/service/listener/v3"
 	routeservice "github.com/envoyproxy/go-control-plane/envoy/service/route/v3"
+	secretservice "github.com/envoyproxy/go-control-plane/envoy/service/secret/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -48,6 +49,8 @@ func (c *Client) openDelta(ctx context.Context, typeURL string) (deltaClient, er
 		return endpointservice.NewEndpointDiscoveryServiceClient(c.conn).DeltaEndpoints(ctx)
 	case typeURL == ListenerType:
 		return listenerservice.NewListenerDiscoveryServiceClient(c.conn).DeltaListeners(ctx)
+	case typeURL == SecretType:
+		return secretservice.NewSecretDiscoveryServiceClient(c.conn).DeltaSecrets(ctx)
 	default:
 		return routeservice.NewRouteDiscoveryServiceClient(c.conn).DeltaRoutes(ctx)
 	}
@@ -79,12 +82,12 @@ func (c *Client) startDelta(ctx context.Context) error {
 	for _, t := range c.types() {
 		var sub []string
 		switch {
-		case t == EndpointType:
-			sub = slices.Sorted(maps.Keys(c.held[ClusterType]))
+		case c.follows(t) != "":
+			sub = c.wantLocked(t)
 			if len(sub) == 0 {
-				continue // subscribed when clusters arrive
+				continue // subscribed when what names them arrives
 			}
-		case c.opts.Clusters == nil:
+		case c.opts.Clusters == nil || (c.opts.Listeners && t == ListenerType):
 			sub = []string{"*"}
 		default:
 			sub = slices.Clone(c.opts.Clusters)
@@ -156,60 +159,83 @@ func (c *Client) handleDelta(resp *discoveryv3.DeltaDiscoveryResponse) error {
 	rs, reject := c.decodeAll(&r, anys, func(i int) (string, string) { return res[i].GetName(), res[i].GetVersion() })
 
 	c.mu.Lock()
-	var edsReq *deltaReq
+	var deps []depReq
 	if reject != nil {
 		r.NACKed = true
 	} else {
-		edsReq = c.applyDeltaLocked(dt, rs, r.Removed)
+		deps = c.applyDeltaLocked(dt, rs, r.Removed)
+	}
+	if c.warm != nil {
+		c.warm.probe()
 	}
 	c.recordLocked(r)
 	c.mu.Unlock()
 
 	c.observed(r, reject)
-	if edsReq != nil {
-		if err := c.sendDelta(c.delta[EndpointType], *edsReq); err != nil {
+	for _, d := range deps {
+		if err := c.sendDelta(d.dt, d.req); err != nil {
 			return err
 		}
 	}
 	return c.sendDelta(dt, deltaReq{nonce: r.Nonce, nack: reject})
 }
 
-// applyDeltaLocked applies an accepted response. After a CDS response it
-// returns the EDS subscription change to send, if any.
-func (c *Client) applyDeltaLocked(dt *deltaType, rs []decoded, removed []string) *deltaReq {
+// depReq is a subscription change of a type that follows another.
+type depReq struct {
+	dt  *deltaType
+	req deltaReq
+}
+
+// applyDeltaLocked applies an accepted response. It returns the
+// subscription changes of the types that follow this one (see follows).
+func (c *Client) applyDeltaLocked(dt *deltaType, rs []decoded, removed []string) []depReq {
 	held := c.heldLocked(dt.url)
+	up := rs[:0:0]
 	for _, d := range rs {
-		if dt.url == EndpointType && !dt.names[d.name] {
+		if c.follows(dt.url) != "" && !dt.names[d.name] {
 			continue // Envoy ignores assignments of clusters it does not have
 		}
-		held[d.name] = entry{version: d.version, hash: d.hash, msg: d.msg}
+		held[d.name] = entry{version: d.version, hash: d.hash, msg: d.msg, refs: d.refs}
+		up = append(up, d)
 	}
+	var gone []string
 	for _, name := range removed {
+		if _, ok := held[name]; !ok {
+			continue
+		}
+		gone = append(gone, name)
 		if dt.url == ClusterType {
 			c.dropClusterLocked(name)
 		} else {
 			delete(held, name)
 		}
 	}
-	if dt.url != ClusterType {
-		return nil
-	}
-	eds := c.delta[EndpointType]
-	var req deltaReq
-	for name := range held {
-		if !eds.names[name] {
-			req.sub = append(req.sub, name)
+	c.warmLocked(dt.url, up, gone)
+	var out []depReq
+	for _, dep := range c.dependents(dt.url) {
+		ds := c.delta[dep]
+		want := c.wantLocked(dep)
+		if dep != EndpointType {
+			if gone := c.dropUnwantedLocked(dep, want); len(gone) > 0 {
+				c.warmLocked(dep, nil, gone)
+			}
 		}
-	}
-	for name := range eds.names {
-		if _, ok := held[name]; !ok {
-			req.unsub = append(req.unsub, name)
+		var req deltaReq
+		for _, name := range want {
+			if !ds.names[name] {
+				req.sub = append(req.sub, name)
+			}
 		}
+		for name := range ds.names {
+			if _, ok := slices.BinarySearch(want, name); !ok {
+				req.unsub = append(req.unsub, name)
+			}
+		}
+		if len(req.sub) == 0 && len(req.unsub) == 0 {
+			continue
+		}
+		slices.Sort(req.unsub)
+		out = append(out, depReq{dt: ds, req: req})
 	}
-	if len(req.sub) == 0 && len(req.unsub) == 0 {
-		return nil
-	}
-	slices.Sort(req.sub)
-	slices.Sort(req.unsub)
-	return &req
+	return out
 }

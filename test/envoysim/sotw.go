@@ -11,6 +11,7 @@ import (
 	endpointservice "github.com/envoyproxy/go-control-plane/envoy/service/endpoint/v3"
 	listenerservice "github.com/envoyproxy/go-control-plane/envoy/service/listener/v3"
 	routeservice "github.com/envoyproxy/go-control-plane/envoy/service/route/v3"
+	secretservice "github.com/envoyproxy/go-control-plane/envoy/service/secret/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 )
@@ -47,6 +48,8 @@ func (c *Client) openSotW(ctx context.Context, typeURL string) (sotwClient, erro
 		return endpointservice.NewEndpointDiscoveryServiceClient(c.conn).StreamEndpoints(ctx)
 	case typeURL == ListenerType:
 		return listenerservice.NewListenerDiscoveryServiceClient(c.conn).StreamListeners(ctx)
+	case typeURL == SecretType:
+		return secretservice.NewSecretDiscoveryServiceClient(c.conn).StreamSecrets(ctx)
 	default:
 		return routeservice.NewRouteDiscoveryServiceClient(c.conn).StreamRoutes(ctx)
 	}
@@ -57,7 +60,11 @@ func (c *Client) startSotW(ctx context.Context) error {
 	var streams []*sotwStream
 	for _, t := range c.types() {
 		st := &sotwType{url: t}
-		if t != EndpointType {
+		switch {
+		case c.follows(t) != "":
+		case c.opts.Listeners && t == ListenerType:
+			st.wildcard = true
+		default:
 			st.setNames(slices.Clone(c.opts.Clusters))
 			st.wildcard = c.opts.Clusters == nil
 		}
@@ -76,8 +83,8 @@ func (c *Client) startSotW(ctx context.Context) error {
 	// The first requests go out before anything is received, so that no
 	// response handler races with them.
 	for _, t := range c.types() {
-		if t == EndpointType {
-			continue // subscribed when clusters arrive
+		if c.follows(t) != "" {
+			continue // subscribed when what names them arrives
 		}
 		if err := c.sendSotW(c.sotw[t], nil); err != nil {
 			return endedBy(c.sotw[t].stream.s, err)
@@ -132,29 +139,34 @@ func (c *Client) handleSotW(resp *discoveryv3.DiscoveryResponse) error {
 
 	c.mu.Lock()
 	st.nonce = r.Nonce
-	var eds *sotwType
+	var deps []*sotwType
 	if reject != nil {
 		r.NACKed = true
 	} else {
 		st.version = r.Version
-		eds = c.applySotWLocked(st, rs)
+		deps = c.applySotWLocked(st, rs)
+	}
+	if c.warm != nil {
+		c.warm.probe()
 	}
 	c.recordLocked(r)
 	c.mu.Unlock()
 
 	c.observed(r, reject)
-	if eds != nil {
-		if err := c.sendSotW(eds, nil); err != nil {
+	for _, d := range deps {
+		if err := c.sendSotW(d, nil); err != nil {
 			return err
 		}
 	}
 	return c.sendSotW(st, reject)
 }
 
-// applySotWLocked applies an accepted response. After a CDS response it
-// returns the EDS type if its subscription changed and must be re-sent.
-func (c *Client) applySotWLocked(st *sotwType, rs []decoded) *sotwType {
+// applySotWLocked applies an accepted response. It returns the types
+// that follow this one whose subscription changed and must be re-sent:
+// EDS after CDS, RDS and SDS after LDS (see follows).
+func (c *Client) applySotWLocked(st *sotwType, rs []decoded) []*sotwType {
 	held := c.heldLocked(st.url)
+	var removed []string
 	if fullState(st.url) {
 		keep := make(map[string]bool, len(rs))
 		for _, d := range rs {
@@ -162,6 +174,7 @@ func (c *Client) applySotWLocked(st *sotwType, rs []decoded) *sotwType {
 		}
 		for name := range held {
 			if !keep[name] {
+				removed = append(removed, name)
 				if st.url == ClusterType {
 					c.dropClusterLocked(name)
 				} else {
@@ -170,26 +183,31 @@ func (c *Client) applySotWLocked(st *sotwType, rs []decoded) *sotwType {
 			}
 		}
 	}
+	up := rs[:0:0]
 	for _, d := range rs {
 		if !fullState(st.url) && !st.wildcard && !st.set[d.name] {
 			continue // Envoy ignores assignments of clusters it does not have
 		}
-		held[d.name] = entry{version: d.version, hash: d.hash, msg: d.msg}
+		held[d.name] = entry{version: d.version, hash: d.hash, msg: d.msg, refs: d.refs}
+		up = append(up, d)
 	}
-	if st.url != ClusterType {
-		return nil
+	c.warmLocked(st.url, up, removed)
+	var out []*sotwType
+	for _, dep := range c.dependents(st.url) {
+		ds := c.sotw[dep]
+		want := c.wantLocked(dep)
+		if dep != EndpointType {
+			if gone := c.dropUnwantedLocked(dep, want); len(gone) > 0 {
+				c.warmLocked(dep, nil, gone)
+			}
+		}
+		if slices.Equal(want, ds.names) && (ds.started || len(want) == 0) {
+			continue
+		}
+		ds.setNames(want)
+		out = append(out, ds)
 	}
-	eds := c.sotw[EndpointType]
-	want := make([]string, 0, len(held))
-	for name := range held {
-		want = append(want, name)
-	}
-	slices.Sort(want)
-	if slices.Equal(want, eds.names) && (eds.started || len(want) == 0) {
-		return nil
-	}
-	eds.setNames(want)
-	return eds
+	return out
 }
 
 func (st *sotwType) setNames(names []string) {
