@@ -12,6 +12,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"regexp"
 	"slices"
 	"sync"
 	"time"
@@ -77,7 +78,11 @@ type Build struct {
 func New(cfg *config.Config, log *slog.Logger, build Build) (*Instance, error) {
 	in := &Instance{log: log, services: newServiceView(), version: build.Version, started: time.Now()}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	// Beside the usual Go metrics, go_gc_heap_live_bytes: the heap the last
+	// collection found live, what the process really holds, which
+	// go_memstats_heap_alloc_bytes (live and garbage since) is not.
+	goMetrics := collectors.WithGoCollectorRuntimeMetrics(collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/live:bytes$`)})
+	reg.MustRegister(collectors.NewGoCollector(goMetrics), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		buildInfo(build))
 
 	named, err := buildSources(cfg, log)
@@ -92,7 +97,8 @@ func New(cfg *config.Config, log *slog.Logger, build Build) (*Instance, error) {
 		Logger:     log.With("component", "manager"),
 		Store:      warmStore(cfg, log),
 	})
-	reg.MustRegister(admin.SourceCollector{Sources: in.manager.Statuses}, readiness(in.manager.Pending))
+	reg.MustRegister(admin.SourceCollector{Sources: in.manager.Statuses}, readiness(in.manager.Pending),
+		stateDir{in.manager.PersistStatus})
 	in.reload = newReloader(cfg, in.manager, log, reg)
 	in.reload.scopes = func(s *translate.Scopes) { in.pub.scope(s) }
 
@@ -145,6 +151,7 @@ func New(cfg *config.Config, log *slog.Logger, build Build) (*Instance, error) {
 	var handler http.Handler = admin.Handler(admin.Options{
 		Pending:  in.manager.Pending,
 		Sources:  in.manager.Statuses,
+		Persist:  in.manager.PersistStatus,
 		Gatherer: reg,
 		Clients:  func() any { return in.views.clients(server.Clients()) },
 		Confirm:  in.manager.ConfirmRemovals,

@@ -11,6 +11,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 
 	"github.com/xdsbridge/xdsbridge/admin"
+	"github.com/xdsbridge/xdsbridge/internal/reclaim"
 	"github.com/xdsbridge/xdsbridge/sources"
 	"github.com/xdsbridge/xdsbridge/translate"
 	"github.com/xdsbridge/xdsbridge/xds"
@@ -21,6 +22,7 @@ import (
 type why struct {
 	mu       sync.RWMutex
 	services map[string]sources.Service
+	peak     int // the most services held (reclaim.Map)
 	shaping  *translate.Shaping
 	scopes   *translate.Scopes
 	// routes is the latest route configurations built, with their claims
@@ -58,12 +60,14 @@ func (w *why) set(svc sources.Service) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.services[svc.Name] = svc
+	w.peak = max(w.peak, len(w.services))
 }
 
 func (w *why) remove(name string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	delete(w.services, name)
+	w.services = reclaim.Map(w.services, &w.peak)
 }
 
 // Why is the answer of /debug/why: where a cluster's endpoints came from

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/xdsbridge/xdsbridge/config"
+	"github.com/xdsbridge/xdsbridge/internal/reclaim"
 	"github.com/xdsbridge/xdsbridge/manager"
 	"github.com/xdsbridge/xdsbridge/sources"
 	"github.com/xdsbridge/xdsbridge/static"
@@ -48,8 +49,10 @@ type publisher struct {
 	errors prometheus.Counter
 	// services is the number of services served.
 	services prometheus.Gauge
-	// served holds the names whose resources are currently applied.
-	served map[string]bool
+	// served holds the names whose resources are currently applied;
+	// servedPeak the most it held (reclaim.Map).
+	served     map[string]bool
+	servedPeak int
 	// stream runs the configured transforms; why keeps what was served,
 	// with its provenance (see debug.go).
 	stream *transform.Stream
@@ -201,6 +204,7 @@ func (p *publisher) publish(c manager.Changes) {
 				xds.Key{Type: resource.RouteType, Name: name})
 		}
 	}
+	p.served = reclaim.Map(p.served, &p.servedPeak)
 	upserts, removals = p.edge.resolve(upserts, removals)
 	ups, rems := p.edge.take()
 	upserts, removals = append(upserts, ups...), append(removals, rems...)

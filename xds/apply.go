@@ -71,6 +71,12 @@ func (s *Server) Apply(upserts []Resource, removals []Key) {
 		ch.sl.cur = ch.e
 		clear(ch.t.cachedFrames)
 		ch.t.touchChunk(ch.sl.idx)
+		switch {
+		case ch.was == nil && ch.e != nil:
+			s.resources.Add(1)
+		case ch.was != nil && ch.e == nil:
+			s.resources.Add(-1)
+		}
 	}
 	// Published before the first mark: a writer already running may send
 	// a change as soon as it is marked, and finds the chunk it converges

@@ -65,6 +65,7 @@ func deadline(ws waitSince, readyAt time.Time, wait time.Duration) time.Time {
 // response and leaves the rest pending for the next (see responseSize).
 func (w *watch) upserts(now, readyAt time.Time, wait time.Duration) *out {
 	var ups []*entry
+	w.dirtyPeak = max(w.dirtyPeak, len(w.dirty))
 	split := w.c.delta || !w.t.full
 	room, used := w.c.s.size.room, 0
 	var fr *frame
@@ -108,9 +109,7 @@ func (w *watch) upserts(now, readyAt time.Time, wait time.Duration) *out {
 		delete(w.waiting, sl)
 		ups = append(ups, p.e)
 	}
-	if len(ups) > 256 && len(w.dirty) == 0 {
-		w.dirty = make(map[*slot]pend) // maps never shrink; drop a burst's buckets
-	}
+	w.settleDirty()
 	var gone []*slot
 	for sl, ws := range w.waiting {
 		if now.Before(deadline(ws, readyAt, wait)) {
@@ -128,6 +127,15 @@ func (w *watch) upserts(now, readyAt time.Time, wait time.Duration) *out {
 		return nil
 	}
 	return w.respond(ups, gone, fr, runs)
+}
+
+// settleDirty makes the dirty map again once a burst (an initial state, a
+// mass removal) has drained: maps never shrink, and a client would keep
+// the buckets of its largest push for as long as it stays. client.mu held.
+func (w *watch) settleDirty() {
+	if len(w.dirty) == 0 && w.dirtyPeak > 256 {
+		w.dirty, w.dirtyPeak = make(map[*slot]pend), 0
+	}
 }
 
 // removals takes the pending removals of resources the client holds, as
@@ -172,6 +180,7 @@ func (w *watch) removals() *out {
 		w.sent(sl, h, nil)
 		rem = append(rem, sl)
 	}
+	w.settleDirty()
 	if len(rem) == 0 || (!w.c.delta && !w.t.full) {
 		return nil
 	}

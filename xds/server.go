@@ -110,10 +110,11 @@ type Server struct {
 	// cds and eds are the stores of clusters and assignments, which the
 	// make-before-break gate reads without Server.mu (gate.go); ungated
 	// turns the gate off, for the test that shows why it is there.
-	cds, eds *typeState
-	ungated  bool
-	readyNs  atomic.Int64  // unix nanos of the first Apply; 0 = not ready
-	ready    chan struct{} // closed by the first Apply
+	cds, eds  *typeState
+	ungated   bool
+	readyNs   atomic.Int64  // unix nanos of the first Apply; 0 = not ready
+	ready     chan struct{} // closed by the first Apply
+	resources atomic.Int64  // entries in the stores (Resources)
 
 	mu      sync.Mutex
 	types   map[string]*typeState
@@ -181,6 +182,11 @@ func NewServer(opts Options) *Server {
 // encoded records, and a slow client can keep it waiting for seconds);
 // the memory return policy reads it so as not to collect then.
 func (s *Server) InFlight() int64 { return s.sendBudget.inUse() + s.requestBudget.inUse() }
+
+// Resources is the number of resources the server holds, of every type.
+// It is a measure of the server's state that is cheap to read at any time:
+// the memory return policy reads it to learn that the state shrank.
+func (s *Server) Resources() int64 { return s.resources.Load() }
 
 // Ready reports whether the first Apply happened, i.e. whether the server
 // answers requests.

@@ -292,11 +292,14 @@ func (s *Server) reapOrphans() {
 }
 
 // shrink returns the memory of released slots: without it a client that
-// subscribed to many invented names would leave their memory behind after
-// it left. The free end of the slot table is cut off at once (amortised
-// O(1) per slot); the table, the free list and the slot map (Go maps never
-// shrink) are reallocated once they are at most a quarter full, which
-// costs O(live slots) once per halving or so. Server.mu held.
+// subscribed to many invented names, or a registry that shrank, would
+// leave their memory behind. The free end of the slot table is cut off at
+// once (amortised O(1) per slot); the table, the free list and the slot
+// map (Go maps never shrink) are reallocated once they are at most a
+// quarter full, which costs O(live slots) once per halving or so. The
+// free list keeps the indexes the cut took off (and those taken again
+// since) until it is more than twice as long as there are free indexes,
+// and is then made again from the table. Server.mu held.
 func (t *typeState) shrink() {
 	n := len(t.byIdx)
 	for n > 0 && t.byIdx[n-1] == nil {
@@ -307,7 +310,14 @@ func (t *typeState) shrink() {
 	const small = 1024
 	if c := cap(t.byIdx); c > small && n < c/4 {
 		t.byIdx = slices.Clone(t.byIdx)
-		t.free = slices.DeleteFunc(t.free, func(i int) bool { return i >= n })
+	}
+	if free := n - len(t.slots); len(t.free) > small && len(t.free) > 2*free {
+		t.free = make([]int, 0, free)
+		for i := n - 1; i >= 0; i-- {
+			if t.byIdx[i] == nil {
+				t.free = append(t.free, i)
+			}
+		}
 	}
 	if c := cap(t.free); c > small && len(t.free) < c/4 {
 		t.free = slices.Clone(t.free)

@@ -32,6 +32,10 @@ type watch struct {
 	named   map[*slot]struct{}
 	dirty   map[*slot]pend
 	waiting map[*slot]waitSince
+	// dirtyPeak is the most pending changes dirty held since it was last
+	// made: a map keeps the memory of its largest size, so an emptied one
+	// that once held a burst is made again (watch.settleDirty).
+	dirtyPeak int
 	// pins are the slots without an entry this watch references (see
 	// slot.pins); Server.mu.
 	pins map[*slot]struct{}
