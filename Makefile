@@ -29,7 +29,9 @@ FUZZ = for t in $(FUZZ_TARGETS); do \
 # The deployment manifests (deploy/) checked by their own module,
 # tools/deploycheck, so that Kubernetes' and Nomad's API types stay out of
 # the product's go.mod: vet, then its tests, which decode every manifest
-# strictly and run `bridge validate` on the configuration each carries.
+# strictly, run `bridge validate` on the configuration each carries, and
+# run promtool on the alert rules, their unit tests and the scrape
+# configuration.
 # -count=1: the tests build the bridge from the product's sources, which
 # go test's result cache does not see, so a cached pass could hide a change
 # there. No -race: the checks start no goroutines, and instrumenting
@@ -51,15 +53,14 @@ build:
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/bridge ./cmd/bridge
 
 ## test: vet, gofmt, staticcheck, every test with -race (integration tests
-## against real Consul, CoreDNS, ZooKeeper and etcd servers and istio's discovery
-## server are required, not skipped), the
-## deployment manifests' checks (tools/deploycheck) and a short fuzz run.
-## scripts/tools.sh builds those binaries once (cold: ~15 min on 2 cores)
-## and caches them.
+## against real Consul, CoreDNS, ZooKeeper and etcd servers and istio's
+## discovery server are required, not skipped), the deployment manifests' checks (tools/deploycheck, which
+## runs promtool on deploy/prometheus) and a short fuzz run.
+## scripts/tools.sh builds those binaries once and caches them.
 test:
 	set -euo pipefail; \
 	vars=$$(scripts/tools.sh); eval "$$vars"; \
-	export XDSBRIDGE_CONSUL XDSBRIDGE_COREDNS XDSBRIDGE_ZOOKEEPER XDSBRIDGE_ETCD XDSBRIDGE_ISTIOD XDSBRIDGE_INTEGRATION=required; \
+	export XDSBRIDGE_CONSUL XDSBRIDGE_COREDNS XDSBRIDGE_ZOOKEEPER XDSBRIDGE_ETCD XDSBRIDGE_PROMTOOL XDSBRIDGE_ISTIOD XDSBRIDGE_INTEGRATION=required; \
 	$(GO) vet ./...; \
 	$(FMT_CHECK); \
 	$(STATICCHECK); \

@@ -1,6 +1,6 @@
 # Benchmark targets, included by the Makefile. See docs/benchmarks.md.
 #   make bench         reduced S1 + S2, all three servers side by side, and S1 for the floor
-#                      (what gRPC alone costs: internal/bench/target/floor.go) (~5 min on 2 cores)
+#                      (what gRPC alone costs: bench/target/floor.go) (~5 min on 2 cores)
 #   make bench-full    every scenario S1..S7 at full size, 3 runs each, then bench-consul,
 #                      bench-consul-scale and bench-file; prints its wall time (about 2 h 4 min
 #                      on 2 cores). A run's sequential changes stop after 30 s (at least 5):
@@ -9,6 +9,11 @@
 #   make bench-consul  end to end: real Consul agent -> bridge binary -> clients
 #   make bench-consul-scale  the Consul source at 10,000 services, every kind of change
 #   make bench-consul-refill a Consul agent restarted empty and refilled over 20 s and 60 s
+#   make bench-faults  the bridge's CPU and its requests to a Consul agent that is killed, stopped or presents
+#                      an untrusted certificate, and the time from a registration on the agent come back to a
+#                      client holding it; 3 runs (~6 min)
+#   make bench-memory  live heap across 10 rounds of 20,000 new service names, and RSS after 100,000 services
+#                      shrunk to 6 against a bridge started with 6, 3 runs (~25 min)
 #   make bench-file    the file source end to end: bridge binary on a services file, one-line edits
 #   make bench-status-page  the admin status page at 10,000 services and 1,000 clients, in headless Chromium
 #   make bench-headline  prints the headline table of docs/benchmarks.md and redraws its chart
@@ -25,11 +30,11 @@ BENCH_OUT   ?= out/bench
 BENCH_FLAGS ?=
 BENCH_FULL_FLAGS ?= --change-budget=30s
 
-.PHONY: bench bench-full bench-consul bench-consul-scale bench-consul-refill bench-file bench-status-page bench-headline bench-replicas bench-istiod bench-istiod-consul bench-bin
+.PHONY: bench bench-full bench-consul bench-consul-scale bench-consul-refill bench-faults bench-memory bench-file bench-status-page bench-headline bench-replicas bench-istiod bench-istiod-consul bench-bin
 
 bench-bin:
 	@mkdir -p $(BENCH_OUT)
-	go build -o $(BENCH_OUT)/xdsload ./cmd/xdsload
+	go build -o $(BENCH_OUT)/xdsload ./bench/cmd/xdsload
 
 bench: bench-bin
 	$(BENCH_OUT)/xdsload bench --preset quick --out $(BENCH_OUT) $(BENCH_FLAGS)
@@ -77,6 +82,21 @@ bench-consul-refill: bench-bin
 	  $(BENCH_OUT)/xdsload consul-refill --consul "$$XDSBRIDGE_CONSUL" --bridge $(BENCH_OUT)/bridge \
 	    --refill $$refill --out $(BENCH_OUT)/consul-refill/$$refill; \
 	done
+
+# The harness lives in bench/faults (go doc ./bench/faults); its raw results
+# go to $(BENCH_OUT)/faults, to be committed under docs/bench-results/faults.
+bench-faults:
+	@mkdir -p $(BENCH_OUT)
+	go build -o $(BENCH_OUT)/bridge ./cmd/bridge
+	set -eu; vars=$$(scripts/tools.sh); eval "$$vars"; \
+	go run ./bench/faults --bridge $(BENCH_OUT)/bridge --consul "$$XDSBRIDGE_CONSUL" --runs 3 --out $(BENCH_OUT)/faults
+
+# The program lives in bench/memory (go doc ./bench/memory); its raw results
+# go to $(BENCH_OUT)/memory, to be committed under docs/bench-results/memory.
+bench-memory:
+	@mkdir -p $(BENCH_OUT)
+	go build -o $(BENCH_OUT)/bridge ./cmd/bridge
+	go run ./bench/memory --bridge $(BENCH_OUT)/bridge --runs 3 --out $(BENCH_OUT)/memory
 
 bench-file: bench-bin
 	go build -o $(BENCH_OUT)/bridge ./cmd/bridge

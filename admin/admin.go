@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -24,6 +25,9 @@ type Options struct {
 	Pending func() []string
 	// Sources returns the status of every source.
 	Sources func() []manager.SourceStatus
+	// Persist returns how persisting the state for warm starts (state_dir)
+	// goes, for /state and /readyz; nil leaves /state out.
+	Persist func() manager.PersistStatus
 	// Gatherer serves /metrics; nil leaves it out.
 	Gatherer prometheus.Gatherer
 	// Clients returns a JSON-encodable view of the connected xDS clients
@@ -54,8 +58,10 @@ type Options struct {
 //
 //	/               the HTML status page
 //	/healthz        200 while the process runs
-//	/readyz         200 once every source synced, else 503 naming the pending ones
+//	/readyz         200 once every source synced, else 503 naming the pending ones; a
+//	                state_dir that cannot be written is a warning line, not unreadiness
 //	/sources        JSON status of every source
+//	/state          JSON status of persisting the state for warm starts (state_dir)
 //	/metrics        Prometheus metrics
 //	/clients        JSON status of the xDS clients
 //	/guard/confirm  POST ?source=NAME: apply the removals the guard holds
@@ -73,10 +79,26 @@ func Handler(opts Options) http.Handler {
 			return
 		}
 		fmt.Fprintln(w, "ready")
+		// A state directory that cannot be written costs only the next
+		// restart its warm start: the bridge serves as before, and
+		// taking every replica whose disk filled out of service would
+		// turn that into an outage. It is said here, for whoever reads
+		// the answer, and in /state, the status page and the metrics.
+		if opts.Persist != nil {
+			if st := opts.Persist(); st.Failing {
+				fmt.Fprintf(w, "warning: cannot persist the state for warm starts to %s since %s (%d failed writes): %s\n",
+					st.Path, st.Since.UTC().Format(time.RFC3339), st.Failures, st.Error)
+			}
+		}
 	})
 	mux.HandleFunc("GET /sources", func(w http.ResponseWriter, _ *http.Request) {
 		WriteJSON(w, opts.Sources())
 	})
+	if opts.Persist != nil {
+		mux.HandleFunc("GET /state", func(w http.ResponseWriter, _ *http.Request) {
+			WriteJSON(w, opts.Persist())
+		})
+	}
 	if opts.Gatherer != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{}))
 	}

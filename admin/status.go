@@ -18,8 +18,10 @@ type Page struct {
 	Now   time.Time
 	About About
 	// Pending names the sources that have not synced yet; empty once ready.
-	Pending  []string
-	Sources  []manager.SourceStatus
+	Pending []string
+	Sources []manager.SourceStatus
+	// State is how persisting the state for warm starts goes.
+	State    manager.PersistStatus
 	Services []ServiceRow // sorted by name
 	Clients  []ClientRow  // sorted by node id
 }

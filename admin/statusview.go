@@ -125,7 +125,8 @@ type summary struct {
 }
 
 type problems struct {
-	Sources                  []sourceRow // stale, syncing or holding removals
+	Sources                  []sourceRow            // stale, syncing or holding removals
+	State                    *manager.PersistStatus // while its writes fail
 	Errors                   bounded[serviceError]
 	NoEndpoints, NoneHealthy bounded[ServiceRow]
 	NACKing, Behind          bounded[ClientRow]
@@ -199,10 +200,13 @@ func newView(p Page, f filter) view {
 		Unfiltered:      f.link(func(f *filter) { *f = filter{NoRefresh: f.NoRefresh} }, "services"),
 	}
 	errs := v.addSources(p.Sources)
+	if p.State.Failing {
+		v.Problems.State = &p.State
+	}
 	v.addServices(p.Services, errs, f)
 	v.addClients(p.Clients, f)
 	pr := &v.Problems
-	pr.Any = len(p.Pending) > 0 || len(pr.Sources) > 0 || len(pr.Errors.Shown) > 0 || len(pr.NoEndpoints.Shown) > 0 ||
+	pr.Any = len(p.Pending) > 0 || len(pr.Sources) > 0 || pr.State != nil || len(pr.Errors.Shown) > 0 || len(pr.NoEndpoints.Shown) > 0 ||
 		len(pr.NoneHealthy.Shown) > 0 || len(pr.NACKing.Shown) > 0 || len(pr.Behind.Shown) > 0
 	return v
 }

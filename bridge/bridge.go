@@ -12,10 +12,12 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"regexp"
 	"slices"
 	"sync"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"google.golang.org/grpc"
@@ -26,6 +28,7 @@ import (
 	"github.com/xdsbridge/xdsbridge/internal/reclaim"
 	"github.com/xdsbridge/xdsbridge/manager"
 	"github.com/xdsbridge/xdsbridge/settings"
+	"github.com/xdsbridge/xdsbridge/static"
 	"github.com/xdsbridge/xdsbridge/translate"
 	"github.com/xdsbridge/xdsbridge/xds"
 )
@@ -51,6 +54,10 @@ type Instance struct {
 	adminLis net.Listener
 	views    *views
 	reclaim  *reclaim.Reclaimer
+	// static reads the secrets and resource files; denials counts the
+	// secrets refused to nodes without the grant.
+	static  *static.Set
+	denials *denials
 	// version and started are what the status page says of the process.
 	version string
 	started time.Time
@@ -71,7 +78,11 @@ type Build struct {
 func New(cfg *config.Config, log *slog.Logger, build Build) (*Instance, error) {
 	in := &Instance{log: log, services: newServiceView(), version: build.Version, started: time.Now()}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	// Beside the usual Go metrics, go_gc_heap_live_bytes: the heap the last
+	// collection found live, what the process really holds, which
+	// go_memstats_heap_alloc_bytes (live and garbage since) is not.
+	goMetrics := collectors.WithGoCollectorRuntimeMetrics(collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/live:bytes$`)})
+	reg.MustRegister(collectors.NewGoCollector(goMetrics), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		buildInfo(build))
 
 	named, err := buildSources(cfg, log)
@@ -86,7 +97,8 @@ func New(cfg *config.Config, log *slog.Logger, build Build) (*Instance, error) {
 		Logger:     log.With("component", "manager"),
 		Store:      warmStore(cfg, log),
 	})
-	reg.MustRegister(admin.SourceCollector{Sources: in.manager.Statuses}, readiness(in.manager.Pending))
+	reg.MustRegister(admin.SourceCollector{Sources: in.manager.Statuses}, readiness(in.manager.Pending),
+		stateDir{in.manager.PersistStatus})
 	in.reload = newReloader(cfg, in.manager, log, reg)
 	in.reload.scopes = func(s *translate.Scopes) { in.pub.scope(s) }
 
@@ -100,15 +112,22 @@ func New(cfg *config.Config, log *slog.Logger, build Build) (*Instance, error) {
 		ConfigCluster:    cfg.XDS.ConfigCluster,
 		Limits:           xds.Limits(cfg.XDS.Limits),
 		Collections:      IstioCollections(cfg.Istio),
-		// The publisher exists by the time the first Apply can refuse.
+		// The publisher exists by the time the first Apply can refuse, and
+		// the denials by the time a client can subscribe.
 		OnRefused: func(k xds.Key, err error) { in.pub.refused(k, err) },
+		OnDenied:  func(n *corev3.Node, k xds.Key) { in.denials.deny(n, k) },
 	})
 	in.reclaim = newReclaimer(cfg.Memory, reg, server)
 	reg.MustRegister(clientStates{server.Progress})
 	if in.views, err = newViews(cfg, server, log); err != nil {
 		return nil, err
 	}
-	in.pub = newPublisher(server, cfg.XDS.GRPC.Enabled, log.With("component", "publish"), reg).shape(cfg.Shaping, cfg.Chain).scope(cfg.ScopeRules).serveIstio(cfg.Istio, reg)
+	in.pub = newPublisher(server, cfg.XDS.GRPC.Enabled, log.With("component", "publish"), reg).shape(cfg.Shaping, cfg.Chain).envoy(cfg.RouteRules, cfg.ListenerSet).scope(cfg.ScopeRules).serveIstio(cfg.Istio, reg)
+	in.denials = newDenials(log.With("component", "secrets"), in.pub.edge.m.denied)
+	if in.static, err = newStatic(cfg, log.With("component", "static"), reg); err != nil {
+		return nil, err
+	}
+	in.pub.files(in.static.State())
 	sec, err := newSecurity(cfg, log, reg)
 	if err != nil {
 		return nil, err
@@ -132,6 +151,7 @@ func New(cfg *config.Config, log *slog.Logger, build Build) (*Instance, error) {
 	var handler http.Handler = admin.Handler(admin.Options{
 		Pending:  in.manager.Pending,
 		Sources:  in.manager.Statuses,
+		Persist:  in.manager.PersistStatus,
 		Gatherer: reg,
 		Clients:  func() any { return in.views.clients(server.Clients()) },
 		Confirm:  in.manager.ConfirmRemovals,
@@ -210,6 +230,7 @@ func (in *Instance) Run(ctx context.Context) error {
 	if w := in.reload.watch(); w != nil {
 		wg.Go(func() { w.run(ctx) })
 	}
+	wg.Go(func() { in.static.Run(ctx, func(st static.State) { in.pub.files(st) }) })
 	wg.Go(func() {
 		publish := func(c manager.Changes) {
 			in.pub.publish(c)
@@ -260,4 +281,21 @@ func (in *Instance) stop() {
 	if err := in.http.Shutdown(sctx); err != nil {
 		in.http.Close()
 	}
+}
+
+// newStatic reads the secrets and resource files of cfg once; an error
+// names the entry's key. reg, if set, gets the reload counters.
+func newStatic(cfg *config.Config, log *slog.Logger, reg prometheus.Registerer) (*static.Set, error) {
+	opts := static.Options{Logger: log, Registerer: reg, Reserved: map[string][]string{"route": cfg.RouteRules.Configs()}}
+	for _, l := range cfg.ListenerSet {
+		opts.Reserved["listener"] = append(opts.Reserved["listener"], l.Resource.GetName())
+	}
+	for _, s := range cfg.SecretFiles {
+		opts.Secrets = append(opts.Secrets, static.SecretSpec{Key: s.Key(), Name: s.Name,
+			CertificateFile: s.CertificateFile, PrivateKeyFile: s.PrivateKeyFile, CAFile: s.CAFile, Grant: s.Grant})
+	}
+	for _, f := range cfg.ResourceFiles {
+		opts.Files = append(opts.Files, static.FileSpec{Key: f.Key(), File: f.File, Scopes: f.Scopes, Grant: f.Grant})
+	}
+	return static.New(opts)
 }

@@ -13,8 +13,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/xdsbridge/xdsbridge/config"
-	"github.com/xdsbridge/xdsbridge/internal/envoysim"
 	"github.com/xdsbridge/xdsbridge/sources"
+	"github.com/xdsbridge/xdsbridge/test/envoysim"
 )
 
 // The xDS client that grpc-go's testing resolver builds is never closed,

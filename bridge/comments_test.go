@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xdsbridge/xdsbridge/internal/comments"
 	"github.com/xdsbridge/xdsbridge/manager"
+	"github.com/xdsbridge/xdsbridge/test/comments"
 )
 
 // TestCommentFigures holds the durations the comments of deploy/ and

@@ -20,8 +20,8 @@ import (
 )
 
 // dumpOrder is the order of the per-type dumps in a ConfigDump, Envoy's:
-// clusters, listeners, routes, then endpoints.
-var dumpOrder = []string{resource.ClusterType, resource.ListenerType, resource.RouteType, resource.EndpointType}
+// clusters, listeners, routes, secrets, then endpoints.
+var dumpOrder = []string{resource.ClusterType, resource.ListenerType, resource.RouteType, resource.SecretType, resource.EndpointType}
 
 // DumpOptions say what a ConfigDump shows besides the resources.
 type DumpOptions struct {
@@ -40,8 +40,9 @@ type DumpOptions struct {
 // (envoy.admin.v3.ConfigDump): a BootstrapConfigDump holding the node, then
 // one ClustersConfigDump (dynamic_active_clusters), ListenersConfigDump
 // (dynamic_listeners, their active_state), RoutesConfigDump
-// (dynamic_route_configs) and EndpointsConfigDump (dynamic_endpoint_configs)
-// per type, each resource with its version_info. Resources of other types
+// (dynamic_route_configs), SecretsConfigDump (dynamic_active_secrets, private
+// keys redacted by whoever made d) and EndpointsConfigDump
+// (dynamic_endpoint_configs) per type, each resource with its version_info. Resources of other types
 // are left out. The bridge does not record when a client got a resource,
 // so last_updated is not set.
 func ConfigDump(d xds.Dump, opts DumpOptions) (*adminv3.ConfigDump, error) {
@@ -95,6 +96,13 @@ func typeDump(url, version string, list []xds.Dumped) proto.Message {
 				&adminv3.RoutesConfigDump_DynamicRouteConfig{VersionInfo: r.Version, RouteConfig: r.Resource})
 		}
 		return m
+	case resource.SecretType:
+		m := &adminv3.SecretsConfigDump{}
+		for _, r := range list {
+			m.DynamicActiveSecrets = append(m.DynamicActiveSecrets,
+				&adminv3.SecretsConfigDump_DynamicSecret{Name: r.Name, VersionInfo: r.Version, Secret: r.Resource})
+		}
+		return m
 	default:
 		m := &adminv3.EndpointsConfigDump{}
 		for _, r := range list {
@@ -146,6 +154,11 @@ func Unpack(cd *adminv3.ConfigDump) (xds.Dump, DumpOptions, error) {
 			typ(resource.RouteType, "")
 			for _, r := range m.GetDynamicRouteConfigs() {
 				add(resource.RouteType, "", r.GetVersionInfo(), r.GetRouteConfig())
+			}
+		case *adminv3.SecretsConfigDump:
+			typ(resource.SecretType, "")
+			for _, sec := range m.GetDynamicActiveSecrets() {
+				add(resource.SecretType, sec.GetName(), sec.GetVersionInfo(), sec.GetSecret())
 			}
 		case *adminv3.EndpointsConfigDump:
 			typ(resource.EndpointType, "")

@@ -6,10 +6,12 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 
 	"github.com/xdsbridge/xdsbridge/admin"
+	"github.com/xdsbridge/xdsbridge/internal/reclaim"
 	"github.com/xdsbridge/xdsbridge/sources"
 	"github.com/xdsbridge/xdsbridge/translate"
 	"github.com/xdsbridge/xdsbridge/xds"
@@ -20,8 +22,20 @@ import (
 type why struct {
 	mu       sync.RWMutex
 	services map[string]sources.Service
+	peak     int // the most services held (reclaim.Map)
 	shaping  *translate.Shaping
 	scopes   *translate.Scopes
+	// routes is the latest route configurations built, with their claims
+	// and conflicts (see edge).
+	routes atomic.Pointer[routeWhy]
+}
+
+// get returns the service name as served.
+func (w *why) get(name string) (sources.Service, bool) {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	svc, ok := w.services[name]
+	return svc, ok
 }
 
 func (w *why) setScopes(s *translate.Scopes) {
@@ -46,12 +60,14 @@ func (w *why) set(svc sources.Service) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.services[svc.Name] = svc
+	w.peak = max(w.peak, len(w.services))
 }
 
 func (w *why) remove(name string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	delete(w.services, name)
+	w.services = reclaim.Map(w.services, &w.peak)
 }
 
 // Why is the answer of /debug/why: where a cluster's endpoints came from
@@ -171,6 +187,8 @@ func explainScope(scopes *translate.Scopes, svc sources.Service, node *corev3.No
 //
 //	/debug/why?cluster=C          provenance of cluster C's endpoints
 //	/debug/why?cluster=C&node=N   and whether node N gets C (its scope's rule)
+//	/debug/why?route=HOST/PATH    the route each route configuration takes for
+//	                              a request, the claim behind it and those it beat
 //	/debug/config_dump?node=N     what the connected node N holds
 //	/debug/config_dump[?grpc=1]   everything served, as an Envoy (or gRPC) client gets it
 //	/debug/config_dump?resource=F the entries of field F alone, as Envoy's ?resource=
@@ -181,9 +199,14 @@ func explainScope(scopes *translate.Scopes, svc sources.Service, node *corev3.No
 func debugHandlers(w *why, server *xds.Server) map[string]http.Handler {
 	return map[string]http.Handler{
 		"GET /debug/why": http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+			if route := r.URL.Query().Get("route"); route != "" {
+				host, path, _ := strings.Cut(route, "/")
+				admin.WriteJSON(rw, w.routes.Load().explain(host, "/"+path))
+				return
+			}
 			name := r.URL.Query().Get("cluster")
 			if name == "" {
-				http.Error(rw, "the cluster parameter is required: /debug/why?cluster=NAME", http.StatusBadRequest)
+				http.Error(rw, "a cluster or route parameter is required: /debug/why?cluster=NAME or /debug/why?route=HOST/PATH", http.StatusBadRequest)
 				return
 			}
 			var node *corev3.Node

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/xdsbridge/xdsbridge/config"
+	"github.com/xdsbridge/xdsbridge/internal/sensitive"
 	"github.com/xdsbridge/xdsbridge/manager"
 	"github.com/xdsbridge/xdsbridge/translate"
 	"github.com/xdsbridge/xdsbridge/translate/istio"
@@ -67,7 +68,12 @@ func Snapshot(ctx context.Context, cfg *config.Config, log *slog.Logger) ([]xds.
 	}
 	col := &collector{}
 	p := newPublisher(col, cfg.XDS.GRPC.Enabled, log.With("component", "publish"), prometheus.NewRegistry())
-	p.shape(cfg.Shaping, cfg.Chain).scope(cfg.ScopeRules).serveIstio(cfg.Istio, prometheus.NewRegistry()).publish(*first)
+	st, err := newStatic(cfg, log.With("component", "static"), nil)
+	if err != nil {
+		return nil, err
+	}
+	p.shape(cfg.Shaping, cfg.Chain).envoy(cfg.RouteRules, cfg.ListenerSet).scope(cfg.ScopeRules).
+		serveIstio(cfg.Istio, prometheus.NewRegistry()).files(st.State()).publish(*first)
 	return col.upserts, nil
 }
 
@@ -105,7 +111,9 @@ func Client(id, cluster string, grpc bool) *corev3.Node {
 // ForNode returns, per type URL, the resources of rs that node n receives
 // with wildcard subscriptions (see xds.Resource.ForNode), in its scope by
 // scopes (nil: no scoping), with the versions the server gives them,
-// limited to types when not empty, sorted by name like the server's dumps.
+// limited to types when not empty, sorted by name like the server's dumps,
+// private keys redacted. Secrets are among them when the node's scope is
+// granted them, as if it asked for each by name.
 func ForNode(rs []xds.Resource, n *corev3.Node, scopes *translate.Scopes, types ...string) (xds.Dump, error) {
 	d := xds.Dump{}
 	id, _ := scopes.Of(n)
@@ -117,13 +125,14 @@ func ForNode(rs []xds.Resource, n *corev3.Node, scopes *translate.Scopes, types 
 		if !ok {
 			continue
 		}
-		a, err := anypb.New(m)
-		if err != nil {
-			return nil, fmt.Errorf("packing %s %q: %w", r.Type, r.Name, err)
-		}
 		v, err := xds.Version(m)
 		if err != nil {
 			return nil, err
+		}
+		m, _ = sensitive.Redact(m)
+		a, err := anypb.New(m)
+		if err != nil {
+			return nil, fmt.Errorf("packing %s %q: %w", r.Type, r.Name, err)
 		}
 		d[r.Type] = append(d[r.Type], xds.Dumped{Name: r.Name, Version: v, Resource: a})
 	}
@@ -136,7 +145,7 @@ func ForNode(rs []xds.Resource, n *corev3.Node, scopes *translate.Scopes, types 
 // TypeURLs maps the short type names of `bridge dump --type` to type URLs.
 var TypeURLs = map[string]string{
 	"cds": resource.ClusterType, "eds": resource.EndpointType,
-	"lds": resource.ListenerType, "rds": resource.RouteType,
+	"lds": resource.ListenerType, "rds": resource.RouteType, "sds": resource.SecretType,
 	"serviceentry": MCPDumpTypes[0], "workloadentry": MCPDumpTypes[1],
 }
 

@@ -10,11 +10,14 @@ import (
 
 // newReclaimer returns the process's memory return policy of cfg, its
 // counters exported on reg. The process is not quiet while srv has
-// responses or requests in flight.
+// responses or requests in flight, and the resources srv serves measure
+// its state: a registry that shrinks leaves garbage the allocation
+// counter does not show.
 func newReclaimer(cfg config.Memory, reg prometheus.Registerer, srv *xds.Server) *reclaim.Reclaimer {
 	p := reclaim.DefaultPolicy
 	p.Quiet = cfg.ReturnAfterQuiet
 	p.Busy = func() bool { return srv.InFlight() > 0 }
+	p.State = srv.Resources
 	r := reclaim.New(p)
 	reg.MustRegister(
 		prometheus.NewCounterFunc(prometheus.CounterOpts{

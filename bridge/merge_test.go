@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/xdsbridge/xdsbridge/config"
-	"github.com/xdsbridge/xdsbridge/internal/envoysim"
 	"github.com/xdsbridge/xdsbridge/manager"
+	"github.com/xdsbridge/xdsbridge/test/envoysim"
 )
 
 // TestReloadMerge checks that a reload applies a new merge section to the

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/xdsbridge/xdsbridge/admin"
+	"github.com/xdsbridge/xdsbridge/manager"
 	"github.com/xdsbridge/xdsbridge/xds"
 )
 
@@ -63,4 +64,49 @@ func (c clientStates) Collect(ch chan<- prometheus.Metric) {
 	for state, count := range n {
 		ch <- prometheus.MustNewConstMetric(clientStatesDesc, prometheus.GaugeValue, float64(count), state)
 	}
+}
+
+// stateDir exports how persisting the state for warm starts goes, read at
+// scrape time. Every series exists from the start, at 0 without a
+// state_dir, so that an alert on a failing one needs no series to appear.
+type stateDir struct {
+	status func() manager.PersistStatus
+}
+
+var (
+	stateDirConfigured = prometheus.NewDesc("xdsbridge_state_dir_configured",
+		"1 when state_dir is set: the state is persisted for warm starts.", nil, nil)
+	stateDirFailing = prometheus.NewDesc("xdsbridge_state_dir_failing",
+		"1 while the latest write of the state to state_dir failed (the bridge serves as usual; a restart would miss the state since).", nil, nil)
+	stateDirFailures = prometheus.NewDesc("xdsbridge_state_dir_write_failures_total",
+		"Writes of the state to state_dir that failed.", nil, nil)
+	stateDirWritten = prometheus.NewDesc("xdsbridge_state_dir_last_write_timestamp_seconds",
+		"Unix time of the last write of the state to state_dir (0 if none).", nil, nil)
+)
+
+// Describe implements prometheus.Collector.
+func (stateDir) Describe(ch chan<- *prometheus.Desc) {
+	ch <- stateDirConfigured
+	ch <- stateDirFailing
+	ch <- stateDirFailures
+	ch <- stateDirWritten
+}
+
+// Collect implements prometheus.Collector.
+func (c stateDir) Collect(ch chan<- prometheus.Metric) {
+	st := c.status()
+	bit := func(b bool) float64 {
+		if b {
+			return 1
+		}
+		return 0
+	}
+	written := 0.0
+	if !st.Saved.IsZero() {
+		written = float64(st.Saved.UnixNano()) / 1e9
+	}
+	ch <- prometheus.MustNewConstMetric(stateDirConfigured, prometheus.GaugeValue, bit(st.Enabled))
+	ch <- prometheus.MustNewConstMetric(stateDirFailing, prometheus.GaugeValue, bit(st.Failing))
+	ch <- prometheus.MustNewConstMetric(stateDirFailures, prometheus.CounterValue, float64(st.Failures))
+	ch <- prometheus.MustNewConstMetric(stateDirWritten, prometheus.GaugeValue, written)
 }

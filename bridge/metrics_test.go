@@ -8,8 +8,8 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
-	"github.com/xdsbridge/xdsbridge/internal/envoysim"
+	"github.com/xdsbridge/xdsbridge/test/bridgetest"
+	"github.com/xdsbridge/xdsbridge/test/envoysim"
 )
 
 // TestMetricsBeforeAnyEvent checks that the series whose label values are
@@ -39,7 +39,8 @@ func TestMetricsBeforeAnyEvent(t *testing.T) {
 	want = append(want, `xdsbridge_tls_reload_failures_total{key="xds.tls"}`, `xdsbridge_tls_reload_failures_total{key="admin.tls"}`,
 		"xdsbridge_xds_identity_denied_total", `xdsbridge_source_guard_holding{source="static"}`,
 		`xdsbridge_xds_clients_by_state{state="current"}`, `xdsbridge_xds_clients_by_state{state="behind"}`,
-		`xdsbridge_xds_clients_by_state{state="nacking"}`)
+		`xdsbridge_xds_clients_by_state{state="nacking"}`,
+		"xdsbridge_state_dir_configured", "xdsbridge_state_dir_failing", "xdsbridge_state_dir_write_failures_total")
 	for _, series := range want {
 		if v, ok := m.Values[series]; !ok || v != 0 {
 			t.Errorf("%s = %v (exported: %v), want 0 from the start", series, v, ok)

@@ -8,8 +8,11 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/xdsbridge/xdsbridge/config"
+	"github.com/xdsbridge/xdsbridge/internal/reclaim"
 	"github.com/xdsbridge/xdsbridge/manager"
 	"github.com/xdsbridge/xdsbridge/sources"
+	"github.com/xdsbridge/xdsbridge/static"
 	"github.com/xdsbridge/xdsbridge/transform"
 	"github.com/xdsbridge/xdsbridge/translate"
 	"github.com/xdsbridge/xdsbridge/xds"
@@ -46,8 +49,10 @@ type publisher struct {
 	errors prometheus.Counter
 	// services is the number of services served.
 	services prometheus.Gauge
-	// served holds the names whose resources are currently applied.
-	served map[string]bool
+	// served holds the names whose resources are currently applied;
+	// servedPeak the most it held (reclaim.Map).
+	served     map[string]bool
+	servedPeak int
 	// stream runs the configured transforms; why keeps what was served,
 	// with its provenance (see debug.go).
 	stream *transform.Stream
@@ -61,6 +66,12 @@ type publisher struct {
 	// Apply, and refused forwards that to the sources reporting the
 	// service, as a translation error is.
 	failed func(service string, err error)
+	// edge keeps the listener side: route configurations, listeners,
+	// secrets and raw resources (see edge.go); published says the first
+	// publish happened, before which its changes wait (the first Apply
+	// marks the engine ready).
+	edge      *edge
+	published bool
 }
 
 func newPublisher(server applier, grpc bool, log *slog.Logger, reg prometheus.Registerer) *publisher {
@@ -81,7 +92,58 @@ func newPublisher(server applier, grpc bool, log *slog.Logger, reg prometheus.Re
 		why:    &why{services: map[string]sources.Service{}},
 	}
 	reg.MustRegister(p.errors, p.services)
+	p.edge = newEdge(log, &p.why.routes, newEdgeMetrics(reg))
+	if grpc {
+		p.edge.chain = p.grpcChain
+	}
 	return p
+}
+
+// envoy sets the route rules and the listeners.
+func (p *publisher) envoy(routes *translate.Routes, listeners []config.Listener) *publisher {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.edge.configure(routes, listeners)
+	return p
+}
+
+// files takes a new state of the secrets and resource files and applies
+// what changed (after the first publish; until then it waits for it).
+func (p *publisher) files(st static.State) *publisher {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.edge.setFiles(st)
+	p.applyEdge()
+	return p
+}
+
+// applyEdge applies the listener side's pending changes once the engine
+// is ready. p.mu held.
+func (p *publisher) applyEdge() {
+	if !p.published {
+		return
+	}
+	if ups, rems := p.edge.take(); len(ups)+len(rems) > 0 {
+		p.server.Apply(ups, rems)
+	}
+}
+
+// grpcChain is the proxyless gRPC listener and route configuration of a
+// served service, nil when gRPC is off or the service is not served.
+func (p *publisher) grpcChain(name string) (*xds.Resource, *xds.Resource) {
+	svc, ok := p.why.get(name)
+	if !ok || !p.opts.GRPC {
+		return nil, nil
+	}
+	l, err := translate.Listener(name)
+	if err != nil {
+		return nil, nil
+	}
+	rs := p.scoped(svc, []xds.Resource{
+		{Type: resource.ListenerType, Name: name, Message: l, GRPCOnly: true},
+		{Type: resource.RouteType, Name: name, Message: translate.Route(name), GRPCOnly: true},
+	})
+	return &rs[0], &rs[1]
 }
 
 // shape sets the cluster shaping rules and the transforms (nil: none).
@@ -123,6 +185,7 @@ func (p *publisher) publish(c manager.Changes) {
 		upserts = append(upserts, p.scoped(svc, resources(svc.Name, r))...)
 		p.served[svc.Name] = true
 		p.why.set(svc)
+		p.edge.service(svc)
 	}
 	for _, name := range c.Removed {
 		if p.istio != nil {
@@ -133,6 +196,7 @@ func (p *publisher) publish(c manager.Changes) {
 		}
 		delete(p.served, name)
 		p.why.remove(name)
+		p.edge.remove(name)
 		removals = append(removals, xds.Key{Type: resource.ClusterType, Name: name},
 			xds.Key{Type: resource.EndpointType, Name: name})
 		if p.opts.GRPC {
@@ -140,6 +204,11 @@ func (p *publisher) publish(c manager.Changes) {
 				xds.Key{Type: resource.RouteType, Name: name})
 		}
 	}
+	p.served = reclaim.Map(p.served, &p.servedPeak)
+	upserts, removals = p.edge.resolve(upserts, removals)
+	ups, rems := p.edge.take()
+	upserts, removals = append(upserts, ups...), append(removals, rems...)
+	p.published = true
 	p.failed = c.Failed
 	p.server.Apply(upserts, removals)
 	p.failed = nil
@@ -179,8 +248,15 @@ func (p *publisher) scope(s *translate.Scopes) *publisher {
 	if p.istio != nil {
 		upserts = append(upserts, p.istio.Rescope(xds.ScopeSet(s.Every()))...)
 	}
-	if len(upserts) > 0 {
-		p.server.Apply(upserts, nil)
+	p.edge.setScopes(s)
+	var removals []xds.Key
+	if p.published {
+		upserts, _ = p.edge.resolve(upserts, nil)
+		ups, rems := p.edge.take()
+		upserts, removals = append(upserts, ups...), rems
+	}
+	if len(upserts)+len(removals) > 0 {
+		p.server.Apply(upserts, removals)
 	}
 	if ss, ok := p.server.(scopeSetter); ok {
 		if s == nil {

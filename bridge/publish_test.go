@@ -51,7 +51,7 @@ func names[T xds.Resource | xds.Key](items []T) []string {
 			typ, name = v.Type, v.Name
 		}
 		short := map[string]string{resource.ClusterType: "cds", resource.EndpointType: "eds",
-			resource.ListenerType: "lds", resource.RouteType: "rds"}[typ]
+			resource.ListenerType: "lds", resource.RouteType: "rds", resource.SecretType: "sds"}[typ]
 		out = append(out, short+"/"+name)
 	}
 	slices.Sort(out)

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
+	"github.com/xdsbridge/xdsbridge/test/bridgetest"
 )
 
 // TestRefusedShownInSources checks that a service whose assignment alone

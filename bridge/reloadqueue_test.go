@@ -11,7 +11,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/xdsbridge/xdsbridge/config"
-	"github.com/xdsbridge/xdsbridge/internal/testwait"
+	"github.com/xdsbridge/xdsbridge/test/testwait"
 )
 
 // TestReloadRequestsCoalesce checks that the requests made while a reload

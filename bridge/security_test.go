@@ -21,10 +21,10 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
-	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
-	"github.com/xdsbridge/xdsbridge/internal/grpcxdstest"
-	"github.com/xdsbridge/xdsbridge/internal/tlstest"
 	_ "github.com/xdsbridge/xdsbridge/plugins"
+	"github.com/xdsbridge/xdsbridge/test/bridgetest"
+	"github.com/xdsbridge/xdsbridge/test/grpcxdstest"
+	"github.com/xdsbridge/xdsbridge/test/tlstest"
 )
 
 // mtlsFixture is a bridge serving xDS over mutual TLS with node ids bound

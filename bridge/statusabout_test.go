@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/xdsbridge/xdsbridge/config"
-	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
+	"github.com/xdsbridge/xdsbridge/test/bridgetest"
 )
 
 // TestStatusPageAboutAndFailures checks what the status page says of the

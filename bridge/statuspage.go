@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/xdsbridge/xdsbridge/admin"
+	"github.com/xdsbridge/xdsbridge/internal/reclaim"
 	"github.com/xdsbridge/xdsbridge/manager"
 	"github.com/xdsbridge/xdsbridge/sources"
 	"github.com/xdsbridge/xdsbridge/xds"
@@ -20,6 +21,7 @@ import (
 type serviceView struct {
 	mu   sync.Mutex
 	rows map[string]admin.ServiceRow
+	peak int // the most rows held (reclaim.Map)
 }
 
 func newServiceView() *serviceView { return &serviceView{rows: map[string]admin.ServiceRow{}} }
@@ -42,6 +44,7 @@ func (v *serviceView) record(c manager.Changes) {
 	for _, name := range c.Removed {
 		delete(v.rows, name)
 	}
+	v.rows = reclaim.Map(v.rows, &v.peak)
 }
 
 func (v *serviceView) list() []admin.ServiceRow {
@@ -54,6 +57,7 @@ func (v *serviceView) list() []admin.ServiceRow {
 func (in *Instance) page(clients func() []xds.ClientStatus) admin.Page {
 	loaded := in.reload.loaded.Load()
 	p := admin.Page{Now: time.Now(), Pending: in.manager.Pending(), Sources: in.manager.Statuses(), Services: in.services.list(),
+		State: in.manager.PersistStatus(),
 		About: admin.About{Version: in.version, Started: in.started, ConfigPath: loaded.path, Loaded: loaded.at, Rejected: loaded.rejected}}
 	for _, c := range clients() {
 		p.Clients = append(p.Clients, clientRow(c))

@@ -17,7 +17,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/xdsbridge/xdsbridge/config"
-	"github.com/xdsbridge/xdsbridge/internal/testwait"
+	"github.com/xdsbridge/xdsbridge/test/testwait"
 	"github.com/xdsbridge/xdsbridge/xds"
 )
 

@@ -54,8 +54,14 @@ type Config struct {
 	Clusters   []map[string]any `mapstructure:"clusters"`
 	Transforms []map[string]any `mapstructure:"transforms"`
 	// Scopes are the per-node scoping rules as written (see scopes.go).
-	Scopes  map[string]any `mapstructure:"scopes"`
-	Outputs []Output       `mapstructure:"outputs"`
+	Scopes map[string]any `mapstructure:"scopes"`
+	// Routes, Listeners, Secrets and Resources are the sections of an
+	// Envoy's listener side as written (see envoy.go).
+	Routes    []map[string]any `mapstructure:"routes"`
+	Listeners []map[string]any `mapstructure:"listeners"`
+	Secrets   []map[string]any `mapstructure:"secrets"`
+	Resources []map[string]any `mapstructure:"resources"`
+	Outputs   []Output         `mapstructure:"outputs"`
 	// Merge sets how a service reported by several sources is served.
 	Merge manager.MergeConfig `mapstructure:"merge"`
 	// Istio configures the Istio translation (istio.go).
@@ -83,6 +89,13 @@ type Config struct {
 	Chain   *transform.Chain   `mapstructure:"-"`
 	// ScopeRules are the built Scopes; nil: every node gets every service.
 	ScopeRules *translate.Scopes `mapstructure:"-"`
+	// RouteRules and ListenerSet are the built Routes and Listeners (nil
+	// when there are none); SecretFiles and ResourceFiles the checked
+	// Secrets and Resources entries, with absolute paths.
+	RouteRules    *translate.Routes `mapstructure:"-"`
+	ListenerSet   []Listener        `mapstructure:"-"`
+	SecretFiles   []Secret          `mapstructure:"-"`
+	ResourceFiles []ResourceFile    `mapstructure:"-"`
 	// Warnings are what is suspicious but harmless, such as a BRIDGE_
 	// variable that names no setting, one sentence each; Check lists
 	// them and `bridge run` logs them.
@@ -197,7 +210,8 @@ type Source struct {
 	Settings map[string]any
 	// Index is the entry's position, used to name keys in errors.
 	Index int
-	// Startup and Guard are the entry's policies (keys startup, guard).
+	// Startup and Guard say how the manager runs the source (keys
+	// startup, guard).
 	Startup manager.Startup
 	Guard   manager.Guard
 }
@@ -378,19 +392,19 @@ func (c *Config) parseSources() error {
 	var errs []error
 	for i, raw := range c.Sources {
 		s := Source{Index: i, Settings: map[string]any{}}
-		policy := map[string]any{}
+		managed := map[string]any{}
 		var entryErrs []error
 		for k, val := range raw {
 			switch {
-			case policyKeys[k]:
-				policy[k] = val
+			case managementKeys[k]:
+				managed[k] = val
 			case k == "name" || k == "type":
 				entryErrs = append(entryErrs, setNameOrType(s.Key(), k, val, &s.Name, &s.Type))
 			default:
 				s.Settings[k] = val
 			}
 		}
-		entryErrs = append(entryErrs, c.parsePolicy(&s, policy))
+		entryErrs = append(entryErrs, c.parseManagement(&s, managed))
 		if err := errors.Join(entryErrs...); err != nil {
 			errs = append(errs, err)
 			continue

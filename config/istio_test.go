@@ -104,11 +104,11 @@ func TestIstioErrorsNameTheKey(t *testing.T) {
 	}
 }
 
-// TestIstioDocumented parses the istio section as README.md and
-// docs/istio.md show it: every key they name exists, and every value
+// TestIstioDocumented parses the istio section as docs/configuration.md
+// and docs/istio.md show it: every key they name exists, and every value
 // they show is accepted.
 func TestIstioDocumented(t *testing.T) {
-	for _, doc := range []string{"../README.md", "../docs/istio.md"} {
+	for _, doc := range []string{"../docs/configuration.md", "../docs/istio.md"} {
 		data, err := os.ReadFile(doc)
 		if err != nil {
 			t.Fatal(err)

@@ -156,6 +156,7 @@ func (c *Config) Check() []sources.Problem {
 			out = append(out, sources.Problem{Key: k[0], Err: err, Origin: c.originOf(k[0])})
 		}
 	}
+	out = append(out, c.checkEnvoyFiles()...)
 	for _, e := range c.Entries {
 		src, err := c.NewSource(e, sources.Options{Logger: slog.New(slog.DiscardHandler), Status: sources.NewStatus(e.Name)})
 		if err != nil {

@@ -13,8 +13,9 @@ import (
 	"github.com/xdsbridge/xdsbridge/translate"
 )
 
-// rawLists re-reads the `clusters`, `transforms` and `istio.rules` lists
-// and the `scopes` section from the file's text. Viper lower-cases every
+// rawLists re-reads the `clusters`, `transforms`, `routes`, `listeners`,
+// `secrets`, `resources` and `istio.rules` lists and the `scopes` section
+// from the file's text. Viper lower-cases every
 // map key, and these sections hold keys whose case matters: Envoy
 // extension names in typed_extension_protocol_options, metadata keys,
 // template field names.
@@ -29,6 +30,15 @@ func (c *Config) rawLists(data []byte) error {
 	}
 	if c.Transforms, err = listOfMaps(raw, "transforms"); err != nil {
 		return err
+	}
+	// Route and listener fragments hold Envoy extension names and header
+	// names; secrets and resources name files.
+	for key, list := range map[string]*[]map[string]any{
+		"routes": &c.Routes, "listeners": &c.Listeners, "secrets": &c.Secrets, "resources": &c.Resources,
+	} {
+		if *list, err = listOfMaps(raw, key); err != nil {
+			return err
+		}
 	}
 	// Scopes hold metadata keys too.
 	switch v := raw["scopes"].(type) {

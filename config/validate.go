@@ -83,6 +83,7 @@ func (c *Config) Validate() error {
 		c.validateSources(),
 		c.validateScopes(),
 		c.validateShaping(),
+		c.validateEnvoy(),
 		c.validateIstio(),
 		c.validateMerge(),
 	)

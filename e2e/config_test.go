@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xdsbridge/xdsbridge/internal/freeport"
+	"github.com/xdsbridge/xdsbridge/test/freeport"
 )
 
 // TestInvalidConfig checks that an invalid configuration makes validate and

@@ -1,5 +1,5 @@
 // Package e2e runs the bridge binary as a separate process and checks it
-// from the outside: Envoy-like xDS clients (internal/envoysim), the admin
+// from the outside: Envoy-like xDS clients (test/envoysim), the admin
 // listener, exit codes and logs.
 package e2e
 
@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
-	"github.com/xdsbridge/xdsbridge/internal/envoysim"
-	"github.com/xdsbridge/xdsbridge/internal/freeport"
+	"github.com/xdsbridge/xdsbridge/test/bridgetest"
+	"github.com/xdsbridge/xdsbridge/test/envoysim"
+	"github.com/xdsbridge/xdsbridge/test/freeport"
 )
 
 // patience bounds each wait for the bridge (see bridgetest.Patience). How
@@ -270,7 +270,7 @@ func TestQuickstart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	quick, _, _ := strings.Cut(string(readme), "## Configuration")
+	quick, _, _ := strings.Cut(string(readme), "## Running the tests")
 	if !strings.Contains(quick, "<http://127.0.0.1:19000/>") {
 		t.Error("the README's quick start does not name the status page, http://127.0.0.1:19000/")
 	}
@@ -281,14 +281,19 @@ func TestQuickstart(t *testing.T) {
 			t.Errorf("the status page lacks %q", want)
 		}
 	}
-	// Every query the README's admin table gives the page works.
-	_, row, _ := strings.Cut(string(readme), "\n| `/` |")
+	// Every query the admin API's table (docs/admin.md) gives the page
+	// works.
+	admin, err := os.ReadFile(filepath.Join("..", "docs", "admin.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, row, _ := strings.Cut(string(admin), "\n| `/` |")
 	row, _, _ = strings.Cut(row, "\n")
 	for query, want := range map[string]string{
 		"?q=TEXT": "?q=pay", "?only=problems": "?only=problems", "?page=N": "?page=1", "?cpage=N": "?cpage=1", "?refresh=off": "?refresh=off",
 	} {
 		if !strings.Contains(row, "`"+query+"`") {
-			t.Errorf("the README's row of / does not document %s", query)
+			t.Errorf("the row of / in docs/admin.md does not document %s", query)
 		}
 		if code, body := bridgetest.Get("http://" + adminAddr + "/" + want); code != http.StatusOK || !strings.Contains(body, `id="services"`) {
 			t.Errorf("/%s = %d, without the services", want, code)

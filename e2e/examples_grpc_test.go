@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
-	"github.com/xdsbridge/xdsbridge/internal/freeport"
-	"github.com/xdsbridge/xdsbridge/internal/grpcxdstest"
+	"github.com/xdsbridge/xdsbridge/test/bridgetest"
+	"github.com/xdsbridge/xdsbridge/test/freeport"
+	"github.com/xdsbridge/xdsbridge/test/grpcxdstest"
 	"github.com/xdsbridge/xdsbridge/xds"
 )
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
+	"github.com/xdsbridge/xdsbridge/test/bridgetest"
 )
 
 // TestCtrlC sends SIGINT to the bridge's whole process group once it is

@@ -20,10 +20,10 @@ import (
 	mcpv1alpha1 "istio.io/api/mcp/v1alpha1"
 	networkingv1alpha3 "istio.io/api/networking/v1alpha3"
 
-	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
-	"github.com/xdsbridge/xdsbridge/internal/consultest"
-	"github.com/xdsbridge/xdsbridge/internal/freeport"
-	"github.com/xdsbridge/xdsbridge/internal/istiodsim"
+	"github.com/xdsbridge/xdsbridge/test/bridgetest"
+	"github.com/xdsbridge/xdsbridge/test/consultest"
+	"github.com/xdsbridge/xdsbridge/test/freeport"
+	"github.com/xdsbridge/xdsbridge/test/istiodsim"
 	"github.com/xdsbridge/xdsbridge/xds"
 )
 
@@ -34,7 +34,7 @@ const (
 
 // TestIstiodReadsConsul runs the bridge binary on a real Consul agent with
 // the istio section enabled, in both shapes, and reads it as istiod does
-// (internal/istiodsim): every collection istiod asks for is answered, the
+// (test/istiodsim): every collection istiod asks for is answered, the
 // Consul services arrive as ServiceEntries (and WorkloadEntries), an
 // instance registered or deregistered reaches the collection, /clients
 // shows istiod's stream with its collections, and a NACKed response is

@@ -20,16 +20,16 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	"github.com/hashicorp/consul/api"
 
-	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
-	"github.com/xdsbridge/xdsbridge/internal/consultest"
-	"github.com/xdsbridge/xdsbridge/internal/freeport"
-	"github.com/xdsbridge/xdsbridge/internal/grpcxdstest"
-	"github.com/xdsbridge/xdsbridge/internal/istiodtest"
+	"github.com/xdsbridge/xdsbridge/test/bridgetest"
+	"github.com/xdsbridge/xdsbridge/test/consultest"
+	"github.com/xdsbridge/xdsbridge/test/freeport"
+	"github.com/xdsbridge/xdsbridge/test/grpcxdstest"
+	"github.com/xdsbridge/xdsbridge/test/istiodtest"
 	"github.com/xdsbridge/xdsbridge/xds"
 )
 
 // TestRealIstiod runs istio's own code against the bridge (see
-// internal/istiodtest: istiod's MCP client, ServiceEntry registry, push
+// test/istiodtest: istiod's MCP client, ServiceEntry registry, push
 // and xDS server, with only the Kubernetes API faked), in both shapes:
 // Consul -> bridge -> istiod -> grpc-go's xDS client, which dials
 // xds:///web.service.consul:PORT through istiod and whose calls reach the

@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
-	"github.com/xdsbridge/xdsbridge/internal/childproc"
-	"github.com/xdsbridge/xdsbridge/internal/freeport"
+	"github.com/xdsbridge/xdsbridge/test/bridgetest"
+	"github.com/xdsbridge/xdsbridge/test/childproc"
+	"github.com/xdsbridge/xdsbridge/test/freeport"
 )
 
 // binary is the bridge built once by TestMain.

@@ -19,18 +19,18 @@ import (
 
 	"github.com/hashicorp/consul/api"
 
-	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
-	"github.com/xdsbridge/xdsbridge/internal/consultest"
-	"github.com/xdsbridge/xdsbridge/internal/dnstest"
-	"github.com/xdsbridge/xdsbridge/internal/envoysim"
-	"github.com/xdsbridge/xdsbridge/internal/freeport"
+	"github.com/xdsbridge/xdsbridge/test/bridgetest"
+	"github.com/xdsbridge/xdsbridge/test/consultest"
+	"github.com/xdsbridge/xdsbridge/test/dnstest"
+	"github.com/xdsbridge/xdsbridge/test/envoysim"
+	"github.com/xdsbridge/xdsbridge/test/freeport"
 )
 
 // consulCounter is a reverse proxy in front of a Consul agent that counts
 // the connections the bridge opens and the reads that start a watch (those
 // without an index: a source that restarts makes them again). The
-// source's liveness probes (/v1/status/leader) are not counted: they come
-// periodically anyway. It can also hold the reads that start a watch until
+// source's liveness probes (/v1/status/leader) and censuses
+// (/v1/internal/ui/nodes) are not counted: they come periodically anyway. It can also hold the reads that start a watch until
 // released, as a slow agent would (hold).
 type consulCounter struct {
 	addr         string
@@ -106,7 +106,8 @@ func countConsul(t *testing.T, agentAddr string) *consulCounter {
 	}
 	srv := &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.URL.Query().Get("index") == "" && !strings.HasPrefix(r.URL.Path, "/v1/status/") {
+			if r.URL.Query().Get("index") == "" && !strings.HasPrefix(r.URL.Path, "/v1/status/") &&
+				!strings.HasPrefix(r.URL.Path, "/v1/internal/ui/") {
 				c.fresh.Add(1)
 				if !c.pass(r.Context()) {
 					return

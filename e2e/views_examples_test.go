@@ -17,9 +17,9 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/xdsbridge/xdsbridge/config"
-	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
-	"github.com/xdsbridge/xdsbridge/internal/freeport"
 	_ "github.com/xdsbridge/xdsbridge/plugins" // the file source of the example
+	"github.com/xdsbridge/xdsbridge/test/bridgetest"
+	"github.com/xdsbridge/xdsbridge/test/freeport"
 	"github.com/xdsbridge/xdsbridge/xds"
 	"github.com/xdsbridge/xdsbridge/xds/files"
 )

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/xdsbridge/xdsbridge/internal/reclaim"
 	"github.com/xdsbridge/xdsbridge/sources"
 )
 
@@ -47,6 +48,7 @@ type epKey struct {
 type sourceGuard struct {
 	rules Guard
 	eff   map[string]sources.Service
+	peak  int // the most services eff held (reclaim.Map)
 	live  int // services of eff with endpoints, while no hold is on
 	hold  *heldChange
 	view  *statusView
@@ -86,11 +88,13 @@ func (g *sourceGuard) receive(u sources.Update, now time.Time) (out sources.Upda
 		}
 	case !g.rules.enabled():
 		applyUpdate(g.eff, u)
+		g.eff = reclaim.Map(g.eff, &g.peak)
 		return u, ev
 	default:
 		v := g.rules.judge(g.eff, g.live, u)
 		if v.reason == "" {
 			applyUpdate(g.eff, u)
+			g.eff = reclaim.Map(g.eff, &g.peak)
 			g.live = v.live
 			return u, ev
 		}
@@ -211,7 +215,7 @@ func (g *sourceGuard) timeout() string {
 
 // end makes what the source reports the served state.
 func (g *sourceGuard) end() {
-	g.eff, g.hold = g.hold.rep, nil
+	g.eff, g.hold = reclaim.Map(g.hold.rep, &g.peak), nil
 	g.live = countLive(g.eff)
 	g.publishStatus()
 }

@@ -12,8 +12,8 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/xdsbridge/xdsbridge/internal/syncbuf"
 	"github.com/xdsbridge/xdsbridge/sources"
+	"github.com/xdsbridge/xdsbridge/test/syncbuf"
 )
 
 // expectPublish fails unless publish number n is want.

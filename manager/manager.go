@@ -107,6 +107,7 @@ type Manager struct {
 
 	confirms chan confirmation
 	saver    *saver
+	persist  persistHealth
 
 	// What Reconfigure needs (reconfigure.go): requests to the loop, and
 	// the loop's record of the running sources.

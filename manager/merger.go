@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"slices"
 
+	"github.com/xdsbridge/xdsbridge/internal/reclaim"
 	"github.com/xdsbridge/xdsbridge/sources"
 )
 
@@ -24,6 +25,10 @@ type merger struct {
 	synced    []bool
 	published map[string]sources.Service
 	dirty     map[string]struct{}
+	// peaks are the most services bySource's maps held, and pubPeak
+	// published's (reclaim.Map): a state that shrank gives its memory back.
+	peaks   []int
+	pubPeak int
 
 	mergeCfg MergeConfig // what modes was compiled from, against names
 	modes    mergeModes
@@ -100,6 +105,7 @@ func (m *merger) apply(src int, u sources.Update) (changed bool) {
 		note(src, mark, s.Name)
 		changed = m.touch(src, s.Name) || changed
 	}
+	m.bySource[src] = reclaim.Map(state, &m.peaks[src])
 	return changed
 }
 
@@ -206,6 +212,7 @@ func (m *merger) flush() Changes {
 	// A fresh map rather than clear(): iterating a map costs its capacity,
 	// and the first sync leaves it as large as the whole state.
 	m.dirty = map[string]struct{}{}
+	m.published = reclaim.Map(m.published, &m.pubPeak)
 	m.logShadows(newly)
 	slices.SortFunc(c.Upserted, func(a, b sources.Service) int { return cmp.Compare(a.Name, b.Name) })
 	slices.Sort(c.Removed)
@@ -238,15 +245,16 @@ func (m *merger) follow(named []Named, from []int) {
 // another winner (or to none), so each is marked dirty; the next flush
 // publishes only those whose merged content really changed.
 func (m *merger) reorder(from []int) (changed bool) {
-	old, oldSynced := m.bySource, m.synced
+	old, oldSynced, oldPeaks := m.bySource, m.synced, m.peaks
 	m.bySource = make([]map[string]sources.Service, len(from))
 	m.synced = make([]bool, len(from))
+	m.peaks = make([]int, len(from))
 	for j, i := range from {
 		if i < 0 {
 			m.bySource[j] = map[string]sources.Service{}
 			continue
 		}
-		m.bySource[j], m.synced[j] = old[i], oldSynced[i]
+		m.bySource[j], m.synced[j], m.peaks[j] = old[i], oldSynced[i], oldPeaks[i]
 	}
 	for _, state := range old {
 		for name := range state {

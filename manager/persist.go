@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/xdsbridge/xdsbridge/sources"
@@ -12,7 +13,9 @@ import (
 
 // Store keeps what every source last reported across restarts (warm
 // start): after a restart, a source that cannot sync serves what it served
-// before, flagged stale, rather than nothing. See the state package.
+// before, flagged stale, rather than nothing. See the state package. A
+// Store that also has a Path() string method says where it keeps the state
+// (PersistStatus.Path).
 type Store interface {
 	// Load returns the persisted services of each source, by source name.
 	// State that cannot be trusted (corrupt, written by another format
@@ -22,6 +25,61 @@ type Store interface {
 	// Save persists the services of each source, replacing what was saved
 	// before, atomically: a crash leaves the old state or the new one.
 	Save(map[string][]sources.Service) error
+}
+
+// PersistStatus is how persisting the state for warm starts goes, for
+// /state, the status page and the metrics: a state directory that cannot
+// be written shows there, not only in the log. A failing store does not
+// make the bridge unready: it serves as before, and only a restart would
+// miss the state.
+type PersistStatus struct {
+	// Enabled is false when no store is configured (no state_dir).
+	Enabled bool `json:"enabled"`
+	// Path is where the state is kept, when the store says (see Store).
+	Path string `json:"path,omitempty"`
+	// Saved is when the state was last written, zero if never.
+	Saved time.Time `json:"saved,omitzero"`
+	// Failing is true while the latest write failed; Since is when the
+	// failing period began and Error the latest failure's.
+	Failing bool      `json:"failing"`
+	Since   time.Time `json:"failing_since,omitzero"`
+	Error   string    `json:"error,omitempty"`
+	// Failures counts the failed writes since the process started.
+	Failures int `json:"failures"`
+}
+
+// persistHealth is the manager's record of its saver's writes.
+type persistHealth struct {
+	mu sync.Mutex
+	st PersistStatus
+}
+
+func (h *persistHealth) saved(at time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.st.Saved, h.st.Failing, h.st.Since, h.st.Error = at, false, time.Time{}, ""
+}
+
+func (h *persistHealth) failed(at time.Time, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.st.Failing {
+		h.st.Failing, h.st.Since = true, at
+	}
+	h.st.Error = err.Error()
+	h.st.Failures++
+}
+
+// PersistStatus returns how persisting the state for warm starts goes.
+func (m *Manager) PersistStatus() PersistStatus {
+	m.persist.mu.Lock()
+	st := m.persist.st
+	m.persist.mu.Unlock()
+	st.Enabled = m.opts.Store != nil
+	if p, ok := m.opts.Store.(interface{ Path() string }); ok {
+		st.Path = p.Path()
+	}
+	return st
 }
 
 // DefaultPersistInterval is the shortest time between two saves of the
@@ -65,10 +123,12 @@ func (s *saver) run(ctx context.Context) {
 			retry = nil
 		}
 		if err := s.store.Save(snap); err != nil {
+			s.m.persist.failed(time.Now(), err)
 			fails.Failed(err)
 			retry = time.After(bo.Next())
 			continue
 		}
+		s.m.persist.saved(time.Now())
 		bo.Reset()
 		fails.Recovered()
 	}
@@ -78,8 +138,11 @@ func (s *saver) run(ctx context.Context) {
 // not retried.
 func (s *saver) save(snap map[string][]sources.Service) {
 	if err := s.store.Save(snap); err != nil {
+		s.m.persist.failed(time.Now(), err)
 		s.m.log.Error("cannot persist the state for warm starts", "err", err)
+		return
 	}
+	s.m.persist.saved(time.Now())
 }
 
 // offer queues snap, replacing a snapshot not yet written.

@@ -70,6 +70,9 @@ func TestSaverPacesAFailingStore(t *testing.T) {
 		if attempts < 2 || attempts > limit {
 			t.Fatalf("%d save attempts for 600 snapshots in a minute of failures, want 2..%d", attempts, limit)
 		}
+		if st := s.m.PersistStatus(); !st.Failing || st.Failures != attempts || st.Error == "" || !st.Saved.IsZero() {
+			t.Fatalf("status %+v after %d failed attempts, want failing with each counted", st, attempts)
+		}
 
 		st.mu.Lock()
 		st.broken = false
@@ -78,6 +81,9 @@ func TestSaverPacesAFailingStore(t *testing.T) {
 		synctest.Wait()
 		if _, saved := st.get(); saved["a"][0].Name != snap(599)["a"][0].Name {
 			t.Fatalf("saved %v after the store healed, want the newest snapshot", saved)
+		}
+		if st := s.m.PersistStatus(); st.Failing || st.Saved.IsZero() || st.Error != "" {
+			t.Fatalf("status %+v once the store healed, want written and not failing", st)
 		}
 		cancel()
 		<-done

@@ -1,10 +1,6 @@
 package sources
 
-import (
-	"time"
-
-	"github.com/xdsbridge/xdsbridge/internal/pacing"
-)
+import "github.com/xdsbridge/xdsbridge/internal/pacing"
 
 // Backoff paces the retries of one dependency: exponential from Min,
 // doubling on every failure (Next) up to Max, each wait drawn with jitter
@@ -19,7 +15,3 @@ import (
 // The zero value is not useful: set Min and Max (Min <= Max, both > 0).
 // A Backoff is not safe for concurrent use; it belongs to one loop.
 type Backoff = pacing.Backoff
-
-// Jitter returns a random duration in [d/2, d], so that retries of loops
-// failing together do not fall in lockstep.
-func Jitter(d time.Duration) time.Duration { return pacing.Jitter(d) }

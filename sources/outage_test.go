@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xdsbridge/xdsbridge/internal/syncbuf"
+	"github.com/xdsbridge/xdsbridge/test/syncbuf"
 )
 
 // TestOutageLogsBounded: a thousand failures over ten minutes log one line

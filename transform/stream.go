@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/xdsbridge/xdsbridge/internal/reclaim"
 	"github.com/xdsbridge/xdsbridge/manager"
 	"github.com/xdsbridge/xdsbridge/sources"
 )
@@ -24,6 +25,8 @@ type Stream struct {
 	out   map[string]string          // input name -> published name
 	owner map[string]string          // published name -> input name
 	held  map[string]sources.Service // input name -> its transformed version, held back
+	// peaks are the most entries out and owner held (reclaim.Map).
+	outPeak, ownerPeak int
 	// Conflicts are the input names held back after the latest Apply.
 	Conflicts []string
 }
@@ -81,6 +84,7 @@ func (s *Stream) Apply(c manager.Changes) manager.Changes {
 			publish(in, t)
 		}
 	}
+	s.out, s.owner = reclaim.Map(s.out, &s.outPeak), reclaim.Map(s.owner, &s.ownerPeak)
 	s.Conflicts = slices.Sorted(maps.Keys(s.held))
 	res := manager.Changes{
 		Upserted: slices.Collect(maps.Values(up)),

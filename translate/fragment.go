@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"math"
@@ -8,13 +9,48 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/descriptorpb"
 
 	"github.com/xdsbridge/xdsbridge/internal/scalar"
+	"github.com/xdsbridge/xdsbridge/internal/sensitive"
 	"github.com/xdsbridge/xdsbridge/settings"
 )
+
+// decodeFragment decodes a fragment written as in an Envoy configuration
+// (field names in snake_case or lowerCamelCase, Any values with "@type",
+// durations like "5s" or "100ms") into m, and returns the top-level fields
+// it sets, in the order of their keys. A mistake is a *settings.KeyError
+// whose key is the snake_case path of the offending field from key; so is
+// a top-level field among owned, with the reason given.
+func decodeFragment(m proto.Message, fragment map[string]any, key string, owned []protoreflect.Name, reason string) ([]protoreflect.FieldDescriptor, error) {
+	md := m.ProtoReflect().Descriptor()
+	norm, err := normalize(md, fragment, key)
+	if err != nil {
+		return nil, err
+	}
+	var fields []protoreflect.FieldDescriptor
+	for _, k := range slices.Sorted(maps.Keys(fragment)) {
+		fd := field(md, k)
+		if slices.Contains(owned, fd.Name()) {
+			return nil, settings.Errorf(key+"."+string(fd.Name()), "%s", reason)
+		}
+		fields = append(fields, fd)
+	}
+	b, err := json.Marshal(norm)
+	if err != nil {
+		return nil, settings.Errorf(key, "%v", err)
+	}
+	if err := protojson.Unmarshal(b, m); err != nil {
+		// normalize catches what a person writes wrong; what is left
+		// is said without protojson's position in a text no one wrote.
+		return nil, settings.Errorf(key, "%s", protojsonPosition.ReplaceAllString(err.Error(), ""))
+	}
+	return fields, nil
+}
 
 // normalize walks a fragment as written (decoded YAML: maps, lists,
 // scalars) against md, the message it describes, and returns it ready for
@@ -82,6 +118,28 @@ func normalize(md protoreflect.MessageDescriptor, v any, key string) (any, error
 // normalizeField normalizes the value of one field: each element of a
 // list, each value of a map, or the single value.
 func normalizeField(fd protoreflect.FieldDescriptor, v any, key string) (any, error) {
+	if sensitive.Field(fd) {
+		// A private key written wrong must not end up in an error
+		// message, and so in a log line.
+		out, err := normalizeValue(fd, v, key)
+		if err != nil {
+			return nil, settings.Errorf(key, "is not a valid %s (the value is not shown: the field is sensitive)", describeField(fd))
+		}
+		return out, nil
+	}
+	return normalizeValue(fd, v, key)
+}
+
+// describeField names what a field holds: its message type or its kind.
+func describeField(fd protoreflect.FieldDescriptor) string {
+	if md := fd.Message(); md != nil {
+		return string(md.FullName())
+	}
+	return fd.Kind().String()
+}
+
+// normalizeValue is normalizeField without the sensitivity check.
+func normalizeValue(fd protoreflect.FieldDescriptor, v any, key string) (any, error) {
 	switch {
 	case v == nil:
 		return nil, nil

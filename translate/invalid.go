@@ -22,14 +22,14 @@ type pgvError interface {
 	Cause() error
 }
 
-// invalidCluster words a ValidateAll error of a shaped cluster as a
-// *settings.KeyError: the snake_case path of the first field that failed,
-// from "cluster", and the innermost reason ("value must be greater than
-// 0s"), instead of the chain of Go names the generated code writes
+// invalidMessage words a ValidateAll error of a message built from a
+// fragment as a *settings.KeyError: the snake_case path of the first field
+// that failed, from key, and the innermost reason ("value must be greater
+// than 0s"), instead of the chain of Go names the generated code writes
 // ("invalid Cluster.CommonLbConfig: embedded message failed validation |
-// caused by: ..."). Inside an Any the path stops at the Any.
-func invalidCluster(md protoreflect.MessageDescriptor, err error) error {
-	key := "cluster"
+// caused by: ..."). what names the message in the reason ("the shaped
+// cluster"). Inside an Any the path stops at the Any.
+func invalidMessage(key, what string, md protoreflect.MessageDescriptor, err error) error {
 	for {
 		if m, ok := err.(interface{ AllErrors() []error }); ok && len(m.AllErrors()) > 0 {
 			err = m.AllErrors()[0]
@@ -37,7 +37,7 @@ func invalidCluster(md protoreflect.MessageDescriptor, err error) error {
 		}
 		e, ok := err.(pgvError)
 		if !ok {
-			return settings.Errorf(key, "the shaped cluster is invalid: %v", err)
+			return settings.Errorf(key, "%s is invalid: %v", what, err)
 		}
 		if md != nil {
 			name, index, _ := strings.Cut(e.Field(), "[")
@@ -55,7 +55,7 @@ func invalidCluster(md protoreflect.MessageDescriptor, err error) error {
 			}
 		}
 		if e.Cause() == nil {
-			return settings.Errorf(key, "the shaped cluster is invalid: %s", e.Reason())
+			return settings.Errorf(key, "%s is invalid: %s", what, e.Reason())
 		}
 		err = e.Cause()
 	}

@@ -102,6 +102,20 @@ func NewScopes(rules []Scope, def *Scope) (*Scopes, error) {
 	return &Scopes{Rules: rules, Default: def}, nil
 }
 
+// ID is the ID of the scope named name: a rule's, or the default's when
+// the default delivers nothing by wildcard (scopes.default: none).
+func (s *Scopes) ID(name string) (int, bool) {
+	if s == nil {
+		return 0, false
+	}
+	for _, sc := range s.all() {
+		if sc.Name == name {
+			return sc.ID, true
+		}
+	}
+	return 0, false
+}
+
 // Match returns the scope of node n and the index of the rule that chose
 // it (-1: the default), or nil when n is unscoped.
 func (s *Scopes) Match(n *corev3.Node) (*Scope, int) {

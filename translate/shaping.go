@@ -1,13 +1,10 @@
 package translate
 
 import (
-	"encoding/json"
 	"fmt"
-	"maps"
 	"slices"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
@@ -79,31 +76,15 @@ func NewRule(match sources.Selector, clients Clients, fragment map[string]any) (
 		return Rule{}, settings.Prefix("match", err)
 	}
 	r := Rule{Match: match, Clients: clients, fragment: &clusterv3.Cluster{}}
-	md := r.fragment.ProtoReflect().Descriptor()
-	norm, err := normalize(md, fragment, "cluster")
+	fields, err := decodeFragment(r.fragment, fragment, "cluster", bridgeOwned, "is set by the bridge and cannot be shaped")
 	if err != nil {
 		return Rule{}, err
 	}
-	for _, k := range slices.Sorted(maps.Keys(fragment)) {
-		fd := field(md, k)
-		if slices.Contains(bridgeOwned, fd.Name()) {
-			return Rule{}, settings.Errorf("cluster."+string(fd.Name()), "is set by the bridge and cannot be shaped")
-		}
-		r.fields = append(r.fields, fd)
-	}
-	b, err := json.Marshal(norm)
-	if err != nil {
-		return Rule{}, settings.Errorf("cluster", "%v", err)
-	}
-	if err := protojson.Unmarshal(b, r.fragment); err != nil {
-		// normalize catches what a person writes wrong; what is left
-		// is said without protojson's position in a text no one wrote.
-		return Rule{}, settings.Errorf("cluster", "%s", protojsonPosition.ReplaceAllString(err.Error(), ""))
-	}
+	r.fields = fields
 	// Check the result on a sample of the bridge's own cluster, so that a
 	// rule that cannot produce a valid cluster fails at load time.
 	if err := r.apply(Cluster("example", 0)).ValidateAll(); err != nil {
-		return Rule{}, invalidCluster(md, err)
+		return Rule{}, invalidMessage("cluster", "the shaped cluster", r.fragment.ProtoReflect().Descriptor(), err)
 	}
 	return r, nil
 }

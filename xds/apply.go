@@ -42,7 +42,7 @@ func (s *Server) Apply(upserts []Resource, removals []Key) {
 	for _, e := range entries {
 		t := s.typeFor(e.typ)
 		sl := t.get(e.name)
-		if c := sl.cur; sameContent(c, e) && c.scopes == e.scopes && c.denied == e.denied {
+		if c := sl.cur; sameContent(c, e) && c.scopes == e.scopes && c.denied == e.denied && c.private == e.private {
 			continue
 		}
 		t.seen |= e.scopes | e.denied
@@ -71,6 +71,12 @@ func (s *Server) Apply(upserts []Resource, removals []Key) {
 		ch.sl.cur = ch.e
 		clear(ch.t.cachedFrames)
 		ch.t.touchChunk(ch.sl.idx)
+		switch {
+		case ch.was == nil && ch.e != nil:
+			s.resources.Add(1)
+		case ch.was != nil && ch.e == nil:
+			s.resources.Add(-1)
+		}
 	}
 	// Published before the first mark: a writer already running may send
 	// a change as soon as it is marked, and finds the chunk it converges

@@ -3,8 +3,10 @@ package xds
 import (
 	"fmt"
 	"maps"
+	"runtime"
 	"slices"
 	"testing"
+	"weak"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 )
@@ -127,6 +129,9 @@ func TestRemovedNamesAreReleased(t *testing.T) {
 		de.until(t, d, EndpointType, base)
 		sotwUntil(t, w, ClusterType, base)
 		waitFor(t, func() bool { return live(s, ClusterType) == 6 && live(s, EndpointType) == 6 })
+		if got := s.Resources(); got != 12 {
+			t.Fatalf("Resources() = %d, want the 12 served", got)
+		}
 	}
 	// The SotW EDS client, subscribed to the six only, was sent none of it.
 	e.none(0)
@@ -212,5 +217,43 @@ func TestReconnectClaimingForgottenNames(t *testing.T) {
 	waitFor(t, func() bool { return live(s, EndpointType) == 6 })
 	if len(s.Clients()) != 1 {
 		t.Fatal("the client was refused")
+	}
+}
+
+// TestReleasedSlotsAreCollected: nothing keeps a released slot reachable
+// (a frame, a lookup, a queue), so its memory goes with it.
+func TestReleasedSlotsAreCollected(t *testing.T) {
+	s, cc := served(t, Options{}, 6)
+	d := openDeltaADS(t, cc)
+	d.send(deltaReq(ClusterType, "*"))
+	d.send(deltaReq(EndpointType, "*"))
+	dc, de := deltaHolder{}, deltaHolder{}
+	base := []string{"svc-0", "svc-1", "svc-2", "svc-3", "svc-4", "svc-5"}
+	dc.until(t, d, ClusterType, base)
+	de.until(t, d, EndpointType, base)
+	names := churnNames(0, 500)
+	s.Apply(churnResources(names), nil)
+	all := slices.Sorted(slices.Values(append(slices.Clone(base), names...)))
+	dc.until(t, d, ClusterType, all)
+	de.until(t, d, EndpointType, all)
+	var gone []weak.Pointer[slot]
+	s.mu.Lock()
+	for _, name := range names {
+		gone = append(gone, weak.Make(s.types[ClusterType].slots[name]), weak.Make(s.types[EndpointType].slots[name]))
+	}
+	s.mu.Unlock()
+	s.Apply(nil, churnKeys(names))
+	dc.until(t, d, ClusterType, base)
+	de.until(t, d, EndpointType, base)
+	waitFor(t, func() bool { return live(s, ClusterType) == 6 && live(s, EndpointType) == 6 })
+	runtime.GC()
+	kept := 0
+	for _, p := range gone {
+		if p.Value() != nil {
+			kept++
+		}
+	}
+	if kept > 0 {
+		t.Fatalf("%d of %d released slots are still reachable", kept, len(gone))
 	}
 }

@@ -50,6 +50,10 @@ type client struct {
 	// unknown counts the slots pinned by the client's watches (names
 	// without a resource), bounded by Limits.UnknownNames; Server.mu.
 	unknown int
+	// member is the client's place in its Envoy's group of per-type
+	// streams (gate.go), set with node; nil on ADS.
+	member   *member
+	groupKey groupKey
 
 	mu      sync.Mutex
 	writer  atomic.Pointer[writer] // set once by startWriter

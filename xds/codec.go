@@ -39,6 +39,7 @@ const (
 	minCachedNames     = 16 // shorter lists are cheap to decode anyway
 	maxCacheEntries    = 64
 	maxCacheBytes      = 4 << 20
+	maxSeenLists       = 4096 // hashes of lists seen once (namesCache.seen)
 )
 
 type codec struct {
@@ -51,11 +52,16 @@ type codec struct {
 }
 
 // namesCache holds recently decoded name lists by the hash of their
-// records; bounded by maxCacheEntries and maxCacheBytes of records.
+// records; bounded by maxCacheEntries and maxCacheBytes of records. A list
+// is cached the second time it is seen: what a fleet or a client's ACKs
+// repeat is shared from the second request on, and a list sent once (a
+// delta subscription to names that came and went) costs no memory after
+// its request.
 type namesCache struct {
 	mu    sync.Mutex
 	m     map[uint64]*namesEntry
 	bytes int
+	seen  map[uint64]struct{} // hashes of lists seen once, at most maxSeenLists
 }
 
 type namesEntry struct {
@@ -224,9 +230,17 @@ func (c *namesCache) names(raw []byte, count int) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	e = &namesEntry{raw: bytes.Clone(raw), names: names}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if _, ok := c.seen[h]; !ok {
+		if len(c.seen) >= maxSeenLists || c.seen == nil {
+			c.seen = make(map[uint64]struct{}) // a fresh map: an emptied one keeps its size
+		}
+		c.seen[h] = struct{}{}
+		return names, nil
+	}
+	delete(c.seen, h)
+	e = &namesEntry{raw: bytes.Clone(raw), names: names}
 	if len(c.m) >= maxCacheEntries || c.bytes+len(raw) > maxCacheBytes {
 		for k, old := range c.m { // evict an arbitrary entry
 			delete(c.m, k)

@@ -12,7 +12,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/xdsbridge/xdsbridge/internal/envoysim"
+	"github.com/xdsbridge/xdsbridge/test/envoysim"
 )
 
 func manyNames(n int) []string {
@@ -96,29 +96,35 @@ func TestCodecDecodesDeltaRequests(t *testing.T) {
 }
 
 // TestCodecSharesDeltaSubscriptions: every client of a fleet sends the same
-// first EDS subscription; the codec hands out one shared list for it, with
-// or without initial versions beside it.
+// first EDS subscription; the codec hands out one shared list for it from
+// the second on, with or without initial versions beside it, and keeps
+// nothing of a list seen once.
 func TestCodecSharesDeltaSubscriptions(t *testing.T) {
 	c := Codec().(*codec)
 	for _, initial := range []map[string]string{nil, {"svc-1": "v"}} {
 		b, _ := proto.Marshal(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: EndpointType, ResourceNamesSubscribe: manyNames(100), InitialResourceVersions: initial})
 		var lists [][]string
-		for range 2 {
+		for i := range 3 {
+			if i == 1 && len(c.delta.m) != 0 {
+				t.Fatalf("initial versions %v: a list seen once was cached", initial)
+			}
 			r := &discoveryv3.DeltaDiscoveryRequest{}
 			if err := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, &inbound{msg: r, ctx: t.Context(), admit: newBudget(1 << 20)}); err != nil {
 				t.Fatal(err)
 			}
 			lists = append(lists, r.ResourceNamesSubscribe)
 		}
-		if &lists[0][0] != &lists[1][0] || !isShared(lists[0]) {
-			t.Errorf("initial versions %v: identical subscriptions were not shared", initial)
+		if &lists[1][0] != &lists[2][0] || !isShared(lists[1]) || isShared(lists[0]) {
+			t.Errorf("initial versions %v: identical subscriptions were not shared from the second on", initial)
 		}
+		c.delta.m = map[uint64]*namesEntry{}
 	}
 }
 
 func TestCodecSharesAndProtectsCachedNames(t *testing.T) {
 	c := Codec().(*codec)
 	b, _ := proto.Marshal(&discoveryv3.DiscoveryRequest{ResourceNames: manyNames(100)})
+	_, _ = decodeWith(t, c, b) // seen once: not cached
 	r1, _ := decodeWith(t, c, b)
 	r2, _ := decodeWith(t, c, b)
 	if &r1.ResourceNames[0] != &r2.ResourceNames[0] {
@@ -194,11 +200,14 @@ func TestCodecServes(t *testing.T) {
 func TestCodecDeltaListsKeepSotWLists(t *testing.T) {
 	c := Codec().(*codec)
 	b, _ := proto.Marshal(&discoveryv3.DiscoveryRequest{ResourceNames: manyNames(100)})
+	_, _ = decodeWith(t, c, b) // seen once: not cached
 	r1, _ := decodeWith(t, c, b)
 	for i := range 2 * maxCacheEntries {
 		d, _ := proto.Marshal(&discoveryv3.DeltaDiscoveryRequest{ResourceNamesSubscribe: append(manyNames(20), svcName(1000+i))})
-		if err := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(d)}, &discoveryv3.DeltaDiscoveryRequest{}); err != nil {
-			t.Fatal(err)
+		for range 2 { // twice: cached
+			if err := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(d)}, &discoveryv3.DeltaDiscoveryRequest{}); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	r2, _ := decodeWith(t, c, b)

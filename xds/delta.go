@@ -130,6 +130,9 @@ func (w *watch) ackDelta(req *discoveryv3.DeltaDiscoveryRequest) {
 	if n == w.lastNonce {
 		ver = w.lastVersion
 	}
+	if ver != "" {
+		defer w.acknowledged() // the latest response: processed, either way
+	}
 	if req.GetErrorDetail() != nil {
 		w.recordNACK(ver, n, req.GetErrorDetail().GetMessage())
 		return

@@ -127,6 +127,8 @@
 //   - server.go: Resource, Options, Server and NewServer.
 //   - store.go: a type's store (typeState) and its slots, the type URLs and
 //     their make-before-break ranks.
+//   - gate.go, refs.go: the make-before-break gate across pushes and
+//     per-type streams, and the clusters a route or listener names.
 //   - limits.go: Limits, the refusals that end a stream, and GRPCOptions.
 //   - view.go: the API of the views (Select, Snapshot, Changes).
 //   - status.go, dump.go: what the admin API shows of clients and
@@ -297,13 +299,34 @@
 // Envoy can finish warming the new cluster. Endpoint-only changes need no
 // ordering and go out at once. Apply marks upserts before removals in the
 // same order, so even a writer that looks in the middle of an Apply sees
-// them make-before-break.
+// them make-before-break. Secrets rank between the assignments and the
+// listeners that name them, and are removed last.
+//
+// Type order covers one push; the gate (gate.go) covers the rest, per
+// client. A route configuration or listener that sends traffic to a
+// cluster waits until the client has that cluster ready: sent with its
+// assignment on ADS, acknowledged on the CDS and EDS streams of the same
+// Envoy (its group: node and connection) on per-type streams, which have
+// no order between them. A cluster's removal, and its assignment's, waits
+// while a route configuration or listener the client holds (on per-type
+// streams: has not acknowledged replacing) still names it. Only clusters
+// the client is getting are waited for; nothing waits on a timer.
 //
 // The engine does not hold EDS back until the CDS response is ACKed (as
 // Consul does for delta). On one ADS stream Envoy processes responses in
 // order, so sending CDS before EDS already guarantees the cluster exists
 // when its assignment arrives; gating would add a round trip to every new
 // service and would stall endpoint updates behind a NACKed cluster.
+//
+// # Secrets
+//
+// Resources marked Private (SDS secrets) are the one kind that must never
+// reach every client: they go only to the clients of the scopes in their
+// Scopes, by name or by wildcard, never to an unscoped client, never
+// through a view (REST, files); a client that asks for one it is not
+// granted is answered as if it did not exist (Options.OnDenied is told).
+// Dumps redact every sensitive field (private keys), as Envoy's own
+// config dump does.
 //
 // # Readiness
 //

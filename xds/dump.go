@@ -5,6 +5,8 @@ import (
 	"slices"
 
 	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/xdsbridge/xdsbridge/internal/sensitive"
 )
 
 // Dump is a view of served resources for the admin API: per type URL, the
@@ -18,16 +20,34 @@ type Dumped struct {
 	Resource      *anypb.Any
 }
 
-// dump builds a Dump from entries by type URL.
+// dump builds a Dump from entries by type URL, their sensitive fields
+// (private keys) redacted as Envoy's config dump redacts them.
 func dump(byType map[string][]*entry) Dump {
 	d := make(Dump, len(byType))
 	for url, list := range byType {
 		slices.SortFunc(list, func(a, b *entry) int { return cmp.Compare(a.name, b.name) })
 		for _, e := range list {
-			d[url] = append(d[url], Dumped{Name: e.name, Version: e.version, Resource: e.any})
+			d[url] = append(d[url], Dumped{Name: e.name, Version: e.version, Resource: redacted(e)})
 		}
 	}
 	return d
+}
+
+// redacted is e's resource with its sensitive fields redacted. Only the
+// types that can carry TLS material (secrets, and the transport sockets
+// of clusters and listeners) are looked at: an assignment or a route
+// configuration has no sensitive field, and a dump of every assignment
+// must not decode each.
+func redacted(e *entry) *anypb.Any {
+	switch e.any.GetTypeUrl() {
+	case EndpointType, RouteType:
+		return e.any
+	}
+	out, changed := sensitive.Redact(e.any)
+	if !changed {
+		return e.any
+	}
+	return out.(*anypb.Any)
 }
 
 // Held returns what the connected streams of node id hold: every resource

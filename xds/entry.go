@@ -27,15 +27,20 @@ type entry struct {
 	// edsName is, for an EDS cluster, the assignment it warms with; a change
 	// of the cluster re-sends that assignment.
 	edsName string
+	// refs are the clusters a route configuration or listener sends
+	// traffic to (refs.go), for the make-before-break gate.
+	refs []string
 	// grpc is the variant served to gRPC clients, nil when they get this
 	// entry itself (see Resource.GRPC).
 	grpc *entry
 	// rewritten holds the entry rewritten for non-ADS clients (rewrite.go).
 	rewritten rewriteCache
-	// scopes and denied are the resource's (Resource.Scopes, .Denied),
-	// set on the entry of the store only: a client's shape of it (its gRPC
-	// variant, a rewrite) is looked at after the scope (visibility.go).
+	// scopes, denied and private are the resource's (Resource.Scopes,
+	// .Denied, .Private), set on the entry of the store only: a client's
+	// shape of it (its gRPC variant, a rewrite) is looked at after the
+	// scope (visibility.go).
 	scopes, denied ScopeSet
+	private        bool
 }
 
 var marshal = proto.MarshalOptions{Deterministic: true}
@@ -84,12 +89,16 @@ func newEntry(r Resource) (*entry, error) {
 		grpcOnly: r.GRPCOnly,
 		scopes:   r.Scopes,
 		denied:   r.Denied,
+		private:  r.Private,
 	}
 	if c, ok := r.Message.(*clusterv3.Cluster); ok && c.GetType() == clusterv3.Cluster_EDS {
 		e.edsName = c.GetEdsClusterConfig().GetServiceName()
 		if e.edsName == "" {
 			e.edsName = c.GetName()
 		}
+	}
+	if r.Type == RouteType || r.Type == ListenerType {
+		e.refs = clusterRefs(r.Message)
 	}
 	if r.GRPC != nil {
 		if e.grpc, err = newEntry(Resource{Type: r.Type, Name: r.Name, Message: r.GRPC}); err != nil {

@@ -415,6 +415,9 @@ func (t *typeState) publishChunks() {
 		}
 	}
 	t.touched = t.touched[:0]
+	if cap(t.touched) > 4096 {
+		t.touched = nil // a burst's: kept, it would be as large as the type
+	}
 	t.scoped.Store(st)
 	t.table.Store(&tab)
 }

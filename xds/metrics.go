@@ -73,13 +73,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 
 // envoyTypes are the types the gRPC services serve Envoy and gRPC clients:
 // their per-type series exist from the start.
-var envoyTypes = []string{ClusterType, EndpointType, ListenerType, RouteType}
+var envoyTypes = []string{ClusterType, EndpointType, ListenerType, RouteType, SecretType}
 
 // streamVariants are the label values of xdsbridge_xds_clients: one per gRPC
 // service and protocol the server registers.
 var streamVariants = []string{
 	"sotw_ads", "delta_ads", "sotw_cds", "delta_cds", "sotw_eds", "delta_eds",
-	"sotw_lds", "delta_lds", "sotw_rds", "delta_rds",
+	"sotw_lds", "delta_lds", "sotw_rds", "delta_rds", "sotw_sds", "delta_sds",
 }
 
 // perType is a counter labelled by resource type.

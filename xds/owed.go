@@ -65,6 +65,7 @@ func deadline(ws waitSince, readyAt time.Time, wait time.Duration) time.Time {
 // response and leaves the rest pending for the next (see responseSize).
 func (w *watch) upserts(now, readyAt time.Time, wait time.Duration) *out {
 	var ups []*entry
+	w.dirtyPeak = max(w.dirtyPeak, len(w.dirty))
 	split := w.c.delta || !w.t.full
 	room, used := w.c.s.size.room, 0
 	var fr *frame
@@ -94,19 +95,21 @@ func (w *watch) upserts(now, readyAt time.Time, wait time.Duration) *out {
 			delete(w.dirty, sl)
 			continue // coalesced back to what the client has (or NACKed)
 		}
+		if len(p.e.refs) > 0 && !w.c.ready(p.e) {
+			continue // its clusters are not ready at the client yet (gate.go)
+		}
 		n := p.e.recLen(w.c.delta)
 		if split && len(ups) > 0 && used+n > room {
 			break // the rest goes in the next response
 		}
 		used += n
 		delete(w.dirty, sl)
+		w.sent(sl, h, p.e)
 		w.held.put(sl, p.e)
 		delete(w.waiting, sl)
 		ups = append(ups, p.e)
 	}
-	if len(ups) > 256 && len(w.dirty) == 0 {
-		w.dirty = make(map[*slot]pend) // maps never shrink; drop a burst's buckets
-	}
+	w.settleDirty()
 	var gone []*slot
 	for sl, ws := range w.waiting {
 		if now.Before(deadline(ws, readyAt, wait)) {
@@ -124,6 +127,15 @@ func (w *watch) upserts(now, readyAt time.Time, wait time.Duration) *out {
 		return nil
 	}
 	return w.respond(ups, gone, fr, runs)
+}
+
+// settleDirty makes the dirty map again once a burst (an initial state, a
+// mass removal) has drained: maps never shrink, and a client would keep
+// the buckets of its largest push for as long as it stays. client.mu held.
+func (w *watch) settleDirty() {
+	if len(w.dirty) == 0 && w.dirtyPeak > 256 {
+		w.dirty, w.dirtyPeak = make(map[*slot]pend), 0
+	}
 }
 
 // removals takes the pending removals of resources the client holds, as
@@ -146,6 +158,9 @@ func (w *watch) removals() *out {
 			used += n
 		}
 		h, ok := w.held.get(sl)
+		if ok && h != nil && h != stale && w.c.needed(w, sl) {
+			continue // a route the client holds still names it (gate.go)
+		}
 		explicit := w.explicit(sl)
 		if ok && !explicit {
 			// Out of the wildcard: the held set lets go of the slot,
@@ -162,8 +177,10 @@ func (w *watch) removals() *out {
 		if explicit {
 			w.held.put(sl, nil)
 		}
+		w.sent(sl, h, nil)
 		rem = append(rem, sl)
 	}
+	w.settleDirty()
 	if len(rem) == 0 || (!w.c.delta && !w.t.full) {
 		return nil
 	}
@@ -207,6 +224,7 @@ func (w *watch) respond(ups []*entry, gone []*slot, fr *frame, runs []frameRun) 
 	case w.t.url == EndpointType:
 		for _, sl := range gone {
 			e := emptyAssignment(sl.name)
+			w.sent(sl, nil, e)
 			w.held.put(sl, e)
 			list = append(list, e)
 		}

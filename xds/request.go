@@ -13,6 +13,7 @@ func (c *client) identify(n *corev3.Node) {
 		c.node = n
 		c.grpc = isGRPC(n)
 		c.scope, c.scopeName = c.s.scopeOf(n)
+		c.s.join(c)
 	}
 }
 

@@ -4,19 +4,25 @@ import (
 	"fmt"
 	"sync"
 
-	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
-	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
-	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/anypb"
+
+	// The typed configurations a listener or cluster holds its config
+	// sources in: rewriting and redacting decode them.
+	_ "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 )
 
 // DefaultConfigCluster is Options.ConfigCluster when it is empty.
 const DefaultConfigCluster = "xds_cluster"
 
 // A Rewrite is one way a client fetches the resources that other resources
-// refer to: a cluster's endpoints (EDS) and a gRPC listener's routes (RDS).
+// refer to: a cluster's endpoints (EDS), a listener's routes (RDS), and the
+// secrets (SDS) of their TLS contexts.
 // Resources are published with ADS config sources ({ads: {}}), right for
 // clients that use ADS. A client on per-type streams, polling REST or
 // reading files has no ADS in its bootstrap and rejects such a cluster
@@ -108,7 +114,7 @@ type rewriteCache struct {
 // client.mu alike; the build (one unmarshal and marshal) happens once per
 // version and Rewrite.
 func (rw *Rewrite) of(e *entry) *entry {
-	if rw == nil || e == nil || e == stale || (e.any.TypeUrl != ClusterType && e.any.TypeUrl != ListenerType) {
+	if rw == nil || e == nil || e == stale || !rewritable(e.any.TypeUrl) {
 		return e
 	}
 	e.rewritten.mu.Lock()
@@ -127,46 +133,88 @@ func (rw *Rewrite) of(e *entry) *entry {
 	return a
 }
 
+// rewritable reports whether resources of a type can name config sources:
+// a cluster its EDS and its transport socket's SDS, a listener its
+// connection managers' RDS and its TLS contexts' SDS.
+func rewritable(typeURL string) bool { return typeURL == ClusterType || typeURL == ListenerType }
+
 // build rewrites the ADS config sources of e's resource; it returns e when
 // there are none.
 func (rw *Rewrite) build(e *entry) (*entry, error) {
-	var msg proto.Message
-	switch e.any.TypeUrl {
-	case ClusterType:
-		c := &clusterv3.Cluster{}
-		if err := proto.Unmarshal(e.any.Value, c); err != nil {
-			return nil, fmt.Errorf("decoding cluster %q: %w", e.name, err)
-		}
-		ec := c.GetEdsClusterConfig()
-		if ec.GetEdsConfig().GetAds() == nil {
-			return e, nil
-		}
-		ec.EdsConfig = rw.source(e.edsName)
-		msg = c
-	case ListenerType:
-		l := &listenerv3.Listener{}
-		if err := proto.Unmarshal(e.any.Value, l); err != nil {
-			return nil, fmt.Errorf("decoding listener %q: %w", e.name, err)
-		}
-		api := l.GetApiListener().GetApiListener()
-		hcm := &hcmv3.HttpConnectionManager{}
-		if api == nil || !api.MessageIs(hcm) {
-			return e, nil
-		}
-		if err := api.UnmarshalTo(hcm); err != nil {
-			return nil, fmt.Errorf("decoding listener %q: %w", e.name, err)
-		}
-		rds := hcm.GetRds()
-		if rds.GetConfigSource().GetAds() == nil {
-			return e, nil
-		}
-		rds.ConfigSource = rw.source(rds.GetRouteConfigName())
-		if err := anypb.MarshalFrom(api, hcm, marshal); err != nil {
-			return nil, fmt.Errorf("encoding listener %q: %w", e.name, err)
-		}
-		msg = l
-	default:
-		return e, nil
+	m, err := e.any.UnmarshalNew()
+	if err != nil {
+		return nil, fmt.Errorf("decoding %s %q: %w", e.any.TypeUrl, e.name, err)
 	}
-	return newEntry(Resource{Type: e.any.TypeUrl, Name: e.name, Message: msg, GRPCOnly: e.grpcOnly})
+	changed, err := rw.sources(m.ProtoReflect(), e.edsName)
+	if err != nil || !changed {
+		return e, err
+	}
+	return newEntry(Resource{Type: e.any.TypeUrl, Name: e.name, Message: m, GRPCOnly: e.grpcOnly})
+}
+
+// configSourceName is the message every xDS reference holds its source in.
+var configSourceName = (&corev3.ConfigSource{}).ProtoReflect().Descriptor().FullName()
+
+// sources replaces, in place, every ADS config source in m by the
+// Rewrite's, descending into the Anys of typed configurations, and
+// reports whether it replaced any. The reference a source is for is the
+// name beside it (an Rds's route_config_name, an SDS secret's name, an
+// EDS config's service_name), else fallback (a cluster's EDS name).
+func (rw *Rewrite) sources(m protoreflect.Message, fallback string) (bool, error) {
+	if a, ok := m.Interface().(*anypb.Any); ok {
+		inner, err := a.UnmarshalNew()
+		if err != nil {
+			return false, nil // a type this binary does not know holds nothing to rewrite here
+		}
+		changed, err := rw.sources(inner.ProtoReflect(), fallback)
+		if err != nil || !changed {
+			return false, err
+		}
+		return true, anypb.MarshalFrom(a, inner, marshal)
+	}
+	changed := false
+	var err error
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		md := fd.Message()
+		switch {
+		case md == nil || fd.IsMap():
+			return true
+		case md.FullName() == configSourceName && !fd.IsList():
+			if cs := v.Message().Interface().(*corev3.ConfigSource); cs.GetAds() != nil {
+				m.Set(fd, protoreflect.ValueOfMessage(rw.source(refBeside(m, fallback)).ProtoReflect()))
+				changed = true
+			}
+		case fd.IsList():
+			for i := range v.List().Len() {
+				var c bool
+				if c, err = rw.sources(v.List().Get(i).Message(), fallback); err != nil {
+					return false
+				}
+				changed = changed || c
+			}
+		default:
+			var c bool
+			if c, err = rw.sources(v.Message(), fallback); err != nil {
+				return false
+			}
+			changed = changed || c
+		}
+		return true
+	})
+	return changed, err
+}
+
+// refBeside is the name of what a config source in m fetches: m's
+// route_config_name, service_name or name, whichever is set, else
+// fallback.
+func refBeside(m protoreflect.Message, fallback string) string {
+	fields := m.Descriptor().Fields()
+	for _, n := range []protoreflect.Name{"route_config_name", "service_name", "name"} {
+		if fd := fields.ByName(n); fd != nil && fd.Kind() == protoreflect.StringKind {
+			if s := m.Get(fd).String(); s != "" {
+				return s
+			}
+		}
+	}
+	return fallback
 }

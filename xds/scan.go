@@ -169,7 +169,7 @@ func (w *watch) scanned(ups []*entry, used, room int, split bool) (_ []*entry, _
 	f := w.scan
 	b, _ := slices.BinarySearch(f.starts, w.scanAt) // the chunk at (or after) scanAt
 	for ; w.scanAt < len(f.slots); w.scanAt++ {
-		if b < len(f.starts) && f.starts[b] == w.scanAt {
+		if b < len(f.starts) && f.starts[b] == w.scanAt && !w.t.refers() {
 			at, end := w.scanAt, len(f.slots)
 			if b++; b < len(f.starts) {
 				end = f.starts[b]
@@ -203,11 +203,19 @@ func (w *watch) scanned(ups []*entry, used, room int, split bool) (_ []*entry, _
 		if e == nil {
 			continue
 		}
+		if len(e.refs) > 0 && !w.c.ready(e) {
+			w.dirty[sl] = pend{e: e} // sent by the dirty map once its clusters are ready (gate.go)
+			continue
+		}
 		n := e.recLen(w.c.delta)
 		if split && len(ups) > 0 && used+n > room {
 			return ups, used, f, runs, false
 		}
 		used += n
+		if w.c.member != nil {
+			h, _ := w.held.get(sl)
+			w.sent(sl, h, e)
+		}
 		w.held.put(sl, e)
 		if len(w.waiting) > 0 {
 			delete(w.waiting, sl)
@@ -289,3 +297,8 @@ func (w *watch) pendingScan() int {
 	}
 	return n
 }
+
+// refers reports whether the type's entries may send traffic to clusters
+// (refs.go): each must pass the make-before-break gate, so a scan of the
+// type compares them one by one, never a chunk at a time.
+func (t *typeState) refers() bool { return t.url == RouteType || t.url == ListenerType }

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/proto"
 )
@@ -29,6 +30,11 @@ type Resource struct {
 	// resource; Denied are the scopes whose clients never get it, not even
 	// by name (see "Scopes" in doc.go).
 	Scopes, Denied ScopeSet
+	// Private resources (secrets) are served only to the clients of the
+	// scopes in Scopes and not in Denied, whether they ask by name or by
+	// wildcard; never to an unscoped client, and never through a view
+	// (REST, files). Dumps redact their sensitive fields.
+	Private bool
 }
 
 // Key names a resource to remove.
@@ -58,6 +64,11 @@ type Options struct {
 	// OnRefused, if set, is told of every resource version Apply refuses
 	// because it alone exceeds MaxResponseBytes; it runs inside Apply.
 	OnRefused func(Key, error)
+	// OnDenied, if set, is told when a client subscribes by name to a
+	// private resource its scope is not granted (Resource.Private); the
+	// client is answered as if the resource did not exist. It runs under
+	// the server's locks and must not block.
+	OnDenied func(node *corev3.Node, k Key)
 	// SendBudget bounds the memory that large responses in flight to all
 	// clients together keep alive (records shared by several responses
 	// count once; see budget); default DefaultSendBudget.
@@ -96,14 +107,21 @@ type Server struct {
 	reads         *firstReads // leases of new streams' first reads (admit.go)
 	rewrites      streamRewrites
 	scoper        atomic.Pointer[Scoper] // nil: every client unscoped
-	readyNs       atomic.Int64           // unix nanos of the first Apply; 0 = not ready
-	ready         chan struct{}          // closed by the first Apply
+	// cds and eds are the stores of clusters and assignments, which the
+	// make-before-break gate reads without Server.mu (gate.go); ungated
+	// turns the gate off, for the test that shows why it is there.
+	cds, eds  *typeState
+	ungated   bool
+	readyNs   atomic.Int64  // unix nanos of the first Apply; 0 = not ready
+	ready     chan struct{} // closed by the first Apply
+	resources atomic.Int64  // entries in the stores (Resources)
 
 	mu      sync.Mutex
 	types   map[string]*typeState
 	clients map[*client]struct{}
-	conns   map[string]int // open streams per connection (peer address)
-	gen     uint64         // Apply generation, to collect each touched client once
+	groups  map[groupKey]*group // per-type streams of one Envoy (gate.go)
+	conns   map[string]int      // open streams per connection (peer address)
+	gen     uint64              // Apply generation, to collect each touched client once
 	views   viewSet
 
 	// orphans are slots to release once Server.mu is taken (see orphan);
@@ -148,7 +166,9 @@ func NewServer(opts Options) *Server {
 		types:         make(map[string]*typeState),
 		clients:       make(map[*client]struct{}),
 		conns:         make(map[string]int),
+		groups:        make(map[groupKey]*group),
 	}
+	s.cds, s.eds = s.typeFor(ClusterType), s.typeFor(EndpointType)
 	for _, url := range opts.Collections {
 		s.typeFor(url).full = true
 	}
@@ -162,6 +182,11 @@ func NewServer(opts Options) *Server {
 // encoded records, and a slow client can keep it waiting for seconds);
 // the memory return policy reads it so as not to collect then.
 func (s *Server) InFlight() int64 { return s.sendBudget.inUse() + s.requestBudget.inUse() }
+
+// Resources is the number of resources the server holds, of every type.
+// It is a measure of the server's state that is cheap to read at any time:
+// the memory return policy reads it to learn that the state shrank.
+func (s *Server) Resources() int64 { return s.resources.Load() }
 
 // Ready reports whether the first Apply happened, i.e. whether the server
 // answers requests.

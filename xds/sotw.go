@@ -138,6 +138,7 @@ func (w *watch) ackSotW(req *discoveryv3.DiscoveryRequest) {
 	if n == "" || n != w.lastNonce {
 		return
 	}
+	defer w.acknowledged()
 	if req.GetErrorDetail() != nil {
 		w.recordNACK(w.lastVersion, n, req.GetErrorDetail().GetMessage())
 		return

@@ -3,43 +3,49 @@ package xds
 import (
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"google.golang.org/grpc/codes"
 )
 
 // The v3 type URLs the engine orders and treats specially. Any other type is
-// served too, after these four, with EDS-like (only-changed) SotW semantics,
+// served too, after these five, with EDS-like (only-changed) SotW semantics,
 // unless it is one of Options.Collections.
 const (
 	ClusterType  = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
 	EndpointType = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
 	ListenerType = "type.googleapis.com/envoy.config.listener.v3.Listener"
 	RouteType    = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
+	SecretType   = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret"
 )
 
 // rank is the make-before-break push order of upserts on ADS (see doc.go):
-// clusters, then their endpoints, then listeners, then routes, then
-// anything else (rankOther).
+// clusters, then their endpoints, then secrets (which listeners and
+// clusters name), then listeners, then routes, then anything else
+// (rankOther).
 func rank(typeURL string) int {
 	switch typeURL {
 	case ClusterType:
 		return 0
 	case EndpointType:
 		return 1
-	case ListenerType:
+	case SecretType:
 		return 2
-	case RouteType:
+	case ListenerType:
 		return 3
+	case RouteType:
+		return 4
 	}
 	return rankOther
 }
 
-const rankOther = 4
+const rankOther = 5
 
 // breakRank is the order of removals: what refers to a resource goes before
 // it, so a listener goes before its route, the route before its cluster,
-// and the cluster before its assignment.
+// the cluster before its assignment, and a secret after the listeners and
+// clusters that name it.
 func breakRank(typeURL string) int {
 	switch typeURL {
 	case ListenerType:
@@ -50,6 +56,8 @@ func breakRank(typeURL string) int {
 		return 2
 	case EndpointType:
 		return 3
+	case SecretType:
+		return 4
 	}
 	return rankOther
 }
@@ -79,6 +87,8 @@ func shortType(typeURL string) string {
 		return "listener"
 	case RouteType:
 		return "route"
+	case SecretType:
+		return "secret"
 	}
 	return typeURL[strings.LastIndexByte(typeURL, '.')+1:]
 }
@@ -149,6 +159,10 @@ type typeState struct {
 	// looked is the last shared name list looked up and its slots (see
 	// lookup), dropped when a slot is released.
 	looked lookedUp
+	// index maps names to slots like slots, for writers, which hold only
+	// client.mu; kept for the cluster and assignment stores only
+	// (indexed), which the make-before-break gate reads.
+	index sync.Map
 }
 
 type lookedUp struct {
@@ -210,6 +224,9 @@ func (t *typeState) get(name string) *slot {
 		}
 		t.slots[name] = sl
 		t.peak = max(t.peak, len(t.slots))
+		if indexed(t.url) {
+			t.index.Store(sl.name, sl)
+		}
 	}
 	return sl
 }
@@ -219,6 +236,9 @@ func (t *typeState) get(name string) *slot {
 func (t *typeState) release(sl *slot) {
 	if sl.cur == nil && sl.pins == 0 && sl.owed.Load() == 0 && sl.subs.len() == 0 && t.slots[sl.name] == sl {
 		delete(t.slots, sl.name)
+		if indexed(t.url) {
+			t.index.CompareAndDelete(sl.name, sl)
+		}
 		t.looked = lookedUp{}
 		t.byIdx[sl.idx] = nil
 		t.free = append(t.free, sl.idx)
@@ -272,11 +292,14 @@ func (s *Server) reapOrphans() {
 }
 
 // shrink returns the memory of released slots: without it a client that
-// subscribed to many invented names would leave their memory behind after
-// it left. The free end of the slot table is cut off at once (amortised
-// O(1) per slot); the table, the free list and the slot map (Go maps never
-// shrink) are reallocated once they are at most a quarter full, which
-// costs O(live slots) once per halving or so. Server.mu held.
+// subscribed to many invented names, or a registry that shrank, would
+// leave their memory behind. The free end of the slot table is cut off at
+// once (amortised O(1) per slot); the table, the free list and the slot
+// map (Go maps never shrink) are reallocated once they are at most a
+// quarter full, which costs O(live slots) once per halving or so. The
+// free list keeps the indexes the cut took off (and those taken again
+// since) until it is more than twice as long as there are free indexes,
+// and is then made again from the table. Server.mu held.
 func (t *typeState) shrink() {
 	n := len(t.byIdx)
 	for n > 0 && t.byIdx[n-1] == nil {
@@ -287,7 +310,14 @@ func (t *typeState) shrink() {
 	const small = 1024
 	if c := cap(t.byIdx); c > small && n < c/4 {
 		t.byIdx = slices.Clone(t.byIdx)
-		t.free = slices.DeleteFunc(t.free, func(i int) bool { return i >= n })
+	}
+	if free := n - len(t.slots); len(t.free) > small && len(t.free) > 2*free {
+		t.free = make([]int, 0, free)
+		for i := n - 1; i >= 0; i-- {
+			if t.byIdx[i] == nil {
+				t.free = append(t.free, i)
+			}
+		}
 	}
 	if c := cap(t.free); c > small && len(t.free) < c/4 {
 		t.free = slices.Clone(t.free)

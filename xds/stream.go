@@ -13,6 +13,7 @@ import (
 	endpointservice "github.com/envoyproxy/go-control-plane/envoy/service/endpoint/v3"
 	listenerservice "github.com/envoyproxy/go-control-plane/envoy/service/listener/v3"
 	routeservice "github.com/envoyproxy/go-control-plane/envoy/service/route/v3"
+	secretservice "github.com/envoyproxy/go-control-plane/envoy/service/secret/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
@@ -20,14 +21,15 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// Register registers ADS and the per-type CDS, EDS, LDS and RDS services
-// (SotW and delta) on g. Fetch (REST-style unary) is not served.
+// Register registers ADS and the per-type CDS, EDS, LDS, RDS and SDS
+// services (SotW and delta) on g. Fetch (REST-style unary) is not served.
 func (s *Server) Register(g *grpc.Server) {
 	discoveryv3.RegisterAggregatedDiscoveryServiceServer(g, ads{s})
 	clusterservice.RegisterClusterDiscoveryServiceServer(g, cds{s})
 	endpointservice.RegisterEndpointDiscoveryServiceServer(g, eds{s})
 	listenerservice.RegisterListenerDiscoveryServiceServer(g, lds{s})
 	routeservice.RegisterRouteDiscoveryServiceServer(g, rds{s})
+	secretservice.RegisterSecretDiscoveryServiceServer(g, sds{s})
 }
 
 type (
@@ -192,6 +194,7 @@ func (s *Server) disconnect(c *client) {
 	for _, w := range c.watches {
 		w.drop()
 	}
+	s.leave(c)
 	c.mu.Unlock()
 	c.private = nil
 	delete(s.clients, c)
@@ -215,6 +218,7 @@ type (
 	eds struct{ s *Server }
 	lds struct{ s *Server }
 	rds struct{ s *Server }
+	sds struct{ s *Server }
 )
 
 var (
@@ -223,6 +227,7 @@ var (
 	_ endpointservice.EndpointDiscoveryServiceServer = eds{}
 	_ listenerservice.ListenerDiscoveryServiceServer = lds{}
 	_ routeservice.RouteDiscoveryServiceServer       = rds{}
+	_ secretservice.SecretDiscoveryServiceServer     = sds{}
 )
 
 func (a ads) StreamAggregatedResources(st sotwStream) error {
@@ -258,4 +263,12 @@ func (a rds) StreamRoutes(st sotwStream) error { return a.s.serveSotW(st, "sotw_
 func (a rds) DeltaRoutes(st deltaStream) error { return a.s.serveDelta(st, "delta_rds", RouteType) }
 func (rds) FetchRoutes(context.Context, *discoveryv3.DiscoveryRequest) (*discoveryv3.DiscoveryResponse, error) {
 	return nil, unimplemented("routes")
+}
+
+func (a sds) StreamSecrets(st sotwStream) error { return a.s.serveSotW(st, "sotw_sds", SecretType) }
+func (a sds) DeltaSecrets(st deltaStream) error {
+	return a.s.serveDelta(st, "delta_sds", SecretType)
+}
+func (sds) FetchSecrets(context.Context, *discoveryv3.DiscoveryRequest) (*discoveryv3.DiscoveryResponse, error) {
+	return nil, unimplemented("secrets")
 }

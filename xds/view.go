@@ -89,22 +89,24 @@ func (s *Server) Snapshot(v View, typeURLs ...string) (map[string][]Item, bool) 
 }
 
 // collect appends the current entries of the named (or all) resources of a
-// type. Server.mu held.
+// type, private ones left out. Server.mu held.
 func (s *Server) collect(typeURL string, names []string, es []*entry) []*entry {
 	t := s.types[typeURL]
 	if t == nil {
 		return es
 	}
+	// Views serve clients the engine cannot tell apart (a REST poller, a
+	// directory), so they never serve a private resource.
 	if len(names) == 0 {
 		for _, sl := range t.byIdx {
-			if sl != nil && sl.cur != nil {
+			if sl != nil && sl.cur != nil && !sl.cur.private {
 				es = append(es, sl.cur)
 			}
 		}
 		return es
 	}
 	for _, n := range names {
-		if sl := t.slots[n]; sl != nil && sl.cur != nil {
+		if sl := t.slots[n]; sl != nil && sl.cur != nil && !sl.cur.private {
 			es = append(es, sl.cur)
 		}
 	}

@@ -30,9 +30,10 @@ func (r Resource) ForNode(n *corev3.Node) (proto.Message, bool) {
 }
 
 // InScope reports whether a wildcard subscription of a client of scope id
-// (0: unscoped) delivers r: the rule the engine applies (see Scoper).
+// (0: unscoped) delivers r: the rule the engine applies (see Scoper). A
+// private resource goes only to its scopes, by wildcard or by name.
 func (r Resource) InScope(id int) bool {
-	return id == 0 || r.Scopes.Has(id) && !r.Denied.Has(id)
+	return (id == 0 && !r.Private) || r.Scopes.Has(id) && !r.Denied.Has(id)
 }
 
 // IsGRPC reports whether a node identifies as a proxyless gRPC client, the
@@ -143,22 +144,24 @@ func (s *Server) scopeOf(n *corev3.Node) (int, string) {
 }
 
 // inScope reports whether a wildcard of scope id delivers e: every entry
-// for the unscoped, else those in the scope and not denied to it.
+// but the private ones for the unscoped, else those in the scope and not
+// denied to it.
 func (e *entry) inScope(id int) bool {
-	return id == 0 || e.scopes.Has(id) && !e.denied.Has(id)
+	return (id == 0 && !e.private) || e.scopes.Has(id) && !e.denied.Has(id)
 }
 
 // reaches reports whether e (nil: none) is in scope id.
 func (e *entry) reaches(id int) bool { return e != nil && e.scopes.Has(id) }
 
 // visible is e, sl's entry in the store, as the watch's client sees it,
-// nil if hidden: an entry denied to the client's scope is hidden always,
-// one outside its scope from a wildcard subscription only, so that a name
-// the client asks for is served whatever its scope; then client.visible.
+// nil if hidden: an entry denied to the client's scope, or private and not
+// granted to it, is hidden always, one outside its scope from a wildcard
+// subscription only, so that a name the client asks for is served whatever
+// its scope; then client.visible.
 // Both locks, or client.mu, held.
 func (w *watch) visible(sl *slot, e *entry) *entry {
 	if id := w.c.scope; e != nil && !e.inScope(id) {
-		if e.denied.Has(id) {
+		if e.denied.Has(id) || e.private {
 			return nil
 		}
 		if w.wildcard {

@@ -32,6 +32,10 @@ type watch struct {
 	named   map[*slot]struct{}
 	dirty   map[*slot]pend
 	waiting map[*slot]waitSince
+	// dirtyPeak is the most pending changes dirty held since it was last
+	// made: a map keeps the memory of its largest size, so an emptied one
+	// that once held a burst is made again (watch.settleDirty).
+	dirtyPeak int
 	// pins are the slots without an entry this watch references (see
 	// slot.pins); Server.mu.
 	pins map[*slot]struct{}
@@ -47,6 +51,12 @@ type watch struct {
 	lastVersion string
 	acked       string
 	nack        *NACKStatus
+	// fresh are the slots a per-type CDS or EDS stream was sent for the
+	// first time since its last acknowledgement, and unacked the cluster
+	// names of the entries a per-type LDS or RDS stream replaced or
+	// removed since (gate.go).
+	fresh   map[*slot]struct{}
+	unacked [][]string
 }
 
 // pend is a coalesced pending push of one slot: the newest entry (nil =
@@ -180,6 +190,9 @@ func (w *watch) reconcile(sl *slot, now time.Time) {
 // subscribe adds sl to the explicit subscription; with bulk, a visible
 // entry is left to a scan the caller queues (see settle). Both locks held.
 func (w *watch) subscribe(sl *slot, now time.Time, bulk bool) {
+	if e := sl.cur; e != nil && e.private && w.c.s.opts.OnDenied != nil && w.visible(sl, e) == nil {
+		w.c.s.opts.OnDenied(w.c.node, Key{Type: w.t.url, Name: sl.name})
+	}
 	sl.subs.add(w.idx)
 	if w.wildcard {
 		w.named[sl] = struct{}{}
@@ -246,6 +259,7 @@ func (w *watch) setWildcard(on bool, now time.Time) {
 	}
 	w.t.dropWild(w)
 	w.wildcard = false
+	w.wildcardChanged()
 	var gone []*slot // without an entry, to release once out of every set
 	for sl := range w.held.all() {
 		if _, ok := w.named[sl]; !ok {
@@ -277,6 +291,7 @@ func (w *watch) setWildcard(on bool, now time.Time) {
 // names it subscribed to explicitly. Both locks held.
 func (w *watch) wildcardOn(now time.Time) {
 	w.wildcard = true
+	w.wildcardChanged()
 	w.t.addWild(w)
 	w.held.reserveDense(w.t.population(w.c.scope))
 	for k := 0; k<<chunkBits < len(w.t.byIdx); k++ {

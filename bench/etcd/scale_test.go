@@ -29,10 +29,10 @@ import (
 	"go.etcd.io/etcd/client/v3/naming/endpoints"
 
 	"github.com/xdsbridge/xdsbridge/bench/fleet"
-	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
-	"github.com/xdsbridge/xdsbridge/internal/etcdtest"
 	_ "github.com/xdsbridge/xdsbridge/plugins"
 	"github.com/xdsbridge/xdsbridge/sources"
+	"github.com/xdsbridge/xdsbridge/test/bridgetest"
+	"github.com/xdsbridge/xdsbridge/test/etcdtest"
 )
 
 var (

@@ -25,9 +25,9 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/xdsbridge/xdsbridge/bench/fleet"
-	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
-	"github.com/xdsbridge/xdsbridge/internal/zktest"
 	_ "github.com/xdsbridge/xdsbridge/plugins"
+	"github.com/xdsbridge/xdsbridge/test/bridgetest"
+	"github.com/xdsbridge/xdsbridge/test/zktest"
 )
 
 var (

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -116,10 +117,8 @@ func (c *adminClient) get(ctx context.Context, path string) (int, []byte, error)
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	resp, err := c.http.Do(req)
-	if err != nil && strings.Contains(err.Error(), `malformed HTTP response "\x00\x00`) {
-		// An HTTP/2 frame where HTTP/1 was expected: a gRPC server, most
-		// likely the bridge's own xDS listener.
-		return 0, nil, fmt.Errorf("requesting %s: the answer is HTTP/2 frames, as a gRPC server sends: is this the xDS port (xds.listen)? "+
+	if err != nil && c.base.Scheme == "http" && speaksHTTP2(ctx, c.base.Host, c.http.Timeout) {
+		return 0, nil, fmt.Errorf("requesting %s: the server speaks HTTP/2 alone, as a gRPC server does: is this the xDS port (xds.listen)? "+
 			"The admin API is at admin.listen (default %s)", u.Redacted(), defaultAdmin)
 	}
 	if err != nil {
@@ -194,4 +193,31 @@ behind admin.token_file, but a token given is sent.`,
 	}
 	adminFlags(cmd)
 	return cmd
+}
+
+// speaksHTTP2 reports whether the server at addr opens a connection with an
+// HTTP/2 SETTINGS frame before the client says anything, as a gRPC server
+// (the bridge's own xDS listener) does. An HTTP/1 request to such a server
+// fails in one of several ways, depending on when the server closes the
+// connection (a malformed response made of the frame's bytes, an
+// unsolicited response, a reset), so the failure is explained by asking
+// the server again, this way.
+func speaksHTTP2(ctx context.Context, addr string, timeout time.Duration) bool {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return false
+	}
+	defer conn.Close()
+	if d, ok := ctx.Deadline(); ok {
+		_ = conn.SetReadDeadline(d)
+	}
+	// A frame header: a 24-bit length, the type (4 is SETTINGS), flags,
+	// and the stream (0 for SETTINGS).
+	var h [9]byte
+	if _, err := io.ReadFull(conn, h[:]); err != nil {
+		return false
+	}
+	return h[3] == 0x4 && h[5]|h[6]|h[7]|h[8] == 0
 }

@@ -17,13 +17,13 @@ import (
 // istioctl proxy-config, in the shape of Envoy's config dump.
 func configCmd(stdout io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "config NODE [--type cds,eds,lds,rds] [--format table|json|yaml] [--admin URL]",
+		Use:   "config NODE [--type cds,eds,lds,rds,sds] [--format table|json|yaml] [--admin URL]",
 		Short: "Show what a node connected to a running bridge holds",
 		Long: `Config reads a running bridge's /debug/config_dump?node=NODE: every
 resource the bridge sent to that node's streams and did not remove since.
 The table lists type, name and version; --format json or yaml prints
 Envoy's config dump (the shape of the node's own /config_dump, proto field
-names), limited to --type when given.`,
+names, private keys redacted), limited to --type when given.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return usageError{fmt.Errorf("a node id is required: bridge config NODE (see bridge status)")}
@@ -73,7 +73,7 @@ names), limited to --type when given.`,
 		},
 	}
 	adminFlags(cmd)
-	cmd.Flags().StringSlice("type", nil, "only these types, comma-separated, any case: cds, eds, lds, rds")
+	cmd.Flags().StringSlice("type", nil, "only these types, comma-separated, any case: cds, eds, lds, rds, sds")
 	cmd.Flags().String("format", "table", "output format: table, json or yaml")
 	return cmd
 }

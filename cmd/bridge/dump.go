@@ -24,7 +24,7 @@ import (
 // fleet's current static configuration.
 func dumpCmd(stdout, stderr io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "dump FILE [--type cds,eds,lds,rds] [--mcp] [--format yaml|json] [--grpc] [--node-id N] [--node-cluster C]",
+		Use:   "dump FILE [--type cds,eds,lds,rds,sds] [--mcp] [--format yaml|json] [--grpc] [--node-id N] [--node-cluster C]",
 		Short: "Read every source once and print the resources a client would receive",
 		Long: `Dump runs every source of the configuration FILE (or --config FILE) once,
 until each has read its registry, applies the transforms and the cluster
@@ -35,16 +35,19 @@ scopes), and exits.
 
 The output is Envoy's config dump (envoy.admin.v3.ConfigDump, the shape of
 an Envoy's /config_dump) with proto field names: a bootstrap holding the
-node, then dynamic_active_clusters, dynamic_listeners, dynamic_route_configs
-and dynamic_endpoint_configs, each resource with its version_info (the
-version the bridge serves it with). With --type only those types are
-printed, without the bootstrap, so that
+node, then dynamic_active_clusters, dynamic_listeners, dynamic_route_configs,
+dynamic_active_secrets and dynamic_endpoint_configs, each resource with its
+version_info (the version the bridge serves it with). Private keys are
+redacted ("[redacted]"), as in Envoy's own dump; the secrets shown are those
+the node's scope is granted. With --type only those types are printed,
+without the bootstrap, so that
 
   bridge dump FILE --type cds --format json | jq '.configs[0].dynamic_active_clusters[].cluster'
 
 lines up with an Envoy's /config_dump?resource=dynamic_active_clusters.
-Listeners and routes are served to proxyless gRPC clients only: see them
-with --grpc.
+Envoys get the listeners, routes and secrets of the listeners, routes,
+secrets and resources sections; the proxyless gRPC chain of every service
+goes to gRPC clients only: see it with --grpc.
 
 With --mcp (or --type serviceentry,workloadentry) it prints what
 istiod would receive from the istio section instead (even while
@@ -127,7 +130,7 @@ Exit codes: 0 printed, 1 a source failed or did not report within
 	f.String("node-id", "", "the node's id")
 	f.String("node-cluster", "", "the node's cluster")
 	f.Bool("grpc", false, "the node is a proxyless gRPC client (default: an Envoy)")
-	f.StringSlice("type", nil, "only these types, comma-separated, any case: cds, eds, lds, rds; or serviceentry, workloadentry")
+	f.StringSlice("type", nil, "only these types, comma-separated, any case: cds, eds, lds, rds, sds; or serviceentry, workloadentry")
 	f.Bool("mcp", false, "print the Istio MCP collections istiod would receive (serviceentry, workloadentry)")
 	f.String("format", "yaml", "output format: yaml or json")
 	f.Duration("timeout", 30*time.Second, "how long to wait for every source to read its registry once")
@@ -152,7 +155,7 @@ func printDump(w io.Writer, d xds.Dump, opts bridge.DumpOptions, yamlOut bool) e
 // Short type names: those of Envoy's types, which every command takes,
 // and those of Istio's collections, which only dump serves.
 var (
-	envoyTypes = []string{"cds", "eds", "lds", "rds"}
+	envoyTypes = []string{"cds", "eds", "lds", "rds", "sds"}
 	dumpTypes  = append(slices.Clone(envoyTypes), "serviceentry", "workloadentry")
 )
 
@@ -202,15 +205,19 @@ func countType(rs []xds.Resource, url string) int {
 func emptyHint(url string, grpc, grpcEnabled bool, served int, scope string) string {
 	what := map[string]string{
 		resource.ClusterType: "clusters", resource.EndpointType: "endpoints",
-		resource.ListenerType: "listeners", resource.RouteType: "routes",
+		resource.ListenerType: "listeners", resource.RouteType: "routes", resource.SecretType: "secrets",
 		bridge.MCPDumpTypes[0]: "ServiceEntries", bridge.MCPDumpTypes[1]: "WorkloadEntries",
 	}[url]
 	if url == bridge.MCPDumpTypes[1] {
 		return "no WorkloadEntries: istio.shape is not workload_entries, or the sources reported no endpoints to serve"
 	}
 	switch {
+	case url == resource.SecretType && scope == "":
+		return "no secrets: secrets go only to the nodes of the scopes granted them (secrets[].grant), and this node is in no scope"
+	case url == resource.SecretType:
+		return fmt.Sprintf("no secrets for this node: its scope %q is granted none (secrets[].grant)", scope)
 	case (url == resource.ListenerType || url == resource.RouteType) && !grpc:
-		return "no " + what + ": the bridge serves listeners and routes to proxyless gRPC clients only; add --grpc"
+		return "no " + what + ": the configuration has none for Envoys (listeners, routes, resources); the proxyless gRPC chain goes to gRPC clients only (add --grpc)"
 	case (url == resource.ListenerType || url == resource.RouteType) && !grpcEnabled:
 		return "no " + what + ": xds.grpc.enabled is false, so there are no gRPC listeners or routes"
 	case served > 0 && scope != "":

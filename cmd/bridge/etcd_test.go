@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/xdsbridge/xdsbridge/internal/etcdtest"
+	"github.com/xdsbridge/xdsbridge/test/etcdtest"
 )
 
 // TestDumpEtcd runs `bridge dump` on a configuration with an etcd source

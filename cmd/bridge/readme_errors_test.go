@@ -8,7 +8,8 @@ import (
 	"testing"
 )
 
-// TestREADMEErrorExamples checks that every error the README shows
+// TestREADMEErrorExamples checks that every error the configuration
+// reference (docs/configuration.md, "Errors") shows
 // ("bridge: invalid configuration ...", with the indented lines under it
 // when it lists several mistakes) is what the command prints, word for
 // word, for the configuration below, with exit status 2; and that every
@@ -46,7 +47,7 @@ func TestREADMEErrorExamples(t *testing.T) {
 		`bridge: invalid configuration from environment variable CONSUL_HTTP_SSL: sources[0].scheme: "yes" is not true or false`: {
 			config: "sources: [{name: consul, type: consul}]", env: map[string]string{"CONSUL_HTTP_SSL": "yes"}},
 	}
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -104,7 +104,7 @@ clusters:
 		{"a node", []string{"--node-id", "n1", "--node-cluster", "edge"},
 			[]string{"BootstrapConfigDump\n    bootstrap:\n      node:\n        id: n1\n        cluster: edge\n        user_agent_name: envoy\n", clusters, endpoints}, nil, ""},
 		{"envoy gets no gRPC listeners", []string{"--type", "lds"}, []string{"ListenersConfigDump"}, []string{"dynamic_listeners"},
-			"note: no listeners: the bridge serves listeners and routes to proxyless gRPC clients only; add --grpc"},
+			"note: no listeners: the configuration has none for Envoys (listeners, routes, resources); the proxyless gRPC chain goes to gRPC clients only (add --grpc)"},
 		{"grpc listeners yaml", []string{"--type", "lds", "--grpc"},
 			[]string{listeners + "      - name: greeter\n        active_state:\n          version_info: "}, nil, ""},
 		{"type list", []string{"--type", "eds,cds", "--type", "EDS"}, []string{clusters, endpoints}, []string{"Listeners", "Bootstrap"}, ""},
@@ -164,8 +164,8 @@ func TestDumpErrors(t *testing.T) {
 		want string
 	}{
 		{"bad type", []string{"dump", "-c", good, "--type", "xds"}, 2, `--type: unknown type "xds"`},
-		{"bad type in a list", []string{"dump", good, "--type", "cds,x"}, 2, `--type: unknown type "x" (want cds, eds, lds, rds, serviceentry or workloadentry)`},
-		{"config takes Envoy's types only", []string{"config", "n1", "--type", "serviceentry"}, 2, `--type: unknown type "serviceentry" (want cds, eds, lds or rds)`},
+		{"bad type in a list", []string{"dump", good, "--type", "cds,x"}, 2, `--type: unknown type "x" (want cds, eds, lds, rds, sds, serviceentry or workloadentry)`},
+		{"config takes Envoy's types only", []string{"config", "n1", "--type", "serviceentry"}, 2, `--type: unknown type "serviceentry" (want cds, eds, lds, rds or sds)`},
 		{"bad format", []string{"dump", "-c", good, "--format", "toml"}, 2, `--format: unknown format "toml"`},
 		{"bad config", []string{"dump", "-c", writeConfig(t, "clusters: [{cluster: {name: x}}]")}, 2, "clusters[0].cluster.name"},
 		{"no listen flags", []string{"dump", good, "--xds-listen", ":1"}, 2, "unknown flag: --xds-listen"},

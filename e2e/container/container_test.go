@@ -41,8 +41,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xdsbridge/xdsbridge/internal/dockerfile"
-	"github.com/xdsbridge/xdsbridge/internal/syncbuf"
+	"github.com/xdsbridge/xdsbridge/test/dockerfile"
+	"github.com/xdsbridge/xdsbridge/test/syncbuf"
 )
 
 // repo is the repository root, the Dockerfile's build context.

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/xdsbridge/xdsbridge/internal/childproc"
+	"github.com/xdsbridge/xdsbridge/test/childproc"
 )
 
 // sandbox runs commands the way a container runtime would run the image,

@@ -12,17 +12,16 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/hashicorp/consul/api"
 
 	"github.com/xdsbridge/xdsbridge/bridge"
 	"github.com/xdsbridge/xdsbridge/config"
-	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
-	"github.com/xdsbridge/xdsbridge/internal/consultest"
-	"github.com/xdsbridge/xdsbridge/internal/dnstest"
-	"github.com/xdsbridge/xdsbridge/internal/grpcxdstest"
 	_ "github.com/xdsbridge/xdsbridge/plugins"
+	"github.com/xdsbridge/xdsbridge/test/bridgetest"
+	"github.com/xdsbridge/xdsbridge/test/consultest"
+	"github.com/xdsbridge/xdsbridge/test/dnstest"
+	"github.com/xdsbridge/xdsbridge/test/grpcxdstest"
 )
 
 const example = "../../examples/migration/weighted-cutover/bridge.yaml"
@@ -31,7 +30,9 @@ const example = "../../examples/migration/weighted-cutover/bridge.yaml"
 // RPCs split 90/10 within 5 points between the DNS and the Consul backends,
 // and a new split in the configuration moves the traffic.
 func TestWeightedCutover(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	// The whole run's bound is a failure detector: thousands of RPCs
+	// through a race-built bridge on a loaded machine take minutes.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*bridgetest.Patience)
 	defer cancel()
 
 	addrs, ports := grpcxdstest.Backends(t, 4)
@@ -71,7 +72,7 @@ func TestWeightedCutover(t *testing.T) {
 // the weighted assignment and cluster wherever CoreDNS or Consul are not
 // installed.
 func TestWeightedCutoverFiles(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*bridgetest.Patience)
 	defer cancel()
 	addrs, ports := grpcxdstest.Backends(t, 4)
 	legacy := map[string]bool{addrs[0]: true, addrs[1]: true}

@@ -29,11 +29,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
-	"github.com/xdsbridge/xdsbridge/internal/childproc"
-	"github.com/xdsbridge/xdsbridge/internal/freeport"
-	"github.com/xdsbridge/xdsbridge/internal/syncbuf"
 	"github.com/xdsbridge/xdsbridge/manager"
+	"github.com/xdsbridge/xdsbridge/test/bridgetest"
+	"github.com/xdsbridge/xdsbridge/test/childproc"
+	"github.com/xdsbridge/xdsbridge/test/freeport"
+	"github.com/xdsbridge/xdsbridge/test/syncbuf"
 )
 
 // binary is the bridge built once by TestMain.

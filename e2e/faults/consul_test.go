@@ -3,24 +3,20 @@ package faults
 import (
 	"crypto/tls"
 	"fmt"
-	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
-	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/consul/api"
 
-	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
-	"github.com/xdsbridge/xdsbridge/internal/consultest"
-	"github.com/xdsbridge/xdsbridge/internal/countproxy"
-	"github.com/xdsbridge/xdsbridge/internal/tlstest"
 	"github.com/xdsbridge/xdsbridge/manager"
+	"github.com/xdsbridge/xdsbridge/test/bridgetest"
+	"github.com/xdsbridge/xdsbridge/test/consultest"
+	"github.com/xdsbridge/xdsbridge/test/countproxy"
+	"github.com/xdsbridge/xdsbridge/test/tlstest"
 )
 
 // The Consul source's default backoff.
@@ -154,7 +150,7 @@ func TestConsulFaults(t *testing.T) {
 		win := b.openWindow(t, p)
 		r.agent.Kill()
 		r.during(t, win, "Consul agent killed")
-		r.agent.Restart() // a -dev agent comes back with an empty catalog
+		r.agent.RestartEmpty()
 		back(t)
 		w.release()
 	})
@@ -178,9 +174,9 @@ func TestConsulFaults(t *testing.T) {
 		w.guard()
 		mark := b.logMark()
 		win := b.openWindow(t, p)
-		signalAgent(t, r.agent, syscall.SIGSTOP)
+		r.agent.Freeze()
 		r.during(t, win, "Consul agent frozen (SIGSTOP)")
-		signalAgent(t, r.agent, syscall.SIGCONT)
+		r.agent.Thaw()
 		// Nothing changed in the catalog: every service is watched again,
 		// and the bridge did not take the freeze for a lost catalog.
 		b.waitStatus("consul", "every service watched again", func(s manager.SourceStatus) bool {
@@ -302,23 +298,4 @@ func startImpostor(t *testing.T, pair tlstest.Pair) *impostor {
 		}
 	}()
 	return im
-}
-
-// signalAgent sends sig to the agent's process, found by its unique node
-// name among the processes' command lines.
-func signalAgent(t *testing.T, a *consultest.Agent, sig syscall.Signal) {
-	t.Helper()
-	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	for _, p := range procs {
-		b, err := os.ReadFile(p)
-		if err != nil || !strings.Contains(string(b), "\x00-node\x00"+a.Node+"\x00") {
-			continue
-		}
-		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
-		if err := syscall.Kill(pid, sig); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	t.Fatalf("no process of Consul agent %s", a.Node)
 }

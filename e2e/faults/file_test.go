@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xdsbridge/xdsbridge/internal/procstat"
 	"github.com/xdsbridge/xdsbridge/manager"
+	"github.com/xdsbridge/xdsbridge/test/procstat"
 )
 
 // filePoll is the file source's poll interval in these tests; the source

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xdsbridge/xdsbridge/internal/procstat"
 	"github.com/xdsbridge/xdsbridge/manager"
+	"github.com/xdsbridge/xdsbridge/test/procstat"
 )
 
 // The HTTP source's pacing in these tests: a poll every httpInterval; a

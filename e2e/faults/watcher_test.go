@@ -11,7 +11,7 @@ import (
 
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 
-	"github.com/xdsbridge/xdsbridge/internal/envoysim"
+	"github.com/xdsbridge/xdsbridge/test/envoysim"
 )
 
 // view is what a client holds: the endpoints (address:port, sorted) of

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xdsbridge/xdsbridge/internal/countproxy"
+	"github.com/xdsbridge/xdsbridge/test/countproxy"
 )
 
 // paced returns the most attempts a loop paced by the bridge's backoff

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xdsbridge/xdsbridge/internal/syncbuf"
+	"github.com/xdsbridge/xdsbridge/test/syncbuf"
 )
 
 func TestFailureLog(t *testing.T) {

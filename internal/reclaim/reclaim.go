@@ -29,6 +29,14 @@
 // from, so with GOGC=100 a process collects at most about four times as
 // often as the collector alone would (more with a higher GOGC), and only in
 // a quiet moment.
+//
+// A shrink is the other way a burst leaves memory behind: a registry that
+// goes from 100,000 services to 6 makes most of the live heap garbage
+// while allocating little, and the collector, paced by allocation, may not
+// run for minutes; nor does the allocation counter show it. Policy.State
+// tells the Reclaimer the size of the process's state: a burst during
+// which the state shrank counts the share of the live heap it shrank by
+// as if allocated.
 package reclaim
 
 import (
@@ -61,6 +69,13 @@ type Policy struct {
 	// taken while busy is not quiet. It is called once a sample and must
 	// be cheap.
 	Busy func() bool
+	// State, if set, is the size of the process's state in any unit
+	// proportional to its live heap (an xDS server's resources). A sample
+	// in which it fell is not quiet, and a burst during which it fell
+	// from s0 to s1 counts (1 - s1/s0) of the live heap it started from
+	// as allocated: the garbage the shrink left. It is called once a
+	// sample and must be cheap.
+	State func() int64
 	// MinBurst is the least a burst must have allocated to be worth a
 	// collection; a burst must also have allocated half the live heap
 	// it started from.
@@ -123,7 +138,7 @@ func (r *Reclaimer) Run(ctx context.Context) {
 		return
 	}
 	r.mu.Lock()
-	r.d.since(r.read())
+	r.d.since(r.sample())
 	r.mu.Unlock()
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -139,8 +154,7 @@ func (r *Reclaimer) Run(ctx context.Context) {
 
 // step takes one sample and, if the decider says so, returns memory.
 func (r *Reclaimer) step(interval time.Duration) {
-	s := r.read()
-	s.busy = r.d.p.Busy != nil && r.d.p.Busy()
+	s := r.sample()
 	r.mu.Lock()
 	act := r.d.observe(s, interval)
 	r.st.Samples++
@@ -152,7 +166,7 @@ func (r *Reclaimer) step(interval time.Duration) {
 		return
 	}
 	r.release()
-	after := r.read()
+	after := r.sample()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	// The collection's own allocation and CPU are not a burst.
@@ -162,6 +176,16 @@ func (r *Reclaimer) step(interval time.Duration) {
 	if after.released > s.released {
 		r.st.Released += after.released - s.released
 	}
+}
+
+// sample reads the runtime's counters and the policy's own.
+func (r *Reclaimer) sample() sample {
+	s := r.read()
+	s.busy = r.d.p.Busy != nil && r.d.p.Busy()
+	if r.d.p.State != nil {
+		s.state = r.d.p.State()
+	}
+	return s
 }
 
 // Stats returns what the Reclaimer has done so far.
@@ -178,6 +202,7 @@ type sample struct {
 	live     uint64        // live heap at the end of the last collection
 	released uint64        // heap pages returned to the OS and not reused
 	busy     bool          // Policy.Busy said so
+	state    int64         // Policy.State, 0 without it
 }
 
 var sampleNames = []string{"/gc/heap/allocs:bytes", "/gc/heap/live:bytes", "/memory/classes/heap/released:bytes"}
@@ -209,14 +234,18 @@ const (
 // decider is the Reclaimer's policy over a sequence of samples; it has no
 // clock and no runtime, so its tests state the sequences.
 type decider struct {
-	p       Policy
-	last    uint64        // allocation counter at the previous sample
-	lastCPU time.Duration // CPU time at the previous sample
-	burst   uint64        // allocated by the busy samples since the last decision
-	// live is the live heap when the burst began. Later readings are no
-	// measure of what the burst is worth collecting: a collection during
-	// the burst counts its buffers in flight as live.
+	p         Policy
+	last      uint64        // allocation counter at the previous sample
+	lastCPU   time.Duration // CPU time at the previous sample
+	lastState int64         // Policy.State at the previous sample
+	burst     uint64        // allocated by the busy samples since the last decision
+	bursting  bool          // a busy sample came since the last decision
+	// live is the live heap when the burst began, and state the state
+	// then. Later readings are no measure of what the burst is worth
+	// collecting: a collection during the burst counts its buffers in
+	// flight as live.
 	live  uint64
+	state int64
 	quiet int // consecutive quiet samples; -1 once decided
 }
 
@@ -225,11 +254,12 @@ type decider struct {
 func (d *decider) observe(s sample, interval time.Duration) action {
 	n := s.allocs - d.last
 	cpu := s.cpu - d.lastCPU
+	before := d.lastState
 	d.since(s)
-	if s.busy || n >= uint64(float64(d.p.QuietRate)*interval.Seconds()) ||
+	if s.busy || s.state < before || n >= uint64(float64(d.p.QuietRate)*interval.Seconds()) ||
 		d.p.QuietCPU > 0 && float64(cpu) >= d.p.QuietCPU*float64(interval) {
-		if d.burst == 0 {
-			d.live = s.live
+		if !d.bursting {
+			d.bursting, d.live, d.state = true, s.live, before
 		}
 		d.burst += n
 		d.quiet = 0
@@ -243,7 +273,10 @@ func (d *decider) observe(s sample, interval time.Duration) action {
 	}
 	d.quiet = -1
 	burst := d.burst
-	d.burst = 0
+	if d.state > 0 && s.state < d.state {
+		burst += uint64(float64(d.live) * float64(d.state-s.state) / float64(d.state))
+	}
+	d.burst, d.bursting = 0, false
 	if burst < d.p.MinBurst || burst < d.live/2 {
 		return none
 	}
@@ -252,7 +285,7 @@ func (d *decider) observe(s sample, interval time.Duration) action {
 
 // since makes s the previous sample: what came before it is not counted.
 func (d *decider) since(s sample) {
-	d.last, d.lastCPU = s.allocs, s.cpu
+	d.last, d.lastCPU, d.lastState = s.allocs, s.cpu, s.state
 }
 
 // settled reports whether the current quiet period has been decided on.

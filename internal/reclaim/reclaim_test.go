@@ -8,7 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/xdsbridge/xdsbridge/internal/testwait"
+	"github.com/xdsbridge/xdsbridge/test/testwait"
 )
 
 const mib = 1 << 20
@@ -79,6 +79,48 @@ func TestDeciderLiveAtBurstStart(t *testing.T) {
 	}
 	if got != collect {
 		t.Errorf("a 30 MiB burst from a 40 MiB live heap, measured at 80 MiB mid-burst: not collected")
+	}
+}
+
+// TestDeciderShrink: a state that shrinks leaves its garbage behind while
+// allocating little. A burst counts the share of the live heap the state
+// shrank by, so a large shrink is collected once quiet, however little it
+// allocated, and a small one is not; a sample in which the state fell is
+// not quiet even with no allocation.
+func TestDeciderShrink(t *testing.T) {
+	p := Policy{Quiet: time.Second, QuietRate: 4 * mib, MinBurst: 16 * mib}
+	idle := uint64(100 << 10)
+	for _, c := range []struct {
+		name   string
+		allocs []uint64
+		states []int64
+		want   []int
+	}{
+		{"a shrink to a hundredth with a small burst collects", []uint64{2 * mib, 2 * mib, idle, idle, idle, idle},
+			[]int64{100000, 1000, 1000, 1000, 1000, 1000}, []int{5}},
+		{"so does one that allocates nothing", []uint64{0, 0, 0, 0, 0, 0},
+			[]int64{100, 100, 100, 100, 100, 100}, []int{4}},
+		{"a shrink by a tenth does not", []uint64{2 * mib, idle, idle, idle, idle, idle},
+			[]int64{90000, 90000, 90000, 90000, 90000, 90000}, nil},
+		{"nor does growth", []uint64{2 * mib, idle, idle, idle, idle, idle},
+			[]int64{200000, 200000, 200000, 200000, 200000, 200000}, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d := decider{p: p, quiet: -1}
+			d.since(sample{state: 100000, live: 400 * mib})
+			var s sample
+			var at []int
+			for i := range c.allocs {
+				s.allocs += c.allocs[i]
+				s.state, s.live = c.states[i], 400*mib
+				if d.observe(s, p.Quiet/quietSamples) == collect {
+					at = append(at, i)
+				}
+			}
+			if !equal(at, c.want) {
+				t.Errorf("collected at samples %v, want %v", at, c.want)
+			}
+		})
 	}
 }
 
@@ -261,4 +303,57 @@ func TestReclaimerReturnsMemory(t *testing.T) {
 		t.Errorf("heap in use %d MiB after the release, want the pooled 64 MiB freed", ms.HeapInuse/mib)
 	}
 	runtime.KeepAlive(&pool)
+}
+
+func TestMapShrinksOnceAQuarterIsLeft(t *testing.T) {
+	m, peak := map[int]int{}, 0
+	for i := range 4000 {
+		m[i] = i
+	}
+	if m = Map(m, &peak); peak != 4000 {
+		t.Fatalf("peak %d after growing to 4000", peak)
+	}
+	for i := range 2999 {
+		delete(m, i)
+	}
+	before := m
+	if m = Map(m, &peak); !sameMap(m, before) || peak != 4000 {
+		t.Fatal("copied with a quarter left")
+	}
+	delete(m, 2999)
+	delete(m, 3000)
+	if m = Map(m, &peak); sameMap(m, before) || len(m) != 999 || m[3500] != 3500 || peak != 999 {
+		t.Fatalf("not copied with less than a quarter left (peak %d, %d entries)", peak, len(m))
+	}
+	small, sp := map[int]int{1: 1, 2: 2, 3: 3}, 0
+	Map(small, &sp)
+	delete(small, 1)
+	delete(small, 2)
+	if got := Map(small, &sp); !sameMap(got, small) {
+		t.Fatal("a small map was copied")
+	}
+}
+
+// sameMap reports whether a and b are the same map (not equal contents).
+func sameMap(a, b map[int]int) bool {
+	a[-1] = 0
+	_, ok := b[-1]
+	delete(a, -1)
+	return ok
+}
+
+func TestBufferKeepsOnlyWhatSuits(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		cap, n int
+		kept   bool
+	}{
+		{"large enough", 1 << 20, 900 << 10, true},
+		{"too small", 1 << 10, 2 << 10, false},
+		{"once much larger", 64 << 20, 1 << 10, false},
+	} {
+		if got := Buffer(make([]byte, 0, c.cap), c.n) != nil; got != c.kept {
+			t.Errorf("%s: kept %v, want %v", c.name, got, c.kept)
+		}
+	}
 }

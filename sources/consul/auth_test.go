@@ -20,7 +20,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 
-	"github.com/xdsbridge/xdsbridge/internal/consultest"
+	"github.com/xdsbridge/xdsbridge/test/consultest"
 )
 
 const rootToken = "3c1b9c3e-1c9e-4d1b-9f6a-8a5b2d4e6f70"

@@ -24,7 +24,7 @@ import (
 // registered again with other contents; an instance or check that
 // appeared, vanished or changed since the previous census names its
 // service, which is read. A dump sees every kind of change, so while
-// dumps succeed no sweep runs (sweep.go).
+// dumps succeed no sweep runs (sweeper).
 //
 // The dump is part of the agent's HTTP API for its UI rather than of the
 // documented API. When the agent refuses it (an older or newer agent
@@ -93,12 +93,13 @@ type censusTaker struct {
 func (t *censusTaker) due() bool { return t.owed && !time.Now().Before(t.next) }
 
 // bound shortens wait, the wait of the catalog's blocking query, so that
-// an owed census is not held up by a catalog that stopped moving.
-func (t *censusTaker) bound(wait time.Duration) time.Duration {
+// an owed census is not held up by a catalog that stopped moving; the
+// wait stays at least floor.
+func (t *censusTaker) bound(wait, floor time.Duration) time.Duration {
 	if !t.owed {
 		return wait
 	}
-	return min(wait, max(time.Until(t.next), minPollInterval))
+	return min(wait, max(time.Until(t.next), floor))
 }
 
 // dumpNode is what a census keeps of one node of /v1/internal/ui/nodes.
@@ -111,24 +112,24 @@ type dumpNode struct {
 	Checks api.HealthChecks
 }
 
-// takeCensus takes one census of datacenter dc and says in t when the
-// next may start; a failure is in the result's err, and failures in a row
-// space the next census further, up to censusMaxBackoff.
-func (s *Source) takeCensus(ctx context.Context, c *api.Client, dc string, t *censusTaker) *census {
+// take takes one census of datacenter dc and says when the next may
+// start; a failure is in the result's err, and failures in a row space the
+// next census further, up to censusMaxBackoff.
+func (t *censusTaker) take(ctx context.Context, cl *agentClient, dc string) *census {
 	for {
 		start := time.Now()
 		var firstByte atomic.Int64
 		cen := &census{dump: !t.noDump, seen: map[censusKey]censusEntry{}}
-		cen.err = s.request(ctx, false, func(rctx context.Context) error {
+		cen.err = cl.request(ctx, false, func(rctx context.Context) error {
 			rctx = httptrace.WithClientTrace(rctx, &httptrace.ClientTrace{
 				GotFirstResponseByte: func() { firstByte.Store(int64(time.Since(start))) },
 			})
-			q := s.queryOptions(rctx, dc)
+			q := cl.queryOptions(rctx, dc)
 			var meta *api.QueryMeta
 			var err error
 			if cen.dump {
 				var nodes []dumpNode
-				if meta, err = c.Raw().Query("/v1/internal/ui/nodes", &nodes, q); err == nil {
+				if meta, err = cl.c.Raw().Query("/v1/internal/ui/nodes", &nodes, q); err == nil {
 					for _, n := range nodes {
 						for _, i := range n.Services {
 							cen.seen[censusKey{node: n.Node, id: i.ID}] = censusEntry{i.Service, i.ModifyIndex}
@@ -138,7 +139,7 @@ func (s *Source) takeCensus(ctx context.Context, c *api.Client, dc string, t *ce
 				}
 			} else {
 				var checks api.HealthChecks
-				if checks, meta, err = c.Health().State(api.HealthAny, q); err == nil {
+				if checks, meta, err = cl.c.Health().State(api.HealthAny, q); err == nil {
 					cen.add(checks)
 				}
 			}
@@ -157,7 +158,7 @@ func (s *Source) takeCensus(ctx context.Context, c *api.Client, dc string, t *ce
 			t.owed, t.fails, t.logged = false, 0, false
 		case cen.dump && refusedDump(cen.err):
 			t.noDump = true
-			s.log.Warn(msgNoDump, "err", cen.err)
+			cl.log.Warn(msgNoDump, "err", cen.err)
 			continue
 		case errors.Is(cen.err, errRenewed) || ctx.Err() != nil:
 		default:
@@ -170,7 +171,7 @@ func (s *Source) takeCensus(ctx context.Context, c *api.Client, dc string, t *ce
 			// the agent's failure, which the source logs as such).
 			if t.fails++; !t.logged && (statusCode(cen.err) != 0 || t.fails > 1) {
 				t.logged = true
-				s.log.Warn(msgCensusFailed, "datacenter", dc, "err", cen.err)
+				cl.log.Warn(msgCensusFailed, "datacenter", dc, "err", cen.err)
 			}
 			cen.every = min(max(cen.every, censusInterval<<min(t.fails, 6)), censusMaxBackoff)
 		}
@@ -200,38 +201,4 @@ func refusedDump(err error) bool {
 	var syntax *json.SyntaxError
 	var typ *json.UnmarshalTypeError
 	return errors.As(err, &syntax) || errors.As(err, &typ) || errors.Is(err, errTooLarge)
-}
-
-// onCensus applies a census: a service with an instance or check that
-// appeared, vanished or changed since the previous census is read, unless
-// it is watched. A failed census, or one of another kind than the
-// previous, only starts over: the next one is compared with it.
-func (l *loop) onCensus(dc int, cen *census) {
-	d := l.dcs[dc]
-	if cen.err != nil {
-		d.census, d.dumped = nil, false
-		return
-	}
-	prev := d.census
-	d.census, d.dumped = cen.seen, cen.dump && !cen.filtered
-	if d.dumped {
-		l.lastDump = cen
-		l.noteWatches()
-	}
-	if prev == nil || d.censusDump != cen.dump {
-		d.censusDump = cen.dump
-		return
-	}
-	var changed []string
-	for k, e := range cen.seen {
-		if old, ok := prev[k]; !ok || old != e {
-			changed = append(changed, e.service)
-		}
-	}
-	for k, e := range prev {
-		if _, ok := cen.seen[k]; !ok {
-			changed = append(changed, e.service)
-		}
-	}
-	l.signalNamed(dc, changed)
 }

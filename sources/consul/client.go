@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"sync/atomic"
@@ -13,30 +14,53 @@ import (
 	"github.com/hashicorp/consul/api"
 )
 
-// newClient builds the API client of reads, blocking queries and the
-// probe, over a transport allowing at most limit connections to the agent
-// and keeping as many idle, so that connections are reused rather than
+// agentClient makes every request of the source to the agent: it builds
+// the transports (the main one of reads, bulk queries and the probe, and
+// one per watch lane), and gives each request its token, its deadline and
+// the generation it runs under. It holds no state of the catalog.
+type agentClient struct {
+	cfg *Config
+	log *slog.Logger
+	tok *token
+	gen *generation
+	// gate is shut while the probe finds the agent down (agentMonitor):
+	// the blocking queries and the watches wait at it.
+	gate *gate
+	// c is the main API client, of reads, bulk queries and the probe;
+	// each watch lane has its own (watchSet).
+	c *api.Client
+	// proto is the HTTP major version of the agent's last answer on the
+	// main client (2: requests are multiplexed).
+	proto atomic.Int32
+	// dial and wrap are the source's test seams (see Source).
+	dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	wrap func(http.RoundTripper) http.RoundTripper
+}
+
+// main builds the API client of reads, blocking queries and the probe,
+// over a transport allowing at most limit connections to the agent and
+// keeping as many idle, so that connections are reused rather than
 // churned (a closed connection lingers in TIME_WAIT and still counts
 // against some limits). Over HTTPS the agent speaks HTTP/2, and the
 // transport then keeps every request on one connection (strict): the few
 // requests of this client never need the agent's stream limit (250).
-// Every response's protocol is recorded in s.proto.
-func (s *Source) newClient(limit int) (*api.Client, *http.Transport, error) {
-	return s.newAPIClient(limit, true)
+// Every response's protocol is recorded in proto.
+func (a *agentClient) main(limit int) (*api.Client, *http.Transport, error) {
+	return a.build(limit, true)
 }
 
-// newLane builds the client of one watch lane (see watch.go): one
+// lane builds the client of one watch lane (see watchset.go): one
 // connection, carrying one blocking query over HTTP/1.1, or up to
 // watches_per_connection streams over HTTP/2. Each lane is a transport of
 // its own because Go's HTTP/2 client, left alone, opens another
 // connection whenever one carries the server's stream limit, beyond any
 // bound the source promises.
-func (s *Source) newLane() (*api.Client, *http.Transport, error) {
-	return s.newAPIClient(1, false)
+func (a *agentClient) lane() (*api.Client, *http.Transport, error) {
+	return a.build(1, false)
 }
 
-func (s *Source) newAPIClient(limit int, record bool) (*api.Client, *http.Transport, error) {
-	cfg := s.cfg
+func (a *agentClient) build(limit int, record bool) (*api.Client, *http.Transport, error) {
+	cfg := a.cfg
 	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
 	tr := &http.Transport{
 		Proxy:             http.ProxyFromEnvironment,
@@ -64,13 +88,13 @@ func (s *Source) newAPIClient(limit int, record bool) (*api.Client, *http.Transp
 			// are patient: a ping that times out closes the connection
 			// and fails every watch on it at once, and an agent slow to
 			// answer under load must not be mistaken for a dead one (a
-			// hung agent is the probe's to find, see probe.go).
+			// hung agent is the probe's to find, see monitor.go).
 			SendPingTimeout: pingAfter,
 			PingTimeout:     pingTimeout,
 		},
 	}
-	if s.dial != nil {
-		tr.DialContext = s.dial
+	if a.dial != nil {
+		tr.DialContext = a.dial
 	}
 	tlsCfg, err := api.SetupTLSConfig(&api.TLSConfig{
 		Address:            cfg.TLS.ServerName,
@@ -86,10 +110,10 @@ func (s *Source) newAPIClient(limit int, record bool) (*api.Client, *http.Transp
 	tr.TLSClientConfig = tlsCfg
 	var rt http.RoundTripper = limitBody{next: tr, max: cfg.MaxResponseBytes}
 	if record {
-		rt = protoRecorder{next: rt, proto: &s.proto}
+		rt = protoRecorder{next: rt, proto: &a.proto}
 	}
-	if s.wrap != nil {
-		rt = s.wrap(rt)
+	if a.wrap != nil {
+		rt = a.wrap(rt)
 	}
 	c, err := api.NewClient(&api.Config{
 		Address:    cfg.Address,
@@ -130,14 +154,14 @@ func (p protoRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
 // queryOptions are the options common to every read in datacenter dc. The
 // token goes with each request, so that a rotated token_file applies to
 // the next one.
-func (s *Source) queryOptions(ctx context.Context, dc string) *api.QueryOptions {
+func (a *agentClient) queryOptions(ctx context.Context, dc string) *api.QueryOptions {
 	q := &api.QueryOptions{
-		Token:      s.tok.get(),
+		Token:      a.tok.get(),
 		Datacenter: dc,
-		Namespace:  s.cfg.Namespace,
-		Partition:  s.cfg.Partition,
-		AllowStale: *s.cfg.Stale,
-		NodeMeta:   s.cfg.NodeMeta,
+		Namespace:  a.cfg.Namespace,
+		Partition:  a.cfg.Partition,
+		AllowStale: *a.cfg.Stale,
+		NodeMeta:   a.cfg.NodeMeta,
 	}
 	return q.WithContext(ctx)
 }
@@ -147,9 +171,9 @@ func (s *Source) queryOptions(ctx context.Context, dc string) *api.QueryOptions 
 // (X-Consul-LastContact), runs it again from the leader, without the
 // agent cache and without blocking: a lagging server must not hold the
 // source in the past.
-func (s *Source) boundedStale(q *api.QueryOptions, read func(q *api.QueryOptions) (*api.QueryMeta, error)) (*api.QueryMeta, error) {
+func (a *agentClient) boundedStale(q *api.QueryOptions, read func(q *api.QueryOptions) (*api.QueryMeta, error)) (*api.QueryMeta, error) {
 	meta, err := read(q)
-	if err != nil || !q.AllowStale || meta.LastContact <= s.cfg.MaxStale {
+	if err != nil || !q.AllowStale || meta.LastContact <= a.cfg.MaxStale {
 		return meta, err
 	}
 	again := *q

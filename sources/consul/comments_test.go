@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/xdsbridge/xdsbridge/internal/comments"
 	"github.com/xdsbridge/xdsbridge/sources"
+	"github.com/xdsbridge/xdsbridge/test/comments"
 )
 
 // TestCommentFigures holds the figures that the comments of deploy/ and

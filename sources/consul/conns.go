@@ -1,10 +1,6 @@
 package consul
 
-import (
-	"fmt"
-	"maps"
-	"slices"
-)
+import "fmt"
 
 // Connections. Every request holds an HTTP connection to the agent while
 // it runs: over HTTP/1.1 one request per connection, over HTTP/2 (the
@@ -19,7 +15,7 @@ import (
 // (catalog services, health state, catalog nodes).
 const pollsPerDatacenter = 3
 
-// probeConns is the connection the liveness probe needs (see probe.go).
+// probeConns is the connection the liveness probe needs (see monitor.go).
 const probeConns = 1
 
 // fixedConns is the number of connections the source holds whatever the
@@ -108,35 +104,6 @@ func (p connPlan) String() string {
 		from = "the agent's limit unknown"
 	}
 	return fmt.Sprintf("%d connections over %s (%s): %d carry watches, room for %d services", p.budget, proto, from, p.lanes, p.capacity())
-}
-
-// replan follows the agent's connection limit when the agent shows one
-// other than the plan was made for: a token that could not read the
-// agent's configuration at startup (the plan then assumed fallbackConns)
-// and can now, or an agent whose limit was changed and reloaded. A budget
-// set by max_connections does not follow it. Reads keep at most the
-// connections the main client was built with; the watch lanes grow or
-// shrink, and services without a watch take the room that appeared.
-func (l *loop) replan(limit int) {
-	old := l.s.plan
-	if limit <= 0 || limit == old.agentLimit || !old.derived {
-		return
-	}
-	p := l.s.cfg.plan(old.http2, limit)
-	if !p.http2 {
-		p.reads = min(p.reads, l.s.mainReads)
-	}
-	l.s.plan, l.slots = p, p.reads
-	l.s.logPlan()
-	if err := l.setLanes(p.lanes); err != nil {
-		l.s.log.Warn("building watch connections for the new plan failed; watching on fewer", "err", err)
-	}
-	for _, d := range l.dcs {
-		for _, name := range slices.Sorted(maps.Keys(d.services)) {
-			l.maybeWatch(d.services[name], false)
-		}
-	}
-	l.noteWatches()
 }
 
 // msgPlan is logged with the connection plan.

@@ -1,7 +1,6 @@
 package consul
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -210,28 +209,29 @@ func TestTokenRotation(t *testing.T) {
 // before the reads of a running sweep, and queued once however often it
 // is asked for.
 func TestChangeReadsFirst(t *testing.T) {
-	s := &Source{cfg: Config{MaxConcurrentFetches: 8, MaxConnections: 12, RetryMin: time.Second, RetryMax: time.Second}}
-	l := newLoop(context.Background(), s, nil, newWatchSet(), []string{"dc1"}, nil)
+	cfg := &Config{MaxConcurrentFetches: 8, MaxConnections: 12, RetryMin: time.Second, RetryMax: time.Second}
+	cat := newCatalog(cfg, []string{"dc1"})
+	l := newReadQueue(cat, &agentClient{cfg: cfg}, nil, nil, 8, nil, nil)
 	for i := range 100 {
 		st := &svcState{key: svcKey{0, svcName(i)}}
-		l.dcs[0].services[st.key.name] = st
+		cat[0].services[st.key.name] = st
 		l.markSwept(st)
 	}
-	hot := l.dcs[0].services[svcName(57)]
+	hot := cat[0].services[svcName(57)]
 	l.markChanged(hot, 1)
 	l.markChanged(hot, 2)
 	l.markDirty(hot)
 	if st := l.next(true); st != hot {
 		t.Fatalf("first read %+v, want the changed service %v", st, hot.key)
 	}
-	hot.dirty = prioNone
+	hot.read.dirty = prioNone
 	seen := map[svcKey]int{hot.key: 1}
 	for {
 		st := l.next(true)
 		if st == nil {
 			break
 		}
-		st.dirty = prioNone
+		st.read.dirty = prioNone
 		seen[st.key]++
 	}
 	if len(seen) != 100 {

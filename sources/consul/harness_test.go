@@ -14,9 +14,9 @@ import (
 	"github.com/hashicorp/consul/api"
 	"go.uber.org/goleak"
 
-	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
-	"github.com/xdsbridge/xdsbridge/internal/consultest"
 	"github.com/xdsbridge/xdsbridge/sources"
+	"github.com/xdsbridge/xdsbridge/test/bridgetest"
+	"github.com/xdsbridge/xdsbridge/test/consultest"
 )
 
 func TestMain(m *testing.M) {

@@ -5,8 +5,8 @@ import (
 
 	"github.com/hashicorp/consul/api"
 
-	"github.com/xdsbridge/xdsbridge/internal/consultest"
 	"github.com/xdsbridge/xdsbridge/sources"
+	"github.com/xdsbridge/xdsbridge/test/consultest"
 )
 
 // TestAgentOutage kills the agent: nothing is published (the receiver keeps

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/consul/api"
+
 	"github.com/xdsbridge/xdsbridge/sources"
 )
 
@@ -44,7 +46,7 @@ type pollResult struct {
 	// census is set on the result of a census (census.go), which carries
 	// nothing else.
 	census *census
-	// epoch: the resets before the request started (loop.epoch).
+	// epoch: the resets before the request started (generation.resets).
 	epoch uint64
 }
 
@@ -70,7 +72,37 @@ func (k pollKind) interval() time.Duration {
 	return minPollInterval
 }
 
-// poll runs one blocking query loop until ctx ends, sending every answer
+// poller holds one of the blocking queries of a datacenter (catalog
+// services, health state, catalog nodes), each in a goroutine of its own,
+// and, for the catalog query, the censuses.
+type poller struct {
+	cl     *agentClient
+	dc     int
+	dcName string
+	kind   pollKind
+	// census: the datacenter has services without a watch, so the
+	// catalog query takes censuses (sweeper).
+	census *atomic.Bool
+	out    chan<- pollResult
+	// index is the index the next request blocks on, last the index of
+	// the last answer. afterErr: the last request failed; the next answer
+	// is diffed even at the index seen last: an agent restarted with a
+	// fresh state often reaches that very index again (it replays the
+	// same registrations) with other contents.
+	index, last uint64
+	afterErr    bool
+	known       map[string]bool // nodes of the previous answer (pollNodes)
+	bo          sources.Backoff
+	marks       queryMarks
+	cs          censusTaker // pollServices: when the next census is owed and due
+}
+
+func newPoller(cl *agentClient, dc int, dcName string, kind pollKind, census *atomic.Bool, out chan<- pollResult) *poller {
+	return &poller{cl: cl, dc: dc, dcName: dcName, kind: kind, census: census, out: out,
+		bo: sources.Backoff{Min: cl.cfg.RetryMin, Max: cl.cfg.RetryMax}, marks: cl.gen.seen()}
+}
+
+// run runs one blocking query until ctx ends, sending every answer
 // whose index moved (and every failure) to out. It follows Consul's rules
 // for blocking queries: an unchanged index means the wait timed out (ask
 // again; only a heartbeat is reported); an index that went backwards means
@@ -85,25 +117,15 @@ func (k pollKind) interval() time.Duration {
 // queryMarks). Nothing is asked while the gate is shut (the probe finds
 // the agent down): the probe's backoff, not this query's, paces an
 // outage.
-func (s *Source) poll(ctx context.Context, c *api.Client, dc int, dcName string, kind pollKind, out chan<- pollResult) {
-	var index, last uint64
-	// afterErr: the last request failed. The next answer is diffed even
-	// at the index seen last: an agent restarted with a fresh state often
-	// reaches that very index again (it replays the same registrations)
-	// with other contents.
-	var afterErr bool
-	var known map[string]bool // nodes of the previous answer (pollNodes)
-	bo := sources.Backoff{Min: s.cfg.RetryMin, Max: s.cfg.RetryMax}
+func (p *poller) run(ctx context.Context) {
 	var started time.Time
-	marks := s.gen.seen()
-	var cs censusTaker // pollServices: when the next census is owed and due
 	for {
-		if wait := time.Until(started.Add(kind.interval())); wait > 0 {
+		if wait := time.Until(started.Add(p.kind.interval())); wait > 0 {
 			if !sleep(ctx, wait) {
 				return
 			}
 		}
-		if !s.gate.wait(ctx) {
+		if !p.cl.gate.wait(ctx) {
 			return
 		}
 		started = time.Now()
@@ -111,93 +133,102 @@ func (s *Source) poll(ctx context.Context, c *api.Client, dc int, dcName string,
 		// cut: an agent can go and come back while this query waits
 		// between requests, and its next request would then block on an
 		// index of the old state.
-		switch now := s.gen.seen(); {
-		case now.resets != marks.resets:
+		switch now := p.cl.gen.seen(); {
+		case now.resets != p.marks.resets:
 			// Consul lost its state: start over, as at startup.
-			index, last, afterErr = 0, 0, true
-		case now.resumes != marks.resumes:
-			index, afterErr = 0, true
+			p.index, p.last, p.afterErr = 0, 0, true
+		case now.resumes != p.marks.resumes:
+			p.index, p.afterErr = 0, true
 		}
-		marks = s.gen.seen()
-		wait := s.cfg.Wait
-		if kind == pollServices && s.census[dc].Load() {
+		p.marks = p.cl.gen.seen()
+		wait := p.cl.cfg.Wait
+		if p.kind == pollServices && p.census.Load() {
 			// A census owed and due is taken now; one owed but not yet
 			// due shortens the wait of the blocking query.
-			if cs.due() {
-				cen := s.takeCensus(ctx, c, dcName, &cs)
+			if p.cs.due() {
+				cen := p.cs.take(ctx, p.cl, p.dcName)
 				if ctx.Err() != nil {
 					return
 				}
-				if !send(ctx, out, pollResult{dc: dc, kind: kind, census: cen, epoch: marks.resets}) {
+				if !send(ctx, p.out, pollResult{dc: p.dc, kind: p.kind, census: cen, epoch: p.marks.resets}) {
 					return
 				}
 			}
-			wait = cs.bound(wait)
+			wait = p.cs.bound(wait, minPollInterval)
 		}
-		res := pollResult{dc: dc, kind: kind, epoch: marks.resets}
-		var meta *api.QueryMeta
-		res.err = s.request(ctx, index > 0, func(rctx context.Context) error {
-			q := s.queryOptions(rctx, dcName)
-			q.WaitIndex = index
-			q.WaitTime = wait
-			var err error
-			meta, err = s.boundedStale(q, func(q *api.QueryOptions) (m *api.QueryMeta, err error) {
-				switch kind {
-				case pollServices:
-					res.services, m, err = c.Catalog().Services(q)
-				case pollChecks:
-					// Only checks that are not passing: the answer stays
-					// small in a healthy cluster while its index still
-					// moves on every check change; a check missing from
-					// it is passing (or gone, which for a passing check
-					// changes no aggregate).
-					q.Filter = `Status != "passing"`
-					res.checks, m, err = c.Health().State(api.HealthAny, q)
-				case pollNodes:
-					res.nodes, m, err = c.Catalog().Nodes(q)
-				}
-				return m, err
-			})
-			return err
-		})
+		res := p.ask(ctx, wait)
 		if ctx.Err() != nil {
 			return
 		}
 		if errors.Is(res.err, errRenewed) {
-			bo.Reset()
+			p.bo.Reset()
 			continue
 		}
 		if res.err != nil {
-			index, afterErr = 0, true
-			res.err = fmt.Errorf("reading %s in %s: %w", kind, dcName, res.err)
-			if !send(ctx, out, res) || !s.pause(ctx, bo.Next()) {
+			p.index, p.afterErr = 0, true
+			if !send(ctx, p.out, res) || !p.cl.gen.pause(ctx, p.bo.Next()) {
 				return
 			}
 			continue
 		}
-		bo.Reset()
-		res.index, res.meta = max(meta.LastIndex, 1), meta
-		if kind == pollServices && res.index != last {
-			cs.owed = true
+		p.bo.Reset()
+		res.index = max(res.meta.LastIndex, 1)
+		if p.kind == pollServices && res.index != p.last {
+			p.cs.owed = true
 		}
 		switch {
-		case res.index == last && !afterErr:
-			index = last
-			if !send(ctx, out, pollResult{dc: dc, kind: kind, index: index, meta: meta, unchanged: true, epoch: marks.resets}) {
+		case res.index == p.last && !p.afterErr:
+			p.index = p.last
+			if !send(ctx, p.out, pollResult{dc: p.dc, kind: p.kind, index: p.index, meta: res.meta, unchanged: true, epoch: p.marks.resets}) {
 				return
 			}
 			continue
-		case res.index < last:
+		case res.index < p.last:
 			res.reset = true
 		}
-		index, last, afterErr = res.index, res.index, false
-		if kind == pollNodes {
-			res.onNew, known = s.newNodeServices(ctx, c, dcName, res.nodes, known)
+		p.index, p.last, p.afterErr = res.index, res.index, false
+		if p.kind == pollNodes {
+			res.onNew, p.known = p.newNodeServices(ctx, res.nodes)
 		}
-		if !send(ctx, out, res) {
+		if !send(ctx, p.out, res) {
 			return
 		}
 	}
+}
+
+// ask makes one request of the query, blocking for up to wait when it
+// has an index to block on.
+func (p *poller) ask(ctx context.Context, wait time.Duration) pollResult {
+	res := pollResult{dc: p.dc, kind: p.kind, epoch: p.marks.resets}
+	c := p.cl.c
+	res.err = p.cl.request(ctx, p.index > 0, func(rctx context.Context) error {
+		q := p.cl.queryOptions(rctx, p.dcName)
+		q.WaitIndex = p.index
+		q.WaitTime = wait
+		var err error
+		res.meta, err = p.cl.boundedStale(q, func(q *api.QueryOptions) (m *api.QueryMeta, err error) {
+			switch p.kind {
+			case pollServices:
+				res.services, m, err = c.Catalog().Services(q)
+			case pollChecks:
+				// Only checks that are not passing: the answer stays
+				// small in a healthy cluster while its index still
+				// moves on every check change; a check missing from
+				// it is passing (or gone, which for a passing check
+				// changes no aggregate).
+				q.Filter = `Status != "passing"`
+				res.checks, m, err = c.Health().State(api.HealthAny, q)
+			case pollNodes:
+				res.nodes, m, err = c.Catalog().Nodes(q)
+			}
+			return m, err
+		})
+		return err
+	})
+	if res.err != nil && !errors.Is(res.err, errRenewed) {
+		res.err = fmt.Errorf("reading %s in %s: %w", p.kind, p.dcName, res.err)
+	}
+	return res
 }
 
 // maxNewNodeReads bounds the node reads one answer of /v1/catalog/nodes
@@ -211,7 +242,8 @@ const maxNewNodeReads = 8
 // non-passing check, and would otherwise wait for a sweep. One read per
 // new node, on this blocking query's own connection. It returns the
 // service names and the nodes of this answer.
-func (s *Source) newNodeServices(ctx context.Context, c *api.Client, dc string, nodes []*api.Node, known map[string]bool) ([]string, map[string]bool) {
+func (p *poller) newNodeServices(ctx context.Context, nodes []*api.Node) ([]string, map[string]bool) {
+	known := p.known
 	now := make(map[string]bool, len(nodes))
 	var fresh []string
 	for _, n := range nodes {
@@ -226,9 +258,9 @@ func (s *Source) newNodeServices(ctx context.Context, c *api.Client, dc string, 
 	var names []string
 	for _, node := range fresh {
 		var list *api.CatalogNodeServiceList
-		err := s.request(ctx, false, func(rctx context.Context) error {
+		err := p.cl.request(ctx, false, func(rctx context.Context) error {
 			var err error
-			list, _, err = c.Catalog().NodeServiceList(node, s.queryOptions(rctx, dc))
+			list, _, err = p.cl.c.Catalog().NodeServiceList(node, p.cl.queryOptions(rctx, p.dcName))
 			return err
 		})
 		if err != nil || list == nil {
@@ -239,36 +271,4 @@ func (s *Source) newNodeServices(ctx context.Context, c *api.Client, dc string, 
 		}
 	}
 	return names, now
-}
-
-// pause waits d, or less when the generation is renewed meanwhile; it
-// returns false when ctx ended.
-func (s *Source) pause(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-s.gen.current().Done():
-	}
-	return ctx.Err() == nil
-}
-
-func send[T any](ctx context.Context, ch chan<- T, v T) bool {
-	select {
-	case ch <- v:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

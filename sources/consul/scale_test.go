@@ -16,8 +16,8 @@ import (
 
 	"github.com/hashicorp/consul/api"
 
-	"github.com/xdsbridge/xdsbridge/internal/consultest"
 	"github.com/xdsbridge/xdsbridge/sources"
+	"github.com/xdsbridge/xdsbridge/test/consultest"
 )
 
 // TestScale registers 2,000 services (each with a check, spread over 20

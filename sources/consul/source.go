@@ -2,6 +2,7 @@ package consul
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -10,8 +11,6 @@ import (
 	"sync/atomic"
 	"text/template"
 	"time"
-
-	"github.com/hashicorp/consul/api"
 
 	"github.com/xdsbridge/xdsbridge/sources"
 )
@@ -33,25 +32,14 @@ type Source struct {
 	name   *template.Template
 	log    *slog.Logger
 	status *sources.Status
-	// flog logs the failing periods of the agent.
-	flog *sources.FailureLog
 
-	// Set by Run: the token sent with each request, the generation every
-	// read runs under, and the gate the blocking queries and watches wait
-	// at while the agent is down (see monitor.go).
-	tok  *token
-	gen  *generation
-	gate *gate
-	// proto is the HTTP major version of the agent's last answer on the
-	// main client (2: requests are multiplexed).
-	proto atomic.Int32
-	// plan is how the connections are spent (conns.go); mainReads the
-	// reads the main client's connections allow over HTTP/1.1.
+	// Set by Run: plan is how the connections are spent (conns.go),
+	// mainReads the reads the main client's connections allow over
+	// HTTP/1.1; census, per datacenter: it has services without a watch,
+	// so the catalog query takes censuses (sweeper).
 	plan      connPlan
 	mainReads int
-	// census, per datacenter: the loop has services there without a
-	// watch, so the catalog query takes censuses (census.go).
-	census []atomic.Bool
+	census    []atomic.Bool
 
 	// Test seams: dial replaces the transport's dialer (to count
 	// connections), wrap wraps the round tripper (to see responses).
@@ -67,8 +55,7 @@ func New(raw map[string]any, opts sources.Options) (*Source, error) {
 		return nil, err
 	}
 	opts = opts.WithDefaults()
-	return &Source{cfg: cfg, name: tmpl, log: opts.Logger, status: opts.Status,
-		flog: &sources.FailureLog{Log: opts.Logger, FailingMsg: msgFailing, RecoveredMsg: msgRecovered}}, nil
+	return &Source{cfg: cfg, name: tmpl, log: opts.Logger, status: opts.Status}, nil
 }
 
 // Run watches Consul until ctx ends; see sources.Source.
@@ -76,72 +63,85 @@ func (s *Source) Run(ctx context.Context, up chan<- sources.Update) error {
 	if s.cfg.ResyncGrace != nil {
 		s.log.Warn("resync_grace " + errResyncGrace.Error())
 	}
-	s.tok = newToken(s.cfg)
-	if _, err := s.tok.reload(); err != nil {
-		s.failed(err)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	cl := &agentClient{cfg: &s.cfg, log: s.log, tok: newToken(s.cfg.Token, s.cfg.TokenFile), gen: newGeneration(ctx), gate: newGate(), dial: s.dial, wrap: s.wrap}
+	agent := newAgentMonitor(cl, s.log, s.status)
+	if _, err := cl.tok.reload(); err != nil {
+		agent.fail(err)
 		return err
 	}
 	// One connection until the agent said what it allows and which
 	// protocol it speaks.
-	c, tr, err := s.newClient(1)
+	c, tr, err := cl.main(1)
 	if err != nil {
-		s.failed(err)
+		agent.fail(err)
 		return err
 	}
 	defer func() { tr.CloseIdleConnections() }()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	s.gen, s.gate = newGeneration(ctx), newGate()
-	dcs, self, err := s.discover(ctx, c)
+	cl.c = c
+	dcs, self, err := s.discover(ctx, cl, agent)
 	if err != nil {
 		return ctx.Err()
 	}
+	agent.nodeID = self.nodeID
 	// Over HTTPS, learn whether the agent speaks HTTP/2 (/v1/agent/self
 	// may have been refused) before anything runs concurrently.
-	if s.cfg.Scheme == "https" && s.proto.Load() == 0 {
-		if err := s.untilAnswer(ctx, func(ctx context.Context) error {
-			return s.request(ctx, false, func(rctx context.Context) error {
-				_, err := c.Status().LeaderWithQueryOptions(s.queryOptions(rctx, dcs[0]))
-				return err
-			})
-		}); err != nil {
+	if s.cfg.Scheme == "https" && cl.proto.Load() == 0 {
+		if err := s.untilAnswer(ctx, cl, agent, func(ctx context.Context) error { return cl.leader(ctx, c, dcs[0]) }); err != nil {
 			return ctx.Err()
 		}
 	}
-	s.plan = s.cfg.plan(s.proto.Load() == 2, self.maxConnsPerClient)
+	s.plan = s.cfg.plan(cl.proto.Load() == 2, self.maxConnsPerClient)
 	s.mainReads = s.plan.reads
 	s.logPlan()
 	if !s.plan.http2 {
 		// Over HTTP/2 everything but the watches shares the one
 		// connection; over HTTP/1.1 each request in flight needs its own.
 		tr.CloseIdleConnections()
-		if c, tr, err = s.newClient(s.plan.mainConns(len(dcs))); err != nil {
-			s.failed(err)
+		if c, tr, err = cl.main(s.plan.mainConns(len(dcs))); err != nil {
+			agent.fail(err)
 			return err
 		}
-	}
-	w := newWatchSet()
-	defer w.close()
-	if err := s.setupLanes(w); err != nil {
-		s.failed(err)
-		return err
+		cl.c = c
 	}
 	var wg sync.WaitGroup
+	l, ev := s.assemble(ctx, cl, agent, dcs, &wg)
+	defer l.watches.lanes.close(0)
+	if err := l.watches.lanes.grow(cl, s.plan.lanes); err != nil {
+		agent.fail(err)
+		return err
+	}
 	defer wg.Wait()
 	defer cancel()
-
 	polls := make(chan pollResult)
-	s.census = make([]atomic.Bool, len(dcs))
 	for i, dc := range dcs {
 		for _, k := range []pollKind{pollServices, pollChecks, pollNodes} {
-			wg.Go(func() { s.poll(ctx, c, i, dc, k, polls) })
+			p := newPoller(cl, i, dc, k, &s.census[i], polls)
+			wg.Go(func() { p.run(ctx) })
 		}
 	}
-	l := newLoop(ctx, s, c, w, dcs, &wg)
-	l.agent.nodeID = self.nodeID
 	probes := make(chan probeResult)
-	wg.Go(func() { s.probe(ctx, c, dcs[0], l.kick, probes) })
-	return l.run(ctx, polls, probes, up)
+	wg.Go(func() { agent.probe(ctx, c, dcs[0], probes) })
+	ev.polls, ev.probes = polls, probes
+	return l.run(ctx, ev, up)
+}
+
+// assemble builds the parts of a running source and the loop that drives
+// them.
+func (s *Source) assemble(ctx context.Context, cl *agentClient, agent *agentMonitor, dcs []string, wg *sync.WaitGroup) (*loop, events) {
+	reads, watches := make(chan fetchResult), make(chan watchAnswer)
+	s.census = make([]atomic.Bool, len(dcs))
+	cat := newCatalog(&s.cfg, dcs)
+	cov := &coverage{log: s.log, status: s.status}
+	pub := newPublisher(cat, &s.cfg, s.log, s.status, agent)
+	q := newReadQueue(cat, cl, agent, pub, s.plan.reads, reads, wg)
+	w := &watchSet{cat: cat, cl: cl, agent: agent, reads: q, pub: pub, cov: cov, out: watches, ctx: ctx, wg: wg,
+		lanes: laneSet{perLane: s.plan.perLane}}
+	sw := newSweeper(cat, q, &s.cfg, cov, s.census)
+	sig := &signals{cat: cat, cfg: &s.cfg, name: s.name, log: s.log, acl: pub.acl, reads: q, watches: w, sweeps: sw, pub: pub}
+	l := &loop{s: s, cl: cl, agent: agent, cat: cat, sig: sig, reads: q, watches: w, sweeps: sw, pub: pub, cov: cov}
+	return l, events{reads: reads, watches: watches}
 }
 
 // startupRetryMax bounds the backoff while the agent's datacenter is not
@@ -154,7 +154,7 @@ const startupRetryMax = time.Second
 // deadline of a non-blocking read (ask runs it through request), so a
 // hung agent is a logged failure, not a silent wait; a 403 reads
 // token_file again.
-func (s *Source) untilAnswer(ctx context.Context, ask func(ctx context.Context) error) error {
+func (s *Source) untilAnswer(ctx context.Context, cl *agentClient, agent *agentMonitor, ask func(ctx context.Context) error) error {
 	bo := sources.Backoff{Min: s.cfg.RetryMin, Max: min(s.cfg.RetryMax, startupRetryMax)}
 	for {
 		err := ask(ctx)
@@ -164,9 +164,9 @@ func (s *Source) untilAnswer(ctx context.Context, ask func(ctx context.Context) 
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		s.failed(err)
+		agent.fail(err)
 		if statusCode(err) == http.StatusForbidden {
-			_, _ = s.tok.reload()
+			_, _ = cl.tok.reload()
 		}
 		if !sleep(ctx, bo.Next()) {
 			return ctx.Err()
@@ -174,51 +174,33 @@ func (s *Source) untilAnswer(ctx context.Context, ask func(ctx context.Context) 
 	}
 }
 
-// Log messages of the state changes (tests look for them).
-const (
-	msgFailing   = "consul read failed; serving the last good state until it recovers"
-	msgRecovered = "consul reads recovered; resynced"
-	msgReset     = "consul lost its state and is filling up again; the removal guard keeps the last good state until the refill settles"
-)
-
-// failed records a failure: the status turns stale, and the failure log
-// says so when a failing period starts (and once a minute while it lasts).
-func (s *Source) failed(err error) {
-	s.status.Failed(err)
-	s.flog.Failed(err)
-}
-
-// recovered records that nothing fails: the status is fresh, and the
-// failure log says when a failing period ended.
-func (s *Source) recovered() {
-	s.flog.Recovered()
-	s.status.Succeeded()
-}
-
-// read reads one service's instances: non-blocking when index is 0 (from
-// the agent cache when cached), else a blocking query that answers once
-// the service's index passes index or the wait ends.
-func (s *Source) read(ctx context.Context, c *api.Client, dc, service string, cached bool, index uint64) ([]*api.ServiceEntry, *api.QueryMeta, error) {
-	var entries []*api.ServiceEntry
-	var meta *api.QueryMeta
-	err := s.request(ctx, index > 0, func(rctx context.Context) error {
-		q := s.queryOptions(rctx, dc)
-		q.UseCache = cached
-		q.Filter = s.cfg.Filter
-		if index > 0 {
-			q.WaitIndex, q.WaitTime = index, s.cfg.Wait
-		}
+// discover asks the agent about itself (see untilAnswer) and returns the
+// datacenters to watch: the configured ones, else the agent's own, else
+// (a token without agent:read) the nearest of the catalog.
+func (s *Source) discover(ctx context.Context, cl *agentClient, agent *agentMonitor) ([]string, agentInfo, error) {
+	var info agentInfo
+	var dcs []string
+	err := s.untilAnswer(ctx, cl, agent, func(ctx context.Context) error {
 		var err error
-		meta, err = s.boundedStale(q, func(q *api.QueryOptions) (*api.QueryMeta, error) {
-			var m *api.QueryMeta
-			var err error
-			entries, m, err = c.Health().ServiceMultipleTags(service, s.cfg.Tags, false, q)
-			return m, err
-		})
-		return err
+		if info, err = cl.self(ctx, cl.c); err != nil {
+			return err
+		}
+		switch {
+		case len(s.cfg.Datacenters) > 0:
+			dcs = s.cfg.Datacenters
+		case info.datacenter != "":
+			dcs = []string{info.datacenter}
+		default:
+			all, err := cl.datacenters(ctx, cl.c)
+			if err != nil {
+				return fmt.Errorf("finding the agent's datacenter: %w", err)
+			}
+			if len(all) == 0 {
+				return errors.New("finding the agent's datacenter: catalog lists none")
+			}
+			dcs = all[:1]
+		}
+		return nil
 	})
-	if err != nil {
-		return nil, nil, fmt.Errorf("reading health of service %q in %s: %w", service, dc, err)
-	}
-	return entries, meta, nil
+	return dcs, info, err
 }

@@ -1,157 +1,43 @@
 package consul
 
 import (
-	"context"
-	"fmt"
-	"maps"
-	"slices"
+	"sync/atomic"
 	"time"
-
-	"github.com/hashicorp/consul/api"
 )
 
-// Sweeps. A change that no bulk query attributes (an instance added or
-// removed without checks, a port changed) on a service without a watch is
-// found by sweeping: when the catalog's index moved, every unwatched
-// service of that datacenter is looked at again. A sweep asks only for
-// each service's index (a peek: the service's health query with a filter
-// that matches no instance, so the answer is "[]" and its X-Consul-Index),
-// from the agent cache with sweep_cached, and reads in full, at change
-// priority, the services whose index moved. A peek costs the agent a
-// fraction of a full read (no instances to encode), and most of a sweep is
-// peeks: it reads what changed, not everything it looked at.
-//
-// The agent's time is the budget: sweep reads (peeks, and full reads of
-// services whose index is unknown) run at most sweepSlots at a time, and
-// the pacer spaces them so that what they cost the agent adds up to at
-// most sweepShare of the time. A read's cost is taken as costFactor times
-// the shortest round trip among the recent reads of its kind: on loopback
-// a round trip is the agent's work plus the transport's, and the shortest
-// of many is one that did not wait for a CPU, so this follows how fast the
-// agent is without mistaking a busy host's scheduling delays for the
-// agent's work (which would slow sweeps to a crawl exactly when the host
-// is busy for other reasons). The factor accounts for what a request
-// costs the agent outside its round trip: collecting the garbage it
-// allocated, on other threads, and its connection's reads and wakeups
-// (docs/benchmarks.md has the agent's CPU measured against this charge).
-// Over a network the round trip also holds the network's latency, and
-// sweeps are slower.
-
-// sweepShare is the share of the time sweep reads may keep the agent busy;
-// sweepSlots how many run at once (two: one per core of a small host,
-// without queueing in the agent that would inflate their round trips).
-const (
-	sweepShare = 0.2
-	sweepSlots = 2
-)
-
-// costFactor: a sweep read is charged this many times its shortest recent
-// round trip (see the Sweeps comment).
-const costFactor = 2
-
-// pacerCredit bounds the credit a quiet pacer builds up, so that a sweep
-// after an idle period starts with a short burst, not a long one.
-const pacerCredit = 10 * time.Millisecond
-
-// costWindow is how many recent round trips of each kind of sweep read
-// the pacer takes the shortest of.
-const costWindow = 64
-
-// pacer accounts the cost of sweep reads against sweepShare of the wall
-// clock.
-type pacer struct {
-	debt time.Duration // cost not yet covered by elapsed time
-	at   time.Time     // when debt was last settled
-	// recent holds the latest round trips of full reads (0) and peeks
-	// (1), a ring each.
-	recent [2][costWindow]time.Duration
-	next   [2]int
+// sweeper follows the services without a watch where the bulk queries
+// cannot attribute a change to one: it takes in the censuses of the
+// catalog (census.go), and sweeps when censuses cannot list the instances
+// (or ACLs filtered them). A sweep looks at every unwatched service of
+// the datacenters whose catalog moved, in the same order every time: the
+// read queue peeks at each (its index only) and reads in full those whose
+// index moved, paced by the sweep pacer (pacer.go).
+type sweeper struct {
+	cat   catalog
+	reads *readQueue
+	cfg   *Config
+	cov   *coverage
+	// flags, per datacenter: it has services without a watch, so its
+	// catalog query takes censuses (shared with the pollers).
+	flags    []atomic.Bool
+	censuses []censusState
+	lastDump *census // the last census that was a dump; nil before the first
+	// wanted: the datacenters to sweep; run: the running sweep; next: no
+	// sweep starts before it; confirmNext: the next sweep confirms a
+	// cached one that found nothing (end).
+	wanted      map[int]bool
+	run         *sweepRun
+	next        time.Time
+	confirmNext bool
+	// lastSize and lastTook: how many services the last sweep looked
+	// at, and how long it took.
+	lastSize int
+	lastTook time.Duration
 }
 
-func (p *pacer) settle(now time.Time) {
-	if !p.at.IsZero() {
-		p.debt -= time.Duration(float64(now.Sub(p.at)) * sweepShare)
-	}
-	p.at = now
-	p.debt = max(p.debt, -pacerCredit)
-}
-
-// spend records a sweep read's round trip and charges its cost.
-func (p *pacer) spend(peek bool, took time.Duration, now time.Time) {
-	kind := 0
-	if peek {
-		kind = 1
-	}
-	p.recent[kind][p.next[kind]] = took
-	p.next[kind] = (p.next[kind] + 1) % costWindow
-	cost := took
-	for _, d := range p.recent[kind] {
-		if d > 0 && d < cost {
-			cost = d
-		}
-	}
-	p.settle(now)
-	p.debt += costFactor * cost
-}
-
-// readyAt is when the next sweep read may start.
-func (p *pacer) readyAt(now time.Time) time.Time {
-	p.settle(now)
-	if p.debt <= 0 {
-		return now
-	}
-	return now.Add(time.Duration(float64(p.debt) / sweepShare))
-}
-
-// sweepReady reports whether a sweep read may start now.
-func (l *loop) sweepReady(now time.Time) bool {
-	return l.sweeping < sweepSlots && !l.pacer.readyAt(now).After(now)
-}
-
-// sweepWake is when the loop must wake to start a paced sweep read, or the
-// zero time.
-func (l *loop) sweepWake() time.Time {
-	if len(l.queue[prioSweep]) == 0 || l.sweeping >= sweepSlots {
-		return time.Time{}
-	}
-	return l.pacer.readyAt(time.Now())
-}
-
-// peekFilter matches no instance: Consul gives every instance an ID (the
-// service name when the registration has none).
-const peekFilter = `Service.ID == ""`
-
-// peek asks for the index of one service's health (see Sweeps).
-func (s *Source) peek(ctx context.Context, c *api.Client, dc, service string, cached bool) (*api.QueryMeta, error) {
-	var meta *api.QueryMeta
-	err := s.request(ctx, false, func(rctx context.Context) error {
-		q := s.queryOptions(rctx, dc)
-		q.UseCache, q.Filter = cached, peekFilter
-		var err error
-		_, meta, err = c.Health().ServiceMultipleTags(service, s.cfg.Tags, false, q)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("peeking at the index of service %q in %s: %w", service, dc, err)
-	}
-	return meta, nil
-}
-
-// onPeek applies a peek: a service whose index moved since the last peek
-// (or, on the first, since the read applied last) is read in full.
-func (l *loop) onPeek(r fetchResult, st *svcState) {
-	was := st.peekIndex
-	if was == 0 {
-		was = st.index
-	}
-	st.peekIndex = r.index
-	if r.index != was {
-		if sw := l.sweep; sw != nil {
-			sw.found++
-		}
-		l.markDirty(st)
-	}
-	l.sweptOne(st, r.seq)
+func newSweeper(cat catalog, reads *readQueue, cfg *Config, cov *coverage, flags []atomic.Bool) *sweeper {
+	return &sweeper{cat: cat, reads: reads, cfg: cfg, cov: cov, flags: flags,
+		censuses: make([]censusState, len(cat)), wanted: map[int]bool{}}
 }
 
 // sweepRun is a look at every unwatched service of some datacenters,
@@ -159,16 +45,9 @@ func (l *loop) onPeek(r fetchResult, st *svcState) {
 // attribute.
 type sweepRun struct {
 	start time.Time
-	seq   uint64 // reads dispatched from this sequence on count
-	// left: the services it waits for, those whose record points to it
-	// (svcState.sweep); only maybeSweep, addService and leaveSweep change
-	// it.
-	left int
-	dcs  []int
-	// found counts the services whose index or endpoints the sweep found
-	// changed; confirm marks the second sweep run when a cached one found
-	// none.
-	found   int
+	dcs   []int
+	batch *sweepBatch
+	// confirm marks the second sweep run when a cached one found none.
 	confirm bool
 	size    int // services to look at
 }
@@ -180,86 +59,170 @@ type sweepRun struct {
 // that; they follow each other as long as the catalog moves.
 const uncachedSweepSpacing = 4
 
-// maybeSweep starts a wanted sweep once the spacing allows: every
-// unwatched service of the wanted datacenters is queued for a sweep read.
-func (l *loop) maybeSweep() {
-	if len(l.sweepWanted) == 0 || l.sweep != nil || time.Now().Before(l.nextSweep) {
+// catalogMoved notes an answer of datacenter dc's catalog query: while dc
+// has services without a watch, a catalog that moved (not its first
+// answer) may hide a change no bulk query attributes, so a sweep is
+// wanted unless censuses dump every instance, and the catalog query takes
+// censuses.
+func (s *sweeper) catalogMoved(dc int, first bool) {
+	unwatched := s.cat.unwatched(dc)
+	if !first && unwatched && !s.censuses[dc].dumped {
+		s.wanted[dc] = true
+	}
+	s.flags[dc].Store(unwatched)
+}
+
+// wantUnwatched asks for a sweep of every datacenter with services without
+// a watch: what they may have missed is not known (the agent was away).
+func (s *sweeper) wantUnwatched() {
+	for dc := range s.cat {
+		if s.cat.unwatched(dc) {
+			s.wanted[dc] = true
+		}
+	}
+}
+
+// join has a service added while a sweep runs looked at by it.
+func (s *sweeper) join(st *svcState) {
+	if s.run != nil {
+		st.sweep = s.run.batch
+		s.run.batch.left++
+	}
+}
+
+// maybe ends the running sweep once it has looked at every service, and
+// starts a wanted sweep once the spacing allows: every unwatched service
+// of the wanted datacenters is queued for a sweep read.
+func (s *sweeper) maybe() {
+	if s.run != nil && s.run.batch.left == 0 {
+		s.end()
+	}
+	if len(s.wanted) == 0 || s.run != nil || time.Now().Before(s.next) {
 		return
 	}
-	sw := &sweepRun{start: time.Now(), seq: l.seq + 1, confirm: l.confirmNext}
-	l.confirmNext = false
-	l.sweep = sw
-	for i, d := range l.dcs {
-		if !l.sweepWanted[i] {
+	sw := &sweepRun{start: time.Now(), batch: s.reads.startBatch(), confirm: s.confirmNext}
+	s.confirmNext = false
+	s.run = sw
+	for dc, d := range s.cat {
+		if !s.wanted[dc] {
 			continue
 		}
-		sw.dcs = append(sw.dcs, i)
+		sw.dcs = append(sw.dcs, dc)
 		// In the same order every time, so that a service is looked at
 		// again one sweep after the last time, not up to two.
-		for _, name := range slices.Sorted(maps.Keys(d.services)) {
-			st := d.services[name]
+		for _, st := range sortedServices(d) {
 			if st.watch != nil {
 				continue // its watch sees every change
 			}
-			st.sweep = sw
-			sw.left++
-			l.markSwept(st)
+			st.sweep = sw.batch
+			sw.batch.left++
+			s.reads.markSwept(st)
 		}
 	}
-	clear(l.sweepWanted)
-	sw.size = sw.left
-	if sw.left == 0 {
-		l.endSweep()
+	clear(s.wanted)
+	sw.size = sw.batch.left
+	if sw.batch.left == 0 {
+		s.end()
 	}
 }
 
-// leaveSweep records that the running sweep no longer waits for st (it
-// was read, or removed), and ends the sweep when st was the last.
-func (l *loop) leaveSweep(st *svcState) {
-	sw := l.sweep
-	if sw == nil || st.sweep != sw {
-		return
-	}
-	st.sweep = nil
-	if sw.left--; sw.left == 0 {
-		l.endSweep()
-	}
-}
-
-// unwatched reports whether datacenter dc has services without a watch
-// (a catalog change there may need a sweep).
-func (l *loop) unwatched(dc int) bool {
-	for _, st := range l.dcs[dc].services {
-		if st.watch == nil {
-			return true
-		}
-	}
-	return false
-}
-
-// endSweep records a finished sweep and spaces the next. A sweep from the
+// end records a finished sweep and spaces the next. A sweep from the
 // agent's cache that found nothing may have read the cache just before it
 // received the change that caused the sweep (the cache follows the servers
 // by milliseconds); one more sweep then confirms.
-func (l *loop) endSweep() {
-	sw := l.sweep
-	l.sweep = nil
-	l.lastSweep = sweepRecord{size: sw.size, took: time.Since(sw.start)}
-	l.noteWatches()
-	if !l.s.cfg.sweepCached() {
-		l.nextSweep = time.Now().Add(uncachedSweepSpacing * time.Since(sw.start))
+func (s *sweeper) end() {
+	sw := s.run
+	s.run = nil
+	s.reads.endBatch()
+	s.lastSize, s.lastTook = sw.size, time.Since(sw.start)
+	s.cov.changed()
+	if !s.cfg.sweepCached() {
+		s.next = time.Now().Add(uncachedSweepSpacing * time.Since(sw.start))
 		return
 	}
-	if sw.found == 0 && !sw.confirm && sw.size > 0 {
+	if sw.batch.found == 0 && !sw.confirm && sw.size > 0 {
 		for _, dc := range sw.dcs {
-			l.sweepWanted[dc] = true
+			s.wanted[dc] = true
 		}
-		l.confirmNext = true
+		s.confirmNext = true
 	}
 }
 
-// sweepRecord is what the status says of the last sweep.
-type sweepRecord struct {
-	size int
-	took time.Duration
+// wake is when a wanted sweep may start, or the zero time.
+func (s *sweeper) wake() time.Time {
+	if len(s.wanted) == 0 || s.run != nil {
+		return time.Time{}
+	}
+	return s.next
+}
+
+// censusState is what the sweeper keeps of the censuses of one
+// datacenter.
+type censusState struct {
+	// seen: what the last census saw, nil before the first or after a
+	// failure; dump: it was a dump; dumped: a dump that ACLs did not
+	// filter, so sweeps are not needed.
+	seen         map[censusKey]censusEntry
+	dump, dumped bool
+}
+
+// onCensus applies a census: a service with an instance or check that
+// appeared, vanished or changed since the previous census is read, unless
+// it is watched. A failed census, or one of another kind than the
+// previous, only starts over: the next one is compared with it.
+func (s *sweeper) onCensus(dc int, cen *census) {
+	cs := &s.censuses[dc]
+	if cen.err != nil {
+		cs.seen, cs.dumped = nil, false
+		return
+	}
+	prev := cs.seen
+	cs.seen, cs.dumped = cen.seen, cen.dump && !cen.filtered
+	if cs.dumped {
+		s.lastDump = cen
+		s.cov.changed()
+	}
+	if prev == nil || cs.dump != cen.dump {
+		cs.dump = cen.dump
+		return
+	}
+	changed := map[string]bool{}
+	for k, e := range cen.seen {
+		if old, ok := prev[k]; !ok || old != e {
+			changed[e.service] = true
+		}
+	}
+	for k, e := range prev {
+		if _, ok := cen.seen[k]; !ok {
+			changed[e.service] = true
+		}
+	}
+	for name := range changed {
+		if st := s.cat.find(svcKey{dc, name}); st != nil {
+			s.reads.markSignal(st)
+		}
+	}
+}
+
+// facts tells the status how the services without a watch are followed.
+func (s *sweeper) facts() followFacts {
+	f := followFacts{dumping: s.dumping(), swept: s.lastSize, sweepTook: s.lastTook}
+	if f.dumping {
+		f.every, f.took = s.lastDump.every, s.lastDump.took
+	}
+	return f
+}
+
+// dumping reports whether the last census of every datacenter with
+// unwatched services was a dump that ACLs did not filter (no sweeps run).
+func (s *sweeper) dumping() bool {
+	if s.lastDump == nil {
+		return false
+	}
+	for dc := range s.cat {
+		if !s.censuses[dc].dumped && s.cat.unwatched(dc) {
+			return false
+		}
+	}
+	return true
 }

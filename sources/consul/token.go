@@ -23,8 +23,9 @@ type token struct {
 	cur string
 }
 
-func newToken(cfg Config) *token {
-	return &token{file: cfg.TokenFile, cur: cfg.Token}
+// newToken holds value, or the content of file when file is set.
+func newToken(value, file string) *token {
+	return &token{file: file, cur: value}
 }
 
 func (t *token) get() string {

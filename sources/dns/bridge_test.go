@@ -10,9 +10,9 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	mdns "github.com/miekg/dns"
 
-	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
-	"github.com/xdsbridge/xdsbridge/internal/dnstest"
-	"github.com/xdsbridge/xdsbridge/internal/envoysim"
+	"github.com/xdsbridge/xdsbridge/test/bridgetest"
+	"github.com/xdsbridge/xdsbridge/test/dnstest"
+	"github.com/xdsbridge/xdsbridge/test/envoysim"
 )
 
 // lbEndpoint is what the test compares of one endpoint in an assignment.

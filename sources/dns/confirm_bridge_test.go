@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
-	"github.com/xdsbridge/xdsbridge/internal/dnstest"
-	"github.com/xdsbridge/xdsbridge/internal/envoysim"
 	"github.com/xdsbridge/xdsbridge/manager"
+	"github.com/xdsbridge/xdsbridge/test/bridgetest"
+	"github.com/xdsbridge/xdsbridge/test/dnstest"
+	"github.com/xdsbridge/xdsbridge/test/envoysim"
 )
 
 // The whole bridge with its default guard against CoreDNS, whose names

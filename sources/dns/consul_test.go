@@ -9,8 +9,8 @@ import (
 
 	consulapi "github.com/hashicorp/consul/api"
 
-	"github.com/xdsbridge/xdsbridge/internal/consultest"
 	"github.com/xdsbridge/xdsbridge/sources"
+	"github.com/xdsbridge/xdsbridge/test/consultest"
 )
 
 // Consul's DNS interface as a second real server.

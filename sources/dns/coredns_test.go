@@ -9,8 +9,8 @@ import (
 
 	mdns "github.com/miekg/dns"
 
-	"github.com/xdsbridge/xdsbridge/internal/dnstest"
 	"github.com/xdsbridge/xdsbridge/sources"
+	"github.com/xdsbridge/xdsbridge/test/dnstest"
 )
 
 // Integration tests of the DNS source against a real

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xdsbridge/xdsbridge/internal/etcdtest"
+	"github.com/xdsbridge/xdsbridge/test/etcdtest"
 )
 
 // TestClientCertificates reads an etcd that serves TLS only and requires

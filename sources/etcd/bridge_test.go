@@ -11,10 +11,12 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
-	"github.com/xdsbridge/xdsbridge/internal/envoysim"
-	"github.com/xdsbridge/xdsbridge/internal/etcdtest"
-	"github.com/xdsbridge/xdsbridge/internal/grpcxdstest"
+	"github.com/xdsbridge/xdsbridge/bridge"
+	"github.com/xdsbridge/xdsbridge/sources/etcd"
+	"github.com/xdsbridge/xdsbridge/test/bridgetest"
+	"github.com/xdsbridge/xdsbridge/test/envoysim"
+	"github.com/xdsbridge/xdsbridge/test/etcdtest"
+	"github.com/xdsbridge/xdsbridge/test/grpcxdstest"
 )
 
 // served is what the test compares of one endpoint of an assignment:
@@ -135,4 +137,140 @@ sources:
 		_, ok := st.Clusters["db"]
 		return !ok && st.Assignments["db"] == nil
 	})
+}
+
+// TestLeaseExpiryHeldByGuard lets the lease of a registrar that holds the
+// only instance of 6 of a source's 8 services expire: etcd deletes them
+// all at once, a mass removal, and the default removal guard holds it:
+// the client keeps every cluster and endpoint, /sources shows the hold,
+// and when the registrar registers again under a new lease nothing was
+// ever removed from the client.
+func TestLeaseExpiryHeldByGuard(t *testing.T) {
+	srv := etcdtest.Start(t)
+	ctx := t.Context()
+	c := srv.Client(t)
+	reg := etcdtest.Registrar{C: c}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	lease, err := c.Grant(ctx, 2)
+	must(err)
+	kctx, stopKeepAlive := context.WithCancel(ctx)
+	ka, err := c.KeepAlive(kctx, lease.ID)
+	must(err)
+	go func() {
+		for range ka {
+		}
+	}()
+	for i := range 6 {
+		must(reg.GRPC(ctx, fmt.Sprintf("services/svc-%d", i), fmt.Sprintf("10.0.0.%d:80", i+1), nil, clientv3.WithLease(lease.ID)))
+	}
+	must(reg.GRPC(ctx, "services/stay-a", "10.0.1.1:80", nil))
+	must(reg.GRPC(ctx, "services/stay-b", "10.0.1.2:80", nil))
+
+	in := bridgetest.Start(t, fmt.Sprintf(`xds: {listen: "127.0.0.1:0"}
+admin: {listen: "127.0.0.1:0"}
+sources:
+  - {name: etcd, type: etcd, endpoints: [%q], services: [{prefix: services/, format: grpc-naming}]}
+`, srv.ClientURL))
+	client, err := envoysim.Start(ctx, envoysim.Options{Addr: in.XDSAddr().String()})
+	must(err)
+	t.Cleanup(client.Close)
+	everything := func(st envoysim.State) bool {
+		for i := range 6 {
+			if cla := st.Assignments[fmt.Sprintf("svc-%d", i)]; cla == nil || len(served(cla)) != 1 {
+				return false
+			}
+		}
+		return len(st.Clusters) == 8
+	}
+	wctx, cancel := context.WithTimeout(ctx, bridgetest.Patience)
+	defer cancel()
+	must(client.WaitFor(wctx, everything))
+
+	stopKeepAlive()
+	bridgetest.Eventually(t, bridgetest.Patience, "the guard to hold the expiry's removals", func() bool {
+		g := bridgetest.SourceStatus(t, in.AdminAddr().String(), "etcd").Guard
+		return g != nil && g.HeldServices == 6
+	})
+	lease2, err := c.Grant(ctx, 60)
+	must(err)
+	for i := range 6 {
+		must(reg.GRPC(ctx, fmt.Sprintf("services/svc-%d", i), fmt.Sprintf("10.0.0.%d:80", i+1), nil, clientv3.WithLease(lease2.ID)))
+	}
+	bridgetest.Eventually(t, bridgetest.Patience, "the hold to end with the instances back", func() bool {
+		return bridgetest.SourceStatus(t, in.AdminAddr().String(), "etcd").Guard == nil
+	})
+	if !everything(client.State()) {
+		t.Errorf("client state after the refill lacks a cluster or endpoint")
+	}
+	for _, r := range client.Log() {
+		if r.TypeURL == envoysim.ClusterType && len(r.Names) < 8 && len(r.Names) > 0 {
+			t.Errorf("the client received %d clusters in a response (version %s): a removal went through the guard", len(r.Names), r.Version)
+		}
+	}
+}
+
+// TestBridgeFormatsToClient runs each format's registry life (see
+// etcd.DriveFormat) through the whole bridge and checks what an Envoy-like
+// client holds after every step, and that the malformed key is counted in
+// /sources.
+func TestBridgeFormatsToClient(t *testing.T) {
+	for _, format := range etcd.FormatNames {
+		t.Run(format, func(t *testing.T) {
+			srv := etcdtest.Start(t)
+			ctx := t.Context()
+			var in *bridge.Instance
+			var client *envoysim.Client
+			start := func() {
+				in = bridgetest.Start(t, fmt.Sprintf(`xds: {listen: "127.0.0.1:0"}
+admin: {listen: "127.0.0.1:0"}
+sources:
+  - {name: etcd, type: etcd, endpoints: [%q], services: [{prefix: %q, format: %s}]}
+`, srv.ClientURL, etcd.FormatPrefix(format), format))
+				var err error
+				if client, err = envoysim.Start(ctx, envoysim.Options{Addr: in.XDSAddr().String()}); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(client.Close)
+			}
+			etcd.DriveFormat(t, etcdtest.Registrar{C: srv.Client(t)}, format, start, func(step string, want map[string][]string) {
+				wctx, cancel := context.WithTimeout(ctx, bridgetest.Patience)
+				defer cancel()
+				err := client.WaitFor(wctx, func(st envoysim.State) bool {
+					for name, eps := range want {
+						_, held := st.Clusters[name]
+						cla := st.Assignments[name]
+						if eps == nil && (held || cla != nil) || eps != nil && (cla == nil || !slices.Equal(servedWithPriority(cla), eps)) {
+							return false
+						}
+					}
+					return true
+				})
+				if err != nil {
+					t.Fatalf("%s: want %v: %v", step, want, err)
+				}
+			})
+			if st := bridgetest.SourceStatus(t, in.AdminAddr().String(), "etcd"); st.Dropped != 1 {
+				t.Errorf("/sources: dropped %d, want the malformed key counted once", st.Dropped)
+			}
+		})
+	}
+}
+
+// servedWithPriority is served with each endpoint's priority:
+// "addr:port/weight/priority".
+func servedWithPriority(cla *endpointv3.ClusterLoadAssignment) []string {
+	var out []string
+	for _, l := range cla.GetEndpoints() {
+		for _, e := range l.GetLbEndpoints() {
+			sa := e.GetEndpoint().GetAddress().GetSocketAddress()
+			out = append(out, fmt.Sprintf("%s:%d/%d/%d", sa.GetAddress(), sa.GetPortValue(), e.GetLoadBalancingWeight().GetValue(), l.GetPriority()))
+		}
+	}
+	slices.Sort(out)
+	return out
 }

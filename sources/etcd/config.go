@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/xdsbridge/xdsbridge/internal/tlsclient"
 	"github.com/xdsbridge/xdsbridge/settings"
+	"github.com/xdsbridge/xdsbridge/sources/tlsclient"
 )
 
 // Defaults of Config, in one place.

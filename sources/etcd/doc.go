@@ -70,11 +70,12 @@
 // newClient). A new connection resumes the watches from the last revision
 // seen, without reading again. When that revision was compacted meanwhile
 // the prefixes are read once more at the current revision (and watched
-// from there); when etcd's revision is behind it, or the cluster is
-// another (a cluster rebuilt, or restored from a backup without a bumped
-// revision), they are read once more and the update says that the
-// registry lost its state, so that the removal guard holds what the refill
-// has not brought back yet. A restore made as etcd recommends for
+// from there); when etcd's revision is behind it (a watch's answer
+// behind, confirmed by one linearizable request, since a member catching
+// up also answers behind), or the cluster is another (a cluster rebuilt,
+// or restored from a backup without a bumped revision), they are read
+// once more and the update says that the registry lost its state, so that
+// the removal guard holds what the refill has not brought back yet. A restore made as etcd recommends for
 // watchers (etcdutl snapshot restore --bump-revision --mark-compacted)
 // shows as a compaction.
 package etcd

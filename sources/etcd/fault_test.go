@@ -8,8 +8,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/xdsbridge/xdsbridge/internal/etcdtest"
-	"github.com/xdsbridge/xdsbridge/internal/zktest"
+	"github.com/xdsbridge/xdsbridge/test/countproxy"
+	"github.com/xdsbridge/xdsbridge/test/etcdtest"
 )
 
 // grpcSource is a source of the gRPC naming prefix services/ with fast
@@ -63,8 +63,8 @@ func TestLeaseExpiryRemovesInstances(t *testing.T) {
 // TestRestartResumesFromRevision kills etcd and starts it again on the
 // same data: the source keeps serving its last state while etcd is down
 // (stale, logged once), then resumes its watch from the last revision it
-// saw: etcd serves it one watch stream and no read, and the source sends
-// no second Full update.
+// saw: etcd serves it a watch stream and no read, and the source sends no
+// second Full update.
 func TestRestartResumesFromRevision(t *testing.T) {
 	srv := etcdtest.Start(t)
 	ctx := t.Context()
@@ -83,9 +83,11 @@ func TestRestartResumesFromRevision(t *testing.T) {
 	must(t, reg.GRPC(ctx, "services/web", addr(a2), nil))
 	r.waitService("web", a1, a2)
 
+	// A watch stream or two: the source may reach the restarted member
+	// before it has a leader, which refuses a watch that requires one.
 	reads, streams := rangeReads(t, srv)
-	if reads != 0 || streams != 1 {
-		t.Errorf("after the restart etcd served %v reads and %v watch streams, want 0 and 1 (a resumed watch)", reads, streams)
+	if reads != 0 || streams < 1 {
+		t.Errorf("after the restart etcd served %v reads and %v watch streams, want no read (a resumed watch)", reads, streams)
 	}
 	if full, reset := r.fullUpdates(); full != 1 || reset != 0 {
 		t.Errorf("%d Full updates (%d Reset), want the first alone", full, reset)
@@ -170,7 +172,11 @@ func TestOutageWorkBounded(t *testing.T) {
 	srv := etcdtest.Start(t)
 	ctx := t.Context()
 	reg := etcdtest.Registrar{C: srv.Client(t)}
-	proxy := zktest.NewProxy(t, strings.TrimPrefix(srv.ClientURL, "http://"))
+	proxy, err := countproxy.TCP(strings.TrimPrefix(srv.ClientURL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Close)
 	a1 := inst{addr: "10.0.0.1", port: 8080, weight: 1}
 	a2 := inst{addr: "10.0.0.2", port: 8080, weight: 1}
 	must(t, reg.GRPC(ctx, "services/web", addr(a1), nil))
@@ -179,10 +185,10 @@ func TestOutageWorkBounded(t *testing.T) {
 	r := startSource(t, srv, cfg)
 	r.waitService("web", a1)
 
-	before, start := proxy.Accepted(), time.Now()
+	before, start := proxy.Counts().Conns, time.Now()
 	must(t, srv.Isolate())
 	r.waitFor("8 failed attempts", func() bool { return r.status.Snapshot().Failures >= 8 })
-	conns, elapsed := proxy.Accepted()-before, time.Since(start)
+	conns, elapsed := proxy.Counts().Conns-before, time.Since(start)
 	t.Logf("%d connections in %s of outage", conns, elapsed.Round(time.Millisecond))
 	if limit := maxAttempts(elapsed, 50*time.Millisecond, 500*time.Millisecond); conns > int64(limit) {
 		t.Errorf("%d connections in %s of outage, want at most %d (the backoff's pace)", conns, elapsed, limit)

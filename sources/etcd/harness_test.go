@@ -14,10 +14,10 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/xdsbridge/xdsbridge/internal/etcdtest"
-	"github.com/xdsbridge/xdsbridge/internal/syncbuf"
-	"github.com/xdsbridge/xdsbridge/internal/testwait"
 	"github.com/xdsbridge/xdsbridge/sources"
+	"github.com/xdsbridge/xdsbridge/test/etcdtest"
+	"github.com/xdsbridge/xdsbridge/test/syncbuf"
+	"github.com/xdsbridge/xdsbridge/test/testwait"
 )
 
 func TestMain(m *testing.M) {

@@ -96,7 +96,7 @@ func (l *loop) session(ctx context.Context, up chan<- sources.Update) error {
 	}
 	for {
 		w := l.watch(sctx, cli)
-		err := l.follow(sctx, w, lost, up)
+		err := l.follow(sctx, cli.KV, w, lost, up)
 		w.stop()
 		var rs errResync
 		if !errors.As(err, &rs) {
@@ -139,7 +139,7 @@ func (l *loop) synced() {
 
 // follow applies the watches' events until one fails or the connection
 // is lost.
-func (l *loop) follow(ctx context.Context, w *watchSet, lost <-chan struct{}, up chan<- sources.Update) error {
+func (l *loop) follow(ctx context.Context, kv clientv3.KV, w *watchSet, lost <-chan struct{}, up chan<- sources.Update) error {
 	created := 0
 	for {
 		var m watchMsg
@@ -163,7 +163,11 @@ func (l *loop) follow(ctx context.Context, w *watchSet, lost <-chan struct{}, up
 			return fmt.Errorf("watching %s: %w", prefix, err)
 		}
 		if r.Created {
-			if l.wentBack(r.Header) {
+			back, err := l.wentBack(ctx, kv, r.Header)
+			if err != nil {
+				return err
+			}
+			if back {
 				l.s.log.Warn(msgWentBack, "prefix", prefix, "revision", r.Header.Revision, "seen", l.revs[m.i])
 				return errResync{wentBack: true}
 			}
@@ -180,10 +184,25 @@ func (l *loop) follow(ctx context.Context, w *watchSet, lost <-chan struct{}, up
 	}
 }
 
-// wentBack reports whether a watch's first answer comes from a store
-// behind what the source has seen, or from another cluster.
-func (l *loop) wentBack(h *pb.ResponseHeader) bool {
-	return h.ClusterId != l.clusterID || h.Revision < l.maxRev()
+// wentBack reports whether the store a watch was created on is behind
+// what the source has seen, or another cluster. A watch's header may lag
+// behind on a member that is catching up, which is no reason to read
+// everything again: a revision behind is confirmed by one linearizable
+// request (of a single key), whose header says where the cluster stands.
+func (l *loop) wentBack(ctx context.Context, kv clientv3.KV, h *pb.ResponseHeader) (bool, error) {
+	if h.ClusterId != l.clusterID {
+		return true, nil
+	}
+	if h.Revision >= l.maxRev() {
+		return false, nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, l.s.cfg.RequestTimeout)
+	defer cancel()
+	resp, err := kv.Get(rctx, l.s.cfg.Services[0].Prefix)
+	if err != nil {
+		return false, fmt.Errorf("reading etcd's revision: %w", err)
+	}
+	return resp.Header.ClusterId != l.clusterID || resp.Header.Revision < l.maxRev(), nil
 }
 
 func (l *loop) maxRev() int64 {

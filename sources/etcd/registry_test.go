@@ -3,11 +3,12 @@ package etcd
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/xdsbridge/xdsbridge/internal/etcdtest"
+	"github.com/xdsbridge/xdsbridge/test/etcdtest"
 )
 
 // fixture is one format as its real registrar writes it: where, and how
@@ -99,46 +100,69 @@ func (f fixture) change(in inst) inst {
 	return in
 }
 
+// served is what a step leaves served: each cluster's instances, nil for a
+// cluster removed.
+type served map[string][]inst
+
+// driveFormat is the registry life every format is tested with, written
+// by the format's real registrar (f): the first state, an instance added,
+// one removed, an instance's data changed, a whole service removed, and a
+// malformed key written beside a good one. check is called after each
+// step with what must then be served; before the first step's check, the
+// source (or bridge) under test is started by start.
+func driveFormat(t *testing.T, reg etcdtest.Registrar, f fixture, start func(), check func(step string, want served)) {
+	ctx := t.Context()
+	a1 := inst{addr: "10.0.0.1", port: 8080, weight: 3, meta: "v1"}
+	a2 := inst{addr: "10.0.0.2", port: 8080, weight: 3, meta: "v1"}
+	a3 := inst{addr: "10.0.0.3", port: 8081, weight: 5, meta: "v1"}
+	b1 := inst{addr: "10.0.1.1", port: 9090, weight: 1, meta: "v1"}
+	web, api := f.cluster("web"), f.cluster("api")
+	e := f.expect
+	must(t, f.put(ctx, reg, "web", "i1", a1))
+	must(t, f.put(ctx, reg, "web", "i2", a2))
+	must(t, f.put(ctx, reg, "api", "i1", b1))
+	start()
+	check("first state", served{web: {e(a1), e(a2)}, api: {e(b1)}})
+
+	must(t, f.put(ctx, reg, "web", "i3", a3))
+	check("an instance added", served{web: {e(a1), e(a2), e(a3)}})
+
+	must(t, f.del(ctx, reg, "web", "i2", a2))
+	check("an instance removed", served{web: {e(a1), e(a3)}})
+
+	a1c := f.change(a1)
+	must(t, f.put(ctx, reg, "web", "i1", a1c))
+	check("an instance's data changed", served{web: {e(a1c), e(a3)}})
+
+	must(t, f.del(ctx, reg, "api", "i1", b1))
+	check("a whole service removed", served{api: nil})
+
+	must(t, reg.Raw(ctx, f.key("web", "i9", inst{addr: "10.0.0.9", port: 8080}), `{"garbage`))
+	must(t, f.put(ctx, reg, "web", "i4", a2))
+	check("a malformed key beside a good one", served{web: {e(a1c), e(a2), e(a3)}})
+}
+
 // TestFormats runs each format against a real etcd, written by the real
-// registrar of the format: the first state, an instance added, one
-// removed, an instance's data changed, a whole service removed, and
-// malformed data dropped and counted while the rest is served.
+// registrar of the format (see driveFormat); the malformed key is dropped
+// and counted, and the rest served.
 func TestFormats(t *testing.T) {
 	for _, f := range fixtures {
 		t.Run(f.format, func(t *testing.T) {
 			srv := etcdtest.Start(t)
-			ctx := t.Context()
 			reg := etcdtest.Registrar{C: srv.Client(t)}
-			a1 := inst{addr: "10.0.0.1", port: 8080, weight: 3, meta: "v1"}
-			a2 := inst{addr: "10.0.0.2", port: 8080, weight: 3, meta: "v1"}
-			a3 := inst{addr: "10.0.0.3", port: 8081, weight: 5, meta: "v1"}
-			b1 := inst{addr: "10.0.1.1", port: 9090, weight: 1, meta: "v1"}
-			must(t, f.put(ctx, reg, "web", "i1", a1))
-			must(t, f.put(ctx, reg, "web", "i2", a2))
-			must(t, f.put(ctx, reg, "api", "i1", b1))
-
-			r := startSource(t, srv, map[string]any{"services": []any{map[string]any{"prefix": f.prefix, "format": f.format}}})
-			web, api := f.cluster("web"), f.cluster("api")
-			r.waitService(web, f.expect(a1), f.expect(a2))
-			r.waitService(api, f.expect(b1))
-
-			must(t, f.put(ctx, reg, "web", "i3", a3))
-			r.waitService(web, f.expect(a1), f.expect(a2), f.expect(a3))
-
-			must(t, f.del(ctx, reg, "web", "i2", a2))
-			r.waitService(web, f.expect(a1), f.expect(a3))
-
-			a1c := f.change(a1)
-			must(t, f.put(ctx, reg, "web", "i1", a1c))
-			r.waitService(web, f.expect(a1c), f.expect(a3))
-
-			must(t, f.del(ctx, reg, "api", "i1", b1))
-			r.waitGone(api)
-
-			bad := inst{addr: "10.0.0.9", port: 8080}
-			must(t, reg.Raw(ctx, f.key("web", "i9", bad), `{"garbage`))
-			must(t, f.put(ctx, reg, "web", "i4", a2))
-			r.waitService(web, f.expect(a1c), f.expect(a2), f.expect(a3))
+			var r *running
+			start := func() {
+				r = startSource(t, srv, map[string]any{"services": []any{map[string]any{"prefix": f.prefix, "format": f.format}}})
+			}
+			driveFormat(t, reg, f, start, func(_ string, want served) {
+				for name, insts := range want {
+					if insts == nil {
+						r.waitGone(name)
+					} else {
+						r.waitService(name, insts...)
+					}
+				}
+			})
 			st := r.status.Snapshot()
 			if st.Dropped != 1 {
 				t.Errorf("dropped_endpoints = %d after one malformed key, want 1", st.Dropped)
@@ -149,8 +173,8 @@ func TestFormats(t *testing.T) {
 			if st.Stale || !st.Synced {
 				t.Errorf("status %+v, want synced and not stale", st)
 			}
-			if got := r.names(); len(got) != 1 || got[0] != web {
-				t.Errorf("services %v, want only %s", got, web)
+			if web := f.cluster("web"); !slices.Equal(r.names(), []string{web}) {
+				t.Errorf("services %v, want only %s", r.names(), web)
 			}
 		})
 	}

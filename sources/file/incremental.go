@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/xdsbridge/xdsbridge/internal/reclaim"
 	"github.com/xdsbridge/xdsbridge/sources"
 )
 
@@ -45,6 +46,7 @@ type itemCache struct {
 	spans  []span              // where each of its items is
 	svcs   []sources.Service   // each item's service, parsed alone (origins name services[0])
 	names  map[string]struct{} // every service's name, to find duplicates
+	peak   int                 // the most names held (reclaim.Map)
 }
 
 // holds reports whether the cache holds the last file loaded, so that
@@ -113,7 +115,7 @@ func (c *itemCache) parse(data []byte, isJSON bool) (sources.Update, Dropped, er
 
 	var u sources.Update
 	if full {
-		c.names = seen
+		c.names, c.peak = seen, len(seen)
 		u = sources.Update{Full: true, Services: make([]sources.Service, len(mid))}
 		for i, svc := range mid {
 			u.Services[i] = placed(svc, i)
@@ -137,6 +139,7 @@ func (c *itemCache) parse(data []byte, isJSON bool) (sources.Update, Dropped, er
 		for name := range seen {
 			c.names[name] = struct{}{}
 		}
+		c.names = reclaim.Map(c.names, &c.peak)
 		slices.Sort(u.Removed)
 	}
 	if len(spans) == len(c.spans) {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/xdsbridge/xdsbridge/internal/reclaim"
 	"github.com/xdsbridge/xdsbridge/sources"
 )
 
@@ -259,7 +260,7 @@ func (s *Source) load(r *reader, quiet time.Duration) (u sources.Update, ok bool
 	if same {
 		return sources.Update{}, false, 0, false
 	}
-	r.published, r.last, r.spare = true, data, r.last
+	r.published, r.last, r.spare = true, data, reclaim.Buffer(r.last, len(data))
 	if !u.Full && len(u.Services) == 0 && len(u.Removed) == 0 {
 		return sources.Update{}, false, 0, false // only comments or blank lines changed
 	}
@@ -294,8 +295,9 @@ func (s *Source) read(buf []byte, quiet time.Duration) (data []byte, before os.F
 	}
 	// One byte more than the file had, to see it grow. A new buffer has
 	// room for the file to grow a little, so that an edit that adds a few
-	// bytes does not cost a new buffer of the whole file.
-	if int64(cap(buf)) < size+1 {
+	// bytes does not cost a new buffer of the whole file; a buffer much
+	// larger than the file (it held a larger one) is left to the collector.
+	if buf = reclaim.Buffer(buf, int(size+1)); buf == nil {
 		buf = make([]byte, size+1, size+1+size/32+4096)
 	}
 	n, err := io.ReadFull(f, buf[:size+1])

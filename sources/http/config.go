@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/xdsbridge/xdsbridge/internal/scalar"
-	"github.com/xdsbridge/xdsbridge/internal/tlsclient"
 	"github.com/xdsbridge/xdsbridge/settings"
 	"github.com/xdsbridge/xdsbridge/sources/file"
+	"github.com/xdsbridge/xdsbridge/sources/tlsclient"
 )
 
 // Defaults of Config.

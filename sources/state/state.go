@@ -58,6 +58,9 @@ func New(dir string, fingerprints map[string]string, log *slog.Logger) *Store {
 	return &Store{path: filepath.Join(dir, FileName), fingerprints: fingerprints, log: log}
 }
 
+// Path is the state file's path.
+func (s *Store) Path() string { return s.path }
+
 // Fingerprint identifies a source's configuration: its name, type and
 // settings. encoding/json writes map keys sorted, so equal settings give
 // equal fingerprints.

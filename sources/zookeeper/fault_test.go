@@ -8,10 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xdsbridge/xdsbridge/internal/bridgetest"
-	"github.com/xdsbridge/xdsbridge/internal/envoysim"
-	"github.com/xdsbridge/xdsbridge/internal/grpcxdstest"
-	"github.com/xdsbridge/xdsbridge/internal/zktest"
+	"github.com/xdsbridge/xdsbridge/test/bridgetest"
+	"github.com/xdsbridge/xdsbridge/test/countproxy"
+	"github.com/xdsbridge/xdsbridge/test/envoysim"
+	"github.com/xdsbridge/xdsbridge/test/grpcxdstest"
+	"github.com/xdsbridge/xdsbridge/test/zktest"
 )
 
 // emptied counts the EDS responses in which the client received one of
@@ -95,7 +96,11 @@ func TestRegistrarSessionExpiry(t *testing.T) {
 // nothing lost and nothing duplicated, and watched again.
 func TestServerRestart(t *testing.T) {
 	srv := zktest.Start(t)
-	proxy := zktest.NewProxy(t, srv.Addr)
+	proxy, err := countproxy.TCP(srv.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Close)
 	r := zktest.NewRegistrar(t, srv.Addr, 60*time.Second)
 	for i := range 3 {
 		r.Serverset("/ss/web", zktest.Endpoint{Host: addr(i), Port: 8000}, nil, "ALIVE", i)
@@ -105,10 +110,10 @@ func TestServerRestart(t *testing.T) {
 	f.wait(t, "web", want)
 	admin := f.in.AdminAddr().String()
 
-	before := proxy.Accepted()
+	before := proxy.Counts().Conns
 	stopped := time.Now()
 	srv.Stop()
-	proxy.CloseAll()
+	proxy.Cut()
 	bridgetest.Eventually(t, bridgetest.Patience, "the source to show stale", func() bool {
 		return bridgetest.SourceStatus(t, admin, "zk").Stale
 	})
@@ -117,9 +122,9 @@ func TestServerRestart(t *testing.T) {
 	// (and the backoff on top), so at most one attempt a second plus the
 	// first. A loaded machine makes fewer, never more.
 	bridgetest.Eventually(t, bridgetest.Patience, "a few reconnect attempts", func() bool {
-		return proxy.Accepted()-before >= 3
+		return proxy.Counts().Conns-before >= 3
 	})
-	attempts, outage := proxy.Accepted()-before, time.Since(stopped)
+	attempts, outage := proxy.Counts().Conns-before, time.Since(stopped)
 	if limit := 2 + int64(outage/time.Second); attempts > limit {
 		t.Fatalf("%d connection attempts in %s of outage, want at most %d", attempts, outage.Round(time.Millisecond), limit)
 	}

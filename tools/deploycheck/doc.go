@@ -20,6 +20,14 @@
 //     the subset the job uses: literal values, heredocs, no HCL variables or
 //     functions (Nomad's runtime interpolation belongs in templates, where
 //     consul-template's {{ env }} reads it).
+//   - The ServiceMonitor (deploy/kubernetes/monitoring) is decoded the same
+//     way into the Prometheus Operator's types and checked against the
+//     Service and the Secret the Deployment mounts as the admin token.
+//   - The alert rules, their unit tests and the scrape configuration of
+//     deploy/prometheus go through Prometheus' own promtool (check rules,
+//     test rules, check config), which scripts/tools.sh builds from
+//     tools/promtool; every alert must have a unit test where it fires and
+//     one where it does not, and a runbook section in docs/operations.md.
 //   - The bridge configuration each manifest carries is laid out as the
 //     container would see it (the projected volume of the Deployment, the
 //     rendered templates of the Nomad task) and checked with the real

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -25,11 +26,12 @@ type KubeObject struct {
 	Obj  runtime.Object
 }
 
-// kubeScheme holds the API groups the manifests may use. A kind outside it
-// is an error: the check would otherwise not know its schema.
+// kubeScheme holds the API groups the manifests may use: Kubernetes' own
+// and the Prometheus Operator's (deploy/kubernetes/monitoring). A kind
+// outside it is an error: the check would otherwise not know its schema.
 var kubeScheme = func() *runtime.Scheme {
 	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, policyv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, policyv1.AddToScheme, monitoringv1.AddToScheme} {
 		if err := add(s); err != nil {
 			panic(fmt.Sprintf("registering the Kubernetes API types: %v", err))
 		}

@@ -7,8 +7,8 @@ import (
 
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/xdsbridge/xdsbridge/internal/golden"
 	"github.com/xdsbridge/xdsbridge/sources"
+	"github.com/xdsbridge/xdsbridge/test/golden"
 )
 
 // healthy returns a healthy endpoint at addr:port with the given metadata

@@ -8,8 +8,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/xdsbridge/xdsbridge/internal/grpcxdstest"
-	"github.com/xdsbridge/xdsbridge/internal/istiodsim"
+	"github.com/xdsbridge/xdsbridge/test/grpcxdstest"
+	"github.com/xdsbridge/xdsbridge/test/istiodsim"
 	"github.com/xdsbridge/xdsbridge/xds"
 )
 
@@ -20,7 +20,7 @@ import (
 //
 // The resources are served as the bridge serves them (every kind under
 // both type URLs, xds.Options.Collections) over gRPC on loopback to an
-// istiod-like client (internal/istiodsim, Light: it ACKs and counts bytes
+// istiod-like client (test/istiodsim, Light: it ACKs and counts bytes
 // without decoding the resources). Each op changes the weight of one
 // instance of the next service (an update of its ServiceEntry, or of its
 // WorkloadEntry), translates that service, applies its resources and waits

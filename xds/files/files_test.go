@@ -17,7 +17,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/xdsbridge/xdsbridge/internal/xdstest"
+	"github.com/xdsbridge/xdsbridge/test/xdstest"
 	"github.com/xdsbridge/xdsbridge/xds"
 )
 

@@ -13,7 +13,7 @@ mkdir -p out/bench "$out"
 # The commit is read before the build, so that it names what was built.
 commit="$(git rev-parse HEAD)$(git diff --quiet HEAD -- . ':!docs' || echo ' (with uncommitted changes)')"
 go build -o out/bench/bridge ./cmd/bridge
-go build -o out/bench/xdsload ./cmd/xdsload
+go build -o out/bench/xdsload ./bench/cmd/xdsload
 {
   echo "commit: $commit"
   echo "consul: $("$XDSBRIDGE_CONSUL" version | head -1)"

@@ -3,7 +3,7 @@
 
 The 2026-12-03 `make bench-full` left its log but not its CSV (a second
 invocation started by mistake rewrote out/bench/full/results.csv), so the
-figures of the ninth pass (docs/bench-history.md) and the table of every
+figures of the ninth pass (docs/dev/bench-history.md) and the table of every
 configuration of the latest full run (docs/benchmarks.md) come from the
 log's lines:
 "cold start" (time), "server memory right after the changes" and

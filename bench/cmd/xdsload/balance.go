@@ -1,0 +1,51 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/xdsbridge/xdsbridge/bench/fanout"
+)
+
+// balance runs the replicas scenario's TCP balancer (started by
+// `xdsload replicas`): it prints READY once it listens, then a line per
+// proxied connection opened or closed (fanout.BalancerEvent).
+func balance(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("balance", flag.ContinueOnError)
+	listen := fs.String("listen", "127.0.0.1:0", "listen address")
+	backends := fs.String("backends", "", "comma-separated ADDR=READY_URL (or ADDR alone: always ready)")
+	if err := fs.Parse(args); err != nil || *backends == "" {
+		return errUsage
+	}
+	b := &fanout.Balancer{}
+	for _, s := range strings.Split(*backends, ",") {
+		addr, url, _ := strings.Cut(s, "=")
+		be := fanout.Backend{Addr: addr}
+		if url != "" {
+			be.Ready = fanout.ReadinessProbe(ctx, url, 250*time.Millisecond)
+		}
+		b.Backends = append(b.Backends, be)
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("listening: %w", err)
+	}
+	w := bufio.NewWriter(os.Stdout)
+	var mu sync.Mutex
+	line := func(s string) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintln(w, s)
+		w.Flush()
+	}
+	b.Event = func(e fanout.BalancerEvent) { line(e.String()) }
+	line("READY")
+	return b.Serve(ctx, ln)
+}

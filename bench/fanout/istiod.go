@@ -1,0 +1,312 @@
+package fanout
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/xdsbridge/xdsbridge/bench/target"
+	"github.com/xdsbridge/xdsbridge/test/istiodsim"
+	"github.com/xdsbridge/xdsbridge/translate/istio"
+)
+
+// IstiodConfig is the Istio serving scenario: the bridge's engine serving
+// its Istio collections in one shape (a target.IstioImpls server in its
+// own process, `<Bin> serve`), the workload's services translated for
+// Istio, one istiod-like client (test/istiodsim, Light: it ACKs and
+// counts bytes without decoding resources) in this process, and one
+// instance change (a weight) at Rate per second for Duration.
+type IstiodConfig struct {
+	Bin       string // the xdsload binary (runs `serve`)
+	Impl      string // one of target.IstioImpls
+	Services  int
+	Instances int // per service
+	Rate      float64
+	Duration  time.Duration
+	// Idle is how long the server's CPU is read with nothing changing,
+	// before the changes (0: not measured).
+	Idle time.Duration
+	// Holdoff is passed to the server (target.Options.Holdoff); latency
+	// is measured from the change at the source, holdoff included.
+	Holdoff time.Duration
+	Timeout time.Duration // bound of the initial sync and of one push
+	Rep     int
+	OutDir  string // the server's log goes here
+	Logger  *slog.Logger
+}
+
+// IstiodResult is what one run measured.
+type IstiodResult struct {
+	Config IstiodConfig
+	// InitialBytes is the size of the first response of the collection
+	// that carries the endpoints (istiod's initial sync of it).
+	InitialBytes int
+	// Changes were applied over Window; Pushes responses of any kind
+	// reached the client in it, PushBytes their size, and Endpoint of
+	// them carried the collection with the endpoints.
+	Changes, Pushes, Endpoint int
+	PushBytes                 int64
+	Window                    time.Duration
+	// ServerCPU is the server process's user and system time over Window
+	// (getrusage in that process); ClientCPU this process's, which is the
+	// client's and the driver's (a few HTTP calls).
+	ServerCPU, ClientCPU time.Duration
+	// ServerSys is the system (kernel) part of ServerCPU: the socket
+	// writes, mostly.
+	ServerSys time.Duration
+	// IdleCPU is the server's CPU over Config.Idle with nothing changing.
+	IdleCPU time.Duration
+	// GCs and Releases are the server's garbage collections and memory
+	// returns (its reclaim policy, two collections each) over Window.
+	GCs, Releases int
+	// Latencies are, per change, from the change's request to the server
+	// to the client's receipt of the response that carries it.
+	Latencies []time.Duration
+	// LoadBefore and LoadAfter are /proc/loadavg at the start and the end.
+	LoadBefore, LoadAfter string
+	Problem               string
+}
+
+// endpointCollection is the type URL (as istiod asks for it) of the
+// collection an instance change re-sends in impl's shape, and how many
+// resources it holds for services × instances.
+func endpointCollection(impl string, services, instances int) (string, int) {
+	if impl == "istio-workload_entries" {
+		return istio.WorkloadEntry.TypeURLs()[0], services * instances
+	}
+	return istio.ServiceEntry.TypeURLs()[0], services
+}
+
+// RunIstiod runs the scenario once. Every process it starts is stopped
+// before it returns.
+func RunIstiod(ctx context.Context, cfg IstiodConfig) (*IstiodResult, error) {
+	if !slices.Contains(target.IstioImpls, cfg.Impl) {
+		return nil, fmt.Errorf("implementation %q does not serve istiod (want one of %v)", cfg.Impl, target.IstioImpls)
+	}
+	res := &IstiodResult{Config: cfg, LoadBefore: loadLine()}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	srv, err := startServer(ctx, Config{Bin: cfg.Bin, Impl: cfg.Impl, Holdoff: cfg.Holdoff},
+		filepath.Join(cfg.OutDir, fmt.Sprintf("istiod.%s.%d.server.log", cfg.Impl, cfg.Rep)))
+	if err != nil {
+		return nil, err
+	}
+	defer srv.stop()
+	if err := srv.post(ctx, "/load", url.Values{"services": {strconv.Itoa(cfg.Services)}, "endpoints": {strconv.Itoa(cfg.Instances)}}); err != nil {
+		return nil, err
+	}
+	client, err := istiodsim.Connect(srv.xds, istiodsim.Options{Light: true})
+	if err != nil {
+		return nil, err
+	}
+	defer client.Close()
+	typeURL, want := endpointCollection(cfg.Impl, cfg.Services, cfg.Instances)
+	// ofType returns the responses of the endpoint collection.
+	ofType := func() []istiodsim.Response {
+		var out []istiodsim.Response
+		for _, r := range client.Responses() {
+			if r.TypeURL == typeURL {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+	wctx, cancel := context.WithTimeout(ctx, coldFactor*cfg.Timeout)
+	err = client.WaitFor(wctx, func() bool { return client.Synced() && len(ofType()) > 0 && ofType()[0].Count == want })
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("initial sync of %d resources of %s: %w; received %+v", want, typeURL, err, ofType())
+	}
+	res.InitialBytes = ofType()[0].Bytes
+	log.Info("istiod synced", "impl", cfg.Impl, "collection", typeURL, "bytes", res.InitialBytes)
+
+	s0, err := settledStats(ctx, srv)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Idle > 0 {
+		select {
+		case <-time.After(cfg.Idle):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		s1, err := srv.stats(ctx)
+		if err != nil {
+			return nil, err
+		}
+		res.IdleCPU = s1.CPU() - s0.CPU()
+	}
+
+	period := time.Duration(float64(time.Second) / cfg.Rate)
+	total := max(1, int(cfg.Duration.Seconds()*cfg.Rate))
+	before := len(client.Responses())
+	// The server's profile over the changes tells where its time went.
+	prof := filepath.Join(cfg.OutDir, fmt.Sprintf("istiod.%s.%d.cpu.pprof", cfg.Impl, cfg.Rep))
+	if err := srv.post(ctx, "/cpuprofile/start", url.Values{"path": {prof}}); err != nil {
+		return nil, err
+	}
+	s0, err = srv.stats(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c0, start := selfCPU(), time.Now()
+	for k := 1; k <= total; k++ {
+		if err := sleepUntil(ctx, start.Add(time.Duration(k-1)*period)); err != nil {
+			return nil, err
+		}
+		n := len(ofType())
+		t0 := time.Now()
+		if err := srv.post(ctx, "/change", url.Values{"k": {strconv.Itoa(k)}}); err != nil {
+			return nil, err
+		}
+		wctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+		err := client.WaitFor(wctx, func() bool { return len(ofType()) > n })
+		cancel()
+		if err != nil {
+			res.Problem = fmt.Sprintf("change %d did not reach the client within %v: %v", k, cfg.Timeout, err)
+			break
+		}
+		got := ofType()[n]
+		if got.Count != want {
+			res.Problem = fmt.Sprintf("change %d: the response had %d resources of %s, want %d", k, got.Count, typeURL, want)
+			break
+		}
+		res.Latencies = append(res.Latencies, got.Received.Sub(t0))
+		res.Changes = k
+	}
+	// The window ends a period after the last change, so that each
+	// change is charged one whole period of the server's time, what it
+	// spends after the push (collection, memory return) included.
+	if err := sleepUntil(ctx, start.Add(time.Duration(res.Changes)*period)); err != nil {
+		return nil, err
+	}
+	s1, err := srv.stats(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := srv.post(ctx, "/cpuprofile/stop", nil); err != nil {
+		return nil, err
+	}
+	res.Window, res.ClientCPU, res.ServerCPU = time.Since(start), selfCPU()-c0, s1.CPU()-s0.CPU()
+	res.ServerSys = time.Duration(s1.SysNs - s0.SysNs)
+	res.GCs, res.Releases = int(s1.GCs-s0.GCs), s1.Reclaim.Releases-s0.Reclaim.Releases
+	for _, r := range client.Responses()[before:] {
+		res.Pushes++
+		res.PushBytes += int64(r.Bytes)
+		if r.TypeURL == typeURL {
+			res.Endpoint++
+		}
+	}
+	res.LoadAfter = loadLine()
+	return res, nil
+}
+
+// sleepUntil sleeps until t or until ctx ends.
+func sleepUntil(ctx context.Context, t time.Time) error {
+	select {
+	case <-time.After(time.Until(t)):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// perChange is d per change applied (0 for none).
+func (r *IstiodResult) perChange(d time.Duration) time.Duration {
+	if r.Changes == 0 {
+		return 0
+	}
+	return d / time.Duration(r.Changes)
+}
+
+// aboveIdle is the server's CPU per change above what it spends idle over
+// the same time.
+func (r *IstiodResult) aboveIdle() time.Duration {
+	if r.Config.Idle <= 0 {
+		return r.perChange(r.ServerCPU)
+	}
+	idle := time.Duration(float64(r.IdleCPU) * float64(r.Window) / float64(r.Config.Idle))
+	return r.perChange(r.ServerCPU - idle)
+}
+
+// bytesPerPush is the mean size of the pushes of the window.
+func (r *IstiodResult) bytesPerPush() float64 {
+	if r.Pushes == 0 {
+		return 0
+	}
+	return float64(r.PushBytes) / float64(r.Pushes)
+}
+
+// Line is one run's figures, on one line.
+func (r *IstiodResult) Line() string {
+	c := r.Config
+	s := fmt.Sprintf("%s run %d: %d×%d, %d changes at %g/s over %s: server CPU %s per change (system %s; %s above idle; idle %s over %s), "+
+		"client CPU %s per change; server %d GCs, %d memory returns; %d pushes (%d of the endpoint collection), %.0f B per push, initial %d B; "+
+		"change to received p50 %s p99 %s max %s; load average %s -> %s",
+		c.Impl, c.Rep, c.Services, c.Instances, r.Changes, c.Rate, r.Window.Round(time.Millisecond),
+		ms(r.perChange(r.ServerCPU)), ms(r.perChange(r.ServerSys)), ms(r.aboveIdle()), ms(r.IdleCPU), c.Idle,
+		ms(r.perChange(r.ClientCPU)), r.GCs, r.Releases, r.Pushes, r.Endpoint, r.bytesPerPush(), r.InitialBytes,
+		ms(pct(r.Latencies, 50)), ms(pct(r.Latencies, 99)), ms(pct(r.Latencies, 100)), r.LoadBefore, r.LoadAfter)
+	if r.Problem != "" {
+		s += "; FAILED: " + r.Problem
+	}
+	return s
+}
+
+// IstiodSummary is a Markdown table of runs, one row per implementation
+// (in order of first appearance): the median of each figure over its runs,
+// with the range.
+func IstiodSummary(rs []*IstiodResult) string {
+	var b strings.Builder
+	b.WriteString("| shape | runs | server CPU per change | above idle | client CPU per change | bytes per push | pushes per change | change to received p50 | p99 | max | load average (1 min) |\n")
+	b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	var order []string
+	by := map[string][]*IstiodResult{}
+	for _, r := range rs {
+		if _, ok := by[r.Config.Impl]; !ok {
+			order = append(order, r.Config.Impl)
+		}
+		by[r.Config.Impl] = append(by[r.Config.Impl], r)
+	}
+	fig := func(runs []*IstiodResult, f func(*IstiodResult) float64) []float64 {
+		out := make([]float64, len(runs))
+		for i, r := range runs {
+			out[i] = f(r)
+		}
+		return out
+	}
+	dur := func(v float64) string { return ms(time.Duration(v)) }
+	num := func(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) }
+	two := func(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
+	one := func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
+	for _, impl := range order {
+		runs := by[impl]
+		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+			strings.TrimPrefix(impl, "istio-"), len(runs),
+			spread(fig(runs, func(r *IstiodResult) float64 { return float64(r.perChange(r.ServerCPU)) }), dur),
+			spread(fig(runs, func(r *IstiodResult) float64 { return float64(r.aboveIdle()) }), dur),
+			spread(fig(runs, func(r *IstiodResult) float64 { return float64(r.perChange(r.ClientCPU)) }), dur),
+			spread(fig(runs, (*IstiodResult).bytesPerPush), num),
+			spread(fig(runs, func(r *IstiodResult) float64 { return float64(r.Pushes) / float64(max(1, r.Changes)) }), two),
+			spread(fig(runs, func(r *IstiodResult) float64 { return float64(pct(r.Latencies, 50)) }), dur),
+			spread(fig(runs, func(r *IstiodResult) float64 { return float64(pct(r.Latencies, 99)) }), dur),
+			spread(fig(runs, func(r *IstiodResult) float64 { return float64(pct(r.Latencies, 100)) }), dur),
+			spread(fig(runs, func(r *IstiodResult) float64 { return loadOf(r.LoadBefore) }), one))
+	}
+	return b.String()
+}
+
+// loadOf is the 1-minute load average of a /proc/loadavg line (0 if
+// empty).
+func loadOf(line string) float64 {
+	f, _ := strconv.ParseFloat(strings.Fields(line + " 0")[0], 64)
+	return f
+}

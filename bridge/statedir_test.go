@@ -1,0 +1,97 @@
+package bridge_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/xdsbridge/xdsbridge/manager"
+	"github.com/xdsbridge/xdsbridge/test/bridgetest"
+	"github.com/xdsbridge/xdsbridge/test/syncbuf"
+)
+
+// TestStateDirHealth: a state_dir that cannot be written shows in /state,
+// /readyz (a warning; the bridge stays ready: it serves as usual, only a
+// restart would miss the state), /metrics and the status page, and is
+// logged once however often the write is retried; once it can be written
+// again all of that clears, and the recovery is logged once.
+func TestStateDirHealth(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "services.yaml"),
+		[]byte("services:\n  - {name: web, endpoints: [{address: 10.0.0.1, port: 80}]}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// A file where the state directory's parent should be: no process,
+	// root included, can create the directory.
+	blocked := filepath.Join(dir, "blocked")
+	if err := os.WriteFile(blocked, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logs syncbuf.Buffer
+	in := bridgetest.StartIn(t, dir, "xds: {listen: 127.0.0.1:0}\nadmin: {listen: 127.0.0.1:0}\nstate_dir: blocked/state\n"+
+		"sources:\n  - {name: static, type: file, path: services.yaml}\n", &logs)
+	admin := "http://" + in.AdminAddr().String()
+	bridgetest.WaitReady(t, in.AdminAddr().String(), bridgetest.Patience)
+
+	state := func() manager.PersistStatus {
+		_, body := bridgetest.Get(admin + "/state")
+		var st manager.PersistStatus
+		if err := json.Unmarshal([]byte(body), &st); err != nil {
+			t.Fatalf("/state: %v: %q", err, body)
+		}
+		return st
+	}
+	// Two failed writes at least: the second is retried after a backoff
+	// of a second or so, and must not be logged again.
+	bridgetest.Eventually(t, bridgetest.Patience, "two failed writes in /state", func() bool { return state().Failures >= 2 })
+	st := state()
+	if !st.Enabled || !st.Failing || !strings.Contains(st.Error, "not a directory") || st.Path != filepath.Join(blocked, "state", "state.json") || st.Since.IsZero() {
+		t.Errorf("/state = %+v, want enabled, failing since a time, the error and the file", st)
+	}
+	code, body := bridgetest.Get(admin + "/readyz")
+	if code != http.StatusOK || !strings.Contains(body, "warning: cannot persist the state for warm starts to "+st.Path) {
+		t.Errorf("/readyz = %d %q, want 200 with a warning naming the file", code, body)
+	}
+	m := bridgetest.ScrapeMetrics(t, admin+"/metrics", "")
+	for series, want := range map[string]float64{"xdsbridge_state_dir_configured": 1, "xdsbridge_state_dir_failing": 1,
+		"xdsbridge_state_dir_last_write_timestamp_seconds": 0} {
+		if got, ok := m.Values[series]; !ok || got != want {
+			t.Errorf("%s = %v (exported: %v), want %v", series, got, ok, want)
+		}
+	}
+	if got := m.Values["xdsbridge_state_dir_write_failures_total"]; got < 2 {
+		t.Errorf("xdsbridge_state_dir_write_failures_total = %v, want at least 2", got)
+	}
+	if _, page := bridgetest.Get(admin + "/"); !strings.Contains(page, `id="state"`) || !strings.Contains(page, "cannot persist the state") {
+		t.Error("the status page does not show the failing state directory among its problems")
+	}
+	if n := strings.Count(logs.String(), "cannot persist the state for warm starts"); n != 1 {
+		t.Errorf("%d log lines about the failing state directory after %d failures, want 1:\n%s", n, state().Failures, logs.String())
+	}
+
+	// The directory can be made now: the next retry writes the state.
+	if err := os.Remove(blocked); err != nil {
+		t.Fatal(err)
+	}
+	bridgetest.Eventually(t, bridgetest.Patience, "the state written", func() bool { st := state(); return !st.Failing && !st.Saved.IsZero() })
+	if _, err := os.Stat(st.Path); err != nil {
+		t.Errorf("the state file: %v", err)
+	}
+	if code, body := bridgetest.Get(admin + "/readyz"); code != http.StatusOK || strings.Contains(body, "warning") {
+		t.Errorf("/readyz = %d %q once the state is written, want 200 without a warning", code, body)
+	}
+	m = bridgetest.ScrapeMetrics(t, admin+"/metrics", "")
+	if m.Values["xdsbridge_state_dir_failing"] != 0 || m.Values["xdsbridge_state_dir_last_write_timestamp_seconds"] == 0 {
+		t.Errorf("after the write: failing %v, last write %v; want 0 and a time",
+			m.Values["xdsbridge_state_dir_failing"], m.Values["xdsbridge_state_dir_last_write_timestamp_seconds"])
+	}
+	if _, page := bridgetest.Get(admin + "/"); strings.Contains(page, `id="state"`) {
+		t.Error("the status page still shows the state directory as a problem")
+	}
+	if n := strings.Count(logs.String(), "persisting the state for warm starts again"); n != 1 {
+		t.Errorf("%d recovery lines, want 1", n)
+	}
+}

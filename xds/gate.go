@@ -1,0 +1,425 @@
+package xds
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// The make-before-break gate, per client. Sending types in rank order
+// (owed.go) orders one push; the gate orders across pushes and streams:
+//
+//   - A route configuration or listener that sends traffic to a cluster
+//     (entry.refs) is held back from a client until that client has the
+//     cluster ready: the cluster sent, and, for an EDS cluster, its
+//     assignment sent too, so that Envoy has finished warming it. On ADS,
+//     where Envoy handles responses in the order they are sent, "sent" is
+//     enough; on per-type streams, which have no order between them, the
+//     CDS and EDS streams of the same Envoy must have acknowledged
+//     (ACKed or NACKed) the responses that carried them.
+//   - A cluster's removal (and its assignment's) is held back while a
+//     route configuration or listener the client holds still sends
+//     traffic to it; on per-type streams, until the client has
+//     acknowledged the update that stopped naming it.
+//
+// Only the clusters the client is getting are waited for: a cluster the
+// server does not have (a cluster of the client's bootstrap, say), or that
+// the client's subscription does not deliver (another scope's, or one a
+// gRPC client has not asked for yet, since gRPC fetches a route before its
+// clusters), holds nothing back. Nothing is held on a timer: what is held
+// goes as soon as the client's own requests and acknowledgements let it.
+//
+// Per-type streams of one Envoy are found by their node and connection
+// (peer address): a group. Its members publish, under the group's lock,
+// what the others need: the clusters and assignments they have ACKed,
+// and the clusters the route configurations and listeners they hold name.
+// Lock order: client.mu, then group.mu, then a writer's (a poke).
+
+// gates reports whether the gate is on. It is off only in the test that
+// shows what an engine that pushes each type on its own does to a client.
+func (s *Server) gates() bool { return !s.ungated }
+
+// ready reports whether the client has every cluster e sends traffic to
+// ready, or is not getting it (see above). client.mu held.
+func (c *client) ready(e *entry) bool {
+	if len(e.refs) == 0 || !c.s.gates() {
+		return true
+	}
+	if c.member != nil {
+		return c.member.g.ready(c, e)
+	}
+	cw, ew := c.watches[ClusterType], c.watches[EndpointType]
+	if cw == nil {
+		return true // not a client of our clusters
+	}
+	ct, et := c.s.clusters(), c.s.endpoints()
+	for _, name := range e.refs {
+		sl := ct.current(name)
+		if sl == nil {
+			continue // the server has no such cluster
+		}
+		h, held := cw.held.get(sl)
+		if !held {
+			if p, pending := cw.dirty[sl]; pending && p.e != nil {
+				return false // on its way
+			}
+			continue // not delivered to this client
+		}
+		if h == nil || h == stale {
+			return false // subscribed, not sent yet
+		}
+		esl := et.current(h.edsName)
+		if h.edsName == "" || esl == nil {
+			continue // no assignment to wait for
+		}
+		if ew == nil {
+			return false // the client has not asked for endpoints yet
+		}
+		if a, _ := ew.held.get(esl); a == nil || a == stale {
+			return false
+		}
+	}
+	return true
+}
+
+// current returns the slot of name if the store has an entry there (in
+// its published table), without Server.mu; nil otherwise.
+func (t *typeState) current(name string) *slot {
+	sl := t.named(name)
+	if sl == nil || t.chunk(sl.idx>>chunkBits).at(sl.idx&(chunkLen-1)) == nil {
+		return nil
+	}
+	return sl
+}
+
+// needed reports whether a route configuration or listener the client
+// holds still sends traffic to the cluster of slot sl (a cluster's, or an
+// assignment's of the same name): its removal must wait. client.mu held.
+func (c *client) needed(w *watch, sl *slot) bool {
+	if !c.s.gates() || (w.t.url != ClusterType && w.t.url != EndpointType) {
+		return false
+	}
+	if c.member != nil {
+		return c.member.g.needed(c, sl.name)
+	}
+	for _, t := range []string{RouteType, ListenerType} {
+		if rw := c.watches[t]; rw != nil && rw.names(sl.name) {
+			return true
+		}
+	}
+	return false
+}
+
+// names reports whether an entry the watch holds sends traffic to cluster.
+// client.mu held.
+func (w *watch) names(cluster string) bool {
+	for e := range w.held.entries() {
+		if containsSorted(e.refs, cluster) {
+			return true
+		}
+	}
+	return false
+}
+
+func containsSorted(list []string, s string) bool {
+	lo, hi := 0, len(list)
+	for lo < hi {
+		m := (lo + hi) / 2
+		switch {
+		case list[m] == s:
+			return true
+		case list[m] < s:
+			lo = m + 1
+		default:
+			hi = m
+		}
+	}
+	return false
+}
+
+// endpoints is the store of assignments, readable without Server.mu (it
+// is made before the first request).
+func (s *Server) endpoints() *typeState { return s.eds }
+
+// named returns the slot of name without Server.mu, nil if it has none.
+// Only the cluster and assignment stores keep this index (see
+// typeState.index).
+func (t *typeState) named(name string) *slot {
+	if v, ok := t.index.Load(name); ok {
+		return v.(*slot)
+	}
+	return nil
+}
+
+// indexed reports whether the store keeps the index of names that
+// writers read (named).
+func indexed(typeURL string) bool { return typeURL == ClusterType || typeURL == EndpointType }
+
+// groupKey identifies the per-type streams of one Envoy.
+type groupKey struct{ peer, node string }
+
+// group is the per-type streams of one Envoy, guarded by mu.
+type group struct {
+	s       *Server
+	mu      sync.Mutex
+	members []*member
+}
+
+// member is one per-type stream of a group and what it publishes to the
+// others, guarded by group.mu.
+type member struct {
+	g   *group
+	c   *client
+	url string // the type the stream serves
+	// acked are, for a CDS or EDS stream, the slots whose delivery it has
+	// acknowledged, by slot index: a slot, not a bit, so that a slot
+	// released and its index reused by another name is not taken for it.
+	acked slotSet
+	// wildcard says a CDS stream subscribes to every cluster.
+	wildcard bool
+	// refs counts, for an LDS or RDS stream, the clusters named by the
+	// entries it was sent, and by those it replaced or removed until it
+	// acknowledges that.
+	refs map[string]int
+	// blocked says its writer is holding something back for the group.
+	blocked atomic.Bool
+}
+
+// join makes c, a per-type stream whose node is now known, a member of
+// its Envoy's group. Server.mu and client.mu held.
+func (s *Server) join(c *client) {
+	url := streamType(c.variant)
+	if url == "" || c.node == nil {
+		return // ADS orders itself
+	}
+	k := groupKey{peer: c.peer, node: c.node.GetId()}
+	g := s.groups[k]
+	if g == nil {
+		g = &group{s: s}
+		s.groups[k] = g
+	}
+	m := &member{g: g, c: c, url: url, refs: map[string]int{}}
+	g.mu.Lock()
+	g.members = append(g.members, m)
+	g.mu.Unlock()
+	c.member = m
+	c.groupKey = k
+}
+
+// leave removes c from its group, and the group once empty; the others
+// are poked, as what they waited for may never come. Server.mu and
+// client.mu held.
+func (s *Server) leave(c *client) {
+	m := c.member
+	if m == nil {
+		return
+	}
+	g := m.g
+	g.mu.Lock()
+	for i, x := range g.members {
+		if x == m {
+			g.members = append(g.members[:i], g.members[i+1:]...)
+			break
+		}
+	}
+	empty := len(g.members) == 0
+	g.mu.Unlock()
+	if empty {
+		delete(s.groups, c.groupKey)
+	}
+	g.pokeBlocked()
+}
+
+// of returns the member streaming type url, nil if none.
+func (g *group) of(url string) *member {
+	for _, m := range g.members {
+		if m.url == url {
+			return m
+		}
+	}
+	return nil
+}
+
+// ready is client.ready for a member c of g. client.mu (of c) held.
+func (g *group) ready(c *client, e *entry) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	cm := g.of(ClusterType)
+	if cm == nil || !cm.wildcard {
+		return true // the Envoy takes its clusters elsewhere, or names them itself
+	}
+	ct, et := g.s.clusters(), g.s.endpoints()
+	for _, name := range e.refs {
+		sl := ct.named(name)
+		if sl == nil {
+			continue
+		}
+		cur := ct.chunkIn(c.scope, sl.idx>>chunkBits).at(sl.idx & (chunkLen - 1))
+		if cur == nil {
+			continue // not in the Envoy's scope
+		}
+		if !cm.acked.has(sl) {
+			return g.block(c)
+		}
+		if cur.edsName == "" {
+			continue
+		}
+		esl := et.named(cur.edsName)
+		if esl == nil {
+			continue
+		}
+		em := g.of(EndpointType)
+		if em == nil || !em.acked.has(esl) {
+			return g.block(c)
+		}
+	}
+	return true
+}
+
+// block marks c's member as holding something back, and returns false
+// (for ready). g.mu held.
+func (g *group) block(c *client) bool {
+	c.member.blocked.Store(true)
+	return false
+}
+
+// needed is client.needed for a member c of g.
+func (g *group) needed(c *client, name string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+
+	for _, m := range g.members {
+		if m.refs[name] > 0 {
+			g.block(c)
+			return true
+		}
+	}
+	return false
+}
+
+// pokeBlocked pokes the members holding something back, for a change of
+// what they wait for.
+func (g *group) pokeBlocked() {
+	g.mu.Lock()
+	var poke []*client
+	for _, m := range g.members {
+		if m.blocked.Swap(false) {
+			poke = append(poke, m.c)
+		}
+	}
+	g.mu.Unlock()
+	for _, c := range poke {
+		c.poke()
+	}
+}
+
+// clusters is the store of clusters, readable without Server.mu.
+func (s *Server) clusters() *typeState { return s.cds }
+
+// sent records, for a member's watch, that sl was sent e in place of h:
+// a CDS or EDS stream notes a new delivery to publish once acknowledged,
+// an LDS or RDS stream counts the clusters e names at once and uncounts
+// those h named once acknowledged. client.mu held.
+func (w *watch) sent(sl *slot, h, e *entry) {
+	m := w.c.member
+	if m == nil {
+		return
+	}
+	switch w.t.url {
+	case ClusterType, EndpointType:
+		if e != nil && (h == nil || h == stale) {
+			if w.fresh == nil {
+				w.fresh = make(map[*slot]struct{})
+			}
+			w.fresh[sl] = struct{}{}
+		}
+		if e == nil {
+			delete(w.fresh, sl)
+			m.g.mu.Lock()
+			m.acked.clear(sl)
+			m.g.mu.Unlock()
+		}
+	case RouteType, ListenerType:
+		if e != nil && len(e.refs) > 0 {
+			m.g.mu.Lock()
+			for _, r := range e.refs {
+				m.refs[r]++
+			}
+			m.g.mu.Unlock()
+		}
+		if h != nil && h != stale && len(h.refs) > 0 {
+			w.unacked = append(w.unacked, h.refs)
+		}
+	}
+}
+
+// acknowledged publishes what the member's client acknowledged with its
+// latest response of the watch's type (an ACK or a NACK: either way it
+// has processed it), and pokes the members waiting for it. client.mu
+// held.
+func (w *watch) acknowledged() {
+	m := w.c.member
+	if m == nil || (len(w.fresh) == 0 && len(w.unacked) == 0) {
+		return
+	}
+	m.g.mu.Lock()
+	for sl := range w.fresh {
+		m.acked.set(sl)
+	}
+	for _, refs := range w.unacked {
+		for _, r := range refs {
+			if m.refs[r]--; m.refs[r] <= 0 {
+				delete(m.refs, r)
+			}
+		}
+	}
+	m.g.mu.Unlock()
+	clear(w.fresh)
+	w.unacked = nil
+	m.g.pokeBlocked()
+}
+
+// slotSet is a set of slots of one type, by index.
+type slotSet []*slot
+
+func (b slotSet) has(sl *slot) bool { return sl.idx < len(b) && b[sl.idx] == sl }
+
+func (b *slotSet) set(sl *slot) {
+	if sl.idx >= len(*b) {
+		*b = append(*b, make([]*slot, sl.idx+1-len(*b)+len(*b)/4)...)
+	}
+	(*b)[sl.idx] = sl
+}
+
+func (b slotSet) clear(sl *slot) {
+	if sl.idx < len(b) && b[sl.idx] == sl {
+		b[sl.idx] = nil
+	}
+}
+
+// streamType is the type a per-type stream of variant serves, "" for ADS.
+func streamType(variant string) string {
+	switch variant[max(0, len(variant)-3):] {
+	case "cds":
+		return ClusterType
+	case "eds":
+		return EndpointType
+	case "lds":
+		return ListenerType
+	case "rds":
+		return RouteType
+	case "sds":
+		return SecretType
+	}
+	return ""
+}
+
+// wildcardChanged tells the group whether a CDS member now subscribes to
+// every cluster. Server.mu and client.mu held.
+func (w *watch) wildcardChanged() {
+	if m := w.c.member; m != nil && w.t.url == ClusterType {
+		m.g.mu.Lock()
+		m.wildcard = w.wildcard
+		m.g.mu.Unlock()
+		m.g.pokeBlocked()
+	}
+}
