@@ -22,6 +22,7 @@ import (
 
 	"github.com/xdsbridge/xdsbridge/test/bridgetest"
 	"github.com/xdsbridge/xdsbridge/test/consultest"
+	"github.com/xdsbridge/xdsbridge/test/countproxy"
 	"github.com/xdsbridge/xdsbridge/test/freeport"
 	"github.com/xdsbridge/xdsbridge/test/grpcxdstest"
 	"github.com/xdsbridge/xdsbridge/test/istiodtest"
@@ -82,7 +83,14 @@ func testRealIstiod(t *testing.T, shape string) {
 	registerWeb("b")
 
 	// istiod reads the bridge through a relay that counts its connections.
-	b := newConsulBridge(t, agent.HTTPAddr)
+	// The bridge reads Consul through a proxy, so that a restarted agent
+	// can be given its registrations before the bridge sees it.
+	consul, err := countproxy.TCP(agent.HTTPAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(consul.Close)
+	b := newConsulBridge(t, consul.Addr)
 	b.write(t, "istio: {enabled: true, shape: "+shape+"}", "")
 	relay := newConnCounter(t, b.xdsAddr)
 
@@ -203,6 +211,7 @@ func testRealIstiod(t *testing.T, shape string) {
 	// bridge answers with the same content, hence the same versions, and
 	// istiod changes nothing.
 	agent.Stop() // a -dev agent: it comes back empty
+	consul.SetUpstream(freeport.Addr(t))
 	bridge.stop()
 	conns = relay.conns.Load()
 	received := strings.Count(ist.Log(), "type=networking.istio.io/v1/ServiceEntry")
@@ -221,6 +230,7 @@ func testRealIstiod(t *testing.T, shape string) {
 	for _, name := range []string{"b", "c", "d"} {
 		registerWeb(name)
 	}
+	consul.SetUpstream(agent.HTTPAddr)
 	bridgetest.WaitReady(t, b.adminAddr, patience)
 	waitIstiodStream(t, b.adminAddr, "istiod to sync with the bridge once it read Consul")
 	if got := resourceVersions(ist); !maps.Equal(got, versions) {
