@@ -7,6 +7,7 @@ import (
 	statusv3 "github.com/envoyproxy/go-control-plane/envoy/service/status/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/anypb"
 )
 
 // Key names one resource of an xDS client: its type URL and name.
@@ -26,6 +27,9 @@ type ResourceStatus struct {
 	// Error and ErrorVersion are, for a resource the client rejected, why
 	// and the version_info of the response it rejected.
 	Error, ErrorVersion string
+	// Resource is the resource the client holds: the last one it ACKed
+	// (nil if none).
+	Resource *anypb.Any
 }
 
 // ClientStatus asks the CSDS server at addr (a process whose xDS clients
@@ -37,7 +41,12 @@ func ClientStatus(ctx context.Context, addr string) (map[Key]ResourceStatus, err
 		return nil, fmt.Errorf("dialling CSDS at %s: %w", addr, err)
 	}
 	defer conn.Close()
-	resp, err := statusv3.NewClientStatusDiscoveryServiceClient(conn).FetchClientStatus(ctx, &statusv3.ClientStatusRequest{})
+	return fetchStatus(ctx, statusv3.NewClientStatusDiscoveryServiceClient(conn), addr)
+}
+
+// fetchStatus is ClientStatus over an open CSDS client.
+func fetchStatus(ctx context.Context, c statusv3.ClientStatusDiscoveryServiceClient, addr string) (map[Key]ResourceStatus, error) {
+	resp, err := c.FetchClientStatus(ctx, &statusv3.ClientStatusRequest{})
 	if err != nil {
 		return nil, fmt.Errorf("fetching the client status from %s: %w", addr, err)
 	}
@@ -49,6 +58,7 @@ func ClientStatus(ctx context.Context, addr string) (map[Key]ResourceStatus, err
 				Version:      x.GetVersionInfo(),
 				Error:        x.GetErrorState().GetDetails(),
 				ErrorVersion: x.GetErrorState().GetVersionInfo(),
+				Resource:     x.GetXdsConfig(),
 			}
 		}
 	}
