@@ -214,17 +214,22 @@ sources:
 	}
 }
 
-// TestBridgeFormatsToClient runs each format's registry life (see
-// etcd.DriveFormat) through the whole bridge and checks what an Envoy-like
-// client holds after every step, and that the malformed key is counted in
-// /sources.
-func TestBridgeFormatsToClient(t *testing.T) {
+// TestBridgeFormatsToClients runs each format's registry life (see
+// etcd.DriveFormat) through the whole bridge and checks, after every step,
+// what two clients hold: an Envoy-like ADS client, and grpc-go's xDS
+// client read through its CSDS (the ClusterLoadAssignment it ACKed, so the
+// endpoints, weights and priorities it balances over, or the service held
+// as gone); and that the malformed key is counted in /sources. The formats
+// share one etcd: each writes under a prefix of its own.
+func TestBridgeFormatsToClients(t *testing.T) {
+	srv := etcdtest.Start(t)
+	reg := etcdtest.Registrar{C: srv.Client(t)}
 	for _, format := range etcd.FormatNames {
 		t.Run(format, func(t *testing.T) {
-			srv := etcdtest.Start(t)
 			ctx := t.Context()
 			var in *bridge.Instance
 			var client *envoysim.Client
+			var grpcgo *grpcxdstest.Observer
 			start := func() {
 				in = bridgetest.Start(t, fmt.Sprintf(`xds: {listen: "127.0.0.1:0"}
 admin: {listen: "127.0.0.1:0"}
@@ -236,8 +241,9 @@ sources:
 					t.Fatal(err)
 				}
 				t.Cleanup(client.Close)
+				grpcgo = grpcxdstest.StartObserver(t, in.XDSAddr().String(), "grpc-observer", etcd.FormatClusters(format)...)
 			}
-			etcd.DriveFormat(t, etcdtest.Registrar{C: srv.Client(t)}, format, start, func(step string, want map[string][]string) {
+			etcd.DriveFormat(t, reg, format, start, func(step string, want map[string][]string) {
 				wctx, cancel := context.WithTimeout(ctx, bridgetest.Patience)
 				defer cancel()
 				err := client.WaitFor(wctx, func(st envoysim.State) bool {
@@ -253,12 +259,37 @@ sources:
 				if err != nil {
 					t.Fatalf("%s: want %v: %v", step, want, err)
 				}
+				grpcgo.WaitFor(fmt.Sprintf("%s: grpc-go to hold %v", step, want), func(st map[grpcxdstest.Key]grpcxdstest.ResourceStatus) bool {
+					for name, eps := range want {
+						if eps == nil {
+							if !grpcxdstest.Gone(st, name) {
+								return false
+							}
+							continue
+						}
+						got, ok := grpcxdstest.Balanced(st, name)
+						if !ok || !slices.Equal(endpointStrings(got), eps) {
+							return false
+						}
+					}
+					return true
+				})
 			})
 			if st := bridgetest.SourceStatus(t, in.AdminAddr().String(), "etcd"); st.Dropped != 1 {
 				t.Errorf("/sources: dropped %d, want the malformed key counted once", st.Dropped)
 			}
 		})
 	}
+}
+
+// endpointStrings is eps as servedWithPriority writes each endpoint.
+func endpointStrings(eps []grpcxdstest.Endpoint) []string {
+	out := make([]string, 0, len(eps))
+	for _, e := range eps {
+		out = append(out, e.String())
+	}
+	slices.Sort(out)
+	return out
 }
 
 // servedWithPriority is served with each endpoint's priority:

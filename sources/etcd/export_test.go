@@ -20,6 +20,12 @@ var FormatNames = func() []string {
 
 func FormatPrefix(format string) string { return fixtureOf(format).prefix }
 
+// FormatClusters names the clusters DriveFormat serves under format.
+func FormatClusters(format string) []string {
+	f := fixtureOf(format)
+	return []string{f.cluster("web"), f.cluster("api")}
+}
+
 func fixtureOf(format string) fixture {
 	for _, f := range fixtures {
 		if f.format == format {

@@ -16,11 +16,15 @@ import (
 
 	"github.com/xdsbridge/xdsbridge/sources"
 	"github.com/xdsbridge/xdsbridge/test/etcdtest"
+	"github.com/xdsbridge/xdsbridge/test/grpcxdstest"
 	"github.com/xdsbridge/xdsbridge/test/syncbuf"
 	"github.com/xdsbridge/xdsbridge/test/testwait"
 )
 
+// TestMain lets this test binary also be the grpc-go process the bridge
+// tests observe the bridge with (see grpcxdstest.StartObserver).
 func TestMain(m *testing.M) {
+	grpcxdstest.ObserverMain()
 	goleak.VerifyTestMain(m)
 }
 

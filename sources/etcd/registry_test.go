@@ -144,12 +144,13 @@ func driveFormat(t *testing.T, reg etcdtest.Registrar, f fixture, start func(), 
 
 // TestFormats runs each format against a real etcd, written by the real
 // registrar of the format (see driveFormat); the malformed key is dropped
-// and counted, and the rest served.
+// and counted, and the rest served. The formats share one etcd: each
+// writes under a prefix of its own, the only one its source reads.
 func TestFormats(t *testing.T) {
+	srv := etcdtest.Start(t)
+	reg := etcdtest.Registrar{C: srv.Client(t)}
 	for _, f := range fixtures {
 		t.Run(f.format, func(t *testing.T) {
-			srv := etcdtest.Start(t)
-			reg := etcdtest.Registrar{C: srv.Client(t)}
 			var r *running
 			start := func() {
 				r = startSource(t, srv, map[string]any{"services": []any{map[string]any{"prefix": f.prefix, "format": f.format}}})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -15,8 +16,16 @@ import (
 	_ "github.com/xdsbridge/xdsbridge/plugins"
 	"github.com/xdsbridge/xdsbridge/test/bridgetest"
 	"github.com/xdsbridge/xdsbridge/test/envoysim"
+	"github.com/xdsbridge/xdsbridge/test/grpcxdstest"
 	"github.com/xdsbridge/xdsbridge/test/zktest"
 )
+
+// TestMain lets this test binary be the grpc-go process TestFormats
+// observes the bridge with.
+func TestMain(m *testing.M) {
+	grpcxdstest.ObserverMain()
+	os.Exit(m.Run())
+}
 
 // ep is what the tests compare of one served endpoint.
 type ep struct {
@@ -181,6 +190,21 @@ func (f *fixture) wait(t *testing.T, c string, want []ep) {
 	}
 }
 
+// balancedAs reports whether grpc-go, by st, balances cluster c over
+// exactly want (nil: holds the service as removed).
+func balancedAs(st map[grpcxdstest.Key]grpcxdstest.ResourceStatus, c string, want []ep) bool {
+	if want == nil {
+		return grpcxdstest.Gone(st, c)
+	}
+	wanted := []grpcxdstest.Endpoint{}
+	for _, e := range want {
+		wanted = append(wanted, grpcxdstest.Endpoint{Address: e.addr, Port: e.port, Weight: e.weight})
+	}
+	slices.SortFunc(wanted, func(a, b grpcxdstest.Endpoint) int { return strings.Compare(a.String(), b.String()) })
+	got, ok := grpcxdstest.Balanced(st, c)
+	return ok && slices.Equal(got, wanted)
+}
+
 func sorted(m map[string]ep) []ep {
 	out := []ep{}
 	for _, e := range m {
@@ -191,9 +215,11 @@ func sorted(m map[string]ep) []ep {
 }
 
 // TestFormats runs every format end to end against a real ZooKeeper: its
-// registrar writes, the bridge watches, an ADS client sees the first
+// registrar writes, the bridge watches, and two clients, an Envoy-like ADS
+// client and grpc-go's xDS client (read through its CSDS), see the first
 // state, an instance added, one removed, one changed, a malformed one
-// dropped and counted, and a whole service removed.
+// dropped and counted while the rest is served, and a whole service
+// removed.
 func TestFormats(t *testing.T) {
 	srv := zktest.Start(t)
 	for _, d := range drivers {
@@ -208,12 +234,21 @@ func TestFormats(t *testing.T) {
 			zb, eb := d.add(r, root, d.b, 5)
 			b[zb] = eb
 			f := startBridge(t, srv.Addr, d.entries(root), "")
-			f.wait(t, d.a, sorted(a))
-			f.wait(t, d.b, sorted(b))
+			g := grpcxdstest.StartObserver(t, f.in.XDSAddr().String(), "grpc-observer", d.a, d.b)
+			// check is one step's expectation, held by both clients.
+			check := func(c string, want []ep) {
+				t.Helper()
+				f.wait(t, c, want)
+				g.WaitFor(fmt.Sprintf("grpc-go to hold cluster %s as %v", c, want), func(st map[grpcxdstest.Key]grpcxdstest.ResourceStatus) bool {
+					return balancedAs(st, c, want)
+				})
+			}
+			check(d.a, sorted(a))
+			check(d.b, sorted(b))
 
 			z, e := d.add(r, root, d.a, 2)
 			a[z] = e
-			f.wait(t, d.a, sorted(a))
+			check(d.a, sorted(a))
 
 			var first, second string
 			for z := range a {
@@ -226,23 +261,23 @@ func TestFormats(t *testing.T) {
 			}
 			r.Delete(first)
 			delete(a, first)
-			f.wait(t, d.a, sorted(a))
+			check(d.a, sorted(a))
 
 			z, e = d.change(r, root, d.a, second, 1)
 			delete(a, second)
 			a[z] = e
-			f.wait(t, d.a, sorted(a))
+			check(d.a, sorted(a))
 
 			d.bad(r, root, d.a)
 			bridgetest.Eventually(t, bridgetest.Patience, "the malformed znode dropped and counted", func() bool {
 				st := bridgetest.SourceStatus(t, f.in.AdminAddr().String(), "zk")
 				return st.Dropped >= 1 && strings.Contains(st.Notes["dropped_znodes"], "1 znodes not served")
 			})
-			f.wait(t, d.a, sorted(a)) // the rest still served
+			check(d.a, sorted(a)) // the rest still served
 
 			r.Delete(d.service(root, d.b))
-			f.wait(t, d.b, nil)
-			f.wait(t, d.a, sorted(a))
+			check(d.b, nil)
+			check(d.a, sorted(a))
 			if st := bridgetest.SourceStatus(t, f.in.AdminAddr().String(), "zk"); st.Stale || !st.Synced {
 				t.Fatalf("source status %+v", st)
 			}

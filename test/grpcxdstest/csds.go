@@ -27,7 +27,8 @@ type ResourceStatus struct {
 	// Error and ErrorVersion are, for a resource the client rejected, why
 	// and the version_info of the response it rejected.
 	Error, ErrorVersion string
-	// Resource is the resource the client holds (nil if none).
+	// Resource is the resource the client holds: the last one it ACKed
+	// (nil if none).
 	Resource *anypb.Any
 }
 
@@ -40,7 +41,12 @@ func ClientStatus(ctx context.Context, addr string) (map[Key]ResourceStatus, err
 		return nil, fmt.Errorf("dialling CSDS at %s: %w", addr, err)
 	}
 	defer conn.Close()
-	resp, err := statusv3.NewClientStatusDiscoveryServiceClient(conn).FetchClientStatus(ctx, &statusv3.ClientStatusRequest{})
+	return fetchStatus(ctx, statusv3.NewClientStatusDiscoveryServiceClient(conn), addr)
+}
+
+// fetchStatus is ClientStatus over an open CSDS client.
+func fetchStatus(ctx context.Context, c statusv3.ClientStatusDiscoveryServiceClient, addr string) (map[Key]ResourceStatus, error) {
+	resp, err := c.FetchClientStatus(ctx, &statusv3.ClientStatusRequest{})
 	if err != nil {
 		return nil, fmt.Errorf("fetching the client status from %s: %w", addr, err)
 	}
