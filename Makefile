@@ -53,14 +53,14 @@ build:
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/bridge ./cmd/bridge
 
 ## test: vet, gofmt, staticcheck, every test with -race (integration tests
-## against real Consul, CoreDNS, ZooKeeper and etcd servers are required,
-## not skipped), the deployment manifests' checks (tools/deploycheck, which
+## against real Consul, CoreDNS, ZooKeeper and etcd servers and istio's
+## discovery server are required, not skipped), the deployment manifests' checks (tools/deploycheck, which
 ## runs promtool on deploy/prometheus) and a short fuzz run.
 ## scripts/tools.sh builds those binaries once and caches them.
 test:
 	set -euo pipefail; \
 	vars=$$(scripts/tools.sh); eval "$$vars"; \
-	export XDSBRIDGE_CONSUL XDSBRIDGE_COREDNS XDSBRIDGE_ZOOKEEPER XDSBRIDGE_ETCD XDSBRIDGE_PROMTOOL XDSBRIDGE_INTEGRATION=required; \
+	export XDSBRIDGE_CONSUL XDSBRIDGE_COREDNS XDSBRIDGE_ZOOKEEPER XDSBRIDGE_ETCD XDSBRIDGE_PROMTOOL XDSBRIDGE_ISTIOD XDSBRIDGE_INTEGRATION=required; \
 	$(GO) vet ./...; \
 	$(FMT_CHECK); \
 	$(STATICCHECK); \

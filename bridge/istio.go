@@ -19,7 +19,8 @@ var istioKinds = []istio.Kind{istio.ServiceEntry, istio.WorkloadEntry}
 // IstioCollections returns the MCP collection type URLs the bridge serves
 // with the istio section c: none when it is disabled, else every one of
 // both kinds, also in the inline shape, whose WorkloadEntry collections
-// stay empty (istiod asks for each anyway).
+// stay empty (istiod asks for each anyway), and the other collections
+// istiod asks for, always empty (istio.EmptyCollections).
 func IstioCollections(c config.Istio) []string {
 	if !c.Enabled {
 		return nil
@@ -28,7 +29,7 @@ func IstioCollections(c config.Istio) []string {
 	for _, k := range istioKinds {
 		out = append(out, k.TypeURLs()...)
 	}
-	return out
+	return append(out, istio.EmptyCollections...)
 }
 
 // serveIstio makes p publish every service as Istio resources too when the

@@ -68,6 +68,21 @@ func TestIstioCollectionsBeforeTheirFirstResource(t *testing.T) {
 	})
 }
 
+// TestIstioServesWhatIstiodAsks: every type istiod asks a config source
+// for at its start is a collection the bridge serves (those it has no
+// resources for stay empty), so none counts against the engine's bound
+// on type URLs it does not serve: istiod asks for 16, 14 of them kinds
+// the bridge never fills, and a bound of 16 would leave a newer istiod
+// two kinds of room before its stream ends and it never syncs.
+func TestIstioServesWhatIstiodAsks(t *testing.T) {
+	served := IstioCollections(config.Istio{Enabled: true})
+	for _, url := range append([]string{istiodsim.MeshConfig}, istiodsim.PilotCollections...) {
+		if !slices.Contains(served, url) {
+			t.Errorf("istiod asks for %s, which the bridge does not serve", url)
+		}
+	}
+}
+
 // TestIstioCollectionsAreNotScoped: istiod gets every service whatever
 // scope its node falls in, at start and after a reload changes the
 // scopes: a rule that matches it, delivers nothing and denies a service,

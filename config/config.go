@@ -271,6 +271,7 @@ var defaults = map[string]any{
 	"istio.host":                             istio.DefaultHost,
 	"istio.protocol_key":                     istio.DefaultProtocolKey,
 	"istio.default_protocol":                 istio.DefaultProtocol,
+	"istio.default_port":                     istio.DefaultPort,
 	"istio.location":                         istio.DefaultLocation,
 	"istio.namespace":                        istio.DefaultNamespace,
 	"istio.export_to":                        []string{},

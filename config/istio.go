@@ -16,6 +16,7 @@ type Istio struct {
 	Host            string   `mapstructure:"host"`
 	ProtocolKey     string   `mapstructure:"protocol_key"`
 	DefaultProtocol string   `mapstructure:"default_protocol"`
+	DefaultPort     uint16   `mapstructure:"default_port"`
 	Location        string   `mapstructure:"location"`
 	Namespace       string   `mapstructure:"namespace"`
 	ExportTo        []string `mapstructure:"export_to"`
@@ -44,6 +45,7 @@ func (c *Config) validateIstio() error {
 		Host:            c.Istio.Host,
 		ProtocolKey:     c.Istio.ProtocolKey,
 		DefaultProtocol: c.Istio.DefaultProtocol,
+		DefaultPort:     c.Istio.DefaultPort,
 		Location:        c.Istio.Location,
 		Namespace:       c.Istio.Namespace,
 		ExportTo:        c.Istio.ExportTo,
@@ -56,6 +58,9 @@ func (c *Config) validateIstio() error {
 		if key.value == "" {
 			return settings.Errorf("istio."+key.name, `"" is not allowed: remove the key for its default, %q`, defaults["istio."+key.name])
 		}
+	}
+	if c.Istio.DefaultPort == 0 {
+		return settings.Errorf("istio.default_port", "0 is not a port (want 1 to 65535; remove the key for its default, %d)", istio.DefaultPort)
 	}
 	for i, raw := range c.Istio.Rules {
 		var r istio.Rule

@@ -79,6 +79,8 @@ func TestIstioErrorsNameTheKey(t *testing.T) {
 		{"empty host", `istio: {host: ""}`, "istio.host"},
 		{"host", "istio: {host: consul.example.org}", "istio.host"},
 		{"default protocol", "istio: {default_protocol: quic}", "istio.default_protocol"},
+		{"default port 0", "istio: {default_port: 0}", "istio.default_port"},
+		{"default port too large", "istio: {default_port: 70000}", "istio.default_port"},
 		{"location", "istio: {location: inside}", "istio.location"},
 		{"namespace", "istio: {namespace: Consul_NS}", "istio.namespace"},
 		{"export to", `istio: {export_to: ["*", "."]}`, "istio.export_to"},

@@ -54,6 +54,7 @@ var PilotCollections = []string{
 	"networking.istio.io/v1/ServiceEntry",
 	"networking.istio.io/v1/Sidecar",
 	"telemetry.istio.io/v1/Telemetry",
+	"extensions.istio.io/v1alpha1/TrafficExtension",
 	"networking.istio.io/v1/VirtualService",
 	"extensions.istio.io/v1alpha1/WasmPlugin",
 	"networking.istio.io/v1/WorkloadEntry",

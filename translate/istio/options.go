@@ -1,6 +1,7 @@
 package istio
 
 import (
+	"cmp"
 	"fmt"
 	"regexp"
 	"strings"
@@ -39,6 +40,10 @@ const (
 	// stalls server-first protocols such as MySQL.
 	DefaultProtocol = "TCP"
 	DefaultLocation = "MESH_INTERNAL"
+	// DefaultPort is the service port of a service whose instances each
+	// listen on a port of their own (see Options.DefaultPort): the
+	// conventional HTTP port, which needs no configuration to call.
+	DefaultPort = 80
 	// DefaultNamespace is the namespace of the resources unless a rule
 	// says otherwise: one namespace for everything the bridge serves makes
 	// it easy to import (Sidecar egress "xdsbridge/*") or to find.
@@ -63,6 +68,11 @@ type Options struct {
 	// DefaultProtocol is the protocol of services whose instances declare
 	// none; any protocol of Istio's service ports, in any case.
 	DefaultProtocol string
+	// DefaultPort is the service port's number of services whose
+	// instances each listen on a port of their own (no two on one port),
+	// unless a rule sets one; other services take the port most of their
+	// instances listen on.
+	DefaultPort uint16
 	// Location is MESH_INTERNAL or MESH_EXTERNAL.
 	Location  string
 	Namespace string
@@ -83,8 +93,9 @@ type Rule struct {
 	ExportTo  []string         `mapstructure:"export_to"`
 	Location  string           `mapstructure:"location"`
 	// Port is the service port's number; 0 leaves it to the instances
-	// (the port most of them listen on). Its type bounds it, so decoding
-	// refuses a number no port can have.
+	// (the port most of them listen on, or Options.DefaultPort when each
+	// has a port of its own). Its type bounds it, so decoding refuses a
+	// number no port can have.
 	Port uint16 `mapstructure:"port"`
 }
 
@@ -95,6 +106,7 @@ type Translator struct {
 	host        string
 	protocolKey string
 	protocol    string
+	defaultPort uint32
 	settings    settings
 	rules       []rule
 }
@@ -123,6 +135,7 @@ func New(opts Options) (*Translator, error) {
 		shape:       Shape(or(string(opts.Shape), string(DefaultShape))),
 		host:        or(opts.Host, DefaultHost),
 		protocolKey: or(opts.ProtocolKey, DefaultProtocolKey),
+		defaultPort: uint32(cmp.Or(opts.DefaultPort, DefaultPort)),
 	}
 	if t.shape != ShapeInline && t.shape != ShapeWorkloadEntries {
 		return nil, keys.Errorf("shape", "unknown shape %q (want %s or %s)", t.shape, ShapeInline, ShapeWorkloadEntries)

@@ -27,6 +27,31 @@ func (k Kind) TypeURLs() []string {
 	return []string{"networking.istio.io/v1/" + string(k), "networking.istio.io/v1alpha3/" + string(k)}
 }
 
+// EmptyCollections are the other type URLs istiod asks every config source
+// for at its start (MeshConfig and its Pilot schema, istio/istio
+// pkg/adsc ConfigInitialRequests, as of the istio module tools/istiod
+// pins): it counts the source as synced only once each was answered. The
+// bridge serves them as collections that stay empty, so that they cost a
+// stream nothing and none counts against the engine's bound on type URLs
+// it does not serve, which newer istiods' added kinds would otherwise
+// exhaust.
+var EmptyCollections = []string{
+	"core/v1alpha1/MeshConfig",
+	"security.istio.io/v1/AuthorizationPolicy",
+	"networking.istio.io/v1/DestinationRule",
+	"networking.istio.io/v1alpha3/EnvoyFilter",
+	"networking.istio.io/v1/Gateway",
+	"security.istio.io/v1/PeerAuthentication",
+	"networking.istio.io/v1beta1/ProxyConfig",
+	"security.istio.io/v1/RequestAuthentication",
+	"networking.istio.io/v1/Sidecar",
+	"telemetry.istio.io/v1/Telemetry",
+	"extensions.istio.io/v1alpha1/TrafficExtension",
+	"networking.istio.io/v1/VirtualService",
+	"extensions.istio.io/v1alpha1/WasmPlugin",
+	"networking.istio.io/v1/WorkloadGroup",
+}
+
 // ResourceTypeURL is the type URL of every resource in an MCP
 // DiscoveryResponse (each is an Any of an mcp Resource, whose body is the
 // Istio message).

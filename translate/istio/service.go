@@ -74,7 +74,7 @@ func (t *Translator) service(svc sources.Service) (Result, error) {
 		ExportTo:   s.exportTo,
 	}
 	pname := portName(protocol)
-	if n := cmp.Or(s.port, commonPort(svc.Endpoints)); n != 0 {
+	if n := cmp.Or(s.port, servicePort(svc.Endpoints, t.defaultPort)); n != 0 {
 		se.Ports = []*networkingv1alpha3.ServicePort{{Number: n, Protocol: protocol, Name: pname}}
 	}
 	var res Result
@@ -219,22 +219,33 @@ func drop(addr netip.Addr, port uint32, err error) Drop {
 	return Drop{Endpoint: netip.AddrPortFrom(addr, uint16(port)).String(), Err: err}
 }
 
-// commonPort returns the port most of eps listen on (the lowest of those
-// tied), or 0 without endpoints. Every endpoint counts, healthy or not, so
-// that the service port does not move when instances fail their checks;
-// but not one on port 0, which is never served and could otherwise become
-// the service's port (leaving it without one).
-func commonPort(eps []sources.Endpoint) uint32 {
+// servicePort returns the service port's number for eps: the port most of
+// them listen on when at least two share it (the lowest of those tied), or
+// the port of the only one; when every endpoint listens on a port of its
+// own (ports a scheduler assigns, such as Nomad's dynamic ports), it is
+// fallback, since a port taken from whichever endpoints happen to be
+// registered would move as they come and go, and a client that calls the
+// service by host and port would lose it each time. 0 without endpoints.
+// Every endpoint counts, healthy or not, so that the port does not move
+// when instances fail their checks; but not one on port 0, which is never
+// served and could otherwise become the service's port (leaving it without
+// one).
+func servicePort(eps []sources.Endpoint, fallback uint32) uint32 {
 	counts := make(map[uint32]int, 1)
 	var best uint32
+	n := 0
 	for _, e := range eps {
 		if e.Port == 0 {
 			continue
 		}
+		n++
 		counts[e.Port]++
 		if c, b := counts[e.Port], counts[best]; c > b || c == b && e.Port < best {
 			best = e.Port
 		}
+	}
+	if n > 1 && counts[best] < 2 {
+		return fallback
 	}
 	return best
 }

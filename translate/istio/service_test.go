@@ -269,16 +269,53 @@ func TestServicePort(t *testing.T) {
 		{name: "tie goes to the lowest", ports: []uint32{9090, 8080, 9090, 8080}, want: 8080},
 		{name: "port 0 never wins", ports: []uint32{0, 12336}, want: 12336},
 		{name: "only port 0", ports: []uint32{0, 0}, want: 0},
+		// Dynamic ports: a port of the instances would move with each one
+		// registered on a lower port (a client calling web:44911 lost the
+		// service when an instance on 35465 came), so the default holds.
+		{name: "each on a port of its own", ports: []uint32{44911, 46509}, want: DefaultPort},
+		{name: "one more on a lower port of its own", ports: []uint32{44911, 46509, 35465}, want: DefaultPort},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var eps []sources.Endpoint
 			for i, p := range tc.ports {
 				eps = append(eps, healthy(fmt.Sprintf("10.0.0.%d", i), p))
 			}
-			if got := commonPort(eps); got != tc.want {
+			if got := servicePort(eps, DefaultPort); got != tc.want {
 				t.Fatalf("port %d, want %d", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestServicePortStaysWithDynamicPorts: a service whose instances each
+// have a port of their own keeps its service port, the section's
+// default_port, while instances come and go; their endpoints map it to
+// their own ports.
+func TestServicePortStaysWithDynamicPorts(t *testing.T) {
+	tr := translator(t, Options{DefaultPort: 7000})
+	var eps []sources.Endpoint
+	for i, p := range []uint32{44911, 46509, 35465, 30001} {
+		eps = append(eps, healthy(fmt.Sprintf("10.0.0.%d", i+1), p, "protocol", "grpc"))
+		if i == 0 {
+			continue // one instance: its own port
+		}
+		res, err := tr.Service(sources.Service{Name: "web", Endpoints: eps})
+		if err != nil {
+			t.Fatal(err)
+		}
+		se := res.Resources[0].Message.GetBody()
+		var entry networkingv1alpha3.ServiceEntry
+		if err := se.UnmarshalTo(&entry); err != nil {
+			t.Fatal(err)
+		}
+		if got := entry.GetPorts(); len(got) != 1 || got[0].GetNumber() != 7000 {
+			t.Fatalf("%d instances: ports %v, want the default 7000", i+1, got)
+		}
+		for j, ep := range entry.GetEndpoints() {
+			if ep.GetPorts()["grpc"] == 0 {
+				t.Fatalf("%d instances: endpoint %d maps no port: %v", i+1, j, ep)
+			}
+		}
 	}
 }
 
