@@ -4,53 +4,31 @@ import (
 	"context"
 	"encoding/xml"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
+	"github.com/xdsbridge/xdsbridge/bench/report"
 	"github.com/xdsbridge/xdsbridge/bench/target"
 )
 
-// The test binary doubles as the server process: Run starts
-// `<bin> serve --impl X`, and with serveEnv set TestMain serves instead of
-// testing.
-const serveEnv = "XDSLOAD_TEST_SERVE"
-
+// The test binary doubles as the server process (target.ServeIfChild):
+// Run starts `<bin> serve --impl X`.
 func TestMain(m *testing.M) {
-	if os.Getenv(serveEnv) != "" && len(os.Args) > 1 && os.Args[1] == "serve" {
-		fs := flag.NewFlagSet("serve", flag.ExitOnError)
-		impl := fs.String("impl", "", "")
-		holdoff := fs.Duration("holdoff", 0, "")
-		maxHoldoff := fs.Duration("max-holdoff", 0, "")
-		streams := fs.Int("streams", 0, "")
-		buffers := fs.Int("grpc-buffers", 0, "")
-		kaTimeout := fs.Duration("keepalive-timeout", 0, "")
-		_ = fs.Parse(os.Args[2:])
-		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-		err := target.Serve(ctx, target.Options{Impl: *impl, Holdoff: *holdoff, MaxHoldoff: *maxHoldoff, Streams: *streams,
-			GRPCBuffers: *buffers, KeepaliveTimeout: *kaTimeout, XDS: "127.0.0.1:0", Control: "127.0.0.1:0", Ready: os.Stdout})
-		stop()
-		if err != nil {
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
+	target.ServeIfChild()
 	goleak.VerifyTestMain(m)
 }
 
 func config(t *testing.T, impl string, delta bool) Config {
-	t.Setenv(serveEnv, "1")
+	t.Setenv(target.ServeEnv, "1")
 	return Config{
 		Scenario: "test", Impl: impl, Delta: delta, Clients: 4, Services: 30, Endpoints: 3, Changes: 3,
 		Timeout: 20 * time.Second, Bin: os.Args[0], OutDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler),
@@ -252,11 +230,11 @@ func TestPercentile(t *testing.T) {
 		p    float64
 		want time.Duration
 	}{{50, 3}, {99, 5}, {100, 5}, {1, 1}} {
-		if got := pct(ds, tc.p); got != tc.want {
+		if got := report.Pct(ds, tc.p); got != tc.want {
 			t.Errorf("pct(%v) = %v, want %v", tc.p, got, tc.want)
 		}
 	}
-	if pct(nil, 50) != 0 {
+	if report.Pct(nil, 50) != 0 {
 		t.Error("pct of nothing")
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/xdsbridge/xdsbridge/bench/report"
 )
 
 // A hand-written SVG: small panels (grouped bars for S1, lines over N and C
@@ -46,8 +48,8 @@ type panel struct {
 // Chart draws the panels that the results have data for.
 func Chart(results []Result) string {
 	var ps []panel
-	durMs := func(v float64) string { return ms(time.Duration(v)) }
-	durUs := func(v float64) string { return us(time.Duration(v)) }
+	durMs := func(v float64) string { return report.MS(time.Duration(v)) }
+	durUs := func(v float64) string { return report.US(time.Duration(v)) }
 	type m struct {
 		name string
 		val  func(Result) float64
@@ -56,7 +58,7 @@ func Chart(results []Result) string {
 	ms3 := []m{
 		{"convergence p99", func(r Result) float64 { return float64(r.ConvP99) }, durMs},
 		{"server CPU / client·change", func(r Result) float64 { return float64(r.CPUPerClientChange) }, durUs},
-		{"bytes / client·change", func(r Result) float64 { return r.BytesPerClientChange }, size},
+		{"bytes / client·change", func(r Result) float64 { return r.BytesPerClientChange }, report.Size},
 	}
 	// S1: bars per mode.
 	if s1 := filter(results, func(r Result) bool { return r.Scenario == "S1" }); len(s1) > 0 {

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/xdsbridge/xdsbridge/bench/report"
 )
 
 // The headline is the first table of docs/benchmarks.md: a few figures a
@@ -249,7 +251,7 @@ func collect(sources []Source, rows []HeadlineRow) []rowData {
 				}
 			}
 			if len(vs) > 0 {
-				c.med, c.lo, c.hi = medianRange(vs)
+				c.med, c.lo, c.hi = report.MedianRange(vs)
 			}
 			d.cells[im] = c
 		}
@@ -327,21 +329,9 @@ func (d rowData) ratio() string {
 	if ref == "" || !own.ok() || !other.ok() {
 		return "–"
 	}
-	s := ratio(own.med, other.med)
+	s := report.Ratio(own.med, other.med)
 	if !slices.Contains(stockImpls, ref) {
 		s += fmt.Sprintf(" the %s's %s %s", title(ref), d.Figure.Unit.num(other.med), d.Figure.Unit.Name)
 	}
 	return s
-}
-
-// medianRange is the median of vs (the mean of the middle two for an even
-// count) and its range.
-func medianRange(vs []float64) (med, lo, hi float64) {
-	vs = slices.Clone(vs)
-	slices.Sort(vs)
-	med = vs[len(vs)/2]
-	if len(vs)%2 == 0 {
-		med = (vs[len(vs)/2-1] + vs[len(vs)/2]) / 2
-	}
-	return med, vs[0], vs[len(vs)-1]
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"html"
 	"strings"
+
+	"github.com/xdsbridge/xdsbridge/bench/report"
 )
 
 // The headline chart: one small panel per chart row of the headline,
@@ -82,6 +84,6 @@ func (d rowData) panel(b *strings.Builder) {
 	}
 	if ref := d.ref(); ref != "" && d.cells["xdsbridge"].ok() && d.cells[ref].ok() {
 		y := hcBarsTop + len(d.impls())*(hcBarH+hcGap) + 6
-		fmt.Fprintf(b, `<text x="%d" y="%d" fill="#555">xdsbridge: %s %s's</text>`+"\n", hcLabelW, y, ratio(d.cells["xdsbridge"].med, d.cells[ref].med), title(ref))
+		fmt.Fprintf(b, `<text x="%d" y="%d" fill="#555">xdsbridge: %s %s's</text>`+"\n", hcLabelW, y, report.Ratio(d.cells["xdsbridge"].med, d.cells[ref].med), title(ref))
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"net/url"
 	"time"
+
+	"github.com/xdsbridge/xdsbridge/bench/target"
 )
 
 // peakWatch samples the server's memory while a phase runs (a reconnect
@@ -18,7 +20,7 @@ type peakWatch struct {
 }
 
 // watchPeak starts sampling every interval; the profile goes to path.
-func watchPeak(ctx context.Context, srv *server, path string, log *slog.Logger) *peakWatch {
+func watchPeak(ctx context.Context, srv *target.Process, path string, log *slog.Logger) *peakWatch {
 	const interval = 250 * time.Millisecond
 	p := &peakWatch{stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
@@ -34,7 +36,7 @@ func watchPeak(ctx context.Context, srv *server, path string, log *slog.Logger) 
 				return
 			case <-t.C:
 			}
-			st, err := srv.stats(ctx)
+			st, err := srv.Stats(ctx)
 			if err != nil {
 				continue
 			}
@@ -44,7 +46,7 @@ func watchPeak(ctx context.Context, srv *server, path string, log *slog.Logger) 
 				continue
 			}
 			high = st.RSS
-			if err := srv.post(ctx, "/heapprofile", url.Values{"path": {path}}); err != nil {
+			if err := srv.Post(ctx, "/heapprofile", url.Values{"path": {path}}); err != nil {
 				log.Warn("peak heap profile", "err", err)
 			}
 			log.Info("memory high", "rss_mb", st.RSS>>20, "heap_inuse_mb", st.HeapInuse>>20,

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/xdsbridge/xdsbridge/bench/target"
 )
 
 func TestPinSelf(t *testing.T) {
@@ -79,13 +81,13 @@ func TestServerPinned(t *testing.T) {
 	}
 	cfg := config(t, "xdsbridge", true)
 	cfg.ServerCPUs = strconv.Itoa(one)
-	srv, err := startServer(context.Background(), cfg, filepath.Join(cfg.OutDir, "pinned.log"))
+	srv, err := target.Start(context.Background(), cfg.Bin, cfg.serverOptions(), cfg.ServerCPUs, filepath.Join(cfg.OutDir, "pinned.log"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer srv.stop()
+	defer srv.Stop()
 	var s unix.CPUSet
-	if err := unix.SchedGetaffinity(srv.cmd.Process.Pid, &s); err != nil {
+	if err := unix.SchedGetaffinity(srv.Pid(), &s); err != nil {
 		t.Fatal(err)
 	}
 	if s.Count() != 1 || !s.IsSet(one) {

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/xdsbridge/xdsbridge/bench/report"
 )
 
 // group is the runs of one scenario point (mode, C, N, ...) across
@@ -45,48 +47,6 @@ func groups(results []Result, scenario string) []*group {
 	return out
 }
 
-func ms(d time.Duration) string {
-	switch {
-	case d == 0:
-		return "–"
-	case d < time.Millisecond:
-		return fmt.Sprintf("%.3f ms", float64(d)/1e6)
-	case d < 10*time.Second:
-		return fmt.Sprintf("%.1f ms", float64(d)/1e6)
-	}
-	return fmt.Sprintf("%.1f s", d.Seconds())
-}
-
-func us(d time.Duration) string {
-	if d == 0 {
-		return "–"
-	}
-	return fmt.Sprintf("%.1f µs", float64(d)/1e3)
-}
-
-func size(b float64) string {
-	switch {
-	case b <= 0:
-		return fmt.Sprintf("%.0f B", b)
-	case b < 10_000:
-		return fmt.Sprintf("%.0f B", b)
-	case b < 10_000_000:
-		return fmt.Sprintf("%.1f KB", b/1e3)
-	}
-	return fmt.Sprintf("%.1f MB", b/1e6)
-}
-
-func ratio(a, b float64) string {
-	if a <= 0 || b <= 0 {
-		return "–"
-	}
-	r := a / b
-	if r < 0.1 {
-		return fmt.Sprintf("%.3f×", r)
-	}
-	return fmt.Sprintf("%.2f×", r)
-}
-
 // metric is one column compared across implementations.
 type metric struct {
 	name string
@@ -97,27 +57,27 @@ type metric struct {
 var metrics = []metric{
 	{"changes applied / s", func(r Result) float64 { return r.AchievedRate }, func(r Result) string { return fmt.Sprintf("%.0f", r.AchievedRate) }},
 	{"server publishes", func(r Result) float64 { return float64(r.Flushes) }, func(r Result) string { return strconv.Itoa(r.Flushes) }},
-	{"cold start", func(r Result) float64 { return float64(r.ColdStart) }, func(r Result) string { return ms(r.ColdStart) }},
-	{"convergence p50", func(r Result) float64 { return float64(r.ConvP50) }, func(r Result) string { return ms(r.ConvP50) }},
-	{"convergence p99", func(r Result) float64 { return float64(r.ConvP99) }, func(r Result) string { return ms(r.ConvP99) }},
-	{"convergence max", func(r Result) float64 { return float64(r.ConvMax) }, func(r Result) string { return ms(r.ConvMax) }},
-	{"convergence p99, first ¼ of the run", func(r Result) float64 { return float64(r.ConvP99First) }, func(r Result) string { return ms(r.ConvP99First) }},
-	{"convergence p99, last ¼ of the run", func(r Result) float64 { return float64(r.ConvP99Last) }, func(r Result) string { return ms(r.ConvP99Last) }},
-	{"per-client latency p99", func(r Result) float64 { return float64(r.ClientP99) }, func(r Result) string { return ms(r.ClientP99) }},
-	{"server CPU / change", func(r Result) float64 { return float64(r.CPUPerChange) }, func(r Result) string { return ms(r.CPUPerChange) }},
-	{"server CPU / client·change", func(r Result) float64 { return float64(r.CPUPerClientChange) }, func(r Result) string { return us(r.CPUPerClientChange) }},
-	{"bytes / client·change", func(r Result) float64 { return r.BytesPerClientChange }, func(r Result) string { return size(r.BytesPerClientChange) }},
+	{"cold start", func(r Result) float64 { return float64(r.ColdStart) }, func(r Result) string { return report.MS(r.ColdStart) }},
+	{"convergence p50", func(r Result) float64 { return float64(r.ConvP50) }, func(r Result) string { return report.MS(r.ConvP50) }},
+	{"convergence p99", func(r Result) float64 { return float64(r.ConvP99) }, func(r Result) string { return report.MS(r.ConvP99) }},
+	{"convergence max", func(r Result) float64 { return float64(r.ConvMax) }, func(r Result) string { return report.MS(r.ConvMax) }},
+	{"convergence p99, first ¼ of the run", func(r Result) float64 { return float64(r.ConvP99First) }, func(r Result) string { return report.MS(r.ConvP99First) }},
+	{"convergence p99, last ¼ of the run", func(r Result) float64 { return float64(r.ConvP99Last) }, func(r Result) string { return report.MS(r.ConvP99Last) }},
+	{"per-client latency p99", func(r Result) float64 { return float64(r.ClientP99) }, func(r Result) string { return report.MS(r.ClientP99) }},
+	{"server CPU / change", func(r Result) float64 { return float64(r.CPUPerChange) }, func(r Result) string { return report.MS(r.CPUPerChange) }},
+	{"server CPU / client·change", func(r Result) float64 { return float64(r.CPUPerClientChange) }, func(r Result) string { return report.US(r.CPUPerClientChange) }},
+	{"bytes / client·change", func(r Result) float64 { return r.BytesPerClientChange }, func(r Result) string { return report.Size(r.BytesPerClientChange) }},
 	{"resources / client·change", func(r Result) float64 { return r.ResPerClientChange }, func(r Result) string { return fmt.Sprintf("%.2f", r.ResPerClientChange) }},
-	{"server heap / client", func(r Result) float64 { return r.HeapPerClient }, func(r Result) string { return size(r.HeapPerClient) }},
-	{"server RSS / client", func(r Result) float64 { return r.RSSPerClient }, func(r Result) string { return size(r.RSSPerClient) }},
-	{"process RSS once quiet", func(r Result) float64 { return float64(r.ServerRSS) }, func(r Result) string { return size(float64(r.ServerRSS)) }},
-	{"process RSS right after the changes", func(r Result) float64 { return float64(r.ServerRSSBusy) }, func(r Result) string { return size(float64(r.ServerRSSBusy)) }},
-	{"cold-start server CPU", func(r Result) float64 { return float64(r.ColdCPU) }, func(r Result) string { return ms(r.ColdCPU) }},
-	{"reconnect: all served", func(r Result) float64 { return float64(r.ReconnectTime) }, func(r Result) string { return ms(r.ReconnectTime) }},
-	{"reconnect: server CPU", func(r Result) float64 { return float64(r.ReconnectCPU) }, func(r Result) string { return ms(r.ReconnectCPU) }},
-	{"reconnect: bytes / client", func(r Result) float64 { return r.ReconnectBytesClient }, func(r Result) string { return size(r.ReconnectBytesClient) }},
-	{"load generator CPU / change", func(r Result) float64 { return float64(r.LoadgenCPUPerChange) }, func(r Result) string { return ms(r.LoadgenCPUPerChange) }},
-	{"load generator peak RSS", func(r Result) float64 { return float64(r.LoadgenPeakRSS) }, func(r Result) string { return size(float64(r.LoadgenPeakRSS)) }},
+	{"server heap / client", func(r Result) float64 { return r.HeapPerClient }, func(r Result) string { return report.Size(r.HeapPerClient) }},
+	{"server RSS / client", func(r Result) float64 { return r.RSSPerClient }, func(r Result) string { return report.Size(r.RSSPerClient) }},
+	{"process RSS once quiet", func(r Result) float64 { return float64(r.ServerRSS) }, func(r Result) string { return report.Size(float64(r.ServerRSS)) }},
+	{"process RSS right after the changes", func(r Result) float64 { return float64(r.ServerRSSBusy) }, func(r Result) string { return report.Size(float64(r.ServerRSSBusy)) }},
+	{"cold-start server CPU", func(r Result) float64 { return float64(r.ColdCPU) }, func(r Result) string { return report.MS(r.ColdCPU) }},
+	{"reconnect: all served", func(r Result) float64 { return float64(r.ReconnectTime) }, func(r Result) string { return report.MS(r.ReconnectTime) }},
+	{"reconnect: server CPU", func(r Result) float64 { return float64(r.ReconnectCPU) }, func(r Result) string { return report.MS(r.ReconnectCPU) }},
+	{"reconnect: bytes / client", func(r Result) float64 { return r.ReconnectBytesClient }, func(r Result) string { return report.Size(r.ReconnectBytesClient) }},
+	{"load generator CPU / change", func(r Result) float64 { return float64(r.LoadgenCPUPerChange) }, func(r Result) string { return report.MS(r.LoadgenCPUPerChange) }},
+	{"load generator peak RSS", func(r Result) float64 { return float64(r.LoadgenPeakRSS) }, func(r Result) string { return report.Size(float64(r.LoadgenPeakRSS)) }},
 }
 
 // Markdown renders one table per scenario point: the implementations side
@@ -174,7 +134,7 @@ func Markdown(results []Result, machine string) string {
 				}
 				if hasBridge {
 					for _, im := range base {
-						fmt.Fprintf(&b, " %s |", ratio(m.val(g.runs["xdsbridge"]), m.val(g.runs[im])))
+						fmt.Fprintf(&b, " %s |", report.Ratio(m.val(g.runs["xdsbridge"]), m.val(g.runs[im])))
 					}
 				}
 				b.WriteString("\n")

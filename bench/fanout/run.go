@@ -2,7 +2,11 @@
 // implementation as its own process (see package target), connects a fleet
 // of Envoy-like clients (envoysim, Light mode), applies numbered changes and
 // measures how fast and at what cost every client converges, and validates
-// that every client ends up holding exactly the source's state.
+// that every client ends up holding exactly the source's state. The
+// scenarios S1..S7 compare the engine with go-control-plane's caches and
+// the floor (Plan, Suite); their results are written as Markdown, CSV and
+// a chart, checked against the targets of docs/benchmarks.md, and drawn
+// into its headline table and chart.
 package fanout
 
 import (
@@ -18,9 +22,11 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
+	"github.com/xdsbridge/xdsbridge/bench/fleet"
+	"github.com/xdsbridge/xdsbridge/bench/proc"
+	"github.com/xdsbridge/xdsbridge/bench/report"
 	"github.com/xdsbridge/xdsbridge/bench/target"
 	"github.com/xdsbridge/xdsbridge/bench/workload"
 	"github.com/xdsbridge/xdsbridge/internal/reclaim"
@@ -65,7 +71,7 @@ type Config struct {
 	// Zero keeps gRPC's.
 	KeepaliveTimeout time.Duration
 	// Timeout bounds the wait for one change; cold start and reconnect may
-	// take coldFactor times as long.
+	// take ColdFactor times as long.
 	Timeout time.Duration
 	// ServerCPUs, if set, is the CPU list (taskset -c) the server runs
 	// on, apart from the load generator's (SplitCPUs).
@@ -82,6 +88,13 @@ type Config struct {
 func (c Config) measured() Config {
 	c.Bin, c.OutDir, c.Logger = "", "", nil
 	return c
+}
+
+// serverOptions is what the server process is started with: the
+// implementation, the holdoff, the streams limit and the transport options.
+func (c Config) serverOptions() target.Options {
+	return target.Options{Impl: c.Impl, Holdoff: c.Holdoff, MaxHoldoff: c.MaxHoldoff, Streams: c.Streams,
+		GRPCBuffers: c.GRPCBuffers, KeepaliveTimeout: c.KeepaliveTimeout}
 }
 
 // Mode is "delta" or "sotw".
@@ -163,16 +176,16 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	runtime.GC()
 	target.ResetPeakRSS()
 	defer func() { res.LoadgenPeakRSS = target.PeakRSS() }()
-	srv, err := startServer(ctx, cfg, filepath.Join(cfg.OutDir, cfg.ID()+".server.log"))
+	srv, err := target.Start(ctx, cfg.Bin, cfg.serverOptions(), cfg.ServerCPUs, filepath.Join(cfg.OutDir, cfg.ID()+".server.log"))
 	if err != nil {
 		return res, err
 	}
-	defer srv.stop()
+	defer srv.Stop()
 	spec := workload.Spec{Services: cfg.Services, Endpoints: cfg.Endpoints}
-	if err := srv.post(ctx, "/load", url.Values{"services": {strconv.Itoa(spec.Services)}, "endpoints": {strconv.Itoa(spec.Endpoints)}}); err != nil {
+	if err := srv.Post(ctx, "/load", url.Values{"services": {strconv.Itoa(spec.Services)}, "endpoints": {strconv.Itoa(spec.Endpoints)}}); err != nil {
 		return res, err
 	}
-	base, err := settledStats(ctx, srv)
+	base, err := srv.Settled(ctx)
 	if err != nil {
 		return res, err
 	}
@@ -184,26 +197,26 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 
 	// Cold start, profiled apart from the changes: it is where the cost of
 	// full initial states shows.
-	if err := srv.post(ctx, "/cpuprofile/start", url.Values{"path": {filepath.Join(cfg.OutDir, cfg.ID()+".cold.cpu.pprof")}}); err != nil {
+	if err := srv.Post(ctx, "/cpuprofile/start", url.Values{"path": {filepath.Join(cfg.OutDir, cfg.ID()+".cold.cpu.pprof")}}); err != nil {
 		return res, err
 	}
 	start := time.Now()
-	f, err := startFleet(ctx, fleetOptions{addr: srv.xds, spec: spec, clients: cfg.Clients, delta: cfg.Delta, prefix: "envoy"})
+	f, err := fleet.StartLoad(ctx, fleet.LoadOptions{Addr: srv.XDS, Spec: spec, Clients: cfg.Clients, Delta: cfg.Delta, Prefix: "envoy"})
 	if err != nil {
 		return res, err
 	}
-	defer func() { f.close() }()
-	last, err := f.waitServed(ctx, coldFactor*cfg.Timeout)
+	defer func() { f.Close() }()
+	last, err := f.WaitServed(ctx, ColdFactor*cfg.Timeout)
 	if err != nil {
-		res.fail("cold start: %v", err)
+		res.Fail("cold start: %v", err)
 		return res, nil
 	}
 	res.ColdStart = last.Sub(start)
-	loaded, err := settledStats(ctx, srv)
+	loaded, err := srv.Settled(ctx)
 	if err != nil {
 		return res, err
 	}
-	if err := srv.post(ctx, "/cpuprofile/stop", nil); err != nil {
+	if err := srv.Post(ctx, "/cpuprofile/stop", nil); err != nil {
 		return res, err
 	}
 	res.ColdCPU = loaded.CPU() - base.CPU()
@@ -220,13 +233,13 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	if err := runChanges(ctx, cfg, srv, f, w, &res); err != nil {
 		return res, err
 	}
-	if err := f.validate(w); err != nil {
-		res.fail("validation: %v", err)
+	if err := f.Validate(w); err != nil {
+		res.Fail("validation: %v", err)
 	}
-	if err := srv.post(ctx, "/heapprofile", url.Values{"path": {filepath.Join(cfg.OutDir, cfg.ID()+".heap.pprof")}}); err != nil {
+	if err := srv.Post(ctx, "/heapprofile", url.Values{"path": {filepath.Join(cfg.OutDir, cfg.ID()+".heap.pprof")}}); err != nil {
 		log.Warn("heap profile", "err", err)
 	}
-	if st, err := srv.stats(ctx); err == nil {
+	if st, err := srv.Stats(ctx); err == nil {
 		res.ServerRSSBusy = st.RSS
 		logMemory(log, "server memory right after the changes", st)
 		if st, err = quietStats(ctx, srv, st, log); err == nil && st.Reclaim.Settled {
@@ -242,7 +255,7 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 			return res, err
 		}
 	}
-	if st, err := srv.stats(ctx); err == nil {
+	if st, err := srv.Stats(ctx); err == nil {
 		res.PeakRSS = st.PeakRSS
 	}
 	return res, nil
@@ -250,10 +263,10 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 
 const (
 	minChanges = 5 // see Config.ChangeBudget
-	coldFactor = 5 // see Config.Timeout
+	ColdFactor = 5 // see Config.Timeout
 )
 
-func (r *Result) fail(format string, args ...any) {
+func (r *Result) Fail(format string, args ...any) {
 	r.Failed = true
 	if r.Problem != "" {
 		r.Problem += "; "
@@ -261,33 +274,8 @@ func (r *Result) fail(format string, args ...any) {
 	r.Problem += fmt.Sprintf(format, args...)
 }
 
-// settledStats garbage-collects the server, waits until its CPU use stops
-// (no more than 2 ms in 200 ms, at most 10 s) and returns its stats.
-func settledStats(ctx context.Context, srv *server) (s0 targetStats, err error) {
-	s0, err = srv.stats(ctx)
-	for range 50 {
-		if err != nil {
-			return s0, err
-		}
-		select {
-		case <-time.After(200 * time.Millisecond):
-		case <-ctx.Done():
-			return s0, ctx.Err()
-		}
-		var s1 targetStats
-		if s1, err = srv.stats(ctx); err == nil && s1.CPU()-s0.CPU() < 2*time.Millisecond {
-			if err := srv.post(ctx, "/gc", nil); err != nil {
-				return s1, err
-			}
-			return srv.stats(ctx)
-		}
-		s0 = s1
-	}
-	return s0, err
-}
-
 // logMemory logs what the server's RSS is made of.
-func logMemory(log *slog.Logger, msg string, st targetStats) {
+func logMemory(log *slog.Logger, msg string, st target.Stats) {
 	log.Info(msg, "rss", st.RSS, "heap_inuse", st.HeapInuse, "heap_retained", st.HeapSys-st.HeapReleased,
 		"stacks", st.StackInuse, "goroutines", st.Goroutines, "memory_returns", st.Reclaim.Releases)
 }
@@ -297,12 +285,12 @@ func logMemory(log *slog.Logger, msg string, st targetStats) {
 // burst's memory, or found it too small to), then returns the stats. It
 // gives up after quietWait, returning the latest stats, unsettled: the
 // caller then has no figure once quiet.
-func quietStats(ctx context.Context, srv *server, from targetStats, log *slog.Logger) (targetStats, error) {
+func quietStats(ctx context.Context, srv *target.Process, from target.Stats, log *slog.Logger) (target.Stats, error) {
 	deadline := time.Now().Add(quietWait)
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		st, err := srv.stats(ctx)
+		st, err := srv.Stats(ctx)
 		if err != nil || st.Reclaim.Samples > from.Reclaim.Samples && st.Reclaim.Settled {
 			return st, err
 		}
@@ -322,7 +310,7 @@ func quietStats(ctx context.Context, srv *server, from targetStats, log *slog.Lo
 // busy sample.
 var quietWait = 5 * reclaim.DefaultPolicy.Quiet
 
-func runChanges(ctx context.Context, cfg Config, srv *server, f *fleet, w *workload.World, res *Result) error {
+func runChanges(ctx context.Context, cfg Config, srv *target.Process, f *fleet.Load, w *workload.World, res *Result) error {
 	total := cfg.Changes
 	var interval time.Duration
 	if cfg.Rate > 0 {
@@ -333,10 +321,10 @@ func runChanges(ctx context.Context, cfg Config, srv *server, f *fleet, w *workl
 		return nil
 	}
 	prof := filepath.Join(cfg.OutDir, cfg.ID()+".cpu.pprof")
-	if err := srv.post(ctx, "/cpuprofile/start", url.Values{"path": {prof}}); err != nil {
+	if err := srv.Post(ctx, "/cpuprofile/start", url.Values{"path": {prof}}); err != nil {
 		return err
 	}
-	s0, err := srv.stats(ctx)
+	s0, err := srv.Stats(ctx)
 	if err != nil {
 		return err
 	}
@@ -344,8 +332,8 @@ func runChanges(ctx context.Context, cfg Config, srv *server, f *fleet, w *workl
 	// server's: on shared CPUs the fleet's cost is half the picture.
 	stopProf := profileSelf(filepath.Join(cfg.OutDir, cfg.ID()+".loadgen.cpu.pprof"), cfg.Logger)
 	defer stopProf()
-	c0, l0 := f.stats(), selfCPU()
-	all := make([]*tracked, 0, total)
+	c0, l0 := f.Stats(), proc.SelfCPU()
+	all := make([]*fleet.Change, 0, total)
 	if interval > 0 {
 		if err := paced(ctx, cfg, srv, f, w, total, interval, &all, res); err != nil {
 			return err
@@ -367,24 +355,24 @@ func runChanges(ctx context.Context, cfg Config, srv *server, f *fleet, w *workl
 				return err
 			}
 			all = append(all, ts...)
-			waitTracked(ctx, ts[0], cfg.Timeout)
-			f.untrack(ts[0])
+			ts[0].Wait(ctx, cfg.Timeout)
+			f.Untrack(ts[0])
 		}
 	}
-	c1, l1 := f.stats(), selfCPU()
+	c1, l1 := f.Stats(), proc.SelfCPU()
 	stopProf()
-	s1, err := srv.stats(ctx)
+	s1, err := srv.Stats(ctx)
 	if err != nil {
 		return err
 	}
-	if err := srv.post(ctx, "/cpuprofile/stop", nil); err != nil {
+	if err := srv.Post(ctx, "/cpuprofile/stop", nil); err != nil {
 		return err
 	}
 
 	var perChange, perClient []time.Duration
 	timeouts := 0
 	for _, t := range all {
-		lat, ok := t.latencies()
+		lat, ok := t.Latencies()
 		perClient = append(perClient, lat...)
 		if !ok {
 			timeouts++
@@ -393,17 +381,17 @@ func runChanges(ctx context.Context, cfg Config, srv *server, f *fleet, w *workl
 		perChange = append(perChange, slices.Max(lat))
 	}
 	if timeouts > 0 {
-		res.fail("%d of %d changes did not reach every client within %s", timeouts, total, cfg.Timeout)
+		res.Fail("%d of %d changes did not reach every client within %s", timeouts, total, cfg.Timeout)
 	}
 	cc := float64(cfg.Clients * total)
 	res.ChangesDone = total
 	res.Flushes = s1.Flushes - s0.Flushes
-	res.ConvP50, res.ConvP99, res.ConvMax = pct(perChange, 50), pct(perChange, 99), pct(perChange, 100)
+	res.ConvP50, res.ConvP99, res.ConvMax = report.Pct(perChange, 50), report.Pct(perChange, 99), report.Pct(perChange, 100)
 	if interval > 0 && timeouts == 0 {
 		q := len(perChange) / 4
-		res.ConvP99First, res.ConvP99Last = pct(perChange[:q], 99), pct(perChange[len(perChange)-q:], 99)
+		res.ConvP99First, res.ConvP99Last = report.Pct(perChange[:q], 99), report.Pct(perChange[len(perChange)-q:], 99)
 	}
-	res.ClientP50, res.ClientP99 = pct(perClient, 50), pct(perClient, 99)
+	res.ClientP50, res.ClientP99 = report.Pct(perClient, 50), report.Pct(perClient, 99)
 	cpu := s1.CPU() - s0.CPU()
 	res.CPUPerChange = cpu / time.Duration(total)
 	res.CPUPerClientChange = time.Duration(float64(cpu) / cc)
@@ -423,7 +411,7 @@ func runChanges(ctx context.Context, cfg Config, srv *server, f *fleet, w *workl
 // Each change's convergence runs from just before the call that carries it.
 // What a client must hold after each change is computed before the clock
 // starts, so that the driver's own work per change does not slow the pace.
-func paced(ctx context.Context, cfg Config, srv *server, f *fleet, w *workload.World, total int, interval time.Duration, all *[]*tracked, res *Result) error {
+func paced(ctx context.Context, cfg Config, srv *target.Process, f *fleet.Load, w *workload.World, total int, interval time.Duration, all *[]*fleet.Change, res *Result) error {
 	want := make([]expected, total+1)
 	for k := 1; k <= total; k++ {
 		var err error
@@ -460,8 +448,8 @@ func paced(ctx context.Context, cfg Config, srv *server, f *fleet, w *workload.W
 		// changes in flight only.
 		for _, t := range ts {
 			wg.Go(func() {
-				waitTracked(ctx, t, cfg.Timeout)
-				f.untrack(t)
+				t.Wait(ctx, cfg.Timeout)
+				f.Untrack(t)
 			})
 		}
 		next = last + 1
@@ -491,16 +479,16 @@ func expect(w *workload.World, k int) (expected, error) {
 // post tracks changes from..to (inclusive; want[k] is what change k makes
 // clients hold) and asks the server to apply them, in one call for up to
 // maxPerCall changes.
-func post(ctx context.Context, srv *server, f *fleet, want []expected, from, to int) ([]*tracked, error) {
-	ts := make([]*tracked, 0, to-from+1)
+func post(ctx context.Context, srv *target.Process, f *fleet.Load, want []expected, from, to int) ([]*fleet.Change, error) {
+	ts := make([]*fleet.Change, 0, to-from+1)
 	for from <= to {
 		end := min(to, from+maxPerCall-1)
 		q := make(url.Values, 1)
 		for k := from; k <= end; k++ {
 			q.Add("k", strconv.Itoa(k))
-			ts = append(ts, f.track(k, want[k].name, holds(want[k].name, want[k].hash)))
+			ts = append(ts, f.Track(k, want[k].name, fleet.Holds(want[k].name, want[k].hash)))
 		}
-		if err := srv.post(ctx, "/change", q); err != nil {
+		if err := srv.Post(ctx, "/change", q); err != nil {
 			return ts, err
 		}
 		from = end + 1
@@ -512,68 +500,49 @@ func post(ctx context.Context, srv *server, f *fleet, want []expected, from, to 
 // refuses a query of more than 10,000 parameters.
 const maxPerCall = 1000
 
-func waitTracked(ctx context.Context, t *tracked, timeout time.Duration) {
-	select {
-	case <-t.done:
-	case <-time.After(timeout - time.Since(t.t0)):
-	case <-ctx.Done():
-	}
-}
-
 // reconnect closes every client and starts them again at once; delta
 // clients list what they held (initial_resource_versions), as Envoy does.
-func reconnect(ctx context.Context, cfg Config, srv *server, f *fleet, w *workload.World, res *Result) (*fleet, error) {
+func reconnect(ctx context.Context, cfg Config, srv *target.Process, f *fleet.Load, w *workload.World, res *Result) (*fleet.Load, error) {
 	var versions []map[string]map[string]string
 	var hashes []map[string]map[string]uint64
 	if cfg.Delta {
-		for _, c := range f.clients {
+		for _, c := range f.Clients {
 			versions = append(versions, c.Versions())
 			hashes = append(hashes, c.Hashes())
 		}
 	}
-	f.close()
-	s0, err := settledStats(ctx, srv)
+	f.Close()
+	s0, err := srv.Settled(ctx)
 	if err != nil {
 		return f, err
 	}
 	peak := watchPeak(ctx, srv, filepath.Join(cfg.OutDir, cfg.ID()+".reconnect.heap.pprof"), cfg.Logger.With("run", cfg.ID()))
 	defer peak.end()
-	if err := srv.post(ctx, "/cpuprofile/start", url.Values{"path": {filepath.Join(cfg.OutDir, cfg.ID()+".reconnect.cpu.pprof")}}); err != nil {
+	if err := srv.Post(ctx, "/cpuprofile/start", url.Values{"path": {filepath.Join(cfg.OutDir, cfg.ID()+".reconnect.cpu.pprof")}}); err != nil {
 		return f, err
 	}
-	defer func() { _ = srv.post(ctx, "/cpuprofile/stop", nil) }()
+	defer func() { _ = srv.Post(ctx, "/cpuprofile/stop", nil) }()
 	start := time.Now()
-	nf, err := startFleet(ctx, fleetOptions{addr: srv.xds, spec: w.Spec, clients: cfg.Clients, delta: cfg.Delta, prefix: "envoy", versions: versions, hashes: hashes})
+	nf, err := fleet.StartLoad(ctx, fleet.LoadOptions{Addr: srv.XDS, Spec: w.Spec, Clients: cfg.Clients, Delta: cfg.Delta, Prefix: "envoy", Versions: versions, Hashes: hashes})
 	if err != nil {
 		return f, err
 	}
-	last, err := nf.waitServed(ctx, coldFactor*cfg.Timeout)
+	last, err := nf.WaitServed(ctx, ColdFactor*cfg.Timeout)
 	if err != nil {
-		res.fail("reconnect: %v", err)
+		res.Fail("reconnect: %v", err)
 		return nf, nil
 	}
 	res.ReconnectTime = last.Sub(start)
-	s1, err := settledStats(ctx, srv)
+	s1, err := srv.Settled(ctx)
 	if err != nil {
 		return nf, err
 	}
 	res.ReconnectCPU = s1.CPU() - s0.CPU()
-	res.ReconnectBytesClient = float64(nf.stats().Bytes) / float64(cfg.Clients)
-	if err := nf.validate(w); err != nil {
-		res.fail("validation after reconnect: %v", err)
+	res.ReconnectBytesClient = float64(nf.Stats().Bytes) / float64(cfg.Clients)
+	if err := nf.Validate(w); err != nil {
+		res.Fail("validation after reconnect: %v", err)
 	}
 	return nf, nil
-}
-
-// pct is the p-th percentile (nearest rank) of ds; 0 for none.
-func pct(ds []time.Duration, p float64) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	i := int(p/100*float64(len(s))+0.5) - 1
-	return s[min(max(i, 0), len(s)-1)]
 }
 
 // profileSelf starts a CPU profile of this process written to path and
@@ -594,15 +563,6 @@ func profileSelf(path string, log *slog.Logger) (stop func()) {
 		pprof.StopCPUProfile()
 		f.Close()
 	})
-}
-
-// selfCPU is this process's CPU time so far.
-func selfCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // liveHeap is this process's heap marked live by the last garbage

@@ -230,7 +230,7 @@ func (s Suite) Run(ctx context.Context) ([]Result, error) {
 		r, err := Run(ctx, cfg)
 		r.Wall = time.Since(started)
 		if err != nil {
-			r.fail("rig: %v", err)
+			r.Fail("rig: %v", err)
 			if ctx.Err() != nil {
 				return results, err
 			}

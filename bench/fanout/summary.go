@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/xdsbridge/xdsbridge/bench/report"
 )
 
 // summaryColumns are the figures Summarize reports, with their CSV column
@@ -22,15 +24,15 @@ var summaryColumns = []struct {
 	{"conv p50", "conv_p50_ns", nsShow},
 	{"conv p99", "conv_p99_ns", nsShow},
 	{"CPU / client·change", "cpu_per_client_change_ns", nsShow},
-	{"bytes / client·change", "bytes_per_client_change", size},
-	{"heap / client", "heap_per_client", size},
-	{"RSS / client", "rss_per_client", size},
-	{"process RSS", "server_rss", size}, // once quiet after the changes: what a container limit sees
-	{"RSS right after", "server_rss_busy", size},
-	{"peak RSS", "server_peak_rss", size},
+	{"bytes / client·change", "bytes_per_client_change", report.Size},
+	{"heap / client", "heap_per_client", report.Size},
+	{"RSS / client", "rss_per_client", report.Size},
+	{"process RSS", "server_rss", report.Size}, // once quiet after the changes: what a container limit sees
+	{"RSS right after", "server_rss_busy", report.Size},
+	{"peak RSS", "server_peak_rss", report.Size},
 	{"reconnect", "reconnect_ns", nsShow},
 	{"fleet CPU / change", "loadgen_cpu_per_change_ns", nsShow},
-	{"fleet peak RSS", "loadgen_peak_rss", size},
+	{"fleet peak RSS", "loadgen_peak_rss", report.Size},
 	{"run wall time", "wall_ns", nsShow},
 	{"achieved rate", "achieved_rate", func(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) + "/s" }},
 	{"conv p99 first ¼", "conv_p99_first_ns", nsShow},
@@ -38,7 +40,7 @@ var summaryColumns = []struct {
 	{"publishes", "flushes", func(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) }},
 }
 
-func nsShow(v float64) string { return ms(time.Duration(v)) }
+func nsShow(v float64) string { return report.MS(time.Duration(v)) }
 
 // Summarize reads result CSVs (as written by CSV, any number of runs per
 // configuration) and writes one Markdown table per scenario point: per
@@ -125,7 +127,7 @@ func Summarize(w io.Writer, inputs ...io.Reader) error {
 					v, _ := strconv.ParseFloat(m[c.col], 64)
 					vs = append(vs, v)
 				}
-				fmt.Fprintf(w, " %s |", spread(vs, c.show))
+				fmt.Fprintf(w, " %s |", report.Spread(vs, c.show))
 			}
 			fmt.Fprintln(w)
 		}
@@ -179,8 +181,8 @@ func floorRatio(bridge, floor []map[string]string, what, col string, show func(f
 	if len(b.vs) == 0 || len(f.vs) == 0 {
 		return ""
 	}
-	bm, _, _ := medianRange(b.vs)
-	fm, _, _ := medianRange(f.vs)
+	bm, _, _ := report.MedianRange(b.vs)
+	fm, _, _ := report.MedianRange(f.vs)
 	line := fmt.Sprintf("xdsbridge / floor, %s: %.2f× (medians %s / %s)", what, bm/fm, show(bm), show(fm))
 	var rounds []string
 	if len(b.byRep) == len(b.vs) && len(f.byRep) == len(f.vs) {
@@ -196,16 +198,4 @@ func floorRatio(bridge, floor []map[string]string, what, col string, show func(f
 	return line + "."
 }
 
-func nsShowUs(v float64) string { return us(time.Duration(v)) }
-
-// spread shows the median of vs, with the min–max range when they differ.
-func spread(vs []float64, show func(float64) string) string {
-	if len(vs) == 0 {
-		return "–"
-	}
-	med, lo, hi := medianRange(vs)
-	if lo == hi {
-		return show(med)
-	}
-	return fmt.Sprintf("%s (%s–%s)", show(med), show(lo), show(hi))
-}
+func nsShowUs(v float64) string { return report.US(time.Duration(v)) }

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/xdsbridge/xdsbridge/bench/report"
 )
 
 // targetRow is one line of the targets table.
@@ -39,7 +41,7 @@ func Targets(results []Result) string {
 		if s, ok := find("S1", "snapshot", true); ok && s.ConvP99 > 0 {
 			r := float64(b.ConvP99) / float64(s.ConvP99)
 			rows = append(rows, row{"S1 delta convergence p99 ≤ 0.1× stock SnapshotCache delta",
-				fmt.Sprintf("%s vs %s = %.3f× (C=%d)", ms(b.ConvP99), ms(s.ConvP99), r, b.Clients), verdict(r <= 0.1, r/0.1)})
+				fmt.Sprintf("%s vs %s = %.3f× (C=%d)", report.MS(b.ConvP99), report.MS(s.ConvP99), r, b.Clients), verdict(r <= 0.1, r/0.1)})
 		}
 	}
 	for _, delta := range []bool{true, false} {
@@ -49,13 +51,13 @@ func Targets(results []Result) string {
 		}
 		cpu := float64(b.CPUPerClientChange) / float64(time.Microsecond)
 		rows = append(rows, row{fmt.Sprintf("S1 %s server CPU ≤ 150 µs per client·change", b.Mode()),
-			fmt.Sprintf("%s (C=%d)", us(b.CPUPerClientChange), b.Clients), verdict(cpu <= 150, cpu/150)})
+			fmt.Sprintf("%s (C=%d)", report.US(b.CPUPerClientChange), b.Clients), verdict(cpu <= 150, cpu/150)})
 		rows = append(rows, row{fmt.Sprintf("S1 %s heap ≤ 100 KB per client", b.Mode()),
-			fmt.Sprintf("%s (N=%d)", size(b.HeapPerClient), b.Services), verdict(b.HeapPerClient <= 100e3, b.HeapPerClient/100e3)})
+			fmt.Sprintf("%s (N=%d)", report.Size(b.HeapPerClient), b.Services), verdict(b.HeapPerClient <= 100e3, b.HeapPerClient/100e3)})
 		if !delta {
-			line := size(b.BytesPerClientChange)
+			line := report.Size(b.BytesPerClientChange)
 			if s, ok := find("S1", "snapshot", false); ok {
-				line += " (stock SnapshotCache: " + size(s.BytesPerClientChange) + ")"
+				line += " (stock SnapshotCache: " + report.Size(s.BytesPerClientChange) + ")"
 			}
 			rows = append(rows, row{"S1 SotW EDS bytes ≤ 1 KB per client·change", line,
 				verdict(b.BytesPerClientChange <= 1000, b.BytesPerClientChange/1000)})
@@ -77,13 +79,13 @@ func Targets(results []Result) string {
 		g := float64(b.CPUPerChange) / float64(a.CPUPerChange)
 		per10 := math.Pow(g, 1/math.Log10(float64(b.Services)/float64(a.Services)))
 		rows = append(rows, row{fmt.Sprintf("S2 CPU per change grows < 1.2× per 10× N (N %d → %d)", a.Services, b.Services),
-			fmt.Sprintf("%s → %s: %.2f× per 10×", ms(a.CPUPerChange), ms(b.CPUPerChange), per10), verdict(per10 < 1.2, per10/1.2)})
+			fmt.Sprintf("%s → %s: %.2f× per 10×", report.MS(a.CPUPerChange), report.MS(b.CPUPerChange), per10), verdict(per10 < 1.2, per10/1.2)})
 	}
 	for _, r := range results {
 		if r.Scenario == "S4" && r.Impl == "xdsbridge" && r.Rate == 100 {
 			ok := !r.Failed && r.ConvP99 < 250*time.Millisecond
 			rows = append(rows, row{"S4 convergence p99 < 250 ms at 100 changes/s",
-				fmt.Sprintf("%s (C=%d)", ms(r.ConvP99), r.Clients), verdict(ok, float64(r.ConvP99)/float64(250*time.Millisecond))})
+				fmt.Sprintf("%s (C=%d)", report.MS(r.ConvP99), r.Clients), verdict(ok, float64(r.ConvP99)/float64(250*time.Millisecond))})
 		}
 	}
 	// The largest run of a scenario for an implementation: the scale rows
@@ -98,20 +100,20 @@ func Targets(results []Result) string {
 		}
 		return best, ok
 	}
-	gb := func(v int64) string { return size(float64(v)) }
+	gb := func(v int64) string { return report.Size(float64(v)) }
 	if b, ok := largest("S5", "xdsbridge", true); ok && b.PeakRSS > 0 {
 		at := fmt.Sprintf(" (C=%d, N=%d)", b.Clients, b.Services)
 		rows = append(rows, row{"S5 delta reconnect peak RSS ≤ 1 GB", gb(b.PeakRSS) + at, verdict(b.PeakRSS <= 1e9, float64(b.PeakRSS)/1e9)})
 		if u, ok := largest("S5", "xdsbridge-unbudgeted", true); ok && u.Services == b.Services && u.Clients == b.Clients && u.ReconnectTime > 0 {
 			r := float64(b.ReconnectTime) / float64(u.ReconnectTime)
 			rows = append(rows, row{"S5 delta reconnect with the budget ≤ 1.2× unbudgeted",
-				fmt.Sprintf("%s vs %s = %.2f×%s", ms(b.ReconnectTime), ms(u.ReconnectTime), r, at), verdict(r <= 1.2, r/1.2)})
+				fmt.Sprintf("%s vs %s = %.2f×%s", report.MS(b.ReconnectTime), report.MS(u.ReconnectTime), r, at), verdict(r <= 1.2, r/1.2)})
 		}
 	}
 	if b, ok := largest("S6", "xdsbridge", true); ok && b.Clients > 0 {
 		at := fmt.Sprintf(" (C=%d, N=%d)", b.Clients, b.Services)
 		cpu := b.ColdCPU / time.Duration(b.Clients)
-		rows = append(rows, row{"S6 server CPU ≤ 5 ms per client's initial state", ms(cpu) + at,
+		rows = append(rows, row{"S6 server CPU ≤ 5 ms per client's initial state", report.MS(cpu) + at,
 			verdict(cpu <= 5*time.Millisecond, float64(cpu)/float64(5*time.Millisecond))})
 		for _, base := range []struct {
 			impl string
@@ -123,7 +125,7 @@ func Targets(results []Result) string {
 			}
 			r := float64(b.ColdStart) / float64(f.ColdStart)
 			rows = append(rows, row{fmt.Sprintf("S6 cold start ≤ %g× %s", base.max, base.impl),
-				fmt.Sprintf("%s vs %s = %.2f×%s", ms(b.ColdStart), ms(f.ColdStart), r, at), verdict(r <= base.max, r/base.max)})
+				fmt.Sprintf("%s vs %s = %.2f×%s", report.MS(b.ColdStart), report.MS(f.ColdStart), r, at), verdict(r <= base.max, r/base.max)})
 		}
 	}
 	// Steady state: the process RSS a container limit sees, over the
@@ -140,8 +142,8 @@ func Targets(results []Result) string {
 	if b := steady; ok && b.ServerRSS > 0 && b.Clients > 0 {
 		per := float64(b.ServerRSS) / float64(b.Clients)
 		rows = append(rows, row{"process RSS ≤ 100 KB per connected client, once quiet",
-			fmt.Sprintf("%s (%s for C=%d, N=%d; right after the changes %s)", size(per), gb(b.ServerRSS), b.Clients, b.Services,
-				size(float64(b.ServerRSSBusy)/float64(b.Clients))), verdict(per <= 100e3, per/100e3)})
+			fmt.Sprintf("%s (%s for C=%d, N=%d; right after the changes %s)", report.Size(per), gb(b.ServerRSS), b.Clients, b.Services,
+				report.Size(float64(b.ServerRSSBusy)/float64(b.Clients))), verdict(per <= 100e3, per/100e3)})
 	}
 	if b, ok := largest("S7", "xdsbridge", true); ok {
 		at := fmt.Sprintf(" (C=%d, N=%d)", b.Clients, b.Services)
@@ -149,9 +151,9 @@ func Targets(results []Result) string {
 		if b.ServerRSS > 0 {
 			per := float64(b.ServerRSS) / float64(b.Clients)
 			rows = append(rows, row{"S7 process RSS ≤ 30 KB per client, once quiet",
-				fmt.Sprintf("%s (%s)%s", size(per), gb(b.ServerRSS), at), verdict(per <= 30e3, per/30e3)})
+				fmt.Sprintf("%s (%s)%s", report.Size(per), gb(b.ServerRSS), at), verdict(per <= 30e3, per/30e3)})
 		}
-		rows = append(rows, row{"S7 convergence p99 ≤ 1 s", ms(b.ConvP99) + at,
+		rows = append(rows, row{"S7 convergence p99 ≤ 1 s", report.MS(b.ConvP99) + at,
 			verdict(b.ConvP99 <= time.Second, float64(b.ConvP99)/float64(time.Second))})
 	}
 	if len(rows) == 0 {
@@ -223,7 +225,7 @@ func floorRows(results []Result, of func(Result, string, string, bool) bool, ver
 		r := float64(b.CPUPerClientChange) / float64(f.CPUPerClientChange)
 		rows = append(rows, targetRow{
 			fmt.Sprintf("%s server CPU per client·change ≤ 2× the floor", b.Mode()),
-			fmt.Sprintf("%s vs %s = %.2f× (C=%d, N=%d)", us(b.CPUPerClientChange), us(f.CPUPerClientChange), r, b.Clients, b.Services),
+			fmt.Sprintf("%s vs %s = %.2f× (C=%d, N=%d)", report.US(b.CPUPerClientChange), report.US(f.CPUPerClientChange), r, b.Clients, b.Services),
 			verdict(r <= 2, r/2)})
 	}
 	return rows

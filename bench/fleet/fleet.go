@@ -1,8 +1,11 @@
-// Package fleet is what the registry benchmarks under bench/ share: a
-// fleet of simulated ADS clients (envoysim in Light mode) that times a
-// change from the moment it is written to the registry until every client
-// holds it, and the arithmetic of their reports (percentiles, medians of
-// runs, the process's CPU).
+// Package fleet is the benchmarks' simulated xDS clients (envoysim in Light
+// mode). Fleet is what the registry benchmarks under bench/ share: ADS
+// clients that time a change from the moment it is written to the registry
+// until every client holds it, and the arithmetic of their reports
+// (percentiles, medians of runs, the process's CPU). Load is the load
+// generator's fleet: C clients of one world (workload) in this process,
+// whose responses are turned into the cold start's time and each change's
+// convergence, and checked against the world's state at the end.
 package fleet
 
 import (

@@ -1,7 +1,9 @@
 // Package target hosts one xDS server implementation under test in its own
 // process, so that its CPU and memory can be measured apart from the load
 // generator's. A small HTTP control API on loopback loads the workload,
-// applies numbered changes, and reports rusage, RSS and heap.
+// applies numbered changes, and reports rusage, RSS and heap. Serve is the
+// process's side (`xdsload serve`); Start runs one and is the load
+// generator's handle on it.
 package target
 
 import (

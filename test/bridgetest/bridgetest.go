@@ -208,3 +208,14 @@ func RunWithBinary(m *testing.M, race bool, bin *string) int {
 	}
 	return m.Run()
 }
+
+// Binary builds cmd/bridge into the test's temporary directory (without
+// the race detector) and returns its path.
+func Binary(t testing.TB) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "bridge")
+	if err := Build(bin, "github.com/xdsbridge/xdsbridge/cmd/bridge", false); err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}

@@ -11,12 +11,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/xdsbridge/xdsbridge/bench/fanout"
+	"github.com/xdsbridge/xdsbridge/bench/replicas"
 )
 
 // balance runs the replicas scenario's TCP balancer (started by
 // `xdsload replicas`): it prints READY once it listens, then a line per
-// proxied connection opened or closed (fanout.BalancerEvent).
+// proxied connection opened or closed (replicas.BalancerEvent).
 func balance(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("balance", flag.ContinueOnError)
 	listen := fs.String("listen", "127.0.0.1:0", "listen address")
@@ -24,12 +24,12 @@ func balance(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil || *backends == "" {
 		return errUsage
 	}
-	b := &fanout.Balancer{}
+	b := &replicas.Balancer{}
 	for _, s := range strings.Split(*backends, ",") {
 		addr, url, _ := strings.Cut(s, "=")
-		be := fanout.Backend{Addr: addr}
+		be := replicas.Backend{Addr: addr}
 		if url != "" {
-			be.Ready = fanout.ReadinessProbe(ctx, url, 250*time.Millisecond)
+			be.Ready = replicas.ReadinessProbe(ctx, url, 250*time.Millisecond)
 		}
 		b.Backends = append(b.Backends, be)
 	}
@@ -45,7 +45,7 @@ func balance(ctx context.Context, args []string) error {
 		fmt.Fprintln(w, s)
 		w.Flush()
 	}
-	b.Event = func(e fanout.BalancerEvent) { line(e.String()) }
+	b.Event = func(e replicas.BalancerEvent) { line(e.String()) }
 	line("READY")
 	return b.Serve(ctx, ln)
 }

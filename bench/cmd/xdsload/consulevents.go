@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/xdsbridge/xdsbridge/bench/fanout"
+	"github.com/xdsbridge/xdsbridge/bench/consul"
 )
 
 // defaultConsulBin is $XDSBRIDGE_CONSUL, else the binary scripts/tools.sh
@@ -47,7 +47,7 @@ func parseOut(fs *flag.FlagSet, args []string, out *string) (string, error) {
 func consulEvents(ctx context.Context, args []string, log *slog.Logger) error {
 	fs := flag.NewFlagSet("consul-events", flag.ContinueOnError)
 	out := fs.String("out", "out/bench/consul-events", "output directory")
-	var cfg fanout.ConsulEventsConfig
+	var cfg consul.EventsConfig
 	binaryFlags(fs, &cfg.ConsulBin, &cfg.BridgeBin)
 	fs.StringVar(&cfg.Topology, "topology", "cluster", "cluster (a server agent and a client agent; the bridge reads the client) or dev")
 	fs.IntVar(&cfg.Clients, "c", 100, "delta clients")
@@ -67,7 +67,7 @@ func consulEvents(ctx context.Context, args []string, log *slog.Logger) error {
 	cfg.OutDir = abs
 	cfg.Logger = log
 	log.Info("consul events scenario", "topology", cfg.Topology, "services", cfg.Services, "clients", cfg.Clients, "tls", cfg.TLS)
-	r, err := fanout.RunConsulEvents(ctx, cfg)
+	r, err := consul.RunEvents(ctx, cfg)
 	if err != nil {
 		return err
 	}

@@ -7,7 +7,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/xdsbridge/xdsbridge/bench/fanout"
+	"github.com/xdsbridge/xdsbridge/bench/consul"
 )
 
 // consulRefill runs the scenario of a Consul agent restarted on an empty
@@ -16,7 +16,7 @@ import (
 func consulRefill(ctx context.Context, args []string, log *slog.Logger) error {
 	fs := flag.NewFlagSet("consul-refill", flag.ContinueOnError)
 	out := fs.String("out", "out/bench/consul-refill", "output directory")
-	var cfg fanout.ConsulRefillConfig
+	var cfg consul.RefillConfig
 	binaryFlags(fs, &cfg.ConsulBin, &cfg.BridgeBin)
 	fs.IntVar(&cfg.Services, "n", 200, "services")
 	fs.IntVar(&cfg.Instances, "instances", 2, "instances per service")
@@ -31,7 +31,7 @@ func consulRefill(ctx context.Context, args []string, log *slog.Logger) error {
 	}
 	cfg.OutDir, cfg.Logger = abs, log
 	log.Info("consul refill scenario", "services", cfg.Services, "gone", cfg.Gone, "refill", cfg.Refill)
-	r, err := fanout.RunConsulRefill(ctx, cfg)
+	r, err := consul.RunRefill(ctx, cfg)
 	if err != nil {
 		return err
 	}

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/xdsbridge/xdsbridge/bench/fanout"
+	"github.com/xdsbridge/xdsbridge/bench/file"
 )
 
 // fileSource measures the file source's own cost end to end: the bridge
@@ -36,7 +36,7 @@ func fileSource(ctx context.Context, args []string, log *slog.Logger) error {
 	if *table {
 		return fileSourceTable(fs.Args())
 	}
-	var results []fanout.FileSourceResult
+	var results []file.Result
 	for _, format := range strings.Split(*formats, ",") {
 		if format != "yaml" && format != "json" {
 			return fmt.Errorf("unknown format %q (yaml or json)", format)
@@ -47,7 +47,7 @@ func fileSource(ctx context.Context, args []string, log *slog.Logger) error {
 				return fmt.Errorf("parsing -n: %w", err)
 			}
 			log.Info("file source run", "format", format, "services", n, "endpoints", *endpoints)
-			r, err := fanout.RunFileSource(ctx, fanout.FileSourceConfig{BridgeBin: *bridge, Format: format, Services: n,
+			r, err := file.Run(ctx, file.Config{BridgeBin: *bridge, Format: format, Services: n,
 				Endpoints: *endpoints, Edits: *edits, Timeout: *timeout, OutDir: abs, Profile: *profile, ProfileFor: *profileFor, Logger: log})
 			if err != nil {
 				return err
@@ -55,10 +55,10 @@ func fileSource(ctx context.Context, args []string, log *slog.Logger) error {
 			results = append(results, r)
 		}
 	}
-	md := fanout.FileSourceMarkdown(results)
+	md := file.Markdown(results)
 	fmt.Println(md)
 	var csv strings.Builder
-	if err := fanout.FileSourceCSV(&csv, results); err != nil {
+	if err := file.CSV(&csv, results); err != nil {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(abs, "results.csv"), []byte(csv.String()), 0o644); err != nil {
@@ -78,7 +78,7 @@ func fileSource(ctx context.Context, args []string, log *slog.Logger) error {
 // fileSourceTable prints the rows of LABEL=FILE.csv arguments in one table,
 // the rows of one format and size together, in the order of the files.
 func fileSourceTable(args []string) error {
-	var rows []fanout.FileSourceResult
+	var rows []file.Result
 	var labels []string
 	for _, a := range args {
 		label, name, ok := strings.Cut(a, "=")
@@ -89,7 +89,7 @@ func fileSourceTable(args []string) error {
 		if err != nil {
 			return err
 		}
-		rs, err := fanout.ReadFileSourceCSV(f)
+		rs, err := file.ReadCSV(f)
 		f.Close()
 		if err != nil {
 			return fmt.Errorf("reading %s: %w", name, err)
@@ -109,11 +109,11 @@ func fileSourceTable(args []string) error {
 		}
 		return ra.Services < rb.Services
 	})
-	var sorted []fanout.FileSourceResult
+	var sorted []file.Result
 	var sortedLabels []string
 	for _, i := range idx {
 		sorted, sortedLabels = append(sorted, rows[i]), append(sortedLabels, labels[i])
 	}
-	fmt.Print(fanout.FileSourceMarkdown(sorted, sortedLabels...))
+	fmt.Print(file.Markdown(sorted, sortedLabels...))
 	return nil
 }

@@ -9,18 +9,18 @@ import (
 	"strings"
 	"time"
 
-	"github.com/xdsbridge/xdsbridge/bench/fanout"
+	"github.com/xdsbridge/xdsbridge/bench/istiod"
 	"github.com/xdsbridge/xdsbridge/bench/target"
 )
 
-// istiod runs the Istio serving scenario (fanout.RunIstiod): each shape's
+// runIstiod runs the Istio serving scenario (istiod.Run): each shape's
 // server in its own process, one istiod-like client, one instance change
 // per second; --runs times each, then the medians.
-func istiod(ctx context.Context, args []string, log *slog.Logger) error {
+func runIstiod(ctx context.Context, args []string, log *slog.Logger) error {
 	fs := flag.NewFlagSet("istiod", flag.ContinueOnError)
 	out := fs.String("out", "out/bench/istiod", "output directory (results.md, the servers' logs)")
 	impls := fs.String("impls", strings.Join(target.IstioImpls, ","), "shapes, as server implementations")
-	var cfg fanout.IstiodConfig
+	var cfg istiod.Config
 	fs.IntVar(&cfg.Services, "n", 10000, "services")
 	fs.IntVar(&cfg.Instances, "e", 3, "instances per service")
 	fs.Float64Var(&cfg.Rate, "rate", 1, "instance changes per second")
@@ -38,13 +38,13 @@ func istiod(ctx context.Context, args []string, log *slog.Logger) error {
 		return fmt.Errorf("finding own binary: %w", err)
 	}
 	cfg.Bin, cfg.OutDir, cfg.Logger = bin, abs, log
-	var results []*fanout.IstiodResult
+	var results []*istiod.Result
 	var lines strings.Builder
 	for rep := range *runs {
 		for _, impl := range strings.Split(*impls, ",") {
 			c := cfg
 			c.Impl, c.Rep = impl, rep
-			r, err := fanout.RunIstiod(ctx, c)
+			r, err := istiod.Run(ctx, c)
 			if err != nil {
 				return fmt.Errorf("%s run %d: %w", impl, rep, err)
 			}
@@ -53,7 +53,7 @@ func istiod(ctx context.Context, args []string, log *slog.Logger) error {
 			results = append(results, r)
 		}
 	}
-	md := fmt.Sprintf("%s\n\nRuns:\n\n%s\nMedians (range) over the runs:\n\n%s", machine(), lines.String(), fanout.IstiodSummary(results))
+	md := fmt.Sprintf("%s\n\nRuns:\n\n%s\nMedians (range) over the runs:\n\n%s", machine(), lines.String(), istiod.Summary(results))
 	if err := writeResults(abs, "istiod", args, md); err != nil {
 		return err
 	}
@@ -65,13 +65,13 @@ func istiod(ctx context.Context, args []string, log *slog.Logger) error {
 	return nil
 }
 
-// istiodConsul runs the Istio scenario end to end (fanout.RunIstiodConsul):
+// istiodConsul runs the Istio scenario end to end (istiod.RunConsul):
 // a real Consul agent, the bridge binary, an istiod-like client, an
 // instance registered and deregistered in turn.
 func istiodConsul(ctx context.Context, args []string, log *slog.Logger) error {
 	fs := flag.NewFlagSet("istiod-consul", flag.ContinueOnError)
 	out := fs.String("out", "out/bench/istiod-consul", "output directory")
-	var cfg fanout.IstiodConsulConfig
+	var cfg istiod.ConsulConfig
 	binaryFlags(fs, &cfg.ConsulBin, &cfg.BridgeBin)
 	fs.StringVar(&cfg.Topology, "topology", "cluster", "cluster (a server agent and a client agent; the bridge reads the client) or dev")
 	fs.BoolVar(&cfg.TLS, "tls", true, "give the agents an HTTPS port (certificate for 127.0.0.1 from a CA made for the run) and point the bridge at it")
@@ -85,7 +85,7 @@ func istiodConsul(ctx context.Context, args []string, log *slog.Logger) error {
 		return err
 	}
 	cfg.OutDir, cfg.Logger = abs, log
-	r, err := fanout.RunIstiodConsul(ctx, cfg)
+	r, err := istiod.RunConsul(ctx, cfg)
 	if err != nil {
 		return err
 	}

@@ -30,6 +30,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/xdsbridge/xdsbridge/bench/consul"
 	"github.com/xdsbridge/xdsbridge/bench/fanout"
 	"github.com/xdsbridge/xdsbridge/bench/target"
 )
@@ -79,7 +80,7 @@ func run(ctx context.Context, args []string) error {
 	case "bench", "run":
 		return benchmark(ctx, args[0], args[1:], log)
 	case "consul":
-		return consul(ctx, args[1:], log)
+		return runConsul(ctx, args[1:], log)
 	case "summarize":
 		return summarize(args[1:])
 	case "headline":
@@ -93,9 +94,9 @@ func run(ctx context.Context, args []string) error {
 	case "status-page":
 		return statusPage(ctx, args[1:], log)
 	case "replicas":
-		return replicas(ctx, args[1:], log)
+		return runReplicas(ctx, args[1:], log)
 	case "istiod":
-		return istiod(ctx, args[1:], log)
+		return runIstiod(ctx, args[1:], log)
 	case "istiod-consul":
 		return istiodConsul(ctx, args[1:], log)
 	case "balance":
@@ -242,12 +243,12 @@ func machine() string {
 	return fmt.Sprintf("%s, %d CPUs, %s %s/%s", model, runtime.NumCPU(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
 }
 
-// consul runs the end-to-end scenario through a real Consul agent and the
+// runConsul runs the end-to-end scenario through a real Consul agent and the
 // bridge binary.
-func consul(ctx context.Context, args []string, log *slog.Logger) error {
+func runConsul(ctx context.Context, args []string, log *slog.Logger) error {
 	fs := flag.NewFlagSet("consul", flag.ContinueOnError)
 	out := fs.String("out", "out/bench/consul", "output directory")
-	var cfg fanout.ConsulConfig
+	var cfg consul.Config
 	binaryFlags(fs, &cfg.ConsulBin, &cfg.BridgeBin)
 	fs.IntVar(&cfg.Clients, "c", 100, "clients")
 	fs.IntVar(&cfg.Services, "n", 100, "services registered in Consul")
@@ -260,7 +261,7 @@ func consul(ctx context.Context, args []string, log *slog.Logger) error {
 		return err
 	}
 	cfg.OutDir, cfg.Logger = abs, log
-	r, err := fanout.RunConsul(ctx, cfg)
+	r, err := consul.Run(ctx, cfg)
 	if err != nil {
 		return err
 	}

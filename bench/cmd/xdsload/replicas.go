@@ -11,14 +11,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/xdsbridge/xdsbridge/bench/fanout"
+	"github.com/xdsbridge/xdsbridge/bench/replicas"
 )
 
-// replicas runs the replicas scenario once per max_connection_age given.
-func replicas(ctx context.Context, args []string, log *slog.Logger) error {
+// runReplicas runs the replicas scenario once per max_connection_age given.
+func runReplicas(ctx context.Context, args []string, log *slog.Logger) error {
 	fs := flag.NewFlagSet("replicas", flag.ContinueOnError)
 	out := fs.String("out", "out/bench/replicas", "output directory")
-	var cfg fanout.ReplicasConfig
+	var cfg replicas.Config
 	fs.StringVar(&cfg.ConsulBin, "consul", defaultConsulBin(), "consul binary (env XDSBRIDGE_CONSUL)")
 	fs.StringVar(&cfg.BridgeBin, "bridge", "out/bench/bridge", "bridge binary (go build -o out/bench/bridge ./cmd/bridge)")
 	fs.IntVar(&cfg.Replicas, "replicas", 3, "bridge replicas, each on a Consul client agent of its own")
@@ -61,7 +61,7 @@ func replicas(ctx context.Context, args []string, log *slog.Logger) error {
 		}
 		c.Logger = log.With("variant", name)
 		log.Info("replicas scenario", "variant", name, "replicas", c.Replicas, "clients", c.Clients, "services", c.Services)
-		r, err := fanout.RunReplicas(ctx, c)
+		r, err := replicas.Run(ctx, c)
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}

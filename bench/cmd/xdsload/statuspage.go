@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/xdsbridge/xdsbridge/bench/fanout"
+	"github.com/xdsbridge/xdsbridge/bench/statuspage"
 )
 
 // statusPage measures the admin status page of one or more bridge binaries
@@ -21,7 +21,7 @@ func statusPage(ctx context.Context, args []string, log *slog.Logger) error {
 	fs := flag.NewFlagSet("status-page", flag.ContinueOnError)
 	out := fs.String("out", "out/bench/status-page", "output directory (results.csv, results.md, the bridges' logs)")
 	bridges := fs.String("bridge", "out/bench/bridge", "bridge binaries to compare, LABEL=PATH or PATH, comma-separated")
-	var cfg fanout.StatusPageConfig
+	var cfg statuspage.Config
 	fs.StringVar(&cfg.Chromium, "chromium", "chromium", "Chromium binary")
 	fs.IntVar(&cfg.Services, "n", 10000, "services")
 	fs.IntVar(&cfg.Clients, "c", 1000, "xDS clients (one in 50 NACKs every assignment)")
@@ -36,26 +36,26 @@ func statusPage(ctx context.Context, args []string, log *slog.Logger) error {
 		return fmt.Errorf("finding chromium (apt-get install chromium): %w", err)
 	}
 	cfg.Paths, cfg.OutDir, cfg.Logger = strings.Split(*paths, ","), abs, log
-	var results []fanout.StatusPageResult
+	var results []statuspage.Result
 	for _, b := range strings.Split(*bridges, ",") {
 		label, bin, ok := strings.Cut(b, "=")
 		if !ok {
 			label, bin = filepath.Base(b), b
 		}
 		cfg.BridgeBin, cfg.Label = bin, label
-		rs, err := fanout.RunStatusPage(ctx, cfg)
+		rs, err := statuspage.Run(ctx, cfg)
 		results = append(results, rs...)
 		if err != nil {
 			return fmt.Errorf("status page of %s: %w", label, err)
 		}
 	}
-	md := fanout.StatusPageMarkdown(results)
+	md := statuspage.Markdown(results)
 	fmt.Print(md)
 	f, err := os.Create(filepath.Join(abs, "results.csv"))
 	if err != nil {
 		return err
 	}
-	err = errors.Join(fanout.StatusPageCSV(f, results), f.Close())
+	err = errors.Join(statuspage.CSV(f, results), f.Close())
 	if err != nil {
 		return err
 	}
