@@ -16,9 +16,9 @@
 #                      shrunk to 6 against a bridge started with 6, 3 runs (~25 min)
 #   make bench-file    the file source end to end: bridge binary on a services file, one-line edits
 #   make bench-zookeeper  the ZooKeeper source at 10,000 Curator instances in 1,000 services, 100 clients;
-#                      3 runs (~N min)
+#                      3 runs (~2 min)
 #   make bench-etcd    the etcd source at 10,000 gRPC naming instances in 1,000 services, 100 clients;
-#                      3 runs (~N min)
+#                      3 runs (~1 min)
 #   make bench-status-page  the admin status page at 10,000 services and 1,000 clients, in headless Chromium
 #   make bench-headline  prints the headline table of docs/benchmarks.md and redraws its chart
 #   make bench-istiod  the server CPU per change of serving istiod at 10,000 services × 3, one change/s for 60 s,
