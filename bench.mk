@@ -15,6 +15,10 @@
 #   make bench-memory  live heap across 10 rounds of 20,000 new service names, and RSS after 100,000 services
 #                      shrunk to 6 against a bridge started with 6, 3 runs (~25 min)
 #   make bench-file    the file source end to end: bridge binary on a services file, one-line edits
+#   make bench-zookeeper  the ZooKeeper source at 10,000 Curator instances in 1,000 services, 100 clients;
+#                      3 runs (~2 min)
+#   make bench-etcd    the etcd source at 10,000 gRPC naming instances in 1,000 services, 100 clients;
+#                      3 runs (~1 min)
 #   make bench-status-page  the admin status page at 10,000 services and 1,000 clients, in headless Chromium
 #   make bench-headline  prints the headline table of docs/benchmarks.md and redraws its chart
 #   make bench-istiod  the server CPU per change of serving istiod at 10,000 services × 3, one change/s for 60 s,
@@ -25,12 +29,13 @@
 # Output: out/bench/{results.md,results.csv,chart.svg,profiles/}
 # (bench-full: out/bench/full/ and wall.txt there, bench-consul: out/bench/consul/,
 # bench-consul-scale: out/bench/consul-scale/, bench-file: out/bench/file/,
+# bench-zookeeper: out/bench/zookeeper/, bench-etcd: out/bench/etcd/,
 # bench-status-page: out/bench/status-page/, bench-replicas: out/bench/replicas/).
 BENCH_OUT   ?= out/bench
 BENCH_FLAGS ?=
 BENCH_FULL_FLAGS ?= --change-budget=30s
 
-.PHONY: bench bench-full bench-consul bench-consul-scale bench-consul-refill bench-faults bench-memory bench-file bench-status-page bench-headline bench-replicas bench-istiod bench-istiod-consul bench-bin
+.PHONY: bench bench-full bench-consul bench-consul-scale bench-consul-refill bench-faults bench-memory bench-file bench-zookeeper bench-etcd bench-status-page bench-headline bench-replicas bench-istiod bench-istiod-consul bench-bin
 
 bench-bin:
 	@mkdir -p $(BENCH_OUT)
@@ -102,6 +107,24 @@ bench-file: bench-bin
 	go build -o $(BENCH_OUT)/bridge ./cmd/bridge
 	$(BENCH_OUT)/xdsload file-source --bridge $(BENCH_OUT)/bridge -n 1000,10000,100000 \
 	  --formats yaml,json --edits 5 --out $(BENCH_OUT)/file
+
+# The registry sources at scale: a real server started by the harness (go
+# doc ./bench/zookeeper, ./bench/etcd), the bridge and its 100 clients in
+# the harness's process. Each prints its medians and writes runs.json and
+# summary.txt, to be committed under docs/bench-results/<registry>.
+bench-zookeeper:
+	@mkdir -p $(BENCH_OUT)
+	set -eu; vars=$$(scripts/tools.sh); eval "$$vars"; export XDSBRIDGE_ZOOKEEPER XDSBRIDGE_INTEGRATION=required; \
+	XDSBRIDGE_BENCH=zookeeper go test -count=1 -run '^TestScale$$' -timeout 30m ./bench/zookeeper/ \
+	  -args -runs 3 -out $(abspath $(BENCH_OUT))/zookeeper
+	@cat $(BENCH_OUT)/zookeeper/summary.txt
+
+bench-etcd:
+	@mkdir -p $(BENCH_OUT)
+	set -eu; vars=$$(scripts/tools.sh); eval "$$vars"; export XDSBRIDGE_ETCD XDSBRIDGE_INTEGRATION=required; \
+	XDSBRIDGE_BENCH=etcd go test -count=1 -run '^TestScale$$' -timeout 30m ./bench/etcd/ \
+	  -args -runs 3 -out $(abspath $(BENCH_OUT))/etcd
+	@cat $(BENCH_OUT)/etcd/summary.txt
 
 # STATUS_BRIDGES=old=path/to/old,new=$(BENCH_OUT)/bridge compares builds.
 STATUS_BRIDGES ?= $(BENCH_OUT)/bridge

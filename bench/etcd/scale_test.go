@@ -10,9 +10,9 @@
 //     watch streams, read requests and bytes sent, at the first sync and
 //     per change.
 //
-// It runs only when asked:
+// It runs only when asked; `make bench-etcd` runs it as:
 //
-//	XDSBRIDGE_BENCH=etcd go test -run TestScale -timeout 30m ./bench/etcd/ -args -runs 3 -out $PWD/docs/bench-results/etcd
+//	XDSBRIDGE_BENCH=etcd go test -run TestScale -timeout 30m ./bench/etcd/ -args -runs 3 -out DIR
 package etcd_test
 
 import (
