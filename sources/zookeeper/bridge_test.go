@@ -3,6 +3,7 @@ package zookeeper_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"net/url"
 	"os"
 	"slices"
@@ -217,9 +218,9 @@ func sorted(m map[string]ep) []ep {
 // TestFormats runs every format end to end against a real ZooKeeper: its
 // registrar writes, the bridge watches, and two clients, an Envoy-like ADS
 // client and grpc-go's xDS client (read through its CSDS), see the first
-// state, an instance added, one removed, one changed, a malformed one
-// dropped and counted while the rest is served, and a whole service
-// removed.
+// state, an instance added, one removed, one changed (and /debug/why
+// naming its znode), a malformed one dropped and counted in /sources and
+// the metrics while the rest is served, and a whole service removed.
 func TestFormats(t *testing.T) {
 	srv := zktest.Start(t)
 	for _, d := range drivers {
@@ -234,6 +235,7 @@ func TestFormats(t *testing.T) {
 			zb, eb := d.add(r, root, d.b, 5)
 			b[zb] = eb
 			f := startBridge(t, srv.Addr, d.entries(root), "")
+			admin := "http://" + f.in.AdminAddr().String()
 			g := grpcxdstest.StartObserver(t, f.in.XDSAddr().String(), "grpc-observer", d.a, d.b)
 			// check is one step's expectation, held by both clients.
 			check := func(c string, want []ep) {
@@ -267,12 +269,24 @@ func TestFormats(t *testing.T) {
 			delete(a, second)
 			a[z] = e
 			check(d.a, sorted(a))
+			// Provenance: the znode and, where the data is the instance,
+			// the version of it served (the change made it 1).
+			origin := "znode " + z
+			if d.format != "dubbo" {
+				origin += " version 1"
+			}
+			if code, why := bridgetest.Get(admin + "/debug/why?cluster=" + url.QueryEscape(d.a)); code != http.StatusOK || !strings.Contains(why, origin) {
+				t.Errorf("/debug/why?cluster=%s: %d %s; want %q", d.a, code, why, origin)
+			}
 
 			d.bad(r, root, d.a)
 			bridgetest.Eventually(t, bridgetest.Patience, "the malformed znode dropped and counted", func() bool {
 				st := bridgetest.SourceStatus(t, f.in.AdminAddr().String(), "zk")
 				return st.Dropped >= 1 && strings.Contains(st.Notes["dropped_znodes"], "1 znodes not served")
 			})
+			if n := bridgetest.ScrapeMetrics(t, admin+"/metrics", "").Values[`xdsbridge_source_dropped_endpoints_total{source="zk"}`]; n < 1 {
+				t.Errorf("xdsbridge_source_dropped_endpoints_total of source zk is %v after a malformed znode", n)
+			}
 			check(d.a, sorted(a)) // the rest still served
 
 			r.Delete(d.service(root, d.b))
