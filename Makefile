@@ -13,10 +13,9 @@ FMT_CHECK = files=$$(find . -name '*.go' -not -path './.git/*' -print0 | xargs -
 	if [ -n "$$files" ]; then echo "gofmt needed:"; echo "$$files"; exit 1; fi
 # Every parser of untrusted input, FUZZTIME each (one at a time: -fuzz
 # takes a single target). Compiling a fuzz binary costs more than the run.
-# A count of inputs, not a duration: with a duration, Go 1.26's fuzzing
+# A count of inputs, not a duration: with a duration, Go's fuzzing
 # coordinator can fail a target at the deadline with "context deadline
-# exceeded" and no failing input when its workers are starved of CPU (seen
-# here once on 2 cores); 20,000 inputs take 2-8 s a target here.
+# exceeded" and no failing input when its workers are starved of CPU.
 FUZZTIME ?= 20000x
 FUZZ_TARGETS = FuzzConvert:./sources/dns/ FuzzParse:./config/ FuzzParse:./sources/file/ \
 	FuzzMapping:./sources/consul/ FuzzCodecRequest:./xds/ FuzzService:./translate/ \

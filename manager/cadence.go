@@ -28,11 +28,11 @@ import "time"
 // under steady churn the cadence does not drift. A publish that starts late
 // does not move the next deadline.
 //
-// The earlier rules waited for a quiet period (Contour's: Holdoff after the
-// latest change, at most MaxHoldoff after the first), which under steady
-// churn never comes, or opened the window at a batch's first change, which
-// made the period Holdoff plus the first change's offset plus the publish's
-// wall time (122 ms rather than 100 ms in the benchmark at 100 changes/s).
+// Two simpler rules fail under churn: waiting for a quiet period
+// (Contour's: Holdoff after the latest change, at most MaxHoldoff after the
+// first) waits for a pause that steady churn never makes, and opening the
+// window at a batch's first change stretches every period by that
+// change's offset and the publish's wall time.
 //
 // The zero value with Holdoff set is ready to use; it is not safe for
 // concurrent use. The benchmark's server-side batching uses it too, so that

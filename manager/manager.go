@@ -63,7 +63,8 @@ type ManagerOptions struct {
 	// churn while publishes take less than Holdoff, and no change waits
 	// longer than Holdoff beyond a publish in progress. MaxHoldoff only
 	// bounds Holdoff (a Holdoff above it is cut to it); nothing else uses it.
-	// Defaults: 100ms and 1s (or Holdoff, if longer).
+	// Zero takes DefaultHoldoff and DefaultMaxHoldoff (or Holdoff, if
+	// longer).
 	Holdoff, MaxHoldoff time.Duration
 	Logger              *slog.Logger
 	// Store, when set, persists the state for warm starts, at most once

@@ -18,23 +18,21 @@ import (
 // Config is the configuration of one consul source (the keys of its entry
 // under `sources`, besides name and type). The consul CLI's environment
 // variables fill the keys the entry leaves out (see consulEnv), defaults()
-// the rest; validation is in validate().
+// the rest; validation is in validate(). docs/configuration.md lists the
+// keys with their defaults, which a test holds to defaults().
 type Config struct {
-	// Address is host:port of the Consul agent (or a URL with the scheme);
-	// default $CONSUL_HTTP_ADDR, else 127.0.0.1:8500.
+	// Address is host:port of the Consul agent (or a URL with the scheme).
 	Address string `mapstructure:"address"`
-	// Scheme is http or https; default https with CONSUL_HTTP_SSL=true or
-	// when address starts with https://, else http.
+	// Scheme is http or https; https when address starts with https://.
 	Scheme string `mapstructure:"scheme"`
-	// Token is the ACL token; TokenFile a file holding it (wins over Token);
-	// default $CONSUL_HTTP_TOKEN_FILE, else $CONSUL_HTTP_TOKEN. Neither is
-	// ever logged.
+	// Token is the ACL token; TokenFile a file holding it (wins over
+	// Token). Neither is ever logged.
 	Token     string    `mapstructure:"token"`
 	TokenFile string    `mapstructure:"token_file"`
 	TLS       TLSConfig `mapstructure:"tls"`
 
-	// Datacenters to watch; default the agent's own. They are the
-	// failover order: the first is served at priority 0, the second at 1,
+	// Datacenters to watch (none: the agent's own). They are the failover
+	// order: the first is served at priority 0, the second at 1,
 	// and so on; DatacenterPriority sets a datacenter's priority
 	// explicitly (two datacenters at the same priority share the traffic
 	// of that tier).
@@ -59,16 +57,16 @@ type Config struct {
 	// as for "service").
 	AddressSource string `mapstructure:"address_source"`
 	// Warning is how instances with a warning check are served: healthy
-	// (default, at Weights.Warning, as Consul's own xDS does) or degraded.
+	// (at Weights.Warning, as Consul's own xDS does) or degraded.
 	Warning string `mapstructure:"warning"`
 	// Critical is how instances with a critical check are served:
-	// unhealthy (default) or drop.
+	// unhealthy or drop.
 	Critical string `mapstructure:"critical"`
 	// Locality names the node metadata keys holding region and zone.
 	Locality LocalityConfig `mapstructure:"locality"`
 	// ClusterName is a text/template over {{.Service}}, {{.Datacenter}},
-	// {{.Namespace}}, {{.Partition}}; default "{{.Service}}". Instances of
-	// services that render the same name are served as one cluster.
+	// {{.Namespace}}, {{.Partition}}. Instances of services that render the
+	// same name are served as one cluster.
 	ClusterName string `mapstructure:"cluster_name"`
 	// KeepMesh serves Connect sidecar proxies, mesh, terminating,
 	// ingress and API gateways and the consul service itself as ordinary
@@ -76,74 +74,70 @@ type Config struct {
 	// means by the service's name).
 	KeepMesh bool `mapstructure:"keep_mesh"`
 	// OnEmpty is what happens to a service with no instances left: "empty"
-	// (default: the cluster stays, with no endpoints) or "remove".
+	// (the cluster stays, with no endpoints) or "remove".
 	OnEmpty string `mapstructure:"on_empty"`
 
-	// Stale allows any server to answer (default true); Cached uses the
-	// agent's cache for service reads (default false).
+	// Stale allows any server to answer; Cached uses the agent's cache for
+	// service reads.
 	Stale  *bool `mapstructure:"stale"`
 	Cached bool  `mapstructure:"cached"`
-	// SweepCached reads sweeps from the agent's cache (default true):
-	// on a client agent with the streaming backend the answers come from
-	// the agent's materialized views and reach no server; elsewhere each
-	// service read once keeps a background blocking query in the agent.
+	// SweepCached reads sweeps from the agent's cache: on a client agent
+	// with the streaming backend the answers come from the agent's
+	// materialized views and reach no server; elsewhere each service read
+	// once keeps a background blocking query in the agent.
 	SweepCached *bool `mapstructure:"sweep_cached"`
 	// MaxStale bounds a stale read: an answer whose server last heard
 	// from the leader longer ago (X-Consul-LastContact) is read again from
-	// the leader (default 10s).
+	// the leader.
 	MaxStale time.Duration `mapstructure:"max_stale"`
-	// Wait is the blocking query wait time (default 5m, at most 10m).
+	// Wait is the blocking query wait time, at most Consul's 10m.
 	Wait time.Duration `mapstructure:"wait"`
-	// MaxConcurrentFetches bounds the non-blocking service reads in flight
-	// (default 8).
+	// MaxConcurrentFetches bounds the non-blocking service reads in
+	// flight.
 	MaxConcurrentFetches int `mapstructure:"max_concurrent_fetches"`
 	// MaxReadRate paces the non-blocking reads: at most this many start
-	// per second, evenly spaced. 0 (default) leaves them bounded by
+	// per second, evenly spaced. 0 leaves them bounded by
 	// MaxConcurrentFetches only.
 	MaxReadRate float64 `mapstructure:"max_read_rate"`
 	// MaxConnections caps the HTTP connections to the agent, watches
-	// included. By default (0) the source takes three quarters of what the
-	// agent allows one client address (limits.http_max_conns_per_client,
-	// read from /v1/agent/self: 150 of Consul's default 200) and leaves the
-	// rest to the other programs on the host; 16 when the agent does not
-	// say (a token without agent:read). Over HTTP/2 only the connections
+	// included. At 0 the source takes three quarters of what the agent
+	// allows one client address (limits.http_max_conns_per_client, read
+	// from /v1/agent/self) and leaves the rest to the other programs on the
+	// host, which share that allowance; fallbackConns when the agent does
+	// not say (a token without agent:read). Over HTTP/2 only the connections
 	// the watches fill are opened. A value set here wins.
 	MaxConnections int `mapstructure:"max_connections"`
 	// Watch holds a blocking query on /v1/health/service/<name> for as
-	// many services as the connections left allow (default true): over
+	// many services as the connections left allow: over
 	// HTTP/2 (the agent's HTTPS listener) each such connection carries
 	// WatchesPerConnection of them, over HTTP/1.1 one. A watched service's
 	// changes arrive as they happen and it needs no sweep; see the
 	// package documentation for what this costs Consul.
 	Watch *bool `mapstructure:"watch"`
 	// WatchesPerConnection is how many watches one HTTP/2 connection
-	// carries (default 200; the agent allows 250 streams per connection,
-	// Go's default).
+	// carries; the agent allows 250 streams per connection (Go's
+	// default), and the rest leaves room for reads.
 	WatchesPerConnection int `mapstructure:"watches_per_connection"`
-	// ResyncGrace is accepted and has no effect. It held removals back
-	// for a while after Consul answered again; the source now marks the
-	// first update after Consul lost its state (sources.Update.Reset) and
-	// the removal guard keeps the last good state until the refill
-	// settles, however long it takes. A configuration that names it
-	// still loads, with a warning (Check, and Run's log), because the key
-	// only ever delayed removals and the guard now does that by default:
-	// refusing to start over it would turn an upgrade into an outage.
+	// ResyncGrace is accepted, with a warning (Check, and Run's log), and
+	// has no effect: the first update after Consul lost its state says so
+	// (sources.Update.Reset) and the removal guard keeps the last good
+	// state until the refill settles. Refusing a key that only ever
+	// delayed removals would turn an upgrade into an outage.
 	ResyncGrace *time.Duration `mapstructure:"resync_grace"`
 	// RetryMin and RetryMax bound the exponential backoff of each failed
-	// read and blocking query (defaults 250ms and 30s).
+	// read and blocking query.
 	RetryMin time.Duration `mapstructure:"retry_min"`
 	RetryMax time.Duration `mapstructure:"retry_max"`
-	// ReadTimeout is the deadline of every request that does not block
-	// (default 5s), and the margin a blocking query gets beyond its wait
-	// and Consul's jitter (wait/16). A request past its deadline counts as
-	// a failure. It is also the interval of the liveness probe while the
-	// source is healthy, so a hung agent is noticed within twice this.
+	// ReadTimeout is the deadline of every request that does not block,
+	// and the margin a blocking query gets beyond its wait and Consul's
+	// jitter (wait/16). A request past its deadline counts as a failure.
+	// The agent monitor probes every half of it while the agent answers,
+	// so a hung agent is noticed within one and a half times this.
 	ReadTimeout time.Duration `mapstructure:"read_timeout"`
-	// MaxResponseBytes bounds the body of any one answer from the agent
-	// (default 64 MiB: /v1/health/state/any of a 10,000-service catalog
-	// with check output is a few tens of MiB at most). A larger answer is
-	// a failed read, never a partial one: the service keeps its last
-	// state and the source says why.
+	// MaxResponseBytes bounds the body of any one answer from the agent,
+	// with room for the largest listing a big catalog's checks make. A
+	// larger answer is a failed read, never a partial one: the service
+	// keeps its last state and the source says why.
 	MaxResponseBytes int64 `mapstructure:"max_response_bytes"`
 
 	// origins maps the keys filled from the environment to their variable,

@@ -47,8 +47,8 @@ const (
 // /v1/agent/self, so that an agent replaced without any request failing
 // (a restart quick enough for Go's transport to retry the cut requests on
 // the new agent, or another agent behind the address) is noticed within
-// identifyEvery rounds (30s with the default read_timeout), and so is a
-// change of the agent's connection limit.
+// identifyEvery rounds, and so is a change of the agent's connection
+// limit.
 const identifyEvery = 12
 
 // probeResult is the outcome of one probe: err is nil when the agent

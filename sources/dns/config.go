@@ -12,38 +12,16 @@ import (
 	"github.com/xdsbridge/xdsbridge/settings"
 )
 
-// Config is the configuration of one `type: dns` source:
+// Config is the configuration of one `type: dns` source; its keys and
+// their defaults (defaults()) are in docs/configuration.md. Services name
+// what to look up, each an SRV name or a host name with a port; Templates
+// expand into more Services. Without Servers the nameservers and search
+// list of ResolvConf apply.
 //
-//	servers: [127.0.0.1:5353]   # IP or IP:port (port 53 by default); tried in turn.
-//	                            # Default: the nameservers of resolv_conf, whose
-//	                            # search list then applies to names without a final dot.
-//	resolv_conf: /etc/resolv.conf
-//	timeout: 2s                 # per query (and per server)
-//	attempts: 2                 # rounds over the servers before a lookup fails
-//	transport: auto             # auto | udp | tcp; auto = tcp for names under
-//	                            # .consul and servers on port 8600, else udp
-//	                            # with a tcp retry of truncated answers
-//	edns_buffer_size: 1232      # UDP payload size advertised (EDNS0)
-//	family: any                 # any | ipv4 | ipv6: the address records used
-//	refresh:
-//	  min: 5s                   # the TTL is clamped to [min, max] ...
-//	  max: 5m
-//	  jitter: 0.1               # ... and the refresh happens between (1-jitter)×d and d
-//	  interval: 0s              # when set, a fixed refresh interval; TTLs are ignored
-//	services:
-//	  - cluster: api
-//	    srv: _api._tcp.example.org
-//	  - cluster: web
-//	    host: web.example.org   # A/AAAA, one endpoint per address
-//	    port: 8080
-//	templates:                  # expanded into services, one per entry of services
-//	  - srv: "_{{.Service}}._tcp.{{.Domain}}"
-//	    cluster: "{{.Service}}"
-//	    services: [a, b]
-//	    domain: example.org
-//
-// After a failed lookup, the name is retried after min, doubling up to
-// max, each wait drawn from its second half (sources.Backoff).
+// After a failed lookup, the name is retried after Refresh.Min, doubling
+// up to Refresh.Max, each wait drawn from its second half
+// (sources.Backoff), so that a failing resolver is asked less and less
+// often but never given up on.
 type Config struct {
 	Servers    []string      `mapstructure:"servers"`
 	ResolvConf string        `mapstructure:"resolv_conf"`

@@ -28,27 +28,8 @@
 // is served even with no instance, whereas a service named by its keys
 // is removed with its last key.
 //
-// Configuration keys (besides name and type):
-//
-//	endpoints: [http://127.0.0.1:2379]   # host:port or http(s)://host:port; https with a tls block
-//	auth: {user: "", password_file: ""}  # an etcd user; the password is read at every connection
-//	tls:                                 # client certificates and the CA to trust (https)
-//	  ca_file: ca.pem
-//	  cert_file: client.pem              # both or neither
-//	  key_file: client-key.pem
-//	  server_name: ""                    # default: the endpoint's host
-//	dial_timeout: 5s                     # bound on establishing a connection
-//	request_timeout: 10s                 # bound on one read request
-//	keepalive_time: 30s                  # ping an idle connection this often (at least 5s, etcd's minimum)
-//	keepalive_timeout: 10s               # a connection unanswered this long is lost
-//	retry_min: 250ms                     # backoff between connection attempts, doubling,
-//	retry_max: 30s                       #   with jitter, up to this
-//	services:                            # one or more; prefixes may not overlap
-//	  - prefix: services/                # a trailing slash is added when missing
-//	    format: grpc-naming              # grpc-naming | skydns | json
-//	    cluster: ""                      # optional: the one service of every key under the prefix
-//
-// Relative file paths are relative to the configuration file.
+// Its keys and defaults are in docs/configuration.md; docs/etcd.md is its
+// guide.
 //
 // The source reads every prefix once, at one revision (the first request
 // linearizable, the others at its revision, 1,000 keys a request), sends

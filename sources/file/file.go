@@ -1,44 +1,14 @@
 // Package file is the `type: file` source: services read from a YAML or
 // JSON file and re-read whenever it changes.
 //
-// Configuration keys (besides name and type):
-//
-//	path: services.yaml   # required; relative to the configuration file
-//	poll_interval: 5s     # optional; fallback re-read interval
-//	settle: 1s            # optional; where closes are not reported, quiet time before an in-place write is read
-//	max_bytes: 33554432   # optional; larger files are rejected (32 MiB)
-//	format: auto          # auto | xdsbridge | prometheus
-//	service_label: job    # target groups: the label that names the service
-//	default_service: ""   # target groups: the service of groups without that label
-//
-// The file holds one document; JSON when its name ends in .json, YAML
-// otherwise. It is either the xdsbridge format:
-//
-//	services:
-//	  - name: web                  # required, unique in the file
-//	    endpoints:                 # may be empty: the service has no endpoints
-//	      - address: 127.0.0.1     # required, an IP address
-//	        port: 8080             # required, 1..65535
-//	        weight: 10             # optional, 1.., default 1
-//	        priority: 0            # optional, default 0 (most preferred)
-//	        health: healthy        # healthy | unhealthy | degraded | draining | unknown; default healthy
-//	        locality: {region: eu, zone: eu-1a, sub_zone: rack1}   # optional
-//	        metadata: {version: v1}                               # optional, string values
-//
-// or a list of Prometheus target groups, the document of file_sd and
-// http_sd:
-//
-//	# a list of target groups
-//	- targets: ['10.0.0.1:8080', '10.0.0.2:8080']   # IP:port
-//	  labels: {job: web, env: prod}                  # job names the service; the rest is endpoint metadata
-//
-// With `format: auto` (the default) the top-level value tells them apart,
-// a mapping being the first and a list the second, so detection can never
-// guess: declaring the format only turns a document of the other shape
-// into an error that says which one the configuration expects. Groups of
-// one service_label value make one service (see Schema.Parse); a group
-// without the label is served as default_service, or, without one, its
-// targets are dropped.
+// Its keys and defaults are in docs/configuration.md; docs/file.md is its
+// guide and shows both formats of the file: the xdsbridge format (a list
+// of services, each with its endpoints), or a list of Prometheus target
+// groups, the document of file_sd and http_sd. The file is JSON when its
+// name ends in .json, YAML otherwise. Schema tells the two formats apart
+// by the top-level value, a mapping or a list, so detection can never
+// guess; declaring the format only turns a document of the other shape
+// into an error that says which one the configuration expects.
 //
 // The source watches the file's directory (editors and consul-template
 // replace a file by renaming a new one over it, which a watch on the file
@@ -53,9 +23,9 @@
 //
 // When the file is read (see gate):
 //
-//   - A file renamed into place is whole: it is read 100ms after the rename.
+//   - A file renamed into place is whole: it is read after the debounce.
 //   - A file written in place, on Linux, is read once its writer has closed
-//     it (inotify's IN_CLOSE_WRITE, 100ms later): however long the writer
+//     it (inotify's IN_CLOSE_WRITE, after the debounce): however long the writer
 //     pauses mid-file, nothing reads it before, the poll included. A writer
 //     that keeps it open for longer than settle is named in the source's
 //     status notes, and the last good content stays served.
@@ -113,13 +83,12 @@ type Config struct {
 	// configuration file's directory.
 	Path string `mapstructure:"path"`
 	// PollInterval is how often the file is re-read regardless of watch
-	// events. Default 5s.
+	// events.
 	PollInterval time.Duration `mapstructure:"poll_interval"`
 	// Settle is how long a file written in place must stay unmodified
 	// before it is read where the writer's close is not reported.
-	// Default 1s.
 	Settle time.Duration `mapstructure:"settle"`
-	// MaxBytes is the largest file accepted. Default 32 MiB.
+	// MaxBytes is the largest file accepted.
 	MaxBytes int64 `mapstructure:"max_bytes"`
 	// Schema holds format, service_label and default_service.
 	Schema `mapstructure:",squash"`

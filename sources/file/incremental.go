@@ -14,30 +14,29 @@ import (
 // itemCache parses a services file one list item at a time and, from the
 // second load on, reports only the services of the items that changed.
 //
-// A one-line edit of a file of 1,000 services used to re-parse the whole
-// file (yaml.v3 builds a node per scalar: ~1.7 s of CPU per edit at 1,000
-// services × 10 endpoints on the shared 2-CPU machine, ~13 s at 10,000).
-// Files written by tools are a `services:` key followed by one block item
-// per service, or a JSON object whose one key `services` holds a list of
-// objects; such a file is split into items by a scan of its bytes, and only
-// new or edited items go through the parser. Anything else (YAML anchors
-// and aliases, tags, block scalars, document markers, tabs, another
-// top-level key, an item that does not parse alone) takes the whole-file
-// Parse, which also produces every error message, so the services and the
-// errors are the same as Parse's in every case.
+// Parsing the whole file for a one-line edit costs a yaml.v3 node per scalar
+// of every service, seconds of CPU for a large file (docs/benchmarks.md,
+// "File source, end to end"). Files written by tools are a `services:` key
+// followed by one block item per service, or a JSON object whose one key
+// `services` holds a list of objects; such a file is split into items by a
+// scan of its bytes, and only new or edited items go through the parser.
+// Anything else (YAML anchors and aliases, tags, block scalars, document
+// markers, tabs, another top-level key, an item that does not parse alone)
+// takes the whole-file Parse, which also produces every error message, so
+// the services and the errors are the same as Parse's in every case.
 //
-// Finding what changed must not cost a pass over every service either: at
-// 100,000 services a map keyed by every item's text, a copy of every
-// service to renumber its origins, and a full update that the manager
-// compares service by service cost more than the parse of the edited
-// item. Items are compared with the last load's by position instead: the
-// unchanged items before and after the edited stretch are skipped with a
-// byte comparison, and the update names only the services of that stretch.
+// Finding what changed must not cost a pass over every service either: in a
+// large file a map keyed by every item's text, a copy of every service to
+// renumber its origins, and a full update that the manager compares service
+// by service cost more than the parse of the edited item. Items are compared
+// with the last load's by position instead: the unchanged items before and
+// after the edited stretch are skipped with a byte comparison, and the
+// update names only the services of that stretch.
 //
-// Splitting the whole file again is itself a pass over every line (about
-// 150 ms of CPU at 100,000 services), so the bytes the file shares
-// with the last one at its start and at its end are found first (at the
-// speed of memory) and only the items between them are split anew.
+// Splitting the whole file again is itself a pass over every line, so the
+// bytes the file shares with the last one at its start and at its end are
+// found first (at the speed of memory) and only the items between them are
+// split anew.
 type itemCache struct {
 	// schema reads what the split refuses, and a cache whose format is
 	// FormatPrometheus never splits: target groups are parsed whole.

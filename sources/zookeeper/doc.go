@@ -2,26 +2,8 @@
 // registrars keep in ZooKeeper, in the layouts of the discovery systems
 // that put them there. It watches; it never polls.
 //
-// Configuration keys (besides name and type):
-//
-//	servers: [zk1:2181, zk2:2181]   # required; host[:port] (port 2181 by default), tried in turn
-//	chroot: /prod                   # optional; every path below is under it
-//	session_timeout: 30s            # asked of the server, which bounds it by its own min/max
-//	retry_min: 250ms                # backoff of reconnects and failed reads, doubling up to
-//	retry_max: 30s                  # retry_max, each wait jittered
-//	auth:                           # optional digest identity, both keys or neither
-//	  user: bridge
-//	  password_file: /run/secrets/zk-password
-//	tls:                            # optional; the servers' secure client port
-//	  ca_file: ca.pem
-//	  cert_file: client.pem         # client certificate and key, both or neither
-//	  key_file: client-key.pem
-//	  server_name: zk.example.org   # default: the host of each server
-//	services:                       # required; one entry per tree, trees may not overlap
-//	  - {path: /services, format: curator}
-//	  - {path: /aurora/www-data/prod/hello, format: serverset, cluster: hello, endpoint: http}
-//	  - {path: /nerve/services/web, format: nerve}
-//	  - {path: /dubbo, format: dubbo}
+// Its keys and defaults are in docs/configuration.md; docs/zookeeper.md is
+// its guide.
 //
 // The formats, what each reads, and the cluster each instance feeds:
 //
