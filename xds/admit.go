@@ -46,7 +46,7 @@ type inbound struct {
 	// the request is admitted.
 	lease *readLease
 	// initial and initialN are a delta request's initial versions when
-	// Codec kept them as records (see initial.go).
+	// Codec kept them as records (see unmarshalCompact and initialVersions).
 	initial  string
 	initialN int
 }

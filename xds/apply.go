@@ -5,13 +5,6 @@ import (
 	"time"
 )
 
-type change struct {
-	t   *typeState
-	sl  *slot
-	e   *entry // nil: removal
-	was *entry // the entry it replaces (nil: none)
-}
-
 // Apply upserts and removes resources as one change. Versions are content
 // hashes; an upsert identical to what is served is a no-op, and so is a
 // removal of an unknown name. Changes are pushed to subscribed clients in
@@ -80,7 +73,7 @@ func (s *Server) Apply(upserts []Resource, removals []Key) {
 	}
 	// Published before the first mark: a writer already running may send
 	// a change as soon as it is marked, and finds the chunk it converges
-	// to (held.go).
+	// to (tables.go).
 	for _, ch := range changes {
 		ch.t.publishChunks() // a no-op after the type's first
 	}
@@ -159,4 +152,14 @@ func (s *Server) markSubscribers(t *typeState, sl *slot, e, was *entry, force bo
 		}
 	}
 	return touched
+}
+
+// refuseResource reports a refused entry: counted, logged, and passed to
+// Options.OnRefused.
+func (s *Server) refuseResource(e *entry, err error) {
+	s.size.refusedResources.WithLabelValues(shortType(e.typ)).Inc()
+	s.log.Error("refusing a resource version; keeping the last good one", "type", e.typ, "name", e.name, "err", err)
+	if s.opts.OnRefused != nil {
+		s.opts.OnRefused(Key{Type: e.typ, Name: e.name}, err)
+	}
 }

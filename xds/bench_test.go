@@ -168,7 +168,7 @@ func benchEngine(b *testing.B, nc, n int, delta bool) {
 	codec := Codec()
 	// wireBytes encodes o as gRPC does with Codec and copies the bytes
 	// once, as the transport does into its frames.
-	wireBytes := func(o *out) error {
+	wireBytes := func(o *outbound) error {
 		bs, err := codec.Marshal(o.msg)
 		if err != nil {
 			return err
@@ -180,9 +180,9 @@ func benchEngine(b *testing.B, nc, n int, delta bool) {
 	}
 	for i := range nc {
 		c, _ := s.connect(ctx, "bench", delta)
-		var send func(*out) error
+		var send func(*outbound) error
 		if delta {
-			send = func(o *out) error {
+			send = func(o *outbound) error {
 				err := wireBytes(o)
 				env := o.msg.(*deltaMsg).env
 				s.onDelta(c, "", &discoveryv3.DeltaDiscoveryRequest{TypeUrl: env.typeURL, ResponseNonce: env.nonce}, nil)
@@ -191,7 +191,7 @@ func benchEngine(b *testing.B, nc, n int, delta bool) {
 			}
 			s.onDelta(c, "", &discoveryv3.DeltaDiscoveryRequest{Node: envoyNode, TypeUrl: EndpointType, ResourceNamesSubscribe: all}, nil)
 		} else {
-			send = func(o *out) error {
+			send = func(o *outbound) error {
 				err := wireBytes(o)
 				env := o.msg.(*sotwMsg).env
 				s.onSotW(c, "", &discoveryv3.DiscoveryRequest{TypeUrl: env.typeURL, VersionInfo: env.version, ResponseNonce: env.nonce, ResourceNames: all})

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // DefaultSendBudget is Options.SendBudget when unset.
@@ -219,3 +220,23 @@ func trackedTail(tail []byte, g *grant) mem.Buffer {
 	copy(b, tail)
 	return mem.NewBuffer(&b, releaser{g})
 }
+
+// wireMsg is a response as handed to gRPC: Codec sends its buffers; any
+// other codec sees a proto.Message (built on first use).
+type wireMsg interface {
+	protoreflect.ProtoMessage
+	buffers() mem.BufferSlice
+	sendState() *tracking
+	// charge is what the response keeps alive in flight, for the send
+	// budget: the bytes of its records outside frame runs, and the frame
+	// records its runs slice (nil without runs).
+	charge() (own int, shared *records)
+}
+
+// tracking ties a response to its share of the send budget.
+type tracking struct {
+	g       *grant      // nil: not budgeted
+	encoded atomic.Bool // buffers were handed out: their last Free releases g
+}
+
+func (t *tracking) sendState() *tracking { return t }

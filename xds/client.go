@@ -2,7 +2,6 @@ package xds
 
 import (
 	"context"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,32 +62,154 @@ type client struct {
 	nonce   uint64
 }
 
-// watchFor returns the client's watch of t, creating it. Server.mu and
-// client.mu held.
-func (c *client) watchFor(t *typeState) *watch {
-	if w := c.watches[t.url]; w != nil {
-		return w
-	}
-	w := &watch{
-		c:       c,
-		t:       t,
-		held:    heldSet{t: t, scope: c.scope},
-		dirty:   make(map[*slot]pend),
-		waiting: make(map[*slot]waitSince),
-	}
-	t.addWatch(w)
-	c.watches[t.url] = w
-	c.order = append(c.order, w)
-	slices.SortStableFunc(c.order, func(a, b *watch) int { return a.t.rank - b.t.rank })
-	c.brk = append(c.brk, w)
-	slices.SortStableFunc(c.brk, func(a, b *watch) int { return a.t.brk - b.t.brk })
-	return w
+// visible hides gRPC-only resources from clients that are not gRPC, gives
+// gRPC clients the gRPC variant where there is one (as Resource.For), and
+// gives a client that is not on ADS the entry as its Rewrite rewrites it.
+func (c *client) visible(e *entry) *entry { return shape(e, c.grpc, c.rewrite) }
+
+// writer sends a stream's responses from a goroutine that exists only while
+// the client is owed something. A poke (a change, a request, an
+// unknown-name deadline) starts one unless one is running, in which case
+// that one looks again before it exits; once it finds nothing to send it
+// arms the next deadline and exits. An idle stream therefore holds no
+// writer goroutine: a parked writer per stream would be a stack per
+// connected client that the process keeps for nothing, while starting a
+// goroutine per push costs no measurable CPU.
+//
+// At most one goroutine sends at a time, so the stream's SendMsg is never
+// called concurrently; stop waits for it, so none is called after the
+// stream's handler returns.
+type writer struct {
+	c      *client
+	ctx    context.Context
+	cancel context.CancelFunc // ends the stream when a send fails
+	send   func(*outbound) error
+
+	mu      sync.Mutex
+	idle    sync.Cond // signalled when a run ends
+	running bool
+	again   bool // poked while running: look again before exiting
+	stopped bool
+	err     error       // the send that failed
+	timer   *time.Timer // pokes at the next unknown-name deadline
+	// grants are the send budget shares of responses still in flight;
+	// the transport returns each once written, stop returns the rest.
+	// Only the run under way touches them, and stop once none is (the
+	// hand-over from one run to the next, and to stop, is under mu).
+	grants []*grant
+
+	// afterDrain, when set (by tests, only while no run is under way),
+	// runs between a run's last look and its exit: where a poke must not
+	// be lost.
+	afterDrain func()
 }
 
-// poke tells the client's writer to look again; a client without one (not
-// yet attached, or driven in process) ignores it.
-func (c *client) poke() {
-	if w := c.writer.Load(); w != nil {
-		w.poke()
-	}
+// groupKey identifies the per-type streams of one Envoy.
+type groupKey struct{ peer, node string }
+
+// group is the per-type streams of one Envoy, guarded by mu.
+type group struct {
+	s       *Server
+	mu      sync.Mutex
+	members []*member
+}
+
+// member is one per-type stream of a group and what it publishes to the
+// others, guarded by group.mu.
+type member struct {
+	g   *group
+	c   *client
+	url string // the type the stream serves
+	// acked are, for a CDS or EDS stream, the slots whose delivery it has
+	// acknowledged, by slot index: a slot, not a bit, so that a slot
+	// released and its index reused by another name is not taken for it.
+	acked slotSet
+	// wildcard says a CDS stream subscribes to every cluster.
+	wildcard bool
+	// refs counts, for an LDS or RDS stream, the clusters named by the
+	// entries it was sent, and by those it replaced or removed until it
+	// acknowledges that.
+	refs map[string]int
+	// blocked says its writer is holding something back for the group.
+	blocked atomic.Bool
+}
+
+// watch is a client's subscription to one type.
+type watch struct {
+	c   *client
+	t   *typeState
+	idx int // in t.watches; Server.mu
+
+	// Reader-goroutine state (the only writer of subscriptions), also read
+	// under Server.mu and client.mu.
+	wildcard bool
+	started  bool
+	// everNamed: a SotW request of this watch named something (or "*"), so
+	// an empty list no longer means wildcard but "nothing".
+	everNamed bool
+	namesHash uint64
+	// lastNames is the previous SotW resource_names when it was a shared
+	// list from Codec: the same list again is recognised by identity.
+	lastNames []string
+	firstOwed bool // a first response is owed (wildcard), even if empty
+
+	// held is what the client holds: name → entry sent (nil = subscribed,
+	// nothing sent yet). Without wildcard its keys are the subscription.
+	held heldSet
+	// named are the explicit names while wildcard is on.
+	named   map[*slot]struct{}
+	dirty   map[*slot]pend
+	waiting map[*slot]waitSince
+	// dirtyPeak is the most pending changes dirty held since it was last
+	// made: a map keeps the memory of its largest size, so an emptied one
+	// that once held a burst is made again (watch.settleDirty).
+	dirtyPeak int
+	// pins are the slots without an entry this watch references (see
+	// slot.pins); Server.mu.
+	pins map[*slot]struct{}
+	// scan is the frame still to be compared with held, from scanAt on
+	// (scan.go); nil when none is pending.
+	scan   *frame
+	scanAt int
+
+	// pushes counts the responses sent on the watch; the count is the
+	// latest one's version_info (lastVersion), and lastNonce its nonce.
+	pushes      uint64
+	lastNonce   string
+	lastVersion string
+	acked       string
+	nack        *NACKStatus
+	// fresh are the slots a per-type CDS or EDS stream was sent for the
+	// first time since its last acknowledgement, and unacked the cluster
+	// names of the entries a per-type LDS or RDS stream replaced or
+	// removed since (gate.go).
+	fresh   map[*slot]struct{}
+	unacked [][]string
+}
+
+// pend is a coalesced pending push of one slot: the newest entry (nil =
+// removed) and whether it must be sent even if the client holds it.
+type pend struct {
+	e     *entry
+	force bool
+}
+
+// waitSince records when a subscribed name without an entry was requested;
+// immediate names (known but hidden from this client) are answered at once.
+// pushes is the watch's response count then: a SotW CDS/LDS response sent
+// after the request already told the client the name is absent.
+type waitSince struct {
+	at        time.Time
+	immediate bool
+	pushes    uint64
+}
+
+// NACKStatus is a response a client rejected.
+type NACKStatus struct {
+	Version string    `json:"version"`
+	Nonce   string    `json:"nonce"`
+	Error   string    `json:"error"`
+	At      time.Time `json:"at"`
+	// Count is how many NACKs of this type the stream sent so far.
+	Count int `json:"count"`
 }

@@ -20,7 +20,7 @@
 //
 // One delta request, an Envoy's first EDS request on a delta ADS stream:
 //
-//  1. stream.go: gRPC calls ads.DeltaAggregatedResources, which runs
+//  1. stream.go: gRPC calls adsService.DeltaAggregatedResources, which runs
 //     Server.serveDelta and serveStream. Server.connect accepts the stream
 //     within Limits.Streams and Limits.StreamsPerConnection and makes its
 //     client, with the Rewrite of its xDS variant (streamRewrites.forStream,
@@ -37,15 +37,15 @@
 //  3. codec.go: codec.Unmarshal decodes the request. It takes the
 //     subscribed names from a cache shared by identical lists
 //     (namesCache.names) and keeps the initial versions as their wire
-//     records (unmarshalCompact, initial.go).
+//     records (unmarshalCompact).
 //  4. delta.go: Server.onDelta wraps the initial versions (initialOf,
 //     initial.go) and calls Server.delta, which finds the request's type
 //     (typeOf, request.go), checks its name lists against
-//     Limits.NamesPerRequest (Server.checkNames, limits.go), and takes the
-//     locks: Server.lock (request.go) finds the type's store
-//     (Server.storeFor, store.go), records the client's node and its scope
-//     (client.identify, request.go; Server.scopeOf, visibility.go) and finds
-//     or makes its watch of the type (client.watchFor, client.go).
+//     Limits.NamesPerRequest (Server.checkNames), and takes the locks:
+//     Server.lock (request.go) finds the type's store (Server.storeFor),
+//     records the client's node and its scope (client.identify;
+//     Server.scopeOf, visibility.go) and finds or makes its watch of the
+//     type (client.watchFor, watch.go).
 //  5. initial.go: the watch's first request goes to Server.firstDelta. The
 //     claimed initial versions that match count as held, the rest as stale
 //     (heldSet.put, held.go; watch.pin, watch.go), and the subscription is
@@ -54,10 +54,10 @@
 //     (watch.subscribeChecked, watch.subscribe and watch.reconcile), whose
 //     differences watch.mark queues in the watch's dirty map. A list
 //     covering much of the type is subscribed a chunk at a time where it
-//     can (watch.claimChunks, held.go) and queues a scan of the type's
+//     can (watch.claimChunks, scan.go) and queues a scan of the type's
 //     frame, as the client's scope sees it, instead of an entry per name
-//     (watch.bulk, watch.rescan and typeState.frame, scan.go).
-//  7. client.go: client.poke wakes the client's writer, and the response
+//     (watch.bulk, scan.go; watch.rescan; typeState.frame, tables.go).
+//  7. writer.go: client.poke wakes the client's writer, and the response
 //     leaves as in "Follow a push" from its writer.go step.
 //
 // Later requests of the type take the rest of Server.delta: subscriptions,
@@ -65,7 +65,7 @@
 // watch.recordNACK, request.go). A SotW request takes the same path through
 // Server.onSotW (sotw.go) instead of delta.go and initial.go. A request that
 // breaches a limit is refused (newRefusal) and ends its stream
-// (Server.endStream, limits.go). When the stream ends, Server.disconnect
+// (Server.endStream, request.go). When the stream ends, Server.disconnect
 // (stream.go) drops its watches from every index (watch.drop, watch.go).
 //
 // # Follow a push
@@ -76,28 +76,28 @@
 //     refuses an entry too large for any response (step 3). Under
 //     Server.mu it finds each entry's slot (typeState.get, store.go),
 //     keeps the entries whose version changed, orders them
-//     make-before-break (rank, breakRank, store.go), installs them,
+//     make-before-break (rank, breakRank, types.go), installs them,
 //     publishes the type's chunk table and those of the scopes
-//     (typeState.publishChunks, held.go) and marks each change on the
+//     (typeState.publishChunks, tables.go) and marks each change on the
 //     watches of its name (Server.markChange, Server.markSubscribers; steps
 //     4 and 5). Then it tells the views
-//     (step 6) and pokes every client it touched (client.poke, client.go).
+//     (step 6) and pokes every client it touched (client.poke, writer.go).
 //     It never sends, and never waits for a client.
 //  2. entry.go: newEntry makes the entry: the deterministic marshal, its
 //     content-hash version and the records every response is assembled
 //     from (encodeEntry, encode.go), all shared by every client.
 //  3. responsesize.go: responseSize.check finds an entry whose record alone
-//     exceeds Options.MaxResponseBytes, and Server.refuseResource counts
-//     and logs it; the name keeps its last good version.
+//     exceeds Options.MaxResponseBytes, and Server.refuseResource (apply.go)
+//     counts and logs it; the name keeps its last good version.
 //  4. subscribers.go: the name's slot keeps the watches subscribed to it by
 //     name in a bitmap (subscribers.each); the type's wildcard watches of
 //     the unscoped clients and of the scopes the resource is or was in
 //     (typeState.wild, store.go) are marked too.
 //  5. watch.go: watch.mark coalesces the change into the watch's dirty map,
-//     as the client sees it (watch.visible, client.visible and shape,
-//     visibility.go: its scope, then its class; a client not on ADS gets it
-//     rewritten, Rewrite.of in rewrite.go).
-//  6. view.go: viewSet.changed wakes the REST and files views.
+//     as the client sees it (watch.visible; client.visible, client.go;
+//     shape, shape.go: its scope, then its class; a client not on ADS gets
+//     it rewritten, Rewrite.of in shape.go).
+//  6. changes.go: viewSet.changed wakes the REST and files views.
 //  7. writer.go: client.poke calls writer.poke, which starts the client's
 //     writer goroutine unless it runs; writer.run calls writer.drain, which
 //     asks client.next for the next response under client.mu.
@@ -108,31 +108,53 @@
 //     the order of removal. Where the protocol allows, a response takes
 //     only what fits under Options.MaxResponseBytes (responseSize.room).
 //     watch.respond records the response as sent (nonce, version, what the
-//     client now holds) and wraps it in a sotwMsg or deltaMsg (encode.go).
+//     client now holds) and wraps it in a sotwMsg or deltaMsg (response.go).
 //  9. budget.go: writer.drain makes a large response wait for its share of
 //     the send budget (budget.reserve, charged wireMsg.charge), then sends
 //     it with the stream's SendMsg.
 //  10. codec.go: gRPC asks codec.Marshal for the response's bytes (step 11).
-//  11. encode.go: they are the response's buffers (sotwMsg.buffers,
+//  11. response.go: they are the response's buffers (sotwMsg.buffers,
 //     deltaMsg.buffers): a few envelope bytes around the entries' shared
-//     records, a run of a scan's frame as one buffer (appendRecords,
-//     frame.records). The last buffer gives the budget back once gRPC has
-//     written it (tracking.assemble; trackedTail and releaser, budget.go).
-//     The writer counts the push (typeMetrics.sent, metrics.go) and looks
+//     records, a run of a scan's frame as one buffer (appendRecords;
+//     frame.records, frame.go). The last buffer gives the budget back once
+//     gRPC has written it (tracking.assemble; trackedTail and releaser,
+//     budget.go).
+//     The writer counts the push (typeMetrics.sent, owed.go) and looks
 //     again; when nothing is owed it arms the next unknown-name deadline
 //     and exits.
 //
-// # The other files
+// # Layout
 //
-//   - server.go: Resource, Options, Server and NewServer.
-//   - store.go: a type's store (typeState) and its slots, the type URLs and
-//     their make-before-break ranks.
-//   - gate.go, refs.go: the make-before-break gate across pushes and
-//     per-type streams, and the clusters a route or listener names.
-//   - limits.go: Limits, the refusals that end a stream, and GRPCOptions.
-//   - view.go: the API of the views (Select, Snapshot, Changes).
-//   - status.go, dump.go: what the admin API shows of clients and
-//     resources; metrics.go: the engine's Prometheus collectors.
+// The files form layers, each using only the layers below it; within the
+// clients' layer, a client, its watches and the server know one another,
+// and a type's store indexes the watches subscribed to it.
+//
+//   - Wire: encode.go (the records every response is assembled from),
+//     budget.go (the send and request budgets, the response interface),
+//     admit.go (admitting requests and first reads), codec.go (the gRPC
+//     codec, shared name lists, initial versions kept as records).
+//   - Resources: types.go (the type URLs and their make-before-break
+//     ranks), scope.go, resource.go (Resource, Key and the rules by which a
+//     client sees one), refs.go (the clusters a route or listener names),
+//     rewrite.go (Rewrite), entry.go (one version of a resource), shape.go
+//     (an entry as one client sees it), limits.go (Limits, refusals),
+//     metrics.go (the engine's Prometheus collectors).
+//   - Store: slot.go, subscribers.go, chunks.go and frame.go (the shared
+//     forms of a type's current entries), store.go (a type's store and its
+//     slots), tables.go (its published chunk tables and frames), changes.go
+//     (what an Apply changed, for the views), held.go (what a watch holds:
+//     what its client was sent), responsesize.go, response.go (the
+//     responses, from shared records).
+//   - Clients: server.go (Options, Server and NewServer),
+//     client.go (a stream and what it owns: its watches, its writer, its
+//     place in a group), watch.go (a subscription), scan.go (an initial
+//     state in bulk), gate.go (make-before-break across pushes and per-type
+//     streams), owed.go (what a client is owed next), writer.go,
+//     orphans.go (slots released after their last removal was sent).
+//   - Protocol: request.go, initial.go, sotw.go, delta.go, stream.go (the
+//     gRPC services), visibility.go (scopes), apply.go, view.go (the API of
+//     the views: Select, Snapshot, Changes), status.go and dump.go (what
+//     the admin API shows of clients and resources).
 //
 // # The protocol, as the engine relies on it
 //
@@ -227,7 +249,7 @@
 // the caller's rule.
 //
 // A scope costs nothing per client. Each type keeps a chunk table and
-// frame per scope (held.go, scan.go), of the entries that scope's
+// frame per scope (tables.go), of the entries that scope's
 // wildcard delivers, and a client of a scope shares them exactly as an
 // unscoped client shares the type's, so its held set is a pointer per 64
 // resources while it is up to date. A change is marked on the wildcards of
@@ -246,7 +268,7 @@
 // name in the name's subscriber bitmap (indexed by the watch's dense index
 // in its type): at most a pointer per resource of the type, and a pointer
 // per 64 resources while it holds what the type holds (shared chunks,
-// held.go). An idle stream holds one goroutine of its own, its reader (the
+// chunks.go). An idle stream holds one goroutine of its own, its reader (the
 // writer runs only while the client is owed something), beside gRPC's three
 // per connection.
 //
@@ -282,8 +304,8 @@
 // versions) likewise wait for a request budget before they are decoded,
 // new streams take turns to read their first request, and a delta
 // request's initial versions are walked as the records they came in rather
-// than decoded into a map (admit.go, initial.go): a reconnect storm holds a
-// bounded amount of requests, the rest stays in the clients.
+// than decoded into a map (admit.go, codec.go, initial.go): a reconnect
+// storm holds a bounded amount of requests, the rest stays in the clients.
 //
 // # Make-before-break
 //

@@ -4,9 +4,17 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/cespare/xxhash/v2"
+	_ "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	"google.golang.org/grpc/mem"
+
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -38,12 +46,10 @@ type entry struct {
 	// scopes, denied and private are the resource's (Resource.Scopes,
 	// .Denied, .Private), set on the entry of the store only: a client's
 	// shape of it (its gRPC variant, a rewrite) is looked at after the
-	// scope (visibility.go).
+	// scope (shape.go, watch.visible).
 	scopes, denied ScopeSet
 	private        bool
 }
-
-var marshal = proto.MarshalOptions{Deterministic: true}
 
 // contentVersion is the version of a resource marshalled deterministically:
 // the hex of its xxhash64, the same in every replica and after a restart.
@@ -122,4 +128,32 @@ func emptyAssignment(name string) *entry {
 // same reports whether a client holding h already has e.
 func same(h, e *entry) bool {
 	return h == e || (h != nil && e != nil && h.version == e.version && h.name == e.name)
+}
+
+// record is the entry's delta Resource record or SotW resources record.
+func (e *entry) record(delta bool) mem.Buffer {
+	if delta {
+		return e.wire.delta
+	}
+	return e.wire.sotw
+}
+
+// recLen is the size of e's record in a response of the given protocol.
+func (e *entry) recLen(delta bool) int { return len(e.record(delta).ReadOnlyData()) }
+
+// inScope reports whether a wildcard of scope id delivers e: every entry
+// but the private ones for the unscoped, else those in the scope and not
+// denied to it.
+func (e *entry) inScope(id int) bool {
+	return (id == 0 && !e.private) || e.scopes.Has(id) && !e.denied.Has(id)
+}
+
+// reaches reports whether e (nil: none) is in scope id.
+func (e *entry) reaches(id int) bool { return e != nil && e.scopes.Has(id) }
+
+// rewriteCache holds an entry as each Rewrite rewrote it, keyed by Rewrite.
+// A resource without ADS config sources maps to the entry itself.
+type rewriteCache struct {
+	mu sync.Mutex
+	m  map[*Rewrite]*entry
 }

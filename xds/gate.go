@@ -1,10 +1,5 @@
 package xds
 
-import (
-	"sync"
-	"sync/atomic"
-)
-
 // The make-before-break gate, per client. Sending types in rank order
 // (owed.go) orders one push; the gate orders across pushes and streams:
 //
@@ -148,40 +143,6 @@ func (t *typeState) named(name string) *slot {
 		return v.(*slot)
 	}
 	return nil
-}
-
-// indexed reports whether the store keeps the index of names that
-// writers read (named).
-func indexed(typeURL string) bool { return typeURL == ClusterType || typeURL == EndpointType }
-
-// groupKey identifies the per-type streams of one Envoy.
-type groupKey struct{ peer, node string }
-
-// group is the per-type streams of one Envoy, guarded by mu.
-type group struct {
-	s       *Server
-	mu      sync.Mutex
-	members []*member
-}
-
-// member is one per-type stream of a group and what it publishes to the
-// others, guarded by group.mu.
-type member struct {
-	g   *group
-	c   *client
-	url string // the type the stream serves
-	// acked are, for a CDS or EDS stream, the slots whose delivery it has
-	// acknowledged, by slot index: a slot, not a bit, so that a slot
-	// released and its index reused by another name is not taken for it.
-	acked slotSet
-	// wildcard says a CDS stream subscribes to every cluster.
-	wildcard bool
-	// refs counts, for an LDS or RDS stream, the clusters named by the
-	// entries it was sent, and by those it replaced or removed until it
-	// acknowledges that.
-	refs map[string]int
-	// blocked says its writer is holding something back for the group.
-	blocked atomic.Bool
 }
 
 // join makes c, a per-type stream whose node is now known, a member of
@@ -378,24 +339,6 @@ func (w *watch) acknowledged() {
 	m.g.pokeBlocked()
 }
 
-// slotSet is a set of slots of one type, by index.
-type slotSet []*slot
-
-func (b slotSet) has(sl *slot) bool { return sl.idx < len(b) && b[sl.idx] == sl }
-
-func (b *slotSet) set(sl *slot) {
-	if sl.idx >= len(*b) {
-		*b = append(*b, make([]*slot, sl.idx+1-len(*b)+len(*b)/4)...)
-	}
-	(*b)[sl.idx] = sl
-}
-
-func (b slotSet) clear(sl *slot) {
-	if sl.idx < len(b) && b[sl.idx] == sl {
-		b[sl.idx] = nil
-	}
-}
-
 // streamType is the type a per-type stream of variant serves, "" for ADS.
 func streamType(variant string) string {
 	switch variant[max(0, len(variant)-3):] {
@@ -411,15 +354,4 @@ func streamType(variant string) string {
 		return SecretType
 	}
 	return ""
-}
-
-// wildcardChanged tells the group whether a CDS member now subscribes to
-// every cluster. Server.mu and client.mu held.
-func (w *watch) wildcardChanged() {
-	if m := w.c.member; m != nil && w.t.url == ClusterType {
-		m.g.mu.Lock()
-		m.wildcard = w.wildcard
-		m.g.mu.Unlock()
-		m.g.pokeBlocked()
-	}
 }

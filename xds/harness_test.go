@@ -272,7 +272,7 @@ func deltaReq(typ string, sub ...string) *discoveryv3.DeltaDiscoveryRequest {
 // owed takes what the client is owed now, as its writer would (nil:
 // nothing, and then the slots it let go of are released, as its writer
 // would).
-func owed(c *client) *out {
+func owed(c *client) *outbound {
 	c.mu.Lock()
 	o, _ := c.next(time.Now())
 	c.mu.Unlock()

@@ -5,11 +5,8 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/proto"
 )
 
 // firstDelta sets up a new delta watch: what the client already holds
@@ -159,9 +156,9 @@ func (v initialVersions) all() iter.Seq2[string, string] {
 		raw := v.raw
 		for off := 0; off < len(raw); {
 			l, n := uvarint(raw, off+1)
-			entry, end := off+1+n, off+1+n+int(l)
+			kv, end := off+1+n, off+1+n+int(l)
 			var key, ver string
-			for i := entry; i < end; {
+			for i := kv; i < end; {
 				vl, vn := uvarint(raw, i+1)
 				s := raw[i+1+vn : i+1+vn+int(vl)]
 				if raw[i] == tagEntryKey {
@@ -203,63 +200,4 @@ func uvarint(s string, i int) (uint64, int) {
 			return v, n + 1
 		}
 	}
-}
-
-// fieldInitialVersions is DeltaDiscoveryRequest.initial_resource_versions:
-// a map<string, string>, on the wire one record per entry, each a message
-// of key (field 1) and value (field 2).
-const fieldInitialVersions = 5
-
-const (
-	tagEntryKey   = 1<<3 | byte(protowire.BytesType)
-	tagEntryValue = 2<<3 | byte(protowire.BytesType)
-)
-
-// unmarshalCompact decodes b into r as unmarshalDelta does, except that
-// the initial versions are left in in (in.initial, in.initialN) as their
-// records. It returns false, having decoded nothing, when they are not in
-// the simple form initialVersions walks (contiguous records whose entries
-// hold only a UTF-8 key and value): the caller then decodes b as usual,
-// which also words any error.
-func unmarshalCompact(b []byte, r *discoveryv3.DeltaDiscoveryRequest, in *inbound, decode func(raw []byte, count int) ([]string, error)) (bool, error) {
-	start, end, n, err := recordsSpan(b, fieldInitialVersions)
-	if err != nil || start < 0 || !simpleEntries(b[start:end]) {
-		return false, nil
-	}
-	if err := unmarshalDelta(b[:start], r, decode); err != nil {
-		return true, err
-	}
-	if err := (proto.UnmarshalOptions{Merge: true}).Unmarshal(b[end:], r); err != nil {
-		return true, err
-	}
-	in.initial, in.initialN = string(b[start:end]), n
-	return true, nil
-}
-
-// simpleEntries reports whether raw, records of initial versions, is in
-// the form initialVersions walks: each record's tag one byte, each entry
-// only keys and values (one-byte tags), all valid UTF-8.
-func simpleEntries(raw []byte) bool {
-	tag := byte(fieldInitialVersions<<3) | byte(protowire.BytesType)
-	for off := 0; off < len(raw); {
-		if raw[off] != tag {
-			return false
-		}
-		entry, n := protowire.ConsumeBytes(raw[off+1:])
-		if n < 0 {
-			return false
-		}
-		for i := 0; i < len(entry); {
-			if t := entry[i]; t != tagEntryKey && t != tagEntryValue {
-				return false
-			}
-			v, m := protowire.ConsumeBytes(entry[i+1:])
-			if m < 0 || !utf8.Valid(v) {
-				return false
-			}
-			i += 1 + m
-		}
-		off += 1 + n
-	}
-	return true
 }

@@ -3,7 +3,6 @@ package xds
 import (
 	"fmt"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -80,29 +79,6 @@ func (l Limits) withDefaults() Limits {
 	return l
 }
 
-// GRPCOptions are the gRPC server options that enforce the transport-level
-// limits (request size, streams per connection) and keep requests not yet
-// read in the clients (receive windows); pass them to grpc.NewServer of
-// the server s is registered on.
-func (s *Server) GRPCOptions() []grpc.ServerOption {
-	l := s.opts.Limits
-	return []grpc.ServerOption{
-		grpc.MaxRecvMsgSize(l.RequestBytes),
-		grpc.MaxConcurrentStreams(uint32(l.StreamsPerConnection) + 1),
-		// A stream's receive window is what a client can make the server
-		// buffer before the stream's reader asks for a request (see
-		// firstReads); gRPC's default grows it with the measured
-		// bandwidth-delay product, up to 16 MiB. Static at 64 KiB, a
-		// request waiting for its turn stays in the client; the reader
-		// asking for a request opens the window to the request's size.
-		// The connection's window only bounds what the transport has not
-		// yet handed to its streams, so it is kept larger for uploads of
-		// large requests over long round trips.
-		grpc.StaticStreamWindowSize(64 << 10),
-		grpc.StaticConnWindowSize(1 << 20),
-	}
-}
-
 // The reasons of xdsbridge_xds_refused_total: a fixed set, so that no
 // client input becomes a label value.
 const (
@@ -129,28 +105,4 @@ type refusal struct {
 
 func newRefusal(reason string, code codes.Code, format string, args ...any) *refusal {
 	return &refusal{reason: reason, err: status.Error(code, fmt.Sprintf(format, args...))}
-}
-
-// endStream ends c's stream with r's status: it is counted, logged once, and the
-// stream's context is cancelled, so that its reader stops after the
-// request being handled, its writer stops sending, and the disconnect
-// frees what it held. Only the first refusal of a stream counts.
-func (s *Server) endStream(c *client, r *refusal) {
-	if !c.refused.CompareAndSwap(nil, r) {
-		return
-	}
-	s.m.refused.WithLabelValues(r.reason).Inc()
-	s.log.Warn("refusing a client", "client", c.peer, "reason", r.reason, "err", r.err)
-	if c.cancel != nil {
-		c.cancel()
-	}
-}
-
-// checkNames refuses a name list longer than NamesPerRequest.
-func (s *Server) checkNames(field string, n int) *refusal {
-	if max := s.opts.Limits.NamesPerRequest; n > max {
-		return newRefusal(reasonNamesPerRequest, codes.ResourceExhausted,
-			"%s lists %d names, more than the %d allowed per request", field, n, max)
-	}
-	return nil
 }

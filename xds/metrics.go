@@ -111,9 +111,3 @@ func (m *metrics) forType(l string) *typeMetrics {
 		nacks:     m.nacks.WithLabelValues(l),
 	}
 }
-
-func (m *typeMetrics) sent(o *out) {
-	m.pushes.Inc()
-	m.resources.Add(float64(o.resources))
-	m.bytes.Add(float64(o.bytes))
-}

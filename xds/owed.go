@@ -5,21 +5,13 @@ import (
 	"time"
 )
 
-// out is one response ready to send, with what it carries for metrics.
-type out struct {
-	msg       wireMsg // a *sotwMsg or *deltaMsg
-	t         *typeState
-	resources int
-	bytes     int
-}
-
 // next builds the next response the client is owed and records it as sent.
 // Order is make-before-break (see doc.go): first every type's upserts in rank
 // order (CDS, EDS, LDS, RDS, others), then every type's removals. Because it
 // re-reads the pending state on each call, a change arriving between two
 // sends still lands in that order. It returns nil when nothing is owed, with
 // the earliest pending unknown-name deadline (zero if none). client.mu held.
-func (c *client) next(now time.Time) (*out, time.Time) {
+func (c *client) next(now time.Time) (*outbound, time.Time) {
 	readyAt := c.s.readyAt()
 	if readyAt.IsZero() {
 		return nil, time.Time{} // readiness gate: nothing before the first Apply
@@ -63,7 +55,7 @@ func deadline(ws waitSince, readyAt time.Time, wait time.Duration) time.Time {
 // names of the watch into one response. Where the protocol allows a subset
 // (delta; SotW types other than CDS/LDS), it takes no more than fits in one
 // response and leaves the rest pending for the next (see responseSize).
-func (w *watch) upserts(now, readyAt time.Time, wait time.Duration) *out {
+func (w *watch) upserts(now, readyAt time.Time, wait time.Duration) *outbound {
 	var ups []*entry
 	w.dirtyPeak = max(w.dirtyPeak, len(w.dirty))
 	split := w.c.delta || !w.t.full
@@ -145,7 +137,7 @@ func (w *watch) settleDirty() {
 // for a name that had a resource, so this never cuts an unknown name's
 // wait short. SotW EDS/RDS send nothing: Envoy drops an assignment with
 // its cluster.
-func (w *watch) removals() *out {
+func (w *watch) removals() *outbound {
 	var rem []*slot
 	room, used := w.c.s.size.room, 0
 	for sl, p := range w.dirty {
@@ -192,14 +184,14 @@ func (w *watch) removals() *out {
 // upsert-phase response), SotW EDS carries ups plus an empty assignment per
 // unknown name, other SotW types carry ups. runs are those of fr among
 // ups (scan.go).
-func (w *watch) respond(ups []*entry, gone []*slot, fr *frame, runs []frameRun) *out {
+func (w *watch) respond(ups []*entry, gone []*slot, fr *frame, runs []frameRun) *outbound {
 	c := w.c
 	c.nonce++
 	w.firstOwed = false
 	w.pushes++
 	w.lastNonce = strconv.FormatUint(c.nonce, 10)
 	w.lastVersion = strconv.FormatUint(w.pushes, 10)
-	o := &out{t: w.t}
+	o := &outbound{t: w.t}
 	env := envelope{version: w.lastVersion, typeURL: w.t.url, nonce: w.lastNonce}
 	if c.delta {
 		m := &deltaMsg{env: env, list: ups, fr: fr, runs: runs}
@@ -213,9 +205,9 @@ func (w *watch) respond(ups []*entry, gone []*slot, fr *frame, runs []frameRun) 
 		return o
 	}
 	if w.t.full {
-		// Everything held, the changes just put included (encode.go).
+		// Everything held, the changes just put included (heldSet.pieces, response.go).
 		pieces, n, size := w.held.pieces()
-		c.s.size.noteFull(c.s, w.t, n, size)
+		c.s.size.noteFull(c.s.log, w.t, n, size)
 		o.msg, o.resources, o.bytes = &sotwMsg{env: env, pieces: pieces}, n, size
 		return o
 	}
@@ -234,4 +226,10 @@ func (w *watch) respond(ups []*entry, gone []*slot, fr *frame, runs []frameRun) 
 	}
 	o.msg, o.resources = &sotwMsg{env: env, list: list, fr: fr, runs: runs}, len(list)
 	return o
+}
+
+func (m *typeMetrics) sent(o *outbound) {
+	m.pushes.Inc()
+	m.resources.Add(float64(o.resources))
+	m.bytes.Add(float64(o.bytes))
 }

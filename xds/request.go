@@ -77,3 +77,50 @@ func (w *watch) recordNACK(version, nonce, msg string) {
 	w.t.m.nacks.Inc()
 	w.c.s.log.Warn("client rejected a response", "client", w.c.id(), "type", w.t.url, "version", version, "nonce", nonce, "error", msg)
 }
+
+// storeFor returns the store a client's request of typ works on: the
+// server's store of a served type, else a private empty store of the
+// client's own, which lives as long as the stream, so that the request is
+// answered like any other for names that do not exist. Server.mu held.
+func (s *Server) storeFor(c *client, typ string) (*typeState, *refusal) {
+	if t := s.types[typ]; t != nil || rank(typ) < rankOther {
+		return s.typeFor(typ), nil
+	}
+	if t := c.private[typ]; t != nil {
+		return t, nil
+	}
+	if len(c.private) >= maxUnknownTypes {
+		return nil, newRefusal(reasonUnknownTypes, codes.InvalidArgument,
+			"type_url %q is not served, and this stream already asked for %d such types", typ, maxUnknownTypes)
+	}
+	if c.private == nil {
+		c.private = make(map[string]*typeState)
+	}
+	t := newTypeState(typ, s.m.unknownType)
+	c.private[typ] = t
+	return t, nil
+}
+
+// checkNames refuses a name list longer than NamesPerRequest.
+func (s *Server) checkNames(field string, n int) *refusal {
+	if max := s.opts.Limits.NamesPerRequest; n > max {
+		return newRefusal(reasonNamesPerRequest, codes.ResourceExhausted,
+			"%s lists %d names, more than the %d allowed per request", field, n, max)
+	}
+	return nil
+}
+
+// endStream ends c's stream with r's status: it is counted, logged once, and the
+// stream's context is cancelled, so that its reader stops after the
+// request being handled, its writer stops sending, and the disconnect
+// frees what it held. Only the first refusal of a stream counts.
+func (s *Server) endStream(c *client, r *refusal) {
+	if !c.refused.CompareAndSwap(nil, r) {
+		return
+	}
+	s.m.refused.WithLabelValues(r.reason).Inc()
+	s.log.Warn("refusing a client", "client", c.peer, "reason", r.reason, "err", r.err)
+	if c.cancel != nil {
+		c.cancel()
+	}
+}

@@ -2,6 +2,7 @@ package xds
 
 import (
 	"fmt"
+	"log/slog"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -68,18 +69,8 @@ func (l *responseSize) check(e *entry) error {
 	return nil
 }
 
-// refuseResource reports a refused entry: counted, logged, and passed to
-// Options.OnRefused.
-func (s *Server) refuseResource(e *entry, err error) {
-	s.size.refusedResources.WithLabelValues(shortType(e.typ)).Inc()
-	s.log.Error("refusing a resource version; keeping the last good one", "type", e.typ, "name", e.name, "err", err)
-	if s.opts.OnRefused != nil {
-		s.opts.OnRefused(Key{Type: e.typ, Name: e.name}, err)
-	}
-}
-
 // noteFull records a SotW CDS/LDS response of bytes that cannot be split.
-func (l *responseSize) noteFull(s *Server, t *typeState, resources, bytes int) {
+func (l *responseSize) noteFull(log *slog.Logger, t *typeState, resources, bytes int) {
 	if bytes <= l.room {
 		return
 	}
@@ -89,7 +80,7 @@ func (l *responseSize) noteFull(s *Server, t *typeState, resources, bytes int) {
 	l.warned[t.url] = true
 	l.mu.Unlock()
 	if first {
-		s.log.Warn("a SotW response that must list every resource exceeds the response size limit; clients with a smaller receive limit reject it (delta does not have this limit)",
+		log.Warn("a SotW response that must list every resource exceeds the response size limit; clients with a smaller receive limit reject it (delta does not have this limit)",
 			"type", t.url, "resources", resources, "bytes", bytes, "limit", l.max)
 	}
 }

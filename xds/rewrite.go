@@ -1,9 +1,6 @@
 package xds
 
 import (
-	"fmt"
-	"sync"
-
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -100,56 +97,6 @@ func (sr streamRewrites) forStream(ads, delta bool) *Rewrite {
 		return sr.delta
 	}
 	return sr.sotw
-}
-
-// rewriteCache holds an entry as each Rewrite rewrote it, keyed by Rewrite.
-// A resource without ADS config sources maps to the entry itself.
-type rewriteCache struct {
-	mu sync.Mutex
-	m  map[*Rewrite]*entry
-}
-
-// of returns the entry as clients of rw see it, building it on first use.
-// It takes only the entry's own lock, so it is safe under Server.mu and
-// client.mu alike; the build (one unmarshal and marshal) happens once per
-// version and Rewrite.
-func (rw *Rewrite) of(e *entry) *entry {
-	if rw == nil || e == nil || e == stale || !rewritable(e.any.TypeUrl) {
-		return e
-	}
-	e.rewritten.mu.Lock()
-	defer e.rewritten.mu.Unlock()
-	if a, ok := e.rewritten.m[rw]; ok {
-		return a
-	}
-	a, err := rw.build(e)
-	if err != nil {
-		a = e // cannot happen for a resource that marshalled; serve it as is
-	}
-	if e.rewritten.m == nil {
-		e.rewritten.m = make(map[*Rewrite]*entry, 1)
-	}
-	e.rewritten.m[rw] = a
-	return a
-}
-
-// rewritable reports whether resources of a type can name config sources:
-// a cluster its EDS and its transport socket's SDS, a listener its
-// connection managers' RDS and its TLS contexts' SDS.
-func rewritable(typeURL string) bool { return typeURL == ClusterType || typeURL == ListenerType }
-
-// build rewrites the ADS config sources of e's resource; it returns e when
-// there are none.
-func (rw *Rewrite) build(e *entry) (*entry, error) {
-	m, err := e.any.UnmarshalNew()
-	if err != nil {
-		return nil, fmt.Errorf("decoding %s %q: %w", e.any.TypeUrl, e.name, err)
-	}
-	changed, err := rw.sources(m.ProtoReflect(), e.edsName)
-	if err != nil || !changed {
-		return e, err
-	}
-	return newEntry(Resource{Type: e.any.TypeUrl, Name: e.name, Message: m, GRPCOnly: e.grpcOnly})
 }
 
 // configSourceName is the message every xDS reference holds its source in.

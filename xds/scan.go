@@ -2,7 +2,6 @@ package xds
 
 import (
 	"slices"
-	"time"
 )
 
 // A subscription that covers much of a type at once (a wildcard, an Envoy's
@@ -26,51 +25,6 @@ import (
 // no scan, after a change the watch was not marked with, was compared with
 // its current state by that request, and a pending scan must not send it
 // the entry the change replaced (or removed).
-
-// frame is a type's resources with an entry at one moment: slots[i] had
-// entries[i]. Built under Server.mu, then read-only, so writers read it
-// holding only client.mu.
-type frame struct {
-	slots   []*slot
-	entries []*entry
-	recs    [2]records // SotW, delta; built on first use
-	// tab is the type's chunk table when the frame was taken: chunk k
-	// holds the frame's entries of slots k*chunkLen on. starts are the
-	// positions in slots where a chunk begins.
-	tab    []*heldChunk
-	starts []int
-}
-
-// frame returns the type's current frame as scope id's wildcard sees it
-// (id 0: every entry), building it when the type changed since the last
-// one. Clients of one scope share it. Server.mu held.
-func (t *typeState) frame(id int) *frame {
-	if id < len(t.cachedFrames) && t.cachedFrames[id] != nil {
-		return t.cachedFrames[id]
-	}
-	f := &frame{}
-	if id == 0 {
-		if tab := t.table.Load(); tab != nil {
-			f.tab = *tab
-		}
-	} else if st := t.scoped.Load(); st != nil && id < len(st.chunks) {
-		f.tab = st.chunks[id]
-	}
-	for i, sl := range t.byIdx {
-		if sl != nil && sl.cur != nil && sl.cur.inScope(id) {
-			if len(f.slots) == 0 || f.slots[len(f.slots)-1].idx>>chunkBits != i>>chunkBits {
-				f.starts = append(f.starts, len(f.slots))
-			}
-			f.slots = append(f.slots, sl)
-			f.entries = append(f.entries, sl.cur)
-		}
-	}
-	if id >= len(t.cachedFrames) {
-		t.cachedFrames = append(t.cachedFrames, make([]*frame, id+1-len(t.cachedFrames))...)
-	}
-	t.cachedFrames[id] = f
-	return f
-}
 
 // Comparing a watch's chunk with the frame's as a whole: a client's
 // initial state (a wildcard, or every name of the type) is chunks the
@@ -145,20 +99,6 @@ func (w *watch) bulk(n int) bool {
 	}
 	w.held.reserveDense(n)
 	return true
-}
-
-// rescan queues a comparison of the whole subscription with the type's
-// current state (see above). Both locks held.
-func (w *watch) rescan() { w.scan, w.scanAt = w.t.frame(w.c.scope), 0 }
-
-// settle is reconcile for a name of a bulk subscription: a visible entry is
-// left to the scan that the caller queues; the rest (waits for unknown
-// names, removals, and names outside the client's scope, which its
-// scope's frame does not hold) is done at once. Both locks held.
-func (w *watch) settle(sl *slot, now time.Time) {
-	if w.visible(sl, sl.cur) == nil || !sl.cur.inScope(w.c.scope) {
-		w.reconcile(sl, now)
-	}
 }
 
 // scanned takes into ups (empty) the entries of the pending scan that the
@@ -298,7 +238,42 @@ func (w *watch) pendingScan() int {
 	return n
 }
 
-// refers reports whether the type's entries may send traffic to clusters
-// (refs.go): each must pass the make-before-break gate, so a scan of the
-// type compares them one by one, never a chunk at a time.
-func (t *typeState) refers() bool { return t.url == RouteType || t.url == ListenerType }
+// claimChunks subscribes the watch to the slots of a bulk request (in the
+// request's order) a chunk at a time where it can: wherever the slots of
+// one chunk of the type, consecutive in slots, are exactly the chunk's
+// slots with an entry, the chunk's entries are sent as they are (plain,
+// no Rewrite: nothing for settle to do), and the watch holds nothing of
+// the chunk, the watch takes the chunk's shared twin and each slot gets
+// the watch as a subscriber: what subscribe would have done name by name,
+// without a held-set write, pin or settle per name. It returns the ranges
+// of slots it subscribed, in order; the caller subscribes the rest. It
+// counts nothing against a limit: the caller must know that none can be
+// breached. Both locks held.
+func (w *watch) claimChunks(slots []*slot) (done [][2]int) {
+	h := &w.held
+	if h.dense == nil || w.wildcard || w.c.rewrite != nil {
+		return nil
+	}
+	for i := 0; i < len(slots); {
+		k := slots[i].idx >> chunkBits
+		tc := w.t.chunkIn(w.c.scope, k)
+		ok := tc != nil && tc.plain && k < len(h.dense) && h.dense[k] == nil
+		var seen uint64
+		j := i
+		for ; j < len(slots) && slots[j].idx>>chunkBits == k; j++ {
+			b := uint64(1) << (slots[j].idx & (chunkLen - 1))
+			ok = ok && seen&b == 0 && tc.e[slots[j].idx&(chunkLen-1)] != nil
+			seen |= b
+		}
+		if ok && tc.mask == seen {
+			h.dense[k] = tc.none
+			h.n += j - i
+			for _, sl := range slots[i:j] {
+				sl.subs.add(w.idx)
+			}
+			done = append(done, [2]int{i, j})
+		}
+		i = j
+	}
+	return done
+}

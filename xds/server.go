@@ -8,40 +8,7 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/protobuf/proto"
 )
-
-// Resource is one named resource of one type (a v3 type URL such as
-// resource.ClusterType).
-type Resource struct {
-	Type    string
-	Name    string
-	Message proto.Message
-	// GRPCOnly resources (the proxyless listener/route chain) are served
-	// only to clients whose node identifies as gRPC (user_agent_name).
-	GRPCOnly bool
-	// GRPC, if set, is the variant of Message served to gRPC clients (a
-	// cluster without the settings proxyless gRPC rejects). It has the same
-	// type and name, its own content-hash version, and is marshalled once
-	// per version like Message.
-	GRPC proto.Message
-	// Scopes are the scopes whose clients a wildcard subscription delivers
-	// the resource to, besides the unscoped clients, which get every
-	// resource; Denied are the scopes whose clients never get it, not even
-	// by name (see "Scopes" in doc.go).
-	Scopes, Denied ScopeSet
-	// Private resources (secrets) are served only to the clients of the
-	// scopes in Scopes and not in Denied, whether they ask by name or by
-	// wildcard; never to an unscoped client, and never through a view
-	// (REST, files). Dumps redact their sensitive fields.
-	Private bool
-}
-
-// Key names a resource to remove.
-type Key struct {
-	Type string
-	Name string
-}
 
 // Options configure a Server.
 type Options struct {
@@ -197,4 +164,16 @@ func (s *Server) readyAt() time.Time {
 		return time.Unix(0, ns)
 	}
 	return time.Time{}
+}
+
+// typeFor returns the store of a type, creating it. Only Apply and the four
+// standard types create stores: a type URL a client invents never becomes
+// server state (see storeFor). Server.mu held.
+func (s *Server) typeFor(url string) *typeState {
+	t := s.types[url]
+	if t == nil {
+		t = newTypeState(url, s.m.forType(shortType(url)))
+		s.types[url] = t
+	}
+	return t
 }

@@ -54,16 +54,6 @@ type TypeStatus struct {
 	NACK *NACKStatus `json:"last_nack,omitempty"`
 }
 
-// NACKStatus is a response a client rejected.
-type NACKStatus struct {
-	Version string    `json:"version"`
-	Nonce   string    `json:"nonce"`
-	Error   string    `json:"error"`
-	At      time.Time `json:"at"`
-	// Count is how many NACKs of this type the stream sent so far.
-	Count int `json:"count"`
-}
-
 // Lag is how many responses the client has not ACKed: a stream's versions
 // are counters of the responses sent on it, so the difference of the latest
 // sent and the latest ACKed one counts them. A version that is not such a

@@ -5,125 +5,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-
-	"google.golang.org/grpc/codes"
 )
-
-// The v3 type URLs the engine orders and treats specially. Any other type is
-// served too, after these five, with EDS-like (only-changed) SotW semantics,
-// unless it is one of Options.Collections.
-const (
-	ClusterType  = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
-	EndpointType = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
-	ListenerType = "type.googleapis.com/envoy.config.listener.v3.Listener"
-	RouteType    = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
-	SecretType   = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret"
-)
-
-// rank is the make-before-break push order of upserts on ADS (see doc.go):
-// clusters, then their endpoints, then secrets (which listeners and
-// clusters name), then listeners, then routes, then anything else
-// (rankOther).
-func rank(typeURL string) int {
-	switch typeURL {
-	case ClusterType:
-		return 0
-	case EndpointType:
-		return 1
-	case SecretType:
-		return 2
-	case ListenerType:
-		return 3
-	case RouteType:
-		return 4
-	}
-	return rankOther
-}
-
-const rankOther = 5
-
-// breakRank is the order of removals: what refers to a resource goes before
-// it, so a listener goes before its route, the route before its cluster,
-// the cluster before its assignment, and a secret after the listeners and
-// clusters that name it.
-func breakRank(typeURL string) int {
-	switch typeURL {
-	case ListenerType:
-		return 0
-	case RouteType:
-		return 1
-	case ClusterType:
-		return 2
-	case EndpointType:
-		return 3
-	case SecretType:
-		return 4
-	}
-	return rankOther
-}
-
-// fullState reports whether SotW responses of the type must carry every
-// subscribed resource, because an absent one is read as deleted (the
-// collections of Options.Collections too; NewServer marks them).
-func fullState(typeURL string) bool { return typeURL == ClusterType || typeURL == ListenerType }
-
-// messagePrefix starts the type URL of a protobuf message. A type without
-// it is a collection name, such as MCP's networking.istio.io/v1/ServiceEntry,
-// whose resources are Anys of their own message type.
-const messagePrefix = "type.googleapis.com/"
-
-// shortType is the metric label of a type URL: a message's last name
-// element, a collection's last path element (ServiceEntry).
-func shortType(typeURL string) string {
-	if !strings.HasPrefix(typeURL, messagePrefix) {
-		return typeURL[strings.LastIndexByte(typeURL, '/')+1:]
-	}
-	switch typeURL {
-	case ClusterType:
-		return "cluster"
-	case EndpointType:
-		return "endpoint"
-	case ListenerType:
-		return "listener"
-	case RouteType:
-		return "route"
-	case SecretType:
-		return "secret"
-	}
-	return typeURL[strings.LastIndexByte(typeURL, '.')+1:]
-}
-
-// slot is one resource name of one type: its current entry and the watches
-// that subscribed to it by name. All fields but owed are guarded by
-// Server.mu.
-//
-// A slot lives while something references it: an entry, a watch
-// subscribed to it by name, a watch that pins it (a name without an entry
-// the client asked for), or a watch owed its removal. A slot without any
-// is released (typeState.release), so the store holds what it serves and
-// what its clients still reference, never every name it ever served. A
-// name that comes back gets a new slot, likely at another index: nothing
-// may keep a slot or its index past its release, which is what owed
-// guards for the watches that held the entry.
-type slot struct {
-	name string
-	idx  int // dense index within its type, reused after release
-	cur  *entry
-	subs subscribers
-	// owed counts the watches whose pending changes hold this slot's
-	// removal (a pend without an entry, watch.mark): their clients hold,
-	// or were about to be sent, what the slot had, and their held sets
-	// know the slot by its index until the removal is sent. It grows only
-	// under Server.mu and client.mu (mark); a writer decrements it holding
-	// client.mu alone, when it sends the removal, and queues the slot for
-	// release if it was the last (Server.orphan).
-	owed atomic.Int32
-	// pins counts the watches that reference this slot while it has no
-	// entry (a name a client subscribed to or claimed that the server does
-	// not have): it stays until the last of them lets go (watch.sweep) or
-	// disconnects, and is then released.
-	pins int
-}
 
 // typeState is the store and the subscriber index of one type, guarded by
 // Server.mu.
@@ -141,12 +23,12 @@ type typeState struct {
 	// unscoped), so that a change is marked only on the wildcards of the
 	// scopes it is in (Server.markSubscribers).
 	wild map[int]map[*watch]struct{}
-	// cachedFrames are the frames of the current entries (scan.go) by scope ID,
-	// nil after a change until a scan asks for one.
+	// cachedFrames are the frames of the current entries (frame.go) by
+	// scope ID, nil after a change until a scan asks for one.
 	cachedFrames []*frame
 	// table is the current entries in immutable chunks, by slot.idx
-	// (held.go), and scoped the same per scope; touched are the chunks
-	// changed since they were published. seen are the scopes any entry of
+	// (chunks.go, tables.go), and scoped the same per scope; touched are
+	// the chunks changed since they were published. seen are the scopes any entry of
 	// the type was ever in or denied to: those that have tables.
 	table   atomic.Pointer[[]*heldChunk]
 	scoped  atomic.Pointer[scopeTables]
@@ -246,51 +128,6 @@ func (t *typeState) release(sl *slot) {
 	}
 }
 
-// An orphan is a slot whose last owed removal a writer sent: writers hold
-// only client.mu, so they queue it, and it is released under Server.mu by
-// the writer once it has nothing left to send (Server.releaseOrphans), or
-// by the next Apply, whichever comes first.
-type orphan struct {
-	t  *typeState
-	sl *slot
-}
-
-// orphan queues sl of t for release. It takes only Server.orphanMu.
-func (s *Server) orphan(t *typeState, sl *slot) {
-	s.orphanMu.Lock()
-	s.orphans = append(s.orphans, orphan{t, sl})
-	s.orphaned.Store(true)
-	s.orphanMu.Unlock()
-}
-
-// releaseOrphans releases the queued slots that nothing references any
-// more (a slot may have been given an entry, or been claimed, since it was
-// queued). Server.mu held.
-func (s *Server) releaseOrphans() {
-	if !s.orphaned.Load() {
-		return
-	}
-	s.orphanMu.Lock()
-	q := s.orphans
-	s.orphans = nil
-	s.orphaned.Store(false)
-	s.orphanMu.Unlock()
-	for _, o := range q {
-		o.t.release(o.sl)
-	}
-}
-
-// reapOrphans takes Server.mu to release the queued orphans, if there are
-// any: every writer looks when it runs out of work, so the look is one
-// atomic load. No lock held.
-func (s *Server) reapOrphans() {
-	if s.orphaned.Load() {
-		s.mu.Lock()
-		s.releaseOrphans()
-		s.mu.Unlock()
-	}
-}
-
 // shrink returns the memory of released slots: without it a client that
 // subscribed to many invented names, or a registry that shrank, would
 // leave their memory behind. The free end of the slot table is cut off at
@@ -331,41 +168,8 @@ func (t *typeState) shrink() {
 	}
 }
 
-// addWild adds the wildcard watch w to the wildcards of its client's
-// scope. Server.mu and client.mu held.
-func (t *typeState) addWild(w *watch) {
-	ws := t.wild[w.c.scope]
-	if ws == nil {
-		ws = make(map[*watch]struct{})
-		t.wild[w.c.scope] = ws
-	}
-	ws[w] = struct{}{}
-}
-
-// dropWild removes w from the wildcards. Server.mu and client.mu held.
-func (t *typeState) dropWild(w *watch) {
-	if ws := t.wild[w.c.scope]; ws != nil {
-		delete(ws, w)
-		if len(ws) == 0 {
-			delete(t.wild, w.c.scope)
-		}
-	}
-}
-
 // total is the size of the type's slot table, for heldSet's dense form.
 func (t *typeState) total() int { return int(t.count.Load()) }
-
-// typeFor returns the store of a type, creating it. Only Apply and the four
-// standard types create stores: a type URL a client invents never becomes
-// server state (see storeFor). Server.mu held.
-func (s *Server) typeFor(url string) *typeState {
-	t := s.types[url]
-	if t == nil {
-		t = newTypeState(url, s.m.forType(shortType(url)))
-		s.types[url] = t
-	}
-	return t
-}
 
 func newTypeState(url string, m *typeMetrics) *typeState {
 	return &typeState{
@@ -379,25 +183,11 @@ func newTypeState(url string, m *typeMetrics) *typeState {
 	}
 }
 
-// storeFor returns the store a client's request of typ works on: the
-// server's store of a served type, else a private empty store of the
-// client's own, which lives as long as the stream, so that the request is
-// answered like any other for names that do not exist. Server.mu held.
-func (s *Server) storeFor(c *client, typ string) (*typeState, *refusal) {
-	if t := s.types[typ]; t != nil || rank(typ) < rankOther {
-		return s.typeFor(typ), nil
-	}
-	if t := c.private[typ]; t != nil {
-		return t, nil
-	}
-	if len(c.private) >= maxUnknownTypes {
-		return nil, newRefusal(reasonUnknownTypes, codes.InvalidArgument,
-			"type_url %q is not served, and this stream already asked for %d such types", typ, maxUnknownTypes)
-	}
-	if c.private == nil {
-		c.private = make(map[string]*typeState)
-	}
-	t := newTypeState(typ, s.m.unknownType)
-	c.private[typ] = t
-	return t, nil
+// An orphan is a slot whose last owed removal a writer sent: writers hold
+// only client.mu, so they queue it, and it is released under Server.mu by
+// the writer once it has nothing left to send (Server.releaseOrphans), or
+// by the next Apply, whichever comes first.
+type orphan struct {
+	t  *typeState
+	sl *slot
 }

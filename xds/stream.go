@@ -24,12 +24,12 @@ import (
 // Register registers ADS and the per-type CDS, EDS, LDS, RDS and SDS
 // services (SotW and delta) on g. Fetch (REST-style unary) is not served.
 func (s *Server) Register(g *grpc.Server) {
-	discoveryv3.RegisterAggregatedDiscoveryServiceServer(g, ads{s})
-	clusterservice.RegisterClusterDiscoveryServiceServer(g, cds{s})
-	endpointservice.RegisterEndpointDiscoveryServiceServer(g, eds{s})
-	listenerservice.RegisterListenerDiscoveryServiceServer(g, lds{s})
-	routeservice.RegisterRouteDiscoveryServiceServer(g, rds{s})
-	secretservice.RegisterSecretDiscoveryServiceServer(g, sds{s})
+	discoveryv3.RegisterAggregatedDiscoveryServiceServer(g, adsService{s})
+	clusterservice.RegisterClusterDiscoveryServiceServer(g, cdsService{s})
+	endpointservice.RegisterEndpointDiscoveryServiceServer(g, edsService{s})
+	listenerservice.RegisterListenerDiscoveryServiceServer(g, ldsService{s})
+	routeservice.RegisterRouteDiscoveryServiceServer(g, rdsService{s})
+	secretservice.RegisterSecretDiscoveryServiceServer(g, sdsService{s})
 }
 
 type (
@@ -72,7 +72,7 @@ func serveStream[Req, Resp any](s *Server, st grpc.BidiStreamingServer[Req, Resp
 	}
 	c.cancel = cancel
 	defer s.disconnect(c)
-	w := s.startWriter(ctx, cancel, c, func(o *out) error { return st.SendMsg(o.msg) })
+	w := s.startWriter(ctx, cancel, c, func(o *outbound) error { return st.SendMsg(o.msg) })
 	recvErr := readStream(ctx, s, st, c, on)
 	cancel()
 	sendErr := w.stop()
@@ -213,62 +213,99 @@ func unimplemented(string) error {
 
 // The gRPC service adapters keep the protocol methods off Server's API.
 type (
-	ads struct{ s *Server }
-	cds struct{ s *Server }
-	eds struct{ s *Server }
-	lds struct{ s *Server }
-	rds struct{ s *Server }
-	sds struct{ s *Server }
+	adsService struct{ s *Server }
+	cdsService struct{ s *Server }
+	edsService struct{ s *Server }
+	ldsService struct{ s *Server }
+	rdsService struct{ s *Server }
+	sdsService struct{ s *Server }
 )
 
 var (
-	_ discoveryv3.AggregatedDiscoveryServiceServer   = ads{}
-	_ clusterservice.ClusterDiscoveryServiceServer   = cds{}
-	_ endpointservice.EndpointDiscoveryServiceServer = eds{}
-	_ listenerservice.ListenerDiscoveryServiceServer = lds{}
-	_ routeservice.RouteDiscoveryServiceServer       = rds{}
-	_ secretservice.SecretDiscoveryServiceServer     = sds{}
+	_ discoveryv3.AggregatedDiscoveryServiceServer   = adsService{}
+	_ clusterservice.ClusterDiscoveryServiceServer   = cdsService{}
+	_ endpointservice.EndpointDiscoveryServiceServer = edsService{}
+	_ listenerservice.ListenerDiscoveryServiceServer = ldsService{}
+	_ routeservice.RouteDiscoveryServiceServer       = rdsService{}
+	_ secretservice.SecretDiscoveryServiceServer     = sdsService{}
 )
 
-func (a ads) StreamAggregatedResources(st sotwStream) error {
+func (a adsService) StreamAggregatedResources(st sotwStream) error {
 	return a.s.serveSotW(st, "sotw_ads", "")
 }
-func (a ads) DeltaAggregatedResources(st deltaStream) error {
+func (a adsService) DeltaAggregatedResources(st deltaStream) error {
 	return a.s.serveDelta(st, "delta_ads", "")
 }
 
-func (a cds) StreamClusters(st sotwStream) error { return a.s.serveSotW(st, "sotw_cds", ClusterType) }
-func (a cds) DeltaClusters(st deltaStream) error { return a.s.serveDelta(st, "delta_cds", ClusterType) }
-func (cds) FetchClusters(context.Context, *discoveryv3.DiscoveryRequest) (*discoveryv3.DiscoveryResponse, error) {
+func (a cdsService) StreamClusters(st sotwStream) error {
+	return a.s.serveSotW(st, "sotw_cds", ClusterType)
+}
+func (a cdsService) DeltaClusters(st deltaStream) error {
+	return a.s.serveDelta(st, "delta_cds", ClusterType)
+}
+func (cdsService) FetchClusters(context.Context, *discoveryv3.DiscoveryRequest) (*discoveryv3.DiscoveryResponse, error) {
 	return nil, unimplemented("clusters")
 }
 
-func (a eds) StreamEndpoints(st sotwStream) error { return a.s.serveSotW(st, "sotw_eds", EndpointType) }
-func (a eds) DeltaEndpoints(st deltaStream) error {
+func (a edsService) StreamEndpoints(st sotwStream) error {
+	return a.s.serveSotW(st, "sotw_eds", EndpointType)
+}
+func (a edsService) DeltaEndpoints(st deltaStream) error {
 	return a.s.serveDelta(st, "delta_eds", EndpointType)
 }
-func (eds) FetchEndpoints(context.Context, *discoveryv3.DiscoveryRequest) (*discoveryv3.DiscoveryResponse, error) {
+func (edsService) FetchEndpoints(context.Context, *discoveryv3.DiscoveryRequest) (*discoveryv3.DiscoveryResponse, error) {
 	return nil, unimplemented("endpoints")
 }
 
-func (a lds) StreamListeners(st sotwStream) error { return a.s.serveSotW(st, "sotw_lds", ListenerType) }
-func (a lds) DeltaListeners(st deltaStream) error {
+func (a ldsService) StreamListeners(st sotwStream) error {
+	return a.s.serveSotW(st, "sotw_lds", ListenerType)
+}
+func (a ldsService) DeltaListeners(st deltaStream) error {
 	return a.s.serveDelta(st, "delta_lds", ListenerType)
 }
-func (lds) FetchListeners(context.Context, *discoveryv3.DiscoveryRequest) (*discoveryv3.DiscoveryResponse, error) {
+func (ldsService) FetchListeners(context.Context, *discoveryv3.DiscoveryRequest) (*discoveryv3.DiscoveryResponse, error) {
 	return nil, unimplemented("listeners")
 }
 
-func (a rds) StreamRoutes(st sotwStream) error { return a.s.serveSotW(st, "sotw_rds", RouteType) }
-func (a rds) DeltaRoutes(st deltaStream) error { return a.s.serveDelta(st, "delta_rds", RouteType) }
-func (rds) FetchRoutes(context.Context, *discoveryv3.DiscoveryRequest) (*discoveryv3.DiscoveryResponse, error) {
+func (a rdsService) StreamRoutes(st sotwStream) error {
+	return a.s.serveSotW(st, "sotw_rds", RouteType)
+}
+func (a rdsService) DeltaRoutes(st deltaStream) error {
+	return a.s.serveDelta(st, "delta_rds", RouteType)
+}
+func (rdsService) FetchRoutes(context.Context, *discoveryv3.DiscoveryRequest) (*discoveryv3.DiscoveryResponse, error) {
 	return nil, unimplemented("routes")
 }
 
-func (a sds) StreamSecrets(st sotwStream) error { return a.s.serveSotW(st, "sotw_sds", SecretType) }
-func (a sds) DeltaSecrets(st deltaStream) error {
+func (a sdsService) StreamSecrets(st sotwStream) error {
+	return a.s.serveSotW(st, "sotw_sds", SecretType)
+}
+func (a sdsService) DeltaSecrets(st deltaStream) error {
 	return a.s.serveDelta(st, "delta_sds", SecretType)
 }
-func (sds) FetchSecrets(context.Context, *discoveryv3.DiscoveryRequest) (*discoveryv3.DiscoveryResponse, error) {
+func (sdsService) FetchSecrets(context.Context, *discoveryv3.DiscoveryRequest) (*discoveryv3.DiscoveryResponse, error) {
 	return nil, unimplemented("secrets")
+}
+
+// GRPCOptions are the gRPC server options that enforce the transport-level
+// limits (request size, streams per connection) and keep requests not yet
+// read in the clients (receive windows); pass them to grpc.NewServer of
+// the server s is registered on.
+func (s *Server) GRPCOptions() []grpc.ServerOption {
+	l := s.opts.Limits
+	return []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(l.RequestBytes),
+		grpc.MaxConcurrentStreams(uint32(l.StreamsPerConnection) + 1),
+		// A stream's receive window is what a client can make the server
+		// buffer before the stream's reader asks for a request (see
+		// firstReads); gRPC's default grows it with the measured
+		// bandwidth-delay product, up to 16 MiB. Static at 64 KiB, a
+		// request waiting for its turn stays in the client; the reader
+		// asking for a request opens the window to the request's size.
+		// The connection's window only bounds what the transport has not
+		// yet handed to its streams, so it is kept larger for uploads of
+		// large requests over long round trips.
+		grpc.StaticStreamWindowSize(64 << 10),
+		grpc.StaticConnWindowSize(1 << 20),
+	}
 }

@@ -47,21 +47,3 @@ func (s *subscribers) each(f func(i int)) {
 		}
 	}
 }
-
-// addWatch gives w a dense index in its type. Server.mu held.
-func (t *typeState) addWatch(w *watch) {
-	if n := len(t.wfree); n > 0 {
-		w.idx, t.wfree = t.wfree[n-1], t.wfree[:n-1]
-		t.watches[w.idx] = w
-		return
-	}
-	w.idx = len(t.watches)
-	t.watches = append(t.watches, w)
-}
-
-// removeWatch frees w's index once it is in no subscriber set. Server.mu
-// held.
-func (t *typeState) removeWatch(w *watch) {
-	t.watches[w.idx] = nil
-	t.wfree = append(t.wfree, w.idx)
-}

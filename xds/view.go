@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"sync"
 
 	"github.com/cespare/xxhash/v2"
 	// The types that JSON encoding must resolve inside Anys.
@@ -163,34 +162,6 @@ func (s *Server) Changes() (c <-chan struct{}, stop func()) {
 func (s *Server) RecordNACK(typeURL, client, version, msg string) {
 	s.m.nacks.WithLabelValues(shortType(typeURL)).Inc()
 	s.log.Warn("client rejected a response", "client", client, "type", typeURL, "version", version, "error", msg)
-}
-
-// viewSet is the views' side of the server: the change subscribers and the
-// per-type generations. Its own lock, so that views never take Server.mu
-// to learn that nothing changed.
-type viewSet struct {
-	mu   sync.Mutex
-	subs map[chan struct{}]struct{}
-	gen  map[string]uint64
-}
-
-// changed records an Apply's changes and signals every view. Server.mu
-// held (so generations move in Apply order).
-func (vs *viewSet) changed(changes []change) {
-	vs.mu.Lock()
-	defer vs.mu.Unlock()
-	if vs.gen == nil {
-		vs.gen = make(map[string]uint64)
-	}
-	for _, ch := range changes {
-		vs.gen[ch.t.url]++
-	}
-	for c := range vs.subs {
-		select {
-		case c <- struct{}{}:
-		default:
-		}
-	}
 }
 
 // jsonOptions write what Envoy reads from REST responses and watched

@@ -1,80 +1,11 @@
 package xds
 
 import (
+	"slices"
 	"time"
 
 	"google.golang.org/grpc/codes"
 )
-
-// watch is a client's subscription to one type.
-type watch struct {
-	c   *client
-	t   *typeState
-	idx int // in t.watches; Server.mu
-
-	// Reader-goroutine state (the only writer of subscriptions), also read
-	// under Server.mu and client.mu.
-	wildcard bool
-	started  bool
-	// everNamed: a SotW request of this watch named something (or "*"), so
-	// an empty list no longer means wildcard but "nothing".
-	everNamed bool
-	namesHash uint64
-	// lastNames is the previous SotW resource_names when it was a shared
-	// list from Codec: the same list again is recognised by identity.
-	lastNames []string
-	firstOwed bool // a first response is owed (wildcard), even if empty
-
-	// held is what the client holds: name → entry sent (nil = subscribed,
-	// nothing sent yet). Without wildcard its keys are the subscription.
-	held heldSet
-	// named are the explicit names while wildcard is on.
-	named   map[*slot]struct{}
-	dirty   map[*slot]pend
-	waiting map[*slot]waitSince
-	// dirtyPeak is the most pending changes dirty held since it was last
-	// made: a map keeps the memory of its largest size, so an emptied one
-	// that once held a burst is made again (watch.settleDirty).
-	dirtyPeak int
-	// pins are the slots without an entry this watch references (see
-	// slot.pins); Server.mu.
-	pins map[*slot]struct{}
-	// scan is the frame still to be compared with held, from scanAt on
-	// (scan.go); nil when none is pending.
-	scan   *frame
-	scanAt int
-
-	// pushes counts the responses sent on the watch; the count is the
-	// latest one's version_info (lastVersion), and lastNonce its nonce.
-	pushes      uint64
-	lastNonce   string
-	lastVersion string
-	acked       string
-	nack        *NACKStatus
-	// fresh are the slots a per-type CDS or EDS stream was sent for the
-	// first time since its last acknowledgement, and unacked the cluster
-	// names of the entries a per-type LDS or RDS stream replaced or
-	// removed since (gate.go).
-	fresh   map[*slot]struct{}
-	unacked [][]string
-}
-
-// pend is a coalesced pending push of one slot: the newest entry (nil =
-// removed) and whether it must be sent even if the client holds it.
-type pend struct {
-	e     *entry
-	force bool
-}
-
-// waitSince records when a subscribed name without an entry was requested;
-// immediate names (known but hidden from this client) are answered at once.
-// pushes is the watch's response count then: a SotW CDS/LDS response sent
-// after the request already told the client the name is absent.
-type waitSince struct {
-	at        time.Time
-	immediate bool
-	pushes    uint64
-}
 
 // pin keeps sl, a name without an entry, from being released while the
 // watch references it, counting it against Limits.UnknownNames. Both locks
@@ -348,3 +279,109 @@ func (w *watch) drop() {
 // private reports whether the watch is of a type the server does not serve:
 // its first request is answered, empty, at once.
 func (w *watch) private() bool { return w.c.private[w.t.url] == w.t }
+
+// addWild adds the wildcard watch w to the wildcards of its client's
+// scope. Server.mu and client.mu held.
+func (t *typeState) addWild(w *watch) {
+	ws := t.wild[w.c.scope]
+	if ws == nil {
+		ws = make(map[*watch]struct{})
+		t.wild[w.c.scope] = ws
+	}
+	ws[w] = struct{}{}
+}
+
+// dropWild removes w from the wildcards. Server.mu and client.mu held.
+func (t *typeState) dropWild(w *watch) {
+	if ws := t.wild[w.c.scope]; ws != nil {
+		delete(ws, w)
+		if len(ws) == 0 {
+			delete(t.wild, w.c.scope)
+		}
+	}
+}
+
+// addWatch gives w a dense index in its type. Server.mu held.
+func (t *typeState) addWatch(w *watch) {
+	if n := len(t.wfree); n > 0 {
+		w.idx, t.wfree = t.wfree[n-1], t.wfree[:n-1]
+		t.watches[w.idx] = w
+		return
+	}
+	w.idx = len(t.watches)
+	t.watches = append(t.watches, w)
+}
+
+// removeWatch frees w's index once it is in no subscriber set. Server.mu
+// held.
+func (t *typeState) removeWatch(w *watch) {
+	t.watches[w.idx] = nil
+	t.wfree = append(t.wfree, w.idx)
+}
+
+// visible is e, sl's entry in the store, as the watch's client sees it,
+// nil if hidden: an entry denied to the client's scope, or private and not
+// granted to it, is hidden always, one outside its scope from a wildcard
+// subscription only, so that a name the client asks for is served whatever
+// its scope; then client.visible.
+// Both locks, or client.mu, held.
+func (w *watch) visible(sl *slot, e *entry) *entry {
+	if id := w.c.scope; e != nil && !e.inScope(id) {
+		if e.denied.Has(id) || e.private {
+			return nil
+		}
+		if w.wildcard {
+			if _, named := w.named[sl]; !named {
+				return nil
+			}
+		}
+	}
+	return w.c.visible(e)
+}
+
+// wildcardChanged tells the group whether a CDS member now subscribes to
+// every cluster. Server.mu and client.mu held.
+func (w *watch) wildcardChanged() {
+	if m := w.c.member; m != nil && w.t.url == ClusterType {
+		m.g.mu.Lock()
+		m.wildcard = w.wildcard
+		m.g.mu.Unlock()
+		m.g.pokeBlocked()
+	}
+}
+
+// watchFor returns the client's watch of t, creating it. Server.mu and
+// client.mu held.
+func (c *client) watchFor(t *typeState) *watch {
+	if w := c.watches[t.url]; w != nil {
+		return w
+	}
+	w := &watch{
+		c:       c,
+		t:       t,
+		held:    heldSet{t: t, scope: c.scope},
+		dirty:   make(map[*slot]pend),
+		waiting: make(map[*slot]waitSince),
+	}
+	t.addWatch(w)
+	c.watches[t.url] = w
+	c.order = append(c.order, w)
+	slices.SortStableFunc(c.order, func(a, b *watch) int { return a.t.rank - b.t.rank })
+	c.brk = append(c.brk, w)
+	slices.SortStableFunc(c.brk, func(a, b *watch) int { return a.t.brk - b.t.brk })
+	return w
+}
+
+// rescan queues a comparison of the whole subscription with the type's
+// current state (see above). Both locks held.
+func (w *watch) rescan() { w.scan, w.scanAt = w.t.frame(w.c.scope), 0 }
+
+// settle is reconcile for a name of a bulk subscription: a visible entry is
+// left to the scan that the caller queues; the rest (waits for unknown
+// names, removals, and names outside the client's scope, which its
+// scope's frame does not hold) is done at once. Both locks held.
+func (w *watch) settle(sl *slot, now time.Time) {
+	if w.visible(sl, sl.cur) == nil || !sl.cur.inScope(w.c.scope) {
+		w.reconcile(sl, now)
+	}
+}

@@ -4,50 +4,12 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 )
 
-// writer sends a stream's responses from a goroutine that exists only while
-// the client is owed something. A poke (a change, a request, an
-// unknown-name deadline) starts one unless one is running, in which case
-// that one looks again before it exits; once it finds nothing to send it
-// arms the next deadline and exits. An idle stream therefore holds no
-// writer goroutine: a parked writer per stream would be a stack per
-// connected client that the process keeps for nothing, while starting a
-// goroutine per push costs no measurable CPU.
-//
-// At most one goroutine sends at a time, so the stream's SendMsg is never
-// called concurrently; stop waits for it, so none is called after the
-// stream's handler returns.
-type writer struct {
-	c      *client
-	ctx    context.Context
-	cancel context.CancelFunc // ends the stream when a send fails
-	send   func(*out) error
-
-	mu      sync.Mutex
-	idle    sync.Cond // signalled when a run ends
-	running bool
-	again   bool // poked while running: look again before exiting
-	stopped bool
-	err     error       // the send that failed
-	timer   *time.Timer // pokes at the next unknown-name deadline
-	// grants are the send budget shares of responses still in flight;
-	// the transport returns each once written, stop returns the rest.
-	// Only the run under way touches them, and stop once none is (the
-	// hand-over from one run to the next, and to stop, is under mu).
-	grants []*grant
-
-	// afterDrain, when set (by tests, only while no run is under way),
-	// runs between a run's last look and its exit: where a poke must not
-	// be lost.
-	afterDrain func()
-}
-
 // startWriter attaches a writer to c and pokes it once, for whatever the
 // client was owed before it had one.
-func (s *Server) startWriter(ctx context.Context, cancel context.CancelFunc, c *client, send func(*out) error) *writer {
+func (s *Server) startWriter(ctx context.Context, cancel context.CancelFunc, c *client, send func(*outbound) error) *writer {
 	w := &writer{c: c, ctx: ctx, cancel: cancel, send: send}
 	w.idle.L = &w.mu
 	w.timer = time.AfterFunc(time.Hour, w.poke)
@@ -156,4 +118,12 @@ func (w *writer) stop() error {
 		g.release()
 	}
 	return err
+}
+
+// poke tells the client's writer to look again; a client without one (not
+// yet attached, or driven in process) ignores it.
+func (c *client) poke() {
+	if w := c.writer.Load(); w != nil {
+		w.poke()
+	}
 }

@@ -11,7 +11,7 @@ import (
 
 // writerClient is an in-process delta client of s subscribed to every
 // assignment, whose writer hands each response to send.
-func writerClient(t *testing.T, s *Server, send func(*out) error) (*client, *writer) {
+func writerClient(t *testing.T, s *Server, send func(*outbound) error) (*client, *writer) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -44,7 +44,7 @@ func TestWriterIdleHoldsNoGoroutine(t *testing.T) {
 	sent := make(chan struct{}, clients)
 	ws := make([]*writer, clients)
 	for i := range clients {
-		_, ws[i] = writerClient(t, s, func(*out) error { sent <- struct{}{}; return nil })
+		_, ws[i] = writerClient(t, s, func(*outbound) error { sent <- struct{}{}; return nil })
 	}
 	for range clients {
 		<-sent
@@ -65,8 +65,8 @@ func TestWriterIdleHoldsNoGoroutine(t *testing.T) {
 func TestWriterLosesNoPoke(t *testing.T) {
 	s := NewServer(Options{})
 	s.Apply([]Resource{assignment(svcName(0))}, nil)
-	sent := make(chan *out, 4)
-	c, w := writerClient(t, s, func(o *out) error { sent <- o; return nil })
+	sent := make(chan *outbound, 4)
+	c, w := writerClient(t, s, func(o *outbound) error { sent <- o; return nil })
 	<-sent
 	w.waitIdle()
 	w.afterDrain = func() { // the writer is not running: no race on the field
@@ -90,7 +90,7 @@ func TestWriterStopWaitsForSend(t *testing.T) {
 		s := NewServer(Options{})
 		s.Apply([]Resource{assignment(svcName(0))}, nil)
 		entered, release := make(chan struct{}), make(chan struct{})
-		_, w := writerClient(t, s, func(*out) error {
+		_, w := writerClient(t, s, func(*outbound) error {
 			close(entered)
 			<-release
 			return nil
