@@ -25,9 +25,9 @@ type Options struct {
 	Pending func() []string
 	// Sources returns the status of every source.
 	Sources func() []manager.SourceStatus
-	// Persist returns how persisting the state for warm starts (state_dir)
+	// StateDir returns how persisting the state for warm starts (state_dir)
 	// goes, for /state and /readyz; nil leaves /state out.
-	Persist func() manager.PersistStatus
+	StateDir func() manager.StateDirStatus
 	// Gatherer serves /metrics; nil leaves it out.
 	Gatherer prometheus.Gatherer
 	// Clients returns a JSON-encodable view of the connected xDS clients
@@ -84,8 +84,8 @@ func Handler(opts Options) http.Handler {
 		// taking every replica whose disk filled out of service would
 		// turn that into an outage. It is said here, for whoever reads
 		// the answer, and in /state, the status page and the metrics.
-		if opts.Persist != nil {
-			if st := opts.Persist(); st.Failing {
+		if opts.StateDir != nil {
+			if st := opts.StateDir(); st.Failing {
 				fmt.Fprintf(w, "warning: cannot persist the state for warm starts to %s since %s (%d failed writes): %s\n",
 					st.Path, st.Since.UTC().Format(time.RFC3339), st.Failures, st.Error)
 			}
@@ -94,9 +94,9 @@ func Handler(opts Options) http.Handler {
 	mux.HandleFunc("GET /sources", func(w http.ResponseWriter, _ *http.Request) {
 		WriteJSON(w, opts.Sources())
 	})
-	if opts.Persist != nil {
+	if opts.StateDir != nil {
 		mux.HandleFunc("GET /state", func(w http.ResponseWriter, _ *http.Request) {
-			WriteJSON(w, opts.Persist())
+			WriteJSON(w, opts.StateDir())
 		})
 	}
 	if opts.Gatherer != nil {

@@ -21,7 +21,7 @@ type Page struct {
 	Pending []string
 	Sources []manager.SourceStatus
 	// State is how persisting the state for warm starts goes.
-	State    manager.PersistStatus
+	State    manager.StateDirStatus
 	Services []ServiceRow // sorted by name
 	Clients  []ClientRow  // sorted by node id
 }

@@ -125,8 +125,8 @@ type summary struct {
 }
 
 type problems struct {
-	Sources                  []sourceRow            // stale, syncing or holding removals
-	State                    *manager.PersistStatus // while its writes fail
+	Sources                  []sourceRow             // stale, syncing or holding removals
+	State                    *manager.StateDirStatus // while its writes fail
 	Errors                   bounded[serviceError]
 	NoEndpoints, NoneHealthy bounded[ServiceRow]
 	NACKing, Behind          bounded[ClientRow]

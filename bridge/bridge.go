@@ -95,10 +95,10 @@ func New(cfg *config.Config, log *slog.Logger, build Build) (*Instance, error) {
 		MaxHoldoff: cfg.Holdoff.Max,
 		Merge:      cfg.Merge,
 		Logger:     log.With("component", "manager"),
-		Store:      warmStore(cfg, log),
+		StateDir:   newStateDir(cfg, log),
 	})
 	reg.MustRegister(admin.SourceCollector{Sources: in.manager.Statuses}, readiness(in.manager.Pending),
-		stateDir{in.manager.PersistStatus})
+		stateDirMetrics{in.manager.StateDirStatus})
 	in.reload = newReloader(cfg, in.manager, log, reg)
 	in.reload.scopes = func(s *translate.Scopes) { in.pub.scope(s) }
 
@@ -151,7 +151,7 @@ func New(cfg *config.Config, log *slog.Logger, build Build) (*Instance, error) {
 	var handler http.Handler = admin.Handler(admin.Options{
 		Pending:  in.manager.Pending,
 		Sources:  in.manager.Statuses,
-		Persist:  in.manager.PersistStatus,
+		StateDir: in.manager.StateDirStatus,
 		Gatherer: reg,
 		Clients:  func() any { return in.views.clients(server.Clients()) },
 		Confirm:  in.manager.ConfirmRemovals,

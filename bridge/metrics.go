@@ -66,11 +66,11 @@ func (c clientStates) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// stateDir exports how persisting the state for warm starts goes, read at
+// stateDirMetrics exports how persisting the state for warm starts goes, read at
 // scrape time. Every series exists from the start, at 0 without a
 // state_dir, so that an alert on a failing one needs no series to appear.
-type stateDir struct {
-	status func() manager.PersistStatus
+type stateDirMetrics struct {
+	status func() manager.StateDirStatus
 }
 
 var (
@@ -85,7 +85,7 @@ var (
 )
 
 // Describe implements prometheus.Collector.
-func (stateDir) Describe(ch chan<- *prometheus.Desc) {
+func (stateDirMetrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- stateDirConfigured
 	ch <- stateDirFailing
 	ch <- stateDirFailures
@@ -93,7 +93,7 @@ func (stateDir) Describe(ch chan<- *prometheus.Desc) {
 }
 
 // Collect implements prometheus.Collector.
-func (c stateDir) Collect(ch chan<- prometheus.Metric) {
+func (c stateDirMetrics) Collect(ch chan<- prometheus.Metric) {
 	st := c.status()
 	bit := func(b bool) float64 {
 		if b {

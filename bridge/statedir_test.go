@@ -36,9 +36,9 @@ func TestStateDirHealth(t *testing.T) {
 	admin := "http://" + in.AdminAddr().String()
 	bridgetest.WaitReady(t, in.AdminAddr().String(), bridgetest.Patience)
 
-	state := func() manager.PersistStatus {
+	state := func() manager.StateDirStatus {
 		_, body := bridgetest.Get(admin + "/state")
-		var st manager.PersistStatus
+		var st manager.StateDirStatus
 		if err := json.Unmarshal([]byte(body), &st); err != nil {
 			t.Fatalf("/state: %v: %q", err, body)
 		}

@@ -57,7 +57,7 @@ func (v *serviceView) list() []admin.ServiceRow {
 func (in *Instance) page(clients func() []xds.ClientStatus) admin.Page {
 	loaded := in.reload.loaded.Load()
 	p := admin.Page{Now: time.Now(), Pending: in.manager.Pending(), Sources: in.manager.Statuses(), Services: in.services.list(),
-		State: in.manager.PersistStatus(),
+		State: in.manager.StateDirStatus(),
 		About: admin.About{Version: in.version, Started: in.started, ConfigPath: loaded.path, Loaded: loaded.at, Rejected: loaded.rejected}}
 	for _, c := range clients() {
 		p.Clients = append(p.Clients, clientRow(c))

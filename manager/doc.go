@@ -25,7 +25,7 @@
 //   - startup: the readiness gate holds the first publish until every
 //     source is accounted for (synced, or optional and warm or timed out;
 //     see Startup), and persisted state stands in for a source that has
-//     not synced yet (warm start; persist.go, Store);
+//     not synced yet (warm start; statedir.go, StateDir);
 //   - cadence: Cadence paces the publishes that follow, at most one per
 //     holdoff, and changelog.go logs what each source changed.
 //

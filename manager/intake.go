@@ -10,7 +10,7 @@ import (
 // update a source sends, records the source's startup phase (startup.go),
 // drops what cannot be served (sanitize.go) and passes the rest through the
 // source's removal guard (guard.go). It also keeps the persisted state and
-// when a save is due (persist.go), and the timer of whatever is due next
+// when a save is due (statedir.go), and the timer of whatever is due next
 // (warm state, a startup timeout, the end of a hold, a save, a change-log
 // line). The manager's loop owns it.
 //
@@ -48,8 +48,8 @@ func newIntake(m *Manager, now time.Time) *intake {
 		in.clean = append(in.clean, sanitizer{status: n.Status})
 		in.setPhase(len(in.phases)-1, PhaseWaiting)
 	}
-	if m.opts.Store != nil {
-		in.loaded = m.opts.Store.Load()
+	if m.opts.StateDir != nil {
+		in.loaded = m.opts.StateDir.Load()
 	}
 	in.rearm(now)
 	return in

@@ -117,7 +117,7 @@ func TestWarmStart(t *testing.T) {
 	// loaded the machine.
 	synctest.Test(t, func(t *testing.T) {
 		store := &memStore{state: map[string][]sources.Service{"consul": {testSvc("web", "10.0.0.1")}}}
-		m, fakes, rec := startNamed(t, ManagerOptions{Holdoff: time.Millisecond, Store: store, PersistInterval: 10 * time.Millisecond},
+		m, fakes, rec := startNamed(t, ManagerOptions{Holdoff: time.Millisecond, StateDir: store, SaveInterval: 10 * time.Millisecond},
 			Named{Name: "consul", Startup: Startup{Timeout: time.Minute}}, Named{Name: "file"})
 		began := time.Now()
 		fakes[1].send(t, fullUp(testSvc("api", "10.0.0.2")))
@@ -144,7 +144,7 @@ func TestWarmStart(t *testing.T) {
 
 func TestWarmStartNotForRequired(t *testing.T) {
 	store := &memStore{state: map[string][]sources.Service{"consul": {testSvc("web", "10.0.0.1")}}}
-	m, _, rec := startNamed(t, ManagerOptions{Store: store}, Named{Name: "consul", Startup: Startup{Required: true}})
+	m, _, rec := startNamed(t, ManagerOptions{StateDir: store}, Named{Name: "consul", Startup: Startup{Required: true}})
 	time.Sleep(2 * warmWait) // proving an absence
 	if rec.count() != 0 || m.opts.Sources[0].snapshot().Startup != PhaseWaiting {
 		t.Fatalf("a required source's persisted state was served")
@@ -263,7 +263,7 @@ func TestPersistRateLimited(t *testing.T) {
 	store := &memStore{}
 	const every = 300 * time.Millisecond
 	_, fakes, rec := startNamed(t, ManagerOptions{Holdoff: time.Millisecond, MaxHoldoff: time.Millisecond,
-		Store: store, PersistInterval: every}, Named{Name: "a"})
+		StateDir: store, SaveInterval: every}, Named{Name: "a"})
 	began := time.Now()
 	fakes[0].send(t, fullUp())
 	rec.wait(t, 0)
@@ -358,7 +358,7 @@ func TestGuardReset(t *testing.T) {
 // through the guard: persisted services are not dropped by an empty read.
 func TestGuardWarmStart(t *testing.T) {
 	store := &memStore{state: map[string][]sources.Service{"consul": {testSvc("web", "10.0.0.1"), testSvc("api", "10.0.0.2")}}}
-	m, fakes, rec := startNamed(t, ManagerOptions{Holdoff: time.Millisecond, Store: store},
+	m, fakes, rec := startNamed(t, ManagerOptions{Holdoff: time.Millisecond, StateDir: store},
 		Named{Name: "consul", Guard: defaultGuard, Startup: Startup{Timeout: time.Minute}}, Named{Name: "file"})
 	fakes[1].send(t, fullUp())
 	rec.wait(t, 0)

@@ -67,10 +67,10 @@ type ManagerOptions struct {
 	// longer).
 	Holdoff, MaxHoldoff time.Duration
 	Logger              *slog.Logger
-	// Store, when set, persists the state for warm starts, at most once
-	// per PersistInterval (default DefaultPersistInterval).
-	Store           Store
-	PersistInterval time.Duration
+	// StateDir, when set, persists the state for warm starts, at most once
+	// per SaveInterval (zero: DefaultSaveInterval).
+	StateDir     StateDir
+	SaveInterval time.Duration
 	// Merge sets how the versions of a service reported by several sources
 	// are combined (see MergeConfig); the zero value is MergeFirst for
 	// every service. It must have passed MergeConfig.Validate.
@@ -108,7 +108,7 @@ type Manager struct {
 
 	confirms chan confirmation
 	saver    *saver
-	persist  persistHealth
+	stateDir stateDirHealth
 
 	// What Reconfigure needs (reconfigure.go): requests to the loop, and
 	// the loop's record of the running sources.
@@ -128,8 +128,8 @@ func NewManager(opts ManagerOptions) *Manager {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	if opts.PersistInterval <= 0 {
-		opts.PersistInterval = DefaultPersistInterval
+	if opts.SaveInterval <= 0 {
+		opts.SaveInterval = DefaultSaveInterval
 	}
 	opts.Sources = slices.Clone(opts.Sources)
 	for i := range opts.Sources {
@@ -183,8 +183,8 @@ func (m *Manager) Run(ctx context.Context, publish func(Changes)) error {
 	for i, n := range m.opts.Sources {
 		m.run.slots = append(m.run.slots, m.startSource(i, n))
 	}
-	if m.opts.Store != nil {
-		m.saver = &saver{store: m.opts.Store, pending: make(chan map[string][]sources.Service, 1), m: m}
+	if m.opts.StateDir != nil {
+		m.saver = &saver{dir: m.opts.StateDir, pending: make(chan map[string][]sources.Service, 1), m: m}
 		wg.Go(func() { m.saver.run(ctx) })
 	}
 	in := m.loop(ctx, events, publish)

@@ -6,12 +6,12 @@ import (
 
 	"github.com/xdsbridge/xdsbridge/config"
 	"github.com/xdsbridge/xdsbridge/manager"
-	"github.com/xdsbridge/xdsbridge/sources/state"
+	"github.com/xdsbridge/xdsbridge/manager/statedir"
 )
 
-// warmStore returns the warm-start store of cfg, or nil when state_dir is
+// newStateDir returns the state directory of cfg, or nil when state_dir is
 // not set. A relative state_dir is relative to the configuration file.
-func warmStore(cfg *config.Config, log *slog.Logger) manager.Store {
+func newStateDir(cfg *config.Config, log *slog.Logger) manager.StateDir {
 	if cfg.StateDir == "" {
 		return nil
 	}
@@ -21,7 +21,7 @@ func warmStore(cfg *config.Config, log *slog.Logger) manager.Store {
 	}
 	fps := make(map[string]string, len(cfg.Entries))
 	for _, e := range cfg.Entries {
-		fps[e.Name] = state.Fingerprint(e.Name, e.Type, e.Settings)
+		fps[e.Name] = statedir.Fingerprint(e.Name, e.Type, e.Settings)
 	}
-	return state.New(dir, fps, log.With("component", "state"))
+	return statedir.New(dir, fps, log.With("component", "state_dir"))
 }

@@ -11,12 +11,13 @@ import (
 	"github.com/xdsbridge/xdsbridge/sources"
 )
 
-// Store keeps what every source last reported across restarts (warm
-// start): after a restart, a source that cannot sync serves what it served
-// before, flagged stale, rather than nothing. See the state package. A
-// Store that also has a Path() string method says where it keeps the state
-// (PersistStatus.Path).
-type Store interface {
+// StateDir keeps what every source last reported across restarts, so
+// that after a restart a source that cannot sync serves what it served
+// before, flagged stale, rather than nothing (warm start, PhaseWarm).
+// Package statedir keeps it in the directory state_dir names. A StateDir
+// that also has a Path() string method says where it keeps the state
+// (StateDirStatus.Path).
+type StateDir interface {
 	// Load returns the persisted services of each source, by source name.
 	// State that cannot be trusted (corrupt, written by another format
 	// version, for a source configured differently) is left out, and the
@@ -27,15 +28,15 @@ type Store interface {
 	Save(map[string][]sources.Service) error
 }
 
-// PersistStatus is how persisting the state for warm starts goes, for
-// /state, the status page and the metrics: a state directory that cannot
-// be written shows there, not only in the log. A failing store does not
-// make the bridge unready: it serves as before, and only a restart would
-// miss the state.
-type PersistStatus struct {
-	// Enabled is false when no store is configured (no state_dir).
+// StateDirStatus is how the writes to the state directory go, for /state,
+// the status page and the metrics: a state directory that cannot be
+// written shows there, not only in the log. It does not make the bridge
+// unready: the bridge serves as before, and only a restart would miss the
+// state.
+type StateDirStatus struct {
+	// Enabled is false without a state directory (no state_dir).
 	Enabled bool `json:"enabled"`
-	// Path is where the state is kept, when the store says (see Store).
+	// Path is where the state is kept, when the StateDir says.
 	Path string `json:"path,omitempty"`
 	// Saved is when the state was last written, zero if never.
 	Saved time.Time `json:"saved,omitzero"`
@@ -48,19 +49,19 @@ type PersistStatus struct {
 	Failures int `json:"failures"`
 }
 
-// persistHealth is the manager's record of its saver's writes.
-type persistHealth struct {
+// stateDirHealth is the manager's record of its saver's writes.
+type stateDirHealth struct {
 	mu sync.Mutex
-	st PersistStatus
+	st StateDirStatus
 }
 
-func (h *persistHealth) saved(at time.Time) {
+func (h *stateDirHealth) saved(at time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.st.Saved, h.st.Failing, h.st.Since, h.st.Error = at, false, time.Time{}, ""
 }
 
-func (h *persistHealth) failed(at time.Time, err error) {
+func (h *stateDirHealth) failed(at time.Time, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if !h.st.Failing {
@@ -70,22 +71,22 @@ func (h *persistHealth) failed(at time.Time, err error) {
 	h.st.Failures++
 }
 
-// PersistStatus returns how persisting the state for warm starts goes.
-func (m *Manager) PersistStatus() PersistStatus {
-	m.persist.mu.Lock()
-	st := m.persist.st
-	m.persist.mu.Unlock()
-	st.Enabled = m.opts.Store != nil
-	if p, ok := m.opts.Store.(interface{ Path() string }); ok {
+// StateDirStatus returns how persisting the state for warm starts goes.
+func (m *Manager) StateDirStatus() StateDirStatus {
+	m.stateDir.mu.Lock()
+	st := m.stateDir.st
+	m.stateDir.mu.Unlock()
+	st.Enabled = m.opts.StateDir != nil
+	if p, ok := m.opts.StateDir.(interface{ Path() string }); ok {
 		st.Path = p.Path()
 	}
 	return st
 }
 
-// DefaultPersistInterval is the shortest time between two saves of the
+// DefaultSaveInterval is the shortest time between two saves of the
 // state: a save costs a write of the whole state, and the changes of the
 // last interval at most are lost to a crash.
-const DefaultPersistInterval = 2 * time.Second
+const DefaultSaveInterval = 2 * time.Second
 
 // saver writes snapshots of the state on its own goroutine, so that a slow
 // disk never delays a publish; only the newest pending snapshot is kept.
@@ -94,12 +95,12 @@ const DefaultPersistInterval = 2 * time.Second
 // arrive meanwhile wait for that retry rather than each trying the failing
 // disk again.
 type saver struct {
-	store   Store
+	dir     StateDir
 	pending chan map[string][]sources.Service
 	m       *Manager
 }
 
-// The backoff of a failing store.
+// The backoff of a failing state directory.
 const (
 	saveRetryMin = time.Second
 	saveRetryMax = time.Minute
@@ -110,7 +111,7 @@ func (s *saver) run(ctx context.Context) {
 	fails := sources.FailureLog{Log: s.m.log, Level: slog.LevelError,
 		FailingMsg: "cannot persist the state for warm starts", RecoveredMsg: "persisting the state for warm starts again"}
 	var snap map[string][]sources.Service
-	var retry <-chan time.Time // armed while the store fails
+	var retry <-chan time.Time // armed while the state directory fails
 	for {
 		select {
 		case <-ctx.Done():
@@ -122,13 +123,13 @@ func (s *saver) run(ctx context.Context) {
 		case <-retry:
 			retry = nil
 		}
-		if err := s.store.Save(snap); err != nil {
-			s.m.persist.failed(time.Now(), err)
+		if err := s.dir.Save(snap); err != nil {
+			s.m.stateDir.failed(time.Now(), err)
 			fails.Failed(err)
 			retry = time.After(bo.Next())
 			continue
 		}
-		s.m.persist.saved(time.Now())
+		s.m.stateDir.saved(time.Now())
 		bo.Reset()
 		fails.Recovered()
 	}
@@ -137,12 +138,12 @@ func (s *saver) run(ctx context.Context) {
 // save stores snap once more, as the manager stops: a failure is logged,
 // not retried.
 func (s *saver) save(snap map[string][]sources.Service) {
-	if err := s.store.Save(snap); err != nil {
-		s.m.persist.failed(time.Now(), err)
+	if err := s.dir.Save(snap); err != nil {
+		s.m.stateDir.failed(time.Now(), err)
 		s.m.log.Error("cannot persist the state for warm starts", "err", err)
 		return
 	}
-	s.m.persist.saved(time.Now())
+	s.m.stateDir.saved(time.Now())
 }
 
 // offer queues snap, replacing a snapshot not yet written.
@@ -184,12 +185,12 @@ func (in *intake) snapshot() map[string][]sources.Service {
 
 // published notes that the merged state changed, so that it gets saved.
 func (in *intake) published(now time.Time) {
-	if in.m.opts.Store == nil {
+	if in.m.opts.StateDir == nil {
 		return
 	}
 	if in.saveDue.IsZero() {
 		in.saveDue = now
-		if next := in.lastSav.Add(in.m.opts.PersistInterval); next.After(now) {
+		if next := in.lastSav.Add(in.m.opts.SaveInterval); next.After(now) {
 			in.saveDue = next
 		}
 	}

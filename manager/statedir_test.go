@@ -45,7 +45,7 @@ func (s *failingStore) get() (int, map[string][]sources.Service) {
 func TestSaverPacesAFailingStore(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := &failingStore{broken: true}
-		s := &saver{store: st, pending: make(chan map[string][]sources.Service, 1),
+		s := &saver{dir: st, pending: make(chan map[string][]sources.Service, 1),
 			m: &Manager{log: slog.New(slog.DiscardHandler)}}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
@@ -70,7 +70,7 @@ func TestSaverPacesAFailingStore(t *testing.T) {
 		if attempts < 2 || attempts > limit {
 			t.Fatalf("%d save attempts for 600 snapshots in a minute of failures, want 2..%d", attempts, limit)
 		}
-		if st := s.m.PersistStatus(); !st.Failing || st.Failures != attempts || st.Error == "" || !st.Saved.IsZero() {
+		if st := s.m.StateDirStatus(); !st.Failing || st.Failures != attempts || st.Error == "" || !st.Saved.IsZero() {
 			t.Fatalf("status %+v after %d failed attempts, want failing with each counted", st, attempts)
 		}
 
@@ -82,7 +82,7 @@ func TestSaverPacesAFailingStore(t *testing.T) {
 		if _, saved := st.get(); saved["a"][0].Name != snap(599)["a"][0].Name {
 			t.Fatalf("saved %v after the store healed, want the newest snapshot", saved)
 		}
-		if st := s.m.PersistStatus(); st.Failing || st.Saved.IsZero() || st.Error != "" {
+		if st := s.m.StateDirStatus(); st.Failing || st.Saved.IsZero() || st.Error != "" {
 			t.Fatalf("status %+v once the store healed, want written and not failing", st)
 		}
 		cancel()

@@ -1,6 +1,6 @@
-// Package state persists the services every source last reported to a
+// Package statedir persists the services every source last reported to a
 // file, so that a restarted bridge can serve them while a registry is
-// unreachable (warm start; see manager.Store).
+// unreachable (warm start; see manager.StateDir).
 //
 // The file (state.json in the configured directory) is JSON: a format tag,
 // a SHA-256 checksum of the payload, and per source its name, a fingerprint
@@ -13,7 +13,7 @@
 // fingerprint differs from its configuration today (another address,
 // another datacenter), or whose services are not valid, is ignored alone.
 // Each rejection is one log line at WARN naming the file and the reason.
-package state
+package statedir
 
 import (
 	"bytes"
@@ -41,25 +41,25 @@ const FileName = "state.json"
 // rather than read into memory.
 const MaxSize = 256 << 20
 
-// Store is a manager.Store in a directory (bridge hands it to the
-// manager; this package does not import it, so that it stays a leaf).
-type Store struct {
+// Dir is the manager.StateDir of one directory. Bridge hands it to the
+// manager; this package does not import manager, so that it stays a leaf.
+type Dir struct {
 	path         string
 	fingerprints map[string]string
 	log          *slog.Logger
 }
 
-// New returns the store in dir for sources whose configuration
+// New returns the Dir of dir for sources whose configuration
 // fingerprints (see Fingerprint) are given by name. It does no I/O.
-func New(dir string, fingerprints map[string]string, log *slog.Logger) *Store {
+func New(dir string, fingerprints map[string]string, log *slog.Logger) *Dir {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Store{path: filepath.Join(dir, FileName), fingerprints: fingerprints, log: log}
+	return &Dir{path: filepath.Join(dir, FileName), fingerprints: fingerprints, log: log}
 }
 
 // Path is the state file's path.
-func (s *Store) Path() string { return s.path }
+func (s *Dir) Path() string { return s.path }
 
 // Fingerprint identifies a source's configuration: its name, type and
 // settings. encoding/json writes map keys sorted, so equal settings give
@@ -92,8 +92,8 @@ func checksum(b []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// Load implements manager.Store.
-func (s *Store) Load() map[string][]sources.Service {
+// Load implements manager.StateDir.
+func (s *Dir) Load() map[string][]sources.Service {
 	entries, err := s.read()
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
@@ -122,7 +122,7 @@ func (s *Store) Load() map[string][]sources.Service {
 	return out
 }
 
-func (s *Store) read() ([]entry, error) {
+func (s *Dir) read() ([]entry, error) {
 	f, err := os.Open(s.path)
 	if err != nil {
 		return nil, err
@@ -169,8 +169,8 @@ func validate(svcs []sources.Service) error {
 	return nil
 }
 
-// Save implements manager.Store.
-func (s *Store) Save(state map[string][]sources.Service) error {
+// Save implements manager.StateDir.
+func (s *Dir) Save(state map[string][]sources.Service) error {
 	entries := make([]entry, 0, len(state))
 	for name, svcs := range state {
 		entries = append(entries, entry{Name: name, Fingerprint: s.fingerprints[name], Services: svcs})
