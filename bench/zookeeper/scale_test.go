@@ -2,13 +2,16 @@
 // Curator instances in 1,000 services on a real ZooKeeper. Each run
 // measures, in two phases:
 //
-//   - the source alone (no bridge, no clients in the process): the CPU of
-//     its first read and of each change, from the process's rusage;
-//   - the whole bridge in-process with 100 ADS clients: the time from a
-//     change written to ZooKeeper to every client holding it (p50, p99),
-//     the CPU of the process (bridge, clients and registrar together), and
-//     what the bridge costs the registry (watches, requests, bytes, from
-//     ZooKeeper's mntr).
+//   - the source alone (no bridge, no clients in the process): the time
+//     and CPU of its first read, and the CPU of each change, from the
+//     process's rusage;
+//   - the whole bridge in-process with 100 ADS clients: the time from the
+//     bridge's start to the source synced (its first update, read from the
+//     bridge's log) and to every client holding every assignment, the time
+//     from a change written to ZooKeeper to every client holding it (p50,
+//     p99), the CPU of the process (bridge, clients and registrar
+//     together), and what the bridge costs the registry (watches,
+//     requests, bytes, from ZooKeeper's mntr).
 //
 // It runs only when asked; `make bench-zookeeper` runs it as:
 //
@@ -49,14 +52,18 @@ var (
 
 // result is one run's figures.
 type result struct {
-	Run          int       `json:"run"`
-	Services     int       `json:"services"`
-	Instances    int       `json:"instances"`
-	Clients      int       `json:"clients"`
-	SyncSeconds  float64   `json:"first_sync_seconds"`
-	P50Ms, P99Ms float64   `json:"-"`
-	LatenciesMs  []float64 `json:"change_to_all_clients_ms"`
+	Run         int     `json:"run"`
+	Services    int     `json:"services"`
+	Instances   int     `json:"instances"`
+	Clients     int     `json:"clients"`
+	SyncSeconds float64 `json:"first_sync_seconds"`
+	// SourceSyncedSeconds is when the source's first update reached the
+	// bridge: the part of the first sync that is the source's.
+	SourceSyncedSeconds float64   `json:"source_synced_seconds"`
+	P50Ms, P99Ms        float64   `json:"-"`
+	LatenciesMs         []float64 `json:"change_to_all_clients_ms"`
 	// The source alone.
+	SourceReadSeconds float64            `json:"source_first_read_seconds"`
 	SourceSyncCPUMs   float64            `json:"source_cpu_first_read_ms"`
 	SourceChangeCPUMs float64            `json:"source_cpu_per_change_ms"`
 	CPUSyncSec        float64            `json:"process_cpu_first_sync_seconds"`
@@ -104,13 +111,14 @@ func TestScale(t *testing.T) {
 	}
 	med := func(f func(r result) float64) float64 { return fleet.Median(all, f) }
 	summary := fmt.Sprintf("%d instances in %d services, %d ADS clients, medians of %d runs:\n"+
-		"first sync %.2f s; change to every client p50 %.1f ms, p99 %.1f ms\n"+
-		"the source alone: first read %.0f ms of CPU, %.2f ms of CPU per change\n"+
+		"first sync %.2f s (the source synced at %.2f s); change to every client p50 %.1f ms, p99 %.1f ms\n"+
+		"the source alone: first read %.2f s, %.0f ms of CPU; %.2f ms of CPU per change\n"+
 		"process CPU (bridge, clients, registrar): first sync %.2f s, per change %.2f ms\n"+
 		"registry: %.0f watches, %.0f requests and %.0f bytes received at first sync; per change %.1f requests, %.0f bytes received\n",
 		*instances**services, *services, *clients, len(all),
-		med(func(r result) float64 { return r.SyncSeconds }), med(func(r result) float64 { return r.P50Ms }), med(func(r result) float64 { return r.P99Ms }),
-		med(func(r result) float64 { return r.SourceSyncCPUMs }), med(func(r result) float64 { return r.SourceChangeCPUMs }),
+		med(func(r result) float64 { return r.SyncSeconds }), med(func(r result) float64 { return r.SourceSyncedSeconds }),
+		med(func(r result) float64 { return r.P50Ms }), med(func(r result) float64 { return r.P99Ms }),
+		med(func(r result) float64 { return r.SourceReadSeconds }), med(func(r result) float64 { return r.SourceSyncCPUMs }), med(func(r result) float64 { return r.SourceChangeCPUMs }),
 		med(func(r result) float64 { return r.CPUSyncSec }), med(func(r result) float64 { return r.CPUPerChgMs }),
 		med(func(r result) float64 { return float64(r.Watches) }),
 		med(func(r result) float64 { return r.SyncRegistry["zk_packets_received"] }), med(func(r result) float64 { return r.SyncRegistry["zk_bytes_received_count"] }),
@@ -150,19 +158,21 @@ func run(t *testing.T, n int) result {
 	sourceAlone(t, srv, r, &res)
 	before := mntr(t, srv)
 	cpu0, start := fleet.CPU(), time.Now()
+	synced := &logMark{mark: `msg="source synced"`}
 	in := bridgetest.StartIn(t, t.TempDir(), fmt.Sprintf(`xds: {listen: "127.0.0.1:0"}
 admin: {listen: "127.0.0.1:0"}
 sources:
   - {name: zk, type: zookeeper, servers: [%q], services: [{path: /services, format: curator}]}
-`, srv.Addr), fleet.Discard{})
+`, srv.Addr), synced)
 	f := fleet.Start(t, in.XDSAddr().String(), *clients)
 	f.WaitSynced(t, *services)
 	res.SyncSeconds = time.Since(start).Seconds()
 	res.CPUSyncSec = (fleet.CPU() - cpu0).Seconds()
-	synced := mntr(t, srv)
-	res.SyncRegistry = delta(before, synced, 1)
-	res.Watches = int64(synced["zk_watch_count"])
-	res.Connections = int64(synced["zk_num_alive_connections"]) - 2 // less the registrar's and mntr's own
+	res.SourceSyncedSeconds = synced.at().Sub(start).Seconds()
+	after := mntr(t, srv)
+	res.SyncRegistry = delta(before, after, 1)
+	res.Watches = int64(after["zk_watch_count"])
+	res.Connections = int64(after["zk_num_alive_connections"]) - 2 // less the registrar's and mntr's own
 	cpu1 := fleet.CPU()
 	for k := range *changes {
 		svc := fmt.Sprintf("svc-%04d", (k*37)%*services)
@@ -170,10 +180,10 @@ sources:
 		res.LatenciesMs = append(res.LatenciesMs, float64(d.Microseconds())/1000)
 	}
 	res.CPUPerChgMs = float64((fleet.CPU() - cpu1).Microseconds()) / 1000 / float64(*changes)
-	res.ChgRegistry = delta(synced, mntr(t, srv), float64(*changes))
+	res.ChgRegistry = delta(after, mntr(t, srv), float64(*changes))
 	res.P50Ms, res.P99Ms = fleet.Pct(res.LatenciesMs, 0.5), fleet.Pct(res.LatenciesMs, 0.99)
-	t.Logf("run %d: sync %.2fs, p50 %.1fms p99 %.1fms, %d watches; source alone: first read %.0f ms CPU, %.2f ms CPU/change",
-		n, res.SyncSeconds, res.P50Ms, res.P99Ms, res.Watches, res.SourceSyncCPUMs, res.SourceChangeCPUMs)
+	t.Logf("run %d: sync %.2fs (source %.2fs), p50 %.1fms p99 %.1fms, %d watches; source alone: first read %.0f ms CPU, %.2f ms CPU/change",
+		n, res.SyncSeconds, res.SourceSyncedSeconds, res.P50Ms, res.P99Ms, res.Watches, res.SourceSyncCPUMs, res.SourceChangeCPUMs)
 	return res
 }
 
@@ -183,10 +193,34 @@ func change(r *zktest.Registrar, svc string, port int) {
 	r.Set("/services/"+svc+"/id-0", zktest.CuratorInstance(svc, "id-0", "10.2.0.1", port))
 }
 
+// logMark is the bridge's log, discarded but for the time of the first
+// line that holds mark.
+type logMark struct {
+	mark string
+	mu   sync.Mutex
+	seen time.Time
+}
+
+func (w *logMark) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	if w.seen.IsZero() && strings.Contains(string(p), w.mark) {
+		w.seen = time.Now()
+	}
+	w.mu.Unlock()
+	return len(p), nil
+}
+
+func (w *logMark) at() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.seen
+}
+
 // sourceAlone runs the ZooKeeper source with nothing else in the process
-// and measures the CPU of its first read and of each change (the
-// registrar's write of the change, a ZooKeeper client call, included). Its
-// changes use ports the bridge phase does not, so that each is a change.
+// and measures the time and CPU of its first read (from Run, the session's
+// establishment included) and the CPU of each change (the registrar's
+// write of the change, a ZooKeeper client call, included). Its changes use
+// ports the bridge phase does not, so that each is a change.
 func sourceAlone(t *testing.T, srv *zktest.Server, r *zktest.Registrar, res *result) {
 	typ, _ := sources.Lookup("zookeeper")
 	src, err := typ.New(map[string]any{
@@ -202,10 +236,11 @@ func sourceAlone(t *testing.T, srv *zktest.Server, r *zktest.Registrar, res *res
 	done := make(chan struct{})
 	go func() { defer close(done); _ = src.Run(ctx, up) }()
 	defer func() { cancel(); <-done }()
-	cpu0 := fleet.CPU()
+	cpu0, start := fleet.CPU(), time.Now()
 	if u := <-up; !u.Full || len(u.Services) != *services {
 		t.Fatalf("first update: full %v, %d services", u.Full, len(u.Services))
 	}
+	res.SourceReadSeconds = time.Since(start).Seconds()
 	res.SourceSyncCPUMs = float64((fleet.CPU() - cpu0).Microseconds()) / 1000
 	cpu1 := fleet.CPU()
 	for k := range *changes {

@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -24,10 +24,12 @@ type reader interface {
 	AddAuth(scheme string, auth []byte) error
 }
 
-// readWorkers bounds the reads in flight on the session: enough to fill
-// the connection during the first read of a large tree, few enough that
-// the server's queue for one session stays short.
-const readWorkers = 32
+// readWindow bounds the reads of a pass that were begun and whose results
+// the loop has not taken yet: enough to keep the connection busy during
+// the first read of a large tree, few enough that the server's queue for
+// one session stays short, and fixed, so that neither the goroutines nor
+// the results waiting grow with the tree.
+const readWindow = 32
 
 // errNoSession fails a read that would wait for a session.
 var errNoSession = errors.New("no ZooKeeper session")
@@ -182,7 +184,7 @@ func (l *loop) pass(ctx context.Context) {
 			break
 		}
 		slices.Sort(todo)
-		for _, r := range l.fetch(todo) {
+		for r := range l.fetch(todo) {
 			if r.err != nil {
 				l.failed[r.path] = true
 				lastErr = r.err
@@ -222,30 +224,39 @@ type result struct {
 	err   error
 }
 
-// fetch reads the znodes at paths with readWorkers reads in flight. A
-// read arms the watch of what it reads: the children of a directory, the
-// data of an instance, or, for a znode that does not exist, its creation.
-func (l *loop) fetch(paths []string) []result {
-	out := make([]result, len(paths))
-	members := make([]bool, len(paths))
-	for i, p := range paths {
-		members[i] = l.t.isMember(p)
+// fetch reads the znodes at paths and yields their results in the order
+// of paths, on the caller's goroutine. readWindow lanes read: lane k reads
+// paths k, k+readWindow, ... and begins its next read only once the
+// caller took its last result, so at most readWindow reads are in flight
+// or waiting. ZooKeeper answers a session's requests in the order they
+// were sent, so taking the results in order keeps the window full. A read
+// arms the watch of what it reads: the children of a directory, the data
+// of an instance, or, for a znode that does not exist, its creation. The
+// caller may change the tree while it takes results; the lanes do not
+// touch it.
+func (l *loop) fetch(paths []string) iter.Seq[result] {
+	return func(yield func(result) bool) {
+		members := make([]bool, len(paths))
+		for i, p := range paths {
+			members[i] = l.t.isMember(p)
+		}
+		lanes := make([]chan result, min(readWindow, len(paths)))
+		for k := range lanes {
+			lanes[k] = make(chan result)
+			go func() {
+				for i := k; i < len(paths); i += len(lanes) {
+					lanes[k] <- l.readOne(paths[i], members[i])
+				}
+			}()
+		}
+		// Every result is taken, even after yield says stop, so that every
+		// lane ends.
+		more := true
+		for i := range paths {
+			r := <-lanes[i%len(lanes)]
+			more = more && yield(r)
+		}
 	}
-	var wg sync.WaitGroup
-	next := make(chan int)
-	for range min(readWorkers, len(paths)) {
-		wg.Go(func() {
-			for i := range next {
-				out[i] = l.readOne(paths[i], members[i])
-			}
-		})
-	}
-	for i := range paths {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	return out
 }
 
 func (l *loop) readOne(path string, isMember bool) result {
