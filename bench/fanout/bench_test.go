@@ -4,13 +4,16 @@ import (
 	"context"
 	"encoding/xml"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -23,8 +26,52 @@ import (
 // The test binary doubles as the server process (target.ServeIfChild):
 // Run starts `<bin> serve --impl X`.
 func TestMain(m *testing.M) {
+	serveOlderIfChild()
 	target.ServeIfChild()
 	goleak.VerifyTestMain(m)
+}
+
+// olderEnv, set with target.ServeEnv, makes the test binary serve as an
+// xdsload built before the transport flags: any other flag is refused
+// (exit 2), as such a binary refuses it.
+const olderEnv = "XDSLOAD_TEST_OLDER"
+
+func serveOlderIfChild() {
+	if os.Getenv(olderEnv) == "" || len(os.Args) < 2 || os.Args[1] != "serve" {
+		return
+	}
+	fs := flag.NewFlagSet("serve", flag.ExitOnError)
+	impl := fs.String("impl", "", "")
+	holdoff := fs.Duration("holdoff", 0, "")
+	maxHoldoff := fs.Duration("max-holdoff", 0, "")
+	_ = fs.Parse(os.Args[2:])
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	err := target.Serve(ctx, target.Options{Impl: *impl, Holdoff: *holdoff, MaxHoldoff: *maxHoldoff,
+		XDS: "127.0.0.1:0", Control: "127.0.0.1:0", Ready: os.Stdout})
+	stop()
+	if err != nil {
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// TestOlderServerBinary runs an implementation named IMPL@LABEL on another
+// server binary that knows only the flags older xdsload builds had, as a
+// comparison of two commits' servers under one load generator does.
+func TestOlderServerBinary(t *testing.T) {
+	cfg := config(t, "xdsbridge@older", true)
+	t.Setenv(olderEnv, "1")
+	cfg.Bin, cfg.ServerBin = "/nonexistent/xdsload", os.Args[0]
+	r, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Failed || r.ChangesDone != 3 || r.ColdStart <= 0 {
+		t.Fatalf("Failed=%v problem=%q changes=%d cold=%v", r.Failed, r.Problem, r.ChangesDone, r.ColdStart)
+	}
+	if cfg.ID() != "test-xdsbridge@older-delta-c4-n30" {
+		t.Errorf("ID = %s, want the label kept apart from the plain implementation", cfg.ID())
+	}
 }
 
 func config(t *testing.T, impl string, delta bool) Config {

@@ -21,6 +21,7 @@ import (
 	"runtime/pprof"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -77,23 +78,42 @@ type Config struct {
 	// on, apart from the load generator's (SplitCPUs).
 	ServerCPUs string
 	// Rep numbers the repetitions of one configuration (0, 1, 2, ...).
-	Rep    int
-	Bin    string // the xdsload binary (runs `serve`)
-	OutDir string // profiles and server logs go here
-	Logger *slog.Logger
+	Rep int
+	Bin string // the xdsload binary (runs `serve`)
+	// ServerBin, if set, runs `serve` instead of Bin: an xdsload built
+	// from another commit, so that servers of two commits meet the same
+	// load generator. Impl is then IMPL@LABEL (see servedImpl).
+	ServerBin string
+	OutDir    string // profiles and server logs go here
+	Logger    *slog.Logger
 }
 
 // measured is c without what does not change what a run measures: where
 // its binary, profiles and log go.
 func (c Config) measured() Config {
-	c.Bin, c.OutDir, c.Logger = "", "", nil
+	c.Bin, c.ServerBin, c.OutDir, c.Logger = "", "", "", nil
 	return c
+}
+
+// servedImpl is the implementation the server is asked for: Impl without
+// the @LABEL that names the binary serving it (ServerBin).
+func (c Config) servedImpl() string {
+	impl, _, _ := strings.Cut(c.Impl, "@")
+	return impl
+}
+
+// serverBin is the binary that runs the server: ServerBin if set, else Bin.
+func (c Config) serverBin() string {
+	if c.ServerBin != "" {
+		return c.ServerBin
+	}
+	return c.Bin
 }
 
 // serverOptions is what the server process is started with: the
 // implementation, the holdoff, the streams limit and the transport options.
 func (c Config) serverOptions() target.Options {
-	return target.Options{Impl: c.Impl, Holdoff: c.Holdoff, MaxHoldoff: c.MaxHoldoff, Streams: c.Streams,
+	return target.Options{Impl: c.servedImpl(), Holdoff: c.Holdoff, MaxHoldoff: c.MaxHoldoff, Streams: c.Streams,
 		GRPCBuffers: c.GRPCBuffers, KeepaliveTimeout: c.KeepaliveTimeout}
 }
 
@@ -176,7 +196,7 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	runtime.GC()
 	target.ResetPeakRSS()
 	defer func() { res.LoadgenPeakRSS = target.PeakRSS() }()
-	srv, err := target.Start(ctx, cfg.Bin, cfg.serverOptions(), cfg.ServerCPUs, filepath.Join(cfg.OutDir, cfg.ID()+".server.log"))
+	srv, err := target.Start(ctx, cfg.serverBin(), cfg.serverOptions(), cfg.ServerCPUs, filepath.Join(cfg.OutDir, cfg.ID()+".server.log"))
 	if err != nil {
 		return res, err
 	}

@@ -27,6 +27,24 @@ type Process struct {
 	waited  chan error
 }
 
+// serveArgs is the serve command's arguments for opts. The transport
+// options are passed only when set: zero is the server's default either
+// way, and a server built from an older commit, compared under this load
+// generator, does not know them.
+func serveArgs(opts Options) []string {
+	args := []string{"serve", "--impl", opts.Impl, "--holdoff", opts.Holdoff.String(), "--max-holdoff", opts.MaxHoldoff.String()}
+	if opts.Streams != 0 {
+		args = append(args, "--streams", strconv.Itoa(opts.Streams))
+	}
+	if opts.GRPCBuffers != 0 {
+		args = append(args, "--grpc-buffers", strconv.Itoa(opts.GRPCBuffers))
+	}
+	if opts.KeepaliveTimeout != 0 {
+		args = append(args, "--keepalive-timeout", opts.KeepaliveTimeout.String())
+	}
+	return args
+}
+
 // Start starts `<bin> serve` with the implementation, holdoff, streams
 // limit and transport options of opts (the process picks its listen
 // addresses and logs on its own), on the CPUs of the list cpus (taskset
@@ -39,9 +57,7 @@ func Start(ctx context.Context, bin string, opts Options, cpus, logPath string) 
 	}
 	defer logf.Close() // the child keeps its own descriptor
 	impl := opts.Impl
-	args := []string{bin, "serve", "--impl", impl, "--holdoff", opts.Holdoff.String(), "--max-holdoff", opts.MaxHoldoff.String(),
-		"--streams", strconv.Itoa(opts.Streams), "--grpc-buffers", strconv.Itoa(opts.GRPCBuffers),
-		"--keepalive-timeout", opts.KeepaliveTimeout.String()}
+	args := append([]string{bin}, serveArgs(opts)...)
 	if cpus != "" {
 		// taskset sets the mask before exec, so every thread of the
 		// server inherits it (and the process keeps taskset's pid).

@@ -156,8 +156,13 @@ func benchmark(ctx context.Context, cmd string, args []string, log *slog.Logger)
 	warm := fs.Bool("warmup", true, "first run the largest configuration once, unrecorded (the first run of an invocation is slower for every server)")
 	delta := fs.Bool("delta", false, "run: delta protocol instead of SotW")
 	reconnect := fs.Bool("reconnect", false, "run: reconnect every client at the end")
+	serverBins := fs.String("server-bin", "", "LABEL=PATH,...: an implementation named IMPL@LABEL in --impls is served by the xdsload binary at PATH (built from another commit), against this load generator")
 	if err := fs.Parse(args); err != nil {
 		return errUsage
+	}
+	serverBin, err := parseServerBins(*serverBins)
+	if err != nil {
+		return err
 	}
 	bin, err := os.Executable()
 	if err != nil {
@@ -194,6 +199,11 @@ func benchmark(ctx context.Context, cmd string, args []string, log *slog.Logger)
 		runs[i].Streams = *streams
 		runs[i].GRPCBuffers = *buffers
 		runs[i].KeepaliveTimeout = *kaTimeout
+		if _, label, ok := strings.Cut(runs[i].Impl, "@"); ok {
+			if runs[i].ServerBin = serverBin[label]; runs[i].ServerBin == "" {
+				return fmt.Errorf("implementation %s: no --server-bin %s=PATH", runs[i].Impl, label)
+			}
+		}
 	}
 	abs, err := filepath.Abs(*out)
 	if err != nil {
@@ -279,4 +289,20 @@ func runConsul(ctx context.Context, args []string, log *slog.Logger) error {
 		return fmt.Errorf("consul scenario FAILED: %s", r.Problem)
 	}
 	return nil
+}
+
+// parseServerBins reads --server-bin: LABEL=PATH pairs, comma-separated.
+func parseServerBins(s string) (map[string]string, error) {
+	out := map[string]string{}
+	if s == "" {
+		return out, nil
+	}
+	for _, kv := range strings.Split(s, ",") {
+		label, path, ok := strings.Cut(kv, "=")
+		if !ok || label == "" || path == "" {
+			return nil, fmt.Errorf("--server-bin: %q is not LABEL=PATH", kv)
+		}
+		out[label] = path
+	}
+	return out, nil
 }
