@@ -50,15 +50,16 @@ type publisher struct {
 	// services is the number of services served.
 	services prometheus.Gauge
 	// served holds the names whose resources are currently applied;
-	// servedPeak the most it held (reclaim.Map).
+	// servedPeak the most it had (reclaim.Map).
 	served     map[string]bool
 	servedPeak int
 	// stream runs the configured transforms; why keeps what was served,
 	// with its provenance (see debug.go).
 	stream *transform.Stream
 	why    *why
-	// held are the services the transforms hold back, as last logged.
-	held []string
+	// conflicts are the services the transforms block on a name
+	// conflict (transform.Stream.Conflicts), as last logged.
+	conflicts []string
 	// istio, if set, also publishes every service as Istio resources.
 	istio *IstioPublisher
 	// failed is the running publish's Changes.Failed while its Apply runs:
@@ -161,11 +162,11 @@ func (p *publisher) publish(c manager.Changes) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	c = p.stream.Apply(c)
-	if held := p.stream.Conflicts; !slices.Equal(held, p.held) {
-		p.held = held
-		if len(held) > 0 {
+	if conflicts := p.stream.Conflicts; !slices.Equal(conflicts, p.conflicts) {
+		p.conflicts = conflicts
+		if len(conflicts) > 0 {
 			p.log.Warn("transforms renamed services to a name another service already has; not serving them until it is free",
-				"services", held)
+				"services", conflicts)
 		}
 	}
 	var upserts []xds.Resource

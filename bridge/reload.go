@@ -23,8 +23,8 @@ import (
 )
 
 // reloader applies a new configuration to a running bridge. Only the
-// sources, their policies (guard), the merge section and the scoping rules
-// change at run time; a change anywhere else (listeners, TLS, identity,
+// sources, their management (startup and guard), the merge section and
+// the scoping rules change at run time; a change anywhere else (listeners, TLS, identity,
 // admin, log, holdoff, ...) needs a restart, which a reload reports without
 // applying any of it. Open xDS streams are never touched: the manager
 // publishes what the new set of sources changes, like any other change,

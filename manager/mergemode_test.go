@@ -370,8 +370,8 @@ func TestManagerSetMergeUnchanged(t *testing.T) {
 	if err := m.SetMerge(t.Context(), MergeConfig{Default: MergeUnion}); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "the change logged", func() bool { return strings.Contains(logs.buf.String(), "merge policy changed") })
-	if n := strings.Count(logs.buf.String(), "merge policy changed"); n != 1 {
-		t.Errorf("%d lines say the merge policy changed, want 1 (the real change):\n%s", n, logs.buf.String())
+	waitUntil(t, "the change logged", func() bool { return strings.Contains(logs.buf.String(), "merge modes changed") })
+	if n := strings.Count(logs.buf.String(), "merge modes changed"); n != 1 {
+		t.Errorf("%d lines say the merge modes changed, want 1 (the real change):\n%s", n, logs.buf.String())
 	}
 }

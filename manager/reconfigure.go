@@ -201,13 +201,13 @@ func (m *Manager) SetMerge(ctx context.Context, mc MergeConfig) error {
 		names[i] = n.Name
 	}
 	if err := mc.Validate(names); err != nil {
-		return fmt.Errorf("changing the merge policy: %w", settings.Prefix("merge", err))
+		return fmt.Errorf("changing the merge modes: %w", settings.Prefix("merge", err))
 	}
 	select {
 	case m.merges <- mc:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("changing the merge policy: %w", ctx.Err())
+		return fmt.Errorf("changing the merge modes: %w", ctx.Err())
 	}
 }
 
@@ -218,6 +218,6 @@ func (m *Manager) applyMerge(st *merger, mc MergeConfig) bool {
 	if reflect.DeepEqual(st.mergeCfg, mc) {
 		return false
 	}
-	m.log.Info("merge policy changed", "rules", len(mc.Services), "default", mc.Default)
+	m.log.Info("merge modes changed", "rules", len(mc.Services), "default", mc.Default)
 	return st.setModes(mc)
 }

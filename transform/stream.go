@@ -16,24 +16,24 @@ import (
 // name, must remove what was published before.
 //
 // Two services renamed to one name conflict: the one already publishing it
-// keeps it and the other is held back (listed in Conflicts) until the name
+// keeps it and the other is blocked (listed in Conflicts) until the name
 // is free, when it is published without waiting for a change of its own.
-// Held-back services are kept (transformed) until then; there are at most
+// Blocked services are kept (transformed) until then; there are at most
 // as many as services. Not safe for concurrent use.
 type Stream struct {
-	chain *Chain
-	out   map[string]string          // input name -> published name
-	owner map[string]string          // published name -> input name
-	held  map[string]sources.Service // input name -> its transformed version, held back
-	// peaks are the most entries out and owner held (reclaim.Map).
+	chain   *Chain
+	out     map[string]string          // input name -> published name
+	owner   map[string]string          // published name -> input name
+	blocked map[string]sources.Service // input name -> its transformed version, blocked by a conflict
+	// peaks are the most entries out and owner had (reclaim.Map).
 	outPeak, ownerPeak int
-	// Conflicts are the input names held back after the latest Apply.
+	// Conflicts are the input names blocked after the latest Apply.
 	Conflicts []string
 }
 
 // NewStream returns a stream of chain (nil: no transforms).
 func NewStream(chain *Chain) *Stream {
-	return &Stream{chain: chain, out: map[string]string{}, owner: map[string]string{}, held: map[string]sources.Service{}}
+	return &Stream{chain: chain, out: map[string]string{}, owner: map[string]string{}, blocked: map[string]sources.Service{}}
 }
 
 // Apply transforms c and returns what to publish: the transformed upserts
@@ -46,7 +46,7 @@ func (s *Stream) Apply(c manager.Changes) manager.Changes {
 	up := map[string]sources.Service{} // published name -> service
 	removed := map[string]bool{}
 	unpublish := func(in string) {
-		delete(s.held, in)
+		delete(s.blocked, in)
 		if name, ok := s.out[in]; ok {
 			delete(s.out, in)
 			delete(s.owner, name)
@@ -56,10 +56,10 @@ func (s *Stream) Apply(c manager.Changes) manager.Changes {
 	}
 	publish := func(in string, t sources.Service) {
 		if o, taken := s.owner[t.Name]; taken && o != in {
-			s.held[in] = t
+			s.blocked[in] = t
 			return
 		}
-		delete(s.held, in)
+		delete(s.blocked, in)
 		s.out[in], s.owner[t.Name] = t.Name, in
 		delete(removed, t.Name)
 		up[t.Name] = t
@@ -73,19 +73,19 @@ func (s *Stream) Apply(c manager.Changes) manager.Changes {
 			unpublish(svc.Name)
 		}
 		if !ok {
-			delete(s.held, svc.Name)
+			delete(s.blocked, svc.Name)
 			continue
 		}
 		publish(svc.Name, t)
 	}
 	// Names freed above go to the services waiting for them, in name order.
-	for _, in := range slices.Sorted(maps.Keys(s.held)) {
-		if t := s.held[in]; removed[t.Name] {
+	for _, in := range slices.Sorted(maps.Keys(s.blocked)) {
+		if t := s.blocked[in]; removed[t.Name] {
 			publish(in, t)
 		}
 	}
 	s.out, s.owner = reclaim.Map(s.out, &s.outPeak), reclaim.Map(s.owner, &s.ownerPeak)
-	s.Conflicts = slices.Sorted(maps.Keys(s.held))
+	s.Conflicts = slices.Sorted(maps.Keys(s.blocked))
 	res := manager.Changes{
 		Upserted: slices.Collect(maps.Values(up)),
 		Removed:  slices.Sorted(maps.Keys(removed)),

@@ -52,13 +52,13 @@ func TestStream(t *testing.T) {
 		conflicts []string
 	}{
 		{in: up("a", "b", "c", "d"), want: "+d +x", conflicts: []string{"b"}},
-		// b changes while a still holds x: still held back.
+		// b changes while a still publishes x: still blocked.
 		{in: up("b"), want: "", conflicts: []string{"b"}},
 		// a goes away: b takes x in the same change.
 		{in: manager.Changes{Removed: []string{"a"}}, want: "+x"},
 		// a comes back: b keeps x.
 		{in: up("a"), want: "", conflicts: []string{"a"}},
-		// Removing a dropped or held-back name removes nothing.
+		// Removing a dropped or blocked name removes nothing.
 		{in: manager.Changes{Removed: []string{"c", "a"}}, want: ""},
 		{in: manager.Changes{Removed: []string{"b", "d"}}, want: "-d -x"},
 	}
