@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/xdsbridge/xdsbridge/config"
+	"github.com/xdsbridge/xdsbridge/internal/reclaim"
 	"github.com/xdsbridge/xdsbridge/sources"
 	"github.com/xdsbridge/xdsbridge/static"
 	"github.com/xdsbridge/xdsbridge/translate"
@@ -57,6 +58,9 @@ type edge struct {
 	// logged are the dropped claims and conflicts already logged, so that
 	// each is logged once while it lasts.
 	logged map[string]bool
+	// peaks are the most entries the maps keyed by service held
+	// (reclaim.Map): a registry that shrank gives their memory back.
+	peaks struct{ services, claims, dropped, logged int }
 	// ups and rems are the changes not yet taken (see take).
 	ups  []xds.Resource
 	rems []xds.Key
@@ -180,6 +184,10 @@ func (g *edge) noteDropped(name string, dropped []translate.DroppedClaim) {
 // rebuilding the route configurations whose claims changed.
 func (g *edge) take() ([]xds.Resource, []xds.Key) {
 	g.flush()
+	g.services = reclaim.Map(g.services, &g.peaks.services)
+	g.claims = reclaim.Map(g.claims, &g.peaks.claims)
+	g.dropped = reclaim.Map(g.dropped, &g.peaks.dropped)
+	g.logged = reclaim.Map(g.logged, &g.peaks.logged)
 	ups, rems := g.ups, g.rems
 	g.ups, g.rems = nil, nil
 	return ups, rems

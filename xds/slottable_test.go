@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"slices"
 	"testing"
+
+	"github.com/xdsbridge/xdsbridge/test/heaptest"
 )
 
 // TestSlotTableAgainstModel: random takes and frees against a model of the
@@ -99,7 +101,7 @@ func checkSlotTable(t *testing.T, step int, tab *slotTable, model map[int]*slot)
 // back start again at index 0.
 func TestShrunkStoreKeepsWhatItServes(t *testing.T) {
 	const n, kept = 100000, 6
-	before := liveHeap()
+	before := heaptest.Live()
 	ts := newTypeState(EndpointType, nil)
 	all := make([]*slot, n)
 	for i := range n {
@@ -109,7 +111,7 @@ func TestShrunkStoreKeepsWhatItServes(t *testing.T) {
 		ts.release(sl)
 	}
 	all = slices.Clone(all[n-kept:]) // and not the 100,000 released
-	got := liveHeap() - before
+	got := heaptest.Live() - before
 	runtime.KeepAlive(ts)
 	// The span is still the 100,000 indexes: a pointer and a bit per page
 	// of 64 (12.7 KB), one page of the 6 slots, the slots themselves and
@@ -131,12 +133,4 @@ func TestShrunkStoreKeepsWhatItServes(t *testing.T) {
 			t.Fatalf("name %d back after the shrink has index %d, want %d", i, sl.idx, i)
 		}
 	}
-}
-
-// liveHeap is the heap in use after a collection.
-func liveHeap() int64 {
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return int64(ms.HeapAlloc)
 }
