@@ -400,13 +400,12 @@ func (g *edge) merged(k xds.Key) (xds.Resource, bool) {
 	return own, mine
 }
 
-// resolve applies the listener side to the services' upserts and removals
-// of one publish: a service's gRPC listener or route configuration whose
-// name the listener side has becomes the merged resource, and a service
-// cluster's removal gives the name to a raw cluster of that name.
-func (g *edge) resolve(ups []xds.Resource, rems []xds.Key) ([]xds.Resource, []xds.Key) {
+// merge applies the listener side to a service's upserts, in place: its
+// gRPC listener or route configuration whose name the listener side has
+// becomes the merged resource.
+func (g *edge) merge(ups []xds.Resource) {
 	if len(g.own) == 0 {
-		return ups, rems
+		return
 	}
 	for i, r := range ups {
 		if r.Type != resource.ListenerType && r.Type != resource.RouteType {
@@ -417,6 +416,17 @@ func (g *edge) resolve(ups []xds.Resource, rems []xds.Key) ([]xds.Resource, []xd
 			ups[i] = own
 		}
 	}
+}
+
+// resolve applies the listener side to the services' upserts (see merge)
+// and removals of one publish: a service cluster's removal gives the name
+// to a raw cluster of that name, and a service's gRPC listener or route
+// configuration's to the listener side's resource alone.
+func (g *edge) resolve(ups []xds.Resource, rems []xds.Key) ([]xds.Resource, []xds.Key) {
+	if len(g.own) == 0 {
+		return ups, rems
+	}
+	g.merge(ups)
 	kept := rems[:0]
 	for _, k := range rems {
 		own, ok := g.own[k]
