@@ -72,9 +72,9 @@
 //
 // One Apply, to the bytes on the wire:
 //
-//  1. apply.go: Server.Apply turns each resource into an entry (step 2) and
-//     refuses an entry too large for any response (step 3). Under
-//     Server.mu it finds each entry's slot (typeState.get, store.go),
+//  1. apply.go: Server.Apply (or a Batch, a resource at a time) turns each
+//     resource into an entry (step 2) and refuses an entry too large for
+//     any response (step 3). Under Server.mu it finds each entry's slot (typeState.get, store.go),
 //     keeps the entries whose version changed, orders them
 //     make-before-break (rank, breakRank, types.go), installs them,
 //     publishes the type's chunk table and those of the scopes
