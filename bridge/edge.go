@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/xdsbridge/xdsbridge/config"
+	"github.com/xdsbridge/xdsbridge/internal/reclaim"
 	"github.com/xdsbridge/xdsbridge/sources"
 	"github.com/xdsbridge/xdsbridge/static"
 	"github.com/xdsbridge/xdsbridge/translate"
@@ -57,6 +58,9 @@ type edge struct {
 	// logged are the dropped claims and conflicts already logged, so that
 	// each is logged once while it lasts.
 	logged map[string]bool
+	// peaks are the most entries the maps keyed by service held
+	// (reclaim.Map): a registry that shrank gives their memory back.
+	peaks struct{ services, claims, dropped, logged int }
 	// ups and rems are the changes not yet taken (see take).
 	ups  []xds.Resource
 	rems []xds.Key
@@ -180,6 +184,10 @@ func (g *edge) noteDropped(name string, dropped []translate.DroppedClaim) {
 // rebuilding the route configurations whose claims changed.
 func (g *edge) take() ([]xds.Resource, []xds.Key) {
 	g.flush()
+	g.services = reclaim.Map(g.services, &g.peaks.services)
+	g.claims = reclaim.Map(g.claims, &g.peaks.claims)
+	g.dropped = reclaim.Map(g.dropped, &g.peaks.dropped)
+	g.logged = reclaim.Map(g.logged, &g.peaks.logged)
 	ups, rems := g.ups, g.rems
 	g.ups, g.rems = nil, nil
 	return ups, rems
@@ -392,13 +400,12 @@ func (g *edge) merged(k xds.Key) (xds.Resource, bool) {
 	return own, mine
 }
 
-// resolve applies the listener side to the services' upserts and removals
-// of one publish: a service's gRPC listener or route configuration whose
-// name the listener side has becomes the merged resource, and a service
-// cluster's removal gives the name to a raw cluster of that name.
-func (g *edge) resolve(ups []xds.Resource, rems []xds.Key) ([]xds.Resource, []xds.Key) {
+// merge applies the listener side to a service's upserts, in place: its
+// gRPC listener or route configuration whose name the listener side has
+// becomes the merged resource.
+func (g *edge) merge(ups []xds.Resource) {
 	if len(g.own) == 0 {
-		return ups, rems
+		return
 	}
 	for i, r := range ups {
 		if r.Type != resource.ListenerType && r.Type != resource.RouteType {
@@ -409,6 +416,17 @@ func (g *edge) resolve(ups []xds.Resource, rems []xds.Key) ([]xds.Resource, []xd
 			ups[i] = own
 		}
 	}
+}
+
+// resolve applies the listener side to the services' upserts (see merge)
+// and removals of one publish: a service cluster's removal gives the name
+// to a raw cluster of that name, and a service's gRPC listener or route
+// configuration's to the listener side's resource alone.
+func (g *edge) resolve(ups []xds.Resource, rems []xds.Key) ([]xds.Resource, []xds.Key) {
+	if len(g.own) == 0 {
+		return ups, rems
+	}
+	g.merge(ups)
 	kept := rems[:0]
 	for _, k := range rems {
 		own, ok := g.own[k]

@@ -1,9 +1,11 @@
 package bridge
 
 import (
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -17,6 +19,7 @@ import (
 	"github.com/xdsbridge/xdsbridge/manager"
 	"github.com/xdsbridge/xdsbridge/sources"
 	"github.com/xdsbridge/xdsbridge/static"
+	"github.com/xdsbridge/xdsbridge/test/heaptest"
 	"github.com/xdsbridge/xdsbridge/translate"
 	"github.com/xdsbridge/xdsbridge/xds"
 )
@@ -153,5 +156,33 @@ func TestPublisherFiles(t *testing.T) {
 	p.files(static.State{Files: []static.File{{Key: "resources[0]", Raw: translate.Raw{Clusters: []*clusterv3.Cluster{raw}}}}})
 	if last := rec.calls[len(rec.calls)-1]; !slices.Equal(names(last.removals), []string{"sds/cert"}) || len(last.upserts) != 0 {
 		t.Fatalf("secret removal: upserts %v, removals %v", names(last.upserts), names(last.removals))
+	}
+}
+
+// TestEdgeForgetsShrunkServices: the listener side's maps keyed by service
+// (served names, route claims) are made again once a registry shrank, so
+// after 20,000 services with a route each shrink to 6 the edge keeps what
+// 6 services need, measured by the live heap, not the maps' buckets for
+// 20,000 (Go maps never shrink by themselves).
+func TestEdgeForgetsShrunkServices(t *testing.T) {
+	const n, kept = 20000, 6
+	routes := edgeRoutes(t)
+	before := heaptest.Live()
+	g := newEdge(slog.New(slog.DiscardHandler), &atomic.Pointer[routeWhy]{}, newEdgeMetrics(prometheus.NewRegistry()))
+	g.configure(routes, nil)
+	for i := range n {
+		g.service(taggedService(fmt.Sprint("svc-", i), fmt.Sprintf("urlprefix-/p%d", i)))
+	}
+	g.take()
+	for i := kept; i < n; i++ {
+		g.remove(fmt.Sprint("svc-", i))
+	}
+	g.take()
+	got := heaptest.Live() - before
+	if len(g.services) != kept || len(g.claims) != kept || len(g.built["edge"].GetVirtualHosts()[0].GetRoutes()) != kept {
+		t.Fatalf("%d services, %d with claims, route configuration %v; want %d", len(g.services), len(g.claims), g.built["edge"], kept)
+	}
+	if got > 256<<10 {
+		t.Fatalf("the edge of %d services kept %d KB after a shrink from %d, want at most 256 KB", kept, got>>10, n)
 	}
 }

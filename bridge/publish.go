@@ -62,10 +62,10 @@ type publisher struct {
 	conflicts []string
 	// istio, if set, also publishes every service as Istio resources.
 	istio *IstioPublisher
-	// failed is the running publish's Changes.Failed while its Apply runs:
-	// the engine refuses a resource version (one too large to send) inside
-	// Apply, and refused forwards that to the sources reporting the
-	// service, as a translation error is.
+	// failed is the running publish's Changes.Failed while it runs: the
+	// engine refuses a resource version (one too large to send) as it is
+	// added to the change, and refused forwards that to the sources
+	// reporting the service, as a translation error is.
 	failed func(service string, err error)
 	// edge keeps the listener side: route configurations, listeners,
 	// secrets and raw resources (see edge.go); published says the first
@@ -169,13 +169,17 @@ func (p *publisher) publish(c manager.Changes) {
 				"services", conflicts)
 		}
 	}
-	var upserts []xds.Resource
+	// Refusals come as each resource is added to the change.
+	p.failed = c.Failed
+	defer func() { p.failed = nil }()
+	ch := p.change()
 	var removals []xds.Key
 	for _, svc := range c.Upserted {
 		if p.istio != nil {
 			ups, gone, err := p.istio.Upsert(svc)
 			p.fail(c, svc.Name, err, "cannot serve the new version of a service to istiod; keeping its last good Istio resources")
-			upserts, removals = append(upserts, ups...), append(removals, gone...)
+			ch.upsert(ups...)
+			removals = append(removals, gone...)
 		}
 		r, err := translate.Service(svc, p.opts)
 		if err != nil {
@@ -183,7 +187,9 @@ func (p *publisher) publish(c manager.Changes) {
 			p.fail(c, svc.Name, err, "cannot serve the new version of a service; keeping its last good resources")
 			continue
 		}
-		upserts = append(upserts, p.scoped(svc, resources(svc.Name, r))...)
+		rs := p.scoped(svc, resources(svc.Name, r))
+		p.edge.merge(rs)
+		ch.upsert(rs...)
 		p.served[svc.Name] = true
 		p.why.set(svc)
 		p.edge.service(svc)
@@ -206,15 +212,77 @@ func (p *publisher) publish(c manager.Changes) {
 		}
 	}
 	p.served = reclaim.Map(p.served, &p.servedPeak)
-	upserts, removals = p.edge.resolve(upserts, removals)
+	ups, removals := p.edge.resolve(nil, removals)
+	ch.upsert(ups...)
+	ch.remove(removals...)
 	ups, rems := p.edge.take()
-	upserts, removals = append(upserts, ups...), append(removals, rems...)
+	ch.upsert(ups...)
+	ch.remove(rems...)
 	p.published = true
-	p.failed = c.Failed
-	p.server.Apply(upserts, removals)
-	p.failed = nil
+	n := ch.apply(p.server)
 	p.services.Set(float64(len(p.served)))
-	p.log.Debug("applied changes", "upserted", len(c.Upserted), "removed", len(c.Removed), "resources", len(upserts))
+	p.log.Debug("applied changes", "upserted", len(c.Upserted), "removed", len(c.Removed), "resources", n)
+}
+
+// batcher is an applier that also takes a change a resource at a time
+// (see xds.Batch).
+type batcher interface {
+	Batch() *xds.Batch
+}
+
+// change is one Apply of the publisher, built as services are translated.
+// An engine that takes a change a resource at a time (batcher) is given
+// each resource at once, and marshals it, so that the publisher lets go
+// of a service's messages before it translates the next: a first state
+// of 100,000 services would otherwise hold every message at once, most
+// of the process's peak heap, and the runtime keeps its bookkeeping for
+// the largest heap it ever had. Another applier (a dry run's collector)
+// gets the resources together in one Apply.
+type change struct {
+	b    *xds.Batch
+	ups  []xds.Resource
+	rems []xds.Key
+	n    int // resources upserted
+}
+
+// change starts one Apply on p.server.
+func (p *publisher) change() *change {
+	if b, ok := p.server.(batcher); ok {
+		return &change{b: b.Batch()}
+	}
+	return &change{}
+}
+
+func (c *change) upsert(rs ...xds.Resource) {
+	c.n += len(rs)
+	if c.b == nil {
+		c.ups = append(c.ups, rs...)
+		return
+	}
+	for _, r := range rs {
+		c.b.Upsert(r)
+	}
+}
+
+func (c *change) remove(ks ...xds.Key) {
+	if c.b == nil {
+		c.rems = append(c.rems, ks...)
+		return
+	}
+	for _, k := range ks {
+		c.b.Remove(k)
+	}
+}
+
+// apply applies the change to a (the applier change was started on) and
+// returns the number of resources it upserted.
+func (c *change) apply(a applier) int {
+	if c.b != nil {
+		c.b.Apply()
+	} else {
+		a.Apply(c.ups, c.rems)
+	}
+	return c.n
 }
 
 // scoped sets on each resource of svc the scopes that deliver it and

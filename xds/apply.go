@@ -13,21 +13,55 @@ import (
 // message, is logged and skipped. If a name is both upserted and removed,
 // the removal wins.
 func (s *Server) Apply(upserts []Resource, removals []Key) {
-	start := time.Now()
-	entries := make([]*entry, 0, len(upserts))
+	b := s.Batch()
 	for _, r := range upserts {
-		e, err := newEntry(r)
-		if err != nil {
-			s.log.Error("skipping resource", "err", err)
-			continue
-		}
-		if err := s.size.check(e); err != nil {
-			s.refuseResource(e, err)
-			continue
-		}
-		entries = append(entries, e)
+		b.Upsert(r)
 	}
+	b.removals = removals
+	b.Apply()
+}
 
+// A Batch is one Apply built a resource at a time, for a caller that makes
+// its resources as it goes (a publisher translating services): Upsert
+// marshals a resource's messages at once and keeps only their encoding,
+// so the caller can let the messages go. A large change then never holds
+// every message at once: those of a first state of 100,000 services are
+// several times the size of their encodings, and were most of the
+// process's peak heap. Not safe for concurrent use.
+type Batch struct {
+	s        *Server
+	entries  []*entry
+	removals []Key
+}
+
+// Batch starts a change; nothing of it is applied before Batch.Apply.
+func (s *Server) Batch() *Batch { return &Batch{s: s} }
+
+// Upsert adds r to the change, as Apply's upserts: r is marshalled now
+// (and skipped, or refused through Options.OnRefused, as Apply would) and
+// its messages are not kept.
+func (b *Batch) Upsert(r Resource) {
+	e, err := newEntry(r)
+	if err != nil {
+		b.s.log.Error("skipping resource", "err", err)
+		return
+	}
+	if err := b.s.size.check(e); err != nil {
+		b.s.refuseResource(e, err)
+		return
+	}
+	b.entries = append(b.entries, e)
+}
+
+// Remove adds the removal of k to the change, as Apply's removals.
+func (b *Batch) Remove(k Key) { b.removals = append(b.removals, k) }
+
+// Apply applies the change as Server.Apply does. A Batch is applied once.
+// The apply duration metric starts here: marshalling is the caller's.
+func (b *Batch) Apply() {
+	start := time.Now()
+	s, entries, removals := b.s, b.entries, b.removals
+	b.entries, b.removals = nil, nil
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.releaseOrphans()

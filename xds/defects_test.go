@@ -61,10 +61,10 @@ func live(s *Server, typ string) int {
 	if t == nil {
 		return 0
 	}
-	used := 0
-	for i, sl := range t.byIdx {
+	used, top := 0, -1
+	for i, sl := range t.byIdx.all() {
 		if sl != nil {
-			used++
+			used, top = used+1, i
 			if sl.idx != i || t.slots[sl.name] != sl {
 				panic(fmt.Sprintf("slot %q at index %d has index %d", sl.name, i, sl.idx))
 			}
@@ -72,6 +72,9 @@ func live(s *Server, typ string) int {
 	}
 	if used != len(t.slots) {
 		panic(fmt.Sprintf("%d slots, %d indexes in use", len(t.slots), used))
+	}
+	if span := t.byIdx.span(); span != top+1 || t.total() != span {
+		panic(fmt.Sprintf("span %d (total %d), highest index in use %d", span, t.total(), top))
 	}
 	return len(t.slots)
 }

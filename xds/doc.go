@@ -72,9 +72,9 @@
 //
 // One Apply, to the bytes on the wire:
 //
-//  1. apply.go: Server.Apply turns each resource into an entry (step 2) and
-//     refuses an entry too large for any response (step 3). Under
-//     Server.mu it finds each entry's slot (typeState.get, store.go),
+//  1. apply.go: Server.Apply (or a Batch, a resource at a time) turns each
+//     resource into an entry (step 2) and refuses an entry too large for
+//     any response (step 3). Under Server.mu it finds each entry's slot (typeState.get, store.go),
 //     keeps the entries whose version changed, orders them
 //     make-before-break (rank, breakRank, types.go), installs them,
 //     publishes the type's chunk table and those of the scopes
@@ -139,7 +139,8 @@
 //     rewrite.go (Rewrite), entry.go (one version of a resource), shape.go
 //     (an entry as one client sees it), limits.go (Limits, refusals),
 //     metrics.go (the engine's Prometheus collectors).
-//   - Store: slot.go, subscribers.go, chunks.go and frame.go (the shared
+//   - Store: slot.go, slottable.go (slots by index, in pages),
+//     subscribers.go, chunks.go and frame.go (the shared
 //     forms of a type's current entries), store.go (a type's store and its
 //     slots), tables.go (its published chunk tables and frames), changes.go
 //     (what an Apply changed, for the views), held.go (what a watch holds:
@@ -391,8 +392,8 @@
 // Names, initial versions and type URLs are client input. A claimed or
 // subscribed name the server does not have gets a slot pinned by the
 // watches that reference it, freed once none does (at the latest when the
-// stream ends); the slot table, free list and name map shrink when mostly
-// empty. A type URL other than the four standard types,
+// stream ends); the slot table keeps pages only where slots are in use,
+// and the name map shrinks when mostly empty. A type URL other than the four standard types,
 // Options.Collections and those Apply was given gets a private empty store
 // of that stream, gone with it, and one shared metric label ("unknown").
 // Limits (see Limits) bound the rest; a breach ends the stream with a

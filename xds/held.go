@@ -199,7 +199,7 @@ func (h *heldSet) all() iter.Seq2[*slot, *entry] {
 				if e == none {
 					e = nil
 				}
-				if !yield(h.t.byIdx[k<<chunkBits|j], e) {
+				if !yield(h.t.byIdx.at(k<<chunkBits|j), e) {
 					return
 				}
 			}

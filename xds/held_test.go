@@ -25,7 +25,7 @@ func heldType(n int) *typeState {
 
 // change gives slot i a new current entry and publishes it.
 func (t *typeState) change(i int, version string) *entry {
-	sl := t.byIdx[i]
+	sl := t.byIdx.at(i)
 	sl.cur = &entry{name: sl.name, version: version}
 	t.touchChunk(i)
 	t.publishChunks()
@@ -56,7 +56,7 @@ func TestHeldSetSharesTheTypesChunks(t *testing.T) {
 			}
 		}
 		for _, i := range idx {
-			h.put(ts.byIdx[i], ts.byIdx[i].cur)
+			h.put(ts.byIdx.at(i), ts.byIdx.at(i).cur)
 		}
 		if k := own(h); k != 0 || h.len() != n {
 			t.Fatalf("%s order: %d chunks of its own, %d held; want 0 and %d", order, k, h.len(), n)
@@ -65,21 +65,21 @@ func TestHeldSetSharesTheTypesChunks(t *testing.T) {
 
 	h := &heldSet{t: ts}
 	h.reserveDense(n)
-	for _, sl := range ts.byIdx {
+	for _, sl := range ts.byIdx.all() {
 		h.put(sl, sl.cur)
 	}
-	was := ts.byIdx[70].cur
+	was := ts.byIdx.at(70).cur
 	shared := ts.chunk(1)
 	e := ts.change(70, "2")
 	if own(h) != 1 || shared.e[70-chunkLen] != was {
 		t.Fatalf("after a change: %d chunks of its own (want 1), old chunk written: %v", own(h), shared.e[70-chunkLen] != was)
 	}
-	h.put(ts.byIdx[70], e)
+	h.put(ts.byIdx.at(70), e)
 	if own(h) != 0 {
 		t.Fatalf("sent the change: %d chunks of its own, want 0", own(h))
 	}
-	h.put(ts.byIdx[3], stale)
-	if got, _ := h.get(ts.byIdx[3]); got != stale || own(h) != 1 || ts.chunk(0).e[3] == stale {
+	h.put(ts.byIdx.at(3), stale)
+	if got, _ := h.get(ts.byIdx.at(3)); got != stale || own(h) != 1 || ts.chunk(0).e[3] == stale {
 		t.Fatalf("a write of its own: got %v, %d own chunks, table written %v", got, own(h), ts.chunk(0).e[3] == stale)
 	}
 }
@@ -106,7 +106,7 @@ func TestHeldSetDenseMatchesAMap(t *testing.T) {
 	}
 	snap()
 	for step := range 20000 {
-		sl := ts.byIdx[rng.IntN(n)]
+		sl := ts.byIdx.at(rng.IntN(n))
 		switch op := rng.IntN(10); {
 		case op < 5:
 			h.put(sl, sl.cur)
@@ -130,7 +130,7 @@ func TestHeldSetDenseMatchesAMap(t *testing.T) {
 	if h.len() != len(model) {
 		t.Fatalf("len %d, want %d", h.len(), len(model))
 	}
-	for _, sl := range ts.byIdx {
+	for _, sl := range ts.byIdx.all() {
 		got, ok := h.get(sl)
 		want, wok := model[sl]
 		if got != want || ok != wok {

@@ -339,7 +339,7 @@ func (m *scanModel) check(subscribed map[string]bool) {
 	for _, typ := range []string{ClusterType, EndpointType} {
 		want := map[string]string{}
 		ts := m.s.types[typ]
-		for _, sl := range ts.byIdx {
+		for _, sl := range ts.byIdx.all() {
 			if sl != nil && sl.cur != nil && (typ == ClusterType || subscribed[sl.name]) {
 				want[sl.name] = sl.cur.version
 			}
@@ -1250,7 +1250,7 @@ func (m *fleetModel) checkSlots() {
 			}
 			c.mu.Unlock()
 			for _, sl := range refs {
-				if sl == nil || ts.slots[sl.name] != sl || ts.byIdx[sl.idx] != sl {
+				if sl == nil || ts.slots[sl.name] != sl || ts.byIdx.at(sl.idx) != sl {
 					t.Fatalf("%s: a watch references a released slot", typ)
 				}
 			}
@@ -1273,7 +1273,7 @@ func (m *fleetModel) checkClient(who string, fc *fleetClient) {
 		wild := typ == ClusterType || fc.wild
 		subscribed := func(name string) bool { return wild || typ == EndpointType && fc.named[name] }
 		want := map[string]string{}
-		for _, sl := range ts.byIdx {
+		for _, sl := range ts.byIdx.all() {
 			if sl == nil || sl.cur == nil || !subscribed(sl.name) {
 				continue
 			}

@@ -106,7 +106,7 @@ func TestBulkSubscriptionScan(t *testing.T) {
 			}
 			want := map[string]string{}
 			s.mu.Lock()
-			for _, sl := range s.types[tt.typ].byIdx {
+			for _, sl := range s.types[tt.typ].byIdx.all() {
 				if sl != nil && sl.cur != nil {
 					want[sl.name] = sl.cur.version
 				}

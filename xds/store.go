@@ -1,7 +1,6 @@
 package xds
 
 import (
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,10 +14,9 @@ type typeState struct {
 	brk   int // breakRank
 	full  bool
 	slots map[string]*slot
-	byIdx []*slot // by slot.idx; nil = free
-	free  []int
-	count atomic.Int64 // len(byIdx), readable by writers without Server.mu
-	peak  int          // most slots since the last compact
+	byIdx slotTable
+	count atomic.Int64 // byIdx.span(), readable by writers without Server.mu
+	peak  int          // most slots since the slot map was last made
 	// wild are the wildcard watches by their client's scope ID (0:
 	// unscoped), so that a change is marked only on the wildcards of the
 	// scopes it is in (Server.markSubscribers).
@@ -91,19 +89,9 @@ func (t *typeState) get(name string) *slot {
 	sl := t.slots[name]
 	if sl == nil {
 		// A copy: a request's names may share one buffer (see Codec).
-		sl = &slot{name: strings.Clone(name), idx: len(t.byIdx)}
-		// The free list may hold indexes cut off by shrink, or taken again
-		// since: skip them.
-		for n := len(t.free); n > 0 && (t.free[n-1] >= len(t.byIdx) || t.byIdx[t.free[n-1]] != nil); n-- {
-			t.free = t.free[:n-1]
-		}
-		if n := len(t.free); n > 0 {
-			sl.idx, t.free = t.free[n-1], t.free[:n-1]
-			t.byIdx[sl.idx] = sl
-		} else {
-			t.byIdx = append(t.byIdx, sl)
-			t.count.Store(int64(len(t.byIdx)))
-		}
+		sl = &slot{name: strings.Clone(name)}
+		t.byIdx.take(sl)
+		t.count.Store(int64(t.byIdx.span()))
 		t.slots[name] = sl
 		t.peak = max(t.peak, len(t.slots))
 		if indexed(t.url) {
@@ -122,43 +110,19 @@ func (t *typeState) release(sl *slot) {
 			t.index.CompareAndDelete(sl.name, sl)
 		}
 		t.looked = lookedUp{}
-		t.byIdx[sl.idx] = nil
-		t.free = append(t.free, sl.idx)
+		t.byIdx.free(sl)
+		t.count.Store(int64(t.byIdx.span()))
 		t.shrink()
 	}
 }
 
-// shrink returns the memory of released slots: without it a client that
-// subscribed to many invented names, or a registry that shrank, would
-// leave their memory behind. The free end of the slot table is cut off at
-// once (amortised O(1) per slot); the table, the free list and the slot
-// map (Go maps never shrink) are reallocated once they are at most a
-// quarter full, which costs O(live slots) once per halving or so. The
-// free list keeps the indexes the cut took off (and those taken again
-// since) until it is more than twice as long as there are free indexes,
-// and is then made again from the table. Server.mu held.
+// shrink makes the slot map again once it is at most a quarter full: Go
+// maps never shrink, and without it a client that subscribed to many
+// invented names, or a registry that shrank, would leave their memory
+// behind. It costs O(live slots) once per halving or so; the slot table
+// shrinks by itself (slotTable.free). Server.mu held.
 func (t *typeState) shrink() {
-	n := len(t.byIdx)
-	for n > 0 && t.byIdx[n-1] == nil {
-		n--
-	}
-	t.byIdx = t.byIdx[:n]
-	t.count.Store(int64(n))
 	const small = 1024
-	if c := cap(t.byIdx); c > small && n < c/4 {
-		t.byIdx = slices.Clone(t.byIdx)
-	}
-	if free := n - len(t.slots); len(t.free) > small && len(t.free) > 2*free {
-		t.free = make([]int, 0, free)
-		for i := n - 1; i >= 0; i-- {
-			if t.byIdx[i] == nil {
-				t.free = append(t.free, i)
-			}
-		}
-	}
-	if c := cap(t.free); c > small && len(t.free) < c/4 {
-		t.free = slices.Clone(t.free)
-	}
 	if live := len(t.slots); t.peak > small && live < t.peak/4 {
 		m := make(map[string]*slot, live)
 		for name, sl := range t.slots {

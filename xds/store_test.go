@@ -1,6 +1,14 @@
 package xds
 
-import "testing"
+import (
+	"maps"
+	"runtime"
+	"testing"
+	"time"
+	"weak"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+)
 
 // TestLookupSharedList: a shared name list is looked up once, creates no
 // slot, and is looked up again once a slot of the type was released, so a
@@ -38,5 +46,40 @@ func TestLookupSharedList(t *testing.T) {
 	renewed := ts.get("b")
 	if got := ts.lookup(names); got == nil || got[1] != renewed || got[1] == old {
 		t.Fatalf("after b's slot was created again: %v, want its new slot", got)
+	}
+}
+
+// TestBatchKeepsNoMessage: a Batch keeps an upserted resource's encoding,
+// not its messages, so a caller that makes resources as it goes holds
+// one at a time; applied, the batch serves what Apply would.
+func TestBatchKeepsNoMessage(t *testing.T) {
+	s := NewServer(Options{})
+	s.Apply([]Resource{cluster("x", time.Second)}, nil)
+	b := s.Batch()
+	var gone []weak.Pointer[clusterv3.Cluster]
+	for _, name := range []string{"a", "b", "c"} {
+		r := cluster(name, time.Second)
+		gone = append(gone, weak.Make(r.Message.(*clusterv3.Cluster)))
+		b.Upsert(r)
+	}
+	b.Remove(Key{ClusterType, "x"})
+	runtime.GC()
+	for i, p := range gone {
+		if p.Value() != nil {
+			t.Fatalf("the batch keeps the message of upsert %d", i)
+		}
+	}
+	if live(s, ClusterType) != 1 {
+		t.Fatal("a batch changed the store before it was applied")
+	}
+	b.Apply()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	got := map[string]bool{}
+	for _, sl := range s.types[ClusterType].byIdx.all() {
+		got[sl.name] = sl.cur != nil
+	}
+	if !maps.Equal(got, map[string]bool{"a": true, "b": true, "c": true}) {
+		t.Fatalf("served %v, want a, b and c", got)
 	}
 }

@@ -53,7 +53,7 @@ func (t *typeState) publishChunks() {
 	if len(t.touched) == 0 {
 		return
 	}
-	n := (len(t.byIdx) + chunkLen - 1) / chunkLen
+	n := (t.byIdx.span() + chunkLen - 1) / chunkLen
 	var tab []*heldChunk
 	if old := t.table.Load(); old != nil {
 		tab = *old
@@ -93,16 +93,19 @@ func (t *typeState) publishChunks() {
 
 // buildChunk is chunk k of scope id's table. Server.mu held.
 func (t *typeState) buildChunk(k, id int) *heldChunk {
+	page := t.byIdx.page(k)
+	if page == nil {
+		return nil
+	}
 	var c *heldChunk
-	for j := range chunkLen {
-		i := k<<chunkBits | j
-		if i >= len(t.byIdx) || t.byIdx[i] == nil || t.byIdx[i].cur == nil || !t.byIdx[i].cur.inScope(id) {
+	for j, sl := range page {
+		if sl == nil || sl.cur == nil || !sl.cur.inScope(id) {
 			continue
 		}
 		if c == nil {
 			c = &heldChunk{shared: true, plain: true, none: &heldChunk{shared: true}}
 		}
-		e := t.byIdx[i].cur
+		e := sl.cur
 		c.e[j], c.none.e[j] = e, none
 		c.mask |= 1 << j
 		c.plain = c.plain && !e.grpcOnly && e.grpc == nil
@@ -125,8 +128,8 @@ func (t *typeState) frame(id int) *frame {
 	} else if st := t.scoped.Load(); st != nil && id < len(st.chunks) {
 		f.tab = st.chunks[id]
 	}
-	for i, sl := range t.byIdx {
-		if sl != nil && sl.cur != nil && sl.cur.inScope(id) {
+	for i, sl := range t.byIdx.all() {
+		if sl.cur != nil && sl.cur.inScope(id) {
 			if len(f.slots) == 0 || f.slots[len(f.slots)-1].idx>>chunkBits != i>>chunkBits {
 				f.starts = append(f.starts, len(f.slots))
 			}

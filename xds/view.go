@@ -97,8 +97,8 @@ func (s *Server) collect(typeURL string, names []string, es []*entry) []*entry {
 	// Views serve clients the engine cannot tell apart (a REST poller, a
 	// directory), so they never serve a private resource.
 	if len(names) == 0 {
-		for _, sl := range t.byIdx {
-			if sl != nil && sl.cur != nil && !sl.cur.private {
+		for _, sl := range t.byIdx.all() {
+			if sl.cur != nil && !sl.cur.private {
 				es = append(es, sl.cur)
 			}
 		}

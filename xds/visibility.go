@@ -83,8 +83,8 @@ func (w *watch) rescope(now time.Time) {
 			w.reconcile(sl, now)
 		}
 	} else {
-		for _, sl := range w.t.byIdx {
-			if sl == nil || sl.cur == nil {
+		for _, sl := range w.t.byIdx.all() {
+			if sl.cur == nil {
 				continue
 			}
 			h, held := w.held.get(sl)

@@ -225,11 +225,15 @@ func (w *watch) wildcardOn(now time.Time) {
 	w.wildcardChanged()
 	w.t.addWild(w)
 	w.held.reserveDense(w.t.population(w.c.scope))
-	for k := 0; k<<chunkBits < len(w.t.byIdx); k++ {
+	for k := 0; k<<chunkBits < w.t.byIdx.span(); k++ {
 		if w.held.subscribeChunk(k, w.t.chunkIn(w.c.scope, k), w.c.rewrite != nil) {
 			continue // the usual first request: whole chunks at once
 		}
-		for _, sl := range w.t.byIdx[k<<chunkBits : min(len(w.t.byIdx), (k+1)<<chunkBits)] {
+		page := w.t.byIdx.page(k)
+		if page == nil {
+			continue
+		}
+		for _, sl := range page {
 			if sl == nil || sl.cur == nil || !sl.cur.inScope(w.c.scope) {
 				continue
 			}
