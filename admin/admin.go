@@ -1,5 +1,11 @@
-// Package admin serves the bridge's HTTP admin endpoints: liveness,
-// readiness, source status, Prometheus metrics, xDS client status and pprof.
+// Package admin serves the bridge's HTTP admin endpoints (Handler lists
+// them): liveness and readiness, the status of the sources, of the state
+// directory and of the xDS clients, Prometheus metrics and the source
+// metrics (SourceCollector), the HTML status page, the removal guard's
+// confirmation, a reload, and pprof when enabled. It reads everything
+// through the functions of Options, so that it knows the manager's types
+// but not how the bridge is wired; RequireToken puts a bearer token in
+// front of every endpoint but the probes.
 package admin
 
 import (

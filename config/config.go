@@ -1,12 +1,15 @@
 // Package config loads and validates the bridge's configuration file.
 //
 // The file is YAML (JSON is accepted, being YAML too). Every setting has its
-// default in defaults below; unknown keys are errors; durations need a unit
-// ("30s"; a bare number is an error, except 0). Three settings can be
-// overridden from the environment (BRIDGE_XDS_LISTEN, BRIDGE_ADMIN_LISTEN,
-// BRIDGE_LOG_LEVEL; in fact every scalar key, dots becoming underscores)
-// and from command-line flags; flags beat the environment, which beats the
-// file. A BRIDGE_ variable that names no setting is reported in Warnings.
+// default in one place (defaults, which docs/configuration.md is tested
+// against) and is checked in one method (Config.Validate); unknown keys are
+// errors; durations need a unit ("30s"; a bare number is an error, except
+// 0). Every scalar key can be overridden from the environment (BRIDGE_ and
+// the key in capitals, dots becoming underscores: BRIDGE_XDS_LISTEN), and
+// the three an operator changes per host from command-line flags
+// (AddFlags); flags beat the environment, which beats the file. A BRIDGE_
+// variable that names no setting is reported in Warnings, because a typo
+// there would otherwise be silently ignored.
 //
 // Every error that a user can fix is a *settings.KeyError naming the key,
 // such as `sources[1].type: unknown source type "foo"`; Load returns it in

@@ -21,15 +21,9 @@
 // is a whole adapter. A file in plugins/ that imports the package for its
 // side effect, under a `no_<name>` build tag, links it into the binary.
 //
-// An adapter written when the configuration helpers lived in this package
-// needs the import "github.com/xdsbridge/xdsbridge/settings" and the
-// qualifier settings instead of sources on Decode, Errorf, Prefix,
-// KeyError, Attribute, Registry and NewRegistry; nothing else that an
-// adapter calls changed.
-//
-// Adapters live in sub-packages (sources/file, sources/dns, sources/consul,
-// sources/http) and register themselves from init(); the plugins package
-// imports the built-in ones. An adapter imports this package and settings,
+// The built-in adapters live in sub-packages, one per type (sources/file,
+// sources/consul, ...), and register themselves from init(); the plugins
+// package imports them. An adapter imports this package and settings,
 // never the manager: what happens to its updates afterwards (merging by
 // precedence, the removal guard, the readiness gate, warm starts) is the
 // manager package's business, and an adapter neither sees nor depends on

@@ -5,7 +5,7 @@
 //	transforms:
 //	  - type: exclude                # drop what matches
 //	    tags: [canary]
-//	  - name: legacy-names           # optional; default: the type
+//	  - name: legacy-names           # recorded in /debug/why
 //	    type: rename
 //	    sources: [legacy-dns]
 //	    template: "{{.Name}}-legacy"
@@ -66,7 +66,7 @@
 //     copy (Filter, Each, or svc.Clone()) that it may change freely.
 //   - Returning false drops the service; a changed Name renames it (two
 //     services renamed to one name: the one serving it keeps it, the other
-//     waits for it; see Stream).
+//     is blocked until it is free; see Stream).
 //   - A transform that changes an endpoint records its own name there with
 //     Touch (Each does it), so that /debug/why can say what happened.
 //   - Endpoints must stay servable (sources.Endpoint.Validate): a transform

@@ -1,5 +1,6 @@
-// Command bridge serves the services of registries (Consul, DNS SRV, files)
-// to Envoy and proxyless gRPC clients over xDS.
+// Command bridge serves the services of registries (Consul, DNS, files, an
+// HTTP endpoint, ZooKeeper, etcd) to Envoy, proxyless gRPC clients and
+// istiod over xDS.
 //
 //	bridge run FILE          serve until SIGINT or SIGTERM; SIGHUP reloads FILE
 //	bridge validate FILE     check a configuration and exit

@@ -1,28 +1,17 @@
-// Package builtin holds the built-in transform types. Every type takes the
-// selector keys of sources.Selector (services: name globs, sources: source
-// names, tags, metadata), which limit what it applies to:
+// Package builtin holds the built-in transform types, each a pure
+// function of one service: include and exclude (whole services, or with
+// tags or metadata only the matching endpoints), rename (a cluster-name
+// template), metadata (endpoint metadata set from tags or copied from
+// other keys, such as a subset key under envoy.lb), override (weight and
+// priority) and locality (region, zone and sub-zone from templates).
+// docs/shaping.md, "Transforms", has their keys.
 //
-//	transforms:
-//	- type: include        # serve only matching services; with tags/metadata,
-//	  services: [web, api*] #   only the matching endpoints of those services
-//	- type: exclude        # drop matching services; with tags/metadata, drop
-//	  tags: [canary]        #   just the matching endpoints
-//	- type: rename         # cluster-name template over .Name and .Source
-//	  sources: [legacy-dns]
-//	  template: "{{.Name}}-legacy"
-//	- type: metadata       # metadata mapping, e.g. a tag to an envoy.lb subset key
-//	  set:
-//	    - {tag: canary, key: stage, value: canary}   # value default "true"
-//	    - {from: version, key: subset_version}        # copy a metadata key
-//	- type: override       # weight and/or priority of matching endpoints
-//	  tags: [small]
-//	  weight: 1
-//	  priority: 1
-//	- type: locality       # templates over .Name, .Source, .Meta, .Locality;
-//	  zone: "{{.Meta.az}}"  #   an empty result leaves the field as it was
-//
-// Services left with no endpoints are served as empty clusters, like a
-// registry's authoritative "none".
+// Every type takes the selector keys of sources.Selector (services: name
+// globs, sources: source names, tags, metadata), which limit what it
+// applies to, so that a type never needs a selector of its own. Services
+// left with no endpoints are served as empty clusters, like a registry's
+// authoritative "none": filtering endpoints never removes a cluster that a
+// client's routes may name.
 package builtin
 
 import (
