@@ -32,6 +32,7 @@ func TestEnvoyBootstraps(t *testing.T) {
 	}{
 		{"envoy/envoy.yaml", corev3.ApiConfigSource_GRPC, "127.0.0.1"},
 		{"envoy/envoy-delta.yaml", corev3.ApiConfigSource_DELTA_GRPC, "127.0.0.1"},
+		{"edge/envoy.yaml", corev3.ApiConfigSource_GRPC, "127.0.0.1"},
 		{"compose/envoy.yaml", corev3.ApiConfigSource_GRPC, "bridge"},
 		{"migration/static-to-eds/envoy.yaml", corev3.ApiConfigSource_GRPC, "127.0.0.1"},
 	}
@@ -192,6 +193,7 @@ var exampleRuns = map[string]string{
 	"migration/strict-dns/bridge.yaml":       "TestMigrationStrictDNS",
 	"migration/consul-template/bridge.yaml":  "TestMigrationConsulTemplate",
 	"migration/weighted-cutover/bridge.yaml": "TestMigrationWeightedCutover",
+	"edge/bridge.yaml":                       "TestEdgeExample",
 }
 
 // TestExampleConfigsValidate runs `bridge validate` on every example

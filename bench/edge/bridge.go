@@ -88,8 +88,13 @@ func startBridge(ctx context.Context, bin, dir, variant, logPath string, spec wo
 	// The poll is an hour so that a poll's re-read (the fallback for a
 	// missed watch event) does not land in a change's window; the watch
 	// sees every rename. The source is required so that nothing is served
-	// before the file is read. Everything else is the default.
-	conf := fmt.Sprintf("xds: {listen: %q}\nadmin: {listen: %q}\nlog: {level: warn}\nsources:\n"+
+	// before the file is read. The keepalive timeout, which is also each
+	// connection's TCP_USER_TIMEOUT, is two minutes: the load generator
+	// shares the bridge's CPUs, and on a loaded machine its thousand
+	// clients cannot always read their cold start within the default ten
+	// seconds, so the kernel would drop them. Everything else is the
+	// default.
+	conf := fmt.Sprintf("xds: {listen: %q, keepalive: {timeout: 2m}}\nadmin: {listen: %q}\nlog: {level: warn}\nsources:\n"+
 		"  - {name: file, type: file, path: services.yaml, poll_interval: 1h, startup: {required: true}}\n", b.xds, b.admin)
 	if variant == variantEdge {
 		if b.ca, err = tlstest.WriteCA(dir, "bench"); err != nil {

@@ -28,7 +28,9 @@ type result struct {
 	ColdStartMs float64  `json:"cold_start_ms"`
 	ColdCPUMs   float64  `json:"cold_start_bridge_cpu_ms"`
 	Series      []series `json:"series"`
-	// BridgeRSS is the bridge's resident memory at the end, in bytes.
+	// ColdRSS and BridgeRSS are the bridge's resident memory once every
+	// client holds everything, and at the end, in bytes.
+	ColdRSS   int64 `json:"cold_start_bridge_rss_bytes"`
 	BridgeRSS int64 `json:"bridge_rss_bytes"`
 	// Load1 is the 1-minute load average at the start and at the end.
 	Load1   [2]float64 `json:"load1"`
@@ -103,7 +105,7 @@ func runOnce(ctx context.Context, cfg config, variant string, run int, log *slog
 	if err != nil {
 		return res, err
 	}
-	res.ColdCPUMs = ms(cold.CPU)
+	res.ColdCPUMs, res.ColdRSS = ms(cold.CPU), cold.RSS
 	log.Info("cold start", "variant", variant, "ms", res.ColdStartMs, "bridge_cpu_ms", res.ColdCPUMs)
 
 	kinds := []kind{{"endpoint", envoysim.EndpointType, cfg.endpointChanges, func(k int) (string, func() error) {
