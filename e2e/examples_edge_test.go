@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"maps"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -58,8 +59,8 @@ func TestEdgeExample(t *testing.T) {
 		t.Fatalf("bridge dump --type lds,rds: exit %d\n%s", code, out)
 	}
 	listeners, routes := unpackEdge(t, out)
-	if !slices.Equal(listeners, []string{"edge_http"}) {
-		t.Errorf("dumped listeners %q, want edge_http", listeners)
+	if names := slices.Sorted(maps.Keys(listeners)); !slices.Equal(names, []string{"edge_http"}) {
+		t.Errorf("dumped listeners %q, want edge_http", names)
 	}
 	rc := routes["edge"]
 	if rc == nil {
@@ -117,9 +118,8 @@ func TestEdgeExample(t *testing.T) {
 }
 
 // unpackEdge decodes the listeners and route configurations of a dump
-// (`bridge dump --type lds,rds --format json`): the listeners' names and
-// the route configurations by name.
-func unpackEdge(t *testing.T, out string) ([]string, map[string]*routev3.RouteConfiguration) {
+// (`bridge dump --type lds,rds --format json`), by name.
+func unpackEdge(t *testing.T, out string) (map[string]*listenerv3.Listener, map[string]*routev3.RouteConfiguration) {
 	t.Helper()
 	var cd adminv3.ConfigDump
 	if err := protojson.Unmarshal([]byte(out), &cd); err != nil {
@@ -129,13 +129,13 @@ func unpackEdge(t *testing.T, out string) ([]string, map[string]*routev3.RouteCo
 	if err != nil {
 		t.Fatal(err)
 	}
-	var listeners []string
+	listeners := map[string]*listenerv3.Listener{}
 	for _, r := range all[resource.ListenerType] {
 		var l listenerv3.Listener
 		if err := r.Resource.UnmarshalTo(&l); err != nil {
 			t.Fatal(err)
 		}
-		listeners = append(listeners, l.GetName())
+		listeners[l.GetName()] = &l
 	}
 	routes := map[string]*routev3.RouteConfiguration{}
 	for _, r := range all[resource.RouteType] {

@@ -35,6 +35,7 @@ func TestEnvoyBootstraps(t *testing.T) {
 		{"edge/envoy.yaml", corev3.ApiConfigSource_GRPC, "127.0.0.1"},
 		{"compose/envoy.yaml", corev3.ApiConfigSource_GRPC, "bridge"},
 		{"migration/static-to-eds/envoy.yaml", corev3.ApiConfigSource_GRPC, "127.0.0.1"},
+		{"migration/static-to-lds/envoy.yaml", corev3.ApiConfigSource_GRPC, "127.0.0.1"},
 	}
 	for _, c := range cases {
 		t.Run(c.file, func(t *testing.T) {
@@ -194,6 +195,7 @@ var exampleRuns = map[string]string{
 	"migration/consul-template/bridge.yaml":  "TestMigrationConsulTemplate",
 	"migration/weighted-cutover/bridge.yaml": "TestMigrationWeightedCutover",
 	"edge/bridge.yaml":                       "TestEdgeExample",
+	"migration/static-to-lds/bridge.yaml":    "TestMigrationStaticToLDS",
 }
 
 // TestExampleConfigsValidate runs `bridge validate` on every example
