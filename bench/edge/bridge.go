@@ -137,6 +137,24 @@ func (b *bridge) up() bool {
 	return true
 }
 
+// liveHeap is the bridge's go_gc_heap_live_bytes (0 if unreadable).
+func (b *bridge) liveHeap() int64 {
+	resp, err := http.Get("http://" + b.admin + "/metrics")
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "go_gc_heap_live_bytes "); ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			return int64(f)
+		}
+	}
+	return 0
+}
+
 // writeServices writes the services file as a tool should: a new file
 // renamed over the old.
 func (b *bridge) writeServices() error {

@@ -32,6 +32,11 @@ type result struct {
 	// client holds everything, and at the end, in bytes.
 	ColdRSS   int64 `json:"cold_start_bridge_rss_bytes"`
 	BridgeRSS int64 `json:"bridge_rss_bytes"`
+	// ColdLive and Live are the bridge's live heap at the same moments
+	// (go_gc_heap_live_bytes: what the last collection kept), which tells
+	// what it holds from the garbage RSS also counts.
+	ColdLive int64 `json:"cold_start_bridge_live_heap_bytes"`
+	Live     int64 `json:"bridge_live_heap_bytes"`
 	// Load1 is the 1-minute load average at the start and at the end.
 	Load1   [2]float64 `json:"load1"`
 	Problem string     `json:"problem,omitempty"`
@@ -105,7 +110,7 @@ func runOnce(ctx context.Context, cfg config, variant string, run int, log *slog
 	if err != nil {
 		return res, err
 	}
-	res.ColdCPUMs, res.ColdRSS = ms(cold.CPU), cold.RSS
+	res.ColdCPUMs, res.ColdRSS, res.ColdLive = ms(cold.CPU), cold.RSS, b.liveHeap()
 	log.Info("cold start", "variant", variant, "ms", res.ColdStartMs, "bridge_cpu_ms", res.ColdCPUMs)
 
 	kinds := []kind{{"endpoint", envoysim.EndpointType, cfg.endpointChanges, func(k int) (string, func() error) {
@@ -137,7 +142,7 @@ func runOnce(ctx context.Context, cfg config, variant string, run int, log *slog
 	if err != nil {
 		return res, err
 	}
-	res.BridgeRSS = end.RSS
+	res.BridgeRSS, res.Live = end.RSS, b.liveHeap()
 	res.Load1[1] = loadAvg()
 	return res, nil
 }

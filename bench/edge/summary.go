@@ -65,10 +65,10 @@ func summarize(all []result, cfg config) string {
 				e["cpu"]/base["cpu"], e["p99"]/base["p99"])
 		}
 	}
-	b.WriteString("\n| run | variant | cold start | bridge CPU to cold start | bridge RSS after cold start | bridge RSS at the end | load average (1 min) start–end |\n|---|---|---|---|---|---|---|\n")
+	b.WriteString("\n| run | variant | cold start | bridge CPU to cold start | bridge RSS (live heap) after cold start | at the end | load average (1 min) start–end |\n|---|---|---|---|---|---|---|\n")
 	for _, r := range all {
-		fmt.Fprintf(&b, "| %d | %s | %s ms | %s ms | %.0f MB | %.0f MB | %.1f–%.1f |\n", r.Run, r.Variant, num(r.ColdStartMs), num(r.ColdCPUMs),
-			float64(r.ColdRSS)/1e6, float64(r.BridgeRSS)/1e6, r.Load1[0], r.Load1[1])
+		fmt.Fprintf(&b, "| %d | %s | %s ms | %s ms | %.0f MB (%.0f MB) | %.0f MB (%.0f MB) | %.1f–%.1f |\n", r.Run, r.Variant, num(r.ColdStartMs),
+			num(r.ColdCPUMs), float64(r.ColdRSS)/1e6, float64(r.ColdLive)/1e6, float64(r.BridgeRSS)/1e6, float64(r.Live)/1e6, r.Load1[0], r.Load1[1])
 	}
 	return b.String()
 }
