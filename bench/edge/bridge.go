@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -72,7 +73,7 @@ type bridge struct {
 
 // startBridge writes the services and the configuration of variant to dir
 // and starts bin on them; it returns once the admin API answers.
-func startBridge(ctx context.Context, bin, dir, variant, logPath string, spec workload.Spec) (*bridge, error) {
+func startBridge(ctx context.Context, bin, dir, variant, logPath string, spec workload.Spec, pprof bool) (*bridge, error) {
 	ports, err := freeport.Take(2)
 	if err != nil {
 		return nil, err
@@ -94,8 +95,8 @@ func startBridge(ctx context.Context, bin, dir, variant, logPath string, spec wo
 	// clients cannot always read their cold start within the default ten
 	// seconds, so the kernel would drop them. Everything else is the
 	// default.
-	conf := fmt.Sprintf("xds: {listen: %q, keepalive: {timeout: 2m}}\nadmin: {listen: %q}\nlog: {level: warn}\nsources:\n"+
-		"  - {name: file, type: file, path: services.yaml, poll_interval: 1h, startup: {required: true}}\n", b.xds, b.admin)
+	conf := fmt.Sprintf("xds: {listen: %q, keepalive: {timeout: 2m}}\nadmin: {listen: %q, pprof: %t}\nlog: {level: warn}\nsources:\n"+
+		"  - {name: file, type: file, path: services.yaml, poll_interval: 1h, startup: {required: true}}\n", b.xds, b.admin, pprof)
 	if variant == variantEdge {
 		if b.ca, err = tlstest.WriteCA(dir, "bench"); err != nil {
 			return nil, err
@@ -153,6 +154,21 @@ func (b *bridge) liveHeap() int64 {
 		}
 	}
 	return 0
+}
+
+// saveHeap saves the bridge's heap profile (after a collection) to path.
+func (b *bridge) saveHeap(path string) error {
+	resp, err := http.Get("http://" + b.admin + "/debug/pprof/heap?gc=1")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	out, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(out, resp.Body)
+	return errors.Join(err, out.Close())
 }
 
 // writeServices writes the services file as a tool should: a new file

@@ -56,7 +56,7 @@ type config struct {
 	runs, clients, services, eps  int
 	endpointChanges, routeChanges int
 	rotations                     int
-	delta                         bool
+	delta, heapProfile            bool
 	timeout                       time.Duration
 	variants                      []string
 }
@@ -74,6 +74,7 @@ func main() {
 	flag.IntVar(&cfg.routeChanges, "route-changes", 10, "sequential route changes per run (edge variant)")
 	flag.IntVar(&cfg.rotations, "rotations", 5, "sequential certificate rotations per run (edge variant)")
 	flag.BoolVar(&sotw, "sotw", false, "State-of-the-World ADS instead of delta ADS")
+	flag.BoolVar(&cfg.heapProfile, "heap-profile", false, "turn on the bridge's profiler and save its heap profile once every client holds everything (run-R-VARIANT.heap.pprof)")
 	flag.DurationVar(&cfg.timeout, "timeout", 5*time.Minute, "bound of the cold start and of each change")
 	flag.Parse()
 	cfg.delta = !sotw

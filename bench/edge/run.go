@@ -81,7 +81,7 @@ func runOnce(ctx context.Context, cfg config, variant string, run int, log *slog
 	}
 	defer os.RemoveAll(dir)
 	edge := variant == variantEdge
-	b, err := startBridge(ctx, cfg.bridge, dir, variant, filepath.Join(cfg.out, fmt.Sprintf("run-%d-%s.bridge.log", run, variant)), spec)
+	b, err := startBridge(ctx, cfg.bridge, dir, variant, filepath.Join(cfg.out, fmt.Sprintf("run-%d-%s.bridge.log", run, variant)), spec, cfg.heapProfile)
 	if err != nil {
 		return res, err
 	}
@@ -111,6 +111,11 @@ func runOnce(ctx context.Context, cfg config, variant string, run int, log *slog
 		return res, err
 	}
 	res.ColdCPUMs, res.ColdRSS, res.ColdLive = ms(cold.CPU), cold.RSS, b.liveHeap()
+	if cfg.heapProfile {
+		if err := b.saveHeap(filepath.Join(cfg.out, fmt.Sprintf("run-%d-%s.heap.pprof", run, variant))); err != nil {
+			return res, err
+		}
+	}
 	log.Info("cold start", "variant", variant, "ms", res.ColdStartMs, "bridge_cpu_ms", res.ColdCPUMs)
 
 	kinds := []kind{{"endpoint", envoysim.EndpointType, cfg.endpointChanges, func(k int) (string, func() error) {
