@@ -14,6 +14,9 @@
 #                      client holding it; 3 runs (~6 min)
 #   make bench-memory  live heap across 10 rounds of 20,000 new service names, and RSS after 100,000 services
 #                      shrunk to 6 against a bridge started with 6, 3 runs (~25 min)
+#   make bench-edge    C=1,000 edge Envoys holding a listener, routes and a certificate beside 1,000
+#                      clusters, against the same fleet on clusters and endpoints only: endpoint
+#                      changes, route changes and certificate rotations, delta and SotW ADS, 3 runs (~20 min)
 #   make bench-file    the file source end to end: bridge binary on a services file, one-line edits
 #   make bench-zookeeper  the ZooKeeper source at 10,000 Curator instances in 1,000 services, 100 clients;
 #                      3 runs (~2 min)
@@ -35,7 +38,7 @@ BENCH_OUT   ?= out/bench
 BENCH_FLAGS ?=
 BENCH_FULL_FLAGS ?= --change-budget=30s
 
-.PHONY: bench bench-full bench-consul bench-consul-scale bench-consul-refill bench-faults bench-memory bench-file bench-zookeeper bench-etcd bench-status-page bench-headline bench-replicas bench-istiod bench-istiod-consul bench-bin
+.PHONY: bench bench-edge bench-full bench-consul bench-consul-scale bench-consul-refill bench-faults bench-memory bench-file bench-zookeeper bench-etcd bench-status-page bench-headline bench-replicas bench-istiod bench-istiod-consul bench-bin
 
 bench-bin:
 	@mkdir -p $(BENCH_OUT)
@@ -95,6 +98,15 @@ bench-faults:
 	go build -o $(BENCH_OUT)/bridge ./cmd/bridge
 	set -eu; vars=$$(scripts/tools.sh); eval "$$vars"; \
 	go run ./bench/faults --bridge $(BENCH_OUT)/bridge --consul "$$XDSBRIDGE_CONSUL" --runs 3 --out $(BENCH_OUT)/faults
+
+# The program lives in bench/edge (go doc ./bench/edge); its raw results
+# go to $(BENCH_OUT)/edge/{delta,sotw}, to be committed under
+# docs/bench-results/edge.
+bench-edge:
+	@mkdir -p $(BENCH_OUT)
+	go build -o $(BENCH_OUT)/bridge ./cmd/bridge
+	go run ./bench/edge --bridge $(BENCH_OUT)/bridge --runs 3 --out $(BENCH_OUT)/edge/delta
+	go run ./bench/edge --bridge $(BENCH_OUT)/bridge --runs 3 --sotw --out $(BENCH_OUT)/edge/sotw
 
 # The program lives in bench/memory (go doc ./bench/memory); its raw results
 # go to $(BENCH_OUT)/memory, to be committed under docs/bench-results/memory.

@@ -111,7 +111,16 @@ type listenerEntry struct {
 // validateEnvoy builds the route rules and the listeners and checks the
 // secrets and resource files (their entries; Check reads the files).
 func (c *Config) validateEnvoy() error {
-	return errors.Join(c.validateRoutes(), c.validateListeners(), c.validateSecrets(), c.validateResourceFiles())
+	err := errors.Join(c.validateRoutes(), c.validateListeners(), c.validateSecrets(), c.validateResourceFiles())
+	// A resource file's secrets go only to the scopes it grants them to:
+	// one that grants none serves no key, whatever it holds.
+	keys := slices.ContainsFunc(c.SecretFiles, func(s Secret) bool { return s.CAFile == "" }) ||
+		slices.ContainsFunc(c.ResourceFiles, func(r ResourceFile) bool { return len(r.Grant) > 0 })
+	if len(c.XDS.Identity) == 0 && keys {
+		c.Warnings = append(c.Warnings, "secrets are granted to scopes, which match what a node claims: without xds.identity, "+
+			"any client that claims a granted node receives its private keys")
+	}
+	return err
 }
 
 func (c *Config) validateRoutes() error {
@@ -261,10 +270,6 @@ func (c *Config) validateSecrets() error {
 			s.CertificateFile, s.PrivateKeyFile, s.CAFile = c.resolve(s.CertificateFile), c.resolve(s.PrivateKeyFile), c.resolve(s.CAFile)
 			c.SecretFiles = append(c.SecretFiles, s)
 		}
-	}
-	if len(c.XDS.Identity) == 0 && (len(c.Resources) > 0 || slices.ContainsFunc(c.SecretFiles, func(s Secret) bool { return s.CAFile == "" })) {
-		c.Warnings = append(c.Warnings, "secrets are granted to scopes, which match what a node claims: without xds.identity, "+
-			"any client that claims a granted node receives its private keys")
 	}
 	return errors.Join(errs...)
 }

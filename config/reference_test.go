@@ -49,6 +49,10 @@ func TestReference(t *testing.T) {
 			"transforms[]":  reflect.TypeFor[transformEntry](),
 			"scopes":        reflect.TypeFor[scopesSection](),
 			"istio.rules[]": reflect.TypeFor[istio.Rule](),
+			"routes[]":      reflect.TypeFor[routeEntry](),
+			"listeners[]":   reflect.TypeFor[listenerEntry](),
+			"secrets[]":     reflect.TypeFor[Secret](),
+			"resources[]":   reflect.TypeFor[ResourceFile](),
 		},
 		Leaves: []reflect.Type{reflect.TypeFor[sources.Selector]()},
 	}

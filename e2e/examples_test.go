@@ -32,8 +32,10 @@ func TestEnvoyBootstraps(t *testing.T) {
 	}{
 		{"envoy/envoy.yaml", corev3.ApiConfigSource_GRPC, "127.0.0.1"},
 		{"envoy/envoy-delta.yaml", corev3.ApiConfigSource_DELTA_GRPC, "127.0.0.1"},
+		{"edge/envoy.yaml", corev3.ApiConfigSource_GRPC, "127.0.0.1"},
 		{"compose/envoy.yaml", corev3.ApiConfigSource_GRPC, "bridge"},
 		{"migration/static-to-eds/envoy.yaml", corev3.ApiConfigSource_GRPC, "127.0.0.1"},
+		{"migration/static-to-lds/envoy.yaml", corev3.ApiConfigSource_GRPC, "127.0.0.1"},
 	}
 	for _, c := range cases {
 		t.Run(c.file, func(t *testing.T) {
@@ -192,6 +194,8 @@ var exampleRuns = map[string]string{
 	"migration/strict-dns/bridge.yaml":       "TestMigrationStrictDNS",
 	"migration/consul-template/bridge.yaml":  "TestMigrationConsulTemplate",
 	"migration/weighted-cutover/bridge.yaml": "TestMigrationWeightedCutover",
+	"edge/bridge.yaml":                       "TestEdgeExample",
+	"migration/static-to-lds/bridge.yaml":    "TestMigrationStaticToLDS",
 }
 
 // TestExampleConfigsValidate runs `bridge validate` on every example

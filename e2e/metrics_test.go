@@ -16,14 +16,17 @@ import (
 
 	"github.com/xdsbridge/xdsbridge/test/bridgetest"
 	"github.com/xdsbridge/xdsbridge/test/freeport"
+	"github.com/xdsbridge/xdsbridge/test/tlstest"
 )
 
 // monitoredBridge starts the bridge with an admin token and the optional
-// features that export metrics of their own (istio), before any client or
-// registry event, and returns the scrape of its /metrics.
+// features that export metrics of their own (istio, a secret read from a
+// file), before any client or registry event, and returns the scrape of
+// its /metrics.
 func monitoredBridge(t *testing.T) bridgetest.Scrape {
 	t.Helper()
 	dir := t.TempDir()
+	tlstest.NewCA(t, dir, "edge")
 	writeFile(t, filepath.Join(dir, "services.yaml"), "services:\n  - {name: web, endpoints: [{address: 10.0.0.1, port: 8080}]}\n")
 	writeFile(t, filepath.Join(dir, "admin-token"), "s3cret\n")
 	adminAddr := freeport.Addr(t)
@@ -32,6 +35,7 @@ func monitoredBridge(t *testing.T) bridgetest.Scrape {
 xds: {listen: %s}
 admin: {listen: %s, token_file: admin-token}
 istio: {enabled: true}
+secrets: [{name: edge_ca, ca_file: edge-ca.pem}]
 sources: [{name: static, type: file, path: services.yaml}]
 `, freeport.Addr(t), adminAddr))
 	start(t, cfg)

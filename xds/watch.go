@@ -238,6 +238,13 @@ func (w *watch) wildcardOn(now time.Time) {
 				continue
 			}
 			if !w.held.has(sl) {
+				if w.c.visible(sl.cur) == nil {
+					// Hidden from this client (a proxyless gRPC
+					// listener, to an Envoy): the wildcard does not
+					// deliver it, so there is nothing to hold, wait
+					// for or answer.
+					continue
+				}
 				w.held.put(sl, nil)
 			}
 			w.settle(sl, now)

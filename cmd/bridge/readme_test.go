@@ -12,7 +12,7 @@ import (
 )
 
 // documented are the documents whose command lines must work.
-var documented = []string{"README.md", "docs/admin.md", "docs/configuration.md", "docs/migration.md", "docs/shaping.md",
+var documented = []string{"README.md", "docs/admin.md", "docs/configuration.md", "docs/edge.md", "docs/migration.md", "docs/shaping.md",
 	"docs/deployment.md", "docs/security.md", "docs/reload.md", "docs/clients.md", "docs/sources.md"}
 
 var (
