@@ -1,6 +1,6 @@
 # Benchmark targets, included by the Makefile. See docs/benchmarks.md.
 #   make bench         reduced S1 + S2, all three servers side by side, and S1 for the floor
-#                      (what gRPC alone costs: bench/target/floor.go) (~5 min on 2 cores)
+#                      (what gRPC alone costs: bench/xdsserver/floor.go) (~5 min on 2 cores)
 #   make bench-full    every scenario S1..S7 at full size, 3 runs each, then bench-consul,
 #                      bench-consul-scale and bench-file; prints its wall time (about 2 h 4 min
 #                      on 2 cores). A run's sequential changes stop after 30 s (at least 5):

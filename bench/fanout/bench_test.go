@@ -20,18 +20,18 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/xdsbridge/xdsbridge/bench/report"
-	"github.com/xdsbridge/xdsbridge/bench/target"
+	"github.com/xdsbridge/xdsbridge/bench/xdsserver"
 )
 
-// The test binary doubles as the server process (target.ServeIfChild):
+// The test binary doubles as the server process (xdsserver.ServeIfChild):
 // Run starts `<bin> serve --impl X`.
 func TestMain(m *testing.M) {
 	serveOlderIfChild()
-	target.ServeIfChild()
+	xdsserver.ServeIfChild()
 	goleak.VerifyTestMain(m)
 }
 
-// olderEnv, set with target.ServeEnv, makes the test binary serve as an
+// olderEnv, set with xdsserver.ServeEnv, makes the test binary serve as an
 // xdsload built before the transport flags: any other flag is refused
 // (exit 2), as such a binary refuses it.
 const olderEnv = "XDSLOAD_TEST_OLDER"
@@ -46,7 +46,7 @@ func serveOlderIfChild() {
 	maxHoldoff := fs.Duration("max-holdoff", 0, "")
 	_ = fs.Parse(os.Args[2:])
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-	err := target.Serve(ctx, target.Options{Impl: *impl, Holdoff: *holdoff, MaxHoldoff: *maxHoldoff,
+	err := xdsserver.Serve(ctx, xdsserver.Options{Impl: *impl, Holdoff: *holdoff, MaxHoldoff: *maxHoldoff,
 		XDS: "127.0.0.1:0", Control: "127.0.0.1:0", Ready: os.Stdout})
 	stop()
 	if err != nil {
@@ -75,7 +75,7 @@ func TestOlderServerBinary(t *testing.T) {
 }
 
 func config(t *testing.T, impl string, delta bool) Config {
-	t.Setenv(target.ServeEnv, "1")
+	t.Setenv(xdsserver.ServeEnv, "1")
 	return Config{
 		Scenario: "test", Impl: impl, Delta: delta, Clients: 4, Services: 30, Endpoints: 3, Changes: 3,
 		Timeout: 20 * time.Second, Bin: os.Args[0], OutDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler),
@@ -84,7 +84,7 @@ func config(t *testing.T, impl string, delta bool) Config {
 
 func TestRunMeasuresEveryImpl(t *testing.T) {
 	var results []Result
-	for _, impl := range target.Impls {
+	for _, impl := range xdsserver.Impls {
 		for _, delta := range []bool{true, false} {
 			cfg := config(t, impl, delta)
 			cfg.Reconnect = true
@@ -170,7 +170,7 @@ func TestSustainedRate(t *testing.T) {
 // benchmark's report ("changes applied / s", with the driver's lag), not
 // something a test on a loaded machine can bound: here it is logged.
 func TestHighRateIsOffered(t *testing.T) {
-	for _, impl := range target.Impls {
+	for _, impl := range xdsserver.Impls {
 		t.Run(impl, func(t *testing.T) {
 			cfg := config(t, impl, true)
 			cfg.Services, cfg.Changes, cfg.Rate, cfg.Duration, cfg.Holdoff = 600, 0, 1000, 400*time.Millisecond, 20*time.Millisecond

@@ -6,7 +6,7 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/xdsbridge/xdsbridge/bench/target"
+	"github.com/xdsbridge/xdsbridge/bench/xdsserver"
 )
 
 // peakWatch samples the server's memory while a phase runs (a reconnect
@@ -20,7 +20,7 @@ type peakWatch struct {
 }
 
 // watchPeak starts sampling every interval; the profile goes to path.
-func watchPeak(ctx context.Context, srv *target.Process, path string, log *slog.Logger) *peakWatch {
+func watchPeak(ctx context.Context, srv *xdsserver.Process, path string, log *slog.Logger) *peakWatch {
 	const interval = 250 * time.Millisecond
 	p := &peakWatch{stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {

@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/xdsbridge/xdsbridge/bench/target"
+	"github.com/xdsbridge/xdsbridge/bench/xdsserver"
 )
 
 func TestPinSelf(t *testing.T) {
@@ -81,7 +81,7 @@ func TestServerPinned(t *testing.T) {
 	}
 	cfg := config(t, "xdsbridge", true)
 	cfg.ServerCPUs = strconv.Itoa(one)
-	srv, err := target.Start(context.Background(), cfg.Bin, cfg.serverOptions(), cfg.ServerCPUs, filepath.Join(cfg.OutDir, "pinned.log"))
+	srv, err := xdsserver.Start(context.Background(), cfg.Bin, cfg.serverOptions(), cfg.ServerCPUs, filepath.Join(cfg.OutDir, "pinned.log"))
 	if err != nil {
 		t.Fatal(err)
 	}

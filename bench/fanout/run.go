@@ -28,8 +28,8 @@ import (
 	"github.com/xdsbridge/xdsbridge/bench/fleet"
 	"github.com/xdsbridge/xdsbridge/bench/proc"
 	"github.com/xdsbridge/xdsbridge/bench/report"
-	"github.com/xdsbridge/xdsbridge/bench/target"
 	"github.com/xdsbridge/xdsbridge/bench/workload"
+	"github.com/xdsbridge/xdsbridge/bench/xdsserver"
 	"github.com/xdsbridge/xdsbridge/internal/reclaim"
 	"github.com/xdsbridge/xdsbridge/test/envoysim"
 )
@@ -53,21 +53,21 @@ type Config struct {
 	// not hold the whole suite; Result.ChangesDone says how many ran.
 	ChangeBudget time.Duration
 	Reconnect    bool // after the changes, every client reconnects at once
-	// Holdoff is passed to the server (target.Options.Holdoff): changes
+	// Holdoff is passed to the server (xdsserver.Options.Holdoff): changes
 	// are coalesced as the bridge's source manager does, and convergence
 	// is measured from the change at the source, holdoff included.
 	Holdoff    time.Duration
 	MaxHoldoff time.Duration // bound of a batch's wait; zero: 10 × Holdoff
-	// Streams, if positive, is passed to the server (target.Options.Streams):
+	// Streams, if positive, is passed to the server (xdsserver.Options.Streams):
 	// the engine's limit of streams open at once, which a fleet larger than
 	// its default needs raised. Zero keeps the engine's default.
 	Streams int
 	// GRPCBuffers, if positive, is passed to the server
-	// (target.Options.GRPCBuffers): the size of gRPC's read and write
+	// (xdsserver.Options.GRPCBuffers): the size of gRPC's read and write
 	// buffers of every implementation's connections. Zero keeps gRPC's.
 	GRPCBuffers int
 	// KeepaliveTimeout, if positive, is passed to the server
-	// (target.Options.KeepaliveTimeout): every implementation's gRPC
+	// (xdsserver.Options.KeepaliveTimeout): every implementation's gRPC
 	// keepalive timeout, which is also each connection's TCP_USER_TIMEOUT.
 	// Zero keeps gRPC's.
 	KeepaliveTimeout time.Duration
@@ -112,8 +112,8 @@ func (c Config) serverBin() string {
 
 // serverOptions is what the server process is started with: the
 // implementation, the holdoff, the streams limit and the transport options.
-func (c Config) serverOptions() target.Options {
-	return target.Options{Impl: c.servedImpl(), Holdoff: c.Holdoff, MaxHoldoff: c.MaxHoldoff, Streams: c.Streams,
+func (c Config) serverOptions() xdsserver.Options {
+	return xdsserver.Options{Impl: c.servedImpl(), Holdoff: c.Holdoff, MaxHoldoff: c.MaxHoldoff, Streams: c.Streams,
 		GRPCBuffers: c.GRPCBuffers, KeepaliveTimeout: c.KeepaliveTimeout}
 }
 
@@ -194,9 +194,9 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	// reached: collected now, it is not collected in the middle of this
 	// run's cold start, and every run starts from the same heap.
 	runtime.GC()
-	target.ResetPeakRSS()
-	defer func() { res.LoadgenPeakRSS = target.PeakRSS() }()
-	srv, err := target.Start(ctx, cfg.serverBin(), cfg.serverOptions(), cfg.ServerCPUs, filepath.Join(cfg.OutDir, cfg.ID()+".server.log"))
+	xdsserver.ResetPeakRSS()
+	defer func() { res.LoadgenPeakRSS = xdsserver.PeakRSS() }()
+	srv, err := xdsserver.Start(ctx, cfg.serverBin(), cfg.serverOptions(), cfg.ServerCPUs, filepath.Join(cfg.OutDir, cfg.ID()+".server.log"))
 	if err != nil {
 		return res, err
 	}
@@ -295,7 +295,7 @@ func (r *Result) Fail(format string, args ...any) {
 }
 
 // logMemory logs what the server's RSS is made of.
-func logMemory(log *slog.Logger, msg string, st target.Stats) {
+func logMemory(log *slog.Logger, msg string, st xdsserver.Stats) {
 	log.Info(msg, "rss", st.RSS, "heap_inuse", st.HeapInuse, "heap_retained", st.HeapSys-st.HeapReleased,
 		"stacks", st.StackInuse, "goroutines", st.Goroutines, "memory_returns", st.Reclaim.Releases)
 }
@@ -305,7 +305,7 @@ func logMemory(log *slog.Logger, msg string, st target.Stats) {
 // burst's memory, or found it too small to), then returns the stats. It
 // gives up after quietWait, returning the latest stats, unsettled: the
 // caller then has no figure once quiet.
-func quietStats(ctx context.Context, srv *target.Process, from target.Stats, log *slog.Logger) (target.Stats, error) {
+func quietStats(ctx context.Context, srv *xdsserver.Process, from xdsserver.Stats, log *slog.Logger) (xdsserver.Stats, error) {
 	deadline := time.Now().Add(quietWait)
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
@@ -330,7 +330,7 @@ func quietStats(ctx context.Context, srv *target.Process, from target.Stats, log
 // busy sample.
 var quietWait = 5 * reclaim.DefaultPolicy.Quiet
 
-func runChanges(ctx context.Context, cfg Config, srv *target.Process, f *fleet.Load, w *workload.World, res *Result) error {
+func runChanges(ctx context.Context, cfg Config, srv *xdsserver.Process, f *fleet.Load, w *workload.World, res *Result) error {
 	total := cfg.Changes
 	var interval time.Duration
 	if cfg.Rate > 0 {
@@ -431,7 +431,7 @@ func runChanges(ctx context.Context, cfg Config, srv *target.Process, f *fleet.L
 // Each change's convergence runs from just before the call that carries it.
 // What a client must hold after each change is computed before the clock
 // starts, so that the driver's own work per change does not slow the pace.
-func paced(ctx context.Context, cfg Config, srv *target.Process, f *fleet.Load, w *workload.World, total int, interval time.Duration, all *[]*fleet.Change, res *Result) error {
+func paced(ctx context.Context, cfg Config, srv *xdsserver.Process, f *fleet.Load, w *workload.World, total int, interval time.Duration, all *[]*fleet.Change, res *Result) error {
 	want := make([]expected, total+1)
 	for k := 1; k <= total; k++ {
 		var err error
@@ -499,7 +499,7 @@ func expect(w *workload.World, k int) (expected, error) {
 // post tracks changes from..to (inclusive; want[k] is what change k makes
 // clients hold) and asks the server to apply them, in one call for up to
 // maxPerCall changes.
-func post(ctx context.Context, srv *target.Process, f *fleet.Load, want []expected, from, to int) ([]*fleet.Change, error) {
+func post(ctx context.Context, srv *xdsserver.Process, f *fleet.Load, want []expected, from, to int) ([]*fleet.Change, error) {
 	ts := make([]*fleet.Change, 0, to-from+1)
 	for from <= to {
 		end := min(to, from+maxPerCall-1)
@@ -522,7 +522,7 @@ const maxPerCall = 1000
 
 // reconnect closes every client and starts them again at once; delta
 // clients list what they held (initial_resource_versions), as Envoy does.
-func reconnect(ctx context.Context, cfg Config, srv *target.Process, f *fleet.Load, w *workload.World, res *Result) (*fleet.Load, error) {
+func reconnect(ctx context.Context, cfg Config, srv *xdsserver.Process, f *fleet.Load, w *workload.World, res *Result) (*fleet.Load, error) {
 	var versions []map[string]map[string]string
 	var hashes []map[string]map[string]uint64
 	if cfg.Delta {

@@ -14,20 +14,20 @@ import (
 	"github.com/xdsbridge/xdsbridge/bench/fanout"
 	"github.com/xdsbridge/xdsbridge/bench/proc"
 	"github.com/xdsbridge/xdsbridge/bench/report"
-	"github.com/xdsbridge/xdsbridge/bench/target"
+	"github.com/xdsbridge/xdsbridge/bench/xdsserver"
 	"github.com/xdsbridge/xdsbridge/test/istiodsim"
 	"github.com/xdsbridge/xdsbridge/translate/istio"
 )
 
 // Config is the Istio serving scenario: the bridge's engine serving
-// its Istio collections in one shape (a target.IstioImpls server in its
+// its Istio collections in one shape (a xdsserver.IstioImpls server in its
 // own process, `<Bin> serve`), the workload's services translated for
 // Istio, one istiod-like client (test/istiodsim, Light: it ACKs and
 // counts bytes without decoding resources) in this process, and one
 // instance change (a weight) at Rate per second for Duration.
 type Config struct {
 	Bin       string // the xdsload binary (runs `serve`)
-	Impl      string // one of target.IstioImpls
+	Impl      string // one of xdsserver.IstioImpls
 	Services  int
 	Instances int // per service
 	Rate      float64
@@ -35,7 +35,7 @@ type Config struct {
 	// Idle is how long the server's CPU is read with nothing changing,
 	// before the changes (0: not measured).
 	Idle time.Duration
-	// Holdoff is passed to the server (target.Options.Holdoff); latency
+	// Holdoff is passed to the server (xdsserver.Options.Holdoff); latency
 	// is measured from the change at the source, holdoff included.
 	Holdoff time.Duration
 	Timeout time.Duration // bound of the initial sync and of one push
@@ -89,15 +89,15 @@ func endpointCollection(impl string, services, instances int) (string, int) {
 // Run runs the scenario once. Every process it starts is stopped
 // before it returns.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
-	if !slices.Contains(target.IstioImpls, cfg.Impl) {
-		return nil, fmt.Errorf("implementation %q does not serve istiod (want one of %v)", cfg.Impl, target.IstioImpls)
+	if !slices.Contains(xdsserver.IstioImpls, cfg.Impl) {
+		return nil, fmt.Errorf("implementation %q does not serve istiod (want one of %v)", cfg.Impl, xdsserver.IstioImpls)
 	}
 	res := &Result{Config: cfg, LoadBefore: proc.LoadLine()}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	srv, err := target.Start(ctx, cfg.Bin, target.Options{Impl: cfg.Impl, Holdoff: cfg.Holdoff}, "",
+	srv, err := xdsserver.Start(ctx, cfg.Bin, xdsserver.Options{Impl: cfg.Impl, Holdoff: cfg.Holdoff}, "",
 		filepath.Join(cfg.OutDir, fmt.Sprintf("istiod.%s.%d.server.log", cfg.Impl, cfg.Rep)))
 	if err != nil {
 		return nil, err

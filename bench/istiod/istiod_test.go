@@ -8,15 +8,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xdsbridge/xdsbridge/bench/target"
+	"github.com/xdsbridge/xdsbridge/bench/xdsserver"
 	"github.com/xdsbridge/xdsbridge/test/bridgetest"
 	"github.com/xdsbridge/xdsbridge/test/consultest"
 )
 
 func TestIstiodSmall(t *testing.T) {
-	t.Setenv(target.ServeEnv, "1")
+	t.Setenv(xdsserver.ServeEnv, "1")
 	var rs []*Result
-	for _, impl := range target.IstioImpls {
+	for _, impl := range xdsserver.IstioImpls {
 		r, err := Run(context.Background(), Config{
 			Bin: os.Args[0], Impl: impl, Services: 30, Instances: 3, Rate: 5, Duration: time.Second, Idle: 200 * time.Millisecond,
 			Timeout: 20 * time.Second, OutDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler),

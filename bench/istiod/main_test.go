@@ -5,12 +5,12 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/xdsbridge/xdsbridge/bench/target"
+	"github.com/xdsbridge/xdsbridge/bench/xdsserver"
 )
 
-// The test binary doubles as the server process (target.ServeIfChild):
+// The test binary doubles as the server process (xdsserver.ServeIfChild):
 // Run starts `<bin> serve --impl X`.
 func TestMain(m *testing.M) {
-	target.ServeIfChild()
+	xdsserver.ServeIfChild()
 	goleak.VerifyTestMain(m)
 }

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/xdsbridge/xdsbridge/bench/istiod"
-	"github.com/xdsbridge/xdsbridge/bench/target"
+	"github.com/xdsbridge/xdsbridge/bench/xdsserver"
 )
 
 // runIstiod runs the Istio serving scenario (istiod.Run): each shape's
@@ -19,7 +19,7 @@ import (
 func runIstiod(ctx context.Context, args []string, log *slog.Logger) error {
 	fs := flag.NewFlagSet("istiod", flag.ContinueOnError)
 	out := fs.String("out", "out/bench/istiod", "output directory (results.md, the servers' logs)")
-	impls := fs.String("impls", strings.Join(target.IstioImpls, ","), "shapes, as server implementations")
+	impls := fs.String("impls", strings.Join(xdsserver.IstioImpls, ","), "shapes, as server implementations")
 	var cfg istiod.Config
 	fs.IntVar(&cfg.Services, "n", 10000, "services")
 	fs.IntVar(&cfg.Instances, "e", 3, "instances per service")

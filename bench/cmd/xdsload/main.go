@@ -32,7 +32,7 @@ import (
 
 	"github.com/xdsbridge/xdsbridge/bench/consul"
 	"github.com/xdsbridge/xdsbridge/bench/fanout"
-	"github.com/xdsbridge/xdsbridge/bench/target"
+	"github.com/xdsbridge/xdsbridge/bench/xdsserver"
 )
 
 func main() {
@@ -107,7 +107,7 @@ func run(ctx context.Context, args []string) error {
 
 func serve(ctx context.Context, args []string, log *slog.Logger) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	impl := fs.String("impl", "xdsbridge", "implementation: "+strings.Join(slices.Concat(target.Impls, target.IstioImpls), ", "))
+	impl := fs.String("impl", "xdsbridge", "implementation: "+strings.Join(slices.Concat(xdsserver.Impls, xdsserver.IstioImpls), ", "))
 	xds := fs.String("xds", "127.0.0.1:0", "xDS listen address")
 	control := fs.String("control", "127.0.0.1:0", "control API listen address")
 	holdoff := fs.Duration("holdoff", 0, "coalesce changes as the bridge's source manager does (manager.Cadence: at most one publish per holdoff, no change waits longer); 0 applies each at once")
@@ -118,7 +118,7 @@ func serve(ctx context.Context, args []string, log *slog.Logger) error {
 	if err := fs.Parse(args); err != nil {
 		return errUsage
 	}
-	return target.Serve(ctx, target.Options{Impl: *impl, XDS: *xds, Control: *control, Holdoff: *holdoff, MaxHoldoff: *maxHoldoff,
+	return xdsserver.Serve(ctx, xdsserver.Options{Impl: *impl, XDS: *xds, Control: *control, Holdoff: *holdoff, MaxHoldoff: *maxHoldoff,
 		Streams: *streams, GRPCBuffers: *buffers, KeepaliveTimeout: *kaTimeout, Ready: os.Stdout, Logger: log.With("impl", *impl)})
 }
 
@@ -135,7 +135,7 @@ const keepaliveUsage = "every server's gRPC keepalive timeout (the bridge's xds.
 func benchmark(ctx context.Context, cmd string, args []string, log *slog.Logger) error {
 	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
 	out := fs.String("out", "out/bench", "output directory (report, CSV, chart, profiles)")
-	impls := fs.String("impls", strings.Join(target.Impls, ","), "implementations to compare")
+	impls := fs.String("impls", strings.Join(xdsserver.Impls, ","), "implementations to compare")
 	timeout := fs.Duration("timeout", 60*time.Second, "bound of each wait (cold start, one change, reconnect)")
 	preset := fs.String("preset", "quick", "bench: quick (reduced S1+S2, make bench) or full")
 	scenarios := fs.String("scenarios", "", "bench: comma-separated scenarios (default: those of the preset)")

@@ -1,4 +1,4 @@
-package target
+package xdsserver
 
 import (
 	"fmt"

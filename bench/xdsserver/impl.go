@@ -1,10 +1,10 @@
-// Package target hosts one xDS server implementation under test in its own
+// Package xdsserver hosts one xDS server implementation under test in its own
 // process, so that its CPU and memory can be measured apart from the load
 // generator's. A small HTTP control API on loopback loads the workload,
 // applies numbered changes, and reports rusage, RSS and heap. Serve is the
 // process's side (`xdsload serve`); Start runs one and is the load
 // generator's handle on it.
-package target
+package xdsserver
 
 import (
 	"context"
@@ -31,7 +31,7 @@ import (
 	"github.com/xdsbridge/xdsbridge/xds"
 )
 
-// Impls are the implementations compared by default. A target can also
+// Impls are the implementations compared by default. Serve can also
 // host "xdsbridge-stdcodec" (the engine with gRPC's default codec),
 // "xdsbridge-unbudgeted" (the engine without its send and request budgets),
 // "snapshot-naive" (a SnapshotCache whose every type carries the snapshot
