@@ -4,8 +4,8 @@
 // and a cap, whatever the error looks like (Backoff), and a log that says
 // the dependency failed once, then at most once a minute with a count, and
 // once that it recovered (FailureLog). Package sources exports both to
-// source authors; the bridge's own loops (TLS files, xDS files, warm-start
-// state, source restarts) use them from here.
+// source authors; the bridge's own loops (TLS files, xDS files, the state
+// directory, source restarts) use them from here.
 package pacing
 
 import (
