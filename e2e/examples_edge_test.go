@@ -96,6 +96,14 @@ func TestEdgeExample(t *testing.T) {
 	reach("start", "web.service.consul", "/", "web")
 	reach("start", "api.service.consul", "/", "api")
 	reach("start", "any.example.com", "/api/users", "api")
+	// What the connected Envoy holds, as `bridge config` shows it.
+	code, out = runBinaryStdout(t, "config", "edge-1", "--type", "lds,rds", "--format", "json", "--admin", "http://"+adminAddr)
+	if code != 0 {
+		t.Fatalf("bridge config edge-1 --type lds,rds: exit %d\n%s", code, out)
+	}
+	if held, heldRoutes := unpackEdge(t, out); held["edge_http"] == nil || heldRoutes["edge"] == nil {
+		t.Errorf("bridge config edge-1 shows listeners %v and route configurations %v, want edge_http and edge", slices.Sorted(maps.Keys(held)), slices.Sorted(maps.Keys(heldRoutes)))
+	}
 
 	consul := agent.Client()
 	if err := consul.Agent().ServiceRegister(&api.AgentServiceRegistration{ID: "shop-1", Name: "shop",
