@@ -141,3 +141,26 @@ func value(t *testing.T, m prometheus.Metric) float64 {
 	}
 	return out.GetGauge().GetValue()
 }
+
+// TestPublisherBatchesOnTheEngine: on the engine, a publish goes through
+// an xds.Batch, which marshals each service's resources as they are
+// translated instead of holding every message of a large change at once;
+// an applier without Batch (a dry run's collector) gets the same
+// resources in one Apply.
+func TestPublisherBatchesOnTheEngine(t *testing.T) {
+	srv := xds.NewServer(xds.Options{})
+	p := newPublisher(srv, true, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+	if p.change().b == nil {
+		t.Fatal("the publisher does not batch on the engine")
+	}
+	p.publish(manager.Changes{Upserted: []sources.Service{service("a", "10.0.0.1"), service("b", "10.0.0.2")}})
+	if got := srv.Resources(); got != 8 {
+		t.Fatalf("the engine serves %d resources, want 8 (a cluster, an assignment, a listener and a route each)", got)
+	}
+	c := &collector{}
+	newPublisher(c, true, slog.New(slog.DiscardHandler), prometheus.NewRegistry()).
+		publish(manager.Changes{Upserted: []sources.Service{service("a", "10.0.0.1"), service("b", "10.0.0.2")}})
+	if len(c.upserts) != 8 {
+		t.Fatalf("the collector got %d resources, want 8", len(c.upserts))
+	}
+}
