@@ -26,8 +26,9 @@
 //     client, with the Rewrite of its xDS variant (streamRewrites.forStream,
 //     rewrite.go); Server.startWriter gives it a writer (writer.go). The
 //     stream's reader, readStream, receives each request into a
-//     wire.Inbound (steps 2 and 3) and hands it to Server.handle, which holds it until
-//     the first Apply and then runs the stream's handler (step 4).
+//     wire.Inbound (steps 2 and 3) and hands it to Server.handle, which
+//     holds it until the first Apply and then runs the stream's handler
+//     (step 4).
 //  2. wire/admit.go: a stream reads its first request only while it holds
 //     a first-read lease (FirstReads.Lease), so that a storm of new streams
 //     takes turns. gRPC then reads the request's bytes and hands them to the
@@ -74,7 +75,8 @@
 //
 //  1. apply.go: Server.Apply (or a Batch, a resource at a time) turns each
 //     resource into an entry (step 2) and refuses an entry too large for
-//     any response (step 3). Under Server.mu it finds each entry's slot (typeState.get, store.go),
+//     any response (step 3). Under Server.mu it finds each entry's slot
+//     (typeState.get, store.go),
 //     keeps the entries whose version changed, orders them
 //     make-before-break (rank, breakRank, types.go), installs them,
 //     publishes the type's chunk table and those of the scopes
@@ -394,7 +396,8 @@
 // subscribed name the server does not have gets a slot pinned by the
 // watches that reference it, freed once none does (at the latest when the
 // stream ends); the slot table keeps pages only where slots are in use,
-// and the name map shrinks when mostly empty. A type URL other than the four standard types,
+// and the name map shrinks when mostly empty. A type URL other than the
+// four standard types,
 // Options.Collections and those Apply was given gets a private empty store
 // of that stream, gone with it, and one shared metric label ("unknown").
 // Limits (see Limits) bound the rest; a breach ends the stream with a
