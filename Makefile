@@ -18,7 +18,7 @@ FMT_CHECK = files=$$(find . -name '*.go' -not -path './.git/*' -print0 | xargs -
 # exceeded" and no failing input when its workers are starved of CPU.
 FUZZTIME ?= 20000x
 FUZZ_TARGETS = FuzzConvert:./sources/dns/ FuzzParse:./config/ FuzzParse:./sources/file/ \
-	FuzzMapping:./sources/consul/ FuzzCodecRequest:./xds/ FuzzService:./translate/ \
+	FuzzMapping:./sources/consul/ FuzzCodecRequest:./xds/wire/ FuzzService:./translate/ \
 	FuzzNewRule:./translate/ FuzzService:./translate/istio/ \
 	FuzzCurator:./sources/zookeeper/ FuzzServerset:./sources/zookeeper/ FuzzNerve:./sources/zookeeper/ \
 	FuzzDubbo:./sources/zookeeper/ \

@@ -2,7 +2,6 @@ package xds
 
 import (
 	"context"
-	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +12,8 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/xdsbridge/xdsbridge/xds/wire"
 )
 
 // reconnectReq is a delta CDS request of a reconnecting Envoy that claims
@@ -28,11 +29,7 @@ func reconnectReq(n int) *discoveryv3.DeltaDiscoveryRequest {
 	return r
 }
 
-func queued(b *budget) int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.queue)
-}
+func queued(b *wire.Budget) int { return b.Waiting() }
 
 // TestRequestBudgetBoundsStorm checks that a storm of large requests is
 // read and decoded within the request budget: with the server not yet
@@ -44,13 +41,13 @@ func queued(b *budget) int {
 func TestRequestBudgetBoundsStorm(t *testing.T) {
 	const n = 2000
 	size := proto.Size(reconnectReq(n))
-	if size < smallRequest {
+	if size < wire.SmallRequest {
 		t.Fatalf("test request of %d bytes is small", size)
 	}
 	budget := size*2 + size/2 // room for two
 	s := NewServer(Options{RequestBudget: budget})
-	leases := cap(s.reads.slots)
-	if want := max(budget/leaseBytes, 1); leases != want || leases > 8 {
+	leases := s.reads.Leases()
+	if want := max(budget/wire.LeaseBytes, 1); leases != want || leases > 8 {
 		t.Fatalf("%d leases, want %d", leases, want)
 	}
 	cc := serve(t, s)
@@ -61,10 +58,10 @@ func TestRequestBudgetBoundsStorm(t *testing.T) {
 		streams = append(streams, st)
 	}
 	waitFor(t, func() bool { return queued(s.requestBudget) == leases })
-	if used := s.requestBudget.inUse(); used != int64(2*size) {
+	if used := s.requestBudget.InUse(); used != int64(2*size) {
 		t.Fatalf("%d bytes admitted, want two requests (%d)", used, 2*size)
 	}
-	if held := len(s.reads.slots); held != leases {
+	if held := s.reads.Held(); held != leases {
 		t.Fatalf("%d leases held, want the %d of the queued requests", held, leases)
 	}
 	s.Apply(services(n), nil)
@@ -73,7 +70,7 @@ func TestRequestBudgetBoundsStorm(t *testing.T) {
 			t.Fatalf("stream %d: %d clusters, want %d", i, len(r.Resources), n)
 		}
 	}
-	waitFor(t, func() bool { return s.requestBudget.inUse() == 0 && len(s.reads.slots) == 0 })
+	waitFor(t, func() bool { return s.requestBudget.InUse() == 0 && s.reads.Held() == 0 })
 }
 
 // TestRequestBudgetSmallBypass checks that while large requests wait for
@@ -91,7 +88,7 @@ func TestRequestBudgetSmallBypass(t *testing.T) {
 	small.send(deltaReq(ClusterType, svcName(0)))
 	wantNames(t, deltaNames(small.recv()), svcName(0))
 
-	held, err := s.requestBudget.acquire(context.Background(), size, nil)
+	held, err := s.requestBudget.Acquire(context.Background(), size, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,66 +104,35 @@ func TestRequestBudgetSmallBypass(t *testing.T) {
 	small.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: ClusterType, ResourceNamesSubscribe: []string{svcName(1)}})
 	wantNames(t, deltaNames(small.recv()), svcName(1))
 	cancel()
-	waitFor(t, func() bool { return queued(s.requestBudget) == 0 && len(s.Clients()) == 1 && len(s.reads.slots) == 0 })
+	waitFor(t, func() bool { return queued(s.requestBudget) == 0 && len(s.Clients()) == 1 && s.reads.Held() == 0 })
 
 	large := openDeltaADS(t, cc)
 	large.send(reconnectReq(n))
 	waitFor(t, func() bool { return queued(s.requestBudget) == 1 })
 	large.none(50 * time.Millisecond)
-	held.release()
+	held.Release()
 	if r := large.recv(); len(r.Resources) != n {
 		t.Fatalf("%d clusters, want %d", len(r.Resources), n)
 	}
-	waitFor(t, func() bool { return s.requestBudget.inUse() == 0 })
+	waitFor(t, func() bool { return s.requestBudget.InUse() == 0 })
 }
 
 // TestFirstReadLeaseLapses checks that a stream that opens and sends
 // nothing holds its lease only for leaseTime: the next stream is then
 // read and answered.
 func TestFirstReadLeaseLapses(t *testing.T) {
-	s := NewServer(Options{RequestBudget: smallRequest}) // one lease
+	s := NewServer(Options{RequestBudget: wire.SmallRequest}) // one lease
 	s.Apply(services(1), nil)
 	cc := serve(t, s)
 	idle := openDeltaADS(t, cc)
 	_ = idle
-	waitFor(t, func() bool { return len(s.reads.slots) == 1 })
+	waitFor(t, func() bool { return s.reads.Held() == 1 })
 	began := time.Now()
 	next := openDeltaADS(t, cc)
 	next.send(deltaReq(ClusterType, svcName(0)))
 	wantNames(t, deltaNames(next.recv()), svcName(0))
-	if d := time.Since(began); d < leaseTime/2 {
+	if d := time.Since(began); d < wire.LeaseTime/2 {
 		t.Fatalf("answered after %s: the idle stream's lease did not hold", d)
-	}
-}
-
-// TestCodecKeepsInitialVersions checks that a stream reader's delta request
-// keeps its initial versions as records, not a map, and that they read
-// back as the map sent; a request decoded outside a stream gets its map.
-func TestCodecKeepsInitialVersions(t *testing.T) {
-	sent := reconnectReq(100)
-	b, err := proto.Marshal(sent)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := Codec()
-	got := &discoveryv3.DeltaDiscoveryRequest{}
-	in := &inbound{msg: got}
-	if err := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, in); err != nil {
-		t.Fatal(err)
-	}
-	if in.initialN != 100 || len(got.InitialResourceVersions) != 0 {
-		t.Fatalf("kept %d records and decoded %d map entries, want 100 records and no map",
-			in.initialN, len(got.InitialResourceVersions))
-	}
-	if iv := initialOf(got, in); !maps.Equal(iv.lookup(), sent.InitialResourceVersions) {
-		t.Fatalf("initial versions read back as %v", iv.lookup())
-	}
-	plain := &discoveryv3.DeltaDiscoveryRequest{}
-	if err := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, plain); err != nil {
-		t.Fatal(err)
-	}
-	if !maps.Equal(plain.InitialResourceVersions, sent.InitialResourceVersions) {
-		t.Fatalf("decoded outside a stream: %d map entries, want %d", len(plain.InitialResourceVersions), 100)
 	}
 }
 
@@ -194,7 +160,7 @@ func TestRequestBudgetReturnsAfterFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 	bad := good[:len(good)-1] // the last record cut short: admitted, then refused by the decoder
-	if len(bad) < smallRequest {
+	if len(bad) < wire.SmallRequest {
 		t.Fatalf("test request of %d bytes is small", len(bad))
 	}
 	s := NewServer(Options{RequestBudget: 2*len(good) + len(good)/2})
@@ -237,6 +203,6 @@ func TestRequestBudgetReturnsAfterFailures(t *testing.T) {
 		cancel()
 	}
 	waitFor(t, func() bool {
-		return s.requestBudget.inUse() == 0 && len(s.reads.slots) == 0 && len(s.Clients()) == 0
+		return s.requestBudget.InUse() == 0 && s.reads.Held() == 0 && len(s.Clients()) == 0
 	})
 }

@@ -14,6 +14,8 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/mem"
+
+	"github.com/xdsbridge/xdsbridge/xds/wire"
 )
 
 // Benchmarks of the steady-state scenario (S1 in docs/benchmarks.md): C
@@ -165,7 +167,7 @@ func benchEngine(b *testing.B, nc, n int, delta bool) {
 
 	r := newBenchRig(nc, n)
 	s, all := r.s, r.all
-	codec := Codec()
+	codec := wire.Codec()
 	// wireBytes encodes o as gRPC does with Codec and copies the bytes
 	// once, as the transport does into its frames.
 	wireBytes := func(o *outbound) error {
@@ -185,7 +187,7 @@ func benchEngine(b *testing.B, nc, n int, delta bool) {
 			send = func(o *outbound) error {
 				err := wireBytes(o)
 				env := o.msg.(*deltaMsg).env
-				s.onDelta(c, "", &discoveryv3.DeltaDiscoveryRequest{TypeUrl: env.typeURL, ResponseNonce: env.nonce}, nil)
+				s.onDelta(c, "", &discoveryv3.DeltaDiscoveryRequest{TypeUrl: env.TypeURL, ResponseNonce: env.Nonce}, nil)
 				r.done()
 				return err
 			}
@@ -194,7 +196,7 @@ func benchEngine(b *testing.B, nc, n int, delta bool) {
 			send = func(o *outbound) error {
 				err := wireBytes(o)
 				env := o.msg.(*sotwMsg).env
-				s.onSotW(c, "", &discoveryv3.DiscoveryRequest{TypeUrl: env.typeURL, VersionInfo: env.version, ResponseNonce: env.nonce, ResourceNames: all})
+				s.onSotW(c, "", &discoveryv3.DiscoveryRequest{TypeUrl: env.TypeURL, VersionInfo: env.Version, ResponseNonce: env.Nonce, ResourceNames: all})
 				r.done()
 				return err
 			}

@@ -2,56 +2,9 @@ package xds
 
 import (
 	"context"
-	"runtime"
 	"testing"
 	"time"
-	"weak"
 )
-
-func TestBudgetFIFOAndCancel(t *testing.T) {
-	b := newBudget(100)
-	ctx := context.Background()
-	g1, err := b.acquire(ctx, 60, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// 50 does not fit; 10 would, but waits behind it (first come first served).
-	got := make(chan int, 2)
-	go func() { g, _ := b.acquire(ctx, 50, nil); got <- 50; g.release() }()
-	waitFor(t, func() bool { b.mu.Lock(); defer b.mu.Unlock(); return len(b.queue) == 1 })
-	go func() { g, _ := b.acquire(ctx, 10, nil); got <- 10; g.release() }()
-	waitFor(t, func() bool { b.mu.Lock(); defer b.mu.Unlock(); return len(b.queue) == 2 })
-	select {
-	case n := <-got:
-		t.Fatalf("%d granted while the budget was full", n)
-	default:
-	}
-	g1.release()
-	g1.release() // a second release changes nothing
-	if a, b := <-got, <-got; a+b != 60 {
-		t.Errorf("granted %d and %d, want both waiters (50 and 10)", a, b)
-	}
-	waitFor(t, func() bool { return b.inUse() == 0 })
-
-	// A request larger than the budget is clamped to it; a waiter whose
-	// stream ends leaves the queue.
-	big, err := b.acquire(ctx, 1000, nil)
-	if err != nil || big.n != 100 {
-		t.Fatalf("acquire(1000) = %v, %v; want the whole budget", big, err)
-	}
-	cctx, cancel := context.WithCancel(ctx)
-	errc := make(chan error, 1)
-	go func() { _, err := b.acquire(cctx, 1, nil); errc <- err }()
-	waitFor(t, func() bool { b.mu.Lock(); defer b.mu.Unlock(); return len(b.queue) == 1 })
-	cancel()
-	if err := <-errc; err == nil {
-		t.Error("a cancelled wait was granted")
-	}
-	big.release()
-	if n := b.inUse(); n != 0 {
-		t.Errorf("%d bytes in use after every release", n)
-	}
-}
 
 // TestBudgetHoldsLargeNotSmall checks on real streams that a large initial
 // state waits while the budget is used up, a small push does not, and that
@@ -61,7 +14,7 @@ func TestBudgetHoldsLargeNotSmall(t *testing.T) {
 	rs, all := bigAssignments(200) // ~180 KB: a large response
 	s.Apply(rs, nil)
 	cc := serve(t, s)
-	held, err := s.sendBudget.acquire(context.Background(), 1<<20, nil)
+	held, err := s.sendBudget.Acquire(context.Background(), 1<<20, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,153 +27,10 @@ func TestBudgetHoldsLargeNotSmall(t *testing.T) {
 	if n := s.InFlight(); n < 1<<20 {
 		t.Errorf("InFlight %d while a response waits on a full budget, want at least the budget", n)
 	}
-	held.release()
+	held.Release()
 	if r := large.recv(); len(r.Resources) != len(all) {
 		t.Fatalf("large response with %d resources, want %d", len(r.Resources), len(all))
 	}
 	// What the memory policy reads: nothing in flight once written.
 	waitFor(t, func() bool { return s.InFlight() == 0 })
-}
-
-// TestBudgetChargesSharedRecordsOnce checks that frame records sliced by
-// several responses in flight count once, that a response adding nothing
-// to what is charged already goes past the queue, and that the records
-// are charged until the last response slicing them is released.
-func TestBudgetChargesSharedRecordsOnce(t *testing.T) {
-	b := newBudget(100)
-	ctx := context.Background()
-	fr := &records{b: make([]byte, 80)}
-	g1, err := b.acquire(ctx, 0, fr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g2, err := b.acquire(ctx, 0, fr)
-	if err != nil || b.inUse() != 80 {
-		t.Fatalf("second response of the same records: %v, %d bytes in use; want 80", err, b.inUse())
-	}
-	// 30 own bytes do not fit next to the charged records: it waits, and a
-	// third response of the charged records does not wait behind it.
-	got := make(chan *grant, 1)
-	go func() { g, _ := b.acquire(ctx, 30, nil); got <- g }()
-	waitFor(t, func() bool { b.mu.Lock(); defer b.mu.Unlock(); return len(b.queue) == 1 })
-	g3, err := b.acquire(ctx, 0, fr)
-	if err != nil || b.inUse() != 80 {
-		t.Fatalf("third response of the same records: %v, %d bytes in use; want 80", err, b.inUse())
-	}
-	g1.release()
-	g2.release()
-	select {
-	case <-got:
-		t.Fatal("granted while a response still holds the records")
-	default:
-	}
-	g3.release()
-	g := <-got
-	if n := b.inUse(); n != 30 {
-		t.Errorf("%d bytes in use once the records are released, want the waiter's 30", n)
-	}
-	g.release()
-	if n := b.inUse(); n != 0 {
-		t.Errorf("%d bytes in use after every release", n)
-	}
-
-	// A waiter behind the head whose records the head holds is granted with
-	// it; another frame's records are charged apart.
-	held, _ := b.acquire(ctx, 90, nil)
-	grants := make(chan *grant, 2)
-	go func() { g, _ := b.acquire(ctx, 0, fr); grants <- g }()
-	waitFor(t, func() bool { b.mu.Lock(); defer b.mu.Unlock(); return len(b.queue) == 1 })
-	go func() { g, _ := b.acquire(ctx, 0, fr); grants <- g }()
-	waitFor(t, func() bool { b.mu.Lock(); defer b.mu.Unlock(); return len(b.queue) == 2 })
-	held.release()
-	ga, gb := <-grants, <-grants
-	if n := b.inUse(); n != 80 {
-		t.Errorf("%d bytes in use with two responses of one frame, want 80", n)
-	}
-	cctx, cancel := context.WithCancel(ctx)
-	errc := make(chan error, 1)
-	go func() { _, err := b.acquire(cctx, 0, &records{b: make([]byte, 50)}); errc <- err }()
-	waitFor(t, func() bool { b.mu.Lock(); defer b.mu.Unlock(); return len(b.queue) == 1 })
-	cancel()
-	if err := <-errc; err == nil {
-		t.Error("another frame's records were granted next to 80 charged bytes of 100")
-	}
-	ga.release()
-	gb.release()
-	if n := b.inUse(); n != 0 {
-		t.Errorf("%d bytes in use after every release", n)
-	}
-}
-
-// reachable reports whether p's records survive two collections.
-func reachable(p weak.Pointer[records]) bool {
-	runtime.GC()
-	runtime.GC()
-	return p.Value() != nil
-}
-
-// TestBudgetDropsGrantedWaiters checks that the budget's queue keeps no
-// reference to a waiter once it is granted (or gives up): a waiter's
-// grant holds the frame records its response slices, which must not stay
-// alive after the response was sent and the frame superseded.
-func TestBudgetDropsGrantedWaiters(t *testing.T) {
-	b := newBudget(100)
-	ctx := context.Background()
-	full, err := b.acquire(ctx, 100, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	granted := &records{b: make([]byte, 50)}
-	gone := weak.Make(granted)
-	c := make(chan *grant, 1)
-	go func(r *records) { g, _ := b.acquire(ctx, 10, r); c <- g }(granted)
-	granted = nil
-	waitFor(t, func() bool { return queued(b) == 1 })
-	full.release()
-	(<-c).release()
-	if reachable(gone) {
-		t.Error("the records of a granted and released waiter are still reachable")
-	}
-
-	// A waiter that gives up, queued behind one granted later.
-	full, _ = b.acquire(ctx, 100, nil)
-	go func() { g, _ := b.acquire(ctx, 10, nil); c <- g }()
-	waitFor(t, func() bool { return queued(b) == 1 })
-	cancelled := &records{b: make([]byte, 50)}
-	left := weak.Make(cancelled)
-	cctx, cancel := context.WithCancel(ctx)
-	errc := make(chan error, 1)
-	go func(r *records) { _, err := b.acquire(cctx, 10, r); errc <- err }(cancelled)
-	cancelled = nil
-	waitFor(t, func() bool { return queued(b) == 2 })
-	cancel()
-	if <-errc == nil {
-		t.Fatal("a cancelled wait was granted")
-	}
-	full.release()
-	(<-c).release()
-	if reachable(left) {
-		t.Error("the records of a cancelled waiter are still reachable")
-	}
-	if n := b.inUse(); n != 0 {
-		t.Errorf("%d bytes in use after every release", n)
-	}
-}
-
-// A stream keeps its released grants until its next large send: a grant
-// given back no longer keeps its frame's records alive.
-func TestBudgetReleasedGrantDropsRecords(t *testing.T) {
-	b := newBudget(100)
-	recs := &records{b: make([]byte, 50)}
-	gone := weak.Make(recs)
-	g, err := b.acquire(context.Background(), 10, recs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	recs = nil
-	g.release()
-	if reachable(gone) {
-		t.Error("a released grant still keeps its frame's records reachable")
-	}
-	runtime.KeepAlive(g)
 }

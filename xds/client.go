@@ -7,6 +7,8 @@ import (
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+
+	"github.com/xdsbridge/xdsbridge/xds/wire"
 )
 
 // client is one xDS stream. Its state is split by lock:
@@ -96,7 +98,7 @@ type writer struct {
 	// the transport returns each once written, stop returns the rest.
 	// Only the run under way touches them, and stop once none is (the
 	// hand-over from one run to the next, and to stop, is under mu).
-	grants []*grant
+	grants []*wire.Grant
 
 	// afterDrain, when set (by tests, only while no run is under way),
 	// runs between a run's last look and its exit: where a poke must not

@@ -5,18 +5,20 @@ import (
 	"time"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+
+	"github.com/xdsbridge/xdsbridge/xds/wire"
 )
 
 // onDelta handles one delta request; fixed is the type of a per-type
 // stream. in is what the stream's reader received the request into, which
 // may hold its initial versions (nil: decoded otherwise).
-func (s *Server) onDelta(c *client, fixed string, req *discoveryv3.DeltaDiscoveryRequest, in *inbound) {
-	if r := s.delta(c, fixed, req, initialOf(req, in)); r != nil {
+func (s *Server) onDelta(c *client, fixed string, req *discoveryv3.DeltaDiscoveryRequest, in *wire.Inbound) {
+	if r := s.delta(c, fixed, req, wire.InitialOf(req, in)); r != nil {
 		s.endStream(c, r)
 	}
 }
 
-func (s *Server) delta(c *client, fixed string, req *discoveryv3.DeltaDiscoveryRequest, initial initialVersions) *refusal {
+func (s *Server) delta(c *client, fixed string, req *discoveryv3.DeltaDiscoveryRequest, initial wire.InitialVersions) *refusal {
 	typ, r := typeOf(fixed, req)
 	if r != nil {
 		return r
@@ -36,7 +38,7 @@ func (s *Server) delta(c *client, fixed string, req *discoveryv3.DeltaDiscoveryR
 	}{
 		{"resource_names_subscribe", len(sub)},
 		{"resource_names_unsubscribe", len(unsub)},
-		{"initial_resource_versions", initial.len()},
+		{"initial_resource_versions", initial.Len()},
 	} {
 		if r := s.checkNames(l.field, l.n); r != nil {
 			return r

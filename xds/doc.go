@@ -25,21 +25,22 @@
 //     within Limits.Streams and Limits.StreamsPerConnection and makes its
 //     client, with the Rewrite of its xDS variant (streamRewrites.forStream,
 //     rewrite.go); Server.startWriter gives it a writer (writer.go). The
-//     stream's reader, readStream, receives each request into an inbound
-//     (steps 2 and 3) and hands it to Server.handle, which holds it until
-//     the first Apply and then runs the stream's handler (step 4).
-//  2. admit.go: a stream reads its first request only while it holds a
-//     first-read lease (firstReads.lease), so that a storm of new streams
+//     stream's reader, readStream, receives each request into a
+//     wire.Inbound (steps 2 and 3) and hands it to Server.handle, which
+//     holds it until the first Apply and then runs the stream's handler
+//     (step 4).
+//  2. wire/admit.go: a stream reads its first request only while it holds
+//     a first-read lease (FirstReads.Lease), so that a storm of new streams
 //     takes turns. gRPC then reads the request's bytes and hands them to the
-//     codec, which first admits the request (inbound.wait): a small one at
-//     once, a large one once the request budget has room (budget.acquire,
-//     budget.go).
-//  3. codec.go: codec.Unmarshal decodes the request. It takes the
+//     codec, which first admits the request (Inbound.wait): a small one at
+//     once, a large one once the request budget has room (Budget.Acquire,
+//     wire/budget.go).
+//  3. wire/codec.go: codec.Unmarshal decodes the request. It takes the
 //     subscribed names from a cache shared by identical lists
 //     (namesCache.names) and keeps the initial versions as their wire
 //     records (unmarshalCompact).
-//  4. delta.go: Server.onDelta wraps the initial versions (initialOf,
-//     initial.go) and calls Server.delta, which finds the request's type
+//  4. delta.go: Server.onDelta wraps the initial versions
+//     (wire.InitialOf) and calls Server.delta, which finds the request's type
 //     (typeOf, request.go), checks its name lists against
 //     Limits.NamesPerRequest (Server.checkNames), and takes the locks:
 //     Server.lock (request.go) finds the type's store (Server.storeFor),
@@ -74,7 +75,8 @@
 //
 //  1. apply.go: Server.Apply (or a Batch, a resource at a time) turns each
 //     resource into an entry (step 2) and refuses an entry too large for
-//     any response (step 3). Under Server.mu it finds each entry's slot (typeState.get, store.go),
+//     any response (step 3). Under Server.mu it finds each entry's slot
+//     (typeState.get, store.go),
 //     keeps the entries whose version changed, orders them
 //     make-before-break (rank, breakRank, types.go), installs them,
 //     publishes the type's chunk table and those of the scopes
@@ -85,7 +87,7 @@
 //     It never sends, and never waits for a client.
 //  2. entry.go: newEntry makes the entry: the deterministic marshal, its
 //     content-hash version and the records every response is assembled
-//     from (encodeEntry, encode.go), all shared by every client.
+//     from (wire.EncodeRecord), all shared by every client.
 //  3. responsesize.go: responseSize.check finds an entry whose record alone
 //     exceeds Options.MaxResponseBytes, and Server.refuseResource (apply.go)
 //     counts and logs it; the name keeps its last good version.
@@ -109,30 +111,31 @@
 //     only what fits under Options.MaxResponseBytes (responseSize.room).
 //     watch.respond records the response as sent (nonce, version, what the
 //     client now holds) and wraps it in a sotwMsg or deltaMsg (response.go).
-//  9. budget.go: writer.drain makes a large response wait for its share of
-//     the send budget (budget.reserve, charged wireMsg.charge), then sends
-//     it with the stream's SendMsg.
-//  10. codec.go: gRPC asks codec.Marshal for the response's bytes (step 11).
-//  11. response.go: they are the response's buffers (sotwMsg.buffers,
-//     deltaMsg.buffers): a few envelope bytes around the entries' shared
+//  9. wire/budget.go: writer.drain makes a large response wait for its
+//     share of the send budget (Budget.Reserve, charged Msg.Charge), then
+//     sends it with the stream's SendMsg.
+//  10. wire/codec.go: gRPC asks codec.Marshal for the response's bytes
+//     (step 11).
+//  11. response.go: they are the response's buffers (sotwMsg.Buffers,
+//     deltaMsg.Buffers): a few envelope bytes around the entries' shared
 //     records, a run of a scan's frame as one buffer (appendRecords;
 //     frame.records, frame.go). The last buffer gives the budget back once
-//     gRPC has written it (tracking.assemble; trackedTail and releaser,
-//     budget.go).
+//     gRPC has written it (assemble; wire.TrackedTail and releaser,
+//     wire/budget.go).
 //     The writer counts the push (typeMetrics.sent, owed.go) and looks
 //     again; when nothing is owed it arms the next unknown-name deadline
 //     and exits.
 //
 // # Layout
 //
-// The files form layers, each using only the layers below it; within the
-// clients' layer, a client, its watches and the server know one another,
-// and a type's store indexes the watches subscribed to it.
+// The engine is built in layers, each using only the layers below it;
+// within the clients' layer, a client, its watches and the server know one
+// another, and a type's store indexes the watches subscribed to it.
 //
-//   - Wire: encode.go (the records every response is assembled from),
-//     budget.go (the send and request budgets, the response interface),
-//     admit.go (admitting requests and first reads), codec.go (the gRPC
-//     codec, shared name lists, initial versions kept as records).
+//   - Wire: package xds/wire, below everything here: the records every
+//     response is assembled from, the send and request budgets, admitting
+//     requests and first reads, and the gRPC codec (Codec here forwards to
+//     it).
 //   - Resources: types.go (the type URLs and their make-before-break
 //     ranks), scope.go, resource.go (Resource, Key and the rules by which a
 //     client sees one), refs.go (the clusters a route or listener names),
@@ -292,20 +295,20 @@
 // versions are the content hashes.
 //
 // Responses are assembled from each resource's records, encoded once per
-// version and shared by every client (encode.go), and stay under
+// version and shared by every client (wire/encode.go), and stay under
 // Options.MaxResponseBytes: a set that does not fit goes out as several
 // responses where the protocol allows it, and a resource that alone does
 // not fit is refused by Apply (responsesize.go).
 //
 // Large responses (initial states) wait for a share of a global send
-// budget, returned when gRPC has written them (budget.go); small pushes
+// budget, returned when gRPC has written them (wire/budget.go); small pushes
 // never wait. A response is charged what it keeps alive, not its wire
 // size: records sliced from a shared frame count once for every response
 // in flight that slices them. Large requests (a reconnect's initial
 // versions) likewise wait for a request budget before they are decoded,
 // new streams take turns to read their first request, and a delta
 // request's initial versions are walked as the records they came in rather
-// than decoded into a map (admit.go, codec.go, initial.go): a reconnect
+// than decoded into a map (wire/admit.go, wire/codec.go): a reconnect
 // storm holds a bounded amount of requests, the rest stays in the clients.
 //
 // # Make-before-break
@@ -393,7 +396,8 @@
 // subscribed name the server does not have gets a slot pinned by the
 // watches that reference it, freed once none does (at the latest when the
 // stream ends); the slot table keeps pages only where slots are in use,
-// and the name map shrinks when mostly empty. A type URL other than the four standard types,
+// and the name map shrinks when mostly empty. A type URL other than the
+// four standard types,
 // Options.Collections and those Apply was given gets a private empty store
 // of that stream, gone with it, and one shared metric label ("unknown").
 // Limits (see Limits) bound the rest; a breach ends the stream with a

@@ -13,6 +13,8 @@ import (
 	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/xdsbridge/xdsbridge/xds/wire"
 )
 
 // wireEntries are entries of every shape a response carries, built as the
@@ -46,11 +48,11 @@ func TestWireDecodesAsMarshal(t *testing.T) {
 	es := wireEntries(t)
 	std := encoding.GetCodecV2(protoenc.Name)
 	for _, list := range [][]*entry{es, es[:1], nil} {
-		env := envelope{version: "17", typeURL: EndpointType, nonce: "42"}
+		env := wire.Envelope{Version: "17", TypeURL: EndpointType, Nonce: "42"}
 		anys := make([]*anypb.Any, len(list))
 		ress := make([]*discoveryv3.Resource, len(list))
 		for i, e := range list {
-			value, err := marshal.Marshal(e.resource().Message)
+			value, err := wire.Deterministic.Marshal(e.resource().Message)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -60,7 +62,7 @@ func TestWireDecodesAsMarshal(t *testing.T) {
 		removed := []string{"gone", ""}
 		cases := []struct {
 			name string
-			msg  wireMsg
+			msg  wire.Msg
 			want proto.Message
 			got  proto.Message
 		}{
@@ -72,7 +74,7 @@ func TestWireDecodesAsMarshal(t *testing.T) {
 				&discoveryv3.DeltaDiscoveryResponse{}},
 		}
 		for _, tc := range cases {
-			for _, cd := range []encoding.CodecV2{Codec(), std} {
+			for _, cd := range []encoding.CodecV2{wire.Codec(), std} {
 				bs, err := cd.Marshal(tc.msg)
 				if err != nil {
 					t.Fatal(err)
@@ -94,11 +96,11 @@ func TestWireDecodesAsMarshal(t *testing.T) {
 // delta Resource wrapper.
 func TestWireSotWRecordIsCanonical(t *testing.T) {
 	for _, e := range wireEntries(t) {
-		want, err := marshal.Marshal(&discoveryv3.DiscoveryResponse{Resources: []*anypb.Any{e.any}})
+		want, err := wire.Deterministic.Marshal(&discoveryv3.DiscoveryResponse{Resources: []*anypb.Any{e.any}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := e.wire.sotw.ReadOnlyData(); string(got) != string(want) {
+		if got := e.wire.SotW.ReadOnlyData(); string(got) != string(want) {
 			t.Errorf("%s: record %x, marshal %x", e.name, got, want)
 		}
 	}

@@ -18,18 +18,20 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/xdsbridge/xdsbridge/xds/wire"
 )
 
 // entry is one version of one resource. It is built once per version and
 // shared read-only by every client: the marshalled Any and the encoded
-// records (encode.go) are never mutated after newEntry returns, so concurrent
+// records (wire.Record) are never mutated after newEntry returns, so concurrent
 // sends only read them.
 type entry struct {
 	typ      string // the type URL it is served under (its store's)
 	name     string
 	version  string // hex of xxhash64 over the deterministic marshal
 	any      *anypb.Any
-	wire     wire
+	wire     wire.Record
 	size     int
 	grpcOnly bool
 	// edsName is, for an EDS cluster, the assignment it warms with; a change
@@ -58,7 +60,7 @@ func contentVersion(b []byte) string { return strconv.FormatUint(xxhash.Sum64(b)
 // Version returns the version the server gives m as a resource, for callers
 // that show resources without serving them (a dry run).
 func Version(m proto.Message) (string, error) {
-	b, err := marshal.Marshal(m)
+	b, err := wire.Deterministic.Marshal(m)
 	if err != nil {
 		return "", fmt.Errorf("marshalling %s: %w", proto.MessageName(m), err)
 	}
@@ -79,12 +81,12 @@ func newEntry(r Resource) (*entry, error) {
 	if got != r.Type && strings.HasPrefix(r.Type, messagePrefix) {
 		return nil, fmt.Errorf("building %s %q: message is a %s", r.Type, r.Name, got)
 	}
-	b, err := marshal.Marshal(r.Message)
+	b, err := wire.Deterministic.Marshal(r.Message)
 	if err != nil {
 		return nil, fmt.Errorf("marshalling %s %q: %w", r.Type, r.Name, err)
 	}
 	v := contentVersion(b)
-	w, a := encodeEntry(got, r.Name, v, b)
+	w, a := wire.EncodeRecord(got, r.Name, v, b)
 	e := &entry{
 		typ:      r.Type,
 		name:     r.Name,
@@ -133,9 +135,9 @@ func same(h, e *entry) bool {
 // record is the entry's delta Resource record or SotW resources record.
 func (e *entry) record(delta bool) mem.Buffer {
 	if delta {
-		return e.wire.delta
+		return e.wire.Delta
 	}
-	return e.wire.sotw
+	return e.wire.SotW
 }
 
 // recLen is the size of e's record in a response of the given protocol.

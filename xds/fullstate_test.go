@@ -52,7 +52,7 @@ func TestFullStateSharesChunkRecords(t *testing.T) {
 		if o2 := owed(c); o2 != nil {
 			t.Fatalf("a second response owed: %d resources", o2.resources)
 		}
-		return o.msg.buffers()
+		return o.msg.Buffers()
 	}
 	chunks := (n + chunkLen - 1) / chunkLen
 	a, b := connect(), connect()

@@ -18,6 +18,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/xdsbridge/xdsbridge/xds/wire"
 )
 
 // patience bounds every wait of these tests for something that must
@@ -40,7 +42,7 @@ func listen(t testing.TB, s *Server, opts ...grpc.ServerOption) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := grpc.NewServer(append([]grpc.ServerOption{grpc.ForceServerCodecV2(Codec())}, opts...)...)
+	g := grpc.NewServer(append([]grpc.ServerOption{grpc.ForceServerCodecV2(wire.Codec())}, opts...)...)
 	s.Register(g)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = g.Serve(lis) }()
@@ -280,4 +282,12 @@ func owed(c *client) *outbound {
 		c.s.reapOrphans()
 	}
 	return o
+}
+
+func manyNames(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = svcName(i)
+	}
+	return out
 }

@@ -1,12 +1,13 @@
 package xds
 
 import (
-	"iter"
 	"slices"
 	"strings"
 	"time"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+
+	"github.com/xdsbridge/xdsbridge/xds/wire"
 )
 
 // firstDelta sets up a new delta watch: what the client already holds
@@ -22,7 +23,7 @@ import (
 // not count against Limits.UnknownNames: a reconnect after the store shrank
 // claims many such names, as many as NamesPerRequest allows. Both locks
 // held.
-func (s *Server) firstDelta(w *watch, req *discoveryv3.DeltaDiscoveryRequest, initial initialVersions, now time.Time) *refusal {
+func (s *Server) firstDelta(w *watch, req *discoveryv3.DeltaDiscoveryRequest, initial wire.InitialVersions, now time.Time) *refusal {
 	t, c := w.t, w.c
 	sub := req.GetResourceNamesSubscribe()
 	wild := slices.Contains(sub, "*") || (len(sub) == 0 && t.full)
@@ -46,15 +47,15 @@ func (s *Server) firstDelta(w *watch, req *discoveryv3.DeltaDiscoveryRequest, in
 		w.held.put(sl, stale)
 		return nil
 	}
-	w.held.reserveDense(initial.len()) // a reconnect's claims: dense at once
+	w.held.reserveDense(initial.Len()) // a reconnect's claims: dense at once
 	if wild {
-		for name, ver := range initial.all() {
+		for name, ver := range initial.All() {
 			if r := claim(name, ver); r != nil {
 				return r
 			}
 		}
-	} else if initial.len() > 0 {
-		claimed := initial.lookup()
+	} else if initial.Len() > 0 {
+		claimed := initial.Lookup()
 		for _, name := range sub {
 			if ver, ok := claimed[name]; ok {
 				if r := claim(name, ver); r != nil {
@@ -66,7 +67,7 @@ func (s *Server) firstDelta(w *watch, req *discoveryv3.DeltaDiscoveryRequest, in
 	if wild {
 		w.named = make(map[*slot]struct{}) // claimed names are not explicit
 		w.wildcardOn(now)
-		w.firstOwed = initial.len() == 0
+		w.firstOwed = initial.Len() == 0
 	}
 	if w.private() && len(sub) == 0 {
 		w.firstOwed = true
@@ -114,90 +115,3 @@ func (s *Server) firstDelta(w *watch, req *discoveryv3.DeltaDiscoveryRequest, in
 // came instead, one string, and the engine walks them in place
 // (initialVersions); a request in any other form, or decoded by another
 // codec, has its map as usual.
-
-// initialVersions are a delta request's initial_resource_versions: its map,
-// or the records Codec kept (see above).
-type initialVersions struct {
-	m   map[string]string
-	raw string // records checked by simpleEntries
-	n   int    // records in raw
-}
-
-func initialOf(req *discoveryv3.DeltaDiscoveryRequest, in *inbound) initialVersions {
-	if in != nil && in.initial != "" {
-		return initialVersions{raw: in.initial, n: in.initialN}
-	}
-	return initialVersions{m: req.GetInitialResourceVersions()}
-}
-
-// len is the number of entries (records when raw: a repeated name counts
-// each time).
-func (v initialVersions) len() int {
-	if v.m != nil {
-		return len(v.m)
-	}
-	return v.n
-}
-
-// all yields each name and version; from raw, substrings of it, in wire
-// order, a repeated name as often as it comes (the last one counts, as in
-// a map).
-func (v initialVersions) all() iter.Seq2[string, string] {
-	if v.m != nil {
-		return func(yield func(string, string) bool) {
-			for k, ver := range v.m {
-				if !yield(k, ver) {
-					return
-				}
-			}
-		}
-	}
-	return func(yield func(string, string) bool) {
-		raw := v.raw
-		for off := 0; off < len(raw); {
-			l, n := uvarint(raw, off+1)
-			kv, end := off+1+n, off+1+n+int(l)
-			var key, ver string
-			for i := kv; i < end; {
-				vl, vn := uvarint(raw, i+1)
-				s := raw[i+1+vn : i+1+vn+int(vl)]
-				if raw[i] == tagEntryKey {
-					key = s
-				} else {
-					ver = s
-				}
-				i += 1 + vn + int(vl)
-			}
-			if !yield(key, ver) {
-				return
-			}
-			off = end
-		}
-	}
-}
-
-// lookup returns the entries as a map, for looking names up: the map
-// itself, or one built from raw whose strings share raw's bytes.
-func (v initialVersions) lookup() map[string]string {
-	if v.m != nil {
-		return v.m
-	}
-	m := make(map[string]string, v.n)
-	for k, ver := range v.all() {
-		m[k] = ver
-	}
-	return m
-}
-
-// uvarint decodes the varint at s[i:], already checked well formed, and
-// returns it with its length.
-func uvarint(s string, i int) (uint64, int) {
-	var v uint64
-	for n := 0; ; n++ {
-		b := s[i+n]
-		v |= uint64(b&0x7f) << (7 * n)
-		if b < 0x80 {
-			return v, n + 1
-		}
-	}
-}

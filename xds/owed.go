@@ -3,6 +3,8 @@ package xds
 import (
 	"strconv"
 	"time"
+
+	"github.com/xdsbridge/xdsbridge/xds/wire"
 )
 
 // next builds the next response the client is owed and records it as sent.
@@ -61,7 +63,7 @@ func (w *watch) upserts(now, readyAt time.Time, wait time.Duration) *outbound {
 	split := w.c.delta || !w.t.full
 	room, used := w.c.s.size.room, 0
 	var fr *frame
-	var runs []frameRun
+	var runs []wire.Run
 	if w.scan != nil {
 		// The scan first: it must not send a frame's entry after the dirty
 		// map sent a newer one (scan.go).
@@ -144,7 +146,7 @@ func (w *watch) removals() *outbound {
 		if p.e != nil {
 			continue
 		}
-		if n := fieldLen(len(sl.name)); len(rem) > 0 && used+n > room {
+		if n := wire.FieldLen(len(sl.name)); len(rem) > 0 && used+n > room {
 			break
 		} else {
 			used += n
@@ -184,7 +186,7 @@ func (w *watch) removals() *outbound {
 // upsert-phase response), SotW EDS carries ups plus an empty assignment per
 // unknown name, other SotW types carry ups. runs are those of fr among
 // ups (scan.go).
-func (w *watch) respond(ups []*entry, gone []*slot, fr *frame, runs []frameRun) *outbound {
+func (w *watch) respond(ups []*entry, gone []*slot, fr *frame, runs []wire.Run) *outbound {
 	c := w.c
 	c.nonce++
 	w.firstOwed = false
@@ -192,7 +194,7 @@ func (w *watch) respond(ups []*entry, gone []*slot, fr *frame, runs []frameRun) 
 	w.lastNonce = strconv.FormatUint(c.nonce, 10)
 	w.lastVersion = strconv.FormatUint(w.pushes, 10)
 	o := &outbound{t: w.t}
-	env := envelope{version: w.lastVersion, typeURL: w.t.url, nonce: w.lastNonce}
+	env := wire.Envelope{Version: w.lastVersion, TypeURL: w.t.url, Nonce: w.lastNonce}
 	if c.delta {
 		m := &deltaMsg{env: env, list: ups, fr: fr, runs: runs}
 		own, inRuns := listBytes(ups, fr, runs, true)

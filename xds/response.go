@@ -7,16 +7,18 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/xdsbridge/xdsbridge/xds/wire"
 )
 
 // appendRecords appends the records of list to bs, each run of fr as one
 // buffer.
-func appendRecords(bs mem.BufferSlice, list []*entry, fr *frame, runs []frameRun, delta bool) mem.BufferSlice {
+func appendRecords(bs mem.BufferSlice, list []*entry, fr *frame, runs []wire.Run, delta bool) mem.BufferSlice {
 	for i := 0; i < len(list); {
-		if len(runs) > 0 && runs[0].at == i {
+		if len(runs) > 0 && runs[0].At == i {
 			r, recs := runs[0], fr.records(delta)
-			bs = append(bs, mem.SliceBuffer(recs.b[recs.off[r.from]:recs.off[r.to]]))
-			runs, i = runs[1:], i+r.to-r.from
+			bs = append(bs, mem.SliceBuffer(recs.Buf[recs.Off[r.From]:recs.Off[r.To]]))
+			runs, i = runs[1:], i+r.To-r.From
 			continue
 		}
 		bs = append(bs, list[i].record(delta))
@@ -27,7 +29,7 @@ func appendRecords(bs mem.BufferSlice, list []*entry, fr *frame, runs []frameRun
 
 // listCharge is what a response of list keeps alive (see budget): the bytes
 // of its records outside runs, and the records of fr the runs slice.
-func listCharge(list []*entry, fr *frame, runs []frameRun, delta bool) (own int, shared *records) {
+func listCharge(list []*entry, fr *frame, runs []wire.Run, delta bool) (own int, shared *wire.Records) {
 	if len(runs) > 0 {
 		shared = fr.records(delta)
 	}
@@ -38,12 +40,12 @@ func listCharge(list []*entry, fr *frame, runs []frameRun, delta bool) (own int,
 // listBytes is the size of list's records outside runs (own) and in the
 // runs of fr, without reading the entries of a run: a whole initial state
 // is one run.
-func listBytes(list []*entry, fr *frame, runs []frameRun, delta bool) (own, inRuns int) {
+func listBytes(list []*entry, fr *frame, runs []wire.Run, delta bool) (own, inRuns int) {
 	for i := 0; i < len(list); {
-		if len(runs) > 0 && runs[0].at == i {
+		if len(runs) > 0 && runs[0].At == i {
 			r, recs := runs[0], fr.records(delta)
-			inRuns += recs.off[r.to] - recs.off[r.from]
-			i += r.to - r.from
+			inRuns += recs.Off[r.To] - recs.Off[r.From]
+			i += r.To - r.From
 			runs = runs[1:]
 			continue
 		}
@@ -55,10 +57,10 @@ func listBytes(list []*entry, fr *frame, runs []frameRun, delta bool) (own, inRu
 
 // buffersFor is the capacity of a response's buffer list: the envelope's
 // two, one per run and one per entry outside the runs.
-func buffersFor(list []*entry, runs []frameRun) int {
+func buffersFor(list []*entry, runs []wire.Run) int {
 	n := len(list) + 2
 	for _, r := range runs {
-		n -= r.to - r.from - 1
+		n -= r.To - r.From - 1
 	}
 	return n
 }
@@ -66,12 +68,12 @@ func buffersFor(list []*entry, runs []frameRun) int {
 // assemble is a response's buffers: the envelope's head, the records of
 // list (each run of fr as one buffer), and the envelope's tail with the
 // removed names, whose buffer releases the grant once gRPC has written it.
-func (t *tracking) assemble(env envelope, list []*entry, fr *frame, runs []frameRun, removed []string, delta bool) mem.BufferSlice {
+func assemble(t *wire.Tracking, env wire.Envelope, list []*entry, fr *frame, runs []wire.Run, removed []string, delta bool) mem.BufferSlice {
 	bs := make(mem.BufferSlice, 0, buffersFor(list, runs))
-	bs = append(bs, mem.SliceBuffer(env.head()))
+	bs = append(bs, mem.SliceBuffer(env.Head()))
 	bs = appendRecords(bs, list, fr, runs, delta)
-	t.encoded.Store(true)
-	return append(bs, trackedTail(env.tail(removed), t.g))
+	t.Encoded.Store(true)
+	return append(bs, wire.TrackedTail(env.Tail(removed), t.Grant))
 }
 
 // piece is a run of a full-state response: every entry of a shared chunk
@@ -117,11 +119,11 @@ func (h *heldSet) pieces() (ps []piece, n, size int) {
 // sotwMsg is a DiscoveryResponse carrying list, or, for a full-state
 // response, pieces.
 type sotwMsg struct {
-	tracking
-	env  envelope
+	wire.Tracking
+	env  wire.Envelope
 	list []*entry
 	fr   *frame // with runs: records of list sent as one buffer (see frameRun)
-	runs []frameRun
+	runs []wire.Run
 	// pieces, when not nil, are the resources instead of list.
 	pieces []piece
 
@@ -129,12 +131,12 @@ type sotwMsg struct {
 	pb   *discoveryv3.DiscoveryResponse
 }
 
-func (m *sotwMsg) buffers() mem.BufferSlice {
+func (m *sotwMsg) Buffers() mem.BufferSlice {
 	if m.pieces == nil {
-		return m.assemble(m.env, m.list, m.fr, m.runs, nil, false)
+		return assemble(&m.Tracking, m.env, m.list, m.fr, m.runs, nil, false)
 	}
 	bs := make(mem.BufferSlice, 0, len(m.pieces)+2)
-	bs = append(bs, mem.SliceBuffer(m.env.head()))
+	bs = append(bs, mem.SliceBuffer(m.env.Head()))
 	for _, p := range m.pieces {
 		if p.c != nil {
 			bs = append(bs, p.c.records().buf)
@@ -142,13 +144,13 @@ func (m *sotwMsg) buffers() mem.BufferSlice {
 			bs = append(bs, p.e.record(false))
 		}
 	}
-	m.encoded.Store(true)
-	return append(bs, trackedTail(m.env.tail(nil), m.g))
+	m.Encoded.Store(true)
+	return append(bs, wire.TrackedTail(m.env.Tail(nil), m.Grant))
 }
 
 // charge: the records of pieces count as the response's own, as those of
 // a list outside frame runs do.
-func (m *sotwMsg) charge() (int, *records) {
+func (m *sotwMsg) Charge() (int, *wire.Records) {
 	if m.pieces == nil {
 		return listCharge(m.list, m.fr, m.runs, false)
 	}
@@ -188,9 +190,9 @@ func (m *sotwMsg) proto() *discoveryv3.DiscoveryResponse {
 	m.once.Do(func() {
 		list := m.entries()
 		m.pb = &discoveryv3.DiscoveryResponse{
-			VersionInfo: m.env.version,
-			TypeUrl:     m.env.typeURL,
-			Nonce:       m.env.nonce,
+			VersionInfo: m.env.Version,
+			TypeUrl:     m.env.TypeURL,
+			Nonce:       m.env.Nonce,
 			Resources:   make([]*anypb.Any, len(list)),
 		}
 		for i, e := range list {
@@ -204,29 +206,29 @@ func (m *sotwMsg) ProtoReflect() protoreflect.Message { return m.proto().ProtoRe
 
 // deltaMsg is a DeltaDiscoveryResponse carrying list and removed.
 type deltaMsg struct {
-	tracking
-	env     envelope
+	wire.Tracking
+	env     wire.Envelope
 	list    []*entry
 	removed []string
 	fr      *frame // as in sotwMsg
-	runs    []frameRun
+	runs    []wire.Run
 
 	once sync.Once
 	pb   *discoveryv3.DeltaDiscoveryResponse
 }
 
-func (m *deltaMsg) buffers() mem.BufferSlice {
-	return m.assemble(m.env, m.list, m.fr, m.runs, m.removed, true)
+func (m *deltaMsg) Buffers() mem.BufferSlice {
+	return assemble(&m.Tracking, m.env, m.list, m.fr, m.runs, m.removed, true)
 }
 
-func (m *deltaMsg) charge() (int, *records) { return listCharge(m.list, m.fr, m.runs, true) }
+func (m *deltaMsg) Charge() (int, *wire.Records) { return listCharge(m.list, m.fr, m.runs, true) }
 
 func (m *deltaMsg) proto() *discoveryv3.DeltaDiscoveryResponse {
 	m.once.Do(func() {
 		m.pb = &discoveryv3.DeltaDiscoveryResponse{
-			SystemVersionInfo: m.env.version,
-			TypeUrl:           m.env.typeURL,
-			Nonce:             m.env.nonce,
+			SystemVersionInfo: m.env.Version,
+			TypeUrl:           m.env.TypeURL,
+			Nonce:             m.env.Nonce,
 			Resources:         make([]*discoveryv3.Resource, len(m.list)),
 			RemovedResources:  m.removed,
 		}
@@ -240,13 +242,13 @@ func (m *deltaMsg) proto() *discoveryv3.DeltaDiscoveryResponse {
 func (m *deltaMsg) ProtoReflect() protoreflect.Message { return m.proto().ProtoReflect() }
 
 var (
-	_ wireMsg = (*sotwMsg)(nil)
-	_ wireMsg = (*deltaMsg)(nil)
+	_ wire.Msg = (*sotwMsg)(nil)
+	_ wire.Msg = (*deltaMsg)(nil)
 )
 
 // outbound is one response ready to send, with what it carries for metrics.
 type outbound struct {
-	msg       wireMsg // a *sotwMsg or *deltaMsg
+	msg       wire.Msg // a *sotwMsg or *deltaMsg
 	t         *typeState
 	resources int
 	bytes     int

@@ -62,7 +62,7 @@ func newResponseSize(max int, reg prometheus.Registerer) *responseSize {
 
 // check is the error of an entry too large to be sent in any response.
 func (l *responseSize) check(e *entry) error {
-	if n := len(e.wire.delta.ReadOnlyData()); n > l.room {
+	if n := len(e.wire.Delta.ReadOnlyData()); n > l.room {
 		return fmt.Errorf("%s %q is %d bytes encoded, over the response size limit of %d bytes (with %d kept for the envelope)",
 			shortType(e.typ), e.name, n, l.max, envelopeReserve)
 	}

@@ -2,6 +2,7 @@ package xds
 
 import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"github.com/xdsbridge/xdsbridge/xds/wire"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/anypb"
 
@@ -117,7 +118,7 @@ func (rw *Rewrite) sources(m protoreflect.Message, fallback string) (bool, error
 		if err != nil || !changed {
 			return false, err
 		}
-		return true, anypb.MarshalFrom(a, inner, marshal)
+		return true, anypb.MarshalFrom(a, inner, wire.Deterministic)
 	}
 	changed := false
 	var err error

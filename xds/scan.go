@@ -2,6 +2,8 @@ package xds
 
 import (
 	"slices"
+
+	"github.com/xdsbridge/xdsbridge/xds/wire"
 )
 
 // A subscription that covers much of a type at once (a wildcard, an Envoy's
@@ -105,7 +107,7 @@ func (w *watch) bulk(n int) bool {
 // client lacks, while they fit (when split) in room, with the runs of the
 // scan's frame among them. done is false when the scan stopped for room.
 // client.mu held.
-func (w *watch) scanned(ups []*entry, used, room int, split bool) (_ []*entry, _ int, _ *frame, runs []frameRun, done bool) {
+func (w *watch) scanned(ups []*entry, used, room int, split bool) (_ []*entry, _ int, _ *frame, runs []wire.Run, done bool) {
 	f := w.scan
 	b, _ := slices.BinarySearch(f.starts, w.scanAt) // the chunk at (or after) scanAt
 	for ; w.scanAt < len(f.slots); w.scanAt++ {
@@ -121,7 +123,7 @@ func (w *watch) scanned(ups []*entry, used, room int, split bool) (_ []*entry, _
 				continue
 			case lacksAll:
 				recs := f.records(w.c.delta)
-				n := recs.off[end] - recs.off[at]
+				n := recs.Off[end] - recs.Off[at]
 				if split && used+n > room {
 					break // compared name by name, up to the room left
 				}
@@ -192,12 +194,12 @@ func appendFrame(ups, entries []*entry, at, end int) []*entry {
 
 // extendRun records that the response's entries from at on are the frame's
 // records from to to, extending the last run when they continue it.
-func extendRun(runs []frameRun, at, from, to int) []frameRun {
-	if k := len(runs) - 1; k >= 0 && runs[k].to == from && runs[k].at+runs[k].to-runs[k].from == at {
-		runs[k].to = to
+func extendRun(runs []wire.Run, at, from, to int) []wire.Run {
+	if k := len(runs) - 1; k >= 0 && runs[k].To == from && runs[k].At+runs[k].To-runs[k].From == at {
+		runs[k].To = to
 		return runs
 	}
-	return append(runs, frameRun{at: at, from: from, to: to})
+	return append(runs, wire.Run{At: at, From: from, To: to})
 }
 
 // owes returns what the scan is to send for position i of frame f: the

@@ -12,14 +12,15 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+
+	"github.com/xdsbridge/xdsbridge/xds/wire"
 )
 
 // share marks names as a list the codec hands out to several requests, as
 // Codec does with the identical lists of a fleet.
 func share(t *testing.T, names []string) []string {
 	if len(names) > 0 {
-		sharedLists.Store(&names[0], struct{}{})
-		t.Cleanup(func() { sharedLists.Delete(&names[0]) })
+		t.Cleanup(wire.Share(names))
 	}
 	return names
 }
@@ -91,7 +92,7 @@ func TestScanChunkFit(t *testing.T) {
 		s.Apply(services(n), nil)
 		c, _ := s.connect(context.Background(), "delta_ads", true)
 		defer s.disconnect(c)
-		if r := s.delta(c, "", &discoveryv3.DeltaDiscoveryRequest{Node: envoyNode, TypeUrl: EndpointType, ResourceNamesSubscribe: share(t, manyNames(n))}, initialVersions{}); r == nil || r.reason != reasonNamesPerSub {
+		if r := s.delta(c, "", &discoveryv3.DeltaDiscoveryRequest{Node: envoyNode, TypeUrl: EndpointType, ResourceNamesSubscribe: share(t, manyNames(n))}, wire.InitialVersions{}); r == nil || r.reason != reasonNamesPerSub {
 			t.Fatalf("refusal %v, want %s", r, reasonNamesPerSub)
 		}
 	})
@@ -874,7 +875,7 @@ func (m *fleetModel) send(fc *fleetClient, typ string, sub, unsub []string, init
 	fc.claimed = nil
 	if got != "" {
 		m.st.refused[got]++
-		if !fc.started && isShared(sub) {
+		if !fc.started && wire.IsShared(sub) {
 			m.st.sharedFirstRefused++
 		}
 		m.fresh(fc)

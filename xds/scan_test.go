@@ -7,6 +7,8 @@ import (
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/xdsbridge/xdsbridge/xds/wire"
 )
 
 // TestBulkSubscriptionScan drives a delta watch whose subscription is
@@ -137,10 +139,10 @@ func TestBulkSubscriptionScan(t *testing.T) {
 // wireOf checks that msg's buffers decode to the message it stands for and
 // returns its entries, its removed names and how many runs of records it
 // sends as one buffer.
-func wireOf(t *testing.T, msg wireMsg) (list []*entry, removed []string, runs int) {
+func wireOf(t *testing.T, msg wire.Msg) (list []*entry, removed []string, runs int) {
 	t.Helper()
 	var raw []byte
-	for _, b := range msg.buffers() {
+	for _, b := range msg.Buffers() {
 		raw = append(raw, b.ReadOnlyData()...)
 	}
 	var want, got proto.Message

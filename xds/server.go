@@ -6,8 +6,24 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/xdsbridge/xdsbridge/xds/wire"
+	"google.golang.org/grpc/encoding"
+
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Codec returns the gRPC codec to serve xDS with, as
+// grpc.ForceServerCodecV2(xds.Codec()): responses are sent from the records
+// encoded once per resource version, and request name lists are decoded
+// once per distinct list (see wire.Codec). Using it is optional.
+func Codec() encoding.CodecV2 { return wire.Codec() }
+
+// DefaultSendBudget is Options.SendBudget when unset, and
+// DefaultRequestBudget Options.RequestBudget.
+const (
+	DefaultSendBudget    = wire.DefaultSendBudget
+	DefaultRequestBudget = wire.DefaultRequestBudget
 )
 
 // Options configure a Server.
@@ -41,7 +57,7 @@ type Options struct {
 	// count once; see budget); default DefaultSendBudget.
 	SendBudget int
 	// RequestBudget bounds the wire bytes of large requests being decoded
-	// and handled at once (see admit.go); default DefaultRequestBudget.
+	// and handled at once (see wire.Inbound); default DefaultRequestBudget.
 	// It takes effect with Codec.
 	RequestBudget int
 	// Limits bound what one client can make the server hold; zero fields
@@ -69,9 +85,9 @@ type Server struct {
 	log           *slog.Logger
 	m             *metrics
 	size          *responseSize
-	sendBudget    *budget     // responses in flight (budget.go)
-	requestBudget *budget     // requests being decoded and handled (admit.go)
-	reads         *firstReads // leases of new streams' first reads (admit.go)
+	sendBudget    *wire.Budget     // responses in flight (wire/budget.go)
+	requestBudget *wire.Budget     // requests being decoded and handled (wire/admit.go)
+	reads         *wire.FirstReads // leases of new streams' first reads (wire/admit.go)
 	rewrites      streamRewrites
 	scoper        atomic.Pointer[Scoper] // nil: every client unscoped
 	// cds and eds are the stores of clusters and assignments, which the
@@ -125,9 +141,9 @@ func NewServer(opts Options) *Server {
 		log:           opts.Logger,
 		m:             newMetrics(opts.Registerer),
 		size:          newResponseSize(opts.MaxResponseBytes, opts.Registerer),
-		sendBudget:    newBudget(opts.SendBudget),
-		requestBudget: newBudget(opts.RequestBudget),
-		reads:         newFirstReads(opts.RequestBudget),
+		sendBudget:    wire.NewBudget(opts.SendBudget),
+		requestBudget: wire.NewBudget(opts.RequestBudget),
+		reads:         wire.NewFirstReads(opts.RequestBudget),
 		ready:         make(chan struct{}),
 		rewrites:      newStreamRewrites(opts.ConfigCluster),
 		types:         make(map[string]*typeState),
@@ -148,7 +164,7 @@ func NewServer(opts Options) *Server {
 // middle of a storm even if it allocates nothing (it writes shared
 // encoded records, and a slow client can keep it waiting for seconds);
 // the memory return policy reads it so as not to collect then.
-func (s *Server) InFlight() int64 { return s.sendBudget.inUse() + s.requestBudget.inUse() }
+func (s *Server) InFlight() int64 { return s.sendBudget.InUse() + s.requestBudget.InUse() }
 
 // Resources is the number of resources the server holds, of every type.
 // It is a measure of the server's state that is cheap to read at any time:

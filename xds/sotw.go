@@ -7,6 +7,8 @@ import (
 	"github.com/cespare/xxhash/v2"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc/codes"
+
+	"github.com/xdsbridge/xdsbridge/xds/wire"
 )
 
 // onSotW handles one SotW request; fixed is the type of a per-type stream.
@@ -39,7 +41,7 @@ func (s *Server) sotw(c *client, fixed string, req *discoveryv3.DiscoveryRequest
 	c.mu.Lock()
 	if w != nil && w.started && h == w.namesHash {
 		w.lastNames = nil
-		if isShared(names) {
+		if wire.IsShared(names) {
 			w.lastNames = names
 		}
 		c.mu.Unlock()
@@ -56,7 +58,7 @@ func (s *Server) sotw(c *client, fixed string, req *discoveryv3.DiscoveryRequest
 	t := w.t
 	first := !w.started
 	w.started, w.namesHash, w.lastNames = true, h, nil
-	if isShared(names) {
+	if wire.IsShared(names) {
 		w.lastNames = names
 	}
 

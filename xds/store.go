@@ -4,6 +4,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/xdsbridge/xdsbridge/xds/wire"
 )
 
 // typeState is the store and the subscriber index of one type, guarded by
@@ -50,7 +52,7 @@ type lookedUp struct {
 	slots []*slot
 }
 
-// lookup returns the slots of names, a list shared by the codec (isShared),
+// lookup returns the slots of names, a list shared by the codec (wire.IsShared),
 // when every name has one; nil for any other list, or when a name has no
 // slot ("*" has none). It creates no slot. Every client of a homogeneous
 // fleet sends the same list of every cluster in its first EDS request, and
@@ -60,7 +62,7 @@ type lookedUp struct {
 // type is released, the only way a name's slot changes. The answer is
 // read-only. Server.mu held.
 func (t *typeState) lookup(names []string) []*slot {
-	if !isShared(names) {
+	if !wire.IsShared(names) {
 		return nil
 	}
 	if l := t.looked; len(l.slots) == len(names) && l.first == &names[0] {

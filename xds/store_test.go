@@ -8,6 +8,8 @@ import (
 	"weak"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+
+	"github.com/xdsbridge/xdsbridge/xds/wire"
 )
 
 // TestLookupSharedList: a shared name list is looked up once, creates no
@@ -16,8 +18,7 @@ import (
 func TestLookupSharedList(t *testing.T) {
 	ts := newTypeState(EndpointType, nil)
 	names := []string{"a", "b", "c"}
-	sharedLists.Store(&names[0], struct{}{})
-	defer sharedLists.Delete(&names[0])
+	defer wire.Share(names)()
 
 	if got := ts.lookup(names); got != nil || len(ts.slots) != 0 {
 		t.Fatalf("lookup of names without slots: %v, %d slots created; want nil, none", got, len(ts.slots))

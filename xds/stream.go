@@ -19,6 +19,8 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/xdsbridge/xdsbridge/xds/wire"
 )
 
 // Register registers ADS and the per-type CDS, EDS, LDS, RDS and SDS
@@ -40,18 +42,18 @@ type (
 // serveSotW runs one SotW stream.
 func (s *Server) serveSotW(st sotwStream, variant, typ string) error {
 	return serveStream(s, st, variant, false,
-		func(c *client, req *discoveryv3.DiscoveryRequest, _ *inbound) { s.onSotW(c, typ, req) })
+		func(c *client, req *discoveryv3.DiscoveryRequest, _ *wire.Inbound) { s.onSotW(c, typ, req) })
 }
 
 // serveDelta runs one delta stream.
 func (s *Server) serveDelta(st deltaStream, variant, typ string) error {
 	return serveStream(s, st, variant, true,
-		func(c *client, req *discoveryv3.DeltaDiscoveryRequest, in *inbound) { s.onDelta(c, typ, req, in) })
+		func(c *client, req *discoveryv3.DeltaDiscoveryRequest, in *wire.Inbound) { s.onDelta(c, typ, req, in) })
 }
 
 // serveStream runs one stream of either protocol: the handler goroutine
 // reads requests and hands each to on, and a writer (see writer) sends the
-// responses. It sends each response as the engine's wireMsg through
+// responses. It sends each response as the engine's wire.Msg through
 // SendMsg (the typed Send would need a *Resp): Codec writes its
 // pre-encoded bytes, another codec marshals it as the Resp it stands for.
 //
@@ -62,7 +64,7 @@ func (s *Server) serveDelta(st deltaStream, variant, typ string) error {
 // whose SendMsg can fail without calling gRPC's must end the stream
 // likewise, or the stream waits for the client's next request.
 func serveStream[Req, Resp any](s *Server, st grpc.BidiStreamingServer[Req, Resp], variant string, delta bool,
-	on func(*client, *Req, *inbound)) error {
+	on func(*client, *Req, *wire.Inbound)) error {
 	ctx, cancel := context.WithCancel(st.Context())
 	defer cancel()
 	c, r := s.connect(ctx, variant, delta)
@@ -85,21 +87,22 @@ func serveStream[Req, Resp any](s *Server, st grpc.BidiStreamingServer[Req, Resp
 // readStream receives the stream's requests and handles them in order
 // until the stream ends, and returns why it ended.
 func readStream[Req, Resp any](ctx context.Context, s *Server, st grpc.BidiStreamingServer[Req, Resp], c *client,
-	on func(*client, *Req, *inbound)) error {
+	on func(*client, *Req, *wire.Inbound)) error {
 	for first := true; ; first = false {
 		req := new(Req)
-		in := &inbound{msg: any(req).(proto.Message), ctx: ctx, admit: s.requestBudget}
+		var lease *wire.ReadLease
 		if first {
-			l, err := s.reads.lease(ctx)
+			l, err := s.reads.Lease(ctx)
 			if err != nil {
 				return err
 			}
-			in.lease = l
+			lease = l
 		}
+		in := wire.NewInbound(ctx, any(req).(proto.Message), s.requestBudget, lease)
 		err := st.RecvMsg(in)
-		in.lease.release() // admitted, small, or failed
+		in.ReleaseLease()
 		if err != nil {
-			in.release()
+			in.Release()
 			switch {
 			case status.Code(err) == codes.ResourceExhausted:
 				s.m.refused.WithLabelValues(reasonRequestBytes).Inc()
@@ -109,7 +112,7 @@ func readStream[Req, Resp any](ctx context.Context, s *Server, st grpc.BidiStrea
 			return err
 		}
 		ok := s.handle(ctx, func() { on(c, req, in) })
-		in.release()
+		in.Release()
 		if !ok {
 			return ctx.Err()
 		}
@@ -298,7 +301,7 @@ func (s *Server) GRPCOptions() []grpc.ServerOption {
 		grpc.MaxConcurrentStreams(uint32(l.StreamsPerConnection) + 1),
 		// A stream's receive window is what a client can make the server
 		// buffer before the stream's reader asks for a request (see
-		// firstReads); gRPC's default grows it with the measured
+		// wire.FirstReads); gRPC's default grows it with the measured
 		// bandwidth-delay product, up to 16 MiB. Static at 64 KiB, a
 		// request waiting for its turn stays in the client; the reader
 		// asking for a request opens the window to the request's size.

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/xdsbridge/xdsbridge/xds/wire"
 )
 
 // startWriter attaches a writer to c and pokes it once, for whatever the
@@ -80,18 +82,18 @@ func (w *writer) drain() (time.Time, error) {
 			c.s.reapOrphans()
 			return due, nil
 		}
-		tr := o.msg.sendState()
-		if o.bytes >= smallResponse {
-			g, err := c.s.sendBudget.reserve(w.ctx, o.msg)
+		tr := o.msg.SendState()
+		if o.bytes >= wire.SmallResponse {
+			g, err := c.s.sendBudget.Reserve(w.ctx, o.msg)
 			if err != nil {
 				return time.Time{}, nil // the stream ended while waiting
 			}
-			tr.g = g
-			w.grants = append(slices.DeleteFunc(w.grants, func(g *grant) bool { return g.done.Load() }), g)
+			tr.Grant = g
+			w.grants = append(slices.DeleteFunc(w.grants, func(g *wire.Grant) bool { return g.Done.Load() }), g)
 		}
 		err := w.send(o)
-		if !tr.encoded.Load() {
-			tr.g.release() // another codec marshalled a copy: nothing shared in flight
+		if !tr.Encoded.Load() {
+			tr.Grant.Release() // another codec marshalled a copy: nothing shared in flight
 		}
 		if err != nil {
 			return time.Time{}, fmt.Errorf("sending %s: %w", o.t.url, err)
@@ -115,7 +117,7 @@ func (w *writer) stop() error {
 	err := w.err
 	w.mu.Unlock()
 	for _, g := range grants {
-		g.release()
+		g.Release()
 	}
 	return err
 }

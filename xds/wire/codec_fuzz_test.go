@@ -1,4 +1,4 @@
-package xds
+package wire
 
 import (
 	"testing"
@@ -13,7 +13,7 @@ import (
 // accept the same inputs and decode them to equal messages, the first time
 // and again from the cache of name lists. In CI:
 //
-//	go test -run='^$' -fuzz='^FuzzCodecRequest$' -fuzztime=10s ./xds/
+//	go test -run='^$' -fuzz='^FuzzCodecRequest$' -fuzztime=10s ./xds/wire/
 func FuzzCodecRequest(f *testing.F) {
 	names := make([]string, 20)
 	for i := range names {
@@ -62,17 +62,17 @@ func FuzzCodecRequest(f *testing.F) {
 		want := &discoveryv3.DeltaDiscoveryRequest{}
 		wantErr := proto.Unmarshal(b, want)
 		got := &discoveryv3.DeltaDiscoveryRequest{}
-		in := &inbound{msg: got}
+		in := &Inbound{msg: got}
 		err := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, in)
 		if (err != nil) != (wantErr != nil) {
 			t.Fatalf("inbound: codec error %v, proto error %v", err, wantErr)
 		}
 		if err == nil {
-			iv := initialOf(got, in)
-			if iv.len() < len(want.InitialResourceVersions) {
-				t.Fatalf("inbound: %d initial versions counted, proto has %d", iv.len(), len(want.InitialResourceVersions))
+			iv := InitialOf(got, in)
+			if iv.Len() < len(want.InitialResourceVersions) {
+				t.Fatalf("inbound: %d initial versions counted, proto has %d", iv.Len(), len(want.InitialResourceVersions))
 			}
-			got.InitialResourceVersions = iv.lookup()
+			got.InitialResourceVersions = iv.Lookup()
 			if !proto.Equal(got, want) {
 				t.Fatalf("inbound: codec decoded %v, proto %v", got, want)
 			}

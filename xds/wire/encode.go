@@ -1,4 +1,4 @@
-package xds
+package wire
 
 import (
 	"sync"
@@ -47,20 +47,20 @@ const (
 	fRemoved     = 6 // DeltaDiscoveryResponse.removed_resources
 )
 
-// wire is the encoded form of one entry; see the comment above. The buffers
+// Record is the encoded form of one resource version; see the comment above. The buffers
 // are created once, since turning a []byte into a mem.Buffer allocates.
-type wire struct {
-	delta mem.Buffer // the delta Resource record
-	sotw  mem.Buffer // the SotW resources record
+type Record struct {
+	Delta mem.Buffer // the delta Resource record
+	SotW  mem.Buffer // the SotW resources record
 }
 
-// encodeEntry builds the shared record of a resource of type typeURL whose
+// EncodeRecord builds the shared record of a resource of type typeURL whose
 // marshalled message is value, and returns it with the Any whose Value
 // aliases the record's bytes.
-func encodeEntry(typeURL, name, version string, value []byte) (wire, *anypb.Any) {
+func EncodeRecord(typeURL, name, version string, value []byte) (Record, *anypb.Any) {
 	anyLen := strLen(len(typeURL)) + strLen(len(value))
-	resLen := strLen(len(name)) + fieldLen(anyLen) + strLen(len(version))
-	b := make([]byte, 0, fieldLen(resLen))
+	resLen := strLen(len(name)) + FieldLen(anyLen) + strLen(len(version))
+	b := make([]byte, 0, FieldLen(resLen))
 	b = appendTagLen(b, fResources, resLen)
 	b = appendString(b, fResName, name)
 	sotwAt := len(b)
@@ -71,19 +71,19 @@ func encodeEntry(typeURL, name, version string, value []byte) (wire, *anypb.Any)
 	sotwEnd := len(b)
 	b = appendString(b, fResVersion, version)
 	a := &anypb.Any{TypeUrl: typeURL, Value: b[valueAt:sotwEnd:sotwEnd]}
-	return wire{delta: mem.SliceBuffer(b), sotw: mem.SliceBuffer(b[sotwAt:sotwEnd:sotwEnd])}, a
+	return Record{Delta: mem.SliceBuffer(b), SotW: mem.SliceBuffer(b[sotwAt:sotwEnd:sotwEnd])}, a
 }
 
-// fieldLen is the encoded size of a length-delimited field of n bytes
+// FieldLen is the encoded size of a length-delimited field of n bytes
 // (tags of fields 1 to 15 take one byte).
-func fieldLen(n int) int { return 1 + protowire.SizeVarint(uint64(n)) + n }
+func FieldLen(n int) int { return 1 + protowire.SizeVarint(uint64(n)) + n }
 
 // strLen is fieldLen of a proto3 string or bytes field, omitted when empty.
 func strLen(n int) int {
 	if n == 0 {
 		return 0
 	}
-	return fieldLen(n)
+	return FieldLen(n)
 }
 
 func appendTagLen(b []byte, num protowire.Number, n int) []byte {
@@ -107,35 +107,35 @@ func appendString[S ~string | ~[]byte](b []byte, num protowire.Number, s S) []by
 // its entries are consecutive records of its frame (runs), to send each
 // run as one buffer.
 
-// records are the frame's SotW or delta records back to back: record i is
+// Records are the frame's SotW or delta records back to back: record i is
 // b[off[i]:off[i+1]].
-type records struct {
-	once sync.Once
-	b    []byte
-	off  []int
+type Records struct {
+	Once sync.Once
+	Buf  []byte
+	Off  []int
 }
 
-// frameRun is list[at:at+to-from] of a response: the records from to to of its
+// Run is list[at:at+to-from] of a response: the records from to to of its
 // frame.
-type frameRun struct{ at, from, to int }
+type Run struct{ At, From, To int }
 
-// envelope holds what a response carries besides its resources.
-type envelope struct {
-	version, typeURL, nonce string
+// Envelope holds what a response carries besides its resources.
+type Envelope struct {
+	Version, TypeURL, Nonce string
 }
 
-// head and tail are the envelope's bytes before and after the resources, in
+// Head and Tail are the envelope's bytes before and after the resources, in
 // field-number order as proto.Marshal writes them.
-func (e envelope) head() []byte { return appendString(nil, fVersionInfo, e.version) }
+func (e Envelope) Head() []byte { return appendString(nil, fVersionInfo, e.Version) }
 
-func (e envelope) tail(removed []string) []byte {
-	n := strLen(len(e.typeURL)) + strLen(len(e.nonce))
+func (e Envelope) Tail(removed []string) []byte {
+	n := strLen(len(e.TypeURL)) + strLen(len(e.Nonce))
 	for _, r := range removed {
-		n += fieldLen(len(r))
+		n += FieldLen(len(r))
 	}
 	b := make([]byte, 0, n)
-	b = appendString(b, fTypeURL, e.typeURL)
-	b = appendString(b, fNonce, e.nonce)
+	b = appendString(b, fTypeURL, e.TypeURL)
+	b = appendString(b, fNonce, e.Nonce)
 	for _, r := range removed {
 		b = appendTagLen(b, fRemoved, len(r)) // repeated: empty ones count
 		b = append(b, r...)
@@ -143,6 +143,6 @@ func (e envelope) tail(removed []string) []byte {
 	return b
 }
 
-// marshal is the deterministic marshal every version is the content hash
-// of: identical input gives identical bytes on every replica.
-var marshal = proto.MarshalOptions{Deterministic: true}
+// Deterministic is the marshal whose output a resource version is the
+// content hash of: identical input gives identical bytes on every replica.
+var Deterministic = proto.MarshalOptions{Deterministic: true}

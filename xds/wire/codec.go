@@ -1,15 +1,18 @@
-package xds
+package wire
 
 import (
 	"bytes"
 	"errors"
 	"fmt"
+	"iter"
 	"sync"
 	"unicode/utf8"
 
 	"github.com/cespare/xxhash/v2"
+
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc/encoding"
+
 	protoenc "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -71,20 +74,20 @@ type namesEntry struct {
 
 func (c *codec) Name() string { return protoenc.Name }
 
-// Marshal sends the engine's responses (wireMsg) as their pre-encoded
+// Marshal sends the engine's responses (Msg) as their pre-encoded
 // buffers, shared by every client (see encode.go); anything else goes to the
 // standard codec.
 func (c *codec) Marshal(v any) (mem.BufferSlice, error) {
-	if m, ok := v.(wireMsg); ok {
-		return m.buffers(), nil
+	if m, ok := v.(Msg); ok {
+		return m.Buffers(), nil
 	}
 	return c.base.Marshal(v)
 }
 
 // Unmarshal decodes a request, first waiting for its admission when v is
-// a stream reader's inbound (see admit.go).
+// a stream reader's Inbound (see admit.go).
 func (c *codec) Unmarshal(data mem.BufferSlice, v any) error {
-	in, _ := v.(*inbound)
+	in, _ := v.(*Inbound)
 	if in != nil {
 		if err := in.wait(data.Len()); err != nil {
 			return err
@@ -106,7 +109,7 @@ func (c *codec) Unmarshal(data mem.BufferSlice, v any) error {
 		// request names every cluster. Each client sends it once, but a
 		// homogeneous fleet sends the same list from every client, so it
 		// is shared from the cache too, and the engine resolves a shared
-		// list to its slots once (typeState.lookup).
+		// list to its slots once.
 		dec = func(b []byte) error {
 			if in != nil {
 				if ok, err := unmarshalCompact(b, r, in, c.delta.names); ok {
@@ -264,18 +267,26 @@ func (c *namesCache) names(raw []byte, count int) ([]string, error) {
 // sharedLists holds &names[0] of every list the codecs hand out to several
 // requests. Such a list is immutable, so a watch that got the same list
 // last time knows its subscription is unchanged without hashing all its
-// names (see Server.sotw), and a type looks up its slots once (see
-// typeState.lookup). An evicted list leaves the map; a watch that still
+// names, and the engine looks up its slots once. An evicted list leaves the map; a watch that still
 // references it compares by identity only, which stays correct.
 var sharedLists sync.Map
 
-// isShared reports whether names is a list handed out by a codec cache.
-func isShared(names []string) bool {
+// IsShared reports whether names is a list handed out by a codec cache.
+func IsShared(names []string) bool {
 	if len(names) == 0 {
 		return false
 	}
 	_, ok := sharedLists.Load(&names[0])
 	return ok
+}
+
+// Share marks names, not empty, as a list handed out to several
+// requests until unshare is called: what the codec's cache does for the
+// lists it keeps. Tests of the engine use it to stand for a fleet's
+// identical lists.
+func Share(names []string) (unshare func()) {
+	sharedLists.Store(&names[0], struct{}{})
+	return func() { sharedLists.Delete(&names[0]) }
 }
 
 // decodeNames converts the records with a single string allocation: the
@@ -314,10 +325,10 @@ const (
 // unmarshalCompact decodes b into r as unmarshalDelta does, except that
 // the initial versions are left in in (in.initial, in.initialN) as their
 // records. It returns false, having decoded nothing, when they are not in
-// the simple form initialVersions walks (contiguous records whose entries
+// the simple form InitialVersions walks (contiguous records whose entries
 // hold only a UTF-8 key and value): the caller then decodes b as usual,
 // which also words any error.
-func unmarshalCompact(b []byte, r *discoveryv3.DeltaDiscoveryRequest, in *inbound, decode func(raw []byte, count int) ([]string, error)) (bool, error) {
+func unmarshalCompact(b []byte, r *discoveryv3.DeltaDiscoveryRequest, in *Inbound, decode func(raw []byte, count int) ([]string, error)) (bool, error) {
 	start, end, n, err := recordsSpan(b, fieldInitialVersions)
 	if err != nil || start < 0 || !simpleEntries(b[start:end]) {
 		return false, nil
@@ -333,7 +344,7 @@ func unmarshalCompact(b []byte, r *discoveryv3.DeltaDiscoveryRequest, in *inboun
 }
 
 // simpleEntries reports whether raw, records of initial versions, is in
-// the form initialVersions walks: each record's tag one byte, each entry
+// the form InitialVersions walks: each record's tag one byte, each entry
 // only keys and values (one-byte tags), all valid UTF-8.
 func simpleEntries(raw []byte) bool {
 	tag := byte(fieldInitialVersions<<3) | byte(protowire.BytesType)
@@ -358,4 +369,91 @@ func simpleEntries(raw []byte) bool {
 		off += 1 + n
 	}
 	return true
+}
+
+// InitialVersions are a delta request's initial_resource_versions: its map,
+// or the records Codec kept (see above).
+type InitialVersions struct {
+	m   map[string]string
+	raw string // records checked by simpleEntries
+	n   int    // records in raw
+}
+
+func InitialOf(req *discoveryv3.DeltaDiscoveryRequest, in *Inbound) InitialVersions {
+	if in != nil && in.initial != "" {
+		return InitialVersions{raw: in.initial, n: in.initialN}
+	}
+	return InitialVersions{m: req.GetInitialResourceVersions()}
+}
+
+// Len is the number of entries (records when raw: a repeated name counts
+// each time).
+func (v InitialVersions) Len() int {
+	if v.m != nil {
+		return len(v.m)
+	}
+	return v.n
+}
+
+// All yields each name and version; from raw, substrings of it, in wire
+// order, a repeated name as often as it comes (the last one counts, as in
+// a map).
+func (v InitialVersions) All() iter.Seq2[string, string] {
+	if v.m != nil {
+		return func(yield func(string, string) bool) {
+			for k, ver := range v.m {
+				if !yield(k, ver) {
+					return
+				}
+			}
+		}
+	}
+	return func(yield func(string, string) bool) {
+		raw := v.raw
+		for off := 0; off < len(raw); {
+			l, n := uvarint(raw, off+1)
+			kv, end := off+1+n, off+1+n+int(l)
+			var key, ver string
+			for i := kv; i < end; {
+				vl, vn := uvarint(raw, i+1)
+				s := raw[i+1+vn : i+1+vn+int(vl)]
+				if raw[i] == tagEntryKey {
+					key = s
+				} else {
+					ver = s
+				}
+				i += 1 + vn + int(vl)
+			}
+			if !yield(key, ver) {
+				return
+			}
+			off = end
+		}
+	}
+}
+
+// Lookup returns the entries as a map, for looking names up: the map
+// itself, or one built from raw whose strings share raw's bytes.
+func (v InitialVersions) Lookup() map[string]string {
+	if v.m != nil {
+		return v.m
+	}
+	m := make(map[string]string, v.n)
+	for k, ver := range v.All() {
+		m[k] = ver
+	}
+	return m
+}
+
+// uvarint decodes the varint at s[i:], already checked well formed, and
+// returns it with its length.
+func uvarint(s string, i int) (uint64, int) {
+	var v uint64
+	for n := 0; ; n++ {
+		b := s[i+n]
+		v |= uint64(b&0x7f) << (7 * n)
+		if b < 0x80 {
+			return v, n + 1
+		}
+	}
 }

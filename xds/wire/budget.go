@@ -1,4 +1,4 @@
-package xds
+package wire
 
 import (
 	"context"
@@ -10,17 +10,18 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
-// DefaultSendBudget is Options.SendBudget when unset.
+// DefaultSendBudget is the send budget of an engine whose options leave it
+// unset.
 const DefaultSendBudget = 256 << 20
 
-// smallResponse is the size under which a response never waits for the
+// SmallResponse is the size under which a response never waits for the
 // send budget: endpoint changes, the common push, are a few hundred bytes
 // and must not queue behind a storm of initial states.
-const smallResponse = 64 << 10
+const SmallResponse = 64 << 10
 
-// budget bounds the memory that responses in flight to clients keep alive:
+// Budget bounds the memory that responses in flight to clients keep alive:
 // from before a response is handed to gRPC until the transport has written
-// its last byte (or the stream ended). Responses under smallResponse
+// its last byte (or the stream ended). Responses under SmallResponse
 // bypass it.
 //
 // What a response keeps alive is not its wire size. Its records are shared:
@@ -37,12 +38,12 @@ const smallResponse = 64 << 10
 // entry wait first come first served until what they add fits; a response
 // that adds nothing (its frame's records charged already, no records of
 // its own) goes at once.
-type budget struct {
+type Budget struct {
 	max int64
 
 	mu      sync.Mutex
 	used    int64
-	charged map[*records]*recordsCharge // frame records sliced by responses in flight
+	charged map[*Records]*recordsCharge // frame records sliced by responses in flight
 	queue   []*budgetWaiter             // FIFO, so a large response is not starved
 }
 
@@ -54,19 +55,19 @@ type recordsCharge struct {
 }
 
 type budgetWaiter struct {
-	g     *grant
+	g     *Grant
 	ready chan struct{} // closed when granted
 }
 
-func newBudget(max int) *budget {
-	return &budget{max: int64(max), charged: map[*records]*recordsCharge{}}
+func NewBudget(max int) *Budget {
+	return &Budget{max: int64(max), charged: map[*Records]*recordsCharge{}}
 }
 
-// acquire waits until own bytes (at most the whole budget) and, unless a
+// Acquire waits until own bytes (at most the whole budget) and, unless a
 // response in flight holds them already, the records shared fit, or ctx
 // ends. shared may be nil. The grant must be released once.
-func (b *budget) acquire(ctx context.Context, own int, shared *records) (*grant, error) {
-	g := &grant{b: b, n: min(int64(own), b.max), shared: shared}
+func (b *Budget) Acquire(ctx context.Context, own int, shared *Records) (*Grant, error) {
+	g := &Grant{b: b, n: min(int64(own), b.max), shared: shared}
 	b.mu.Lock()
 	if b.fitsLocked(g, len(b.queue) == 0) {
 		b.takeLocked(g)
@@ -84,7 +85,7 @@ func (b *budget) acquire(ctx context.Context, own int, shared *records) (*grant,
 		defer b.mu.Unlock()
 		select {
 		case <-w.ready: // granted meanwhile: give it back
-			g.done.Store(true)
+			g.Done.Store(true)
 			b.releaseLocked(g)
 		default:
 			// slices.Delete clears the vacated slot: the queue's array
@@ -99,17 +100,17 @@ func (b *budget) acquire(ctx context.Context, own int, shared *records) (*grant,
 	}
 }
 
-// reserve acquires what response m keeps alive in flight (its charge).
-func (b *budget) reserve(ctx context.Context, m wireMsg) (*grant, error) {
-	own, shared := m.charge()
-	return b.acquire(ctx, own, shared)
+// Reserve acquires what response m keeps alive in flight (its charge).
+func (b *Budget) Reserve(ctx context.Context, m Msg) (*Grant, error) {
+	own, shared := m.Charge()
+	return b.Acquire(ctx, own, shared)
 }
 
 // needLocked is what granting g adds to the bytes in use.
-func (b *budget) needLocked(g *grant) int64 {
+func (b *Budget) needLocked(g *Grant) int64 {
 	n := g.n
 	if g.shared != nil && b.charged[g.shared] == nil {
-		n += min(int64(len(g.shared.b)), b.max)
+		n += min(int64(len(g.shared.Buf)), b.max)
 	}
 	return n
 }
@@ -118,26 +119,26 @@ func (b *budget) needLocked(g *grant) int64 {
 // frame's records are charged already), or it is first in line (head) and
 // fits, or nothing else is in flight (a response larger than the whole
 // budget goes alone).
-func (b *budget) fitsLocked(g *grant, head bool) bool {
+func (b *Budget) fitsLocked(g *Grant, head bool) bool {
 	n := b.needLocked(g)
 	return n == 0 || head && (b.used+n <= b.max || b.used == 0)
 }
 
-func (b *budget) takeLocked(g *grant) {
+func (b *Budget) takeLocked(g *Grant) {
 	b.used += g.n
 	if g.shared == nil {
 		return
 	}
 	p := b.charged[g.shared]
 	if p == nil {
-		p = &recordsCharge{n: min(int64(len(g.shared.b)), b.max)}
+		p = &recordsCharge{n: min(int64(len(g.shared.Buf)), b.max)}
 		b.charged[g.shared] = p
 		b.used += p.n
 	}
 	p.refs++
 }
 
-func (b *budget) releaseLocked(g *grant) {
+func (b *Budget) releaseLocked(g *Grant) {
 	b.used -= g.n
 	if g.shared != nil {
 		p := b.charged[g.shared]
@@ -159,7 +160,7 @@ func (b *budget) releaseLocked(g *grant) {
 // waiter left in the array (even before the slice's start, which the array
 // keeps alive) would keep its grant's frame records alive after the
 // response was sent and the frame superseded.
-func (b *budget) grantLocked() {
+func (b *Budget) grantLocked() {
 	kept := b.queue[:0]
 	head := true // still granting from the head, first come first served
 	for _, w := range b.queue {
@@ -175,24 +176,31 @@ func (b *budget) grantLocked() {
 	b.queue = kept
 }
 
-func (b *budget) inUse() int64 {
+// Waiting is the number of grants waiting for room.
+func (b *Budget) Waiting() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.queue)
+}
+
+func (b *Budget) InUse() int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.used
 }
 
-// grant is what one response holds of the budget: its own bytes and a
+// Grant is what one response holds of the budget: its own bytes and a
 // reference to the frame records it slices.
-type grant struct {
-	b      *budget
+type Grant struct {
+	b      *Budget
 	n      int64
-	shared *records
-	done   atomic.Bool
+	shared *Records
+	Done   atomic.Bool
 }
 
-// release returns the grant; later calls do nothing.
-func (g *grant) release() {
-	if g == nil || g.done.Swap(true) {
+// Release returns the grant; later calls do nothing.
+func (g *Grant) Release() {
+	if g == nil || g.Done.Swap(true) {
 		return
 	}
 	g.b.mu.Lock()
@@ -203,15 +211,15 @@ func (g *grant) release() {
 // releaser is the mem.BufferPool of a response's last buffer: gRPC's
 // transport frees each buffer once written, so the Put of the last one is
 // the moment the response left the process.
-type releaser struct{ g *grant }
+type releaser struct{ g *Grant }
 
 func (r releaser) Get(n int) *[]byte { b := make([]byte, n); return &b }
-func (r releaser) Put(*[]byte)       { r.g.release() }
+func (r releaser) Put(*[]byte)       { r.g.Release() }
 
-// trackedTail wraps tail so that writing it releases g. mem.NewBuffer pools
+// TrackedTail wraps tail so that writing it releases g. mem.NewBuffer pools
 // only buffers whose capacity is above gRPC's pooling threshold, so the
 // envelope bytes get that capacity.
-func trackedTail(tail []byte, g *grant) mem.Buffer {
+func TrackedTail(tail []byte, g *Grant) mem.Buffer {
 	if g == nil {
 		return mem.SliceBuffer(tail)
 	}
@@ -221,22 +229,22 @@ func trackedTail(tail []byte, g *grant) mem.Buffer {
 	return mem.NewBuffer(&b, releaser{g})
 }
 
-// wireMsg is a response as handed to gRPC: Codec sends its buffers; any
+// Msg is a response as handed to gRPC: Codec sends its buffers; any
 // other codec sees a proto.Message (built on first use).
-type wireMsg interface {
+type Msg interface {
 	protoreflect.ProtoMessage
-	buffers() mem.BufferSlice
-	sendState() *tracking
+	Buffers() mem.BufferSlice
+	SendState() *Tracking
 	// charge is what the response keeps alive in flight, for the send
 	// budget: the bytes of its records outside frame runs, and the frame
 	// records its runs slice (nil without runs).
-	charge() (own int, shared *records)
+	Charge() (own int, shared *Records)
 }
 
-// tracking ties a response to its share of the send budget.
-type tracking struct {
-	g       *grant      // nil: not budgeted
-	encoded atomic.Bool // buffers were handed out: their last Free releases g
+// Tracking ties a response to its share of the send budget.
+type Tracking struct {
+	Grant   *Grant      // nil: not budgeted
+	Encoded atomic.Bool // buffers were handed out: their last Free releases g
 }
 
-func (t *tracking) sendState() *tracking { return t }
+func (t *Tracking) SendState() *Tracking { return t }

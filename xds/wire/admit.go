@@ -1,4 +1,4 @@
-package xds
+package wire
 
 import (
 	"context"
@@ -10,13 +10,14 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
-// DefaultRequestBudget is Options.RequestBudget when unset.
+// DefaultRequestBudget is the request budget of an engine whose options
+// leave it unset.
 const DefaultRequestBudget = 16 << 20
 
-// smallRequest is the wire size under which a request never waits for the
+// SmallRequest is the wire size under which a request never waits for the
 // request budget: ACKs and subscription changes of a few names must not
 // queue behind a storm of reconnects.
-const smallRequest = 64 << 10
+const SmallRequest = 64 << 10
 
 // The send budget bounds responses; this one bounds requests. A
 // reconnecting Envoy's first requests list every resource it holds
@@ -27,36 +28,46 @@ const smallRequest = 64 << 10
 // memory of a storm would grow with the fleet times its resources. Instead a
 // large request waits, first come first served, before it is decoded,
 // until the wire bytes of the requests being decoded and handled fit in
-// Options.RequestBudget; it gives them back once the engine has handled
+// the request budget (the engine's Options.RequestBudget); it gives them back once the engine has handled
 // it. What a waiting request holds is its wire bytes (gRPC reads a message
 // whole before handing it to the codec), the most compact form it has.
 //
 // The wait needs the engine's codec (Codec): another codec decodes at once.
 
-// inbound is what a stream's reader receives a request into: the request
+// Inbound is what a stream's reader receives a request into: the request
 // and the budget it is admitted by. It is a proto.Message standing for the
 // request, so that any codec can decode into it; Codec recognises it and
 // first waits for the budget.
-type inbound struct {
+type Inbound struct {
 	msg   proto.Message
 	ctx   context.Context // the stream's: its end stops the wait
-	admit *budget
-	g     *grant // held from before decoding until release
-	// lease is the stream's first read's (see firstReads): given back once
+	admit *Budget
+	g     *Grant // held from before decoding until release
+	// lease is the stream's first read's (see FirstReads): given back once
 	// the request is admitted.
-	lease *readLease
+	lease *ReadLease
 	// initial and initialN are a delta request's initial versions when
-	// Codec kept them as records (see unmarshalCompact and initialVersions).
+	// Codec kept them as records (see unmarshalCompact and InitialVersions).
 	initial  string
 	initialN int
 }
 
-func (in *inbound) ProtoReflect() protoreflect.Message { return in.msg.ProtoReflect() }
+// NewInbound is a request of the stream of ctx, to be received into msg
+// and admitted by admit; lease, if not nil, is the stream's first read's.
+func NewInbound(ctx context.Context, msg proto.Message, admit *Budget, lease *ReadLease) *Inbound {
+	return &Inbound{msg: msg, ctx: ctx, admit: admit, lease: lease}
+}
+
+// ReleaseLease gives the first read's lease back: the request was
+// admitted, was small, or failed.
+func (in *Inbound) ReleaseLease() { in.lease.Release() }
+
+func (in *Inbound) ProtoReflect() protoreflect.Message { return in.msg.ProtoReflect() }
 
 // GetNode is the request's node, for stream interceptors that check it
 // (the bridge binds nodes to client certificates) without knowing the
 // request's type.
-func (in *inbound) GetNode() *corev3.Node {
+func (in *Inbound) GetNode() *corev3.Node {
 	if r, ok := in.msg.(interface{ GetNode() *corev3.Node }); ok {
 		return r.GetNode()
 	}
@@ -65,13 +76,13 @@ func (in *inbound) GetNode() *corev3.Node {
 
 // wait admits a request of n wire bytes: at once if it is small, else once
 // the budget has room for it (or the stream ended).
-func (in *inbound) wait(n int) error {
+func (in *Inbound) wait(n int) error {
 	in.lease.arrived()
-	defer in.lease.release()
-	if n < smallRequest || in.admit == nil || in.g != nil {
+	defer in.lease.Release()
+	if n < SmallRequest || in.admit == nil || in.g != nil {
 		return nil
 	}
-	g, err := in.admit.acquire(in.ctx, n, nil)
+	g, err := in.admit.Acquire(in.ctx, n, nil)
 	if err != nil {
 		return err
 	}
@@ -79,10 +90,10 @@ func (in *inbound) wait(n int) error {
 	return nil
 }
 
-// release gives the request's bytes back: it has been handled (or
+// Release gives the request's bytes back: it has been handled (or
 // dropped). Later calls do nothing.
-func (in *inbound) release() {
-	in.g.release()
+func (in *Inbound) Release() {
+	in.g.Release()
 	in.g = nil
 }
 
@@ -96,42 +107,47 @@ func (in *inbound) release() {
 // Until then what a client sent stays, beyond the stream's HTTP/2 receive
 // window (GRPCOptions), in the client. A client that opens a stream and
 // sends nothing must not hold a lease for long: a lease whose request has
-// not arrived lapses after leaseTime, and the stream then reads as usual.
+// not arrived lapses after LeaseTime, and the stream then reads as usual.
 // Later requests (ACKs, subscription changes) are read at once.
 
-// leaseTime is how long a first read may hold its lease before its request
+// LeaseTime is how long a first read may hold its lease before its request
 // arrives: Envoy sends its first request as soon as the stream is open.
-const leaseTime = time.Second
+const LeaseTime = time.Second
 
-// firstReads counts the leases: one per leaseBytes of the request budget
+// FirstReads counts the leases: one per LeaseBytes of the request budget
 // (256 for the default), so that the requests read and waiting for the
 // budget stay within a few times its size: each leased stream's first
 // request, and the second request each stream reads unleased once its
 // first was handled (an Envoy's EDS request after CDS). Fewer leases would
 // leave the budget idle, since a lease is held while the client uploads
 // the rest of its request, a round trip and, for a busy client, longer. A
-// nil *firstReads (a budget worth more than 4096 leases) leases without
+// nil *FirstReads (a budget worth more than 4096 leases) leases without
 // limit.
-type firstReads struct{ slots chan struct{} }
+type FirstReads struct{ slots chan struct{} }
 
-// leaseBytes is the share of the request budget per lease. A lease is held
+// LeaseBytes is the share of the request budget per lease. A lease is held
 // through the upload of a large request by a client that may share the
 // CPUs with the rest of its fleet, so a few large shares leave the server
 // idle in a reconnect storm and make it slower than without the budgets;
 // this share keeps it busy, at the cost of the more requests read and
 // waiting in memory that more leases allow.
-const leaseBytes = 64 << 10
+const LeaseBytes = 64 << 10
 
-func newFirstReads(requestBudget int) *firstReads {
-	n := max(requestBudget/leaseBytes, 1)
+func NewFirstReads(requestBudget int) *FirstReads {
+	n := max(requestBudget/LeaseBytes, 1)
 	if n > 4096 {
 		return nil
 	}
-	return &firstReads{slots: make(chan struct{}, n)}
+	return &FirstReads{slots: make(chan struct{}, n)}
 }
 
 // lease waits for a free lease, or for ctx to end.
-func (f *firstReads) lease(ctx context.Context) (*readLease, error) {
+// leases is how many first reads may be under way at once, and held how
+// many are.
+func (f *FirstReads) Leases() int { return cap(f.slots) }
+func (f *FirstReads) Held() int   { return len(f.slots) }
+
+func (f *FirstReads) Lease(ctx context.Context) (*ReadLease, error) {
 	if f == nil {
 		return nil, nil
 	}
@@ -140,27 +156,27 @@ func (f *firstReads) lease(ctx context.Context) (*readLease, error) {
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	l := &readLease{f: f}
-	l.lapse = time.AfterFunc(leaseTime, l.release)
+	l := &ReadLease{f: f}
+	l.lapse = time.AfterFunc(LeaseTime, l.Release)
 	return l, nil
 }
 
-// readLease is one stream's turn to read its first request.
-type readLease struct {
-	f     *firstReads
+// ReadLease is one stream's turn to read its first request.
+type ReadLease struct {
+	f     *FirstReads
 	lapse *time.Timer
 	once  sync.Once
 }
 
 // arrived stops the lapse: the request is here and waits for admission.
-func (l *readLease) arrived() {
+func (l *ReadLease) arrived() {
 	if l != nil {
 		l.lapse.Stop()
 	}
 }
 
-// release gives the lease back; later calls do nothing.
-func (l *readLease) release() {
+// Release gives the lease back; later calls do nothing.
+func (l *ReadLease) Release() {
 	if l != nil {
 		l.once.Do(func() { <-l.f.slots })
 	}
