@@ -313,12 +313,12 @@
 //
 // # Make-before-break
 //
-// A writer always sends, in type order CDS, EDS, LDS, RDS, others, every
-// pending upsert first and only then any pending removal, removals in the
-// opposite order of reference: LDS, RDS, CDS, EDS, others. A listener goes
-// before the route it names, the route before its clusters, a cluster
-// before its assignment, so no remaining resource points at a removed
-// one. In SotW the first CDS response of a change therefore still lists a
+// A writer always sends, in type order CDS, EDS, SDS, LDS, RDS, others,
+// every pending upsert first and only then any pending removal, removals
+// in the opposite order of reference: LDS, RDS, CDS, EDS, SDS, others. A
+// secret goes before the listener that names it; a listener goes before
+// the route it names, the route before its clusters, a cluster before its
+// assignment, so no remaining resource points at a removed one. In SotW the first CDS response of a change therefore still lists a
 // cluster that is being removed, and a second one drops it after the
 // EDS/LDS/RDS upserts.
 // A cluster upsert re-marks its assignment (forced, even if unchanged), so

@@ -9,7 +9,7 @@ import (
 
 // next builds the next response the client is owed and records it as sent.
 // Order is make-before-break (see doc.go): first every type's upserts in rank
-// order (CDS, EDS, LDS, RDS, others), then every type's removals. Because it
+// order (CDS, EDS, SDS, LDS, RDS, others: rank), then every type's removals. Because it
 // re-reads the pending state on each call, a change arriving between two
 // sends still lands in that order. It returns nil when nothing is owed, with
 // the earliest pending unknown-name deadline (zero if none). client.mu held.
