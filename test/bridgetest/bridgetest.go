@@ -77,11 +77,11 @@ func StartFile(t testing.TB, path string, logw io.Writer) *bridge.Instance {
 func Get(url string) (int, string) { return GetAuth(url, "") }
 
 // GetAuth is Get with a bearer token (none if empty). One request is
-// bounded generously, so that a loaded machine never times out a bridge
+// bounded by the tests' patience, so that a loaded machine never times out a bridge
 // that answers; a listener not up yet refuses at once, so a poll of Get is
 // no slower for it.
 func GetAuth(url, token string) (int, string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), Patience)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
