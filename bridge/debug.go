@@ -230,7 +230,7 @@ func debugHandlers(w *why, server *xds.Server) map[string]http.Handler {
 			var opts DumpOptions
 			if node := q.Get("node"); node != "" {
 				var ok bool
-				if d, ok = server.Held(node); !ok {
+				if d, ok = server.Sent(node); !ok {
 					http.Error(rw, "no xDS stream of node "+node+" is connected", http.StatusNotFound)
 					return
 				}

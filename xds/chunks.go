@@ -13,10 +13,10 @@ const (
 	chunkLen  = 1 << chunkBits
 )
 
-// heldChunk is the held entries of chunkLen consecutive slots: nil = absent,
+// sentChunk is the sent entries of chunkLen consecutive slots: nil = absent,
 // none = present without an entry. A shared chunk belongs to a type's chunk
 // table and is never written again.
-type heldChunk struct {
+type sentChunk struct {
 	e      [chunkLen]*entry
 	shared bool
 	// Set on a type's table chunks only, when published. plain: none of
@@ -27,7 +27,7 @@ type heldChunk struct {
 	// holds until the entries are sent (see scan.go).
 	plain bool
 	mask  uint64
-	none  *heldChunk
+	none  *sentChunk
 	// recs are the chunk's SotW records, built on first use (records).
 	recs atomic.Pointer[chunkRecords]
 }
@@ -36,7 +36,7 @@ type heldChunk struct {
 var none = &entry{}
 
 // at is the entry at j of a chunk, nil for a nil chunk.
-func (c *heldChunk) at(j int) *entry {
+func (c *sentChunk) at(j int) *entry {
 	if c == nil {
 		return nil
 	}
@@ -47,7 +47,7 @@ func (c *heldChunk) at(j int) *entry {
 // same at every index but j. It compares from j+1 onwards, wrapping round:
 // a chunk being filled in index order differs right there, so the common
 // case stops at the first comparison.
-func (c *heldChunk) equalBut(d *heldChunk, j int) bool {
+func (c *sentChunk) equalBut(d *sentChunk, j int) bool {
 	if c == d {
 		return true
 	}
@@ -63,22 +63,22 @@ func (c *heldChunk) equalBut(d *heldChunk, j int) bool {
 // scopeTables are the published tables of the scopes, by scope ID (index
 // 0 unused: the type's own table), with the number of entries in each.
 type scopeTables struct {
-	chunks [][]*heldChunk
+	chunks [][]*sentChunk
 	count  []int
 }
 
 // resized is a copy of tab with n chunks.
-func resized(tab []*heldChunk, n int) []*heldChunk {
+func resized(tab []*sentChunk, n int) []*sentChunk {
 	tab = slices.Clone(tab)
 	if n > len(tab) {
-		return append(tab, make([]*heldChunk, n-len(tab))...)
+		return append(tab, make([]*sentChunk, n-len(tab))...)
 	}
 	clear(tab[n:])
 	return tab[:n]
 }
 
 // count is the number of entries of a table chunk (nil: none).
-func (c *heldChunk) count() int {
+func (c *sentChunk) count() int {
 	if c == nil {
 		return 0
 	}
@@ -89,10 +89,10 @@ func (c *heldChunk) count() int {
 // client holds, so a push of one changed resource would otherwise walk,
 // size and hand gRPC every record of the type, for every client: at 10,000
 // resources that walk is most of what the push costs. A watch that is up to
-// date holds the type's shared chunks (see heldChunk), immutable and the same for
+// date holds the type's shared chunks (see sentChunk), immutable and the same for
 // every such client, and an Apply replaces only the chunks it touched. So a
 // shared chunk's records are concatenated once, on first use, and a
-// full-state response is the held set a chunk at a time: a shared chunk as
+// full-state response is the sent set a chunk at a time: a shared chunk as
 // one buffer, the entries of a chunk of the watch's own one by one. The
 // bytes are those of the entry-by-entry form, in the same order.
 
@@ -106,7 +106,7 @@ type chunkRecords struct {
 
 // records returns c's records, concatenating them on first use. c must be
 // shared: a shared chunk is never written again. Safe from any writer.
-func (c *heldChunk) records() *chunkRecords {
+func (c *sentChunk) records() *chunkRecords {
 	if r := c.recs.Load(); r != nil {
 		return r
 	}

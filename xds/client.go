@@ -132,7 +132,7 @@ type member struct {
 	// entries it was sent, and by those it replaced or removed until it
 	// acknowledges that.
 	refs map[string]int
-	// blocked says its writer is holding something back for the group.
+	// blocked says its writer is deferring something for the group.
 	blocked atomic.Bool
 }
 
@@ -155,9 +155,9 @@ type watch struct {
 	lastNames []string
 	firstOwed bool // a first response is owed (wildcard), even if empty
 
-	// held is what the client holds: name → entry sent (nil = subscribed,
+	// sent is what the client was sent: name → entry sent (nil = subscribed,
 	// nothing sent yet). Without wildcard its keys are the subscription.
-	held heldSet
+	sent sentSet
 	// named are the explicit names while wildcard is on.
 	named   map[*slot]struct{}
 	dirty   map[*slot]pend

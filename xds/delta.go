@@ -117,7 +117,7 @@ func (w *watch) unsubscribeDelta(sl *slot) *refusal {
 		w.mark(sl, sl.cur, true)
 		return nil
 	}
-	w.held.put(sl, stale)
+	w.sent.put(sl, stale)
 	w.mark(sl, nil, false)
 	return nil
 }

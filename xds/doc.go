@@ -27,7 +27,7 @@
 //     rewrite.go); Server.startWriter gives it a writer (writer.go). The
 //     stream's reader, readStream, receives each request into a
 //     wire.Inbound (steps 2 and 3) and hands it to Server.handle, which
-//     holds it until the first Apply and then runs the stream's handler
+//     parks it until the first Apply and then runs the stream's handler
 //     (step 4).
 //  2. wire/admit.go: a stream reads its first request only while it holds
 //     a first-read lease (FirstReads.Lease), so that a storm of new streams
@@ -48,8 +48,8 @@
 //     Server.scopeOf, visibility.go) and finds or makes its watch of the
 //     type (client.watchFor, watch.go).
 //  5. initial.go: the watch's first request goes to Server.firstDelta. The
-//     claimed initial versions that match count as held, the rest as stale
-//     (heldSet.put, held.go; watch.pin, watch.go), and the subscription is
+//     claimed initial versions that match count as sent, the rest as stale
+//     (sentSet.put, sent.go; watch.pin, watch.go), and the subscription is
 //     made (step 6).
 //  6. watch.go: a wildcard by watch.wildcardOn, other names one by one
 //     (watch.subscribeChecked, watch.subscribe and watch.reconcile), whose
@@ -146,7 +146,7 @@
 //     subscribers.go, chunks.go and frame.go (the shared
 //     forms of a type's current entries), store.go (a type's store and its
 //     slots), tables.go (its published chunk tables and frames), changes.go
-//     (what an Apply changed, for the views), held.go (what a watch holds:
+//     (what an Apply changed, for the views), sent.go (what a watch holds:
 //     what its client was sent), responsesize.go, response.go (the
 //     responses, from shared records).
 //   - Clients: server.go (Options, Server and NewServer),
@@ -201,7 +201,7 @@
 // restart before the sources synced (see "Readiness"); EDS sent before
 // CDS, or not sent again after a cluster changed; delta reconnects that
 // ignore initial_resource_versions; every response marshalled per client;
-// and named CDS/LDS requests, which gRPC clients send, held until they name
+// and named CDS/LDS requests, which gRPC clients send, parked until they name
 // every resource (see below).
 //
 // # Why not go-control-plane's server and SnapshotCache
@@ -209,7 +209,7 @@
 // Its server answers a watch with a whole snapshot slice: each change costs
 // O(clients × subscribed resources), SotW EDS re-sends every assignment, a
 // NACK is answered with the same version again, and
-// in ADS mode a named CDS/LDS request is held until the names cover the
+// in ADS mode a named CDS/LDS request is parked until the names cover the
 // snapshot, which grpc-go's proxyless client never does. The engine keeps
 // go-control-plane's generated service interfaces and writes the stream
 // handling itself.
@@ -255,7 +255,7 @@
 // A scope costs nothing per client. Each type keeps a chunk table and
 // frame per scope (tables.go), of the entries that scope's
 // wildcard delivers, and a client of a scope shares them exactly as an
-// unscoped client shares the type's, so its held set is a pointer per 64
+// unscoped client shares the type's, so its sent set is a pointer per 64
 // resources while it is up to date. A change is marked on the wildcards of
 // the unscoped clients and of the scopes the resource is or was in, never
 // on the other scopes' clients. A change of a resource's scopes alone is
@@ -266,7 +266,7 @@
 //
 // # Memory per client
 //
-// Per client and type the engine keeps what the client holds (heldSet: a
+// Per client and type the engine keeps what the client holds (sentSet: a
 // map for sparse subscriptions, a slice indexed by the slot's dense index
 // once the watch covers a quarter of its type) and one bit per subscribed
 // name in the name's subscriber bitmap (indexed by the watch's dense index
@@ -454,7 +454,7 @@
 // A NACK (error_detail with the latest nonce of the type) is recorded on
 // the watch (version, nonce, error, count; see Clients), logged once and
 // counted in xdsbridge_xds_nacks_total{type}. What was sent stays recorded
-// as held, so the rejected content is not sent to that client again; the
+// as sent, so the rejected content is not sent to that client again; the
 // next different version is. Stale nonces change nothing, but a changed
 // resource_names list on any SotW request still updates the subscription.
 //

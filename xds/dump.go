@@ -50,11 +50,11 @@ func redacted(e *entry) *anypb.Any {
 	return out.(*anypb.Any)
 }
 
-// Held returns what the connected streams of node id hold: every resource
+// Sent returns what the connected streams of node id hold: every resource
 // last sent to them and not removed since (their running configuration).
 // The streams of a node using one stream per type are merged. It reports
 // false when no stream of that node is connected.
-func (s *Server) Held(id string) (Dump, bool) {
+func (s *Server) Sent(id string) (Dump, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	d, found := map[string][]*entry{}, false
@@ -66,7 +66,7 @@ func (s *Server) Held(id string) (Dump, bool) {
 		found = true
 		c.mu.Lock()
 		for url, w := range c.watches {
-			for e := range w.held.entries() {
+			for e := range w.sent.entries() {
 				if !seen[e] {
 					seen[e] = true
 					d[url] = append(d[url], e)

@@ -12,7 +12,7 @@ type frame struct {
 	// tab is the type's chunk table when the frame was taken: chunk k
 	// holds the frame's entries of slots k*chunkLen on. starts are the
 	// positions in slots where a chunk begins.
-	tab    []*heldChunk
+	tab    []*sentChunk
 	starts []int
 }
 

@@ -4,14 +4,14 @@ package xds
 // (owed.go) orders one push; the gate orders across pushes and streams:
 //
 //   - A route configuration or listener that sends traffic to a cluster
-//     (entry.refs) is held back from a client until that client has the
+//     (entry.refs) is deferred for a client until that client has the
 //     cluster ready: the cluster sent, and, for an EDS cluster, its
 //     assignment sent too, so that Envoy has finished warming it. On ADS,
 //     where Envoy handles responses in the order they are sent, "sent" is
 //     enough; on per-type streams, which have no order between them, the
 //     CDS and EDS streams of the same Envoy must have acknowledged
 //     (ACKed or NACKed) the responses that carried them.
-//   - A cluster's removal (and its assignment's) is held back while a
+//   - A cluster's removal (and its assignment's) is deferred while a
 //     route configuration or listener the client holds still sends
 //     traffic to it; on per-type streams, until the client has
 //     acknowledged the update that stopped naming it.
@@ -20,7 +20,7 @@ package xds
 // server does not have (a cluster of the client's bootstrap, say), or that
 // the client's subscription does not deliver (another scope's, or one a
 // gRPC client has not asked for yet, since gRPC fetches a route before its
-// clusters), holds nothing back. Nothing is held on a timer: what is held
+// clusters), defers nothing. Nothing is deferred on a timer: what is deferred
 // goes as soon as the client's own requests and acknowledgements let it.
 //
 // Per-type streams of one Envoy are found by their node and connection
@@ -52,8 +52,8 @@ func (c *client) ready(e *entry) bool {
 		if sl == nil {
 			continue // the server has no such cluster
 		}
-		h, held := cw.held.get(sl)
-		if !held {
+		h, sent := cw.sent.get(sl)
+		if !sent {
 			if p, pending := cw.dirty[sl]; pending && p.e != nil {
 				return false // on its way
 			}
@@ -69,7 +69,7 @@ func (c *client) ready(e *entry) bool {
 		if ew == nil {
 			return false // the client has not asked for endpoints yet
 		}
-		if a, _ := ew.held.get(esl); a == nil || a == stale {
+		if a, _ := ew.sent.get(esl); a == nil || a == stale {
 			return false
 		}
 	}
@@ -107,7 +107,7 @@ func (c *client) needed(w *watch, sl *slot) bool {
 // names reports whether an entry the watch holds sends traffic to cluster.
 // client.mu held.
 func (w *watch) names(cluster string) bool {
-	for e := range w.held.entries() {
+	for e := range w.sent.entries() {
 		if containsSorted(e.refs, cluster) {
 			return true
 		}
@@ -236,7 +236,7 @@ func (g *group) ready(c *client, e *entry) bool {
 	return true
 }
 
-// block marks c's member as holding something back, and returns false
+// block marks c's member as deferring something, and returns false
 // (for ready). g.mu held.
 func (g *group) block(c *client) bool {
 	c.member.blocked.Store(true)
@@ -257,7 +257,7 @@ func (g *group) needed(c *client, name string) bool {
 	return false
 }
 
-// pokeBlocked pokes the members holding something back, for a change of
+// pokeBlocked pokes the members deferring something, for a change of
 // what they wait for.
 func (g *group) pokeBlocked() {
 	g.mu.Lock()
@@ -276,11 +276,11 @@ func (g *group) pokeBlocked() {
 // clusters is the store of clusters, readable without Server.mu.
 func (s *Server) clusters() *typeState { return s.cds }
 
-// sent records, for a member's watch, that sl was sent e in place of h:
+// noteSent records, for a member's watch, that sl was noteSent e in place of h:
 // a CDS or EDS stream notes a new delivery to publish once acknowledged,
 // an LDS or RDS stream counts the clusters e names at once and uncounts
 // those h named once acknowledged. client.mu held.
-func (w *watch) sent(sl *slot, h, e *entry) {
+func (w *watch) noteSent(sl *slot, h, e *entry) {
 	m := w.c.member
 	if m == nil {
 		return

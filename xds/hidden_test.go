@@ -49,7 +49,7 @@ func TestWildcardSkipsHiddenResources(t *testing.T) {
 			for cl := range s.clients {
 				cl.mu.Lock()
 				w := cl.watches[ListenerType]
-				held, waiting := w.held.len(), len(w.waiting)
+				held, waiting := w.sent.len(), len(w.waiting)
 				cl.mu.Unlock()
 				if held != 1 || waiting != 0 {
 					t.Errorf("the watch holds %d names and waits for %d, want 1 and 0", held, waiting)

@@ -31,7 +31,7 @@ func (s *Server) firstDelta(w *watch, req *discoveryv3.DeltaDiscoveryRequest, in
 		sl := t.slots[name]
 		if sl != nil {
 			if e := c.visible(sl.cur); e != nil && e.version == ver {
-				w.held.put(sl, e)
+				w.sent.put(sl, e)
 				return nil
 			}
 		} else {
@@ -44,10 +44,10 @@ func (s *Server) firstDelta(w *watch, req *discoveryv3.DeltaDiscoveryRequest, in
 				return r
 			}
 		}
-		w.held.put(sl, stale)
+		w.sent.put(sl, stale)
 		return nil
 	}
-	w.held.reserveDense(initial.Len()) // a reconnect's claims: dense at once
+	w.sent.reserveDense(initial.Len()) // a reconnect's claims: dense at once
 	if wild {
 		for name, ver := range initial.All() {
 			if r := claim(name, ver); r != nil {
@@ -75,7 +75,7 @@ func (s *Server) firstDelta(w *watch, req *discoveryv3.DeltaDiscoveryRequest, in
 	bulk := w.bulk(len(sub))
 	slots := t.lookup(sub)
 	var claimed [][2]int
-	if bulk && slots != nil && w.held.len()+len(slots) <= s.opts.Limits.NamesPerSubscription {
+	if bulk && slots != nil && w.sent.len()+len(slots) <= s.opts.Limits.NamesPerSubscription {
 		claimed = w.claimChunks(slots) // no name can breach the limit
 	}
 	for i := 0; i < len(sub); i++ {
@@ -99,7 +99,7 @@ func (s *Server) firstDelta(w *watch, req *discoveryv3.DeltaDiscoveryRequest, in
 		w.rescan()
 	}
 	// Explicit names whose claimed version is gone here are removed.
-	for sl, h := range w.held.all() {
+	for sl, h := range w.sent.all() {
 		if h == stale && w.visible(sl, sl.cur) == nil {
 			w.mark(sl, nil, false)
 		}

@@ -80,7 +80,7 @@ func (w *watch) upserts(now, readyAt time.Time, wait time.Duration) *outbound {
 		if p.e == nil {
 			continue // a removal: second phase
 		}
-		h, ok := w.held.get(sl)
+		h, ok := w.sent.get(sl)
 		if !ok && !w.wildcard {
 			delete(w.dirty, sl)
 			continue // unsubscribed meanwhile
@@ -98,8 +98,8 @@ func (w *watch) upserts(now, readyAt time.Time, wait time.Duration) *outbound {
 		}
 		used += n
 		delete(w.dirty, sl)
-		w.sent(sl, h, p.e)
-		w.held.put(sl, p.e)
+		w.noteSent(sl, h, p.e)
+		w.sent.put(sl, p.e)
 		delete(w.waiting, sl)
 		ups = append(ups, p.e)
 	}
@@ -110,7 +110,7 @@ func (w *watch) upserts(now, readyAt time.Time, wait time.Duration) *outbound {
 			continue
 		}
 		delete(w.waiting, sl)
-		if h, ok := w.held.get(sl); ok && h == nil {
+		if h, ok := w.sent.get(sl); ok && h == nil {
 			if w.t.full && !w.c.delta && w.pushes > ws.pushes {
 				continue // a full-state response sent since told the client
 			}
@@ -151,15 +151,15 @@ func (w *watch) removals() *outbound {
 		} else {
 			used += n
 		}
-		h, ok := w.held.get(sl)
+		h, ok := w.sent.get(sl)
 		if ok && h != nil && h != stale && w.c.needed(w, sl) {
 			continue // a route the client holds still names it (gate.go)
 		}
 		explicit := w.explicit(sl)
 		if ok && !explicit {
-			// Out of the wildcard: the held set lets go of the slot,
+			// Out of the wildcard: the sent set lets go of the slot,
 			// which may then be released (see slot.owed).
-			w.held.del(sl)
+			w.sent.del(sl)
 			delete(w.waiting, sl)
 		}
 		if w.undirty(sl, p) {
@@ -169,9 +169,9 @@ func (w *watch) removals() *outbound {
 			continue
 		}
 		if explicit {
-			w.held.put(sl, nil)
+			w.sent.put(sl, nil)
 		}
-		w.sent(sl, h, nil)
+		w.noteSent(sl, h, nil)
 		rem = append(rem, sl)
 	}
 	w.settleDirty()
@@ -207,8 +207,8 @@ func (w *watch) respond(ups []*entry, gone []*slot, fr *frame, runs []wire.Run) 
 		return o
 	}
 	if w.t.full {
-		// Everything held, the changes just put included (heldSet.pieces, response.go).
-		pieces, n, size := w.held.pieces()
+		// Everything held, the changes just put included (sentSet.pieces, response.go).
+		pieces, n, size := w.sent.pieces()
 		c.s.size.noteFull(c.s.log, w.t, n, size)
 		o.msg, o.resources, o.bytes = &sotwMsg{env: env, pieces: pieces}, n, size
 		return o
@@ -218,8 +218,8 @@ func (w *watch) respond(ups []*entry, gone []*slot, fr *frame, runs []wire.Run) 
 	case w.t.url == EndpointType:
 		for _, sl := range gone {
 			e := emptyAssignment(sl.name)
-			w.sent(sl, nil, e)
-			w.held.put(sl, e)
+			w.noteSent(sl, nil, e)
+			w.sent.put(sl, e)
 			list = append(list, e)
 		}
 	}

@@ -13,7 +13,7 @@ import (
 // clusterRefs are the clusters a resource sends traffic to, sorted, each
 // once: those of a route configuration's routes, and those of a
 // listener's TCP proxies and inline route configurations. Other types
-// name none. The make-before-break gate (gate.go) holds such a resource
+// name none. The make-before-break gate (gate.go) defers such a resource
 // back from a client until the client has those clusters ready. A gRPC
 // API listener names only its route configuration, which gRPC fetches
 // before the clusters, and so names no cluster here.

@@ -66,7 +66,7 @@ func (s *Server) unlock(c *client) {
 }
 
 // recordNACK keeps the rejection for the admin API, logs it once and counts
-// it. The rejected content stays recorded as held, so it is not re-sent to
+// it. The rejected content stays recorded as sent, so it is not re-sent to
 // this client; the next different version is. client.mu held.
 func (w *watch) recordNACK(version, nonce, msg string) {
 	n := 1

@@ -79,7 +79,7 @@ func assemble(t *wire.Tracking, env wire.Envelope, list []*entry, fr *frame, run
 // piece is a run of a full-state response: every entry of a shared chunk
 // (c), or one entry (e).
 type piece struct {
-	c *heldChunk
+	c *sentChunk
 	e *entry
 }
 
@@ -88,7 +88,7 @@ type piece struct {
 // their messages. The pieces stay valid after client.mu is released: a
 // shared chunk is immutable, and an own chunk is listed by its entries.
 // client.mu held.
-func (h *heldSet) pieces() (ps []piece, n, size int) {
+func (h *sentSet) pieces() (ps []piece, n, size int) {
 	if h.dense == nil {
 		ps = make([]piece, 0, len(h.m))
 		for _, e := range h.m {

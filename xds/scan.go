@@ -34,20 +34,20 @@ import (
 // chunks it holds already. Either is told from the two chunks, 64 slots
 // at a time, and the first is sent as a run of the frame with the
 // watch taking the frame's chunk, a few words per chunk instead of a
-// comparison and a held-set write per name.
+// comparison and a sent-set write per name.
 
 type chunkFit int
 
 const (
 	perName  chunkFit = iota // compare name by name
-	heldAll                  // the watch holds the frame's entries
+	sentAll                  // the client was sent the frame's entries
 	lacksAll                 // subscribed to all of them, holds none
 )
 
 // fit tells how the watch stands to the frame's chunk k, where that can be
 // told from the chunks alone. client.mu held.
 func (w *watch) fit(f *frame, k int) chunkFit {
-	h := &w.held
+	h := &w.sent
 	if w.c.rewrite != nil || h.dense == nil || k >= len(h.dense) || k >= len(f.tab) {
 		return perName
 	}
@@ -56,7 +56,7 @@ func (w *watch) fit(f *frame, k int) chunkFit {
 	case tc == nil || !tc.plain || hc == nil:
 		return perName
 	case hc == tc:
-		return heldAll
+		return sentAll
 	case tc != w.t.chunkIn(w.c.scope, k):
 		return perName // changed since the frame (the third rule above)
 	case w.dirtyIn(k):
@@ -94,12 +94,12 @@ func (w *watch) dirtyIn(k int) bool {
 // bulk reports whether a request subscribing n names should queue a scan
 // rather than compare name by name: a scan costs a few loads per resource
 // of the type, a dirty entry some twenty times that.
-// A bulk request also gives the held set its dense form up front.
+// A bulk request also gives the sent set its dense form up front.
 func (w *watch) bulk(n int) bool {
 	if n < 64 || 4*n < w.t.population(w.c.scope) {
 		return false
 	}
-	w.held.reserveDense(n)
+	w.sent.reserveDense(n)
 	return true
 }
 
@@ -118,7 +118,7 @@ func (w *watch) scanned(ups []*entry, used, room int, split bool) (_ []*entry, _
 			}
 			k := f.slots[at].idx >> chunkBits
 			switch w.fit(f, k) {
-			case heldAll:
+			case sentAll:
 				w.scanAt = end - 1
 				continue
 			case lacksAll:
@@ -128,7 +128,7 @@ func (w *watch) scanned(ups []*entry, used, room int, split bool) (_ []*entry, _
 					break // compared name by name, up to the room left
 				}
 				used += n
-				w.held.dense[k] = f.tab[k] // each none becomes its entry: the count stands
+				w.sent.dense[k] = f.tab[k] // each none becomes its entry: the count stands
 				if len(w.waiting) > 0 {
 					for _, sl := range f.slots[at:end] {
 						delete(w.waiting, sl)
@@ -155,10 +155,10 @@ func (w *watch) scanned(ups []*entry, used, room int, split bool) (_ []*entry, _
 		}
 		used += n
 		if w.c.member != nil {
-			h, _ := w.held.get(sl)
-			w.sent(sl, h, e)
+			h, _ := w.sent.get(sl)
+			w.noteSent(sl, h, e)
 		}
-		w.held.put(sl, e)
+		w.sent.put(sl, e)
 		if len(w.waiting) > 0 {
 			delete(w.waiting, sl)
 		}
@@ -206,7 +206,7 @@ func extendRun(runs []wire.Run, at, from, to int) []wire.Run {
 // client's shape of the frame's entry, or nil. client.mu held.
 func (w *watch) owes(f *frame, i int) *entry {
 	sl := f.slots[i]
-	h, ok := w.held.get(sl)
+	h, ok := w.sent.get(sl)
 	if !ok {
 		return nil // not subscribed
 	}
@@ -247,12 +247,12 @@ func (w *watch) pendingScan() int {
 // no Rewrite: nothing for settle to do), and the watch holds nothing of
 // the chunk, the watch takes the chunk's shared twin and each slot gets
 // the watch as a subscriber: what subscribe would have done name by name,
-// without a held-set write, pin or settle per name. It returns the ranges
+// without a sent-set write, pin or settle per name. It returns the ranges
 // of slots it subscribed, in order; the caller subscribes the rest. It
 // counts nothing against a limit: the caller must know that none can be
 // breached. Both locks held.
 func (w *watch) claimChunks(slots []*slot) (done [][2]int) {
-	h := &w.held
+	h := &w.sent
 	if h.dense == nil || w.wildcard || w.c.rewrite != nil {
 		return nil
 	}

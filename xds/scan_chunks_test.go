@@ -52,7 +52,7 @@ func TestScanChunkFit(t *testing.T) {
 	t.Run("a wildcard holds the shared twins, and lacks every chunk", func(t *testing.T) {
 		_, _, w, f := setup(t, []string{"*"})
 		for k := range f.tab {
-			if w.held.dense[k] != f.tab[k].none {
+			if w.sent.dense[k] != f.tab[k].none {
 				t.Errorf("chunk %d: not the type's twin", k)
 			}
 			if got := w.fit(f, k); got != lacksAll {
@@ -71,20 +71,20 @@ func TestScanChunkFit(t *testing.T) {
 	t.Run("every name, a shared list, takes the shared twins", func(t *testing.T) {
 		_, _, w, f := setup(t, share(t, manyNames(n)))
 		for k := range f.tab {
-			if w.held.dense[k] != f.tab[k].none {
+			if w.sent.dense[k] != f.tab[k].none {
 				t.Errorf("chunk %d: not the type's twin", k)
 			}
 		}
-		if w.held.len() != n {
-			t.Errorf("held set counts %d, want %d", w.held.len(), n)
+		if w.sent.len() != n {
+			t.Errorf("sent set counts %d, want %d", w.sent.len(), n)
 		}
 	})
 	t.Run("a shared list naming one twice counts it once", func(t *testing.T) {
 		names := manyNames(n)
 		names = append(names[:6:6], names[5:]...) // svc-5 twice, in slot order
 		_, _, w, _ := setup(t, share(t, names))
-		if w.held.len() != n {
-			t.Errorf("held set counts %d, want %d", w.held.len(), n)
+		if w.sent.len() != n {
+			t.Errorf("sent set counts %d, want %d", w.sent.len(), n)
 		}
 	})
 	t.Run("a shared list over the names-per-subscription limit is still refused", func(t *testing.T) {
@@ -149,8 +149,8 @@ func TestScanChunkFit(t *testing.T) {
 		for owed(c) != nil {
 		}
 		for k := range f.tab {
-			if got := w.fit(f, k); got != heldAll {
-				t.Errorf("chunk %d: %v, want heldAll", k, got)
+			if got := w.fit(f, k); got != sentAll {
+				t.Errorf("chunk %d: %v, want sentAll", k, got)
 			}
 		}
 	})
@@ -160,7 +160,7 @@ func TestScanChunkFit(t *testing.T) {
 // changes, removals, reconnects and partial drains, with and without a
 // response size limit, and checks after full drains that every
 // client holds exactly the current entries of what it subscribes to and
-// that the server's held set agrees. Whole-chunk scans and name-by-name
+// that the server's sent set agrees. Whole-chunk scans and name-by-name
 // comparisons must be indistinguishable here.
 func TestScanMatchesModel(t *testing.T) {
 	const n, extra = 300, 100 // names svc-0..svc-399; 300 exist at first
@@ -330,7 +330,7 @@ func (m *scanModel) drain(k int) {
 	}
 }
 
-// check compares the client's view and the server's held set with the
+// check compares the client's view and the server's sent set with the
 // current entries: every cluster, and the assignments subscribed to.
 func (m *scanModel) check(subscribed map[string]bool) {
 	m.s.mu.Lock()
@@ -361,22 +361,22 @@ func (m *scanModel) check(subscribed map[string]bool) {
 			continue
 		}
 		present := 0
-		for sl, e := range w.held.all() {
+		for sl, e := range w.sent.all() {
 			present++
 			if e != nil && got[sl.name] != e.version {
 				m.t.Errorf("%s %s: server thinks the client holds %q, it holds %q", typ, sl.name, e.version, got[sl.name])
 			}
 			if typ == EndpointType && !subscribed[sl.name] {
-				m.t.Errorf("%s %s: in the held set, not subscribed", typ, sl.name)
+				m.t.Errorf("%s %s: in the sent set, not subscribed", typ, sl.name)
 			}
 		}
-		if present != w.held.len() {
-			m.t.Errorf("%s: held set counts %d, holds %d", typ, w.held.len(), present)
+		if present != w.sent.len() {
+			m.t.Errorf("%s: sent set counts %d, holds %d", typ, w.sent.len(), present)
 		}
 		if typ == EndpointType {
 			for name := range subscribed {
-				if sl := ts.slots[name]; sl == nil || !w.held.has(sl) {
-					m.t.Errorf("%s %s: subscribed, not in the held set", typ, name)
+				if sl := ts.slots[name]; sl == nil || !w.sent.has(sl) {
+					m.t.Errorf("%s %s: subscribed, not in the sent set", typ, name)
 				}
 			}
 		}
@@ -456,7 +456,7 @@ func TestAppendFrame(t *testing.T) {
 // claims and partial drains, over resources some of which are gRPC-only or
 // have a gRPC variant, with small name limits in some seeds. After full
 // drains each client must hold exactly what its node class sees of the
-// current entries it subscribes to, the server's held sets must agree,
+// current entries it subscribes to, the server's sent sets must agree,
 // every name subscribed must have been answered (or be waiting for its
 // bounded wait), and a reconnect must not be sent what it correctly claimed.
 func TestScanMatchesModelClients(t *testing.T) {
@@ -1119,13 +1119,13 @@ func (m *fleetModel) reconnect(fc *fleetClient) {
 			continue
 		}
 		present := 0
-		for range w.held.all() {
+		for range w.sent.all() {
 			present++
 		}
-		if present != w.held.len() {
-			m.t.Errorf("%s after a reconnect: held set counts %d, holds %d", typ, w.held.len(), present)
+		if present != w.sent.len() {
+			m.t.Errorf("%s after a reconnect: sent set counts %d, holds %d", typ, w.sent.len(), present)
 		}
-		for k, hc := range w.held.dense {
+		for k, hc := range w.sent.dense {
 			tc := w.t.chunk(k)
 			if tc == nil || hc != tc.none {
 				switch {
@@ -1201,7 +1201,7 @@ func (m *fleetModel) drainAll() {
 	}
 }
 
-// check compares each client's view and the server's held sets with what
+// check compares each client's view and the server's sent sets with what
 // the client's class sees of the current entries: every cluster, and the
 // assignments subscribed to by name or through the wildcard.
 func (m *fleetModel) check() {
@@ -1234,7 +1234,7 @@ func (m *fleetModel) checkSlots() {
 				continue
 			}
 			var refs []*slot
-			for sl := range w.held.all() {
+			for sl := range w.sent.all() {
 				refs = append(refs, sl)
 			}
 			for sl, p := range w.dirty {
@@ -1337,7 +1337,7 @@ func (m *fleetModel) checkClient(who string, fc *fleetClient) {
 			}
 		}
 		present := 0
-		for sl, e := range w.held.all() {
+		for sl, e := range w.sent.all() {
 			present++
 			if e != nil && got[sl.name] != e.version {
 				t.Errorf("%s: %s %s: server thinks the client holds %q, it holds %q", who, typ, sl.name, e.version, got[sl.name])
@@ -1346,11 +1346,11 @@ func (m *fleetModel) checkClient(who string, fc *fleetClient) {
 			// outlive its resource (removals drop nothing the client was
 			// not sent): harmless, the client holds nothing of it.
 			if !(typ == EndpointType && fc.named[sl.name]) && !(wild && (sl.cur != nil || e == nil)) {
-				t.Errorf("%s: %s %s: in the held set, not subscribed", who, typ, sl.name)
+				t.Errorf("%s: %s %s: in the sent set, not subscribed", who, typ, sl.name)
 			}
 		}
-		if present != w.held.len() {
-			t.Errorf("%s: %s: held set counts %d, holds %d", who, typ, w.held.len(), present)
+		if present != w.sent.len() {
+			t.Errorf("%s: %s: sent set counts %d, holds %d", who, typ, w.sent.len(), present)
 		}
 		for name, v := range got {
 			sl := ts.slots[name]
@@ -1358,7 +1358,7 @@ func (m *fleetModel) checkClient(who string, fc *fleetClient) {
 				t.Errorf("%s: %s %s: held by the client, no slot", who, typ, name)
 				continue
 			}
-			if h, _ := w.held.get(sl); h == nil || h.version != v {
+			if h, _ := w.sent.get(sl); h == nil || h.version != v {
 				t.Errorf("%s: %s %s: client holds %q, server thinks %v", who, typ, name, v, h)
 			}
 		}
@@ -1366,8 +1366,8 @@ func (m *fleetModel) checkClient(who string, fc *fleetClient) {
 			continue
 		}
 		for name := range fc.named {
-			if sl := ts.slots[name]; sl == nil || !w.held.has(sl) {
-				t.Errorf("%s: EDS %s: subscribed, not in the held set", who, name)
+			if sl := ts.slots[name]; sl == nil || !w.sent.has(sl) {
+				t.Errorf("%s: EDS %s: subscribed, not in the sent set", who, name)
 			}
 		}
 		// Every subscription is answered: at once when the name has a
@@ -1386,7 +1386,7 @@ func (m *fleetModel) checkClient(who string, fc *fleetClient) {
 				continue
 			}
 			if !waits || sl.cur != nil && seenBy(sl.cur, fc.grpc) != nil {
-				h, held := w.held.get(sl)
+				h, held := w.sent.get(sl)
 				t.Errorf("%s: EDS %s: subscribed (%+v), never answered (current %v, waiting %v, held %v %v)", who, name, a, sl.cur != nil, waits, held, h)
 			}
 		}

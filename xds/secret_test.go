@@ -133,7 +133,7 @@ func TestSecretsOnlyToGrantedScopes(t *testing.T) {
 
 func heldOf(t *testing.T, s *Server, id string) Dump {
 	t.Helper()
-	d, ok := s.Held(id)
+	d, ok := s.Sent(id)
 	if !ok {
 		t.Fatalf("node %s is not connected", id)
 	}

@@ -23,7 +23,7 @@ type slot struct {
 	subs subscribers
 	// owed counts the watches whose pending changes hold this slot's
 	// removal (a pend without an entry, watch.mark): their clients hold,
-	// or were about to be sent, what the slot had, and their held sets
+	// or were about to be sent, what the slot had, and their sent sets
 	// know the slot by its index until the removal is sent. It grows only
 	// under Server.mu and client.mu (mark); a writer decrements it holding
 	// client.mu alone, when it sends the removal, and queues the slot for

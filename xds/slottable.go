@@ -7,12 +7,12 @@ import (
 )
 
 // slotTable numbers a type's slots densely (slot.idx) and finds a slot by
-// its index. Indexes are what held sets, the chunk tables and frames are
+// its index. Indexes are what sent sets, the chunk tables and frames are
 // laid out by, so a slot keeps its index for life and the indexes in use
 // can be spread over the whole range a type once reached: a registry that
 // shrank from 100,000 services to 6 may keep one of the six at index
 // 99,999. The table's memory must follow the slots in use, not that
-// range, so it is paged: a page is chunkLen slots (a held set's and a
+// range, so it is paged: a page is chunkLen slots (a sent set's and a
 // chunk table's chunk), made when a slot of it is taken and dropped when
 // its last slot is freed. What stays for the range is a pointer and a bit
 // per page: 64 times less than a pointer per index.
@@ -40,7 +40,7 @@ type slotPage struct {
 // reallocated smaller: a few hundred bytes are not worth the copy.
 const smallTable = 64
 
-// span is one past the highest index in use: the extent held sets and
+// span is one past the highest index in use: the extent sent sets and
 // chunk tables are sized by.
 func (t *slotTable) span() int { return t.end }
 
@@ -53,7 +53,7 @@ func (t *slotTable) at(i int) *slot {
 	return t.pages[k].s[i&(chunkLen-1)]
 }
 
-// page returns the slots of page k (chunk k of held sets), nil when all
+// page returns the slots of page k (chunk k of sent sets), nil when all
 // of them are free. The answer must not be written to.
 func (t *slotTable) page(k int) *[chunkLen]*slot {
 	if k >= len(t.pages) || t.pages[k] == nil {

@@ -125,7 +125,7 @@ func (w *watch) unsubscribeExcept(want map[*slot]struct{}) {
 		}
 		return
 	}
-	for sl := range w.held.all() {
+	for sl := range w.sent.all() {
 		if _, ok := want[sl]; !ok {
 			w.unsubscribe(sl)
 		}

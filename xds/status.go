@@ -39,7 +39,7 @@ type TypeStatus struct {
 	Wildcard bool   `json:"wildcard"`
 	// Subscribed counts explicit names and Names lists the first
 	// MaxStatusNames of them in sorted order; Held counts what the client
-	// holds (sent); Pending the names changed but not yet sent.
+	// was sent and still has; Pending the names changed but not yet sent.
 	Subscribed int      `json:"subscribed"`
 	Names      []string `json:"names,omitempty"`
 	Held       int      `json:"held"`
@@ -143,7 +143,7 @@ func (s *Server) statuses(names bool) []ClientStatus {
 				AckedVersion: w.acked,
 			}
 			if names {
-				for sl, h := range w.held.all() {
+				for sl, h := range w.sent.all() {
 					if h != nil && h != stale {
 						ts.Held++
 					}

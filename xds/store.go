@@ -30,7 +30,7 @@ type typeState struct {
 	// (chunks.go, tables.go), and scoped the same per scope; touched are
 	// the chunks changed since they were published. seen are the scopes any entry of
 	// the type was ever in or denied to: those that have tables.
-	table   atomic.Pointer[[]*heldChunk]
+	table   atomic.Pointer[[]*sentChunk]
 	scoped  atomic.Pointer[scopeTables]
 	touched []int
 	seen    ScopeSet
@@ -134,7 +134,7 @@ func (t *typeState) shrink() {
 	}
 }
 
-// total is the size of the type's slot table, for heldSet's dense form.
+// total is the size of the type's slot table, for sentSet's dense form.
 func (t *typeState) total() int { return int(t.count.Load()) }
 
 func newTypeState(url string, m *typeMetrics) *typeState {

@@ -6,7 +6,7 @@ import (
 
 // chunk returns the published chunk k of the type's current entries, nil
 // when none of its slots has one.
-func (t *typeState) chunk(k int) *heldChunk {
+func (t *typeState) chunk(k int) *sentChunk {
 	tab := t.table.Load()
 	if tab == nil || k >= len(*tab) {
 		return nil
@@ -16,7 +16,7 @@ func (t *typeState) chunk(k int) *heldChunk {
 
 // chunkIn is chunk k of scope id's table (the type's own for id 0): nil
 // when none of its slots has an entry in the scope.
-func (t *typeState) chunkIn(id, k int) *heldChunk {
+func (t *typeState) chunkIn(id, k int) *sentChunk {
 	if id == 0 {
 		return t.chunk(k)
 	}
@@ -28,7 +28,7 @@ func (t *typeState) chunkIn(id, k int) *heldChunk {
 }
 
 // population is the number of resources a wildcard of scope id delivers
-// (for scope 0, the size of the slot table), which sizes a watch's held
+// (for scope 0, the size of the slot table), which sizes a watch's sent
 // set: a client of a scope holding most of its scope is dense like an
 // unscoped client holding most of the type.
 func (t *typeState) population(id int) int {
@@ -54,17 +54,17 @@ func (t *typeState) publishChunks() {
 		return
 	}
 	n := (t.byIdx.span() + chunkLen - 1) / chunkLen
-	var tab []*heldChunk
+	var tab []*sentChunk
 	if old := t.table.Load(); old != nil {
 		tab = *old
 	}
 	tab = resized(tab, n)
 	st := &scopeTables{}
 	if ids := t.seen.maxID(); ids > 0 {
-		st.chunks, st.count = make([][]*heldChunk, ids+1), make([]int, ids+1)
+		st.chunks, st.count = make([][]*sentChunk, ids+1), make([]int, ids+1)
 		old := t.scoped.Load()
 		for id := 1; id <= ids; id++ {
-			var prev []*heldChunk
+			var prev []*sentChunk
 			if old != nil && id < len(old.chunks) {
 				prev, st.count[id] = old.chunks[id], old.count[id]
 			}
@@ -92,18 +92,18 @@ func (t *typeState) publishChunks() {
 }
 
 // buildChunk is chunk k of scope id's table. Server.mu held.
-func (t *typeState) buildChunk(k, id int) *heldChunk {
+func (t *typeState) buildChunk(k, id int) *sentChunk {
 	page := t.byIdx.page(k)
 	if page == nil {
 		return nil
 	}
-	var c *heldChunk
+	var c *sentChunk
 	for j, sl := range page {
 		if sl == nil || sl.cur == nil || !sl.cur.inScope(id) {
 			continue
 		}
 		if c == nil {
-			c = &heldChunk{shared: true, plain: true, none: &heldChunk{shared: true}}
+			c = &sentChunk{shared: true, plain: true, none: &sentChunk{shared: true}}
 		}
 		e := sl.cur
 		c.e[j], c.none.e[j] = e, none

@@ -65,7 +65,7 @@ func (c *client) rescope(id int, now time.Time) {
 	}
 	c.scope = id
 	for _, w := range c.watches {
-		w.held.scope = id
+		w.sent.scope = id
 		if w.wildcard {
 			w.t.addWild(w)
 		}
@@ -79,7 +79,7 @@ func (c *client) rescope(id int, now time.Time) {
 // held.
 func (w *watch) rescope(now time.Time) {
 	if !w.wildcard {
-		for sl := range w.held.all() {
+		for sl := range w.sent.all() {
 			w.reconcile(sl, now)
 		}
 	} else {
@@ -87,15 +87,15 @@ func (w *watch) rescope(now time.Time) {
 			if sl.cur == nil {
 				continue
 			}
-			h, held := w.held.get(sl)
+			h, sent := w.sent.get(sl)
 			switch want := w.visible(sl, sl.cur); {
-			case want != nil && !held:
-				w.held.put(sl, nil)
+			case want != nil && !sent:
+				w.sent.put(sl, nil)
 				w.mark(sl, sl.cur, false)
 			case want == nil && h != nil:
 				w.mark(sl, nil, false)
-			case want == nil && held:
-				w.held.del(sl) // subscribed through the wildcard, never sent
+			case want == nil && sent:
+				w.sent.del(sl) // subscribed through the wildcard, never sent
 				delete(w.waiting, sl)
 			}
 		}

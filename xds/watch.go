@@ -37,7 +37,7 @@ func (w *watch) pin(sl *slot) *refusal {
 // got an entry meanwhile. Both locks held.
 func (w *watch) sweep() {
 	for sl := range w.pins {
-		if sl.cur == nil && (sl.subs.has(w.idx) || w.held.has(sl)) {
+		if sl.cur == nil && (sl.subs.has(w.idx) || w.sent.has(sl)) {
 			continue
 		}
 		if _, ok := w.dirty[sl]; ok {
@@ -63,7 +63,7 @@ func (w *watch) explicit(sl *slot) bool {
 		_, ok := w.named[sl]
 		return ok
 	}
-	return w.held.has(sl)
+	return w.sent.has(sl)
 }
 
 // mark records that sl now has entry e (nil = removed), the store's entry
@@ -77,7 +77,7 @@ func (w *watch) mark(sl *slot, e *entry, force bool) {
 	e = w.visible(sl, e)
 	old, ok := w.dirty[sl]
 	if e == nil {
-		if !w.held.has(sl) {
+		if !w.sent.has(sl) {
 			if ok && w.undirty(sl, old) {
 				w.t.release(sl)
 			}
@@ -105,7 +105,7 @@ func (w *watch) undirty(sl *slot, p pend) (last bool) {
 // queues the difference; a subscribed name without a visible entry starts
 // its bounded wait. Server.mu and client.mu held.
 func (w *watch) reconcile(sl *slot, now time.Time) {
-	h, ok := w.held.get(sl)
+	h, ok := w.sent.get(sl)
 	if !ok {
 		return
 	}
@@ -128,8 +128,8 @@ func (w *watch) subscribe(sl *slot, now time.Time, bulk bool) {
 	if w.wildcard {
 		w.named[sl] = struct{}{}
 	}
-	if !w.held.has(sl) {
-		w.held.put(sl, nil)
+	if !w.sent.has(sl) {
+		w.sent.put(sl, nil)
 	}
 	if bulk {
 		w.settle(sl, now)
@@ -154,7 +154,7 @@ func (w *watch) explicitCount() int {
 	if w.wildcard {
 		return len(w.named)
 	}
-	return w.held.len()
+	return w.sent.len()
 }
 
 // unsubscribe drops sl from the explicit subscription. The client forgets
@@ -167,7 +167,7 @@ func (w *watch) unsubscribe(sl *slot) {
 			return // still delivered through the wildcard
 		}
 	}
-	w.held.del(sl)
+	w.sent.del(sl)
 	if p, ok := w.dirty[sl]; ok {
 		w.undirty(sl, p)
 	}
@@ -181,8 +181,8 @@ func (w *watch) setWildcard(on bool, now time.Time) {
 		return
 	}
 	if on {
-		w.named = make(map[*slot]struct{}, w.held.len())
-		for sl := range w.held.all() {
+		w.named = make(map[*slot]struct{}, w.sent.len())
+		for sl := range w.sent.all() {
 			w.named[sl] = struct{}{}
 		}
 		w.wildcardOn(now)
@@ -192,9 +192,9 @@ func (w *watch) setWildcard(on bool, now time.Time) {
 	w.wildcard = false
 	w.wildcardChanged()
 	var gone []*slot // without an entry, to release once out of every set
-	for sl := range w.held.all() {
+	for sl := range w.sent.all() {
 		if _, ok := w.named[sl]; !ok {
-			w.held.del(sl)
+			w.sent.del(sl)
 			delete(w.waiting, sl)
 			if sl.cur == nil {
 				gone = append(gone, sl)
@@ -224,9 +224,9 @@ func (w *watch) wildcardOn(now time.Time) {
 	w.wildcard = true
 	w.wildcardChanged()
 	w.t.addWild(w)
-	w.held.reserveDense(w.t.population(w.c.scope))
+	w.sent.reserveDense(w.t.population(w.c.scope))
 	for k := 0; k<<chunkBits < w.t.byIdx.span(); k++ {
-		if w.held.subscribeChunk(k, w.t.chunkIn(w.c.scope, k), w.c.rewrite != nil) {
+		if w.sent.subscribeChunk(k, w.t.chunkIn(w.c.scope, k), w.c.rewrite != nil) {
 			continue // the usual first request: whole chunks at once
 		}
 		page := w.t.byIdx.page(k)
@@ -237,7 +237,7 @@ func (w *watch) wildcardOn(now time.Time) {
 			if sl == nil || sl.cur == nil || !sl.cur.inScope(w.c.scope) {
 				continue
 			}
-			if !w.held.has(sl) {
+			if !w.sent.has(sl) {
 				if w.c.visible(sl.cur) == nil {
 					// Hidden from this client (a proxyless gRPC
 					// listener, to an Envoy): the wildcard does not
@@ -245,7 +245,7 @@ func (w *watch) wildcardOn(now time.Time) {
 					// for or answer.
 					continue
 				}
-				w.held.put(sl, nil)
+				w.sent.put(sl, nil)
 			}
 			w.settle(sl, now)
 		}
@@ -253,7 +253,7 @@ func (w *watch) wildcardOn(now time.Time) {
 	w.rescan()
 	// Names the client claims (delta initial versions) that no longer
 	// exist, or that its scope does not deliver, are removed.
-	for sl, h := range w.held.all() {
+	for sl, h := range w.sent.all() {
 		if h != nil && w.visible(sl, sl.cur) == nil {
 			w.mark(sl, nil, false)
 		}
@@ -263,14 +263,14 @@ func (w *watch) wildcardOn(now time.Time) {
 // drop removes the watch from every index (stream end). Both locks held.
 func (w *watch) drop() {
 	w.t.dropWild(w)
-	// First the removals it is owed, which keep slots its held set reads.
+	// First the removals it is owed, which keep slots its sent set reads.
 	for sl, p := range w.dirty {
 		if p.e == nil {
 			sl.owed.Add(-1)
 		}
 	}
 	clear(w.dirty)
-	for sl := range w.held.all() {
+	for sl := range w.sent.all() {
 		sl.subs.remove(w.idx)
 		w.t.release(sl)
 	}
@@ -278,7 +278,7 @@ func (w *watch) drop() {
 		sl.subs.remove(w.idx)
 		w.t.release(sl)
 	}
-	// Last: the held set above still reads the slots pinned here.
+	// Last: the sent set above still reads the slots pinned here.
 	for sl := range w.pins {
 		sl.pins--
 		w.t.release(sl)
@@ -370,7 +370,7 @@ func (c *client) watchFor(t *typeState) *watch {
 	w := &watch{
 		c:       c,
 		t:       t,
-		held:    heldSet{t: t, scope: c.scope},
+		sent:    sentSet{t: t, scope: c.scope},
 		dirty:   make(map[*slot]pend),
 		waiting: make(map[*slot]waitSince),
 	}

@@ -5,7 +5,7 @@ import (
 	"math/bits"
 )
 
-// heldSet is what a watch holds, per slot: absent, present without an entry
+// sentSet is what a watch's client was sent, per slot: absent, present without an entry
 // (subscribed, nothing sent yet), or the entry last sent. Sparse watches (a
 // gRPC client naming one cluster) use a map; a watch that covers a good part
 // of its type (an Envoy with wildcard CDS and EDS for every cluster) switches
@@ -26,13 +26,13 @@ import (
 // copies), or one holding names the type does not have keeps chunks of
 // its own, a pointer per slot of each chunk it holds.
 // Guarded by client.mu.
-type heldSet struct {
+type sentSet struct {
 	t *typeState
 	// scope is the client's scope ID: its chunks are shared with the
 	// scope's table (see typeState.chunkIn).
 	scope int
 	m     map[*slot]*entry
-	dense []*heldChunk // by slot.idx/chunkLen; nil = every slot absent
+	dense []*sentChunk // by slot.idx/chunkLen; nil = every slot absent
 	n     int          // present slots, in dense mode
 }
 
@@ -40,12 +40,12 @@ type heldSet struct {
 // n of the type's slots: at least 64 covering at least a quarter of them.
 // Taken at once for a bulk subscription, since growing a map to a quarter
 // of a large type first costs more than the whole subscription.
-func (h *heldSet) reserveDense(n int) {
+func (h *sentSet) reserveDense(n int) {
 	if h.dense != nil || n < 64 || 4*n < h.t.population(h.scope) {
 		return
 	}
 	total := h.t.total()
-	h.dense = make([]*heldChunk, (total+chunkLen-1)/chunkLen)
+	h.dense = make([]*sentChunk, (total+chunkLen-1)/chunkLen)
 	for sl, e := range h.m {
 		if e == nil {
 			e = none
@@ -55,7 +55,7 @@ func (h *heldSet) reserveDense(n int) {
 	h.m = nil
 }
 
-func (h *heldSet) get(sl *slot) (*entry, bool) {
+func (h *sentSet) get(sl *slot) (*entry, bool) {
 	if h.dense == nil {
 		e, ok := h.m[sl]
 		return e, ok
@@ -74,13 +74,13 @@ func (h *heldSet) get(sl *slot) (*entry, bool) {
 	}
 }
 
-func (h *heldSet) has(sl *slot) bool {
+func (h *sentSet) has(sl *slot) bool {
 	_, ok := h.get(sl)
 	return ok
 }
 
 // put records e (nil: present without an entry).
-func (h *heldSet) put(sl *slot, e *entry) {
+func (h *sentSet) put(sl *slot, e *entry) {
 	if h.dense == nil {
 		if h.m == nil {
 			h.m = make(map[*slot]*entry)
@@ -95,7 +95,7 @@ func (h *heldSet) put(sl *slot, e *entry) {
 	h.set(sl.idx, e)
 }
 
-func (h *heldSet) del(sl *slot) {
+func (h *sentSet) del(sl *slot) {
 	if h.dense == nil {
 		delete(h.m, sl)
 		return
@@ -105,13 +105,13 @@ func (h *heldSet) del(sl *slot) {
 
 // set writes v (nil, none or an entry) at slot index i of the dense form,
 // sharing the type's chunk when the write makes this chunk equal to it.
-func (h *heldSet) set(i int, v *entry) {
+func (h *sentSet) set(i int, v *entry) {
 	k, j := i>>chunkBits, i&(chunkLen-1)
 	if k >= len(h.dense) {
 		if v == nil {
 			return
 		}
-		h.dense = append(h.dense, make([]*heldChunk, k+1-len(h.dense)+len(h.dense)/4)...)
+		h.dense = append(h.dense, make([]*sentChunk, k+1-len(h.dense)+len(h.dense)/4)...)
 	}
 	c := h.dense[k]
 	var old *entry
@@ -133,7 +133,7 @@ func (h *heldSet) set(i int, v *entry) {
 		return
 	}
 	if c == nil || c.shared {
-		own := &heldChunk{}
+		own := &sentChunk{}
 		if c != nil {
 			own.e = c.e
 		}
@@ -142,7 +142,7 @@ func (h *heldSet) set(i int, v *entry) {
 	c.e[j] = v
 }
 
-func (h *heldSet) len() int {
+func (h *sentSet) len() int {
 	if h.dense == nil {
 		return len(h.m)
 	}
@@ -151,7 +151,7 @@ func (h *heldSet) len() int {
 
 // entries yields the entries held (not the present-without-entry slots).
 // It needs only client.mu.
-func (h *heldSet) entries() iter.Seq[*entry] {
+func (h *sentSet) entries() iter.Seq[*entry] {
 	return func(yield func(*entry) bool) {
 		if h.dense == nil {
 			for _, e := range h.m {
@@ -177,7 +177,7 @@ func (h *heldSet) entries() iter.Seq[*entry] {
 // all yields every present slot with its entry (nil if none); deleting the
 // current slot while iterating is allowed. It reads the type's slot table,
 // so Server.mu must be held too.
-func (h *heldSet) all() iter.Seq2[*slot, *entry] {
+func (h *sentSet) all() iter.Seq2[*slot, *entry] {
 	return func(yield func(*slot, *entry) bool) {
 		if h.dense == nil {
 			for sl, e := range h.m {
@@ -212,7 +212,7 @@ func (h *heldSet) all() iter.Seq2[*slot, *entry] {
 // twin of present-without-entry slots, when the watch holds nothing of
 // chunk k and is served tc's entries themselves (so the caller has nothing
 // to settle). It reports whether it did.
-func (h *heldSet) subscribeChunk(k int, tc *heldChunk, rewritten bool) bool {
+func (h *sentSet) subscribeChunk(k int, tc *sentChunk, rewritten bool) bool {
 	if rewritten || tc == nil || !tc.plain || h.dense == nil || k >= len(h.dense) || h.dense[k] != nil {
 		return false
 	}

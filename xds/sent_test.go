@@ -38,7 +38,7 @@ func (t *typeState) change(i int, version string) *entry {
 func TestHeldSetSharesTheTypesChunks(t *testing.T) {
 	const n = 1000
 	ts := heldType(n)
-	own := func(h *heldSet) (k int) {
+	own := func(h *sentSet) (k int) {
 		for i, c := range h.dense {
 			if c != ts.chunk(i) {
 				k++
@@ -47,7 +47,7 @@ func TestHeldSetSharesTheTypesChunks(t *testing.T) {
 		return k
 	}
 	for _, order := range []string{"index", "random"} {
-		h := &heldSet{t: ts}
+		h := &sentSet{t: ts}
 		h.reserveDense(n)
 		idx := rand.Perm(n)
 		if order == "index" {
@@ -63,7 +63,7 @@ func TestHeldSetSharesTheTypesChunks(t *testing.T) {
 		}
 	}
 
-	h := &heldSet{t: ts}
+	h := &sentSet{t: ts}
 	h.reserveDense(n)
 	for _, sl := range ts.byIdx.all() {
 		h.put(sl, sl.cur)
@@ -91,12 +91,12 @@ func TestHeldSetDenseMatchesAMap(t *testing.T) {
 	const n = 300
 	ts := heldType(n)
 	rng := rand.New(rand.NewPCG(1, 2))
-	h := &heldSet{t: ts}
+	h := &sentSet{t: ts}
 	h.reserveDense(n)
 	model := map[*slot]*entry{}
-	var tables []map[*heldChunk][chunkLen]*entry // each published chunk's content when published
+	var tables []map[*sentChunk][chunkLen]*entry // each published chunk's content when published
 	snap := func() {
-		m := map[*heldChunk][chunkLen]*entry{}
+		m := map[*sentChunk][chunkLen]*entry{}
 		for k := range (n + chunkLen - 1) / chunkLen {
 			if c := ts.chunk(k); c != nil {
 				m[c] = c.e
@@ -188,9 +188,9 @@ func TestHeldSetSharedAfterAChange(t *testing.T) {
 		t.Fatal("the change was not sent")
 	}
 	ts, w := s.types[ClusterType], c.watches[ClusterType]
-	for k, hc := range w.held.dense {
+	for k, hc := range w.sent.dense {
 		if hc != ts.chunk(k) {
-			t.Fatalf("chunk %d of %d is the client's own after the change was sent", k, len(w.held.dense))
+			t.Fatalf("chunk %d of %d is the client's own after the change was sent", k, len(w.sent.dense))
 		}
 	}
 }
