@@ -135,6 +135,7 @@ func TestScale(t *testing.T) {
 }
 
 func run(t *testing.T, n int) result {
+	t.Helper()
 	srv := zktest.Start(t)
 	r := zktest.NewRegistrar(t, srv.Addr, 60*time.Second)
 	res := result{Run: n, Services: *services, Instances: *instances, Clients: *clients}
