@@ -223,6 +223,7 @@ func (w *logMark) at() time.Time {
 // write of the change, a ZooKeeper client call, included). Its changes use
 // ports the bridge phase does not, so that each is a change.
 func sourceAlone(t *testing.T, srv *zktest.Server, r *zktest.Registrar, res *result) {
+	t.Helper()
 	typ, _ := sources.Lookup("zookeeper")
 	src, err := typ.New(map[string]any{
 		"servers":  []any{srv.Addr},
