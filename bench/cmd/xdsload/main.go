@@ -297,7 +297,7 @@ func parseServerBins(s string) (map[string]string, error) {
 	if s == "" {
 		return out, nil
 	}
-	for _, kv := range strings.Split(s, ",") {
+	for kv := range strings.SplitSeq(s, ",") {
 		label, path, ok := strings.Cut(kv, "=")
 		if !ok || label == "" || path == "" {
 			return nil, fmt.Errorf("--server-bin: %q is not LABEL=PATH", kv)
