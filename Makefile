@@ -5,7 +5,7 @@ VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS := -X main.version=$(VERSION) -X main.revision=$(REVISION)
 
-.PHONY: build test lint vet fmt-check staticcheck deadcode fuzz deploy-check
+.PHONY: build test lint vet fmt-check golangci-lint staticcheck deadcode fuzz deploy-check
 
 # Shell snippets shared by test and the single-purpose targets (test runs
 # them inline rather than through $(MAKE), so that `make -n test` runs nothing).
@@ -36,11 +36,14 @@ FUZZ = for t in $(FUZZ_TARGETS); do \
 # there. No -race: the checks start no goroutines, and instrumenting
 # k8s.io/api would only lengthen a cold build.
 DEPLOY_CHECK = { $(GO) vet -C tools/deploycheck ./... && $(GO) test -C tools/deploycheck -count=1 ./...; } || exit 1
-# staticcheck at the version the tools/lint module pins, so that its
-# dependency graph stays out of the product's go.mod: go tool builds it from
-# that module's go.sum (its modules come from the module proxy the first
-# time) and keeps the build in the build cache. A finding that is wrong
-# gets a //lint:ignore CHECK with the reason on the line before it.
+# The linters at the versions the tools/lint module pins, so that their
+# dependency graphs stay out of the product's go.mod: go tool builds each
+# from that module's go.sum (its modules come from the module proxy the
+# first time) and keeps the build in the build cache. golangci-lint runs
+# the set in .golangci.yml, staticcheck among them, and keeps its results
+# in its own cache; a finding that is wrong gets `//nolint:NAME // reason`
+# on its line. staticcheck alone reads `//lint:ignore CHECK reason`.
+GOLANGCI_LINT = $(GO) tool -modfile=tools/lint/go.mod golangci-lint run ./...
 STATICCHECK = $(GO) tool -modfile=tools/lint/go.mod staticcheck ./...
 # deadcode from the same module: functions that neither a command nor a test
 # reaches. Its answer must be empty: code kept for later is code nobody
@@ -51,9 +54,11 @@ DEADCODE = out=$$($(GO) tool -modfile=tools/lint/go.mod deadcode -test ./...) &&
 build:
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/bridge ./cmd/bridge
 
-## test: vet, gofmt, staticcheck, every test with -race (integration tests
-## against real Consul, CoreDNS, ZooKeeper and etcd servers and istio's
-## discovery server are required, not skipped), the deployment manifests' checks (tools/deploycheck, which
+## test: vet, gofmt, golangci-lint (staticcheck and the rest of
+## .golangci.yml, the import rules between the layers among them), deadcode,
+## every test with -race (integration tests against real Consul, CoreDNS,
+## ZooKeeper and etcd servers and istio's discovery server are required,
+## not skipped), the deployment manifests' checks (tools/deploycheck, which
 ## runs promtool on deploy/prometheus) and a short fuzz run.
 ## scripts/tools.sh builds those binaries once and caches them.
 test:
@@ -62,13 +67,14 @@ test:
 	export XDSBRIDGE_CONSUL XDSBRIDGE_COREDNS XDSBRIDGE_ZOOKEEPER XDSBRIDGE_ETCD XDSBRIDGE_PROMTOOL XDSBRIDGE_ISTIOD XDSBRIDGE_INTEGRATION=required; \
 	$(GO) vet ./...; \
 	$(FMT_CHECK); \
-	$(STATICCHECK); \
+	$(GOLANGCI_LINT); \
+	$(DEADCODE); \
 	$(GO) test -race -timeout 25m ./...; \
 	$(DEPLOY_CHECK); \
 	$(FUZZ)
 
-## lint: go vet, gofmt, staticcheck and deadcode
-lint: vet fmt-check staticcheck deadcode
+## lint: go vet, gofmt, golangci-lint and deadcode, as make test runs them
+lint: vet fmt-check golangci-lint deadcode
 
 vet:
 	$(GO) vet ./...
@@ -76,6 +82,10 @@ vet:
 fmt-check:
 	@$(FMT_CHECK)
 
+golangci-lint:
+	$(GOLANGCI_LINT)
+
+## staticcheck: staticcheck alone (make test runs it inside golangci-lint)
 staticcheck:
 	$(STATICCHECK)
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 
@@ -65,11 +66,9 @@ func (a *tokenAuth) token() string {
 // wrap requires the token on every path but the open ones.
 func (a *tokenAuth) wrap(next http.Handler, open ...string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		for _, p := range open {
-			if r.URL.Path == p {
-				next.ServeHTTP(w, r)
-				return
-			}
+		if slices.Contains(open, r.URL.Path) {
+			next.ServeHTTP(w, r)
+			return
 		}
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(a.token())) != 1 {

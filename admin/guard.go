@@ -31,6 +31,7 @@ func confirmHandler(confirm func(ctx context.Context, source string) error) http
 			http.Error(w, err.Error(), http.StatusConflict)
 			return
 		}
-		fmt.Fprintf(w, "applied the held removals of %s\n", source)
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintf(w, "applied the held removals of %s\n", source) //nolint:gosec // a configured source's name (confirm found it), in a text/plain answer
 	}
 }

@@ -89,7 +89,7 @@ func New(cfg *config.Config, log *slog.Logger, build Build) (*Instance, error) {
 	if err != nil {
 		return nil, err
 	}
-	in.manager = manager.NewManager(manager.ManagerOptions{
+	in.manager = manager.NewManager(manager.Options{
 		Sources:    named,
 		Holdoff:    cfg.Holdoff.Min,
 		MaxHoldoff: cfg.Holdoff.Max,

@@ -52,7 +52,7 @@ func (g *gate) Run(ctx context.Context, up chan<- sources.Update) error {
 var gates = make(chan *gate, 1)
 
 func init() {
-	sources.Register(sources.Type{Name: "gate", New: func(cfg map[string]any, opts sources.Options) (sources.Source, error) {
+	sources.Register(sources.Type{Name: "gate", New: func(_ map[string]any, opts sources.Options) (sources.Source, error) {
 		g := &gate{release: make(chan struct{}), status: opts.Status, services: []sources.Service{
 			{Name: "web", Endpoints: []sources.Endpoint{{Address: "10.0.0.1", Port: 80, Health: sources.HealthHealthy}}},
 		}}

@@ -45,7 +45,7 @@ func Snapshot(ctx context.Context, cfg *config.Config, log *slog.Logger) ([]xds.
 	if err != nil {
 		return nil, err
 	}
-	m := manager.NewManager(manager.ManagerOptions{Sources: named, Merge: cfg.Merge, Logger: log.With("component", "manager")})
+	m := manager.NewManager(manager.Options{Sources: named, Merge: cfg.Merge, Logger: log.With("component", "manager")})
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	runCtx, cancel := context.WithCancelCause(ctx)

@@ -120,8 +120,8 @@ func (w *configWatch) look(ctx context.Context) {
 // to (a ConfigMap's previous data directory, which is deleted anyway).
 func (w *configWatch) follow(fw *fsnotify.Watcher) {
 	want := map[string]bool{filepath.Dir(w.path): true}
-	if real, err := filepath.EvalSymlinks(w.path); err == nil {
-		want[filepath.Dir(real)] = true
+	if resolved, err := filepath.EvalSymlinks(w.path); err == nil {
+		want[filepath.Dir(resolved)] = true
 	}
 	for dir := range w.watched {
 		if !want[dir] {

@@ -375,8 +375,7 @@ func (c *Config) clash(key, kind, name string, defined map[string]map[string]boo
 
 // problem is a *settings.KeyError as a Problem of its key.
 func problem(err error) sources.Problem {
-	var ke *settings.KeyError
-	if errors.As(err, &ke) {
+	if ke, ok := errors.AsType[*settings.KeyError](err); ok {
 		return sources.Problem{Key: ke.Key, Err: ke.Err}
 	}
 	return sources.Problem{Err: err}

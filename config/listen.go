@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -15,7 +16,7 @@ import (
 // is not resolved: validation does no I/O.
 func checkListen(key, addr string) error {
 	host, port, err := net.SplitHostPort(addr)
-	if ae, ok := err.(*net.AddrError); ok {
+	if ae, ok := errors.AsType[*net.AddrError](err); ok {
 		err = errors.New(ae.Err) // without its "address x:", the value being named already
 	}
 	if err == nil {
@@ -68,10 +69,8 @@ func collision(a, b string) string {
 		return fmt.Sprintf("a wildcard host takes port %d on every address", na)
 	}
 	for _, x := range hostAddrs(ha) {
-		for _, y := range hostAddrs(hb) {
-			if x == y {
-				return "each listener needs an address of its own"
-			}
+		if slices.Contains(hostAddrs(hb), x) {
+			return "each listener needs an address of its own"
 		}
 	}
 	return ""

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -93,7 +94,7 @@ func syntaxError(data []byte, err error) error {
 	lines := bytes.SplitAfter(data, []byte("\n"))
 	line := reported
 	if len(lines) <= maxSyntaxScan {
-		for k := len(lines) - 1; k >= 0; k-- {
+		for k := range slices.Backward(lines) {
 			var v any
 			if yaml.Unmarshal(bytes.Join(lines[:k], nil), &v) == nil {
 				line = max(line, k+1)

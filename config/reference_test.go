@@ -85,5 +85,4 @@ func TestReference(t *testing.T) {
 	for _, line := range doccheck.Check(ref, doccheck.Selector, sel) {
 		t.Error(line)
 	}
-
 }

@@ -14,6 +14,7 @@ import (
 // TestInvalidConfig checks that an invalid configuration makes validate and
 // run both exit 2 with a message naming the key.
 func TestInvalidConfig(t *testing.T) {
+	t.Parallel()
 	good := "sources:\n  - {name: static, type: file, path: services.yaml}\n"
 	cases := []struct {
 		name, yaml, key string

@@ -78,7 +78,7 @@ func TestExampleReadmes(t *testing.T) {
 				t.Fatal("the README gives no commands (a ```sh block)")
 			}
 			for _, c := range cmds {
-				for _, w := range strings.Fields(c) {
+				for w := range strings.FieldsSeq(c) {
 					if strings.HasPrefix(w, "examples/") && !strings.ContainsAny(w, "$*") {
 						if _, err := os.Stat(filepath.Join("..", w)); err != nil {
 							t.Errorf("%q names %s, which does not exist", c, w)

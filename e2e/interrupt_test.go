@@ -20,6 +20,7 @@ import (
 // interrupted as failed) and is only logged; the README says so.
 func TestCtrlC(t *testing.T) {
 	run := func(t *testing.T, ready time.Duration, name string, args ...string) (log string, exitErr error) {
+		t.Helper()
 		dir := t.TempDir()
 		cfg, _, adminAddr := writeConfig(t, dir)
 		writeFile(t, filepath.Join(dir, "services.yaml"), "services: [{name: web, endpoints: [{address: 10.0.0.1, port: 80}]}]\n")

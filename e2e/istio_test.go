@@ -47,6 +47,7 @@ func TestIstiodReadsConsul(t *testing.T) {
 }
 
 func testIstiod(t *testing.T, shape string) {
+	t.Helper()
 	agent := consultest.Start(t)
 	register := func(id, name, addr string) {
 		t.Helper()

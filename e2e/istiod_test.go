@@ -49,6 +49,7 @@ import (
 // bounded number of times, and once the bridge is back a registration
 // reaches the client again.
 func TestRealIstiod(t *testing.T) {
+	t.Parallel()
 	istiodtest.Binary(t) // skips (or fails under make test) without a build
 	for _, shape := range []string{"inline", "workload_entries"} {
 		t.Run(shape, func(t *testing.T) {
@@ -59,6 +60,7 @@ func TestRealIstiod(t *testing.T) {
 }
 
 func testRealIstiod(t *testing.T, shape string) {
+	t.Helper()
 	server, client := exampleBinaries(t)
 	agent := consultest.Start(t)
 	c := agent.Client()
@@ -370,9 +372,7 @@ func newConnCounter(t *testing.T, upstream string) *connCounter {
 		mu.Unlock()
 		wg.Wait()
 	})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		for {
 			down, err := ln.Accept()
 			if err != nil {
@@ -389,6 +389,6 @@ func newConnCounter(t *testing.T, upstream string) *connCounter {
 			go func() { defer wg.Done(); _, _ = io.Copy(up, down); up.Close() }()
 			go func() { defer wg.Done(); _, _ = io.Copy(down, up); down.Close() }()
 		}
-	}()
+	})
 	return r
 }

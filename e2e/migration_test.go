@@ -128,7 +128,7 @@ func sameAsBefore(t *testing.T, before *bootstrapv3.Bootstrap, d dumped) {
 		for _, c := range []*clusterv3.Cluster{want, got} {
 			c.ClusterDiscoveryType, c.LoadAssignment, c.EdsClusterConfig = nil, nil, nil
 			//lint:ignore SA1019 the old static bootstraps set dns_refresh_rate, deprecated or not, and the move drops it by design
-			c.DnsLookupFamily, c.DnsRefreshRate = 0, nil
+			c.DnsLookupFamily, c.DnsRefreshRate = 0, nil //nolint:staticcheck // the old bootstraps set it, deprecated or not (the lint:ignore above tells a standalone staticcheck)
 		}
 		if !proto.Equal(want, got) {
 			t.Errorf("cluster %q differs from the old static one:\nold:    %v\nbridge: %v", old.GetName(), want, got)
@@ -150,10 +150,10 @@ func addresses(a *endpointv3.ClusterLoadAssignment) []string {
 }
 
 // rewrite copies an example config into a temporary directory with old
-// replaced by new (a registry address), and returns the copy's path.
-func rewrite(t *testing.T, path, old, new string) string {
+// replaced by repl (a registry address), and returns the copy's path.
+func rewrite(t *testing.T, path, old, repl string) string {
 	t.Helper()
-	return rewriteInto(t, t.TempDir(), path, old, new)
+	return rewriteInto(t, t.TempDir(), path, old, repl)
 }
 
 // rewriteInto copies the example file path into dir, under the same base

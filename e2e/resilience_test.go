@@ -63,12 +63,14 @@ type consulBridge struct {
 }
 
 func newConsulBridge(t *testing.T, agentAddr string) *consulBridge {
+	t.Helper()
 	dir := t.TempDir()
 	return &consulBridge{dir: dir, cfg: filepath.Join(dir, "bridge.yaml"), agentAddr: agentAddr,
 		xdsAddr: freeport.Addr(t), adminAddr: freeport.Addr(t)}
 }
 
 func (b *consulBridge) write(t *testing.T, top, source string) {
+	t.Helper()
 	writeFile(t, b.cfg, fmt.Sprintf(`
 xds: {listen: %s}
 admin: {listen: %s}

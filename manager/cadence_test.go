@@ -50,7 +50,6 @@ func (s *cadenceSim) until(t time.Time) {
 	s.c.Published(at)
 	s.busyUntil = at.Add(s.flushTime)
 	s.c.Finished(s.busyUntil) // the loop receives nothing before
-
 }
 
 // TestCadenceSteadyChurn checks the clock-anchored cadence: under steady

@@ -58,7 +58,7 @@ func TestChangeLogRateLimited(t *testing.T) {
 // and the first sync, which the manager logs as such, is not.
 func TestChangeLogManager(t *testing.T) {
 	var logs testLog
-	_, fakes, rec := startNamed(t, ManagerOptions{Holdoff: time.Millisecond, Logger: logs.logger()}, Named{Name: "static"})
+	_, fakes, rec := startNamed(t, Options{Holdoff: time.Millisecond, Logger: logs.logger()}, Named{Name: "static"})
 	fakes[0].send(t, fullUp(testSvc("web", "10.0.0.1"), testSvc("payments", "10.0.0.2")))
 	rec.wait(t, 0)
 	fakes[0].send(t, fullUp(testSvc("web", "10.0.0.1"), testSvc("search", "10.0.0.3")))

@@ -175,6 +175,7 @@ type guardRun struct {
 }
 
 func newGuardRun(t *testing.T, guard Guard, before []sources.Service) *guardRun {
+	t.Helper()
 	r := &guardRun{t: t, g: newGuard(guard, &statusView{}), now: time.Unix(1000, 0), state: map[string]sources.Service{}}
 	r.send(fullUp(before...))
 	return r

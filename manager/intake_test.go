@@ -35,7 +35,7 @@ func quiet(t *testing.T, sentinel *fakeSource, rec *publishRecorder, n int, mark
 
 func TestStartupOptionalSourceTimesOut(t *testing.T) {
 	began := time.Now()
-	m, fakes, rec := startNamed(t, ManagerOptions{Holdoff: time.Millisecond},
+	m, fakes, rec := startNamed(t, Options{Holdoff: time.Millisecond},
 		Named{Name: "a"}, Named{Name: "slow", Startup: Startup{Timeout: 100 * time.Millisecond}})
 	fakes[0].send(t, fullUp(testSvc("web", "10.0.0.1")))
 	expectPublish(t, rec, 0, Changes{Upserted: []sources.Service{testSvc("web", "10.0.0.1")}})
@@ -67,7 +67,7 @@ func TestStartupGateStaysClosed(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m, fakes, rec := startNamed(t, ManagerOptions{}, tt.srcs...)
+			m, fakes, rec := startNamed(t, Options{}, tt.srcs...)
 			for _, i := range tt.sync {
 				fakes[i].send(t, fullUp())
 			}
@@ -117,7 +117,7 @@ func TestWarmStart(t *testing.T) {
 	// loaded the machine.
 	synctest.Test(t, func(t *testing.T) {
 		store := &memStore{state: map[string][]sources.Service{"consul": {testSvc("web", "10.0.0.1")}}}
-		m, fakes, rec := startNamed(t, ManagerOptions{Holdoff: time.Millisecond, StateDir: store, SaveInterval: 10 * time.Millisecond},
+		m, fakes, rec := startNamed(t, Options{Holdoff: time.Millisecond, StateDir: store, SaveInterval: 10 * time.Millisecond},
 			Named{Name: "consul", Startup: Startup{Timeout: time.Minute}}, Named{Name: "file"})
 		began := time.Now()
 		fakes[1].send(t, fullUp(testSvc("api", "10.0.0.2")))
@@ -144,7 +144,7 @@ func TestWarmStart(t *testing.T) {
 
 func TestWarmStartNotForRequired(t *testing.T) {
 	store := &memStore{state: map[string][]sources.Service{"consul": {testSvc("web", "10.0.0.1")}}}
-	m, _, rec := startNamed(t, ManagerOptions{StateDir: store}, Named{Name: "consul", Startup: Startup{Required: true}})
+	m, _, rec := startNamed(t, Options{StateDir: store}, Named{Name: "consul", Startup: Startup{Required: true}})
 	time.Sleep(2 * warmWait) // proving an absence
 	if rec.count() != 0 || m.opts.Sources[0].snapshot().Startup != PhaseWaiting {
 		t.Fatalf("a required source's persisted state was served")
@@ -155,14 +155,18 @@ func TestGuard(t *testing.T) {
 	four := []sources.Service{testSvc("s1", "10.0.0.1"), testSvc("s2", "10.0.0.2"), testSvc("s3", "10.0.0.3"), testSvc("s4", "10.0.0.4")}
 	guard := Guard{MaxRemovedFraction: 0.5, Hold: 150 * time.Millisecond}
 	startWith := func(t *testing.T, guard Guard) (*Manager, []*fakeSource, *publishRecorder) {
-		m, fakes, rec := startNamed(t, ManagerOptions{Holdoff: time.Millisecond},
+		t.Helper()
+		m, fakes, rec := startNamed(t, Options{Holdoff: time.Millisecond},
 			Named{Name: "consul", Guard: guard}, Named{Name: "sentinel"})
 		fakes[1].send(t, fullUp())
 		fakes[0].send(t, fullUp(four...))
 		expectPublish(t, rec, 0, Changes{Upserted: four})
 		return m, fakes, rec
 	}
-	start := func(t *testing.T) (*Manager, []*fakeSource, *publishRecorder) { return startWith(t, guard) }
+	start := func(t *testing.T) (*Manager, []*fakeSource, *publishRecorder) {
+		t.Helper()
+		return startWith(t, guard)
+	}
 	held := func(t *testing.T, m *Manager) *GuardSnapshot {
 		t.Helper()
 		return m.opts.Sources[0].snapshot().Guard
@@ -241,7 +245,7 @@ func TestGuard(t *testing.T) {
 }
 
 func TestServiceErrorsShownPerSource(t *testing.T) {
-	m, fakes, rec := startNamed(t, ManagerOptions{Holdoff: time.Millisecond}, Named{Name: "a"}, Named{Name: "b"})
+	m, fakes, rec := startNamed(t, Options{Holdoff: time.Millisecond}, Named{Name: "a"}, Named{Name: "b"})
 	fakes[0].send(t, fullUp(testSvc("bad1", "10.0.0.1"), testSvc("web", "10.0.0.2")))
 	fakes[1].send(t, fullUp())
 	rec.wait(t, 0)
@@ -262,7 +266,7 @@ func TestServiceErrorsShownPerSource(t *testing.T) {
 func TestPersistRateLimited(t *testing.T) {
 	store := &memStore{}
 	const every = 300 * time.Millisecond
-	_, fakes, rec := startNamed(t, ManagerOptions{Holdoff: time.Millisecond, MaxHoldoff: time.Millisecond,
+	_, fakes, rec := startNamed(t, Options{Holdoff: time.Millisecond, MaxHoldoff: time.Millisecond,
 		StateDir: store, SaveInterval: every}, Named{Name: "a"})
 	began := time.Now()
 	fakes[0].send(t, fullUp())
@@ -302,7 +306,7 @@ func TestGuardLetsOrdinaryRemovalsThrough(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m, fakes, rec := startNamed(t, ManagerOptions{Holdoff: time.Millisecond}, Named{Name: "src", Guard: defaultGuard})
+			m, fakes, rec := startNamed(t, Options{Holdoff: time.Millisecond}, Named{Name: "src", Guard: defaultGuard})
 			fakes[0].send(t, fullUp(tt.before...))
 			rec.wait(t, 0)
 			fakes[0].send(t, tt.up)
@@ -325,7 +329,7 @@ func TestGuardReset(t *testing.T) {
 		guard := defaultGuard
 		guard.Hold = hold
 		var logs testLog
-		m, fakes, rec := startNamed(t, ManagerOptions{Holdoff: time.Millisecond, Logger: logs.logger()},
+		m, fakes, rec := startNamed(t, Options{Holdoff: time.Millisecond, Logger: logs.logger()},
 			Named{Name: "consul", Guard: guard}, Named{Name: "sentinel"})
 		fakes[1].send(t, fullUp())
 		fakes[0].send(t, fullUp(four...))
@@ -358,7 +362,7 @@ func TestGuardReset(t *testing.T) {
 // through the guard: persisted services are not dropped by an empty read.
 func TestGuardWarmStart(t *testing.T) {
 	store := &memStore{state: map[string][]sources.Service{"consul": {testSvc("web", "10.0.0.1"), testSvc("api", "10.0.0.2")}}}
-	m, fakes, rec := startNamed(t, ManagerOptions{Holdoff: time.Millisecond, StateDir: store},
+	m, fakes, rec := startNamed(t, Options{Holdoff: time.Millisecond, StateDir: store},
 		Named{Name: "consul", Guard: defaultGuard, Startup: Startup{Timeout: time.Minute}}, Named{Name: "file"})
 	fakes[1].send(t, fullUp())
 	rec.wait(t, 0)

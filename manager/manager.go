@@ -53,8 +53,8 @@ type Named struct {
 	view *statusView
 }
 
-// ManagerOptions configure a Manager.
-type ManagerOptions struct {
+// Options configure a Manager.
+type Options struct {
 	// Sources in order of precedence: when two sources report a service of
 	// the same name, the earlier one's version is served.
 	Sources []Named
@@ -77,7 +77,7 @@ type ManagerOptions struct {
 	Merge MergeConfig
 }
 
-// Defaults of ManagerOptions and of the restart backoff of failed sources.
+// Defaults of Options and of the restart backoff of failed sources.
 const (
 	DefaultHoldoff    = 100 * time.Millisecond
 	DefaultMaxHoldoff = time.Second
@@ -93,7 +93,7 @@ const (
 // The merged state is kept in maps, so a change of one service costs the same
 // with ten services or ten thousand.
 type Manager struct {
-	opts ManagerOptions
+	opts Options
 	log  *slog.Logger
 	// restartMin and restartMax bound the backoff between restarts of a
 	// source whose Run failed; tests shorten them.
@@ -117,7 +117,7 @@ type Manager struct {
 }
 
 // NewManager returns a manager for opts.
-func NewManager(opts ManagerOptions) *Manager {
+func NewManager(opts Options) *Manager {
 	if opts.Holdoff <= 0 {
 		opts.Holdoff = DefaultHoldoff
 	}

@@ -129,7 +129,7 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 
 // startManager runs a manager over fakes called names and stops it, and
 // checks for leaked goroutines, when the test ends.
-func startManager(t *testing.T, opts ManagerOptions, names ...string) (*Manager, []*fakeSource, *publishRecorder) {
+func startManager(t *testing.T, opts Options, names ...string) (*Manager, []*fakeSource, *publishRecorder) {
 	t.Helper()
 	named := make([]Named, len(names))
 	for i, n := range names {
@@ -140,7 +140,7 @@ func startManager(t *testing.T, opts ManagerOptions, names ...string) (*Manager,
 
 // startNamed is startManager for sources with startup and guard settings: each gets a fake
 // source and a status.
-func startNamed(t *testing.T, opts ManagerOptions, named ...Named) (*Manager, []*fakeSource, *publishRecorder) {
+func startNamed(t *testing.T, opts Options, named ...Named) (*Manager, []*fakeSource, *publishRecorder) {
 	t.Helper()
 	// A test in a synctest bubble has the bubble's own goroutines around it.
 	t.Cleanup(func() {
@@ -322,7 +322,7 @@ func TestManagerScenarios(t *testing.T) {
 			// nothing: it adds a fresh service, and the next publish must
 			// carry that alone.
 			names := append(slices.Clone(tt.sources), "sentinel")
-			m, fakes, rec := startManager(t, ManagerOptions{Holdoff: 10 * time.Millisecond, MaxHoldoff: 100 * time.Millisecond}, names...)
+			m, fakes, rec := startManager(t, Options{Holdoff: 10 * time.Millisecond, MaxHoldoff: 100 * time.Millisecond}, names...)
 			sentinel := fakes[len(fakes)-1]
 			sentinel.send(t, fullUp())
 			next := 0
@@ -373,7 +373,7 @@ func TestManagerHoldoffCoalescesBurst(t *testing.T) {
 	// In a bubble the clock moves only when every goroutine waits, so the
 	// burst below, sent back to back, is never split by a loaded machine.
 	synctest.Test(t, func(t *testing.T) {
-		_, fakes, rec := startManager(t, ManagerOptions{Holdoff: 500 * time.Millisecond, MaxHoldoff: 10 * time.Second}, "a")
+		_, fakes, rec := startManager(t, Options{Holdoff: 500 * time.Millisecond, MaxHoldoff: 10 * time.Second}, "a")
 		fakes[0].send(t, fullUp())
 		rec.wait(t, 0)
 		var want Changes
@@ -399,7 +399,7 @@ func TestManagerHoldoffAfterQuiet(t *testing.T) {
 	// never split by a loaded machine.
 	synctest.Test(t, func(t *testing.T) {
 		const holdoff = 500 * time.Millisecond
-		_, fakes, rec := startManager(t, ManagerOptions{Holdoff: holdoff}, "a")
+		_, fakes, rec := startManager(t, Options{Holdoff: holdoff}, "a")
 		fakes[0].send(t, fullUp())
 		rec.wait(t, 0)
 		for n := 1; n <= 2; n++ {
@@ -423,7 +423,7 @@ func TestManagerPublishesDuringStream(t *testing.T) {
 	// the bubble's clock that is exact, whatever the machine's load.
 	synctest.Test(t, func(t *testing.T) {
 		const holdoff, maxHoldoff = 400 * time.Millisecond, 600 * time.Millisecond
-		_, fakes, rec := startManager(t, ManagerOptions{Holdoff: holdoff, MaxHoldoff: maxHoldoff}, "a")
+		_, fakes, rec := startManager(t, Options{Holdoff: holdoff, MaxHoldoff: maxHoldoff}, "a")
 		fakes[0].send(t, fullUp())
 		rec.wait(t, 0)
 
@@ -458,7 +458,7 @@ func TestManagerPublishesDuringStream(t *testing.T) {
 }
 
 func TestManagerPendingBeforeRun(t *testing.T) {
-	m := NewManager(ManagerOptions{Sources: []Named{{Name: "a", Source: newFake()}, {Name: "b", Source: newFake()}}})
+	m := NewManager(Options{Sources: []Named{{Name: "a", Source: newFake()}, {Name: "b", Source: newFake()}}})
 	if got := m.Pending(); !slices.Equal(got, []string{"a", "b"}) {
 		t.Errorf("Pending() = %q, want [a b]", got)
 	}

@@ -44,12 +44,10 @@ func svc(name string, eps ...sources.Endpoint) sources.Service {
 	return sources.Service{Name: name, Endpoints: append([]sources.Endpoint{}, eps...)}
 }
 
-func weight(n int64) *int64 { return &n }
-
 func weightedRule(service string, ws ...any) MergeRule {
 	r := MergeRule{Service: service, Mode: MergeWeighted}
 	for i := 0; i+1 < len(ws); i += 2 {
-		r.Weights = append(r.Weights, SourceWeight{Source: ws[i].(string), Weight: weight(int64(ws[i+1].(int)))})
+		r.Weights = append(r.Weights, SourceWeight{Source: ws[i].(string), Weight: new(int64(ws[i+1].(int)))})
 	}
 	return r
 }
@@ -296,7 +294,7 @@ func TestShadowedNamesBounded(t *testing.T) {
 // an invalid one is refused with its key, a valid one republishes the
 // services it changes.
 func TestManagerSetMerge(t *testing.T) {
-	m, fakes, rec := startManager(t, ManagerOptions{Holdoff: time.Millisecond}, "a", "b")
+	m, fakes, rec := startManager(t, Options{Holdoff: time.Millisecond}, "a", "b")
 	fakes[0].send(t, fullUp(testSvc("web", "10.0.0.1")))
 	fakes[1].send(t, fullUp(testSvc("web", "10.0.0.2")))
 	if got := changesString(rec.wait(t, 0)); got != "+web[10.0.0.1:80]" {
@@ -320,7 +318,7 @@ func TestManagerSetMerge(t *testing.T) {
 // and the shadowing follows the new precedence.
 func TestMergeFollowsReconfigure(t *testing.T) {
 	mc := MergeConfig{Services: []MergeRule{weightedRule("web", "a", 3, "b", 1)}}
-	m, fakes, rec := startManager(t, ManagerOptions{Holdoff: time.Millisecond, Merge: mc}, "a", "b")
+	m, fakes, rec := startManager(t, Options{Holdoff: time.Millisecond, Merge: mc}, "a", "b")
 	fakes[0].send(t, fullUp(testSvc("web", "10.0.0.1"), testSvc("api", "10.0.1.1")))
 	fakes[1].send(t, fullUp(testSvc("web", "10.0.0.2"), testSvc("api", "10.0.1.2")))
 	webOf := func(c Changes) string {
@@ -360,7 +358,7 @@ func TestMergeFollowsReconfigure(t *testing.T) {
 func TestManagerSetMergeUnchanged(t *testing.T) {
 	var logs testLog
 	mc := MergeConfig{Default: MergeFirst, Services: []MergeRule{{Service: "web", Mode: MergeUnion}}}
-	m, fakes, rec := startManager(t, ManagerOptions{Holdoff: time.Millisecond, Merge: mc, Logger: logs.logger()}, "a")
+	m, fakes, rec := startManager(t, Options{Holdoff: time.Millisecond, Merge: mc, Logger: logs.logger()}, "a")
 	fakes[0].send(t, fullUp(testSvc("web", "10.0.0.1")))
 	rec.wait(t, 0)
 	same := MergeConfig{Default: MergeFirst, Services: []MergeRule{{Service: "web", Mode: MergeUnion}}}

@@ -21,7 +21,7 @@ func names(c Changes) (up, removed string) {
 // one joins, a removed one stops and its services go, a replaced one is
 // restarted, and precedence follows the new order.
 func TestReconfigure(t *testing.T) {
-	m, fakes, rec := startManager(t, ManagerOptions{Holdoff: time.Millisecond, MaxHoldoff: 5 * time.Millisecond}, "a", "b", "c")
+	m, fakes, rec := startManager(t, Options{Holdoff: time.Millisecond, MaxHoldoff: 5 * time.Millisecond}, "a", "b", "c")
 	a, b, c := fakes[0], fakes[1], fakes[2]
 	a.send(t, sources.Update{Full: true, Services: []sources.Service{testSvc("shared", "10.0.0.1"), testSvc("only-a", "10.0.0.1")}})
 	b.send(t, sources.Update{Full: true, Services: []sources.Service{testSvc("shared", "10.0.0.2"), testSvc("only-b", "10.0.0.2")}})
@@ -69,7 +69,7 @@ func TestReconfigure(t *testing.T) {
 }
 
 func TestReconfigureRejectedWhole(t *testing.T) {
-	m, fakes, rec := startManager(t, ManagerOptions{Holdoff: time.Millisecond}, "a")
+	m, fakes, rec := startManager(t, Options{Holdoff: time.Millisecond}, "a")
 	fakes[0].send(t, sources.Update{Full: true, Services: []sources.Service{testSvc("x", "10.0.0.1")}})
 	rec.wait(t, 0)
 	ctx, cancel := context.WithTimeout(context.Background(), patience)

@@ -50,7 +50,7 @@ func phase(m *Manager, i int) string { return m.Statuses()[i].Startup }
 func TestReplaceMakeBeforeBreak(t *testing.T) {
 	var logs testLog
 	hour := Startup{Timeout: time.Hour}
-	m, fakes, rec := startNamed(t, ManagerOptions{Holdoff: time.Millisecond, Logger: logs.logger()},
+	m, fakes, rec := startNamed(t, Options{Holdoff: time.Millisecond, Logger: logs.logger()},
 		Named{Name: "a", Startup: hour}, Named{Name: "b"}, Named{Name: "c"})
 	old := fakes[0]
 	old.send(t, fullUp(testSvc("web", "10.0.0.1"), testSvc("api", "10.0.0.2")))
@@ -90,7 +90,7 @@ func TestReplaceMakeBeforeBreak(t *testing.T) {
 // instance that reads an empty registry does not empty the source.
 func TestReplaceFirstUpdateGuarded(t *testing.T) {
 	four := []sources.Service{testSvc("s1", "10.0.0.1"), testSvc("s2", "10.0.0.2"), testSvc("s3", "10.0.0.3"), testSvc("s4", "10.0.0.4")}
-	m, fakes, rec := startNamed(t, ManagerOptions{Holdoff: time.Millisecond}, Named{Name: "a", Guard: defaultGuard}, Named{Name: "sentinel"})
+	m, fakes, rec := startNamed(t, Options{Holdoff: time.Millisecond}, Named{Name: "a", Guard: defaultGuard}, Named{Name: "sentinel"})
 	fakes[0].send(t, fullUp(four...))
 	fakes[1].send(t, fullUp())
 	rec.wait(t, 0)
@@ -114,7 +114,7 @@ func TestReplaceTimesOutFromTheReload(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const timeout = 10 * time.Second
 		startup := Startup{Timeout: timeout}
-		m, fakes, rec := startNamed(t, ManagerOptions{Holdoff: time.Millisecond}, Named{Name: "dns", Startup: startup})
+		m, fakes, rec := startNamed(t, Options{Holdoff: time.Millisecond}, Named{Name: "dns", Startup: startup})
 		old := fakes[0]
 		web := testSvc("web", "10.0.0.1")
 		old.send(t, fullUp(web))
@@ -162,7 +162,7 @@ func TestReplaceBeforeTheGateOpens(t *testing.T) {
 		const timeout = 10 * time.Second
 		startup := Startup{Timeout: timeout}
 		began := time.Now()
-		m, fakes, rec := startNamed(t, ManagerOptions{Holdoff: time.Millisecond},
+		m, fakes, rec := startNamed(t, Options{Holdoff: time.Millisecond},
 			Named{Name: "slow", Startup: startup}, Named{Name: "file"})
 		other := testSvc("other", "10.0.1.1")
 		fakes[1].send(t, fullUp(other))
@@ -184,7 +184,7 @@ func TestReplaceBeforeTheGateOpens(t *testing.T) {
 func TestReplaceRequiredWaits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		required := Startup{Timeout: time.Second, Required: true}
-		m, fakes, rec := startNamed(t, ManagerOptions{Holdoff: time.Millisecond}, Named{Name: "a", Startup: required})
+		m, fakes, rec := startNamed(t, Options{Holdoff: time.Millisecond}, Named{Name: "a", Startup: required})
 		fakes[0].send(t, fullUp(testSvc("web", "10.0.0.1")))
 		rec.wait(t, 0)
 		next := newFake()
@@ -210,7 +210,7 @@ func TestReplaceRequiredWaits(t *testing.T) {
 // instance to sync takes over.
 func TestReplaceStorm(t *testing.T) {
 	hour := Startup{Timeout: time.Hour}
-	m, fakes, rec := startNamed(t, ManagerOptions{Holdoff: time.Millisecond}, Named{Name: "a", Startup: hour, Spec: "A"})
+	m, fakes, rec := startNamed(t, Options{Holdoff: time.Millisecond}, Named{Name: "a", Startup: hour, Spec: "A"})
 	served := fakes[0]
 	api := testSvc("api", "10.0.0.2")
 	served.send(t, fullUp(testSvc("web", "10.0.0.1"), api))

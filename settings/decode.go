@@ -49,8 +49,7 @@ func Prefix(prefix string, err error) error {
 		}
 		return errors.Join(errs...)
 	}
-	var ke *KeyError
-	if errors.As(err, &ke) {
+	if ke, ok := errors.AsType[*KeyError](err); ok {
 		key := prefix
 		switch {
 		case ke.Key == "":
@@ -101,8 +100,7 @@ func sortByKey(errs []error) {
 }
 
 func keyOf(err error) string {
-	var ke *KeyError
-	if errors.As(err, &ke) {
+	if ke, ok := errors.AsType[*KeyError](err); ok {
 		return ke.Key
 	}
 	return ""
@@ -165,8 +163,7 @@ var mapKeyDots = regexp.MustCompile(`\[([^\]]*[^0-9\]][^\]]*)\]`)
 func decodeKeyErrors(err error) []error {
 	var out []error
 	for _, e := range Split(err) {
-		var de *mapstructure.DecodeError
-		if errors.As(e, &de) {
+		if de, ok := errors.AsType[*mapstructure.DecodeError](e); ok {
 			out = append(out, &KeyError{Key: mapKeyDots.ReplaceAllString(de.Name(), ".$1"), Err: de.Unwrap()})
 		} else {
 			out = append(out, &KeyError{Err: e})

@@ -101,8 +101,7 @@ func structOf(t reflect.Type) reflect.Type {
 // fieldByTag returns the field of struct t that the key name decodes
 // into, looking into squashed embedded structs.
 func fieldByTag(t reflect.Type, name string) (reflect.StructField, bool) {
-	for i := range t.NumField() {
-		f := t.Field(i)
+	for f := range t.Fields() {
 		tag, opts, _ := strings.Cut(f.Tag.Get("mapstructure"), ",")
 		if strings.Contains(opts, "squash") {
 			if sf, ok := fieldByTag(structOf(f.Type), name); ok {
@@ -123,8 +122,7 @@ func fieldByTag(t reflect.Type, name string) (reflect.StructField, bool) {
 // tags returns the keys struct t accepts.
 func tags(t reflect.Type) []string {
 	var out []string
-	for i := range t.NumField() {
-		f := t.Field(i)
+	for f := range t.Fields() {
 		tag, opts, _ := strings.Cut(f.Tag.Get("mapstructure"), ",")
 		switch {
 		case strings.Contains(opts, "squash"):

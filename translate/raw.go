@@ -74,8 +74,7 @@ var rawLists = []string{"listeners", "routes", "clusters", "secrets", "resources
 // value.
 func ParseRaw(file string, data []byte) (Raw, error) {
 	fail := func(root *yaml.Node, key string, err error) (Raw, error) {
-		var ke *settings.KeyError
-		if errors.As(err, &ke) {
+		if ke, ok := errors.AsType[*settings.KeyError](err); ok {
 			key, err = ke.Key, ke.Err
 		}
 		return Raw{}, &RawError{File: file, Line: lineOf(root, key), Key: key, Err: err}
@@ -127,8 +126,7 @@ func ParseRaw(file string, data []byte) (Raw, error) {
 		}
 	}
 	if err := r.unique(); err != nil {
-		var ke *settings.KeyError
-		if errors.As(err, &ke) {
+		if ke, ok := errors.AsType[*settings.KeyError](err); ok {
 			ke.Key = prefix + ke.Key
 		}
 		return fail(root, "", err)

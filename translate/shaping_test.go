@@ -74,6 +74,7 @@ func mustRule(t testing.TB, match sources.Selector, clients Clients, text string
 // shapedCases are golden cases of shaped clusters, built on first use (the
 // rules need a testing.TB to fail on).
 func shapedCases(t testing.TB) []goldenCase {
+	t.Helper()
 	greeter := sources.Service{Name: "greeter", Endpoints: []sources.Endpoint{
 		{Address: "127.0.0.1", Port: 50051, Health: sources.HealthHealthy, Metadata: map[string]string{"tags": "grpc,v1"}},
 	}}

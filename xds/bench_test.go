@@ -54,6 +54,7 @@ func benchAssignment(i, round int) Resource {
 
 // benchChanges are b.N single-endpoint changes spread over the n names.
 func benchChanges(b *testing.B, n int) [][]Resource {
+	b.Helper()
 	changes := make([][]Resource, b.N)
 	for i := range changes {
 		changes[i] = []Resource{benchAssignment((i*7919)%n, i)}
@@ -83,6 +84,7 @@ type benchCase struct {
 
 // runCases runs bench as a sub-benchmark per case.
 func runCases(b *testing.B, cases []benchCase, bench func(b *testing.B, nc, n int, delta bool)) {
+	b.Helper()
 	for _, tc := range cases {
 		proto := map[bool]string{false: "sotw", true: "delta"}[tc.delta]
 		b.Run(fmt.Sprintf("%s/C=%d/N=%d", proto, tc.clients, tc.names), func(b *testing.B) {
@@ -128,6 +130,7 @@ func (r *benchRig) done() {
 // changes, each until every client has received it. It returns the heap the
 // engine holds per client and the CPU time of the changes.
 func (r *benchRig) run(b *testing.B) (heapPerClient float64, cpu time.Duration) {
+	b.Helper()
 	r.pending.Load().Wait()
 	heapPerClient = float64(heapInUse()-r.base) / float64(r.nc)
 	changes := benchChanges(b, len(r.all))
@@ -156,6 +159,7 @@ func BenchmarkApply(b *testing.B) {
 }
 
 func benchEngine(b *testing.B, nc, n int, delta bool) {
+	b.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var writers []*writer
 	defer func() {
@@ -222,6 +226,7 @@ func BenchmarkApplyGRPC(b *testing.B) {
 }
 
 func benchGRPC(b *testing.B, nc, n int, delta bool) {
+	b.Helper()
 	r := newBenchRig(nc, n)
 	all := r.all
 	addr := listen(b, r.s)

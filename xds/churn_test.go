@@ -81,6 +81,7 @@ func sotwUntil(t *testing.T, c *sotw, typ string, want []string, names ...string
 }
 
 func namesOf(t *testing.T, r *discoveryv3.DiscoveryResponse) []string {
+	t.Helper()
 	got := names(t, r)
 	if got == nil {
 		got = []string{}

@@ -44,11 +44,13 @@ type fixture struct {
 }
 
 func newFixture(t *testing.T, rs []Resource) *fixture {
+	t.Helper()
 	return serveFixture(t, NewServer(Options{UnknownNameWait: 500 * time.Millisecond}), rs)
 }
 
 // serveFixture serves s with opts on loopback and applies rs to it.
 func serveFixture(t *testing.T, s *Server, rs []Resource, opts ...grpc.ServerOption) *fixture {
+	t.Helper()
 	f := &fixture{t: t, s: s, addr: listen(t, s, opts...), state: map[string]map[string]proto.Message{},
 		perType: map[*envoysim.Client]corev3.ApiConfigSource_ApiType{}}
 	f.apply(rs, nil)
@@ -138,6 +140,7 @@ func TestConformance(t *testing.T) {
 		run  func(t *testing.T, v variant)
 	}{
 		{"initial state and single endpoint change", func(t *testing.T, v variant) {
+			t.Helper()
 			f := newFixture(t, services(100))
 			c := f.client(v, envoysim.Options{})
 			f.converge(c)
@@ -153,6 +156,7 @@ func TestConformance(t *testing.T) {
 			}
 		}},
 		{"service added, changed and removed", func(t *testing.T, v variant) {
+			t.Helper()
 			f := newFixture(t, services(5))
 			c := f.client(v, envoysim.Options{})
 			f.converge(c)
@@ -178,9 +182,10 @@ func TestConformance(t *testing.T) {
 			f.converge(c)
 		}},
 		{"NACKed cluster version is not re-sent", func(t *testing.T, v variant) {
+			t.Helper()
 			f := newFixture(t, services(3))
 			bad := cluster("svc-0", 13*time.Second)
-			reject := func(typ string, rs []*anypb.Any) error {
+			reject := func(_ string, rs []*anypb.Any) error {
 				for _, a := range rs {
 					var m clusterv3.Cluster
 					if a.UnmarshalTo(&m) == nil && m.GetConnectTimeout().AsDuration() == 13*time.Second {
@@ -226,6 +231,7 @@ func TestConformance(t *testing.T) {
 			}
 		}},
 		{"named clusters", func(t *testing.T, v variant) {
+			t.Helper()
 			f := newFixture(t, services(10))
 			c := f.client(v, envoysim.Options{Clusters: []string{"svc-3", "svc-7"}})
 			f.converge(c, "svc-3", "svc-7")
@@ -238,6 +244,7 @@ func TestConformance(t *testing.T) {
 			}
 		}},
 		{"reconnect sends nothing when nothing changed", func(t *testing.T, v variant) {
+			t.Helper()
 			if !v.delta {
 				t.Skip("SotW has no initial_resource_versions")
 			}

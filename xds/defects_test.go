@@ -34,6 +34,7 @@ func pastWindow(s *Server) { s.readyNs.Store(time.Now().Add(-24 * time.Hour).Uni
 // served is a server of Options o on loopback holding services(n), and a
 // connection to it.
 func served(t *testing.T, o Options, n int) (*Server, *grpc.ClientConn) {
+	t.Helper()
 	s := NewServer(o)
 	cc := serve(t, s)
 	s.Apply(services(n), nil)
@@ -96,6 +97,7 @@ func TestDeltaReconnectIsLinear(t *testing.T) {
 // nothing changed (CPU time of the handling goroutine's thread), each
 // checked to owe the client nothing.
 func reconnectTime(t *testing.T, n int) time.Duration {
+	t.Helper()
 	s := NewServer(Options{})
 	var rs []Resource
 	for i := range n {
@@ -140,7 +142,7 @@ func TestClaimedNamesAreNotKept(t *testing.T) {
 			removed += len(r.RemovedResources)
 			c.send(deltaAck(r))
 		}
-		c.st.CloseSend()
+		_ = c.st.CloseSend()
 		waitFor(t, func() bool { return len(s.Clients()) == 0 })
 	}
 	if got := live(s, ClusterType); got != 2 {
@@ -151,6 +153,7 @@ func TestClaimedNamesAreNotKept(t *testing.T) {
 // shortCtx is a stream context that ends after patience, so that a stream the
 // server fails to end fails the test instead of hanging it.
 func shortCtx(t *testing.T) context.Context {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	t.Cleanup(cancel)
 	return ctx

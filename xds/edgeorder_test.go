@@ -100,6 +100,7 @@ func edgeStatic(t testing.TB) []Resource {
 // runEdgeScenario runs the scenario against s for variant v and returns
 // what the simulated Envoy's requests met.
 func runEdgeScenario(t *testing.T, s *Server, v variant, rounds int) envoysim.Traffic {
+	t.Helper()
 	rule, err := translate.NewRouteRule(translate.RouteRule{Config: "edge", TagPrefix: translate.DefaultTagPrefix}, nil)
 	if err != nil {
 		t.Fatal(err)

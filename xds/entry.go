@@ -7,6 +7,8 @@ import (
 	"sync"
 
 	"github.com/cespare/xxhash/v2"
+	// The types a per-type client's rewrite opens inside a listener
+	// (rewrite.go): Any.UnmarshalNew finds them in the global registry.
 	_ "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"

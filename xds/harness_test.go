@@ -148,32 +148,38 @@ func open[Req, Resp any](t testing.TB, st grpc.BidiStreamingClient[Req, Resp], e
 }
 
 func ctxFor(t testing.TB) context.Context {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	return ctx
 }
 
 func openADS(t testing.TB, cc *grpc.ClientConn) *sotw {
+	t.Helper()
 	st, err := discoveryv3.NewAggregatedDiscoveryServiceClient(cc).StreamAggregatedResources(ctxFor(t))
 	return open(t, st, err)
 }
 
 func openDeltaADS(t testing.TB, cc *grpc.ClientConn) *delta {
+	t.Helper()
 	st, err := discoveryv3.NewAggregatedDiscoveryServiceClient(cc).DeltaAggregatedResources(ctxFor(t))
 	return open(t, st, err)
 }
 
 func openCDS(t testing.TB, cc *grpc.ClientConn) *sotw {
+	t.Helper()
 	st, err := clusterservice.NewClusterDiscoveryServiceClient(cc).StreamClusters(ctxFor(t))
 	return open(t, st, err)
 }
 
 func openEDS(t testing.TB, cc *grpc.ClientConn) *sotw {
+	t.Helper()
 	st, err := endpointservice.NewEndpointDiscoveryServiceClient(cc).StreamEndpoints(ctxFor(t))
 	return open(t, st, err)
 }
 
 func openDeltaEDS(t testing.TB, cc *grpc.ClientConn) *delta {
+	t.Helper()
 	st, err := endpointservice.NewEndpointDiscoveryServiceClient(cc).DeltaEndpoints(ctxFor(t))
 	return open(t, st, err)
 }

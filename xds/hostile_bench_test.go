@@ -26,6 +26,7 @@ func BenchmarkReconnect(b *testing.B) {
 }
 
 func benchReconnect(b *testing.B, n int) {
+	b.Helper()
 	s := NewServer(Options{})
 	s.Apply(benchServices(n), nil)
 	initial := make(map[string]string, n)
@@ -50,17 +51,17 @@ func benchReconnect(b *testing.B, n int) {
 		c, _ := s.connect(ctx, "bench", true)
 		stop, started, worst := make(chan struct{}), make(chan struct{}), make(chan time.Duration)
 		go func() { // unrelated changes, back to back, during the reconnect
-			var max time.Duration
+			var slowest time.Duration
 			for k := 0; ; k++ {
 				t0 := time.Now()
 				s.Apply([]Resource{assignment("unrelated", uint32(1+k%2))}, nil)
-				max = cmpMax(max, time.Since(t0))
+				slowest = cmpMax(slowest, time.Since(t0))
 				if k == 0 {
 					close(started)
 				}
 				select {
 				case <-stop:
-					worst <- max
+					worst <- slowest
 					return
 				default:
 				}
@@ -102,6 +103,7 @@ func BenchmarkHostile(b *testing.B) {
 }
 
 func benchHostile(b *testing.B, limits Limits) {
+	b.Helper()
 	const honest, n = 200, 100
 	s := NewServer(Options{Limits: limits})
 	s.Apply(benchServices(n), nil)

@@ -132,7 +132,7 @@ func TestHostileClientMemoryReturned(t *testing.T) {
 			t.Fatalf("invented types: %v, want InvalidArgument", got)
 		}
 	}
-	h.st.CloseSend()
+	_ = h.st.CloseSend()
 	waitFor(t, func() bool { return len(s.Clients()) == 1 })
 	after := heapInUse()
 	mb := func(b uint64) float64 { return float64(b) / (1 << 20) }

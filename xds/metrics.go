@@ -91,8 +91,7 @@ func perType(name, help string) *prometheus.CounterVec {
 // its name (two servers on one registry share their metrics).
 func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
 	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
+		if are, ok := errors.AsType[prometheus.AlreadyRegisteredError](err); ok {
 			if existing, ok := are.ExistingCollector.(C); ok {
 				return existing
 			}

@@ -69,9 +69,13 @@ var adsVariants = []struct {
 	open func(t testing.TB, cc *grpc.ClientConn) adsClient
 }{
 	{"sotw", func(t testing.TB, cc *grpc.ClientConn) adsClient {
+		t.Helper()
 		return &sotwADS{t: t, c: openADS(t, cc), subs: map[string][]string{}}
 	}},
-	{"delta", func(t testing.TB, cc *grpc.ClientConn) adsClient { return &deltaADS{c: openDeltaADS(t, cc)} }},
+	{"delta", func(t testing.TB, cc *grpc.ClientConn) adsClient {
+		t.Helper()
+		return &deltaADS{c: openDeltaADS(t, cc)}
+	}},
 }
 
 func wantEvents(t *testing.T, c adsClient, want ...string) {

@@ -146,11 +146,11 @@ func (w *watch) removals() *outbound {
 		if p.e != nil {
 			continue
 		}
-		if n := wire.FieldLen(len(sl.name)); len(rem) > 0 && used+n > room {
+		n := wire.FieldLen(len(sl.name))
+		if len(rem) > 0 && used+n > room {
 			break
-		} else {
-			used += n
 		}
+		used += n
 		h, ok := w.sent.get(sl)
 		if ok && h != nil && h != stale && w.c.needed(w, sl) {
 			continue // a route the client holds still names it (gate.go)
@@ -214,8 +214,7 @@ func (w *watch) respond(ups []*entry, gone []*slot, fr *frame, runs []wire.Run) 
 		return o
 	}
 	list := ups
-	switch {
-	case w.t.url == EndpointType:
+	if w.t.url == EndpointType {
 		for _, sl := range gone {
 			e := emptyAssignment(sl.name)
 			w.noteSent(sl, nil, e)

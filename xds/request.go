@@ -103,9 +103,9 @@ func (s *Server) storeFor(c *client, typ string) (*typeState, *refusal) {
 
 // checkNames refuses a name list longer than NamesPerRequest.
 func (s *Server) checkNames(field string, n int) *refusal {
-	if max := s.opts.Limits.NamesPerRequest; n > max {
+	if limit := s.opts.Limits.NamesPerRequest; n > limit {
 		return newRefusal(reasonNamesPerRequest, codes.ResourceExhausted,
-			"%s lists %d names, more than the %d allowed per request", field, n, max)
+			"%s lists %d names, more than the %d allowed per request", field, n, limit)
 	}
 	return nil
 }

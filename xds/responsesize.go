@@ -40,10 +40,10 @@ type responseSize struct {
 	warned map[string]bool // types whose oversize SotW response was logged
 }
 
-func newResponseSize(max int, reg prometheus.Registerer) *responseSize {
+func newResponseSize(limit int, reg prometheus.Registerer) *responseSize {
 	l := &responseSize{
-		room:             max - envelopeReserve,
-		max:              max,
+		room:             limit - envelopeReserve,
+		max:              limit,
 		refusedResources: perType("xdsbridge_xds_refused_resources_total", "Resource versions refused because they alone exceed the response size limit; the name keeps its last good version."),
 		oversize:         perType("xdsbridge_xds_oversize_responses_total", "SotW CDS/LDS responses over the response size limit (they cannot be split), by resource type."),
 		warned:           map[string]bool{},

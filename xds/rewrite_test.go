@@ -91,8 +91,8 @@ func TestPerTypeRewrites(t *testing.T) {
 		open func(testing.TB) *sotw
 		api  corev3.ApiConfigSource_ApiType
 	}{
-		{"sotw-ads", func(t testing.TB) *sotw { return openADS(t, cc) }, ads},
-		{"sotw-cds", func(t testing.TB) *sotw { return openCDS(t, cc) }, corev3.ApiConfigSource_GRPC},
+		{"sotw-ads", func(t testing.TB) *sotw { t.Helper(); return openADS(t, cc) }, ads},
+		{"sotw-cds", func(t testing.TB) *sotw { t.Helper(); return openCDS(t, cc) }, corev3.ApiConfigSource_GRPC},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			st := c.open(t)
@@ -108,8 +108,8 @@ func TestPerTypeRewrites(t *testing.T) {
 		open func(testing.TB) *delta
 		api  corev3.ApiConfigSource_ApiType
 	}{
-		{"delta-ads", func(t testing.TB) *delta { return openDeltaADS(t, cc) }, ads},
-		{"delta-cds", func(t testing.TB) *delta { return openDeltaCDS(t, cc) }, corev3.ApiConfigSource_DELTA_GRPC},
+		{"delta-ads", func(t testing.TB) *delta { t.Helper(); return openDeltaADS(t, cc) }, ads},
+		{"delta-cds", func(t testing.TB) *delta { t.Helper(); return openDeltaCDS(t, cc) }, corev3.ApiConfigSource_DELTA_GRPC},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			st := c.open(t)
@@ -136,6 +136,7 @@ func TestPerTypeRewrites(t *testing.T) {
 }
 
 func openDeltaCDS(t testing.TB, cc *grpc.ClientConn) *delta {
+	t.Helper()
 	st, err := clusterservice.NewClusterDiscoveryServiceClient(cc).DeltaClusters(ctxFor(t))
 	return open(t, st, err)
 }

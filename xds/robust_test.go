@@ -30,8 +30,7 @@ func TestStuckClient(t *testing.T) {
 	}
 
 	// The stuck client subscribes and never reads a response.
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	ctx := t.Context()
 	stuck, err := discoveryv3.NewAggregatedDiscoveryServiceClient(cc).StreamAggregatedResources(ctx)
 	if err != nil {
 		t.Fatal(err)

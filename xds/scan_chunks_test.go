@@ -19,6 +19,7 @@ import (
 // share marks names as a list the codec hands out to several requests, as
 // Codec does with the identical lists of a fleet.
 func share(t *testing.T, names []string) []string {
+	t.Helper()
 	if len(names) > 0 {
 		t.Cleanup(wire.Share(names))
 	}

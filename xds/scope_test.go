@@ -88,6 +88,7 @@ func connectEnvoy(t *testing.T, s *Server, i int, eds func([]string) []string) (
 // sharedEDSLists returns an eds function that shares one list per distinct
 // set of clusters.
 func sharedEDSLists(t *testing.T) func([]string) []string {
+	t.Helper()
 	lists := map[string][]string{}
 	return func(clusters []string) []string {
 		k := strings.Join(clusters, ",")

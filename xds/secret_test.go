@@ -48,11 +48,13 @@ func edgeScoper(n *corev3.Node) (int, string) {
 func node(id string) *corev3.Node { return &corev3.Node{Id: id, Cluster: "c", UserAgentName: "envoy"} }
 
 func openSDS(t testing.TB, cc *grpc.ClientConn) *sotw {
+	t.Helper()
 	st, err := secretservice.NewSecretDiscoveryServiceClient(cc).StreamSecrets(ctxFor(t))
 	return open(t, st, err)
 }
 
 func openDeltaSDS(t testing.TB, cc *grpc.ClientConn) *delta {
+	t.Helper()
 	st, err := secretservice.NewSecretDiscoveryServiceClient(cc).DeltaSecrets(ctxFor(t))
 	return open(t, st, err)
 }

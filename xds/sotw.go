@@ -67,9 +67,9 @@ func (s *Server) sotw(c *client, fixed string, req *discoveryv3.DiscoveryRequest
 	// unsubscribes from everything.
 	wild := slices.Contains(names, "*") || (len(names) == 0 && t.full && !w.everNamed)
 	w.everNamed = w.everNamed || len(names) > 0
-	if n, max := len(names), s.opts.Limits.NamesPerSubscription; n > max {
+	if n, limit := len(names), s.opts.Limits.NamesPerSubscription; n > limit {
 		return newRefusal(reasonNamesPerSub, codes.ResourceExhausted,
-			"subscribing to %d names, more than the %d allowed per type", n, max)
+			"subscribing to %d names, more than the %d allowed per type", n, limit)
 	}
 	want := make(map[*slot]struct{}, len(names))
 	slots := t.lookup(names)

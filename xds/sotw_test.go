@@ -169,7 +169,7 @@ func TestUnknownNameWait(t *testing.T) {
 	}
 }
 
-func openAndFirst(t *testing.T, c *sotw, typ string, n []string) *discoveryv3.DiscoveryResponse {
+func openAndFirst(_ *testing.T, c *sotw, typ string, n []string) *discoveryv3.DiscoveryResponse {
 	c.send(req(typ, n...))
 	return c.recv()
 }

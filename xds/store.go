@@ -1,6 +1,7 @@
 package xds
 
 import (
+	"maps"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -127,9 +128,7 @@ func (t *typeState) shrink() {
 	const small = 1024
 	if live := len(t.slots); t.peak > small && live < t.peak/4 {
 		m := make(map[string]*slot, live)
-		for name, sl := range t.slots {
-			m[name] = sl
-		}
+		maps.Copy(m, t.slots)
 		t.slots, t.peak = m, live
 	}
 }

@@ -18,10 +18,10 @@ func (w *watch) pin(sl *slot) *refusal {
 		return nil
 	}
 	c := w.c
-	if max := c.s.opts.Limits.UnknownNames; c.unknown >= max {
+	if limit := c.s.opts.Limits.UnknownNames; c.unknown >= limit {
 		w.t.release(sl) // if the request created it
 		return newRefusal(reasonUnknownNames, codes.ResourceExhausted,
-			"more than %d names the server does not have", max)
+			"more than %d names the server does not have", limit)
 	}
 	if w.pins == nil {
 		w.pins = make(map[*slot]struct{})
@@ -141,9 +141,9 @@ func (w *watch) subscribe(sl *slot, now time.Time, bulk bool) {
 // subscribeChecked subscribes to sl within Limits.NamesPerSubscription.
 // Both locks held.
 func (w *watch) subscribeChecked(sl *slot, now time.Time, bulk bool) *refusal {
-	if max := w.c.s.opts.Limits.NamesPerSubscription; !w.explicit(sl) && w.explicitCount() >= max {
+	if limit := w.c.s.opts.Limits.NamesPerSubscription; !w.explicit(sl) && w.explicitCount() >= limit {
 		return newRefusal(reasonNamesPerSub, codes.ResourceExhausted,
-			"subscribing to more than the %d names allowed per type", max)
+			"subscribing to more than the %d names allowed per type", limit)
 	}
 	w.subscribe(sl, now, bulk)
 	return nil

@@ -52,8 +52,8 @@ func StartTopology(cfg EventsConfig, dir string) (*Topology, error) {
 	top := &Topology{}
 	var procs []func()
 	top.Stop = func() {
-		for i := len(procs) - 1; i >= 0; i-- {
-			procs[i]()
+		for _, proc := range slices.Backward(procs) {
+			proc()
 		}
 	}
 	confs := []string{baseAgentConf}

@@ -111,6 +111,8 @@ func eventTarget(n, services int) int { return (n*7919 + 13) % max(1, services/2
 
 func basePort(j int) int { return 8000 + j }
 
+// Instance is the registration of instance j of service i on port, with a
+// passing TTL check when checked.
 func Instance(i, j, port int, checked bool) *api.AgentServiceRegistration {
 	r := &api.AgentServiceRegistration{ID: fmt.Sprintf("%s-%d", workload.Name(i), j), Name: workload.Name(i),
 		Address: fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255), Port: port}

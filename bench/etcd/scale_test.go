@@ -134,6 +134,7 @@ func TestScale(t *testing.T) {
 // register writes every instance through gRPC-Go's endpoints manager, a
 // service's instances in one transaction.
 func register(t *testing.T, srv *etcdtest.Server) {
+	t.Helper()
 	c := srv.Client(t)
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 16)
@@ -163,6 +164,7 @@ func register(t *testing.T, srv *etcdtest.Server) {
 // change rewrites instance 0 of service s with a new port, as a
 // re-registration on another port would.
 func change(t *testing.T, m endpoints.Manager, s, k int) {
+	t.Helper()
 	target := fmt.Sprintf("services/svc-%04d", s)
 	key := fmt.Sprintf("%s/10.%d.%d.1:8080", target, 1+s/250, s%250)
 	addr := fmt.Sprintf("10.%d.%d.1:%d", 1+s/250, s%250, 9000+k)
@@ -177,6 +179,7 @@ const sourceConfig = `{"endpoints": [%q], "services": [{"prefix": "services/", "
 // measures the CPU of its first read and of each change (the write of the
 // change, an etcd client call, included).
 func sourceAlone(t *testing.T, srv *etcdtest.Server, res *result) {
+	t.Helper()
 	var raw map[string]any
 	if err := json.Unmarshal(fmt.Appendf(nil, sourceConfig, srv.ClientURL), &raw); err != nil {
 		t.Fatal(err)
@@ -207,6 +210,7 @@ func sourceAlone(t *testing.T, srv *etcdtest.Server, res *result) {
 }
 
 func run(t *testing.T, n int) result {
+	t.Helper()
 	srv := etcdtest.Start(t)
 	res := result{Run: n, Services: *services, Instances: *instances, Clients: *clients}
 	register(t, srv)

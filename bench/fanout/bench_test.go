@@ -75,6 +75,7 @@ func TestOlderServerBinary(t *testing.T) {
 }
 
 func config(t *testing.T, impl string, delta bool) Config {
+	t.Helper()
 	t.Setenv(xdsserver.ServeEnv, "1")
 	return Config{
 		Scenario: "test", Impl: impl, Delta: delta, Clients: 4, Services: 30, Endpoints: 3, Changes: 3,
@@ -378,7 +379,7 @@ func TestTargets(t *testing.T) {
 		{"S2 grows", "N 1000 → 10000", "**missed**"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			for _, l := range strings.Split(out, "\n") {
+			for l := range strings.SplitSeq(out, "\n") {
 				if strings.Contains(l, tc.line) {
 					if !strings.Contains(l, tc.verdict) {
 						t.Errorf("line %q lacks %q", l, tc.verdict)

@@ -283,9 +283,11 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 
 const (
 	minChanges = 5 // see Config.ChangeBudget
-	ColdFactor = 5 // see Config.Timeout
+	// ColdFactor is how many times Config.Timeout a cold start may take.
+	ColdFactor = 5
 )
 
+// Fail marks the result failed and adds the problem to its Problem.
 func (r *Result) Fail(format string, args ...any) {
 	r.Failed = true
 	if r.Problem != "" {

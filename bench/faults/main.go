@@ -135,9 +135,9 @@ func summarize(all [][]result, cfg config) string {
 
 func median(v []float64) float64 {
 	slices.Sort(v)
-	if n := len(v); n%2 == 1 {
+	n := len(v)
+	if n%2 == 1 {
 		return v[n/2]
-	} else {
-		return (v[n/2-1] + v[n/2]) / 2
 	}
+	return (v[n/2-1] + v[n/2]) / 2
 }

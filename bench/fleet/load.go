@@ -50,6 +50,8 @@ type Change struct {
 	done  chan struct{}
 }
 
+// LoadOptions configure a Load: the clients it starts against Addr and
+// the workload they expect.
 type LoadOptions struct {
 	Addr     string
 	Spec     workload.Spec
@@ -77,9 +79,7 @@ func StartLoad(ctx context.Context, o LoadOptions) (*Load, error) {
 	intern := envoysim.NewInterner()
 	var wg sync.WaitGroup
 	for i := range o.Clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			opts := envoysim.Options{
 				Addr:       o.Addr,
 				Node:       fmt.Sprintf("%s-%05d", o.Prefix, i),
@@ -108,7 +108,7 @@ func StartLoad(ctx context.Context, o LoadOptions) (*Load, error) {
 			}
 			f.Clients[i] = c
 			f.checkServed(i, c) // a reconnect may hold everything already
-		}()
+		})
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
@@ -118,12 +118,12 @@ func StartLoad(ctx context.Context, o LoadOptions) (*Load, error) {
 	return f, nil
 }
 
+// Close closes every client.
 func (f *Load) Close() {
 	var wg sync.WaitGroup
 	for _, c := range f.Clients {
 		if c != nil {
-			wg.Add(1)
-			go func() { defer wg.Done(); c.Close() }()
+			wg.Go(func() { c.Close() })
 		}
 	}
 	wg.Wait()
@@ -278,6 +278,7 @@ func (f *Load) Track(k int, name string, match func(*envoysim.Client) bool) *Cha
 	return t
 }
 
+// Untrack stops following change t.
 func (f *Load) Untrack(t *Change) {
 	f.mu.Lock()
 	if ts := f.pending[t.name]; ts != nil {

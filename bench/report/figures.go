@@ -6,6 +6,7 @@ import (
 	"time"
 )
 
+// MS formats d in milliseconds (seconds from 10 s on), "–" for zero.
 func MS(d time.Duration) string {
 	switch {
 	case d == 0:
@@ -18,6 +19,7 @@ func MS(d time.Duration) string {
 	return fmt.Sprintf("%.1f s", d.Seconds())
 }
 
+// US formats d in microseconds, "–" for zero.
 func US(d time.Duration) string {
 	if d == 0 {
 		return "–"
@@ -25,6 +27,7 @@ func US(d time.Duration) string {
 	return fmt.Sprintf("%.1f µs", float64(d)/1e3)
 }
 
+// Size formats b bytes in B, KB or MB.
 func Size(b float64) string {
 	switch {
 	case b <= 0:
@@ -37,6 +40,7 @@ func Size(b float64) string {
 	return fmt.Sprintf("%.1f MB", b/1e6)
 }
 
+// Ratio formats a/b as a factor, "–" when either is not positive.
 func Ratio(a, b float64) string {
 	if a <= 0 || b <= 0 {
 		return "–"

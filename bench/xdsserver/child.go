@@ -8,9 +8,10 @@ import (
 	"syscall"
 )
 
-// ServeEnv, set in a test binary's environment, lets the binary double as
-// the server process: a test starts `<test binary> serve --impl X ...`
-// where the load generator starts `xdsload serve`.
+// ServeEnv is the variable that, set in a test binary's environment,
+// lets the binary double as the server process: a test starts
+// `<test binary> serve --impl X ...` where the load generator starts
+// `xdsload serve`.
 const ServeEnv = "XDSLOAD_TEST_SERVE"
 
 // ServeIfChild serves and exits when this process is a test binary started

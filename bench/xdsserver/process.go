@@ -172,8 +172,8 @@ func (s *Process) Stop() {
 
 // Settled garbage-collects the server, waits until its CPU use stops
 // (no more than 2 ms in 200 ms, at most 10 s) and returns its stats.
-func (srv *Process) Settled(ctx context.Context) (s0 Stats, err error) {
-	s0, err = srv.Stats(ctx)
+func (s *Process) Settled(ctx context.Context) (s0 Stats, err error) {
+	s0, err = s.Stats(ctx)
 	for range 50 {
 		if err != nil {
 			return s0, err
@@ -184,11 +184,11 @@ func (srv *Process) Settled(ctx context.Context) (s0 Stats, err error) {
 			return s0, ctx.Err()
 		}
 		var s1 Stats
-		if s1, err = srv.Stats(ctx); err == nil && s1.CPU()-s0.CPU() < 2*time.Millisecond {
-			if err := srv.Post(ctx, "/gc", nil); err != nil {
+		if s1, err = s.Stats(ctx); err == nil && s1.CPU()-s0.CPU() < 2*time.Millisecond {
+			if err := s.Post(ctx, "/gc", nil); err != nil {
 				return s1, err
 			}
-			return srv.Stats(ctx)
+			return s.Stats(ctx)
 		}
 		s0 = s1
 	}

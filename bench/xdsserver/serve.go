@@ -206,7 +206,7 @@ func (c *control) mux() *http.ServeMux {
 	m.HandleFunc("POST /load", c.load)
 	m.HandleFunc("POST /change", c.change)
 	m.HandleFunc("GET /stats", c.stats)
-	m.HandleFunc("POST /gc", func(w http.ResponseWriter, _ *http.Request) { runtime.GC(); debug.FreeOSMemory() })
+	m.HandleFunc("POST /gc", func(_ http.ResponseWriter, _ *http.Request) { runtime.GC(); debug.FreeOSMemory() })
 	m.HandleFunc("POST /cpuprofile/start", c.cpuStart)
 	m.HandleFunc("POST /cpuprofile/stop", c.cpuStop)
 	m.HandleFunc("POST /heapprofile", heapProfile)

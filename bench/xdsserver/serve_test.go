@@ -350,7 +350,7 @@ func TestResetPeakRSS(t *testing.T) {
 		b[i] = 1
 	}
 	high := PeakRSS()
-	b = nil
+	b = nil //nolint:ineffassign // says where the test lets go of it, before it checks the memory is freed
 	debug.FreeOSMemory()
 	ResetPeakRSS()
 	if after := PeakRSS(); after > high-32<<20 {

@@ -135,6 +135,7 @@ func TestScale(t *testing.T) {
 }
 
 func run(t *testing.T, n int) result {
+	t.Helper()
 	srv := zktest.Start(t)
 	r := zktest.NewRegistrar(t, srv.Addr, 60*time.Second)
 	res := result{Run: n, Services: *services, Instances: *instances, Clients: *clients}
@@ -222,6 +223,7 @@ func (w *logMark) at() time.Time {
 // write of the change, a ZooKeeper client call, included). Its changes use
 // ports the bridge phase does not, so that each is a change.
 func sourceAlone(t *testing.T, srv *zktest.Server, r *zktest.Registrar, res *result) {
+	t.Helper()
 	typ, _ := sources.Lookup("zookeeper")
 	src, err := typ.New(map[string]any{
 		"servers":  []any{srv.Addr},

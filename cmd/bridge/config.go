@@ -24,7 +24,7 @@ resource the bridge sent to that node's streams and did not remove since.
 The table lists type, name and version; --format json or yaml prints
 Envoy's config dump (the shape of the node's own /config_dump, proto field
 names, private keys redacted), limited to --type when given.`,
-		Args: func(cmd *cobra.Command, args []string) error {
+		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return usageError{fmt.Errorf("a node id is required: bridge config NODE (see bridge status)")}
 			}

@@ -61,6 +61,7 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
 		fmt.Printf("%d %s", resp.StatusCode, body)
 		os.Exit(0)
 	}

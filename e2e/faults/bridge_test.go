@@ -124,6 +124,7 @@ func startBridge(t *testing.T, dir, sources string, o bridgeOptions) *bridge {
 // bridge, and a failure must be reported (and stop) the subtest that
 // found it.
 func (b *bridge) in(t *testing.T) (restore func()) {
+	t.Helper()
 	prev := b.t
 	b.t = t
 	return func() { b.t = prev }

@@ -58,6 +58,7 @@ func register(t *testing.T, c *api.Client, id, name, addr string, port int) {
 // registerAll registers the rig's first state: web (2 instances), api and
 // db (one each).
 func registerAll(t *testing.T, c *api.Client) view {
+	t.Helper()
 	register(t, c, "web-1", "web", "10.0.0.1", 80)
 	register(t, c, "web-2", "web", "10.0.0.2", 80)
 	register(t, c, "api-1", "api", "10.0.1.1", 8080)
@@ -93,7 +94,7 @@ func (r *consulRig) during(t *testing.T, win *window, what string) {
 // shows the source stale and keeps every endpoint at the watcher; after
 // each, the agent's new registrations reach the watcher, and after the
 // freeze every service is watched again without a reset.
-func TestConsulFaults(t *testing.T) {
+func TestConsulFaults(t *testing.T) { //nolint:tparallel // its subtests are the steps of one fault, in order; the test runs beside the other faults
 	t.Parallel()
 	r := &consulRig{agent: consultest.Start(t), services: 3}
 	p, err := countproxy.HTTP(r.agent.HTTPAddr)

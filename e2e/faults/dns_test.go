@@ -96,7 +96,7 @@ var dnsServices = []string{
 // bridge keeps the last good endpoints (no removal reaches the watcher),
 // shows the source stale, logs the failure once and paces its lookups by
 // its backoff; after each, the zone's new content reaches the watcher.
-func TestDNSFaults(t *testing.T) {
+func TestDNSFaults(t *testing.T) { //nolint:tparallel // its subtests are the steps of one fault, in order; the test runs beside the other faults
 	t.Parallel()
 	r := startDNSRig(t, dnsZone, dnsServices...)
 	b, w, zone := r.b, r.w, r.zone
@@ -111,8 +111,8 @@ func TestDNSFaults(t *testing.T) {
 		zoneText += more
 		zone.SetZone(zoneText)
 	}
-	stale := func(min uint64) func(manager.SourceStatus) bool {
-		return func(s manager.SourceStatus) bool { return s.Stale && s.Failures >= min }
+	stale := func(least uint64) func(manager.SourceStatus) bool {
+		return func(s manager.SourceStatus) bool { return s.Stale && s.Failures >= least }
 	}
 	fresh := func(s manager.SourceStatus) bool { return !s.Stale }
 

@@ -27,7 +27,7 @@ const nobody = 65534
 // stale, logs the failure once, reads the file no more often than its
 // poll and the changes made to it ask, and never reads the 200 MB; after
 // each, the fixed file's new content reaches the watcher.
-func TestFileFaults(t *testing.T) {
+func TestFileFaults(t *testing.T) { //nolint:tparallel // its subtests are the steps of one fault, in order; the test runs beside the other faults
 	t.Parallel()
 	// A directory others may enter: as root, the bridge runs as nobody so
 	// that a mode-000 file is unreadable to it.
@@ -52,13 +52,13 @@ func TestFileFaults(t *testing.T) {
 	}
 	// replace puts a new file (or directory, or link) in place of the
 	// services file at once, as a deployment tool's rename does.
-	replace := func(make func(tmp string) error) {
+	replace := func(write func(tmp string) error) {
 		t.Helper()
 		tmp := filepath.Join(dir, ".next")
 		if err := os.RemoveAll(tmp); err != nil {
 			t.Fatal(err)
 		}
-		if err := make(tmp); err != nil {
+		if err := write(tmp); err != nil {
 			t.Fatal(err)
 		}
 		if err := os.RemoveAll(path); err != nil {

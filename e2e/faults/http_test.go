@@ -44,6 +44,7 @@ const (
 )
 
 func startRegistry(t *testing.T, doc string) *registry {
+	t.Helper()
 	r := &registry{doc: doc, hang: make(chan struct{})}
 	r.Server = httptest.NewServer(http.HandlerFunc(r.serve))
 	t.Cleanup(func() {
@@ -120,7 +121,7 @@ func httpService(name, addr string, port int) string {
 // stale, logs once, and polls no faster than its backoff; the 1 GiB answer
 // is read no further than max_body_bytes. After each, the registry's new
 // document reaches the watcher.
-func TestHTTPFaults(t *testing.T) {
+func TestHTTPFaults(t *testing.T) { //nolint:tparallel // its subtests are the steps of one fault, in order; the test runs beside the other faults
 	t.Parallel()
 	doc := httpDoc(httpService("web", "10.0.0.1", 80), httpService("api", "10.0.0.2", 8080))
 	reg := startRegistry(t, doc)

@@ -78,6 +78,7 @@ func startWatcher(t *testing.T, addr string) *watcher {
 // in makes t the test that w's checks fail, until the returned function
 // is called (see bridge.in).
 func (w *watcher) in(t *testing.T) (restore func()) {
+	t.Helper()
 	prev := w.t
 	w.t = t
 	return func() { w.t = prev }

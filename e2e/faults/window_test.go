@@ -40,6 +40,7 @@ type window struct {
 // openWindow marks the start of a fault that test t makes; proxy (may be
 // nil) counts the work the bridge sends at the dependency.
 func (b *bridge) openWindow(t *testing.T, proxy *countproxy.Proxy) *window {
+	t.Helper()
 	w := &window{t: t, b: b, start: time.Now(), mark: b.logMark(), proxy: proxy}
 	if proxy != nil {
 		w.before = proxy.Counts()
@@ -55,12 +56,12 @@ func (w *window) work() (countproxy.Counts, time.Duration) {
 	return c, time.Since(w.start)
 }
 
-// checkWork fails the test if the bridge sent more than max(elapsed)
+// checkWork fails the test if the bridge sent more than allowed(elapsed)
 // attempts at the dependency since the window opened.
-func (w *window) checkWork(what string, max func(time.Duration) int64) {
+func (w *window) checkWork(what string, allowed func(time.Duration) int64) {
 	w.t.Helper()
 	c, d := w.work()
-	limit := max(d)
+	limit := allowed(d)
 	w.t.Logf("%s: %d attempts (%d connections, %d refused) in %s; at most %d allowed",
 		what, c.Attempts(), c.Conns, c.Refused, d.Round(time.Millisecond), limit)
 	if c.Attempts() > limit {
@@ -69,13 +70,13 @@ func (w *window) checkWork(what string, max func(time.Duration) int64) {
 	}
 }
 
-// checkLogs fails the test if the bridge logged more than max warnings
+// checkLogs fails the test if the bridge logged more than limit warnings
 // and errors about source since the window opened.
-func (w *window) checkLogs(source string, max int) {
+func (w *window) checkLogs(source string, limit int) {
 	w.t.Helper()
 	lines := w.b.problems(w.mark, source)
-	if len(lines) > max {
+	if len(lines) > limit {
 		w.t.Errorf("%d warnings and errors about %s during the fault, want at most %d:\n%s",
-			len(lines), source, max, strings.Join(lines, "\n"))
+			len(lines), source, limit, strings.Join(lines, "\n"))
 	}
 }

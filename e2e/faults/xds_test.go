@@ -54,7 +54,7 @@ func writeServices(t *testing.T, path string, n, port int) view {
 // bytes. Meanwhile a well-behaved watcher keeps everything it holds and
 // receives a registry change; afterwards the bridge's goroutines and heap
 // are back where they were.
-func TestXDSClientFaults(t *testing.T) {
+func TestXDSClientFaults(t *testing.T) { //nolint:tparallel // its subtests are the steps of one fault, in order; the test runs beside the other faults
 	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "services.yaml")

@@ -50,5 +50,5 @@ func Jitter(d time.Duration) time.Duration {
 		return d
 	}
 	half := d / 2
-	return half + rand.N(half+1)
+	return half + rand.N(half+1) //nolint:gosec // jitter spreads retries; nothing depends on it being unpredictable
 }

@@ -8,6 +8,8 @@ package reclaim
 // return them. Map and Buffer give that memory back once what is kept has
 // shrunk well below what it was.
 
+import "maps"
+
 // minPeak is the size under which nothing is copied: small maps cost
 // little whatever their history.
 const minPeak = 1024
@@ -27,9 +29,7 @@ func Map[M ~map[K]V, K comparable, V any](m M, peak *int) M {
 		return m
 	}
 	c := make(M, n)
-	for k, v := range m {
-		c[k] = v
-	}
+	maps.Copy(c, m)
 	*peak = n
 	return c
 }

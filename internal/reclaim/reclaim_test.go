@@ -292,7 +292,7 @@ func TestReclaimerReturnsMemory(t *testing.T) {
 	for _, b := range bufs {
 		pool.Put(&b)
 	}
-	bufs = nil
+	bufs = nil //nolint:ineffassign // says where the test lets go of it, before it checks the memory is freed
 	testwait.Eventually(t, testwait.Patience, "a release after a 64 MiB burst", func() bool { return r.Stats().Releases > 0 })
 	if st := r.Stats(); st.Released == 0 {
 		t.Errorf("released %+v, want some heap returned", st)

@@ -38,6 +38,7 @@ const (
 )
 
 func startCensusRig(t *testing.T, agentKind int) *censusRig {
+	t.Helper()
 	agent := consultest.Start(t)
 	g := &censusRig{c: agent.Client(), lastSeen: map[string]string{}}
 	g.register(t, "census-1", 9001, true)

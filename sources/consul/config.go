@@ -345,10 +345,8 @@ func (c *Config) defaults() {
 // file paths.
 func (c *Config) validate(baseDir string) (*template.Template, error) {
 	oneOf := func(key, v string, allowed ...string) error {
-		for _, a := range allowed {
-			if v == a {
-				return nil
-			}
+		if slices.Contains(allowed, v) {
+			return nil
 		}
 		return settings.Errorf(key, "%q is not one of %s", v, strings.Join(allowed, ", "))
 	}

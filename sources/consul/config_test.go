@@ -343,6 +343,7 @@ func TestEnvironmentErrors(t *testing.T) {
 // test (an empty variable counts as unset), so that the tester's own
 // environment does not take part.
 func clearEnv(t *testing.T) {
+	t.Helper()
 	for _, e := range consulEnv {
 		t.Setenv(e.name, "")
 	}

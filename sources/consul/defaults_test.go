@@ -23,10 +23,12 @@ import (
 func TestDefaultsReachClients(t *testing.T) {
 	agents := map[string]func(t *testing.T) (*consultest.Agent, string, string){
 		"plain HTTP": func(t *testing.T) (*consultest.Agent, string, string) {
+			t.Helper()
 			a := consultest.Start(t)
 			return a, a.HTTPAddr, ""
 		},
 		"HTTPS": func(t *testing.T) (*consultest.Agent, string, string) {
+			t.Helper()
 			opts, source := agentTLS(t)
 			a := consultest.Start(t, opts...)
 			return a, "https://" + a.HTTPSAddr, source
@@ -41,6 +43,7 @@ func TestDefaultsReachClients(t *testing.T) {
 }
 
 func defaultsScenario(t *testing.T, agent *consultest.Agent, addr, extra string) {
+	t.Helper()
 	c := agent.Client()
 	reg := func(id, name string, port int) {
 		t.Helper()

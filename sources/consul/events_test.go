@@ -26,14 +26,17 @@ func TestEventMatrix(t *testing.T) {
 	// service share the source's connections.
 	topologies := map[string]func(t *testing.T) (*consultest.Agent, string, string){
 		"dev agent": func(t *testing.T) (*consultest.Agent, string, string) {
+			t.Helper()
 			a := consultest.Start(t)
 			return a, a.HTTPAddr, ""
 		},
 		"server and client": func(t *testing.T) (*consultest.Agent, string, string) {
+			t.Helper()
 			_, client := consultest.StartCluster(t)
 			return client, client.HTTPAddr, ""
 		},
 		"server and client over HTTPS": func(t *testing.T) (*consultest.Agent, string, string) {
+			t.Helper()
 			opts, source := agentTLS(t)
 			_, client := consultest.StartCluster(t, opts...)
 			return client, "https://" + client.HTTPSAddr, source
@@ -51,6 +54,7 @@ func TestEventMatrix(t *testing.T) {
 // certificate for 127.0.0.1 from a CA made for the test, and the keys of a
 // source entry that trust that CA.
 func agentTLS(t *testing.T) ([]consultest.Option, string) {
+	t.Helper()
 	dir := t.TempDir()
 	ca := tlstest.NewCA(t, dir, "consul")
 	pair := ca.Issue(dir, "agent", "127.0.0.1", "localhost")
@@ -60,6 +64,7 @@ func agentTLS(t *testing.T) ([]consultest.Option, string) {
 }
 
 func eventMatrix(t *testing.T, agent *consultest.Agent, addr, extra string) {
+	t.Helper()
 	c := agent.Client()
 	reg := func(r *api.AgentServiceRegistration) {
 		t.Helper()

@@ -68,6 +68,7 @@ func (f *fakeConsul) indexOf(path string) uint64 {
 }
 
 func newFakeConsul(t *testing.T) (*fakeConsul, string) {
+	t.Helper()
 	f, srv := startFakeConsul(t, false, 0)
 	return f, srv.Listener.Addr().String()
 }
@@ -76,6 +77,7 @@ func newFakeConsul(t *testing.T) (*fakeConsul, string) {
 // (srv.Certificate() is its certificate), allowing streams streams per
 // connection (0: Go's default, 250).
 func startFakeConsul(t *testing.T, tls bool, streams uint32) (*fakeConsul, *httptest.Server) {
+	t.Helper()
 	f := &fakeConsul{mode: "ok", index: 10, changed: make(chan struct{}), unhung: make(chan struct{}),
 		hung: map[string]bool{}, throttled: map[string]bool{}}
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(f.serve))
@@ -194,7 +196,7 @@ func (f *fakeConsul) serve(w http.ResponseWriter, r *http.Request) {
 		// As a Consul server without a leader answers (a -dev agent
 		// restarting, say): an empty leader, not an error.
 		w.Header().Set("Content-Type", "application/json")
-		w.Write([]byte(`""`))
+		_, _ = w.Write([]byte(`""`))
 		return
 	case mode == "leaderless":
 		http.Error(w, "No cluster leader", http.StatusInternalServerError)
@@ -213,7 +215,7 @@ func (f *fakeConsul) serve(w http.ResponseWriter, r *http.Request) {
 	f.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	if mode == "garbage" {
-		w.Write([]byte(`{"svc": [`))
+		_, _ = w.Write([]byte(`{"svc": [`))
 		return
 	}
 	var body any
@@ -250,7 +252,7 @@ func (f *fakeConsul) serve(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	json.NewEncoder(w).Encode(body)
+	_ = json.NewEncoder(w).Encode(body)
 }
 
 func svcEntries(ports ...int) []*api.ServiceEntry {

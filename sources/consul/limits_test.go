@@ -28,7 +28,7 @@ func TestResponseLimitAndDropCount(t *testing.T) {
 	// Unrelated catalog changes make the source read svc again; the same
 	// unservable instance must not be counted again.
 	reads := f.count("/v1/health/service/svc")
-	for i := 0; i < 3; i++ {
+	for range 3 {
 		f.set(func() { f.index++ })
 		r.waitFor(patience, "svc read again", func() bool { return f.count("/v1/health/service/svc") > reads })
 		reads = f.count("/v1/health/service/svc")

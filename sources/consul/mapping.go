@@ -1,6 +1,7 @@
 package consul
 
 import (
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -191,9 +192,7 @@ func (m mapping) localityOf(n *api.Node) sources.Locality {
 func (m mapping) metadata(e *api.ServiceEntry) map[string]string {
 	s := e.Service
 	md := make(map[string]string, len(s.Meta)+2*len(s.Tags)+len(e.Node.Meta)+2)
-	for k, v := range s.Meta {
-		md[k] = v
-	}
+	maps.Copy(md, s.Meta)
 	if len(s.Tags) > 0 {
 		tags := slices.Clone(s.Tags)
 		slices.Sort(tags)

@@ -48,8 +48,7 @@ func (a *agentClient) request(ctx context.Context, blocking bool, do func(ctx co
 // statusCode returns the HTTP status of a failed request, 0 when it got
 // none (connection refused, timeout, malformed answer).
 func statusCode(err error) int {
-	var se api.StatusError
-	if errors.As(err, &se) {
+	if se, ok := errors.AsType[api.StatusError](err); ok {
 		return se.Code
 	}
 	return 0

@@ -1,6 +1,7 @@
 package consul
 
 import (
+	"slices"
 	"time"
 
 	"github.com/xdsbridge/xdsbridge/sources"
@@ -108,12 +109,7 @@ func (rs *retries) now() {
 
 // failing reports whether the last read of some service failed.
 func (rs *retries) failing() bool {
-	for _, r := range rs.list {
-		if rs.live(r) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(rs.list, rs.live)
 }
 
 // wake is when the next retry or delayed read is due, or the zero time.

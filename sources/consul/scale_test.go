@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -110,12 +111,12 @@ func registerMany(t testing.TB, c *api.Client, n, nodes int) {
 		}
 		ops = nil
 	}
-	for i := 0; i < nodes; i++ {
+	for i := range nodes {
 		ops = append(ops, &api.TxnOp{Node: &api.NodeTxnOp{Verb: api.NodeSet,
 			Node: api.Node{Node: fmt.Sprintf("scale-node-%d", i), Address: fmt.Sprintf("10.1.%d.1", i)}}})
 	}
 	flush()
-	for i := 0; i < n; i++ {
+	for i := range n {
 		node := fmt.Sprintf("scale-node-%d", i%nodes)
 		ops = append(ops,
 			&api.TxnOp{Service: &api.ServiceTxnOp{Verb: api.ServiceSet, Node: node,
@@ -225,9 +226,7 @@ func (sc *statusCounter) snapshot() map[int]int {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
 	m := map[int]int{}
-	for k, v := range sc.codes {
-		m[k] = v
-	}
+	maps.Copy(m, sc.codes)
 	return m
 }
 

@@ -177,9 +177,7 @@ func TestConfirmFlappingBounded(t *testing.T) {
 			select {
 			case u := <-r.up:
 				updates.Add(1)
-				for name, n := range endpointCounts(u) {
-					state[name] = n
-				}
+				maps.Copy(state, endpointCounts(u))
 			case <-ctx.Done():
 				last <- state
 				return

@@ -43,6 +43,7 @@ const (
 // Family selects the address records used to resolve targets.
 type Family uint8
 
+// The families: both, IPv4 only, IPv6 only.
 const (
 	FamilyAny Family = iota
 	FamilyIPv4

@@ -170,7 +170,7 @@ func (s *Source) refreshDelay(ttl time.Duration) time.Duration {
 
 func shorten(d time.Duration, jitter float64) time.Duration {
 	if j := time.Duration(float64(d) * jitter); j > 0 {
-		d -= rand.N(j)
+		d -= rand.N(j) //nolint:gosec // jitter spreads refreshes; nothing depends on it being unpredictable
 	}
 	return d
 }

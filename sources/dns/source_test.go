@@ -140,6 +140,7 @@ func TestSourceLookups(t *testing.T) {
 			},
 			want: []sources.Endpoint{ep("10.0.0.1", 80, 1, 0), ep("10.0.0.2", 80, 10, 0), ep("2001:db8::3", 81, 60, 1)},
 			check: func(t *testing.T, f *fakeServer) {
+				t.Helper()
 				if n := f.count("a.example.org.", mdns.TypeA, "") + f.count("c.example.org.", mdns.TypeAAAA, ""); n != 0 {
 					t.Errorf("%d address queries, want 0", n)
 				}
@@ -164,6 +165,7 @@ func TestSourceLookups(t *testing.T) {
 			},
 			want: []sources.Endpoint{ep("10.0.0.1", 80, 5, 0)},
 			check: func(t *testing.T, f *fakeServer) {
+				t.Helper()
 				if n := f.count("a.example.org.", mdns.TypeAAAA, ""); n != 0 {
 					t.Errorf("%d AAAA queries, want 0", n)
 				}
@@ -201,6 +203,7 @@ func TestSourceLookups(t *testing.T) {
 			},
 			want: []sources.Endpoint{ep("10.0.0.1", 80, 1, 0)},
 			check: func(t *testing.T, f *fakeServer) {
+				t.Helper()
 				if n := f.count(api, mdns.TypeSRV, "tcp"); n == 0 {
 					t.Error("no TCP query after truncation")
 				}

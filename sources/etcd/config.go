@@ -188,7 +188,7 @@ func endpointURL(ep string, tls bool) (string, error) {
 	}
 	host, port, err := net.SplitHostPort(u.Host)
 	if err != nil {
-		return "", fmt.Errorf("not host:port: %v", err)
+		return "", fmt.Errorf("not host:port: %w", err)
 	}
 	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || host == "" {
 		return "", fmt.Errorf("not host:port with a port in 1..65535")

@@ -39,6 +39,7 @@ func fixtureOf(format string) fixture {
 // cluster, each endpoint as "addr:port/weight/priority" (sorted), nil for a
 // cluster removed.
 func DriveFormat(t *testing.T, reg etcdtest.Registrar, format string, start func(), check func(step string, want map[string][]string)) {
+	t.Helper()
 	driveFormat(t, reg, fixtureOf(format), start, func(step string, want served) {
 		out := map[string][]string{}
 		for name, insts := range want {

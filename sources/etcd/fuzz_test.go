@@ -11,6 +11,7 @@ import (
 // checkParsed holds what every format promises of a key it accepts: a
 // named service and an instance with an IP address, a port and a weight.
 func checkParsed(t *testing.T, e Entry, key string, value []byte) {
+	t.Helper()
 	svc, ep, err := e.parse(key, value)
 	if err != nil {
 		if errors.Is(err, errNotInstance) && svc == "" {

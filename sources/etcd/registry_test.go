@@ -111,6 +111,7 @@ type served map[string][]inst
 // step with what must then be served; before the first step's check, the
 // source (or bridge) under test is started by start.
 func driveFormat(t *testing.T, reg etcdtest.Registrar, f fixture, start func(), check func(step string, want served)) {
+	t.Helper()
 	ctx := t.Context()
 	a1 := inst{addr: "10.0.0.1", port: 8080, weight: 3, meta: "v1"}
 	a2 := inst{addr: "10.0.0.2", port: 8080, weight: 3, meta: "v1"}

@@ -80,8 +80,7 @@ func parseTree(data []byte, isJSON bool) (*yaml.Node, error) {
 		dec.UseNumber()
 		var v any
 		if err := dec.Decode(&v); err != nil {
-			var syn *json.SyntaxError
-			if errors.As(err, &syn) {
+			if syn, ok := errors.AsType[*json.SyntaxError](err); ok {
 				line := 1 + bytes.Count(data[:min(syn.Offset, int64(len(data)))], []byte("\n"))
 				err = fmt.Errorf("%w (line %d)", err, line)
 			}
@@ -101,7 +100,7 @@ func parseTree(data []byte, isJSON bool) (*yaml.Node, error) {
 		return nil, &settings.KeyError{Err: fmt.Errorf("parsing YAML: %w", err)}
 	}
 	var extra yaml.Node
-	if err := dec.Decode(&extra); err != io.EOF {
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		return nil, &settings.KeyError{Err: errors.New("parsing YAML: more than one document")}
 	}
 	if doc.Kind == yaml.DocumentNode && len(doc.Content) == 1 {

@@ -122,8 +122,7 @@ func TestParse(t *testing.T) {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("Parse() error = %v, want it to contain %q", err, tt.wantErr)
 				}
-				var ke *settings.KeyError
-				if !errors.As(err, &ke) {
+				if _, ok := errors.AsType[*settings.KeyError](err); !ok {
 					t.Errorf("Parse() error is %T, want a *settings.KeyError", err)
 				}
 				return

@@ -3,6 +3,7 @@ package file
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -301,7 +302,7 @@ func (s *Source) read(buf []byte, quiet time.Duration) (data []byte, before os.F
 		buf = make([]byte, size+1, size+1+size/32+4096)
 	}
 	n, err := io.ReadFull(f, buf[:size+1])
-	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
 		return nil, before, 0, false, fmt.Errorf("reading services file: %w", err)
 	}
 	data = buf[:n]

@@ -69,7 +69,7 @@ func TestBodyFormat(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			reg, srv := newRegistry(t, false, "")
-			reg.set(func(w nethttp.ResponseWriter, r *nethttp.Request) {
+			reg.set(func(w nethttp.ResponseWriter, _ *nethttp.Request) {
 				if tt.contentType == "-" {
 					w.Header()["Content-Type"] = nil // no sniffing by the server either
 				} else {

@@ -36,6 +36,7 @@ type registry struct {
 }
 
 func newRegistry(t *testing.T, tlsServer bool, doc string) (*registry, *httptest.Server) {
+	t.Helper()
 	reg := &registry{polled: make(chan struct{}, 1000)}
 	reg.serve(doc, "")
 	h := nethttp.HandlerFunc(func(w nethttp.ResponseWriter, r *nethttp.Request) {
@@ -189,13 +190,13 @@ func TestOutcomes(t *testing.T) {
 		reply func(w nethttp.ResponseWriter, r *nethttp.Request)
 		err   string
 	}{
-		{"malformed JSON", func(w nethttp.ResponseWriter, r *nethttp.Request) {
+		{"malformed JSON", func(w nethttp.ResponseWriter, _ *nethttp.Request) {
 			fmt.Fprint(w, `{"services": [{"name": "web", "endpoints": [}`)
 		}, `parsing the body as JSON (Content-Type "text/plain; charset=utf-8" is neither JSON nor YAML; sniffed JSON): parsing JSON`},
-		{"invalid endpoint", func(w nethttp.ResponseWriter, r *nethttp.Request) {
+		{"invalid endpoint", func(w nethttp.ResponseWriter, _ *nethttp.Request) {
 			fmt.Fprint(w, `{"services": [{"name": "web", "endpoints": [{"address": "10.0.0.9", "port": 0}]}]}`)
 		}, "services[0].endpoints[0].port"},
-		{"50 MB body", func(w nethttp.ResponseWriter, r *nethttp.Request) {
+		{"50 MB body", func(w nethttp.ResponseWriter, _ *nethttp.Request) {
 			chunk := []byte(strings.Repeat(" ", 1<<20))
 			for range 50 {
 				if _, err := w.Write(chunk); err != nil {
@@ -208,10 +209,10 @@ func TestOutcomes(t *testing.T) {
 			w.(nethttp.Flusher).Flush()
 			<-r.Context().Done() // never finishes; the client's timeout ends it
 		}, "context deadline exceeded"},
-		{"server error", func(w nethttp.ResponseWriter, r *nethttp.Request) {
+		{"server error", func(w nethttp.ResponseWriter, _ *nethttp.Request) {
 			nethttp.Error(w, "registry down", nethttp.StatusServiceUnavailable)
 		}, `status 503 Service Unavailable: "registry down"`},
-		{"304 without a prior ETag", func(w nethttp.ResponseWriter, r *nethttp.Request) {
+		{"304 without a prior ETag", func(w nethttp.ResponseWriter, _ *nethttp.Request) {
 			w.WriteHeader(nethttp.StatusNotModified)
 		}, "status 304"},
 	}

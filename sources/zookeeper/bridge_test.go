@@ -110,7 +110,7 @@ var drivers = []driver{
 			return r.Nerve(root+"/"+c+"/services", fmt.Sprintf("i-%d", i), c, addr(i), 8000+i, 10, map[string]string{"az": "a"}),
 				ep{addr(i), uint32(8000 + i), 10}
 		},
-		change: func(r *zktest.Registrar, _, c, znode string, i int) (string, ep) {
+		change: func(r *zktest.Registrar, _, _, znode string, i int) (string, ep) {
 			r.Set(znode, zktest.NerveInstance(addr(i), 8000+i, fmt.Sprintf("i-%d", i), 30, nil))
 			return znode, ep{addr(i), uint32(8000 + i), 30}
 		},

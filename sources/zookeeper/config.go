@@ -166,7 +166,7 @@ func checkPath(p string) error {
 	if p == "/" {
 		return nil
 	}
-	for _, el := range strings.Split(p[1:], "/") {
+	for el := range strings.SplitSeq(p[1:], "/") {
 		if el == "" || el == "." || el == ".." || strings.ContainsRune(el, 0) {
 			return fmt.Errorf("%q is not a znode path (empty, \".\" or \"..\" element, or a trailing slash)", p)
 		}

@@ -74,6 +74,7 @@ func TestParsers(t *testing.T) {
 // fuzzParse checks what every parser promises on any input: no panic, and
 // an endpoint only with a port in range.
 func fuzzParse(t *testing.T, f string, name string, data []byte) {
+	t.Helper()
 	ep, err := formats[f].parse(&Service{Endpoint: "http"}, name, data)
 	if err == nil && (ep.Port == 0 || ep.Port > 65535) {
 		t.Fatalf("%s accepted port %d", f, ep.Port)

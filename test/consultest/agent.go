@@ -352,9 +352,9 @@ func (a *Agent) dumpLog() {
 	if err != nil {
 		return
 	}
-	const max = 16 << 10
-	if len(b) > max {
-		b = b[len(b)-max:]
+	const limit = 16 << 10
+	if len(b) > limit {
+		b = b[len(b)-limit:]
 	}
 	a.t.Logf("consul agent %s log (tail):\n%s", a.Node, bytes.TrimSpace(b))
 }

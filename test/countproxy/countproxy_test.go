@@ -13,7 +13,7 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestHTTPCountsRequestsAndResetsWhenUpstreamIsDown(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "ok")
 	}))
 	defer srv.Close()
@@ -44,7 +44,8 @@ func TestHTTPCountsRequestsAndResetsWhenUpstreamIsDown(t *testing.T) {
 	p.SetUpstream(dead)
 	p.Cut()
 	tr.CloseIdleConnections()
-	if _, err := c.Get("http://" + p.Addr + "/v1/x"); err == nil {
+	if resp, err := c.Get("http://" + p.Addr + "/v1/x"); err == nil {
+		resp.Body.Close()
 		t.Fatal("a request through a proxy whose upstream is down succeeded")
 	}
 	if got := p.Counts().Sub(before); got.Attempts() != 1 || got.Refused != 1 {
@@ -54,6 +55,7 @@ func TestHTTPCountsRequestsAndResetsWhenUpstreamIsDown(t *testing.T) {
 
 // deadAddr returns an address nothing listens on.
 func deadAddr(t *testing.T) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

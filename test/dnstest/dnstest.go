@@ -259,6 +259,7 @@ func (s *Server) waitReady(exited <-chan struct{}) error {
 		case <-exited:
 			return errors.New("process exited")
 		case <-ctx.Done():
+			//nolint:errorlint // either may be nil (an answer without the SOA), which %v words as <nil> and %w does not
 			return fmt.Errorf("no answer on %s: udp %v, tcp %v", s.Addr, uerr, terr)
 		case <-tick.C:
 		}

@@ -30,6 +30,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -476,24 +477,24 @@ func (c *Client) WaitFor(ctx context.Context, cond func(State) bool) error {
 
 // Summary describes a state briefly, for error messages.
 func (s State) Summary() string {
-	out := ""
+	var out strings.Builder
 	for _, t := range slices.Sorted(maps.Keys(s.Versions)) {
 		names := slices.Sorted(maps.Keys(s.Versions[t]))
 		short := t[len("type.googleapis.com/"):]
 		if len(names) > 8 {
-			out += fmt.Sprintf("%s: %d resources (%v ...); ", short, len(names), names[:8])
+			out.WriteString(fmt.Sprintf("%s: %d resources (%v ...); ", short, len(names), names[:8]))
 			continue
 		}
 		parts := make([]string, len(names))
 		for i, n := range names {
 			parts[i] = n + "@" + s.Versions[t][n]
 		}
-		out += fmt.Sprintf("%s: %v; ", short, parts)
+		out.WriteString(fmt.Sprintf("%s: %v; ", short, parts))
 	}
-	if out == "" {
+	if out.String() == "" {
 		return "nothing held"
 	}
-	return out
+	return out.String()
 }
 
 // record stores r, bumps the counters and wakes WaitFor; c.mu must be held.

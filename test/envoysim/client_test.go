@@ -255,7 +255,7 @@ func TestNACK(t *testing.T) {
 			defer cancel()
 			good := world{"a": {1}}
 			g.set(t, "n1", "v0", good)
-			reject := func(typeURL string, rs []*anypb.Any) error {
+			reject := func(_ string, rs []*anypb.Any) error {
 				for _, a := range rs {
 					if n, _ := wireName(a.GetValue()); string(n) == "bad" {
 						return bad

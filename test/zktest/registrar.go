@@ -145,15 +145,15 @@ func (r *Registrar) create(reg registration) string {
 // ensure creates dir and its parents, persistent, where missing.
 func (r *Registrar) ensure(dir string) {
 	r.t.Helper()
-	p := ""
-	for _, el := range strings.Split(strings.TrimPrefix(dir, "/"), "/") {
+	var p strings.Builder
+	for el := range strings.SplitSeq(strings.TrimPrefix(dir, "/"), "/") {
 		if el == "" {
 			continue
 		}
-		p += "/" + el
-		_, err := r.Conn.Create(p, nil, 0, zk.WorldACL(zk.PermAll))
+		p.WriteString("/" + el)
+		_, err := r.Conn.Create(p.String(), nil, 0, zk.WorldACL(zk.PermAll))
 		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
-			r.t.Fatalf("registrar: creating %s: %v", p, err)
+			r.t.Fatalf("registrar: creating %s: %v", p.String(), err)
 		}
 	}
 }

@@ -84,6 +84,7 @@ func (c collections) remove(res Result) {
 
 // sotw is the DiscoveryResponse of one whole collection.
 func (c collections) sotw(tb testing.TB, kind Kind) *discoveryv3.DiscoveryResponse {
+	tb.Helper()
 	resp := &discoveryv3.DiscoveryResponse{TypeUrl: kind.TypeURLs()[0], VersionInfo: "0123456789abcdef", Nonce: "42"}
 	for _, m := range c[kind] {
 		resp.Resources = append(resp.Resources, anyOf(tb, m))
@@ -92,6 +93,7 @@ func (c collections) sotw(tb testing.TB, kind Kind) *discoveryv3.DiscoveryRespon
 }
 
 func anyOf(tb testing.TB, m proto.Message) *anypb.Any {
+	tb.Helper()
 	a, err := anypb.New(m)
 	if err != nil {
 		tb.Fatal(err)
@@ -150,6 +152,7 @@ type figure struct {
 // measureChange returns the bytes sent to istiod when one service's
 // resources go from before to after in all (left as it was).
 func measureChange(b *testing.B, all collections, before, after Result) []figure {
+	b.Helper()
 	old := map[string]string{}
 	for _, r := range before.Resources {
 		old[r.Name] = r.Message.GetMetadata().GetVersion()

@@ -139,7 +139,7 @@ func isLabelValue(s string) bool {
 func isLabelKey(s string) bool {
 	prefix, name, found := strings.Cut(s, "/")
 	if !found {
-		name, prefix = prefix, ""
+		name = prefix
 	} else if !isDNSSubdomain(prefix) {
 		return false
 	}

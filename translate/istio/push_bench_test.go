@@ -39,6 +39,7 @@ func BenchmarkServedPush(b *testing.B) {
 }
 
 func benchServedPush(b *testing.B, shape Shape, meta string) {
+	b.Helper()
 	fleet := benchFleet(benchMeta[meta])
 	tr := translator(b, Options{Shape: shape})
 	var urls []string

@@ -13,6 +13,7 @@ import (
 // Kind is an Istio configuration kind, served as one MCP collection.
 type Kind string
 
+// The kinds served.
 const (
 	ServiceEntry  Kind = "ServiceEntry"
 	WorkloadEntry Kind = "WorkloadEntry"

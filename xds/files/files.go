@@ -101,7 +101,7 @@ func New(o Options) (*Writer, error) {
 		o.EnvoyDir = o.Dir
 	}
 	w := &Writer{opts: o, log: o.Logger, eds: map[string]string{}, edsDir: filepath.Join(o.Dir, EDSDir)}
-	if err := os.MkdirAll(w.edsDir, 0o755); err != nil {
+	if err := os.MkdirAll(w.edsDir, 0o755); err != nil { //nolint:gosec // Envoy reads these files, often as another user
 		return nil, err
 	}
 	// Prove both directories writable now rather than at the first change.

@@ -65,6 +65,7 @@ func (p *restClient) post(path string, body []byte) (int, *discoveryv3.Discovery
 }
 
 func setup(t *testing.T) (*xds.Server, *Handler, *restClient) {
+	t.Helper()
 	s := xds.NewServer(xds.Options{})
 	h := New(Options{Server: s, ConfigCluster: "xds-rest", RefreshDelay: 2 * time.Second, MaxRequestBytes: 4096})
 	srv := httptest.NewServer(h)
@@ -196,10 +197,10 @@ func TestPollersBounded(t *testing.T) {
 	s.Apply([]xds.Resource{xdstest.Cluster("a", time.Second)}, nil)
 	h := New(Options{Server: s, MaxClients: 10})
 	for i := range 50 {
-		p := &restClient{t: t, node: &corev3.Node{Id: strconv.Itoa(i) + strings.Repeat("n", 1000)}}
+		p := &restClient{node: &corev3.Node{Id: strconv.Itoa(i) + strings.Repeat("n", 1000)}}
 		body, _ := protojson.Marshal(&discoveryv3.DiscoveryRequest{Node: p.node})
 		w := httptest.NewRecorder()
-		h.ServeHTTP(w, httptest.NewRequest("POST", "/v3/discovery:clusters", bytes.NewReader(body)))
+		h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/v3/discovery:clusters", bytes.NewReader(body)))
 		if w.Code != http.StatusOK {
 			t.Fatalf("poll %d: %d", i, w.Code)
 		}
@@ -228,9 +229,10 @@ func BenchmarkPoll(b *testing.B) {
 	s.Apply(rs, nil)
 	h := New(Options{Server: s})
 	run := func(b *testing.B, path string, req *discoveryv3.DiscoveryRequest) {
+		b.Helper()
 		body, _ := protojson.Marshal(req)
 		w := httptest.NewRecorder()
-		h.ServeHTTP(w, httptest.NewRequest("POST", path, bytes.NewReader(body)))
+		h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body)))
 		var r discoveryv3.DiscoveryResponse
 		if err := protojson.Unmarshal(w.Body.Bytes(), &r); err != nil {
 			b.Fatal(err)
@@ -240,7 +242,7 @@ func BenchmarkPoll(b *testing.B) {
 		b.ResetTimer()
 		for range b.N {
 			w := httptest.NewRecorder()
-			h.ServeHTTP(w, httptest.NewRequest("POST", path, bytes.NewReader(body)))
+			h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body)))
 			if w.Code != http.StatusNotModified {
 				b.Fatalf("status %d", w.Code)
 			}
@@ -256,7 +258,7 @@ func BenchmarkPoll(b *testing.B) {
 			s.Apply([]xds.Resource{xdstest.Cluster(rs[0].Name, time.Duration(1+i%2)*time.Second)}, nil)
 			b.StartTimer()
 			w := httptest.NewRecorder()
-			h.ServeHTTP(w, httptest.NewRequest("POST", "/v3/discovery:clusters", bytes.NewReader(body)))
+			h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/v3/discovery:clusters", bytes.NewReader(body)))
 			if w.Code != http.StatusOK {
 				b.Fatalf("status %d", w.Code)
 			}

@@ -62,6 +62,8 @@ func NewInbound(ctx context.Context, msg proto.Message, admit *Budget, lease *Re
 // admitted, was small, or failed.
 func (in *Inbound) ReleaseLease() { in.lease.Release() }
 
+// ProtoReflect is the decoded request's, so that an Inbound passes for a
+// proto.Message.
 func (in *Inbound) ProtoReflect() protoreflect.Message { return in.msg.ProtoReflect() }
 
 // GetNode is the request's node, for stream interceptors that check it
@@ -133,6 +135,8 @@ type FirstReads struct{ slots chan struct{} }
 // waiting in memory that more leases allow.
 const LeaseBytes = 64 << 10
 
+// NewFirstReads returns one lease per LeaseBytes of requestBudget (at
+// least one), or nil (no limit) past 4096 leases.
 func NewFirstReads(requestBudget int) *FirstReads {
 	n := max(requestBudget/LeaseBytes, 1)
 	if n > 4096 {
@@ -141,12 +145,13 @@ func NewFirstReads(requestBudget int) *FirstReads {
 	return &FirstReads{slots: make(chan struct{}, n)}
 }
 
-// lease waits for a free lease, or for ctx to end.
-// leases is how many first reads may be under way at once, and held how
-// many are.
+// Leases is how many first reads may be under way at once.
 func (f *FirstReads) Leases() int { return cap(f.slots) }
-func (f *FirstReads) Held() int   { return len(f.slots) }
 
+// Held is how many leases are held.
+func (f *FirstReads) Held() int { return len(f.slots) }
+
+// Lease waits for a free lease, or for ctx to end.
 func (f *FirstReads) Lease(ctx context.Context) (*ReadLease, error) {
 	if f == nil {
 		return nil, nil

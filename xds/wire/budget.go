@@ -59,8 +59,9 @@ type budgetWaiter struct {
 	ready chan struct{} // closed when granted
 }
 
-func NewBudget(max int) *Budget {
-	return &Budget{max: int64(max), charged: map[*Records]*recordsCharge{}}
+// NewBudget returns a budget of limit bytes.
+func NewBudget(limit int) *Budget {
+	return &Budget{max: int64(limit), charged: map[*Records]*recordsCharge{}}
 }
 
 // Acquire waits until own bytes (at most the whole budget) and, unless a
@@ -183,6 +184,7 @@ func (b *Budget) Waiting() int {
 	return len(b.queue)
 }
 
+// InUse is the bytes the budget has granted and not had back.
 func (b *Budget) InUse() int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -247,4 +249,5 @@ type Tracking struct {
 	Encoded atomic.Bool // buffers were handed out: their last Free releases g
 }
 
+// SendState returns t: a Msg embeds its Tracking.
 func (t *Tracking) SendState() *Tracking { return t }

@@ -137,7 +137,7 @@ func TestBudgetDropsGrantedWaiters(t *testing.T) {
 	gone := weak.Make(granted)
 	c := make(chan *Grant, 1)
 	go func(r *Records) { g, _ := b.Acquire(ctx, 10, r); c <- g }(granted)
-	granted = nil
+	granted = nil //nolint:ineffassign // says where the test lets go of it, before it checks the memory is freed
 	waitFor(t, func() bool { return queued(b) == 1 })
 	full.Release()
 	(<-c).Release()
@@ -154,7 +154,7 @@ func TestBudgetDropsGrantedWaiters(t *testing.T) {
 	cctx, cancel := context.WithCancel(ctx)
 	errc := make(chan error, 1)
 	go func(r *Records) { _, err := b.Acquire(cctx, 10, r); errc <- err }(cancelled)
-	cancelled = nil
+	cancelled = nil //nolint:ineffassign // says where the test lets go of it, before it checks the memory is freed
 	waitFor(t, func() bool { return queued(b) == 2 })
 	cancel()
 	if <-errc == nil {
@@ -180,7 +180,7 @@ func TestBudgetReleasedGrantDropsRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	recs = nil
+	recs = nil //nolint:ineffassign // says where the test lets go of it, before it checks the memory is freed
 	g.Release()
 	if reachable(gone) {
 		t.Error("a released grant still keeps its frame's records reachable")

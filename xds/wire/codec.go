@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"slices"
 	"sync"
 	"unicode/utf8"
 
@@ -162,7 +163,7 @@ func unmarshalNames(b []byte, m proto.Message, names func(raw []byte, count int)
 	if err != nil {
 		return nil, fmt.Errorf("decoding %s: %w", what, err)
 	}
-	return list[:len(list):len(list)], nil // an append must copy
+	return slices.Clip(list), nil // an append must copy
 }
 
 // recordsSpan finds the contiguous run of records of field (a
@@ -379,6 +380,8 @@ type InitialVersions struct {
 	n   int    // records in raw
 }
 
+// InitialOf returns req's initial versions: the records in kept when Codec
+// decoded it, else the request's map.
 func InitialOf(req *discoveryv3.DeltaDiscoveryRequest, in *Inbound) InitialVersions {
 	if in != nil && in.initial != "" {
 		return InitialVersions{raw: in.initial, n: in.initialN}
@@ -440,7 +443,7 @@ func (v InitialVersions) Lookup() map[string]string {
 	}
 	m := make(map[string]string, v.n)
 	for k, ver := range v.All() {
-		m[k] = ver
+		m[k] = ver //nolint:modernize // sized for the n entries up front, where maps.Collect grows the map as it goes
 	}
 	return m
 }

@@ -128,6 +128,8 @@ type Envelope struct {
 // field-number order as proto.Marshal writes them.
 func (e Envelope) Head() []byte { return appendString(nil, fVersionInfo, e.Version) }
 
+// Tail is the envelope's bytes after the resources (see Head), with the
+// removed names.
 func (e Envelope) Tail(removed []string) []byte {
 	n := strLen(len(e.TypeURL)) + strLen(len(e.Nonce))
 	for _, r := range removed {

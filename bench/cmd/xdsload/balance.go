@@ -25,7 +25,7 @@ func balance(ctx context.Context, args []string) error {
 		return errUsage
 	}
 	b := &replicas.Balancer{}
-	for _, s := range strings.Split(*backends, ",") {
+	for s := range strings.SplitSeq(*backends, ",") {
 		addr, url, _ := strings.Cut(s, "=")
 		be := replicas.Backend{Addr: addr}
 		if url != "" {

@@ -37,11 +37,11 @@ func fileSource(ctx context.Context, args []string, log *slog.Logger) error {
 		return fileSourceTable(fs.Args())
 	}
 	var results []file.Result
-	for _, format := range strings.Split(*formats, ",") {
+	for format := range strings.SplitSeq(*formats, ",") {
 		if format != "yaml" && format != "json" {
 			return fmt.Errorf("unknown format %q (yaml or json)", format)
 		}
-		for _, s := range strings.Split(*sizes, ",") {
+		for s := range strings.SplitSeq(*sizes, ",") {
 			n, err := strconv.Atoi(strings.TrimSpace(s))
 			if err != nil {
 				return fmt.Errorf("parsing -n: %w", err)

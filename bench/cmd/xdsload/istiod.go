@@ -41,7 +41,7 @@ func runIstiod(ctx context.Context, args []string, log *slog.Logger) error {
 	var results []*istiod.Result
 	var lines strings.Builder
 	for rep := range *runs {
-		for _, impl := range strings.Split(*impls, ",") {
+		for impl := range strings.SplitSeq(*impls, ",") {
 			c := cfg
 			c.Impl, c.Rep = impl, rep
 			r, err := istiod.Run(ctx, c)

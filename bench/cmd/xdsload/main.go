@@ -49,7 +49,7 @@ func main() {
 }
 
 //lint:ignore ST1005 a usage line, printed alone; its trailing ellipsis stands for more arguments
-var errUsage = errors.New("usage: xdsload bench|run|consul|consul-events|consul-refill|file-source|status-page|replicas|istiod|istiod-consul|serve [flags] (-h for flags), or xdsload summarize FILE.csv..., or xdsload headline [--svg FILE] RESULTS...")
+var errUsage = errors.New("usage: xdsload bench|run|consul|consul-events|consul-refill|file-source|status-page|replicas|istiod|istiod-consul|serve [flags] (-h for flags), or xdsload summarize FILE.csv..., or xdsload headline [--svg FILE] RESULTS...") //nolint:staticcheck,revive // a usage line, printed alone (the lint:ignore above tells a standalone staticcheck)
 
 // summarize prints the min/median/max tables of result CSVs (see
 // fanout.Summarize); docs/benchmarks.md's tables are its output.
@@ -184,7 +184,7 @@ func benchmark(ctx context.Context, cmd string, args []string, log *slog.Logger)
 			}
 			return v
 		}
-		for _, im := range strings.Split(*impls, ",") {
+		for im := range strings.SplitSeq(*impls, ",") {
 			runs = append(runs, fanout.Config{Scenario: "run", Impl: im, Delta: *delta, Clients: def(sz.Clients, 200),
 				Services: def(sz.Services, 1000), Endpoints: def(sz.Endpoints, 10), Changes: def(sz.Changes, 20),
 				Rate: sz.Rate, Duration: sz.Duration, Reconnect: *reconnect, Holdoff: max(sz.Holdoff, 0)})
@@ -243,7 +243,7 @@ func benchmark(ctx context.Context, cmd string, args []string, log *slog.Logger)
 func machine() string {
 	model := "unknown CPU"
 	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
+		for l := range strings.SplitSeq(string(b), "\n") {
 			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
 				model = strings.TrimSpace(v)
 				break
@@ -297,7 +297,7 @@ func parseServerBins(s string) (map[string]string, error) {
 	if s == "" {
 		return out, nil
 	}
-	for _, kv := range strings.Split(s, ",") {
+	for kv := range strings.SplitSeq(s, ",") {
 		label, path, ok := strings.Cut(kv, "=")
 		if !ok || label == "" || path == "" {
 			return nil, fmt.Errorf("--server-bin: %q is not LABEL=PATH", kv)

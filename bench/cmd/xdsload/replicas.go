@@ -44,7 +44,7 @@ func runReplicas(ctx context.Context, args []string, log *slog.Logger) error {
 	}
 	var md strings.Builder
 	fmt.Fprintf(&md, "command: xdsload replicas %s\n\n", shellJoin(args))
-	for _, a := range strings.Split(*ages, ",") {
+	for a := range strings.SplitSeq(*ages, ",") {
 		age, err := time.ParseDuration(a)
 		if err != nil {
 			return fmt.Errorf("--max-connection-age: %w", err)

@@ -37,7 +37,7 @@ func statusPage(ctx context.Context, args []string, log *slog.Logger) error {
 	}
 	cfg.Paths, cfg.OutDir, cfg.Logger = strings.Split(*paths, ","), abs, log
 	var results []statuspage.Result
-	for _, b := range strings.Split(*bridges, ",") {
+	for b := range strings.SplitSeq(*bridges, ",") {
 		label, bin, ok := strings.Cut(b, "=")
 		if !ok {
 			label, bin = filepath.Base(b), b
