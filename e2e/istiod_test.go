@@ -232,12 +232,18 @@ func testRealIstiod(t *testing.T, shape string) {
 	for _, name := range []string{"b", "c", "d"} {
 		registerWeb(name)
 	}
+	// The agent syncs its registrations to the catalog the bridge reads
+	// in the background: the bridge sees Consul once all three are there.
+	bridgetest.Eventually(t, patience, "the restarted agent's catalog to hold b, c and d", func() bool {
+		entries, _, err := c.Health().Service("web", "", false, nil)
+		return err == nil && len(entries) == 3
+	})
 	consul.SetUpstream(agent.HTTPAddr)
 	bridgetest.WaitReady(t, b.adminAddr, patience)
 	waitIstiodStream(t, b.adminAddr, "istiod to sync with the bridge once it read Consul")
-	if got := resourceVersions(ist); !maps.Equal(got, versions) {
-		t.Errorf("after the bridge read Consul again istiod's resource versions are %v, were %v", got, versions)
-	}
+	bridgetest.Eventually(t, patience, "istiod to hold the versions it held before", func() bool {
+		return maps.Equal(resourceVersions(ist), versions)
+	})
 	if after := clientStatus(t, csds); after[edsKey(cluster)].Version != before[edsKey(cluster)].Version {
 		t.Errorf("the client was pushed new endpoints though nothing changed: %+v, were %+v", after[edsKey(cluster)], before[edsKey(cluster)])
 	}
