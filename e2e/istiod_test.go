@@ -3,7 +3,6 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"maps"
 	"net"
 	"os/exec"
@@ -13,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -84,7 +82,6 @@ func testRealIstiod(t *testing.T, shape string) {
 	registerWeb("a")
 	registerWeb("b")
 
-	// istiod reads the bridge through a relay that counts its connections.
 	// The bridge reads Consul through a proxy, so that a restarted agent
 	// can be given its registrations before the bridge sees it.
 	consul, err := countproxy.TCP(agent.HTTPAddr)
@@ -94,11 +91,16 @@ func testRealIstiod(t *testing.T, shape string) {
 	t.Cleanup(consul.Close)
 	b := newConsulBridge(t, consul.Addr)
 	b.write(t, "istio: {enabled: true, shape: "+shape+"}", "")
-	relay := newConnCounter(t, b.xdsAddr)
+	// istiod reads the bridge through a relay that counts its connections.
+	relay, err := countproxy.TCP(b.xdsAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(relay.Close)
 
 	// Started before the bridge: its config source refuses, and istiod
 	// ends, as istiod does (initConfigSources fails the start-up).
-	ist := istiodtest.Start(t, relay.addr)
+	ist := istiodtest.Start(t, relay.Addr)
 	if err := ist.WaitExit(patience); err == nil || !strings.Contains(ist.Log(), "MCP: failed running") {
 		t.Fatalf("istiod started before the bridge: exit %v; want it to fail its start-up, log:\n%s", err, ist.Log())
 	}
@@ -158,13 +160,13 @@ func testRealIstiod(t *testing.T, shape string) {
 	versions := resourceVersions(ist)
 
 	// The bridge restarted: istiod reconnects and changes nothing.
-	conns := relay.conns.Load()
+	conns := relay.Counts().Conns
 	failed := strings.Count(cl.stdout.String(), " failed: ")
 	bridge.stop()
 	bridge = start(t, b.cfg)
 	bridgetest.WaitReady(t, b.adminAddr, patience)
 	waitIstiodStream(t, b.adminAddr, "istiod to reconnect to the restarted bridge")
-	if relay.conns.Load() == conns {
+	if relay.Counts().Conns == conns {
 		t.Fatal("istiod's stream did not go through a new connection")
 	}
 	if got := resourceVersions(ist); !maps.Equal(got, versions) {
@@ -177,12 +179,12 @@ func testRealIstiod(t *testing.T, shape string) {
 
 	// The bridge down for 30 s: istiod keeps what it has and retries.
 	down := time.Now()
-	conns = relay.conns.Load()
+	conns = relay.Counts().Conns
 	bridge.stop()
 	bridgetest.Eventually(t, 2*time.Minute, "30 s of outage with istiod retrying", func() bool {
-		return time.Since(down) >= 30*time.Second && relay.conns.Load()-conns >= 2
+		return time.Since(down) >= 30*time.Second && relay.Counts().Conns-conns >= 2
 	})
-	tries := relay.conns.Load() - conns
+	tries := relay.Counts().Conns - conns
 	if len(ist.Configs("ServiceEntry")) != 1 {
 		t.Error("istiod lost its ServiceEntry while the bridge was down")
 	}
@@ -215,11 +217,11 @@ func testRealIstiod(t *testing.T, shape string) {
 	agent.Stop() // a -dev agent: it comes back empty
 	consul.SetUpstream(freeport.Addr(t))
 	bridge.stop()
-	conns = relay.conns.Load()
+	conns = relay.Counts().Conns
 	received := strings.Count(ist.Log(), "type=networking.istio.io/v1/ServiceEntry")
 	start(t, b.cfg) // its cleanup stops it
 	bridgetest.Eventually(t, patience, "istiod to connect to the bridge that has not read Consul", func() bool {
-		return relay.conns.Load() > conns
+		return relay.Counts().Conns > conns
 	})
 	cl.waitCalls(patience, "calls answered by b, c and d while the bridge waits for Consul", only("b", "c", "d"))
 	if code, _ := bridgetest.Get("http://" + b.adminAddr + "/readyz"); code == 200 {
@@ -345,56 +347,3 @@ func lbEndpoints(t *testing.T, st grpcxdstest.ResourceStatus) []string {
 	return out
 }
 
-// connCounter relays TCP connections from addr to an upstream address and
-// counts them: those it could not relay because the upstream refused
-// count too (they are closed at once), so a test can bound how often a
-// client retried a dead server.
-type connCounter struct {
-	addr  string
-	conns atomic.Int64
-}
-
-func newConnCounter(t *testing.T, upstream string) *connCounter {
-	t.Helper()
-	ln, err := net.Listen("tcp", freeport.Addr(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &connCounter{addr: ln.Addr().String()}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var open []net.Conn
-	track := func(cs ...net.Conn) {
-		mu.Lock()
-		open = append(open, cs...)
-		mu.Unlock()
-	}
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range open {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	wg.Go(func() {
-		for {
-			down, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			r.conns.Add(1)
-			up, err := net.Dial("tcp", upstream)
-			if err != nil {
-				down.Close()
-				continue
-			}
-			track(down, up)
-			wg.Add(2)
-			go func() { defer wg.Done(); _, _ = io.Copy(up, down); up.Close() }()
-			go func() { defer wg.Done(); _, _ = io.Copy(down, up); down.Close() }()
-		}
-	})
-	return r
-}
