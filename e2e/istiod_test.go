@@ -346,4 +346,3 @@ func lbEndpoints(t *testing.T, st grpcxdstest.ResourceStatus) []string {
 	slices.Sort(out)
 	return out
 }
-
