@@ -68,24 +68,56 @@ install() {
 		echo "no $pkg on PATH: install it (apt-get install $pkg) for $for" >&2
 	fi
 }
-if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
-	install chromium "the status page test"
-fi
-command -v podman >/dev/null 2>&1 || install podman "the container image test"
+# On a fresh machine the builds below are most of a cold `make test`: each
+# spends part of its time downloading modules, type-checking along a long
+# chain of packages or linking, on one CPU. They run at once so that one's
+# waits overlap the others' compiling; the distribution's packages are
+# installed beside them. Each job writes its result to a file of its own.
+jobs=$(mktemp -d)
+trap 'rm -rf "$jobs"' EXIT
+pids=()
+spawn() { # spawn NAME COMMAND...: runs COMMAND in the background, its stdout in $jobs/NAME
+	local name=$1
+	shift
+	"$@" >"$jobs/$name" &
+	pids+=($!)
+}
+distribution() {
+	if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
+		install chromium "the status page test"
+	fi
+	command -v podman >/dev/null 2>&1 || install podman "the container image test"
+	if [ ! -f "$zookeeper" ] || ! command -v java >/dev/null 2>&1; then
+		install "zookeeper default-jre-headless" "the ZooKeeper source's tests"
+	fi
+}
 zookeeper=${XDSBRIDGE_ZOOKEEPER:-/usr/share/java/zookeeper.jar}
-if [ ! -f "$zookeeper" ] || ! command -v java >/dev/null 2>&1; then
-	install "zookeeper default-jre-headless" "the ZooKeeper source's tests"
-fi
-
-consul=$(ensure consul 1.14.11 tools/consul github.com/hashicorp/consul)
-coredns=$(ensure coredns 1.15.0 tools/coredns github.com/coredns/coredns)
-etcd=$(ensure etcd 3.7.3 tools/etcd go.etcd.io/etcd/server/v3)
+spawn distribution distribution
+spawn consul ensure consul 1.14.11 tools/consul github.com/hashicorp/consul
+spawn coredns ensure coredns 1.15.0 tools/coredns github.com/coredns/coredns
+spawn etcd ensure etcd 3.7.3 tools/etcd go.etcd.io/etcd/server/v3
 istiod_hash=$(cd "$here/tools/istiod" && cat go.mod go.sum $(LC_ALL=C ls *.go) | sha256sum | cut -c1-12)
-istiod=$(build "$cache/bin/xdsbridge-istiod-$istiod_hash" tools/istiod .)
+spawn istiod build "$cache/bin/xdsbridge-istiod-$istiod_hash" tools/istiod .
 # promtool without the service discovery mechanisms the checked scrape
 # configuration does not use (Prometheus' own build tags): a third fewer
 # packages to compile.
-promtool=$(ensure promtool 0.316.0 tools/promtool github.com/prometheus/prometheus/cmd/promtool remove_all_sd,enable_consul_sd)
+spawn promtool ensure promtool 0.316.0 tools/promtool github.com/prometheus/prometheus/cmd/promtool remove_all_sd,enable_consul_sd
+# The linters make test runs are built by `go tool` on first use and
+# cached by Go; building them here overlaps that with the servers' builds.
+spawn lint bash -c 'cd "$1"; go tool -modfile=tools/lint/go.mod golangci-lint version >&2; go tool -modfile=tools/lint/go.mod deadcode -h >/dev/null 2>&1; true' _ "$here"
+failed=0
+for pid in "${pids[@]}"; do
+	wait "$pid" || failed=1
+done
+if [ "$failed" = 1 ]; then
+	echo "scripts/tools.sh: a build or installation failed (its output is above)" >&2
+	exit 1
+fi
+consul=$(cat "$jobs/consul")
+coredns=$(cat "$jobs/coredns")
+etcd=$(cat "$jobs/etcd")
+istiod=$(cat "$jobs/istiod")
+promtool=$(cat "$jobs/promtool")
 echo "XDSBRIDGE_CONSUL=$consul"
 echo "XDSBRIDGE_COREDNS=$coredns"
 if [ -f "$zookeeper" ]; then echo "XDSBRIDGE_ZOOKEEPER=$zookeeper"; fi
