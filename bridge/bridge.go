@@ -123,7 +123,7 @@ func New(cfg *config.Config, log *slog.Logger, build Build) (*Instance, error) {
 		return nil, err
 	}
 	in.pub = newPublisher(server, cfg.XDS.GRPC.Enabled, log.With("component", "publish"), reg).shape(cfg.Shaping, cfg.Chain).envoy(cfg.RouteRules, cfg.ListenerSet).scope(cfg.ScopeRules).serveIstio(cfg.Istio, reg)
-	in.denials = newDenials(log.With("component", "secrets"), in.pub.edge.m.denied)
+	in.denials = newDenials(log.With("component", "secrets"), reg)
 	if in.static, err = newStatic(cfg, log.With("component", "static"), reg); err != nil {
 		return nil, err
 	}

@@ -26,7 +26,7 @@ type why struct {
 	shaping  *translate.Shaping
 	scopes   *translate.Scopes
 	// routes is the latest route configurations built, with their claims
-	// and conflicts (see edge).
+	// and conflicts (see routeConfigs).
 	routes atomic.Pointer[routeWhy]
 }
 

@@ -168,7 +168,7 @@ func TestEdgeForgetsShrunkServices(t *testing.T) {
 	const n, kept = 20000, 6
 	routes := edgeRoutes(t)
 	before := heaptest.Live()
-	g := newEdge(slog.New(slog.DiscardHandler), &atomic.Pointer[routeWhy]{}, newEdgeMetrics(prometheus.NewRegistry()))
+	g := newEdge(slog.New(slog.DiscardHandler), &atomic.Pointer[routeWhy]{}, prometheus.NewRegistry())
 	g.configure(routes, nil)
 	for i := range n {
 		g.service(taggedService(fmt.Sprint("svc-", i), fmt.Sprintf("urlprefix-/p%d", i)))
@@ -179,8 +179,8 @@ func TestEdgeForgetsShrunkServices(t *testing.T) {
 	}
 	g.take()
 	got := heaptest.Live() - before
-	if len(g.services) != kept || len(g.claims) != kept || len(g.built["edge"].GetVirtualHosts()[0].GetRoutes()) != kept {
-		t.Fatalf("%d services, %d with claims, route configuration %v; want %d", len(g.services), len(g.claims), g.built["edge"], kept)
+	if len(g.services) != kept || len(g.routes.claims) != kept || len(g.routes.built["edge"].GetVirtualHosts()[0].GetRoutes()) != kept {
+		t.Fatalf("%d services, %d with claims, route configuration %v; want %d", len(g.services), len(g.routes.claims), g.routes.built["edge"], kept)
 	}
 	if got > 256<<10 {
 		t.Fatalf("the edge of %d services kept %d KB after a shrink from %d, want at most 256 KB", kept, got>>10, n)

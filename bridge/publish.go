@@ -93,7 +93,7 @@ func newPublisher(server applier, grpc bool, log *slog.Logger, reg prometheus.Re
 		why:    &why{services: map[string]sources.Service{}},
 	}
 	reg.MustRegister(p.errors, p.services)
-	p.edge = newEdge(log, &p.why.routes, newEdgeMetrics(reg))
+	p.edge = newEdge(log, &p.why.routes, reg)
 	if grpc {
 		p.edge.chain = p.grpcChain
 	}

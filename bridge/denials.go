@@ -14,7 +14,8 @@ import (
 // scope is not granted it (xds.Options.OnDenied): each is counted, and
 // logged once per node and secret. The set of pairs logged is bounded, as
 // clients choose what they ask for: when full it starts over, so a
-// persistent offender is logged again, rarely.
+// persistent offender is logged again, rarely. The engine calls deny from
+// its streams' goroutines: mu guards logged.
 type denials struct {
 	log     *slog.Logger
 	counter prometheus.Counter
@@ -23,7 +24,14 @@ type denials struct {
 	logged map[[2]string]struct{}
 }
 
-func newDenials(log *slog.Logger, counter prometheus.Counter) *denials {
+// newDenials returns the denials, which log to log and register their
+// counter, xdsbridge_secrets_denied_total, with reg.
+func newDenials(log *slog.Logger, reg prometheus.Registerer) *denials {
+	counter := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "xdsbridge_secrets_denied_total",
+		Help: "Subscriptions to a secret by a node whose scope is not granted it; the node is answered as if it did not exist.",
+	})
+	reg.MustRegister(counter)
 	return &denials{log: log, counter: counter, logged: map[[2]string]struct{}{}}
 }
 
