@@ -92,6 +92,4 @@ func upgrade1(old []source1) []sourceRecord {
 	return out
 }
 
-func (l locality1) upgrade() localityRecord {
-	return localityRecord{Region: l.Region, Zone: l.Zone, SubZone: l.SubZone}
-}
+func (l locality1) upgrade() localityRecord { return localityRecord(l) }

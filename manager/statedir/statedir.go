@@ -35,6 +35,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/xdsbridge/xdsbridge/sources"
 )
@@ -130,7 +131,9 @@ func checksum(b []byte) string {
 func (s *Dir) Load() (map[string][]sources.Service, error) {
 	recs, format, err := s.read()
 	switch {
-	case errors.Is(err, fs.ErrNotExist):
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
+		// No file, or a path on which none can be (a file where a
+		// directory should be, which the writes report): no state.
 		return nil, nil
 	case err != nil:
 		return nil, fmt.Errorf("%s: %w", s.path, err)

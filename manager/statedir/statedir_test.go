@@ -316,6 +316,15 @@ func TestLoadIgnoresUnreadable(t *testing.T) {
 			t.Errorf("Load() = %v, %v; want nothing", got, err)
 		}
 	})
+	t.Run("a file where the directory should be", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "state")
+		if err := os.WriteFile(dir, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := New(dir, fps, nil).Load(); got != nil || err != nil {
+			t.Errorf("Load() = %v, %v; want nothing: no state file can be there", got, err)
+		}
+	})
 	t.Run("a directory", func(t *testing.T) {
 		dir := t.TempDir()
 		if err := os.Mkdir(filepath.Join(dir, FileName), 0o700); err != nil {
