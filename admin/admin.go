@@ -65,7 +65,8 @@ type Options struct {
 //	/               the HTML status page
 //	/healthz        200 while the process runs
 //	/readyz         200 once every source synced, else 503 naming the pending ones; a
-//	                state_dir that cannot be written is a warning line, not unreadiness
+//	                state_dir that cannot be written, or whose state could not be read
+//	                at startup, is a warning line, not unreadiness
 //	/sources        JSON status of every source
 //	/state          JSON status of persisting the state for warm starts (state_dir)
 //	/metrics        Prometheus metrics
@@ -82,16 +83,22 @@ func Handler(opts Options) http.Handler {
 		if pending := opts.Pending(); len(pending) > 0 {
 			http.Error(w, "not ready: waiting for the first sync of sources: "+strings.Join(pending, ", "),
 				http.StatusServiceUnavailable)
-			return
+		} else {
+			fmt.Fprintln(w, "ready")
 		}
-		fmt.Fprintln(w, "ready")
 		// A state directory that cannot be written costs only the next
-		// restart its warm start: the bridge serves as before, and
-		// taking every replica whose disk filled out of service would
-		// turn that into an outage. It is said here, for whoever reads
-		// the answer, and in /state, the status page and the metrics.
+		// restart its warm start, and one that could not be read cost
+		// this start its own: the bridge serves as before, and taking
+		// every replica whose disk filled out of service would turn
+		// that into an outage. It is said here, for whoever reads the
+		// answer (a bridge not ready for want of its warm start says
+		// why), and in /state, the status page and the metrics.
 		if opts.StateDir != nil {
-			if st := opts.StateDir(); st.Failing {
+			st := opts.StateDir()
+			if st.LoadError != "" {
+				fmt.Fprintf(w, "warning: started without the persisted state for warm starts, which could not be read: %s\n", st.LoadError)
+			}
+			if st.Failing {
 				fmt.Fprintf(w, "warning: cannot persist the state for warm starts to %s since %s (%d failed writes): %s\n",
 					st.Path, st.Since.UTC().Format(time.RFC3339), st.Failures, st.Error)
 			}

@@ -126,7 +126,7 @@ type summary struct {
 
 type problems struct {
 	Sources                  []sourceRow             // stale, syncing or holding removals
-	State                    *manager.StateDirStatus // while its writes fail
+	State                    *manager.StateDirStatus // while its writes fail, or when its state could not be read
 	Errors                   bounded[serviceError]
 	NoEndpoints, NoneHealthy bounded[ServiceRow]
 	NACKing, Behind          bounded[ClientRow]
@@ -200,7 +200,7 @@ func newView(p Page, f filter) view {
 		Unfiltered:      f.link(func(f *filter) { *f = filter{NoRefresh: f.NoRefresh} }, "services"),
 	}
 	errs := v.addSources(p.Sources)
-	if p.State.Failing {
+	if p.State.Failing || p.State.LoadError != "" {
 		v.Problems.State = &p.State
 	}
 	v.addServices(p.Services, errs, f)

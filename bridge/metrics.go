@@ -82,6 +82,8 @@ var (
 		"Writes of the state to state_dir that failed.", nil, nil)
 	stateDirWritten = prometheus.NewDesc("xdsbridge_state_dir_last_write_timestamp_seconds",
 		"Unix time of the last write of the state to state_dir (0 if none).", nil, nil)
+	stateDirLoadFailed = prometheus.NewDesc("xdsbridge_state_dir_load_failed",
+		"1 when the state found in state_dir at startup could not be read and was ignored: the bridge started without it.", nil, nil)
 )
 
 // Describe implements prometheus.Collector.
@@ -90,6 +92,7 @@ func (stateDirMetrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- stateDirFailing
 	ch <- stateDirFailures
 	ch <- stateDirWritten
+	ch <- stateDirLoadFailed
 }
 
 // Collect implements prometheus.Collector.
@@ -109,4 +112,5 @@ func (c stateDirMetrics) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(stateDirFailing, prometheus.GaugeValue, bit(st.Failing))
 	ch <- prometheus.MustNewConstMetric(stateDirFailures, prometheus.CounterValue, float64(st.Failures))
 	ch <- prometheus.MustNewConstMetric(stateDirWritten, prometheus.GaugeValue, written)
+	ch <- prometheus.MustNewConstMetric(stateDirLoadFailed, prometheus.GaugeValue, bit(st.LoadError != ""))
 }

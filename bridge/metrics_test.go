@@ -40,7 +40,8 @@ func TestMetricsBeforeAnyEvent(t *testing.T) {
 		"xdsbridge_xds_identity_denied_total", `xdsbridge_source_guard_holding{source="static"}`,
 		`xdsbridge_xds_clients_by_state{state="current"}`, `xdsbridge_xds_clients_by_state{state="behind"}`,
 		`xdsbridge_xds_clients_by_state{state="nacking"}`,
-		"xdsbridge_state_dir_configured", "xdsbridge_state_dir_failing", "xdsbridge_state_dir_write_failures_total")
+		"xdsbridge_state_dir_configured", "xdsbridge_state_dir_failing", "xdsbridge_state_dir_write_failures_total",
+		"xdsbridge_state_dir_load_failed")
 	for _, series := range want {
 		if v, ok := m.Values[series]; !ok || v != 0 {
 			t.Errorf("%s = %v (exported: %v), want 0 from the start", series, v, ok)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/xdsbridge/xdsbridge/manager"
+	"github.com/xdsbridge/xdsbridge/manager/statedir"
 	"github.com/xdsbridge/xdsbridge/test/bridgetest"
 	"github.com/xdsbridge/xdsbridge/test/syncbuf"
 )
@@ -93,5 +94,64 @@ func TestStateDirHealth(t *testing.T) {
 	}
 	if n := strings.Count(logs.String(), "persisting the state for warm starts again"); n != 1 {
 		t.Errorf("%d recovery lines, want 1", n)
+	}
+}
+
+// TestStateDirUnreadable: a state file that cannot be read (here cut
+// short, as by a full disk under an older writer or a copy interrupted)
+// is no crash and no partial state: the bridge starts as without it, says
+// why once in the log and for the life of the process in /state, /readyz
+// (a warning), /metrics and the status page, and its next write replaces
+// the file with one a restart can read.
+func TestStateDirUnreadable(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "services.yaml"),
+		[]byte("services:\n  - {name: web, endpoints: [{address: 10.0.0.1, port: 80}]}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stateFile := filepath.Join(dir, "state", statedir.FileName)
+	if err := os.MkdirAll(filepath.Dir(stateFile), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(stateFile, []byte(`{"format":"`+statedir.Format+`","checksum":"`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logs syncbuf.Buffer
+	in := bridgetest.StartIn(t, dir, "xds: {listen: 127.0.0.1:0}\nadmin: {listen: 127.0.0.1:0}\nstate_dir: state\n"+
+		"sources:\n  - {name: static, type: file, path: services.yaml}\n", &logs)
+	admin := "http://" + in.AdminAddr().String()
+	bridgetest.WaitReady(t, in.AdminAddr().String(), bridgetest.Patience)
+
+	_, body := bridgetest.Get(admin + "/state")
+	var st manager.StateDirStatus
+	if err := json.Unmarshal([]byte(body), &st); err != nil {
+		t.Fatalf("/state: %v: %q", err, body)
+	}
+	if !strings.Contains(st.LoadError, stateFile) || !strings.Contains(st.LoadError, "truncated") {
+		t.Errorf("/state load_error = %q, want the file and why it was ignored", st.LoadError)
+	}
+	if code, body := bridgetest.Get(admin + "/readyz"); code != http.StatusOK ||
+		!strings.Contains(body, "warning: started without the persisted state for warm starts, which could not be read: "+st.LoadError) {
+		t.Errorf("/readyz = %d %q, want 200 with a warning saying why", code, body)
+	}
+	m := bridgetest.ScrapeMetrics(t, admin+"/metrics", "")
+	if got := m.Values["xdsbridge_state_dir_load_failed"]; got != 1 {
+		t.Errorf("xdsbridge_state_dir_load_failed = %v, want 1", got)
+	}
+	if _, page := bridgetest.Get(admin + "/"); !strings.Contains(page, `id="state-load"`) {
+		t.Error("the status page does not show the unreadable state among its problems")
+	}
+	if n := strings.Count(logs.String(), "ignoring the persisted state for warm starts"); n != 1 {
+		t.Errorf("%d log lines about the unreadable state, want 1:\n%s", n, logs.String())
+	}
+
+	// The next write replaces the file with one this version reads.
+	bridgetest.Eventually(t, bridgetest.Patience, "the state written", func() bool {
+		_, body := bridgetest.Get(admin + "/state")
+		var st manager.StateDirStatus
+		return json.Unmarshal([]byte(body), &st) == nil && !st.Saved.IsZero()
+	})
+	if _, err := statedir.New(filepath.Dir(stateFile), nil, nil).Load(); err != nil {
+		t.Errorf("the state file written after an unreadable one: %v", err)
 	}
 }

@@ -49,7 +49,7 @@ func newIntake(m *Manager, now time.Time) *intake {
 		in.setPhase(len(in.phases)-1, PhaseWaiting)
 	}
 	if m.opts.StateDir != nil {
-		in.loaded = m.opts.StateDir.Load()
+		in.loaded = m.stateDir.load(m.opts.StateDir, m.log)
 	}
 	in.rearm(now)
 	return in

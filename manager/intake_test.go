@@ -85,17 +85,24 @@ func TestStartupGateStaysClosed(t *testing.T) {
 	}
 }
 
-// memStore is a Store in memory.
+// memStore is a StateDir in memory; loadErr, when set, is the error of
+// its Load.
 type memStore struct {
-	mu    sync.Mutex
-	state map[string][]sources.Service
-	saves int
+	mu      sync.Mutex
+	state   map[string][]sources.Service
+	loadErr error
+	saves   int
 }
 
-func (s *memStore) Load() map[string][]sources.Service {
+func (s *memStore) Load() (map[string][]sources.Service, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.state
+	if s.loadErr != nil {
+		// What a careless implementation might return beside its
+		// error: the manager must not use it.
+		return s.state, s.loadErr
+	}
+	return s.state, nil
 }
 
 func (s *memStore) Save(st map[string][]sources.Service) error {
@@ -136,6 +143,45 @@ func TestWarmStart(t *testing.T) {
 		fakes[0].send(t, fullUp(testSvc("web", "10.0.0.3")))
 		expectPublish(t, rec, 1, Changes{Upserted: []sources.Service{testSvc("web", "10.0.0.3")}})
 		waitUntil(t, "the new state saved", func() bool {
+			got, _ := store.get("consul")
+			return len(got) == 1 && got[0].Endpoints[0].Address == "10.0.0.3"
+		})
+	})
+}
+
+// TestWarmStartUnreadableState: state the StateDir cannot read is not
+// served, even in part; the source waits as without a state directory,
+// the reason is logged once and shows in StateDirStatus, and the next
+// save writes the state afresh.
+func TestWarmStartUnreadableState(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var logs syncbuf.Buffer
+		store := &memStore{state: map[string][]sources.Service{"consul": {testSvc("web", "10.0.0.1")}},
+			loadErr: errors.New("state.json: corrupt or truncated: unexpected end of JSON input")}
+		m, fakes, rec := startNamed(t, Options{Holdoff: time.Millisecond, StateDir: store, SaveInterval: 10 * time.Millisecond,
+			Logger: slog.New(slog.NewTextHandler(&logs, nil))},
+			Named{Name: "consul", Startup: Startup{Timeout: time.Minute}}, Named{Name: "file"})
+		fakes[1].send(t, fullUp(testSvc("api", "10.0.0.2")))
+		// Past warmWait on the bubble's clock: readable state would be
+		// served by now, and with it the gate would open.
+		time.Sleep(2 * warmWait)
+		synctest.Wait()
+		if rec.count() != 0 {
+			t.Fatalf("published %q before consul synced: its unreadable persisted state was served",
+				changesString(rec.wait(t, 0)))
+		}
+		if snap := m.opts.Sources[0].snapshot(); snap.Startup != PhaseWaiting {
+			t.Errorf("consul status = %+v, want waiting: its persisted state could not be read", snap)
+		}
+		if st := m.StateDirStatus(); st.LoadError != store.loadErr.Error() {
+			t.Errorf("StateDirStatus().LoadError = %q, want %q", st.LoadError, store.loadErr)
+		}
+		if n := strings.Count(logs.String(), "ignoring the persisted state for warm starts"); n != 1 || !strings.Contains(logs.String(), "unexpected end of JSON input") {
+			t.Errorf("%d log lines about the unreadable state, want 1 with the reason:\n%s", n, logs.String())
+		}
+		fakes[0].send(t, fullUp(testSvc("web", "10.0.0.3")))
+		expectPublish(t, rec, 0, Changes{Upserted: []sources.Service{testSvc("api", "10.0.0.2"), testSvc("web", "10.0.0.3")}})
+		waitUntil(t, "the state saved", func() bool {
 			got, _ := store.get("consul")
 			return len(got) == 1 && got[0].Endpoints[0].Address == "10.0.0.3"
 		})

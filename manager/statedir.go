@@ -18,11 +18,15 @@ import (
 // that also has a Path() string method says where it keeps the state
 // (StateDirStatus.Path).
 type StateDir interface {
-	// Load returns the persisted services of each source, by source name.
-	// State that cannot be trusted (corrupt, written by another format
-	// version, for a source configured differently) is left out, and the
-	// implementation says so in its log.
-	Load() map[string][]sources.Service
+	// Load returns the persisted services of each source, by source name;
+	// no state at all is neither state nor error. State that cannot be
+	// read (corrupt, truncated, in a format this version does not read)
+	// is ignored whole, never used in part: Load returns no state and an
+	// error saying why, which the manager logs once and shows in
+	// StateDirStatus.LoadError. A source whose state cannot be used
+	// alone (it is configured differently since, or its services are not
+	// valid) is left out, and the implementation logs that.
+	Load() (map[string][]sources.Service, error)
 	// Save persists the services of each source, replacing what was saved
 	// before, atomically: a crash leaves the old state or the new one.
 	Save(map[string][]sources.Service) error
@@ -47,6 +51,10 @@ type StateDirStatus struct {
 	Error   string    `json:"error,omitempty"`
 	// Failures counts the failed writes since the process started.
 	Failures int `json:"failures"`
+	// LoadError, when not empty, is why the state found at startup was
+	// ignored: this process started without a warm start. It stays for
+	// the life of the process, while the next write replaces the file.
+	LoadError string `json:"load_error,omitempty"`
 }
 
 // stateDirHealth is the manager's record of its saver's writes.
@@ -69,6 +77,20 @@ func (h *stateDirHealth) failed(at time.Time, err error) {
 	}
 	h.st.Error = err.Error()
 	h.st.Failures++
+}
+
+// load returns the persisted state of dir, or none when it cannot be
+// read, which it logs and records.
+func (h *stateDirHealth) load(dir StateDir, log *slog.Logger) map[string][]sources.Service {
+	state, err := dir.Load()
+	if err != nil {
+		log.Warn("ignoring the persisted state for warm starts: it cannot be read; starting without it", "err", err)
+		h.mu.Lock()
+		h.st.LoadError = err.Error()
+		h.mu.Unlock()
+		return nil
+	}
+	return state
 }
 
 // StateDirStatus returns how persisting the state for warm starts goes.

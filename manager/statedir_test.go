@@ -20,7 +20,7 @@ type failingStore struct {
 	saved    map[string][]sources.Service
 }
 
-func (s *failingStore) Load() map[string][]sources.Service { return nil }
+func (s *failingStore) Load() (map[string][]sources.Service, error) { return nil, nil }
 
 func (s *failingStore) Save(st map[string][]sources.Service) error {
 	s.mu.Lock()

@@ -2,17 +2,22 @@
 // file, so that a restarted bridge can serve them while a registry is
 // unreachable (warm start; see manager.StateDir).
 //
-// The file (state.json in the configured directory) is JSON: a format tag,
-// a SHA-256 checksum of the payload, and per source its name, a fingerprint
-// of its configuration and its services. It is replaced atomically: written
-// to a temporary file in the same directory, fsynced, renamed over the old
+// The file (state.json in the configured directory) is JSON: the name of
+// its format, a SHA-256 checksum of the payload, and the payload: per
+// source its name, a fingerprint of its configuration and its services.
+// The package owns the format: its records (format.go) carry their own
+// json tags, and the model is converted to and from them in one place, so
+// renaming a field of the model cannot change the file, and storing a new
+// one takes a new Format. The file is replaced atomically: written to a
+// temporary file in the same directory, fsynced, renamed over the old
 // one, and the directory fsynced.
 //
-// Load trusts nothing it reads: a file that does not parse, has another
-// format tag or a wrong checksum is ignored whole; a source whose
-// fingerprint differs from its configuration today (another address,
-// another datacenter), or whose services are not valid, is ignored alone.
-// Each rejection is one log line at WARN naming the file and the reason.
+// Load trusts nothing it reads. A file that does not parse (corrupt,
+// truncated), names a format this version does not read, has a wrong
+// checksum or fields its format does not have is ignored whole, and Load
+// says why in its error; a source whose fingerprint differs from its
+// configuration today (another address, another datacenter), or whose
+// services are not valid, is ignored alone, with one log line at WARN.
 package statedir
 
 import (
@@ -25,14 +30,19 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
 
 	"github.com/xdsbridge/xdsbridge/sources"
 )
 
-// Format tags the file layout; a file with another tag is foreign.
-const Format = "xdsbridge-state/1"
+// Format names the file format this version writes. Load also reads the
+// formats readers lists.
+const Format = "xdsbridge-state/2"
 
 // FileName is the name of the state file in the state directory.
 const FileName = "state.json"
@@ -75,16 +85,41 @@ func Fingerprint(name, typ string, settings map[string]any) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// file is the envelope of every format: the format's name, and the
+// payload (the sources' records) with its checksum.
 type file struct {
 	Format   string          `json:"format"`
 	Checksum string          `json:"checksum"`
 	Sources  json.RawMessage `json:"sources"`
 }
 
-type entry struct {
-	Name        string            `json:"name"`
-	Fingerprint string            `json:"fingerprint"`
-	Services    []sources.Service `json:"services"`
+// readers decode the payload of each format this version reads into the
+// current records.
+var readers = map[string]func(payload []byte) ([]sourceRecord, error){
+	Format: func(payload []byte) ([]sourceRecord, error) {
+		var recs []sourceRecord
+		if err := decodeStrict(payload, &recs); err != nil {
+			return nil, err
+		}
+		return recs, nil
+	},
+	format1: func(payload []byte) ([]sourceRecord, error) {
+		var old []source1
+		if err := decodeStrict(payload, &old); err != nil {
+			return nil, err
+		}
+		return upgrade1(old), nil
+	},
+}
+
+// decodeStrict decodes a payload, rejecting fields the records do not
+// have (encoding/json matches their names regardless of case): a file
+// whose records differ from the format it names was not written by a
+// writer of that format, and is not read in part.
+func decodeStrict(payload []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(payload))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
 }
 
 func checksum(b []byte) string {
@@ -93,63 +128,83 @@ func checksum(b []byte) string {
 }
 
 // Load implements manager.StateDir.
-func (s *Dir) Load() map[string][]sources.Service {
-	entries, err := s.read()
-	if err != nil {
-		if !errors.Is(err, fs.ErrNotExist) {
-			s.log.Warn("ignoring the persisted state: it cannot be trusted", "file", s.path, "err", err)
-		}
-		return nil
+func (s *Dir) Load() (map[string][]sources.Service, error) {
+	recs, format, err := s.read()
+	switch {
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
+		// No file, or a path on which none can be (a file where a
+		// directory should be, which the writes report): no state.
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("%s: %w", s.path, err)
+	}
+	if format != Format {
+		s.log.Info("reading the persisted state in an earlier format; the next save rewrites it",
+			"file", s.path, "format", format, "writes", Format)
 	}
 	out := map[string][]sources.Service{}
-	for _, e := range entries {
-		want, ok := s.fingerprints[e.Name]
+	for _, r := range recs {
+		want, ok := s.fingerprints[r.Name]
 		switch {
 		case !ok:
 			continue // a source no longer configured
-		case e.Fingerprint != want:
+		case r.Fingerprint != want:
 			s.log.Warn("ignoring the persisted state of a source: its configuration changed since",
-				"file", s.path, "source", e.Name)
+				"file", s.path, "source", r.Name)
 			continue
 		}
-		if err := validate(e.Services); err != nil {
-			s.log.Warn("ignoring the persisted state of a source", "file", s.path, "source", e.Name, "err", err)
+		svcs, err := services(r.Services)
+		if err == nil {
+			err = validate(svcs)
+		}
+		if err != nil {
+			s.log.Warn("ignoring the persisted state of a source", "file", s.path, "source", r.Name, "err", err)
 			continue
 		}
-		out[e.Name] = e.Services
-		s.log.Info("loaded persisted state", "source", e.Name, "services", len(e.Services))
+		out[r.Name] = svcs
+		s.log.Info("loaded persisted state", "source", r.Name, "services", len(svcs))
 	}
-	return out
+	return out, nil
 }
 
-func (s *Dir) read() ([]entry, error) {
+// read returns the records of the file and the format it was written in.
+func (s *Dir) read() ([]sourceRecord, string, error) {
 	f, err := os.Open(s.path)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, MaxSize+1))
 	if err != nil {
-		return nil, fmt.Errorf("reading: %w", err)
+		return nil, "", fmt.Errorf("reading: %w", err)
 	}
 	if len(data) > MaxSize {
-		return nil, fmt.Errorf("larger than %d bytes", MaxSize)
+		return nil, "", fmt.Errorf("larger than %d bytes", MaxSize)
 	}
 	var fl file
 	if err := json.Unmarshal(data, &fl); err != nil {
-		return nil, fmt.Errorf("corrupt: %w", err)
+		return nil, "", fmt.Errorf("corrupt or truncated: %w", err)
 	}
-	if fl.Format != Format {
-		return nil, fmt.Errorf("format %q, not %q (written by another version)", fl.Format, Format)
+	decode, ok := readers[fl.Format]
+	if !ok {
+		return nil, "", fmt.Errorf("format %q, which this version does not read (it reads %s): written by another version",
+			fl.Format, strings.Join(slices.Sorted(maps.Keys(readers)), ", "))
 	}
 	if checksum(fl.Sources) != fl.Checksum {
-		return nil, errors.New("corrupt: checksum mismatch")
+		return nil, "", errors.New("corrupt: checksum mismatch")
 	}
-	var entries []entry
-	if err := json.Unmarshal(fl.Sources, &entries); err != nil {
-		return nil, fmt.Errorf("corrupt: %w", err)
+	recs, err := decode(fl.Sources)
+	if err != nil {
+		return nil, "", fmt.Errorf("corrupt: %w", err)
 	}
-	return entries, nil
+	seen := make(map[string]bool, len(recs))
+	for _, r := range recs {
+		if seen[r.Name] {
+			return nil, "", fmt.Errorf("corrupt: source %q appears twice", r.Name)
+		}
+		seen[r.Name] = true
+	}
+	return recs, fl.Format, nil
 }
 
 // validate checks what sources promise about the services they report.
@@ -171,11 +226,7 @@ func validate(svcs []sources.Service) error {
 
 // Save implements manager.StateDir.
 func (s *Dir) Save(state map[string][]sources.Service) error {
-	entries := make([]entry, 0, len(state))
-	for name, svcs := range state {
-		entries = append(entries, entry{Name: name, Fingerprint: s.fingerprints[name], Services: svcs})
-	}
-	payload, err := json.Marshal(entries)
+	payload, err := json.Marshal(records(state, s.fingerprints))
 	if err != nil {
 		return fmt.Errorf("encoding the state: %w", err)
 	}
