@@ -78,6 +78,7 @@ sources:
 	flushed(t, sentinel, "10.9.0.2", watchers)
 	noRemovals(t, "the new Consul instance synced", watchers...)
 	_, after := watching(fmt.Sprintf("the new instance watching %d services, as the old one did", held), func(n int) bool { return n == held })
+	noRemovals(t, "the old instance's share returned to the new one", watchers...)
 
 	got := proxy.Counts().Sub(counts)
 	short := func(note string) string {

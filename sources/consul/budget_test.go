@@ -197,4 +197,19 @@ func TestReplacementSharesAgentBudget(t *testing.T) {
 	if n := old.removals() + next.removals(); n != 0 {
 		t.Errorf("%d services removed or emptied", n)
 	}
+
+	// Once no instance uses the agent and its last connection closed,
+	// the process keeps nothing of its budget.
+	if err := next.stop(); err != nil && !errors.Is(err, context.Canceled) {
+		t.Errorf("the new instance's Run returned %v", err)
+	}
+	key := next.src.cfg.agentKey()
+	waitFor(t, patience, "the agent's budget forgotten", func() bool {
+		budgets.mu.Lock()
+		defer budgets.mu.Unlock()
+		return budgets.agents[key] == nil
+	})
+	if open, _, _ := cc.figures(); open != 0 {
+		t.Errorf("%d connections open after both instances stopped", open)
+	}
 }
