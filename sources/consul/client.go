@@ -29,9 +29,17 @@ type agentClient struct {
 	// c is the main API client, of reads, bulk queries and the probe;
 	// each watch lane has its own (watchSet).
 	c *api.Client
+	// mainTr is the main client's transport.
+	mainTr *http.Transport
 	// proto is the HTTP major version of the agent's last answer on the
 	// main client (2: requests are multiplexed).
 	proto atomic.Int32
+	// conns counts every connection of every transport against the
+	// agent's budget, which the source shares with the other instances
+	// at its agent (budget.go); dials waiting for room give up when life
+	// ends.
+	conns *budgetShare
+	life  context.Context
 	// dial and wrap are the source's test seams (see Source).
 	dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	wrap func(http.RoundTripper) http.RoundTripper
@@ -46,7 +54,11 @@ type agentClient struct {
 // requests of this client never need the agent's stream limit (250).
 // Every response's protocol is recorded in proto.
 func (a *agentClient) main(limit int) (*api.Client, *http.Transport, error) {
-	return a.build(limit, true)
+	c, tr, err := a.build(limit, true)
+	if err == nil {
+		a.c, a.mainTr = c, tr
+	}
+	return c, tr, err
 }
 
 // lane builds the client of one watch lane (see watchset.go): one
@@ -95,6 +107,9 @@ func (a *agentClient) build(limit int, record bool) (*api.Client, *http.Transpor
 	}
 	if a.dial != nil {
 		tr.DialContext = a.dial
+	}
+	if a.conns != nil {
+		tr.DialContext = a.conns.dialer(a.life, tr.DialContext)
 	}
 	tlsCfg, err := api.SetupTLSConfig(&api.TLSConfig{
 		Address:            cfg.TLS.ServerName,

@@ -72,24 +72,30 @@ func TestNewDefaults(t *testing.T) {
 
 // TestConnPlan: by default the source takes three quarters of what the
 // agent allows one client address, 16 when the agent does not say; a
-// max_connections set wins; reads, bulk queries and the probe have theirs
-// first (one shared connection over HTTP/2), the watches the rest.
+// max_connections set wins; a share of a budget the agent's sources
+// share is what the source plans with; reads, bulk queries and the probe
+// have theirs first (one shared connection over HTTP/2), the watches the
+// rest.
 func TestConnPlan(t *testing.T) {
 	tests := []struct {
 		name                          string
 		cfg                           map[string]any
 		http2                         bool
 		agentLimit                    int
+		share                         share
 		budget, reads, lanes, perLane int
 	}{
-		{"HTTP/1.1, Consul's default limit", nil, false, 200, 150, 8, 138, 1},
-		{"HTTP/2, Consul's default limit", nil, true, 200, 150, 8, 149, 200},
-		{"HTTP/1.1, a lowered limit", nil, false, 40, 30, 8, 18, 1},
-		{"HTTP/1.1, limit unknown", nil, false, 0, 16, 8, 4, 1},
-		{"HTTP/1.1, a tiny limit", nil, false, 6, 5, 1, 0, 1},
-		{"max_connections wins", map[string]any{"max_connections": 20}, false, 200, 20, 8, 8, 1},
-		{"two datacenters", map[string]any{"datacenters": []any{"a", "b"}}, false, 200, 150, 8, 135, 1},
-		{"no watches", map[string]any{"watch": false}, false, 200, 150, 8, 0, 1},
+		{"HTTP/1.1, Consul's default limit", nil, false, 200, share{}, 150, 8, 138, 1},
+		{"HTTP/2, Consul's default limit", nil, true, 200, share{}, 150, 8, 149, 200},
+		{"HTTP/1.1, a lowered limit", nil, false, 40, share{}, 30, 8, 18, 1},
+		{"HTTP/1.1, limit unknown", nil, false, 0, share{}, 16, 8, 4, 1},
+		{"HTTP/1.1, a tiny limit", nil, false, 6, share{}, 5, 1, 0, 1},
+		{"max_connections wins", map[string]any{"max_connections": 20}, false, 200, share{}, 20, 8, 8, 1},
+		{"two datacenters", map[string]any{"datacenters": []any{"a", "b"}}, false, 200, share{}, 150, 8, 135, 1},
+		{"no watches", map[string]any{"watch": false}, false, 200, share{}, 150, 8, 0, 1},
+		{"HTTP/1.1, half of the default budget", nil, false, 200, share{conns: 75, of: 2}, 75, 8, 63, 1},
+		{"HTTP/2, half of the default budget", nil, true, 200, share{conns: 75, of: 2}, 75, 8, 74, 200},
+		{"HTTP/1.1, the floor of a share", nil, false, 0, share{conns: 5, of: 4}, 5, 1, 0, 1},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -97,7 +103,7 @@ func TestConnPlan(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p := s.cfg.plan(tc.http2, tc.agentLimit)
+			p := s.cfg.planShare(tc.http2, tc.agentLimit, tc.share)
 			if p.budget != tc.budget || p.reads != tc.reads || p.lanes != tc.lanes || p.perLane != tc.perLane {
 				t.Errorf("plan = %+v, want budget %d, reads %d, lanes %d of %d", p, tc.budget, tc.reads, tc.lanes, tc.perLane)
 			}

@@ -7,9 +7,11 @@ import "fmt"
 // agent's HTTPS listener) up to 250 streams on one. The agent accepts at
 // most limits.http_max_conns_per_client connections from one client
 // address and refuses more with a 429; every program on the host shares
-// that allowance (consul-template, Nomad, scripts, the CLI). The source
-// divides what it may hold (connPlan) between its reads, its bulk
-// blocking queries, the probe, and the watches.
+// that allowance (consul-template, Nomad, scripts, the CLI), and so do
+// the other source instances of the process at the same agent, with
+// which the source shares one budget (budget.go). The source divides what
+// it may hold (connPlan) between its reads, its bulk blocking queries,
+// the probe, and the watches.
 
 // pollsPerDatacenter is the number of blocking queries held per datacenter
 // (catalog services, health state, catalog nodes).
@@ -37,32 +39,60 @@ const reserveDivisor = 4
 
 // connPlan is how the source spends its connections, made once Run knows
 // the agent's protocol and limit, and made again when the agent shows
-// another limit (replan).
+// another limit or the source's share of its agent's budget changes
+// (replan).
 type connPlan struct {
 	http2 bool
 	// agentLimit is the agent's http_max_conns_per_client (0: unknown);
-	// budget the connections the source may hold; derived: the budget
-	// comes from agentLimit, not from max_connections.
+	// budget the connections the source may hold; derived: what it would
+	// hold alone comes from agentLimit, not from max_connections; sharers
+	// the instances the agent's budget is shared by (0: the source is
+	// alone with its agent, see budget.go).
 	agentLimit int
 	budget     int
 	derived    bool
+	sharers    int
 	// reads is how many non-blocking reads may be in flight; lanes the
 	// connections that carry watches, perLane watches each.
 	reads, lanes, perLane int
 }
 
-// plan divides the connections for an agent that speaks HTTP/2 or not and
-// allows agentLimit connections per client address (0: unknown).
-func (c *Config) plan(http2 bool, agentLimit int) connPlan {
-	p := connPlan{http2: http2, agentLimit: agentLimit, budget: c.MaxConnections, perLane: 1}
-	fixed := fixedConns(len(c.Datacenters))
-	if p.budget == 0 {
-		p.derived = true
-		p.budget = fallbackConns
-		if agentLimit > 0 {
-			p.budget = max(fixed+1, agentLimit-agentLimit/reserveDivisor)
-		}
+// alone is how many connections the source would hold with no other
+// instance beside it at its agent: max_connections, else what the
+// agent's limit (agentLimit, 0: unknown) leaves to the other programs on
+// the host, else fallbackConns. derived says it did not come from
+// max_connections.
+func (c *Config) alone(agentLimit int) (budget int, derived bool) {
+	switch {
+	case c.MaxConnections > 0:
+		return c.MaxConnections, false
+	case agentLimit > 0:
+		return max(c.floorConns(), agentLimit-agentLimit/reserveDivisor), true
+	default:
+		return fallbackConns, true
 	}
+}
+
+// floorConns is the fewest connections the source works with: its
+// blocking queries, the probe and one read.
+func (c *Config) floorConns() int { return fixedConns(len(c.Datacenters)) + 1 }
+
+// plan divides the connections of a source alone with its agent, which
+// speaks HTTP/2 or not and allows agentLimit connections per client
+// address (0: unknown).
+func (c *Config) plan(http2 bool, agentLimit int) connPlan {
+	return c.planShare(http2, agentLimit, share{})
+}
+
+// planShare divides the connections of sh, the source's share of its
+// agent's budget (the zero share: what it would hold alone).
+func (c *Config) planShare(http2 bool, agentLimit int, sh share) connPlan {
+	p := connPlan{http2: http2, agentLimit: agentLimit, perLane: 1}
+	p.budget, p.derived = c.alone(agentLimit)
+	if sh.of > 1 {
+		p.budget, p.sharers = sh.conns, sh.of
+	}
+	fixed := fixedConns(len(c.Datacenters))
 	// Reads are lowered so that reads, blocking queries and the probe
 	// together never need more than the budget.
 	p.reads = max(1, min(c.MaxConcurrentFetches, p.budget-fixed))
@@ -103,13 +133,16 @@ func (p connPlan) String() string {
 	case p.derived:
 		from = "the agent's limit unknown"
 	}
+	if p.sharers > 1 {
+		from = fmt.Sprintf("shared by %d source instances at this agent, of %s", p.sharers, from)
+	}
 	return fmt.Sprintf("%d connections over %s (%s): %d carry watches, room for %d services", p.budget, proto, from, p.lanes, p.capacity())
 }
 
 // msgPlan is logged with the connection plan.
 const msgPlan = "consul connections"
 
-// logPlan logs the connection plan once at startup.
+// logPlan logs the connection plan, at startup and whenever it changes.
 func (s *Source) logPlan() {
 	s.log.Info(msgPlan, "plan", s.plan.String())
 }

@@ -33,6 +33,11 @@
 //   - agentClient (client.go, requests.go) makes every request: the
 //     transports, the token, each request's deadline and the generation it
 //     runs under (generation.go), which a recovery or a new token renews.
+//   - budgetShare (budget.go) is the source's share of the connection
+//     budget of its agent, which the process's Consul sources at that
+//     agent share (the old and new instances of a reload's replacement
+//     among them): the plan (conns.go) divides the share, and every
+//     connection is counted against the whole budget while it is open.
 //   - agentMonitor (monitor.go) knows the agent: the probe finds a hung
 //     agent (an idle source holds only blocking queries, which may rightly
 //     stay silent) and paces an outage alone, every other request waiting

@@ -41,6 +41,10 @@ type running struct {
 	// endpoints than before, by the updates.
 	removed int
 	errs    []string // contract violations seen by the reader
+
+	// stop stops the source and returns what Run returned; the test's
+	// end stops it too.
+	stop func() error
 }
 
 // startSource runs a consul source against agent with cfg (address
@@ -82,9 +86,12 @@ func startSource(t testing.TB, agent *consultest.Agent, cfg map[string]any, twea
 			}
 		}
 	}()
-	t.Cleanup(func() {
+	r.stop = sync.OnceValue(func() error {
 		cancel()
-		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+		return <-done
+	})
+	t.Cleanup(func() {
+		if err := r.stop(); err != nil && !errors.Is(err, context.Canceled) {
 			t.Errorf("Run returned %v", err)
 		}
 		r.mu.Lock()

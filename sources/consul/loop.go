@@ -32,6 +32,8 @@ type events struct {
 	probes  <-chan probeResult
 	reads   <-chan fetchResult
 	watches <-chan watchAnswer
+	// budget: the source's share of its agent's budget changed.
+	budget <-chan struct{}
 }
 
 func (l *loop) run(ctx context.Context, ev events, up chan<- sources.Update) error {
@@ -60,8 +62,10 @@ func (l *loop) run(ctx context.Context, ev events, up chan<- sources.Update) err
 		case r := <-ev.probes:
 			l.agent.onProbe(r)
 			if r.self != nil {
-				l.replan(r.self.maxConnsPerClient)
+				l.newLimit(r.self.maxConnsPerClient)
 			}
+		case <-ev.budget:
+			l.replan(l.s.plan.agentLimit)
 		case <-tokenTick:
 			l.reloadToken()
 		case <-timer.C:
@@ -206,23 +210,37 @@ func (l *loop) reloadToken() {
 	}
 }
 
-// replan follows the agent's connection limit when the agent shows one
+// newLimit follows the agent's connection limit when the agent shows one
 // other than the plan was made for: a token that could not read the
 // agent's configuration at startup (the plan then assumed fallbackConns)
 // and can now, or an agent whose limit was changed and reloaded. A budget
-// set by max_connections does not follow it. Reads keep at most the
-// connections the main client was built with; the watch lanes grow or
-// shrink.
-func (l *loop) replan(limit int) {
+// set by max_connections does not follow it.
+func (l *loop) newLimit(limit int) {
 	old := l.s.plan
 	if limit <= 0 || limit == old.agentLimit || !old.derived {
 		return
 	}
-	p := l.s.cfg.plan(old.http2, limit)
+	want, _ := l.s.cfg.alone(limit)
+	l.cl.conns.setWant(want)
+	l.replan(limit)
+}
+
+// replan makes the plan again for the agent's limit and the source's
+// share of its agent's budget now, when they give another plan. Reads
+// keep at most the connections the main client was built with, and when
+// they are fewer, the main client's idle connections beyond them close
+// (readQueue.resize); the watch lanes grow or shrink.
+func (l *loop) replan(limit int) {
+	old := l.s.plan
+	p := l.s.cfg.planShare(old.http2, limit, l.cl.conns.current())
 	if !p.http2 {
 		p.reads = min(p.reads, l.s.mainReads)
 	}
-	l.s.plan, l.reads.slots = p, p.reads
+	if p == old {
+		return
+	}
+	l.s.plan = p
+	l.reads.resize(p.reads, !p.http2)
 	l.s.logPlan()
 	if err := l.watches.resize(p.lanes); err != nil {
 		l.s.log.Warn("building watch connections for the new plan failed; watching on fewer", "err", err)

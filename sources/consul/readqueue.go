@@ -26,8 +26,11 @@ type readQueue struct {
 	// lanes: the keys of the services to read, in order, one lane per
 	// priority (see push).
 	lanes [prioCount][]svcKey
-	// inflight: the reads in flight, at most slots.
+	// inflight: the reads in flight, at most slots. trim: the slots
+	// shrank over HTTP/1.1, and the main client's idle connections close
+	// once no more reads are in flight than the slots (see resize).
 	inflight, slots int
+	trim            bool
 	seq             uint64 // reads dispatched so far
 	retries         retries
 	pace            readPace
@@ -296,6 +299,7 @@ func (q *readQueue) done(r fetchResult) {
 	st := r.st
 	st.read.inflight = false
 	q.inflight--
+	q.trimIdle()
 	if r.sweep {
 		q.pace.sweeping--
 		q.pace.sweep.spend(r.peek, r.took, time.Now())
@@ -393,6 +397,28 @@ func (q *readQueue) peeked(r fetchResult, st *svcState) {
 		q.markDirty(st)
 	}
 	q.swept(st, r.seq)
+}
+
+// resize sets the reads that may be in flight (a new connection plan).
+// Over HTTP/1.1 each held a connection of the main client, which keeps
+// them open while idle: when the reads are fewer, the idle connections
+// close once the reads in flight are within the new slots, so that the
+// main client holds no more than the plan counts.
+func (q *readQueue) resize(slots int, http1 bool) {
+	if slots < q.slots && http1 {
+		q.trim = true
+	}
+	q.slots = slots
+	q.trimIdle()
+}
+
+// trimIdle closes the main client's idle connections when resize asked
+// for it and the reads in flight are within the slots.
+func (q *readQueue) trimIdle() {
+	if q.trim && q.inflight <= q.slots {
+		q.trim = false
+		q.cl.mainTr.CloseIdleConnections()
+	}
 }
 
 // swept records that a read of st dispatched as seq answered or failed

@@ -34,12 +34,16 @@ type Source struct {
 	status *sources.Status
 
 	// Set by Run: plan is how the connections are spent (conns.go),
-	// mainReads the reads the main client's connections allow over
+	// mainReads the most reads the main client's connections allow over
 	// HTTP/1.1; census, per datacenter: it has services without a watch,
 	// so the catalog query takes censuses (sweeper).
 	plan      connPlan
 	mainReads int
 	census    []atomic.Bool
+
+	// budgets is the register of shared connection budgets the source
+	// joins (budget.go): the process's.
+	budgets *agentBudgets
 
 	// Test seams: dial replaces the transport's dialer (to count
 	// connections), wrap wraps the round tripper (to see responses).
@@ -55,7 +59,7 @@ func New(raw map[string]any, opts sources.Options) (*Source, error) {
 		return nil, err
 	}
 	opts = opts.WithDefaults()
-	return &Source{cfg: cfg, name: tmpl, log: opts.Logger, status: opts.Status}, nil
+	return &Source{cfg: cfg, name: tmpl, log: opts.Logger, status: opts.Status, budgets: budgets}, nil
 }
 
 // Run watches Consul until ctx ends; see sources.Source.
@@ -65,7 +69,13 @@ func (s *Source) Run(ctx context.Context, up chan<- sources.Update) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	cl := &agentClient{cfg: &s.cfg, log: s.log, tok: newToken(s.cfg.Token, s.cfg.TokenFile), gen: newGeneration(ctx), gate: newGate(), dial: s.dial, wrap: s.wrap}
+	// The source joins its agent's budget before its first connection,
+	// and leaves it when it stops: the connections it closes on the way
+	// out are uncounted as they close.
+	share := s.budgets.join(s.cfg.agentKey(), s.cfg.floorConns())
+	defer share.leave()
+	cl := &agentClient{cfg: &s.cfg, log: s.log, tok: newToken(s.cfg.Token, s.cfg.TokenFile), gen: newGeneration(ctx), gate: newGate(), dial: s.dial, wrap: s.wrap,
+		conns: share, life: ctx}
 	agent := newAgentMonitor(cl, s.log, s.status)
 	if _, err := cl.tok.reload(); err != nil {
 		agent.fail(err)
@@ -73,13 +83,12 @@ func (s *Source) Run(ctx context.Context, up chan<- sources.Update) error {
 	}
 	// One connection until the agent said what it allows and which
 	// protocol it speaks.
-	c, tr, err := cl.main(1)
+	c, _, err := cl.main(1)
 	if err != nil {
 		agent.fail(err)
 		return err
 	}
-	defer func() { tr.CloseIdleConnections() }()
-	cl.c = c
+	defer func() { cl.mainTr.CloseIdleConnections() }()
 	dcs, self, err := s.discover(ctx, cl, agent)
 	if err != nil {
 		return ctx.Err()
@@ -92,18 +101,24 @@ func (s *Source) Run(ctx context.Context, up chan<- sources.Update) error {
 			return ctx.Err()
 		}
 	}
-	s.plan = s.cfg.plan(cl.proto.Load() == 2, self.maxConnsPerClient)
-	s.mainReads = s.plan.reads
+	http2 := cl.proto.Load() == 2
+	want, _ := s.cfg.alone(self.maxConnsPerClient)
+	share.setWant(want)
+	s.plan = s.cfg.planShare(http2, self.maxConnsPerClient, share.current())
 	s.logPlan()
-	if !s.plan.http2 {
+	if !http2 {
 		// Over HTTP/2 everything but the watches shares the one
 		// connection; over HTTP/1.1 each request in flight needs its own.
-		tr.CloseIdleConnections()
-		if c, tr, err = cl.main(s.plan.mainConns(len(dcs))); err != nil {
+		// The main client allows the connections of the source alone, so
+		// that a share that grows later lets more reads run; the reads in
+		// flight are the plan's (readQueue.slots).
+		alone := s.cfg.plan(false, self.maxConnsPerClient)
+		s.mainReads = alone.reads
+		cl.mainTr.CloseIdleConnections()
+		if c, _, err = cl.main(alone.mainConns(len(dcs))); err != nil {
 			agent.fail(err)
 			return err
 		}
-		cl.c = c
 	}
 	var wg sync.WaitGroup
 	l, ev := s.assemble(ctx, cl, agent, dcs, &wg)
@@ -123,7 +138,7 @@ func (s *Source) Run(ctx context.Context, up chan<- sources.Update) error {
 	}
 	probes := make(chan probeResult)
 	wg.Go(func() { agent.probe(ctx, c, dcs[0], probes) })
-	ev.polls, ev.probes = polls, probes
+	ev.polls, ev.probes, ev.budget = polls, probes, share.changed
 	return l.run(ctx, ev, up)
 }
 

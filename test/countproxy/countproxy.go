@@ -38,6 +38,11 @@ type Counts struct {
 	// for a DNS proxy, none for a TCP proxy. Encrypted streams (HTTPS)
 	// carry no countable requests: Conns counts their handshakes.
 	Requests int64
+	// TooMany counts, for an HTTP proxy, the connections whose first
+	// answer from the upstream was 429 Too Many Requests: how an HTTP
+	// server's limit on connections per client (a Consul agent's
+	// limits.http_max_conns_per_client) refuses a connection.
+	TooMany int64
 }
 
 // Attempts is what a test bounds: every request seen, plus every
@@ -48,7 +53,8 @@ func (c Counts) Attempts() int64 { return max(c.Requests+c.Refused, c.Conns) }
 
 // Sub returns the counts accrued since before.
 func (c Counts) Sub(before Counts) Counts {
-	return Counts{Conns: c.Conns - before.Conns, Refused: c.Refused - before.Refused, Requests: c.Requests - before.Requests}
+	return Counts{Conns: c.Conns - before.Conns, Refused: c.Refused - before.Refused, Requests: c.Requests - before.Requests,
+		TooMany: c.TooMany - before.TooMany}
 }
 
 // Proxy relays 127.0.0.1:PORT to an upstream address. Its methods are safe
@@ -58,12 +64,14 @@ type Proxy struct {
 	Addr string
 
 	frames   func() framer
+	http     bool // answers are looked at for refusals (TooMany)
 	ln       net.Listener
 	udp      net.PacketConn // DNS only
 	upstream atomic.Pointer[string]
 	conns    atomic.Int64
 	refused  atomic.Int64
 	requests atomic.Int64
+	tooMany  atomic.Int64
 
 	mu     sync.Mutex
 	live   map[net.Conn]struct{}
@@ -74,22 +82,22 @@ type Proxy struct {
 // TCP starts a proxy to upstream that counts connections only, for
 // protocols whose requests it does not parse (ZooKeeper's, etcd's gRPC).
 func TCP(upstream string) (*Proxy, error) {
-	return start(upstream, false, func() framer { return noFrames{} })
+	return start(upstream, false, func() framer { return noFrames{} }, false)
 }
 
 // HTTP starts a proxy to upstream that counts HTTP/1.1 requests.
 func HTTP(upstream string) (*Proxy, error) {
-	return start(upstream, false, func() framer { return &httpHeads{} })
+	return start(upstream, false, func() framer { return &httpHeads{} }, true)
 }
 
 // DNS starts a proxy to upstream for TCP and UDP on the same port, which
 // counts DNS messages from the bridge.
 func DNS(upstream string) (*Proxy, error) {
-	return start(upstream, true, func() framer { return &dnsFrames{} })
+	return start(upstream, true, func() framer { return &dnsFrames{} }, false)
 }
 
-func start(upstream string, dns bool, frames func() framer) (*Proxy, error) {
-	p := &Proxy{live: map[net.Conn]struct{}{}, frames: frames}
+func start(upstream string, dns bool, frames func() framer, http bool) (*Proxy, error) {
+	p := &Proxy{live: map[net.Conn]struct{}{}, frames: frames, http: http}
 	p.upstream.Store(&upstream)
 	var err error
 	// A port free for TCP and UDP now can be taken before both listeners
@@ -135,7 +143,7 @@ func (p *Proxy) SetUpstream(addr string) { p.upstream.Store(&addr) }
 
 // Counts returns the counters.
 func (p *Proxy) Counts() Counts {
-	return Counts{Conns: p.conns.Load(), Refused: p.refused.Load(), Requests: p.requests.Load()}
+	return Counts{Conns: p.conns.Load(), Refused: p.refused.Load(), Requests: p.requests.Load(), TooMany: p.tooMany.Load()}
 }
 
 // Cut resets every relayed TCP connection, as a dependency's crash resets
@@ -217,7 +225,11 @@ func (p *Proxy) relay(down net.Conn) {
 	// crash reaches the bridge while the bridge is waiting on it.
 	done := make(chan struct{})
 	go func() {
-		_, err := io.Copy(down, up)
+		var w io.Writer = down
+		if p.http {
+			w = &refusal{w: down, n: &p.tooMany}
+		}
+		_, err := io.Copy(w, up)
 		pass(down, err)
 		close(done)
 	}()
@@ -292,6 +304,31 @@ type counter struct {
 func (c *counter) Write(b []byte) (int, error) {
 	c.n.Add(int64(c.f.feed(b)))
 	return c.w.Write(b)
+}
+
+// refusal counts in n a connection whose first answer is an HTTP status
+// line with code 429, passing every byte on to w.
+type refusal struct {
+	w    io.Writer
+	n    *atomic.Int64
+	head []byte // the answer's first bytes, until there are enough
+	told bool
+}
+
+// statusLen is the length of "HTTP/1.1 429".
+const statusLen = 12
+
+func (r *refusal) Write(b []byte) (int, error) {
+	if !r.told {
+		r.head = append(r.head, b[:min(len(b), statusLen-len(r.head))]...)
+		if len(r.head) == statusLen {
+			r.told = true
+			if string(r.head[:7]) == "HTTP/1." && string(r.head[8:]) == " 429" {
+				r.n.Add(1)
+			}
+		}
+	}
+	return r.w.Write(b)
 }
 
 // framer finds the requests in a stream fed in pieces.

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -124,5 +125,62 @@ func TestDNSRelaysUDP(t *testing.T) {
 	}
 	if got := p.Counts().Requests; got != 1 {
 		t.Fatalf("%d requests counted, want 1", got)
+	}
+}
+
+// TestRefusals: a connection counts as refused when the upstream's first
+// answer on it is a 429, however the bytes arrive; a 429 after another
+// answer on the same connection is not a refused connection.
+func TestRefusals(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		pieces []string
+		want   int64
+	}{
+		{"429 split across writes", []string{"HTTP/1.1 4", "29 Too Many Requests\r\n\r\n"}, 1},
+		{"429 over HTTP/1.0", []string{"HTTP/1.0 429 Too Many Requests\r\n\r\n"}, 1},
+		{"429 after an answer", []string{"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\nHTTP/1.1 429 Too Many Requests\r\n\r\n"}, 0},
+		{"short answer", []string{"HTTP/1.1 4"}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var n atomic.Int64
+			r := &refusal{w: io.Discard, n: &n}
+			for _, p := range tc.pieces {
+				if _, err := r.Write([]byte(p)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := n.Load(); got != tc.want {
+				t.Fatalf("counted %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestHTTPCountsRefusedConnections: answers 429 from the upstream, each
+// on a connection of its own, are counted through the proxy.
+func TestHTTPCountsRefusedConnections(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Connection", "close")
+		w.WriteHeader(http.StatusTooManyRequests)
+	}))
+	defer srv.Close()
+	p, err := HTTP(srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: tr}
+	for range 2 {
+		resp, err := c.Get("http://" + p.Addr + "/v1/x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	if got := p.Counts(); got.TooMany != 2 {
+		t.Fatalf("counts %+v, want 2 connections refused with 429", got)
 	}
 }
