@@ -1,13 +1,17 @@
 package bridge_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/xdsbridge/xdsbridge/config"
 	"github.com/xdsbridge/xdsbridge/manager"
 	"github.com/xdsbridge/xdsbridge/manager/statedir"
 	"github.com/xdsbridge/xdsbridge/test/bridgetest"
@@ -153,5 +157,56 @@ func TestStateDirUnreadable(t *testing.T) {
 	})
 	if _, err := statedir.New(filepath.Dir(stateFile), nil, nil).Load(); err != nil {
 		t.Errorf("the state file written after an unreadable one: %v", err)
+	}
+}
+
+// TestStateDirReadsEarlierFormat: a bridge upgraded from a version that
+// wrote the first state file format keeps its warm start: restarted while
+// its source cannot sync (its file is missing), it serves the services of
+// that file, and its next write rewrites the file in the current format.
+func TestStateDirReadsEarlierFormat(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "bridge.yaml")
+	if err := os.WriteFile(path, []byte("xds: {listen: 127.0.0.1:0}\nadmin: {listen: 127.0.0.1:0}\nstate_dir: state\n"+
+		"sources:\n  - {name: static, type: file, path: services.yaml}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := cfg.Entries[0]
+	// As the first format's writer wrote it: the model's Go field names,
+	// health as a number.
+	payload := `[{"name":"static","fingerprint":"` + statedir.Fingerprint(e.Name, e.Type, e.Settings) + `","services":[` +
+		`{"Name":"web","Endpoints":[{"Address":"10.0.0.7","Port":8080,"Weight":0,"Priority":0,"Health":1,` +
+		`"Locality":{"Region":"","Zone":"z1","SubZone":""},"Metadata":{"v":"1"},"Origin":{"Source":"static","Record":"","Transforms":null}}],` +
+		`"Source":"static","Localities":null}]}]`
+	sum := sha256.Sum256([]byte(payload))
+	stateFile := filepath.Join(dir, "state", statedir.FileName)
+	if err := os.MkdirAll(filepath.Dir(stateFile), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(stateFile, []byte(`{"format":"xdsbridge-state/1","checksum":"`+hex.EncodeToString(sum[:])+
+		`","sources":`+payload+"}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	in := bridgetest.StartFile(t, path, io.Discard)
+	admin := in.AdminAddr().String()
+	bridgetest.WaitReady(t, admin, bridgetest.Patience)
+	if st := bridgetest.SourceStatus(t, admin, "static"); st.Startup != manager.PhaseWarm {
+		t.Errorf("source startup %q, want %q: served from the earlier format's file", st.Startup, manager.PhaseWarm)
+	}
+	if _, dump := bridgetest.Get("http://" + admin + "/debug/config_dump"); !strings.Contains(dump, "10.0.0.7") {
+		t.Errorf("the endpoint of the earlier format's file is not served:\n%s", dump)
+	}
+	bridgetest.Eventually(t, bridgetest.Patience, "the state rewritten in the current format", func() bool {
+		b, err := os.ReadFile(stateFile)
+		return err == nil && strings.HasPrefix(string(b), `{"format":"`+statedir.Format+`"`)
+	})
+	if got, err := statedir.New(filepath.Dir(stateFile), map[string]string{e.Name: statedir.Fingerprint(e.Name, e.Type, e.Settings)},
+		nil).Load(); err != nil || len(got["static"]) != 1 || got["static"][0].Endpoints[0].Address != "10.0.0.7" {
+		t.Errorf("the rewritten file loads as %v, %v; want the service of the earlier one", got, err)
 	}
 }
