@@ -18,7 +18,9 @@ import (
 )
 
 // why keeps the services as last served (after transforms), for
-// /debug/why. The publisher writes it, admin requests read it.
+// /debug/why, and as the publisher's record of the services whose
+// resources are applied. The publisher writes it, admin requests read it:
+// mu guards services, shaping and scopes.
 type why struct {
 	mu       sync.RWMutex
 	services map[string]sources.Service
@@ -36,6 +38,13 @@ func (w *why) get(name string) (sources.Service, bool) {
 	defer w.mu.RUnlock()
 	svc, ok := w.services[name]
 	return svc, ok
+}
+
+// count is the number of services served.
+func (w *why) count() int {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	return len(w.services)
 }
 
 func (w *why) setScopes(s *translate.Scopes) {

@@ -77,7 +77,7 @@ func TestMemoryReturnedAfterShrink(t *testing.T) {
 	defer func() { cancel(); <-done }()
 
 	served := func(n int) func() bool {
-		return func() bool { in.pub.mu.Lock(); defer in.pub.mu.Unlock(); return len(in.pub.served) == n }
+		return func() bool { in.pub.mu.Lock(); defer in.pub.mu.Unlock(); return in.pub.why.count() == n }
 	}
 	const patience = time.Minute // a failure detector, not a measurement
 	until := func(what string, cond func() bool) {

@@ -2,14 +2,12 @@ package bridge
 
 import (
 	"log/slog"
-	"slices"
 	"sync"
 
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/xdsbridge/xdsbridge/config"
-	"github.com/xdsbridge/xdsbridge/internal/reclaim"
 	"github.com/xdsbridge/xdsbridge/manager"
 	"github.com/xdsbridge/xdsbridge/sources"
 	"github.com/xdsbridge/xdsbridge/static"
@@ -33,9 +31,14 @@ type scopeSetter interface {
 
 var _ applier = (*xds.Server)(nil)
 
-// publisher turns the manager's changes into xDS resources. It runs on the
-// manager's publishing goroutine, and a reload changes its scopes from
-// another: mu orders the two.
+// publisher turns the manager's changes into xDS resources and applies
+// them to the engine, with the listener side's (edge): each publish is one
+// change to the engine, built a resource at a time (see change). It owns
+// the translation options and the scoping rules, the record of the
+// services served (why) and the edge. publish runs on the manager's
+// publishing goroutine, files on the files' watcher's and scope on a
+// reload's: mu orders them, and guards every field but why, which has a
+// lock of its own for the admin handlers that read it.
 type publisher struct {
 	mu     sync.Mutex
 	server applier
@@ -49,17 +52,11 @@ type publisher struct {
 	errors prometheus.Counter
 	// services is the number of services served.
 	services prometheus.Gauge
-	// served holds the names whose resources are currently applied;
-	// servedPeak the most it had (reclaim.Map).
-	served     map[string]bool
-	servedPeak int
-	// stream runs the configured transforms; why keeps what was served,
-	// with its provenance (see debug.go).
-	stream *transform.Stream
-	why    *why
-	// conflicts are the services the transforms block on a name
-	// conflict (transform.Stream.Conflicts), as last logged.
-	conflicts []string
+	// transforms runs the configured transforms; why keeps the services
+	// whose resources are applied, as served, with their provenance (see
+	// debug.go): it is the publisher's record of what it serves.
+	transforms *transforms
+	why        *why
 	// istio, if set, also publishes every service as Istio resources.
 	istio *IstioPublisher
 	// failed is the running publish's Changes.Failed while it runs: the
@@ -88,9 +85,8 @@ func newPublisher(server applier, grpc bool, log *slog.Logger, reg prometheus.Re
 			Name: "xdsbridge_services",
 			Help: "Services whose resources are served.",
 		}),
-		served: map[string]bool{},
-		stream: transform.NewStream(nil),
-		why:    &why{services: map[string]sources.Service{}},
+		transforms: newTransforms(nil, log),
+		why:        &why{services: map[string]sources.Service{}},
 	}
 	reg.MustRegister(p.errors, p.services)
 	p.edge = newEdge(log, &p.why.routes, reg)
@@ -150,7 +146,7 @@ func (p *publisher) grpcChain(name string) (*xds.Resource, *xds.Resource) {
 // shape sets the cluster shaping rules and the transforms (nil: none).
 func (p *publisher) shape(s *translate.Shaping, chain *transform.Chain) *publisher {
 	p.opts.Shaping = s
-	p.stream = transform.NewStream(chain)
+	p.transforms = newTransforms(chain, p.log)
 	p.why.shaping = s
 	return p
 }
@@ -161,18 +157,11 @@ func (p *publisher) shape(s *translate.Shaping, chain *transform.Chain) *publish
 func (p *publisher) publish(c manager.Changes) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	c = p.stream.Apply(c)
-	if conflicts := p.stream.Conflicts; !slices.Equal(conflicts, p.conflicts) {
-		p.conflicts = conflicts
-		if len(conflicts) > 0 {
-			p.log.Warn("transforms renamed services to a name another service already has; not serving them until it is free",
-				"services", conflicts)
-		}
-	}
+	c = p.transforms.apply(c)
 	// Refusals come as each resource is added to the change.
 	p.failed = c.Failed
 	defer func() { p.failed = nil }()
-	ch := p.change()
+	ch := newChange(p.server)
 	var removals []xds.Key
 	for _, svc := range c.Upserted {
 		if p.istio != nil {
@@ -190,7 +179,6 @@ func (p *publisher) publish(c manager.Changes) {
 		rs := p.scoped(svc, resources(svc.Name, r))
 		p.edge.merge(rs)
 		ch.upsert(rs...)
-		p.served[svc.Name] = true
 		p.why.set(svc)
 		p.edge.service(svc)
 	}
@@ -198,10 +186,9 @@ func (p *publisher) publish(c manager.Changes) {
 		if p.istio != nil {
 			removals = append(removals, p.istio.Remove(name)...)
 		}
-		if !p.served[name] {
+		if _, ok := p.why.get(name); !ok {
 			continue // never translated successfully: nothing to remove
 		}
-		delete(p.served, name)
 		p.why.remove(name)
 		p.edge.remove(name)
 		removals = append(removals, xds.Key{Type: resource.ClusterType, Name: name},
@@ -211,7 +198,6 @@ func (p *publisher) publish(c manager.Changes) {
 				xds.Key{Type: resource.RouteType, Name: name})
 		}
 	}
-	p.served = reclaim.Map(p.served, &p.servedPeak)
 	ups, removals := p.edge.resolve(nil, removals)
 	ch.upsert(ups...)
 	ch.remove(removals...)
@@ -219,70 +205,9 @@ func (p *publisher) publish(c manager.Changes) {
 	ch.upsert(ups...)
 	ch.remove(rems...)
 	p.published = true
-	n := ch.apply(p.server)
-	p.services.Set(float64(len(p.served)))
+	n := ch.apply()
+	p.services.Set(float64(p.why.count()))
 	p.log.Debug("applied changes", "upserted", len(c.Upserted), "removed", len(c.Removed), "resources", n)
-}
-
-// batcher is an applier that also takes a change a resource at a time
-// (see xds.Batch).
-type batcher interface {
-	Batch() *xds.Batch
-}
-
-// change is one Apply of the publisher, built as services are translated.
-// An engine that takes a change a resource at a time (batcher) is given
-// each resource at once, and marshals it, so that the publisher lets go
-// of a service's messages before it translates the next: a first state
-// of 100,000 services would otherwise hold every message at once, most
-// of the process's peak heap, and the runtime keeps its bookkeeping for
-// the largest heap it ever had. Another applier (a dry run's collector)
-// gets the resources together in one Apply.
-type change struct {
-	b    *xds.Batch
-	ups  []xds.Resource
-	rems []xds.Key
-	n    int // resources upserted
-}
-
-// change starts one Apply on p.server.
-func (p *publisher) change() *change {
-	if b, ok := p.server.(batcher); ok {
-		return &change{b: b.Batch()}
-	}
-	return &change{}
-}
-
-func (c *change) upsert(rs ...xds.Resource) {
-	c.n += len(rs)
-	if c.b == nil {
-		c.ups = append(c.ups, rs...)
-		return
-	}
-	for _, r := range rs {
-		c.b.Upsert(r)
-	}
-}
-
-func (c *change) remove(ks ...xds.Key) {
-	if c.b == nil {
-		c.rems = append(c.rems, ks...)
-		return
-	}
-	for _, k := range ks {
-		c.b.Remove(k)
-	}
-}
-
-// apply applies the change to a (the applier change was started on) and
-// returns the number of resources it upserted.
-func (c *change) apply(a applier) int {
-	if c.b != nil {
-		c.b.Apply()
-	} else {
-		a.Apply(c.ups, c.rems)
-	}
-	return c.n
 }
 
 // scoped sets on each resource of svc the scopes that deliver it and

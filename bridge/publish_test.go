@@ -150,7 +150,7 @@ func value(t *testing.T, m prometheus.Metric) float64 {
 func TestPublisherBatchesOnTheEngine(t *testing.T) {
 	srv := xds.NewServer(xds.Options{})
 	p := newPublisher(srv, true, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
-	if p.change().b == nil {
+	if newChange(p.server).b == nil {
 		t.Fatal("the publisher does not batch on the engine")
 	}
 	p.publish(manager.Changes{Upserted: []sources.Service{service("a", "10.0.0.1"), service("b", "10.0.0.2")}})
