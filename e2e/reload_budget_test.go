@@ -6,6 +6,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/consul/api"
 
@@ -70,11 +71,13 @@ sources:
 	counts := proxy.Counts()
 
 	configure("10s")
+	reloaded := time.Now()
 	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
 	p.waitLog(patience, "configuration reloaded", "started=consul")
 	waitPhase(t, adminAddr, "consul", "synced")
+	synced := time.Since(reloaded)
 	flushed(t, sentinel, "10.9.0.2", watchers)
 	noRemovals(t, "the new Consul instance synced", watchers...)
 	_, after := watching(fmt.Sprintf("the new instance watching %d services, as the old one did", held), func(n int) bool { return n == held })
@@ -85,8 +88,8 @@ sources:
 		n, _, _ := strings.Cut(note, " (")
 		return n
 	}
-	t.Logf("during the replacement: %d connections and %d requests to the agent, %d refused with 429; before it %s, after it %s",
-		got.Conns, got.Requests, got.TooMany, short(before), short(after))
+	t.Logf("during the replacement: %d connections and %d requests to the agent, %d refused with 429; the new instance synced %v after the SIGHUP; before it %s, after it %s",
+		got.Conns, got.Requests, got.TooMany, synced.Round(time.Millisecond), short(before), short(after))
 	if got.TooMany != 0 {
 		t.Errorf("the agent refused %d connections with 429 during the replacement, want none", got.TooMany)
 	}
