@@ -26,10 +26,10 @@ type client struct {
 	variant string
 	delta   bool
 	peer    string
-	conn    string // the TCP peer the stream counts against (Server.conns)
+	conn    string // the TCP peer the stream counts against (registry.conns)
 	since   time.Time
 	// cancel ends the stream (nil for in-process clients); refused is the
-	// limit breach or invalid request it ended for (see Server.endStream).
+	// limit breach or invalid request it ended for (see client.refuse).
 	cancel  context.CancelFunc
 	refused atomic.Pointer[refusal]
 	// rewrite is the Rewrite the stream is served (nil: ADS); see rewrite.go.
@@ -46,7 +46,7 @@ type client struct {
 	closed    bool
 	gen       uint64 // last Apply generation that touched this client
 	// private are the empty stores of type URLs the server does not serve
-	// that this stream asked for (Server.storeFor); Server.mu.
+	// that this stream asked for (client.storeFor); Server.mu.
 	private map[string]*typeState
 	// unknown counts the slots pinned by the client's watches (names
 	// without a resource), bounded by Limits.UnknownNames; Server.mu.

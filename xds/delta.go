@@ -12,13 +12,13 @@ import (
 // onDelta handles one delta request; fixed is the type of a per-type
 // stream. in is what the stream's reader received the request into, which
 // may hold its initial versions (nil: decoded otherwise).
-func (s *Server) onDelta(c *client, fixed string, req *discoveryv3.DeltaDiscoveryRequest, in *wire.Inbound) {
-	if r := s.delta(c, fixed, req, wire.InitialOf(req, in)); r != nil {
-		s.endStream(c, r)
+func (c *client) onDelta(fixed string, req *discoveryv3.DeltaDiscoveryRequest, in *wire.Inbound) {
+	if r := c.deltaRequest(fixed, req, wire.InitialOf(req, in)); r != nil {
+		c.refuse(r)
 	}
 }
 
-func (s *Server) delta(c *client, fixed string, req *discoveryv3.DeltaDiscoveryRequest, initial wire.InitialVersions) *refusal {
+func (c *client) deltaRequest(fixed string, req *discoveryv3.DeltaDiscoveryRequest, initial wire.InitialVersions) *refusal {
 	typ, r := typeOf(fixed, req)
 	if r != nil {
 		return r
@@ -40,21 +40,21 @@ func (s *Server) delta(c *client, fixed string, req *discoveryv3.DeltaDiscoveryR
 		{"resource_names_unsubscribe", len(unsub)},
 		{"initial_resource_versions", initial.Len()},
 	} {
-		if r := s.checkNames(l.field, l.n); r != nil {
+		if r := c.s.opts.Limits.checkNames(l.field, l.n); r != nil {
 			return r
 		}
 	}
 
 	now := time.Now()
-	w, r = s.lock(c, typ, req)
+	w, r = c.lock(typ, req)
 	if w == nil {
 		return r
 	}
-	defer s.unlock(c)
+	defer c.unlock()
 	t := w.t
 	if !w.started {
 		w.started = true
-		if r := s.firstDelta(w, req, initial, now); r != nil {
+		if r := c.firstDelta(w, req, initial, now); r != nil {
 			return r
 		}
 		c.poke()

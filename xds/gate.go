@@ -29,14 +29,19 @@ package xds
 // and the clusters the route configurations and listeners they hold name.
 // Lock order: client.mu, then group.mu, then a writer's (a poke).
 
-// gates reports whether the gate is on. It is off only in the test that
+// gateStores are the stores of clusters and assignments, which the gate
+// reads without Server.mu: NewServer makes them, before any request, and
+// they are never replaced. off turns the gate off, only in the test that
 // shows what an engine that pushes each type on its own does to a client.
-func (s *Server) gates() bool { return !s.ungated }
+type gateStores struct {
+	cds, eds *typeState
+	off      bool
+}
 
 // ready reports whether the client has every cluster e sends traffic to
 // ready, or is not getting it (see above). client.mu held.
 func (c *client) ready(e *entry) bool {
-	if len(e.refs) == 0 || !c.s.gates() {
+	if len(e.refs) == 0 || c.s.gate.off {
 		return true
 	}
 	if c.member != nil {
@@ -46,7 +51,7 @@ func (c *client) ready(e *entry) bool {
 	if cw == nil {
 		return true // not a client of our clusters
 	}
-	ct, et := c.s.clusters(), c.s.endpoints()
+	ct, et := c.s.gate.cds, c.s.gate.eds
 	for _, name := range e.refs {
 		sl := ct.current(name)
 		if sl == nil {
@@ -90,7 +95,7 @@ func (t *typeState) current(name string) *slot {
 // holds still sends traffic to the cluster of slot sl (a cluster's, or an
 // assignment's of the same name): its removal must wait. client.mu held.
 func (c *client) needed(w *watch, sl *slot) bool {
-	if !c.s.gates() || (w.t.url != ClusterType && w.t.url != EndpointType) {
+	if c.s.gate.off || (w.t.url != ClusterType && w.t.url != EndpointType) {
 		return false
 	}
 	if c.member != nil {
@@ -131,10 +136,6 @@ func containsSorted(list []string, s string) bool {
 	return false
 }
 
-// endpoints is the store of assignments, readable without Server.mu (it
-// is made before the first request).
-func (s *Server) endpoints() *typeState { return s.eds }
-
 // named returns the slot of name without Server.mu, nil if it has none.
 // Only the cluster and assignment stores keep this index (see
 // typeState.index).
@@ -147,16 +148,16 @@ func (t *typeState) named(name string) *slot {
 
 // join makes c, a per-type stream whose node is now known, a member of
 // its Envoy's group. Server.mu and client.mu held.
-func (s *Server) join(c *client) {
+func (r *registry) join(c *client) {
 	url := streamType(c.variant)
 	if url == "" || c.node == nil {
 		return // ADS orders itself
 	}
 	k := groupKey{peer: c.peer, node: c.node.GetId()}
-	g := s.groups[k]
+	g := r.groups[k]
 	if g == nil {
-		g = &group{s: s}
-		s.groups[k] = g
+		g = &group{s: c.s}
+		r.groups[k] = g
 	}
 	m := &member{g: g, c: c, url: url, refs: map[string]int{}}
 	g.mu.Lock()
@@ -169,7 +170,7 @@ func (s *Server) join(c *client) {
 // leave removes c from its group, and the group once empty; the others
 // are poked, as what they waited for may never come. Server.mu and
 // client.mu held.
-func (s *Server) leave(c *client) {
+func (r *registry) leave(c *client) {
 	m := c.member
 	if m == nil {
 		return
@@ -185,7 +186,7 @@ func (s *Server) leave(c *client) {
 	empty := len(g.members) == 0
 	g.mu.Unlock()
 	if empty {
-		delete(s.groups, c.groupKey)
+		delete(r.groups, c.groupKey)
 	}
 	g.pokeBlocked()
 }
@@ -208,7 +209,7 @@ func (g *group) ready(c *client, e *entry) bool {
 	if cm == nil || !cm.wildcard {
 		return true // the Envoy takes its clusters elsewhere, or names them itself
 	}
-	ct, et := g.s.clusters(), g.s.endpoints()
+	ct, et := g.s.gate.cds, g.s.gate.eds
 	for _, name := range e.refs {
 		sl := ct.named(name)
 		if sl == nil {
@@ -272,9 +273,6 @@ func (g *group) pokeBlocked() {
 		c.poke()
 	}
 }
-
-// clusters is the store of clusters, readable without Server.mu.
-func (s *Server) clusters() *typeState { return s.cds }
 
 // noteSent records, for a member's watch, that sl was noteSent e in place of h:
 // a CDS or EDS stream notes a new delivery to publish once acknowledged,

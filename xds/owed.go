@@ -14,7 +14,7 @@ import (
 // sends still lands in that order. It returns nil when nothing is owed, with
 // the earliest pending unknown-name deadline (zero if none). client.mu held.
 func (c *client) next(now time.Time) (*outbound, time.Time) {
-	readyAt := c.s.readyAt()
+	readyAt := c.s.readiness.readyAt()
 	if readyAt.IsZero() {
 		return nil, time.Time{} // readiness gate: nothing before the first Apply
 	}
@@ -163,7 +163,7 @@ func (w *watch) removals() *outbound {
 			delete(w.waiting, sl)
 		}
 		if w.undirty(sl, p) {
-			w.c.s.orphan(w.t, sl)
+			w.c.s.orphans.add(w.t, sl)
 		}
 		if !ok || h == nil && !(w.c.delta && (p.force || explicit)) {
 			continue

@@ -173,7 +173,7 @@ func TestHeldSetSharedAfterAChange(t *testing.T) {
 	s.Apply(services(200), nil)
 	c, _ := s.connect(context.Background(), "delta_ads", true)
 	defer s.disconnect(c)
-	s.onDelta(c, "", &discoveryv3.DeltaDiscoveryRequest{Node: envoyNode, TypeUrl: ClusterType, ResourceNamesSubscribe: []string{"*"}}, nil)
+	c.onDelta("", &discoveryv3.DeltaDiscoveryRequest{Node: envoyNode, TypeUrl: ClusterType, ResourceNamesSubscribe: []string{"*"}}, nil)
 	drain := func() (n int) {
 		for owed(c) != nil {
 			n++

@@ -12,13 +12,13 @@ import (
 )
 
 // onSotW handles one SotW request; fixed is the type of a per-type stream.
-func (s *Server) onSotW(c *client, fixed string, req *discoveryv3.DiscoveryRequest) {
-	if r := s.sotw(c, fixed, req); r != nil {
-		s.endStream(c, r)
+func (c *client) onSotW(fixed string, req *discoveryv3.DiscoveryRequest) {
+	if r := c.sotwRequest(fixed, req); r != nil {
+		c.refuse(r)
 	}
 }
 
-func (s *Server) sotw(c *client, fixed string, req *discoveryv3.DiscoveryRequest) *refusal {
+func (c *client) sotwRequest(fixed string, req *discoveryv3.DiscoveryRequest) *refusal {
 	typ, r := typeOf(fixed, req)
 	if r != nil {
 		return r
@@ -34,7 +34,7 @@ func (s *Server) sotw(c *client, fixed string, req *discoveryv3.DiscoveryRequest
 		}
 	}
 	c.mu.Unlock()
-	if r := s.checkNames("resource_names", len(names)); r != nil {
+	if r := c.s.opts.Limits.checkNames("resource_names", len(names)); r != nil {
 		return r
 	}
 	h := hashNames(names)
@@ -50,11 +50,11 @@ func (s *Server) sotw(c *client, fixed string, req *discoveryv3.DiscoveryRequest
 	c.mu.Unlock()
 
 	now := time.Now()
-	w, r = s.lock(c, typ, req)
+	w, r = c.lock(typ, req)
 	if w == nil {
 		return r
 	}
-	defer s.unlock(c)
+	defer c.unlock()
 	t := w.t
 	first := !w.started
 	w.started, w.namesHash, w.lastNames = true, h, nil
@@ -67,7 +67,7 @@ func (s *Server) sotw(c *client, fixed string, req *discoveryv3.DiscoveryRequest
 	// unsubscribes from everything.
 	wild := slices.Contains(names, "*") || (len(names) == 0 && t.full && !w.everNamed)
 	w.everNamed = w.everNamed || len(names) > 0
-	if n, limit := len(names), s.opts.Limits.NamesPerSubscription; n > limit {
+	if n, limit := len(names), c.s.opts.Limits.NamesPerSubscription; n > limit {
 		return newRefusal(reasonNamesPerSub, codes.ResourceExhausted,
 			"subscribing to %d names, more than the %d allowed per type", n, limit)
 	}

@@ -99,7 +99,9 @@ func (s *Server) Node(id string) (*corev3.Node, bool) {
 
 // Clients returns the state of every connected stream, ordered by node id.
 func (s *Server) Clients() []ClientStatus {
-	out := s.statuses(true)
+	s.mu.Lock()
+	out := s.registry.statuses(true)
+	s.mu.Unlock()
 	slices.SortFunc(out, func(a, b ClientStatus) int {
 		return cmp.Or(cmp.Compare(a.ID, b.ID), a.Connected.Compare(b.Connected))
 	})
@@ -111,16 +113,16 @@ func (s *Server) Clients() []ClientStatus {
 // its standing NACKs. It costs one step per stream and type, not per name
 // held, so that a metrics scrape can afford it at any fleet size.
 func (s *Server) Progress() []ClientStatus {
-	return s.statuses(false)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.registry.statuses(false)
 }
 
 // statuses gathers the status of every stream, counting the names each
-// holds and subscribed to only when names is set.
-func (s *Server) statuses(names bool) []ClientStatus {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]ClientStatus, 0, len(s.clients))
-	for c := range s.clients {
+// holds and subscribed to only when names is set. Server.mu held.
+func (r *registry) statuses(names bool) []ClientStatus {
+	out := make([]ClientStatus, 0, len(r.clients))
+	for c := range r.clients {
 		c.mu.Lock()
 		cs := ClientStatus{
 			ID:        c.node.GetId(),

@@ -22,7 +22,7 @@ type typeState struct {
 	peak  int          // most slots since the slot map was last made
 	// wild are the wildcard watches by their client's scope ID (0:
 	// unscoped), so that a change is marked only on the wildcards of the
-	// scopes it is in (Server.markSubscribers).
+	// scopes it is in (fanout.subscribers).
 	wild map[int]map[*watch]struct{}
 	// cachedFrames are the frames of the current entries (frame.go) by
 	// scope ID, nil after a change until a scan asks for one.
@@ -146,13 +146,4 @@ func newTypeState(url string, m *typeMetrics) *typeState {
 		wild:  make(map[int]map[*watch]struct{}),
 		m:     m,
 	}
-}
-
-// An orphan is a slot whose last owed removal a writer sent: writers hold
-// only client.mu, so they queue it, and it is released under Server.mu by
-// the writer once it has nothing left to send (Server.releaseOrphans), or
-// by the next Apply, whichever comes first.
-type orphan struct {
-	t  *typeState
-	sl *slot
 }

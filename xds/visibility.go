@@ -1,6 +1,7 @@
 package xds
 
 import (
+	"sync/atomic"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -15,11 +16,7 @@ import (
 // over the types it watches under the server's lock: a reload's cost, not
 // a push's.
 func (s *Server) SetScopes(f Scoper) {
-	if f == nil {
-		s.scoper.Store(nil)
-	} else {
-		s.scoper.Store(&f)
-	}
+	s.scoper.set(f)
 	now := time.Now()
 	s.mu.Lock()
 	var touched []*client
@@ -27,7 +24,7 @@ func (s *Server) SetScopes(f Scoper) {
 		if c.node == nil {
 			continue // scoped with its first request
 		}
-		id, name := s.scopeOf(c.node)
+		id, name := s.scoper.of(c.node)
 		c.mu.Lock()
 		c.scopeName = name
 		if id != c.scope {
@@ -42,9 +39,24 @@ func (s *Server) SetScopes(f Scoper) {
 	}
 }
 
-// scopeOf is the scope of node n by the current Scoper.
-func (s *Server) scopeOf(n *corev3.Node) (int, string) {
-	f := s.scoper.Load()
+// scoping is the server's current Scoper (nil: every node unscoped),
+// which SetScopes replaces at any time, and streams read without a lock.
+type scoping struct {
+	f atomic.Pointer[Scoper]
+}
+
+// set makes f the current Scoper.
+func (sc *scoping) set(f Scoper) {
+	if f == nil {
+		sc.f.Store(nil)
+	} else {
+		sc.f.Store(&f)
+	}
+}
+
+// of is the scope of node n by the current Scoper.
+func (sc *scoping) of(n *corev3.Node) (int, string) {
+	f := sc.f.Load()
 	if f == nil {
 		return 0, ""
 	}
