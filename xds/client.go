@@ -136,82 +136,31 @@ type member struct {
 	blocked atomic.Bool
 }
 
-// watch is a client's subscription to one type.
+// watch is a client's subscription to one type. Its state is split by
+// owner, each part a value inside it:
+//
+//   - subscription: what the client asked for (subscription.go);
+//   - sent: what the client holds, what it was sent (sent.go);
+//   - pending: what the client is owed and not yet sent (pending.go);
+//   - ackState: the responses sent and what the client answered (acks.go);
+//   - gateNotes: what a per-type stream has yet to acknowledge, for the
+//     make-before-break gate (gate.go).
+//
+// The watch's own methods are what ties them together: a subscription
+// change queues what the client is owed, a response records what it
+// holds. idx and pins are the type's and the slots' references to it,
+// guarded by Server.mu; the rest is guarded by client.mu (and written
+// under Server.mu too where the parts' comments say).
 type watch struct {
 	c   *client
 	t   *typeState
 	idx int // in t.watches; Server.mu
-
-	// Reader-goroutine state (the only writer of subscriptions), also read
-	// under Server.mu and client.mu.
-	wildcard bool
-	started  bool
-	// everNamed: a SotW request of this watch named something (or "*"), so
-	// an empty list no longer means wildcard but "nothing".
-	everNamed bool
-	namesHash uint64
-	// lastNames is the previous SotW resource_names when it was a shared
-	// list from Codec: the same list again is recognised by identity.
-	lastNames []string
-	firstOwed bool // a first response is owed (wildcard), even if empty
-
-	// sent is what the client was sent: name → entry sent (nil = subscribed,
-	// nothing sent yet). Without wildcard its keys are the subscription.
-	sent sentSet
-	// named are the explicit names while wildcard is on.
-	named   map[*slot]struct{}
-	dirty   map[*slot]pend
-	waiting map[*slot]waitSince
-	// dirtyPeak is the most pending changes dirty held since it was last
-	// made: a map keeps the memory of its largest size, so an emptied one
-	// that once held a burst is made again (watch.settleDirty).
-	dirtyPeak int
 	// pins are the slots without an entry this watch references (see
 	// slot.pins); Server.mu.
 	pins map[*slot]struct{}
-	// scan is the frame still to be compared with held, from scanAt on
-	// (scan.go); nil when none is pending.
-	scan   *frame
-	scanAt int
-
-	// pushes counts the responses sent on the watch; the count is the
-	// latest one's version_info (lastVersion), and lastNonce its nonce.
-	pushes      uint64
-	lastNonce   string
-	lastVersion string
-	acked       string
-	nack        *NACKStatus
-	// fresh are the slots a per-type CDS or EDS stream was sent for the
-	// first time since its last acknowledgement, and unacked the cluster
-	// names of the entries a per-type LDS or RDS stream replaced or
-	// removed since (gate.go).
-	fresh   map[*slot]struct{}
-	unacked [][]string
-}
-
-// pend is a coalesced pending push of one slot: the newest entry (nil =
-// removed) and whether it must be sent even if the client holds it.
-type pend struct {
-	e     *entry
-	force bool
-}
-
-// waitSince records when a subscribed name without an entry was requested;
-// immediate names (known but hidden from this client) are answered at once.
-// pushes is the watch's response count then: a SotW CDS/LDS response sent
-// after the request already told the client the name is absent.
-type waitSince struct {
-	at        time.Time
-	immediate bool
-	pushes    uint64
-}
-
-// NACKStatus is a response a client rejected.
-type NACKStatus struct {
-	Version string    `json:"version"`
-	Nonce   string    `json:"nonce"`
-	Error   string    `json:"error"`
-	At      time.Time `json:"at"`
-	// Count is how many NACKs of this type the stream sent so far.
-	Count int `json:"count"`
+	subscription
+	sent sentSet
+	pending
+	ackState
+	gateNotes
 }

@@ -27,7 +27,7 @@ func (c *client) deltaRequest(fixed string, req *discoveryv3.DeltaDiscoveryReque
 	c.mu.Lock()
 	w := c.watches[typ]
 	if w != nil && w.started && len(sub) == 0 && len(unsub) == 0 {
-		w.ackDelta(req)
+		w.answered(w.answerDelta(req))
 		c.mu.Unlock()
 		return nil
 	}
@@ -62,7 +62,7 @@ func (c *client) deltaRequest(fixed string, req *discoveryv3.DeltaDiscoveryReque
 	}
 	// Envoy folds a pending ACK/NACK into its next subscription change;
 	// a nonce that is not the latest one records nothing but a NACK.
-	w.ackDelta(req)
+	w.answered(w.answerDelta(req))
 	if slices.Contains(sub, "*") {
 		w.setWildcard(true, now)
 	}
@@ -120,26 +120,4 @@ func (w *watch) unsubscribeDelta(sl *slot) *refusal {
 	w.sent.put(sl, stale)
 	w.mark(sl, nil, false)
 	return nil
-}
-
-// ackDelta records an ACK or NACK. client.mu held.
-func (w *watch) ackDelta(req *discoveryv3.DeltaDiscoveryRequest) {
-	n := req.GetResponseNonce()
-	if n == "" {
-		return
-	}
-	ver := ""
-	if n == w.lastNonce {
-		ver = w.lastVersion
-	}
-	if ver != "" {
-		defer w.acknowledged() // the latest response: processed, either way
-	}
-	if req.GetErrorDetail() != nil {
-		w.recordNACK(ver, n, req.GetErrorDetail().GetMessage())
-		return
-	}
-	if ver != "" {
-		w.acked = ver
-	}
 }

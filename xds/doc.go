@@ -62,9 +62,9 @@
 //  7. writer.go: client.poke wakes the client's writer, and the response
 //     leaves as in "Follow a push" from its writer.go step.
 //
-// Later requests of the type take the rest of client.deltaRequest: subscriptions,
-// unsubscriptions (watch.unsubscribeDelta) and ACK/NACK (watch.ackDelta;
-// watch.recordNACK, request.go). A SotW request takes the same path through
+// Later requests of the type take the rest of client.deltaRequest:
+// subscriptions, unsubscriptions (watch.unsubscribeDelta) and ACK/NACK
+// (ackState.answerDelta, acks.go; watch.answered, request.go). A SotW request takes the same path through
 // client.onSotW (sotw.go) instead of delta.go and initial.go. A request
 // that breaches a limit is refused (newRefusal) and ends its stream
 // (client.refuse, request.go). When the stream ends, Server.disconnect
@@ -97,8 +97,8 @@
 //     name in a bitmap (subscribers.each); the type's wildcard watches of
 //     the unscoped clients and of the scopes the resource is or was in
 //     (typeState.wild, store.go) are marked too.
-//  5. watch.go: watch.mark coalesces the change into the watch's dirty map,
-//     as the client sees it (watch.visible; client.visible, client.go;
+//  5. watch.go: watch.mark coalesces the change into the watch's dirty map
+//     (pending, pending.go), as the client sees it (watch.visible; client.visible, client.go;
 //     shape, shape.go: its scope, then its class; a client not on ADS gets
 //     it rewritten, Rewrite.of in shape.go).
 //  6. changes.go: viewSet.changed wakes the REST and files views.
@@ -108,11 +108,14 @@
 //  8. owed.go: client.next takes the watches in make-before-break order:
 //     watch.upserts first sends what a pending scan finds the client lacks
 //     (watch.scanned and watch.owes, scan.go), then the dirty map, then the
-//     unknown names whose wait is over (deadline); then watch.removals, in
+//     unknown names whose wait is over (deadline, pending.go); then
+//     watch.removals, in
 //     the order of removal. Where the protocol allows, a response takes
 //     only what fits under Options.MaxResponseBytes (responseSize.room).
-//     watch.respond records the response as sent (nonce, version, what the
-//     client now holds) and wraps it in a sotwMsg or deltaMsg (response.go).
+//     watch.respond records the response as sent (its nonce and version,
+//     ackState.record in acks.go; what the client now holds, and on
+//     per-type streams what it is yet to acknowledge, gateNotes.noteSent
+//     in gate.go) and wraps it in a sotwMsg or deltaMsg (response.go).
 //  9. wire/budget.go: writer.drain makes a large response wait for its
 //     share of the send budget (Budget.Reserve, charged Msg.Charge), then
 //     sends it with the stream's SendMsg.
@@ -155,7 +158,9 @@
 //     (the budgets and leases that admit streams' traffic), readiness.go
 //     (whether the first Apply happened), registry.go (the streams served),
 //     client.go (a stream and what it owns: its watches, its writer, its
-//     place in a group), watch.go (a subscription), scan.go (an initial
+//     place in a group), watch.go (a subscription and what ties its parts),
+//     subscription.go (what a watch's client asked for), pending.go (what
+//     it is owed), acks.go (what it was sent and answered), scan.go (an initial
 //     state in bulk), gate.go (make-before-break across pushes and per-type
 //     streams), owed.go (what a client is owed next), writer.go,
 //     fanout.go (an Apply's changes marked on their watches), orphans.go

@@ -102,17 +102,17 @@ func (c *client) needed(w *watch, sl *slot) bool {
 		return c.member.g.needed(c, sl.name)
 	}
 	for _, t := range []string{RouteType, ListenerType} {
-		if rw := c.watches[t]; rw != nil && rw.names(sl.name) {
+		if rw := c.watches[t]; rw != nil && rw.sent.refersTo(sl.name) {
 			return true
 		}
 	}
 	return false
 }
 
-// names reports whether an entry the watch holds sends traffic to cluster.
-// client.mu held.
-func (w *watch) names(cluster string) bool {
-	for e := range w.sent.entries() {
+// refersTo reports whether an entry the client holds sends traffic to
+// cluster. client.mu held.
+func (h *sentSet) refersTo(cluster string) bool {
+	for e := range h.entries() {
 		if containsSorted(e.refs, cluster) {
 			return true
 		}
@@ -274,25 +274,35 @@ func (g *group) pokeBlocked() {
 	}
 }
 
-// noteSent records, for a member's watch, that sl was noteSent e in place of h:
-// a CDS or EDS stream notes a new delivery to publish once acknowledged,
-// an LDS or RDS stream counts the clusters e names at once and uncounts
-// those h named once acknowledged. client.mu held.
-func (w *watch) noteSent(sl *slot, h, e *entry) {
-	m := w.c.member
+// gateNotes are what a member's watch sent since its client last
+// acknowledged a response of the type, to publish to the group once it
+// does: fresh are the slots a CDS or EDS stream was sent for the first
+// time, unacked the cluster names of the entries an LDS or RDS stream
+// replaced or removed. Guarded by client.mu; empty on ADS.
+type gateNotes struct {
+	fresh   map[*slot]struct{}
+	unacked [][]string
+}
+
+// noteSent records, for the watch of type url of member m (nil: not on
+// per-type streams, nothing to note), that sl was sent e in place of h: a
+// CDS or EDS stream notes a new delivery to publish once acknowledged, an
+// LDS or RDS stream counts the clusters e names at once and uncounts those
+// h named once acknowledged. client.mu held.
+func (n *gateNotes) noteSent(m *member, url string, sl *slot, h, e *entry) {
 	if m == nil {
 		return
 	}
-	switch w.t.url {
+	switch url {
 	case ClusterType, EndpointType:
 		if e != nil && (h == nil || h == stale) {
-			if w.fresh == nil {
-				w.fresh = make(map[*slot]struct{})
+			if n.fresh == nil {
+				n.fresh = make(map[*slot]struct{})
 			}
-			w.fresh[sl] = struct{}{}
+			n.fresh[sl] = struct{}{}
 		}
 		if e == nil {
-			delete(w.fresh, sl)
+			delete(n.fresh, sl)
 			m.g.mu.Lock()
 			m.acked.clear(sl)
 			m.g.mu.Unlock()
@@ -306,25 +316,24 @@ func (w *watch) noteSent(sl *slot, h, e *entry) {
 			m.g.mu.Unlock()
 		}
 		if h != nil && h != stale && len(h.refs) > 0 {
-			w.unacked = append(w.unacked, h.refs)
+			n.unacked = append(n.unacked, h.refs)
 		}
 	}
 }
 
-// acknowledged publishes what the member's client acknowledged with its
-// latest response of the watch's type (an ACK or a NACK: either way it
-// has processed it), and pokes the members waiting for it. client.mu
-// held.
-func (w *watch) acknowledged() {
-	m := w.c.member
-	if m == nil || (len(w.fresh) == 0 && len(w.unacked) == 0) {
+// acknowledged publishes to member m (nil: none) what its client
+// acknowledged with its latest response of the watch's type (an ACK or a
+// NACK: either way it has processed it), and pokes the members waiting
+// for it. client.mu held.
+func (n *gateNotes) acknowledged(m *member) {
+	if m == nil || (len(n.fresh) == 0 && len(n.unacked) == 0) {
 		return
 	}
 	m.g.mu.Lock()
-	for sl := range w.fresh {
+	for sl := range n.fresh {
 		m.acked.set(sl)
 	}
-	for _, refs := range w.unacked {
+	for _, refs := range n.unacked {
 		for _, r := range refs {
 			if m.refs[r]--; m.refs[r] <= 0 {
 				delete(m.refs, r)
@@ -332,8 +341,8 @@ func (w *watch) acknowledged() {
 		}
 	}
 	m.g.mu.Unlock()
-	clear(w.fresh)
-	w.unacked = nil
+	clear(n.fresh)
+	n.unacked = nil
 	m.g.pokeBlocked()
 }
 

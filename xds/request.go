@@ -1,8 +1,6 @@
 package xds
 
 import (
-	"time"
-
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/grpc/codes"
 )
@@ -66,17 +64,20 @@ func (c *client) unlock() {
 	c.s.mu.Unlock()
 }
 
-// recordNACK keeps the rejection for the admin API, logs it once and counts
-// it. The rejected content stays recorded as sent, so it is not re-sent to
-// this client; the next different version is. client.mu held.
-func (w *watch) recordNACK(version, nonce, msg string) {
-	n := 1
-	if w.nack != nil {
-		n = w.nack.Count + 1
+// answered acts on a request's answer to a response, as ackState.answerSotW
+// or answerDelta recorded it: a rejection (kept for the admin API) is
+// logged once and counted, and an answer to the latest response, ACK or
+// NACK, tells the gate what the client has processed (acknowledged).
+// client.mu held.
+func (w *watch) answered(latest bool, nack *NACKStatus) {
+	if nack != nil {
+		w.t.m.nacks.Inc()
+		w.c.s.log.Warn("client rejected a response", "client", w.c.id(), "type", w.t.url,
+			"version", nack.Version, "nonce", nack.Nonce, "error", nack.Error)
 	}
-	w.nack = &NACKStatus{Version: version, Nonce: nonce, Error: msg, At: time.Now(), Count: n}
-	w.t.m.nacks.Inc()
-	w.c.s.log.Warn("client rejected a response", "client", w.c.id(), "type", w.t.url, "version", version, "nonce", nonce, "error", msg)
+	if latest {
+		w.acknowledged(w.c.member)
+	}
 }
 
 // storeFor returns the store the client's request of typ works on: the

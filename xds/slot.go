@@ -27,7 +27,7 @@ type slot struct {
 	// know the slot by its index until the removal is sent. It grows only
 	// under Server.mu and client.mu (mark); a writer decrements it holding
 	// client.mu alone, when it sends the removal, and queues the slot for
-	// release if it was the last (Server.orphan).
+	// release if it was the last (orphanQueue.add).
 	owed atomic.Int32
 	// pins counts the watches that reference this slot while it has no
 	// entry (a name a client subscribed to or claimed that the server does

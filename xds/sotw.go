@@ -7,8 +7,6 @@ import (
 	"github.com/cespare/xxhash/v2"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc/codes"
-
-	"github.com/xdsbridge/xdsbridge/xds/wire"
 )
 
 // onSotW handles one SotW request; fixed is the type of a per-type stream.
@@ -27,8 +25,8 @@ func (c *client) sotwRequest(fixed string, req *discoveryv3.DiscoveryRequest) *r
 	c.mu.Lock()
 	w := c.watches[typ]
 	if w != nil {
-		w.ackSotW(req)
-		if w.started && len(names) > 0 && len(names) == len(w.lastNames) && &names[0] == &w.lastNames[0] {
+		w.answered(w.answerSotW(req))
+		if w.sameList(names) {
 			c.mu.Unlock()
 			return nil // fastest path: the very same shared list (see Codec)
 		}
@@ -40,10 +38,7 @@ func (c *client) sotwRequest(fixed string, req *discoveryv3.DiscoveryRequest) *r
 	h := hashNames(names)
 	c.mu.Lock()
 	if w != nil && w.started && h == w.namesHash {
-		w.lastNames = nil
-		if wire.IsShared(names) {
-			w.lastNames = names
-		}
+		w.remember(names, h)
 		c.mu.Unlock()
 		return nil // fast path: an ACK/NACK with an unchanged subscription
 	}
@@ -57,10 +52,8 @@ func (c *client) sotwRequest(fixed string, req *discoveryv3.DiscoveryRequest) *r
 	defer c.unlock()
 	t := w.t
 	first := !w.started
-	w.started, w.namesHash, w.lastNames = true, h, nil
-	if wire.IsShared(names) {
-		w.lastNames = names
-	}
+	w.started = true
+	w.remember(names, h)
 
 	// An empty list is the legacy wildcard for CDS/LDS as long as the
 	// client never named anything (not even "*"); after that it
@@ -130,20 +123,4 @@ func (w *watch) unsubscribeExcept(want map[*slot]struct{}) {
 			w.unsubscribe(sl)
 		}
 	}
-}
-
-// ackSotW records an ACK or NACK of the latest response of the type; a
-// request carrying an older nonce is stale and changes nothing here.
-// client.mu held.
-func (w *watch) ackSotW(req *discoveryv3.DiscoveryRequest) {
-	n := req.GetResponseNonce()
-	if n == "" || n != w.lastNonce {
-		return
-	}
-	defer w.acknowledged()
-	if req.GetErrorDetail() != nil {
-		w.recordNACK(w.lastVersion, n, req.GetErrorDetail().GetMessage())
-		return
-	}
-	w.acked = req.GetVersionInfo()
 }

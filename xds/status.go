@@ -136,14 +136,11 @@ func (r *registry) statuses(names bool) []ClientStatus {
 		}
 		for _, w := range c.order {
 			ts := TypeStatus{
-				TypeURL:      w.t.url,
-				Wildcard:     w.wildcard,
-				Pending:      len(w.dirty) + w.pendingScan(),
-				Pushes:       w.pushes,
-				LastVersion:  w.lastVersion,
-				LastNonce:    w.lastNonce,
-				AckedVersion: w.acked,
+				TypeURL:  w.t.url,
+				Wildcard: w.wildcard,
+				Pending:  len(w.dirty) + w.pendingScan(),
 			}
+			w.ackState.status(&ts)
 			if names {
 				for sl, h := range w.sent.all() {
 					if h != nil && h != stale {
@@ -154,10 +151,6 @@ func (r *registry) statuses(names bool) []ClientStatus {
 						ts.Names = keepFirst(ts.Names, sl.name)
 					}
 				}
-			}
-			if w.nack != nil {
-				n := *w.nack
-				ts.NACK = &n
 			}
 			cs.Types = append(cs.Types, ts)
 		}

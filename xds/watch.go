@@ -60,8 +60,7 @@ func (w *watch) unpin(sl *slot) {
 // explicit reports whether sl is subscribed by name. client.mu held.
 func (w *watch) explicit(sl *slot) bool {
 	if w.wildcard {
-		_, ok := w.named[sl]
-		return ok
+		return w.isNamed(sl)
 	}
 	return w.sent.has(sl)
 }
@@ -90,15 +89,6 @@ func (w *watch) mark(sl *slot, e *entry, force bool) {
 		sl.owed.Add(-1) // it has an entry again: nothing to release
 	}
 	w.dirty[sl] = pend{e: e, force: force || (ok && old.force)}
-}
-
-// undirty drops sl's pending change p and reports whether it was the last
-// owed removal of sl (see slot.owed): the caller then releases sl, or
-// queues it for release (Server.orphan) if it holds only client.mu.
-// client.mu held.
-func (w *watch) undirty(sl *slot, p pend) (last bool) {
-	delete(w.dirty, sl)
-	return p.e == nil && sl.owed.Add(-1) == 0
 }
 
 // reconcile compares what the client holds of sl with its current entry and
@@ -341,10 +331,8 @@ func (w *watch) visible(sl *slot, e *entry) *entry {
 		if e.denied.Has(id) || e.private {
 			return nil
 		}
-		if w.wildcard {
-			if _, named := w.named[sl]; !named {
-				return nil
-			}
+		if w.wildcard && !w.isNamed(sl) {
+			return nil
 		}
 	}
 	return w.c.visible(e)
@@ -368,11 +356,13 @@ func (c *client) watchFor(t *typeState) *watch {
 		return w
 	}
 	w := &watch{
-		c:       c,
-		t:       t,
-		sent:    sentSet{t: t, scope: c.scope},
-		dirty:   make(map[*slot]pend),
-		waiting: make(map[*slot]waitSince),
+		c:    c,
+		t:    t,
+		sent: sentSet{t: t, scope: c.scope},
+		pending: pending{
+			dirty:   make(map[*slot]pend),
+			waiting: make(map[*slot]waitSince),
+		},
 	}
 	t.addWatch(w)
 	c.watches[t.url] = w
