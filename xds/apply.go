@@ -97,7 +97,6 @@ func (b *Batch) Apply() {
 	f := fanout{gen: s.gen, eds: s.gate.eds}
 	for _, ch := range changes {
 		ch.sl.cur = ch.e
-		clear(ch.t.cachedFrames)
 		ch.t.touchChunk(ch.sl.idx)
 		switch {
 		case ch.was == nil && ch.e != nil:

@@ -2,6 +2,7 @@ package xds
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -11,16 +12,35 @@ import (
 	"github.com/xdsbridge/xdsbridge/xds/wire"
 )
 
-// client is one xDS stream. Its state is split by lock:
-//   - index membership (slot.subs, typeState.wild), grpc, closed: Server.mu;
-//   - everything a push reads or writes (held, dirty, waiting, nonces,
-//     ACK/NACK): client.mu.
+// client is one xDS stream. Its state is split by owner, each part a
+// value inside it:
+//
+//   - streamInfo: what the stream is, set when it is accepted;
+//   - nodeInfo: who is at its other end, from its first request's node;
+//   - registration: what the server keeps of it, under Server.mu;
+//   - watchSet: its watches, under client.mu, which also guards nonce and
+//     everything a push reads or writes (each watch's sent set, pending
+//     changes, nonces, ACK/NACK).
 //
 // Lock order is Server.mu then client.mu. The writer (writer.go) takes
-// only client.mu and never holds it while sending, so a
-// client blocked by flow control blocks nobody else.
+// only client.mu and never holds it while sending, so a client blocked by
+// flow control blocks nobody else.
 type client struct {
 	s *Server
+	streamInfo
+	nodeInfo
+	registration
+
+	mu     sync.Mutex
+	writer atomic.Pointer[writer] // set once by startWriter
+	watchSet
+	nonce uint64 // of the latest response, counting from 1
+}
+
+// streamInfo is what a client's stream is. Server.connect sets it, and
+// serveStream cancel, before the client is shared; it is read-only after,
+// but for refused, which is set once, atomically.
+type streamInfo struct {
 	// variant is the stream's xDS variant (sotw_ads, delta_eds, ...): the
 	// label of its metrics and ClientStatus.Variant.
 	variant string
@@ -28,40 +48,76 @@ type client struct {
 	peer    string
 	conn    string // the TCP peer the stream counts against (registry.conns)
 	since   time.Time
+	// rewrite is the Rewrite the stream is served (nil: ADS); see rewrite.go.
+	rewrite *Rewrite
 	// cancel ends the stream (nil for in-process clients); refused is the
 	// limit breach or invalid request it ended for (see client.refuse).
 	cancel  context.CancelFunc
 	refused atomic.Pointer[refusal]
-	// rewrite is the Rewrite the stream is served (nil: ADS); see rewrite.go.
-	rewrite *Rewrite
+}
 
-	// Set under Server.mu before the first subscription, then read-only.
-	grpc bool
+// nodeInfo is who is at the other end of a client's stream, as its first
+// request's node says (client.identify): set under Server.mu and client.mu
+// before the first subscription, then read-only but for the scope, which
+// only Server.SetScopes changes, under both locks.
+type nodeInfo struct {
 	node *corev3.Node
-	// scope is the client's scope ID (0: unscoped) and scopeName its name,
-	// set with node and changed only by Server.SetScopes, under Server.mu
-	// and client.mu.
+	// grpc: the node is a proxyless gRPC client (it is served the
+	// gRPC-only resources).
+	grpc bool
+	// scope is the client's scope ID (0: unscoped) and scopeName its name.
 	scope     int
 	scopeName string
-	closed    bool
-	gen       uint64 // last Apply generation that touched this client
+}
+
+// registration is what the server keeps of a client, guarded by
+// Server.mu.
+type registration struct {
+	// closed: the stream ended (Server.disconnect); a request handled
+	// after that does nothing.
+	closed bool
+	// gen is the generation of the last Apply that collected the client
+	// to poke (see fanout).
+	gen uint64
 	// private are the empty stores of type URLs the server does not serve
-	// that this stream asked for (client.storeFor); Server.mu.
+	// that this stream asked for (client.storeFor).
 	private map[string]*typeState
 	// unknown counts the slots pinned by the client's watches (names
-	// without a resource), bounded by Limits.UnknownNames; Server.mu.
+	// without a resource), bounded by Limits.UnknownNames.
 	unknown int
 	// member is the client's place in its Envoy's group of per-type
-	// streams (gate.go), set with node; nil on ADS.
+	// streams (gate.go), set with node, and groupKey the group's; nil on
+	// ADS.
 	member   *member
 	groupKey groupKey
+}
 
-	mu      sync.Mutex
-	writer  atomic.Pointer[writer] // set once by startWriter
+// collect reports whether the Apply of generation gen has yet to collect
+// the client, and records that it has now. Server.mu held.
+func (r *registration) collect(gen uint64) bool {
+	if r.gen == gen {
+		return false
+	}
+	r.gen = gen
+	return true
+}
+
+// watchSet is a client's watches, guarded by client.mu (and changed under
+// Server.mu too): by type URL, and in the two orders its writer takes them
+// in.
+type watchSet struct {
 	watches map[string]*watch
 	order   []*watch // by rank: the make-before-break push order
 	brk     []*watch // by breakRank: the order of removals
-	nonce   uint64
+}
+
+// add adds w, the watch of a type the set has none of.
+func (ws *watchSet) add(w *watch) {
+	ws.watches[w.t.url] = w
+	ws.order = append(ws.order, w)
+	slices.SortStableFunc(ws.order, func(a, b *watch) int { return a.t.rank - b.t.rank })
+	ws.brk = append(ws.brk, w)
+	slices.SortStableFunc(ws.brk, func(a, b *watch) int { return a.t.brk - b.t.brk })
 }
 
 // visible hides gRPC-only resources from clients that are not gRPC, gives

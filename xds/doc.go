@@ -78,7 +78,7 @@
 //  1. apply.go: Server.Apply (or a Batch, a resource at a time) turns each
 //     resource into an entry (step 2) and refuses an entry too large for
 //     any response (step 3). Under Server.mu it finds each entry's slot
-//     (typeState.get, store.go),
+//     (slotStore.get, store.go),
 //     keeps the entries whose version changed, orders them
 //     make-before-break (rank, breakRank, types.go), installs them,
 //     publishes the type's chunk table and those of the scopes
@@ -96,7 +96,7 @@
 //  4. subscribers.go: the name's slot keeps the watches subscribed to it by
 //     name in a bitmap (subscribers.each); the type's wildcard watches of
 //     the unscoped clients and of the scopes the resource is or was in
-//     (typeState.wild, store.go) are marked too.
+//     (watchIndex.wild, subscribers.go) are marked too.
 //  5. watch.go: watch.mark coalesces the change into the watch's dirty map
 //     (pending, pending.go), as the client sees it (watch.visible; client.visible, client.go;
 //     shape, shape.go: its scope, then its class; a client not on ADS gets
@@ -148,7 +148,8 @@
 //     (an entry as one client sees it), limits.go (Limits, refusals),
 //     metrics.go (the engine's Prometheus collectors).
 //   - Store: slot.go, slottable.go (slots by index, in pages),
-//     subscribers.go, chunks.go and frame.go (the shared
+//     subscribers.go (a slot's subscribers, a type's watches), chunks.go
+//     and frame.go (the shared
 //     forms of a type's current entries), store.go (a type's store and its
 //     slots), tables.go (its published chunk tables and frames), changes.go
 //     (what an Apply changed, for the views), sent.go (what a watch holds:

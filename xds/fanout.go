@@ -34,8 +34,7 @@ func (f *fanout) subscribers(t *typeState, sl *slot, e, was *entry, force bool) 
 		c.mu.Lock()
 		w.mark(sl, e, force)
 		c.mu.Unlock()
-		if c.gen != f.gen {
-			c.gen = f.gen
+		if c.registration.collect(f.gen) {
 			f.touched = append(f.touched, c)
 		}
 	}

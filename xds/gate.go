@@ -138,8 +138,8 @@ func containsSorted(list []string, s string) bool {
 
 // named returns the slot of name without Server.mu, nil if it has none.
 // Only the cluster and assignment stores keep this index (see
-// typeState.index).
-func (t *typeState) named(name string) *slot {
+// slotStore.index).
+func (t *slotStore) named(name string) *slot {
 	if v, ok := t.index.Load(name); ok {
 		return v.(*slot)
 	}

@@ -13,7 +13,7 @@ import (
 // heldType is a type of n slots, each with a current entry, its chunk
 // table published.
 func heldType(n int) *typeState {
-	t := &typeState{slots: map[string]*slot{}}
+	t := &typeState{slotStore: slotStore{slots: map[string]*slot{}}}
 	for i := range n {
 		sl := t.get(fmt.Sprintf("r%d", i))
 		sl.cur = &entry{name: sl.name, version: "1"}

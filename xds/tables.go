@@ -2,11 +2,28 @@ package xds
 
 import (
 	"slices"
+	"sync/atomic"
 )
+
+// chunkTables are a type's current entries in immutable chunks, by slot
+// index (chunks.go), published for writers, which read them without
+// Server.mu: table is the type's, scoped the same per scope. The rest is
+// guarded by Server.mu: touched are the chunks changed since they were
+// published, seen the scopes any entry of the type was ever in or denied
+// to (those that have tables), and cachedFrames the frames of the current
+// entries (frame.go) by scope ID, nil after a change until a scan asks
+// for one.
+type chunkTables struct {
+	table        atomic.Pointer[[]*sentChunk]
+	scoped       atomic.Pointer[scopeTables]
+	touched      []int
+	seen         ScopeSet
+	cachedFrames []*frame
+}
 
 // chunk returns the published chunk k of the type's current entries, nil
 // when none of its slots has one.
-func (t *typeState) chunk(k int) *sentChunk {
+func (t *chunkTables) chunk(k int) *sentChunk {
 	tab := t.table.Load()
 	if tab == nil || k >= len(*tab) {
 		return nil
@@ -16,7 +33,7 @@ func (t *typeState) chunk(k int) *sentChunk {
 
 // chunkIn is chunk k of scope id's table (the type's own for id 0): nil
 // when none of its slots has an entry in the scope.
-func (t *typeState) chunkIn(id, k int) *sentChunk {
+func (t *chunkTables) chunkIn(id, k int) *sentChunk {
 	if id == 0 {
 		return t.chunk(k)
 	}
@@ -41,9 +58,11 @@ func (t *typeState) population(id int) int {
 	return 0
 }
 
-// touchChunk notes that slot index i's current entry changed. Server.mu
+// touchChunk notes that slot index i's current entry changed: its chunk
+// is to be published again, and the frames are out of date. Server.mu
 // held.
-func (t *typeState) touchChunk(i int) {
+func (t *chunkTables) touchChunk(i int) {
+	clear(t.cachedFrames)
 	t.touched = append(t.touched, i>>chunkBits)
 }
 

@@ -1,7 +1,6 @@
 package xds
 
 import (
-	"slices"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -281,45 +280,6 @@ func (w *watch) drop() {
 // its first request is answered, empty, at once.
 func (w *watch) private() bool { return w.c.private[w.t.url] == w.t }
 
-// addWild adds the wildcard watch w to the wildcards of its client's
-// scope. Server.mu and client.mu held.
-func (t *typeState) addWild(w *watch) {
-	ws := t.wild[w.c.scope]
-	if ws == nil {
-		ws = make(map[*watch]struct{})
-		t.wild[w.c.scope] = ws
-	}
-	ws[w] = struct{}{}
-}
-
-// dropWild removes w from the wildcards. Server.mu and client.mu held.
-func (t *typeState) dropWild(w *watch) {
-	if ws := t.wild[w.c.scope]; ws != nil {
-		delete(ws, w)
-		if len(ws) == 0 {
-			delete(t.wild, w.c.scope)
-		}
-	}
-}
-
-// addWatch gives w a dense index in its type. Server.mu held.
-func (t *typeState) addWatch(w *watch) {
-	if n := len(t.wfree); n > 0 {
-		w.idx, t.wfree = t.wfree[n-1], t.wfree[:n-1]
-		t.watches[w.idx] = w
-		return
-	}
-	w.idx = len(t.watches)
-	t.watches = append(t.watches, w)
-}
-
-// removeWatch frees w's index once it is in no subscriber set. Server.mu
-// held.
-func (t *typeState) removeWatch(w *watch) {
-	t.watches[w.idx] = nil
-	t.wfree = append(t.wfree, w.idx)
-}
-
 // visible is e, sl's entry in the store, as the watch's client sees it,
 // nil if hidden: an entry denied to the client's scope, or private and not
 // granted to it, is hidden always, one outside its scope from a wildcard
@@ -365,11 +325,7 @@ func (c *client) watchFor(t *typeState) *watch {
 		},
 	}
 	t.addWatch(w)
-	c.watches[t.url] = w
-	c.order = append(c.order, w)
-	slices.SortStableFunc(c.order, func(a, b *watch) int { return a.t.rank - b.t.rank })
-	c.brk = append(c.brk, w)
-	slices.SortStableFunc(c.brk, func(a, b *watch) int { return a.t.brk - b.t.brk })
+	c.watchSet.add(w)
 	return w
 }
 
