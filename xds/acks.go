@@ -76,15 +76,6 @@ func (a *ackState) reject(version, nonce, msg string) *NACKStatus {
 	return a.nack
 }
 
-// status fills the response and answer fields of ts.
-func (a *ackState) status(ts *TypeStatus) {
-	ts.Pushes, ts.LastVersion, ts.LastNonce, ts.AckedVersion = a.pushes, a.lastVersion, a.lastNonce, a.acked
-	if a.nack != nil {
-		n := *a.nack
-		ts.NACK = &n
-	}
-}
-
 // NACKStatus is a response a client rejected.
 type NACKStatus struct {
 	Version string    `json:"version"`

@@ -133,12 +133,6 @@ func (b *Batch) Apply() {
 	s.m.apply.Observe(time.Since(start).Seconds())
 }
 
-// sameContent reports whether entries a and b (either nil: none) serve the
-// same resource to every client that gets both, whatever their scopes.
-func sameContent(a, b *entry) bool {
-	return a != nil && b != nil && a.version == b.version && a.grpcOnly == b.grpcOnly && same(a.grpc, b.grpc)
-}
-
 // refuse reports a refused entry: counted, logged, and passed to
 // Options.OnRefused.
 func (b *Batch) refuse(e *entry, err error) {

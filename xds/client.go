@@ -192,6 +192,16 @@ type member struct {
 	blocked atomic.Bool
 }
 
+// gateNotes are what a member's watch sent since its client last
+// acknowledged a response of the type, to publish to the group once it
+// does: fresh are the slots a CDS or EDS stream was sent for the first
+// time, unacked the cluster names of the entries an LDS or RDS stream
+// replaced or removed. Guarded by client.mu; empty on ADS.
+type gateNotes struct {
+	fresh   map[*slot]struct{}
+	unacked [][]string
+}
+
 // watch is a client's subscription to one type. Its state is split by
 // owner, each part a value inside it:
 //

@@ -43,10 +43,10 @@
 //  4. delta.go: client.onDelta wraps the initial versions
 //     (wire.InitialOf) and calls client.deltaRequest, which finds the
 //     request's type (typeOf, request.go), checks its name lists against
-//     Limits.NamesPerRequest (Limits.checkNames, limits.go), and takes the
+//     Limits.NamesPerRequest (Limits.checkNames), and takes the
 //     locks: client.lock (request.go) finds the type's store
 //     (client.storeFor), records the client's node and its scope
-//     (client.identify; scoping.of, visibility.go) and finds or makes its
+//     (client.identify; scoping.of, scope.go) and finds or makes its
 //     watch of the type (client.watchFor, watch.go).
 //  5. initial.go: the watch's first request goes to client.firstDelta. The
 //     claimed initial versions that match count as sent, the rest as stale
@@ -64,12 +64,13 @@
 //
 // Later requests of the type take the rest of client.deltaRequest:
 // subscriptions, unsubscriptions (watch.unsubscribeDelta) and ACK/NACK
-// (ackState.answerDelta, acks.go; watch.answered, request.go). A SotW request takes the same path through
-// client.onSotW (sotw.go) instead of delta.go and initial.go. A request
-// that breaches a limit is refused (newRefusal) and ends its stream
-// (client.refuse, request.go). When the stream ends, Server.disconnect
-// (stream.go) drops its watches from every index (watch.drop, watch.go)
-// and the client from the registry (registry.remove).
+// (ackState.answerDelta, acks.go; watch.answered, request.go). A SotW
+// request takes the same path through client.onSotW (sotw.go) instead of
+// delta.go and initial.go. A request that breaches a limit is refused
+// (newRefusal) and ends its stream (client.refuse, request.go). When the
+// stream ends, Server.disconnect (stream.go) drops its watches from every
+// index (watch.drop, watch.go) and the client from the registry
+// (registry.remove).
 //
 // # Follow a push
 //
@@ -98,9 +99,9 @@
 //     the unscoped clients and of the scopes the resource is or was in
 //     (watchIndex.wild, subscribers.go) are marked too.
 //  5. watch.go: watch.mark coalesces the change into the watch's dirty map
-//     (pending, pending.go), as the client sees it (watch.visible; client.visible, client.go;
-//     shape, shape.go: its scope, then its class; a client not on ADS gets
-//     it rewritten, Rewrite.of in shape.go).
+//     (pending, pending.go), as the client sees it (watch.visible;
+//     client.visible, client.go; shape, shape.go: its scope, then its class;
+//     a client not on ADS gets it rewritten, Rewrite.of in shape.go).
 //  6. changes.go: viewSet.changed wakes the REST and files views.
 //  7. writer.go: client.poke calls writer.poke, which starts the client's
 //     writer goroutine unless it runs; writer.run calls writer.drain, which
@@ -148,24 +149,23 @@
 //     (an entry as one client sees it), limits.go (Limits, refusals),
 //     metrics.go (the engine's Prometheus collectors).
 //   - Store: slot.go, slottable.go (slots by index, in pages),
-//     subscribers.go (a slot's subscribers, a type's watches), chunks.go
-//     and frame.go (the shared
-//     forms of a type's current entries), store.go (a type's store and its
-//     slots), tables.go (its published chunk tables and frames), changes.go
-//     (what an Apply changed, for the views), sent.go (what a watch holds:
-//     what its client was sent), responsesize.go, response.go (the
-//     responses, from shared records).
-//   - Clients: server.go (Options, Server and NewServer), admission.go
-//     (the budgets and leases that admit streams' traffic), readiness.go
-//     (whether the first Apply happened), registry.go (the streams served),
-//     client.go (a stream and what it owns: its watches, its writer, its
-//     place in a group), watch.go (a subscription and what ties its parts),
-//     subscription.go (what a watch's client asked for), pending.go (what
-//     it is owed), acks.go (what it was sent and answered), scan.go (an initial
+//     subscribers.go (a slot's subscribers, a type's watches), chunks.go and
+//     frame.go (the shared forms of a type's current entries), store.go (a
+//     type's store and its slots), tables.go (its published chunk tables and
+//     frames), changes.go (what an Apply changed, for the views), sent.go
+//     (what a watch holds: what its client was sent), responsesize.go,
+//     response.go (the responses, from shared records).
+//   - Clients: server.go (Options, Server and NewServer), admission.go (the
+//     budgets and leases that admit streams' traffic), readiness.go (whether
+//     the first Apply happened), registry.go (the streams served), client.go
+//     (a stream and what it owns: its watches, its writer, its place in a
+//     group), watch.go (a subscription and what ties its parts),
+//     subscription.go (what a watch's client asked for), pending.go (what it
+//     is owed), acks.go (what it was sent and answered), scan.go (an initial
 //     state in bulk), gate.go (make-before-break across pushes and per-type
-//     streams), owed.go (what a client is owed next), writer.go,
-//     fanout.go (an Apply's changes marked on their watches), orphans.go
-//     (slots released after their last removal was sent).
+//     streams), owed.go (what a client is owed next), writer.go, fanout.go
+//     (an Apply's changes marked on their watches), orphans.go (slots
+//     released after their last removal was sent).
 //   - Protocol: request.go, initial.go, sotw.go, delta.go, stream.go (the
 //     gRPC services), visibility.go (scopes), apply.go, view.go (the API of
 //     the views: Select, Snapshot, Changes), status.go and dump.go (what

@@ -29,15 +29,6 @@ package xds
 // and the clusters the route configurations and listeners they hold name.
 // Lock order: client.mu, then group.mu, then a writer's (a poke).
 
-// gateStores are the stores of clusters and assignments, which the gate
-// reads without Server.mu: NewServer makes them, before any request, and
-// they are never replaced. off turns the gate off, only in the test that
-// shows what an engine that pushes each type on its own does to a client.
-type gateStores struct {
-	cds, eds *typeState
-	off      bool
-}
-
 // ready reports whether the client has every cluster e sends traffic to
 // ready, or is not getting it (see above). client.mu held.
 func (c *client) ready(e *entry) bool {
@@ -272,16 +263,6 @@ func (g *group) pokeBlocked() {
 	for _, c := range poke {
 		c.poke()
 	}
-}
-
-// gateNotes are what a member's watch sent since its client last
-// acknowledged a response of the type, to publish to the group once it
-// does: fresh are the slots a CDS or EDS stream was sent for the first
-// time, unacked the cluster names of the entries an LDS or RDS stream
-// replaced or removed. Guarded by client.mu; empty on ADS.
-type gateNotes struct {
-	fresh   map[*slot]struct{}
-	unacked [][]string
 }
 
 // noteSent records, for the watch of type url of member m (nil: not on

@@ -106,12 +106,3 @@ type refusal struct {
 func newRefusal(reason string, code codes.Code, format string, args ...any) *refusal {
 	return &refusal{reason: reason, err: status.Error(code, fmt.Sprintf(format, args...))}
 }
-
-// checkNames refuses a name list longer than NamesPerRequest.
-func (l Limits) checkNames(field string, n int) *refusal {
-	if limit := l.NamesPerRequest; n > limit {
-		return newRefusal(reasonNamesPerRequest, codes.ResourceExhausted,
-			"%s lists %d names, more than the %d allowed per request", field, n, limit)
-	}
-	return nil
-}

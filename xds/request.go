@@ -104,6 +104,15 @@ func (c *client) storeFor(typ string) (*typeState, *refusal) {
 	return t, nil
 }
 
+// checkNames refuses a name list longer than NamesPerRequest.
+func (l Limits) checkNames(field string, n int) *refusal {
+	if limit := l.NamesPerRequest; n > limit {
+		return newRefusal(reasonNamesPerRequest, codes.ResourceExhausted,
+			"%s lists %d names, more than the %d allowed per request", field, n, limit)
+	}
+	return nil
+}
+
 // refuse ends the client's stream with r's status: it is counted, logged
 // once, and the stream's context is cancelled, so that its reader stops
 // after the request being handled, its writer stops sending, and the

@@ -87,8 +87,9 @@ type Options struct {
 //   - readiness: whether the first Apply happened (readiness.go);
 //   - registry: the streams served, per connection and per group, under
 //     Server.mu (registry.go);
-//   - types: the stores, one per type, under Server.mu (store.go), of which
-//     gate names the two the make-before-break gate reads without it;
+//   - types: the stores, one per type, under Server.mu (store.go); gate
+//     holds the two that the make-before-break gate reads without it;
+//   - scoper: how nodes map to scopes (scope.go), read without a lock;
 //   - views, orphans: the views' subscriptions (changes.go) and the slots
 //     writers found orphaned (orphans.go), each under its own lock.
 //
@@ -110,6 +111,15 @@ type Server struct {
 	registry
 	views   viewSet
 	orphans orphanQueue
+}
+
+// gateStores are the stores of clusters and assignments, which the gate
+// reads without Server.mu: NewServer makes them, before any request, and
+// they are never replaced. off turns the gate off, only in the test that
+// shows what an engine that pushes each type on its own does to a client.
+type gateStores struct {
+	cds, eds *typeState
+	off      bool
 }
 
 // NewServer returns a server with no resources that answers no request until

@@ -160,6 +160,15 @@ func (r *registry) statuses(names bool) []ClientStatus {
 	return out
 }
 
+// status fills the response and answer fields of ts (see ackState).
+func (a *ackState) status(ts *TypeStatus) {
+	ts.Pushes, ts.LastVersion, ts.LastNonce, ts.AckedVersion = a.pushes, a.lastVersion, a.lastNonce, a.acked
+	if a.nack != nil {
+		n := *a.nack
+		ts.NACK = &n
+	}
+}
+
 // keepFirst inserts name into names, sorted, keeping the first
 // MaxStatusNames: a bounded sample that does not depend on the order in
 // which the names were subscribed.

@@ -51,6 +51,23 @@ type slotStore struct {
 	index   sync.Map
 }
 
+// chunkTables are a type's current entries in immutable chunks, by slot
+// index (chunks.go), published for writers, which read them without
+// Server.mu: table is the type's, scoped the same per scope. The rest is
+// guarded by Server.mu: touched are the chunks changed since they were
+// published, seen the scopes any entry of the type was ever in or denied
+// to (those that have tables), and cachedFrames the frames of the current
+// entries (frame.go) by scope ID, nil after a change until a scan asks
+// for one. Its methods, and the typeState methods that build the
+// tables from the slots, are in tables.go.
+type chunkTables struct {
+	table        atomic.Pointer[[]*sentChunk]
+	scoped       atomic.Pointer[scopeTables]
+	touched      []int
+	seen         ScopeSet
+	cachedFrames []*frame
+}
+
 type lookedUp struct {
 	first *string // &names[0]: keeps the list, so its address is not reused
 	slots []*slot

@@ -1,10 +1,7 @@
 package xds
 
 import (
-	"sync/atomic"
 	"time"
-
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 )
 
 // SetScopes sets how nodes map to scopes (nil: every node unscoped). Each
@@ -37,34 +34,6 @@ func (s *Server) SetScopes(f Scoper) {
 	for _, c := range touched {
 		c.poke()
 	}
-}
-
-// scoping is the server's current Scoper (nil: every node unscoped),
-// which SetScopes replaces at any time, and streams read without a lock.
-type scoping struct {
-	f atomic.Pointer[Scoper]
-}
-
-// set makes f the current Scoper.
-func (sc *scoping) set(f Scoper) {
-	if f == nil {
-		sc.f.Store(nil)
-	} else {
-		sc.f.Store(&f)
-	}
-}
-
-// of is the scope of node n by the current Scoper.
-func (sc *scoping) of(n *corev3.Node) (int, string) {
-	f := sc.f.Load()
-	if f == nil {
-		return 0, ""
-	}
-	id, name := (*f)(n)
-	if id < 0 || id > MaxScopes {
-		return 0, name
-	}
-	return id, name
 }
 
 // rescope moves the client to scope id and queues the difference on each
