@@ -47,7 +47,7 @@ func (b *Batch) Upsert(r Resource) {
 		return
 	}
 	if err := b.s.size.check(e); err != nil {
-		b.s.refuseResource(e, err)
+		b.refuse(e, err)
 		return
 	}
 	b.entries = append(b.entries, e)
@@ -64,7 +64,7 @@ func (b *Batch) Apply() {
 	b.entries, b.removals = nil, nil
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.releaseOrphans()
+	s.orphans.release()
 	var changes []change
 	for _, e := range entries {
 		t := s.typeFor(e.typ)
@@ -83,7 +83,7 @@ func (b *Batch) Apply() {
 			}
 		}
 	}
-	first := s.readyNs.Load() == 0
+	first := !s.Ready()
 	if len(changes) == 0 && !first {
 		return
 	}
@@ -94,9 +94,9 @@ func (b *Batch) Apply() {
 	slices.SortStableFunc(changes[nup:], func(a, b change) int { return a.t.brk - b.t.brk })
 
 	s.gen++
+	f := fanout{gen: s.gen, eds: s.gate.eds}
 	for _, ch := range changes {
 		ch.sl.cur = ch.e
-		clear(ch.t.cachedFrames)
 		ch.t.touchChunk(ch.sl.idx)
 		switch {
 		case ch.was == nil && ch.e != nil:
@@ -111,9 +111,8 @@ func (b *Batch) Apply() {
 	for _, ch := range changes {
 		ch.t.publishChunks() // a no-op after the type's first
 	}
-	var touched []*client
 	for _, ch := range changes {
-		touched = s.markChange(ch, touched)
+		f.change(ch)
 	}
 	// A removed name that no client holds, subscribes to or is owed is
 	// forgotten at once; the others once the last removal is sent.
@@ -121,76 +120,23 @@ func (b *Batch) Apply() {
 		ch.t.release(ch.sl)
 	}
 	if first {
-		s.readyNs.Store(time.Now().UnixNano())
-		close(s.ready)
+		s.readiness.markReady(time.Now())
 		for c := range s.clients {
-			touched = append(touched, c) // duplicates only cost a no-op poke
+			f.touched = append(f.touched, c) // duplicates only cost a no-op poke
 		}
 		s.log.Info("xds ready", "resources", len(entries))
 	}
 	s.views.changed(changes) // after readiness, so a woken view can read
-	for _, c := range touched {
+	for _, c := range f.touched {
 		c.poke()
 	}
 	s.m.apply.Observe(time.Since(start).Seconds())
 }
 
-// sameContent reports whether entries a and b (either nil: none) serve the
-// same resource to every client that gets both, whatever their scopes.
-func sameContent(a, b *entry) bool {
-	return a != nil && b != nil && a.version == b.version && a.grpcOnly == b.grpcOnly && same(a.grpc, b.grpc)
-}
-
-// markChange marks an installed change pending on the watches subscribed
-// to it. A changed cluster also re-marks its assignment (forced), because
-// Envoy re-warms the cluster and waits for it; a cluster whose scopes
-// alone changed is not re-warmed by a client that keeps it. Server.mu
-// held.
-func (s *Server) markChange(ch change, touched []*client) []*client {
-	touched = s.markSubscribers(ch.t, ch.sl, ch.e, ch.was, false, touched)
-	if ch.e != nil && ch.e.edsName != "" && !sameContent(ch.was, ch.e) {
-		if et := s.types[EndpointType]; et != nil {
-			if esl := et.slots[ch.e.edsName]; esl != nil && esl.cur != nil {
-				touched = s.markSubscribers(et, esl, esl.cur, esl.cur, true, touched)
-			}
-		}
-	}
-	return touched
-}
-
-// markSubscribers marks e (nil: removed) as sl's pending change on every
-// watch of t subscribed to sl, by name or by wildcard, and collects each
-// client touched once per Apply. Of the scoped wildcards, only those of
-// the scopes that e or was (the entry e replaces) is in are marked: a
-// client of another scope neither had nor gets it. Server.mu held.
-func (s *Server) markSubscribers(t *typeState, sl *slot, e, was *entry, force bool, touched []*client) []*client {
-	mark := func(w *watch) {
-		c := w.c
-		c.mu.Lock()
-		w.mark(sl, e, force)
-		c.mu.Unlock()
-		if c.gen != s.gen {
-			c.gen = s.gen
-			touched = append(touched, c)
-		}
-	}
-	sl.subs.each(func(i int) { mark(t.watches[i]) })
-	for id, ws := range t.wild {
-		if id != 0 && !e.reaches(id) && !was.reaches(id) {
-			continue
-		}
-		for w := range ws {
-			if !sl.subs.has(w.idx) {
-				mark(w)
-			}
-		}
-	}
-	return touched
-}
-
-// refuseResource reports a refused entry: counted, logged, and passed to
+// refuse reports a refused entry: counted, logged, and passed to
 // Options.OnRefused.
-func (s *Server) refuseResource(e *entry, err error) {
+func (b *Batch) refuse(e *entry, err error) {
+	s := b.s
 	s.size.refusedResources.WithLabelValues(shortType(e.typ)).Inc()
 	s.log.Error("refusing a resource version; keeping the last good one", "type", e.typ, "name", e.name, "err", err)
 	if s.opts.OnRefused != nil {

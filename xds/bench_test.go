@@ -191,22 +191,22 @@ func benchEngine(b *testing.B, nc, n int, delta bool) {
 			send = func(o *outbound) error {
 				err := wireBytes(o)
 				env := o.msg.(*deltaMsg).env
-				s.onDelta(c, "", &discoveryv3.DeltaDiscoveryRequest{TypeUrl: env.TypeURL, ResponseNonce: env.Nonce}, nil)
+				c.onDelta("", &discoveryv3.DeltaDiscoveryRequest{TypeUrl: env.TypeURL, ResponseNonce: env.Nonce}, nil)
 				r.done()
 				return err
 			}
-			s.onDelta(c, "", &discoveryv3.DeltaDiscoveryRequest{Node: envoyNode, TypeUrl: EndpointType, ResourceNamesSubscribe: all}, nil)
+			c.onDelta("", &discoveryv3.DeltaDiscoveryRequest{Node: envoyNode, TypeUrl: EndpointType, ResourceNamesSubscribe: all}, nil)
 		} else {
 			send = func(o *outbound) error {
 				err := wireBytes(o)
 				env := o.msg.(*sotwMsg).env
-				s.onSotW(c, "", &discoveryv3.DiscoveryRequest{TypeUrl: env.TypeURL, VersionInfo: env.Version, ResponseNonce: env.Nonce, ResourceNames: all})
+				c.onSotW("", &discoveryv3.DiscoveryRequest{TypeUrl: env.TypeURL, VersionInfo: env.Version, ResponseNonce: env.Nonce, ResourceNames: all})
 				r.done()
 				return err
 			}
-			s.onSotW(c, "", &discoveryv3.DiscoveryRequest{Node: &corev3.Node{Id: fmt.Sprint("c", i)}, TypeUrl: EndpointType, ResourceNames: all})
+			c.onSotW("", &discoveryv3.DiscoveryRequest{Node: &corev3.Node{Id: fmt.Sprint("c", i)}, TypeUrl: EndpointType, ResourceNames: all})
 		}
-		w := s.startWriter(ctx, cancel, c, send)
+		w := c.startWriter(ctx, cancel, send)
 		writers = append(writers, w)
 	}
 	b.ReportAllocs()

@@ -149,7 +149,7 @@ func TestStalledClientHoldsOnlyWhatItIsOwed(t *testing.T) {
 			s := NewServer(Options{})
 			s.Apply(services(6), nil)
 			c, _ := s.connect(t.Context(), "test", true)
-			s.onDelta(c, "", deltaReq(ClusterType, "*"), nil)
+			c.onDelta("", deltaReq(ClusterType, "*"), nil)
 			for owed(c) != nil {
 			}
 			names := churnNames(0, 100)

@@ -2,6 +2,7 @@ package xds
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -11,57 +12,112 @@ import (
 	"github.com/xdsbridge/xdsbridge/xds/wire"
 )
 
-// client is one xDS stream. Its state is split by lock:
-//   - index membership (slot.subs, typeState.wild), grpc, closed: Server.mu;
-//   - everything a push reads or writes (held, dirty, waiting, nonces,
-//     ACK/NACK): client.mu.
+// client is one xDS stream. Its state is split by owner, each part a
+// value inside it:
+//
+//   - streamInfo: what the stream is, set when it is accepted;
+//   - nodeInfo: who is at its other end, from its first request's node;
+//   - registration: what the server keeps of it, under Server.mu;
+//   - watchSet: its watches, under client.mu, which also guards nonce and
+//     everything a push reads or writes (each watch's sent set, pending
+//     changes, nonces, ACK/NACK).
 //
 // Lock order is Server.mu then client.mu. The writer (writer.go) takes
-// only client.mu and never holds it while sending, so a
-// client blocked by flow control blocks nobody else.
+// only client.mu and never holds it while sending, so a client blocked by
+// flow control blocks nobody else.
 type client struct {
 	s *Server
+	streamInfo
+	nodeInfo
+	registration
+
+	mu     sync.Mutex
+	writer atomic.Pointer[writer] // set once by startWriter
+	watchSet
+	nonce uint64 // of the latest response, counting from 1
+}
+
+// streamInfo is what a client's stream is. Server.connect sets it, and
+// serveStream cancel, before the client is shared; it is read-only after,
+// but for refused, which is set once, atomically.
+type streamInfo struct {
 	// variant is the stream's xDS variant (sotw_ads, delta_eds, ...): the
 	// label of its metrics and ClientStatus.Variant.
 	variant string
 	delta   bool
 	peer    string
-	conn    string // the TCP peer the stream counts against (Server.conns)
+	conn    string // the TCP peer the stream counts against (registry.conns)
 	since   time.Time
-	// cancel ends the stream (nil for in-process clients); refused is the
-	// limit breach or invalid request it ended for (see Server.endStream).
-	cancel  context.CancelFunc
-	refused atomic.Pointer[refusal]
 	// rewrite is the Rewrite the stream is served (nil: ADS); see rewrite.go.
 	rewrite *Rewrite
+	// cancel ends the stream (nil for in-process clients); refused is the
+	// limit breach or invalid request it ended for (see client.refuse).
+	cancel  context.CancelFunc
+	refused atomic.Pointer[refusal]
+}
 
-	// Set under Server.mu before the first subscription, then read-only.
-	grpc bool
+// nodeInfo is who is at the other end of a client's stream, as its first
+// request's node says (client.identify): set under Server.mu and client.mu
+// before the first subscription, then read-only but for the scope, which
+// only Server.SetScopes changes, under both locks.
+type nodeInfo struct {
 	node *corev3.Node
-	// scope is the client's scope ID (0: unscoped) and scopeName its name,
-	// set with node and changed only by Server.SetScopes, under Server.mu
-	// and client.mu.
+	// grpc: the node is a proxyless gRPC client (it is served the
+	// gRPC-only resources).
+	grpc bool
+	// scope is the client's scope ID (0: unscoped) and scopeName its name.
 	scope     int
 	scopeName string
-	closed    bool
-	gen       uint64 // last Apply generation that touched this client
+}
+
+// registration is what the server keeps of a client, guarded by
+// Server.mu.
+type registration struct {
+	// closed: the stream ended (Server.disconnect); a request handled
+	// after that does nothing.
+	closed bool
+	// gen is the generation of the last Apply that collected the client
+	// to poke (see fanout).
+	gen uint64
 	// private are the empty stores of type URLs the server does not serve
-	// that this stream asked for (Server.storeFor); Server.mu.
+	// that this stream asked for (client.storeFor).
 	private map[string]*typeState
 	// unknown counts the slots pinned by the client's watches (names
-	// without a resource), bounded by Limits.UnknownNames; Server.mu.
+	// without a resource), bounded by Limits.UnknownNames.
 	unknown int
 	// member is the client's place in its Envoy's group of per-type
-	// streams (gate.go), set with node; nil on ADS.
+	// streams (gate.go), set with node, and groupKey the group's; nil on
+	// ADS.
 	member   *member
 	groupKey groupKey
+}
 
-	mu      sync.Mutex
-	writer  atomic.Pointer[writer] // set once by startWriter
+// collect reports whether the Apply of generation gen has yet to collect
+// the client, and records that it has now. Server.mu held.
+func (r *registration) collect(gen uint64) bool {
+	if r.gen == gen {
+		return false
+	}
+	r.gen = gen
+	return true
+}
+
+// watchSet is a client's watches, guarded by client.mu (and changed under
+// Server.mu too): by type URL, and in the two orders its writer takes them
+// in.
+type watchSet struct {
 	watches map[string]*watch
 	order   []*watch // by rank: the make-before-break push order
 	brk     []*watch // by breakRank: the order of removals
-	nonce   uint64
+}
+
+// add adds w, the watch of a type the set has none of.
+func (ws *watchSet) add(w *watch) {
+	ws.watches[w.t.url] = w
+	ws.order = append(ws.order, w)
+	slices.SortStableFunc(ws.order, func(a, b *watch) int { return a.t.rank - b.t.rank })
+	ws.brk = append(ws.brk, w)
+	slices.SortStableFunc(ws.brk, func(a, b *watch) int { return a.t.brk - b.t.brk })
 }
 
 // visible hides gRPC-only resources from clients that are not gRPC, gives
@@ -136,82 +192,41 @@ type member struct {
 	blocked atomic.Bool
 }
 
-// watch is a client's subscription to one type.
-type watch struct {
-	c   *client
-	t   *typeState
-	idx int // in t.watches; Server.mu
-
-	// Reader-goroutine state (the only writer of subscriptions), also read
-	// under Server.mu and client.mu.
-	wildcard bool
-	started  bool
-	// everNamed: a SotW request of this watch named something (or "*"), so
-	// an empty list no longer means wildcard but "nothing".
-	everNamed bool
-	namesHash uint64
-	// lastNames is the previous SotW resource_names when it was a shared
-	// list from Codec: the same list again is recognised by identity.
-	lastNames []string
-	firstOwed bool // a first response is owed (wildcard), even if empty
-
-	// sent is what the client was sent: name → entry sent (nil = subscribed,
-	// nothing sent yet). Without wildcard its keys are the subscription.
-	sent sentSet
-	// named are the explicit names while wildcard is on.
-	named   map[*slot]struct{}
-	dirty   map[*slot]pend
-	waiting map[*slot]waitSince
-	// dirtyPeak is the most pending changes dirty held since it was last
-	// made: a map keeps the memory of its largest size, so an emptied one
-	// that once held a burst is made again (watch.settleDirty).
-	dirtyPeak int
-	// pins are the slots without an entry this watch references (see
-	// slot.pins); Server.mu.
-	pins map[*slot]struct{}
-	// scan is the frame still to be compared with held, from scanAt on
-	// (scan.go); nil when none is pending.
-	scan   *frame
-	scanAt int
-
-	// pushes counts the responses sent on the watch; the count is the
-	// latest one's version_info (lastVersion), and lastNonce its nonce.
-	pushes      uint64
-	lastNonce   string
-	lastVersion string
-	acked       string
-	nack        *NACKStatus
-	// fresh are the slots a per-type CDS or EDS stream was sent for the
-	// first time since its last acknowledgement, and unacked the cluster
-	// names of the entries a per-type LDS or RDS stream replaced or
-	// removed since (gate.go).
+// gateNotes are what a member's watch sent since its client last
+// acknowledged a response of the type, to publish to the group once it
+// does: fresh are the slots a CDS or EDS stream was sent for the first
+// time, unacked the cluster names of the entries an LDS or RDS stream
+// replaced or removed. Guarded by client.mu; empty on ADS.
+type gateNotes struct {
 	fresh   map[*slot]struct{}
 	unacked [][]string
 }
 
-// pend is a coalesced pending push of one slot: the newest entry (nil =
-// removed) and whether it must be sent even if the client holds it.
-type pend struct {
-	e     *entry
-	force bool
-}
-
-// waitSince records when a subscribed name without an entry was requested;
-// immediate names (known but hidden from this client) are answered at once.
-// pushes is the watch's response count then: a SotW CDS/LDS response sent
-// after the request already told the client the name is absent.
-type waitSince struct {
-	at        time.Time
-	immediate bool
-	pushes    uint64
-}
-
-// NACKStatus is a response a client rejected.
-type NACKStatus struct {
-	Version string    `json:"version"`
-	Nonce   string    `json:"nonce"`
-	Error   string    `json:"error"`
-	At      time.Time `json:"at"`
-	// Count is how many NACKs of this type the stream sent so far.
-	Count int `json:"count"`
+// watch is a client's subscription to one type. Its state is split by
+// owner, each part a value inside it:
+//
+//   - subscription: what the client asked for (subscription.go);
+//   - sent: what the client holds, what it was sent (sent.go);
+//   - pending: what the client is owed and not yet sent (pending.go);
+//   - ackState: the responses sent and what the client answered (acks.go);
+//   - gateNotes: what a per-type stream has yet to acknowledge, for the
+//     make-before-break gate (gate.go).
+//
+// The watch's own methods are what ties them together: a subscription
+// change queues what the client is owed, a response records what it
+// holds. idx and pins are the type's and the slots' references to it,
+// guarded by Server.mu; the rest is guarded by client.mu (and written
+// under Server.mu too where the parts' comments say).
+type watch struct {
+	c   *client
+	t   *typeState
+	idx int // in t.watches; Server.mu
+	// pins are the slots without an entry this watch references (see
+	// slot.pins); Server.mu.
+	pins map[*slot]struct{}
+	subscription
+	sent sentSet
+	pending
+	ackState
+	gateNotes
 }

@@ -112,7 +112,7 @@ func reconnectTime(t *testing.T, n int) time.Duration {
 		runtime.GC() // and none during the call: its assists are not the engine's cost
 		gc := debug.SetGCPercent(-1)
 		best = min(best, onThread(func() {
-			s.onDelta(c, "", &discoveryv3.DeltaDiscoveryRequest{Node: envoyNode, TypeUrl: EndpointType,
+			c.onDelta("", &discoveryv3.DeltaDiscoveryRequest{Node: envoyNode, TypeUrl: EndpointType,
 				ResourceNamesSubscribe: sub, InitialResourceVersions: initial}, nil)
 		}))
 		debug.SetGCPercent(gc)

@@ -12,13 +12,13 @@ import (
 // onDelta handles one delta request; fixed is the type of a per-type
 // stream. in is what the stream's reader received the request into, which
 // may hold its initial versions (nil: decoded otherwise).
-func (s *Server) onDelta(c *client, fixed string, req *discoveryv3.DeltaDiscoveryRequest, in *wire.Inbound) {
-	if r := s.delta(c, fixed, req, wire.InitialOf(req, in)); r != nil {
-		s.endStream(c, r)
+func (c *client) onDelta(fixed string, req *discoveryv3.DeltaDiscoveryRequest, in *wire.Inbound) {
+	if r := c.deltaRequest(fixed, req, wire.InitialOf(req, in)); r != nil {
+		c.refuse(r)
 	}
 }
 
-func (s *Server) delta(c *client, fixed string, req *discoveryv3.DeltaDiscoveryRequest, initial wire.InitialVersions) *refusal {
+func (c *client) deltaRequest(fixed string, req *discoveryv3.DeltaDiscoveryRequest, initial wire.InitialVersions) *refusal {
 	typ, r := typeOf(fixed, req)
 	if r != nil {
 		return r
@@ -27,7 +27,7 @@ func (s *Server) delta(c *client, fixed string, req *discoveryv3.DeltaDiscoveryR
 	c.mu.Lock()
 	w := c.watches[typ]
 	if w != nil && w.started && len(sub) == 0 && len(unsub) == 0 {
-		w.ackDelta(req)
+		w.answered(w.answerDelta(req))
 		c.mu.Unlock()
 		return nil
 	}
@@ -40,21 +40,21 @@ func (s *Server) delta(c *client, fixed string, req *discoveryv3.DeltaDiscoveryR
 		{"resource_names_unsubscribe", len(unsub)},
 		{"initial_resource_versions", initial.Len()},
 	} {
-		if r := s.checkNames(l.field, l.n); r != nil {
+		if r := c.s.opts.Limits.checkNames(l.field, l.n); r != nil {
 			return r
 		}
 	}
 
 	now := time.Now()
-	w, r = s.lock(c, typ, req)
+	w, r = c.lock(typ, req)
 	if w == nil {
 		return r
 	}
-	defer s.unlock(c)
+	defer c.unlock()
 	t := w.t
 	if !w.started {
 		w.started = true
-		if r := s.firstDelta(w, req, initial, now); r != nil {
+		if r := c.firstDelta(w, req, initial, now); r != nil {
 			return r
 		}
 		c.poke()
@@ -62,7 +62,7 @@ func (s *Server) delta(c *client, fixed string, req *discoveryv3.DeltaDiscoveryR
 	}
 	// Envoy folds a pending ACK/NACK into its next subscription change;
 	// a nonce that is not the latest one records nothing but a NACK.
-	w.ackDelta(req)
+	w.answered(w.answerDelta(req))
 	if slices.Contains(sub, "*") {
 		w.setWildcard(true, now)
 	}
@@ -120,26 +120,4 @@ func (w *watch) unsubscribeDelta(sl *slot) *refusal {
 	w.sent.put(sl, stale)
 	w.mark(sl, nil, false)
 	return nil
-}
-
-// ackDelta records an ACK or NACK. client.mu held.
-func (w *watch) ackDelta(req *discoveryv3.DeltaDiscoveryRequest) {
-	n := req.GetResponseNonce()
-	if n == "" {
-		return
-	}
-	ver := ""
-	if n == w.lastNonce {
-		ver = w.lastVersion
-	}
-	if ver != "" {
-		defer w.acknowledged() // the latest response: processed, either way
-	}
-	if req.GetErrorDetail() != nil {
-		w.recordNACK(ver, n, req.GetErrorDetail().GetMessage())
-		return
-	}
-	if ver != "" {
-		w.acked = ver
-	}
 }

@@ -193,15 +193,15 @@ func TestWildcardToggleDropsStaleChanges(t *testing.T) {
 	s.Apply(services(100), nil)
 	c, _ := s.connect(context.Background(), "delta_ads", true)
 	defer s.disconnect(c)
-	s.onDelta(c, "", &discoveryv3.DeltaDiscoveryRequest{Node: envoyNode, TypeUrl: EndpointType, ResourceNamesSubscribe: []string{"*"}}, nil)
+	c.onDelta("", &discoveryv3.DeltaDiscoveryRequest{Node: envoyNode, TypeUrl: EndpointType, ResourceNamesSubscribe: []string{"*"}}, nil)
 	for owed(c) != nil {
 	}
 	x := svcName(150)
 	s.Apply([]Resource{assignment(x, 1)}, nil) // marked for the wildcard
 	s.Apply(nil, []Key{{EndpointType, x}})     // coalesced to a removal; never held
-	s.onDelta(c, "", &discoveryv3.DeltaDiscoveryRequest{TypeUrl: EndpointType, ResourceNamesUnsubscribe: []string{"*"}}, nil)
+	c.onDelta("", &discoveryv3.DeltaDiscoveryRequest{TypeUrl: EndpointType, ResourceNamesUnsubscribe: []string{"*"}}, nil)
 	s.Apply([]Resource{assignment(x, 2)}, nil) // not marked: no longer wildcard
-	s.onDelta(c, "", &discoveryv3.DeltaDiscoveryRequest{TypeUrl: EndpointType, ResourceNamesSubscribe: []string{"*"}}, nil)
+	c.onDelta("", &discoveryv3.DeltaDiscoveryRequest{TypeUrl: EndpointType, ResourceNamesSubscribe: []string{"*"}}, nil)
 	if got, _ := drainFor(t, c, x); !got {
 		t.Fatalf("%s exists and the watch is wildcard again, but was never sent", x)
 	}
@@ -215,11 +215,11 @@ func TestSubscriptionRemovedBeforeAnswerIsAnswered(t *testing.T) {
 	s.Apply(services(10), nil)
 	c, _ := s.connect(context.Background(), "delta_ads", true)
 	defer s.disconnect(c)
-	s.onDelta(c, "", &discoveryv3.DeltaDiscoveryRequest{Node: envoyNode, TypeUrl: EndpointType, ResourceNamesSubscribe: []string{svcName(1)}}, nil)
+	c.onDelta("", &discoveryv3.DeltaDiscoveryRequest{Node: envoyNode, TypeUrl: EndpointType, ResourceNamesSubscribe: []string{svcName(1)}}, nil)
 	for owed(c) != nil {
 	}
 	x := svcName(2)
-	s.onDelta(c, "", &discoveryv3.DeltaDiscoveryRequest{TypeUrl: EndpointType, ResourceNamesSubscribe: []string{x}}, nil)
+	c.onDelta("", &discoveryv3.DeltaDiscoveryRequest{TypeUrl: EndpointType, ResourceNamesSubscribe: []string{x}}, nil)
 	s.Apply(nil, []Key{{EndpointType, x}})
 	if sent, removed := drainFor(t, c, x); !sent && !removed {
 		t.Fatalf("the subscription to %s was never answered", x)

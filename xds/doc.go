@@ -21,14 +21,15 @@
 // One delta request, an Envoy's first EDS request on a delta ADS stream:
 //
 //  1. stream.go: gRPC calls adsService.DeltaAggregatedResources, which runs
-//     Server.serveDelta and serveStream. Server.connect accepts the stream
-//     within Limits.Streams and Limits.StreamsPerConnection and makes its
-//     client, with the Rewrite of its xDS variant (streamRewrites.forStream,
-//     rewrite.go); Server.startWriter gives it a writer (writer.go). The
-//     stream's reader, readStream, receives each request into a
-//     wire.Inbound (steps 2 and 3) and hands it to Server.handle, which
-//     parks it until the first Apply and then runs the stream's handler
-//     (step 4).
+//     serveDelta and serveStream. Server.connect makes the stream's client,
+//     with the Rewrite of its xDS variant (streamRewrites.forStream,
+//     rewrite.go), and admits it within Limits.Streams and
+//     Limits.StreamsPerConnection (registry.admit, registry.go);
+//     client.startWriter gives it a writer (writer.go). The stream's reader,
+//     readStream, receives each request into a wire.Inbound the server's
+//     admission gives it (admission.inbound, admission.go; steps 2 and 3),
+//     parks it until the first Apply (readiness.wait, readiness.go) and
+//     then runs the stream's handler (step 4).
 //  2. wire/admit.go: a stream reads its first request only while it holds
 //     a first-read lease (FirstReads.Lease), so that a storm of new streams
 //     takes turns. gRPC then reads the request's bytes and hands them to the
@@ -39,15 +40,15 @@
 //     subscribed names from a cache shared by identical lists
 //     (namesCache.names) and keeps the initial versions as their wire
 //     records (unmarshalCompact).
-//  4. delta.go: Server.onDelta wraps the initial versions
-//     (wire.InitialOf) and calls Server.delta, which finds the request's type
-//     (typeOf, request.go), checks its name lists against
-//     Limits.NamesPerRequest (Server.checkNames), and takes the locks:
-//     Server.lock (request.go) finds the type's store (Server.storeFor),
-//     records the client's node and its scope (client.identify;
-//     Server.scopeOf, visibility.go) and finds or makes its watch of the
-//     type (client.watchFor, watch.go).
-//  5. initial.go: the watch's first request goes to Server.firstDelta. The
+//  4. delta.go: client.onDelta wraps the initial versions
+//     (wire.InitialOf) and calls client.deltaRequest, which finds the
+//     request's type (typeOf, request.go), checks its name lists against
+//     Limits.NamesPerRequest (Limits.checkNames), and takes the
+//     locks: client.lock (request.go) finds the type's store
+//     (client.storeFor), records the client's node and its scope
+//     (client.identify; scoping.of, scope.go) and finds or makes its
+//     watch of the type (client.watchFor, watch.go).
+//  5. initial.go: the watch's first request goes to client.firstDelta. The
 //     claimed initial versions that match count as sent, the rest as stale
 //     (sentSet.put, sent.go; watch.pin, watch.go), and the subscription is
 //     made (step 6).
@@ -61,13 +62,15 @@
 //  7. writer.go: client.poke wakes the client's writer, and the response
 //     leaves as in "Follow a push" from its writer.go step.
 //
-// Later requests of the type take the rest of Server.delta: subscriptions,
-// unsubscriptions (watch.unsubscribeDelta) and ACK/NACK (watch.ackDelta;
-// watch.recordNACK, request.go). A SotW request takes the same path through
-// Server.onSotW (sotw.go) instead of delta.go and initial.go. A request that
-// breaches a limit is refused (newRefusal) and ends its stream
-// (Server.endStream, request.go). When the stream ends, Server.disconnect
-// (stream.go) drops its watches from every index (watch.drop, watch.go).
+// Later requests of the type take the rest of client.deltaRequest:
+// subscriptions, unsubscriptions (watch.unsubscribeDelta) and ACK/NACK
+// (ackState.answerDelta, acks.go; watch.answered, request.go). A SotW
+// request takes the same path through client.onSotW (sotw.go) instead of
+// delta.go and initial.go. A request that breaches a limit is refused
+// (newRefusal) and ends its stream (client.refuse, request.go). When the
+// stream ends, Server.disconnect (stream.go) drops its watches from every
+// index (watch.drop, watch.go) and the client from the registry
+// (registry.remove).
 //
 // # Follow a push
 //
@@ -76,29 +79,29 @@
 //  1. apply.go: Server.Apply (or a Batch, a resource at a time) turns each
 //     resource into an entry (step 2) and refuses an entry too large for
 //     any response (step 3). Under Server.mu it finds each entry's slot
-//     (typeState.get, store.go),
+//     (slotStore.get, store.go),
 //     keeps the entries whose version changed, orders them
 //     make-before-break (rank, breakRank, types.go), installs them,
 //     publishes the type's chunk table and those of the scopes
 //     (typeState.publishChunks, tables.go) and marks each change on the
-//     watches of its name (Server.markChange, Server.markSubscribers; steps
-//     4 and 5). Then it tells the views
+//     watches of its name (fanout.change and fanout.subscribers, fanout.go;
+//     steps 4 and 5). Then it tells the views
 //     (step 6) and pokes every client it touched (client.poke, writer.go).
 //     It never sends, and never waits for a client.
 //  2. entry.go: newEntry makes the entry: the deterministic marshal, its
 //     content-hash version and the records every response is assembled
 //     from (wire.EncodeRecord), all shared by every client.
 //  3. responsesize.go: responseSize.check finds an entry whose record alone
-//     exceeds Options.MaxResponseBytes, and Server.refuseResource (apply.go)
+//     exceeds Options.MaxResponseBytes, and Batch.refuse (apply.go)
 //     counts and logs it; the name keeps its last good version.
 //  4. subscribers.go: the name's slot keeps the watches subscribed to it by
 //     name in a bitmap (subscribers.each); the type's wildcard watches of
 //     the unscoped clients and of the scopes the resource is or was in
-//     (typeState.wild, store.go) are marked too.
-//  5. watch.go: watch.mark coalesces the change into the watch's dirty map,
-//     as the client sees it (watch.visible; client.visible, client.go;
-//     shape, shape.go: its scope, then its class; a client not on ADS gets
-//     it rewritten, Rewrite.of in shape.go).
+//     (watchIndex.wild, subscribers.go) are marked too.
+//  5. watch.go: watch.mark coalesces the change into the watch's dirty map
+//     (pending, pending.go), as the client sees it (watch.visible;
+//     client.visible, client.go; shape, shape.go: its scope, then its class;
+//     a client not on ADS gets it rewritten, Rewrite.of in shape.go).
 //  6. changes.go: viewSet.changed wakes the REST and files views.
 //  7. writer.go: client.poke calls writer.poke, which starts the client's
 //     writer goroutine unless it runs; writer.run calls writer.drain, which
@@ -106,11 +109,14 @@
 //  8. owed.go: client.next takes the watches in make-before-break order:
 //     watch.upserts first sends what a pending scan finds the client lacks
 //     (watch.scanned and watch.owes, scan.go), then the dirty map, then the
-//     unknown names whose wait is over (deadline); then watch.removals, in
+//     unknown names whose wait is over (deadline, pending.go); then
+//     watch.removals, in
 //     the order of removal. Where the protocol allows, a response takes
 //     only what fits under Options.MaxResponseBytes (responseSize.room).
-//     watch.respond records the response as sent (nonce, version, what the
-//     client now holds) and wraps it in a sotwMsg or deltaMsg (response.go).
+//     watch.respond records the response as sent (its nonce and version,
+//     ackState.record in acks.go; what the client now holds, and on
+//     per-type streams what it is yet to acknowledge, gateNotes.noteSent
+//     in gate.go) and wraps it in a sotwMsg or deltaMsg (response.go).
 //  9. wire/budget.go: writer.drain makes a large response wait for its
 //     share of the send budget (Budget.Reserve, charged Msg.Charge), then
 //     sends it with the stream's SendMsg.
@@ -143,18 +149,23 @@
 //     (an entry as one client sees it), limits.go (Limits, refusals),
 //     metrics.go (the engine's Prometheus collectors).
 //   - Store: slot.go, slottable.go (slots by index, in pages),
-//     subscribers.go, chunks.go and frame.go (the shared
-//     forms of a type's current entries), store.go (a type's store and its
-//     slots), tables.go (its published chunk tables and frames), changes.go
-//     (what an Apply changed, for the views), sent.go (what a watch holds:
-//     what its client was sent), responsesize.go, response.go (the
-//     responses, from shared records).
-//   - Clients: server.go (Options, Server and NewServer),
-//     client.go (a stream and what it owns: its watches, its writer, its
-//     place in a group), watch.go (a subscription), scan.go (an initial
+//     subscribers.go (a slot's subscribers, a type's watches), chunks.go and
+//     frame.go (the shared forms of a type's current entries), store.go (a
+//     type's store and its slots), tables.go (its published chunk tables and
+//     frames), changes.go (what an Apply changed, for the views), sent.go
+//     (what a watch holds: what its client was sent), responsesize.go,
+//     response.go (the responses, from shared records).
+//   - Clients: server.go (Options, Server and NewServer), admission.go (the
+//     budgets and leases that admit streams' traffic), readiness.go (whether
+//     the first Apply happened), registry.go (the streams served), client.go
+//     (a stream and what it owns: its watches, its writer, its place in a
+//     group), watch.go (a subscription and what ties its parts),
+//     subscription.go (what a watch's client asked for), pending.go (what it
+//     is owed), acks.go (what it was sent and answered), scan.go (an initial
 //     state in bulk), gate.go (make-before-break across pushes and per-type
-//     streams), owed.go (what a client is owed next), writer.go,
-//     orphans.go (slots released after their last removal was sent).
+//     streams), owed.go (what a client is owed next), writer.go, fanout.go
+//     (an Apply's changes marked on their watches), orphans.go (slots
+//     released after their last removal was sent).
 //   - Protocol: request.go, initial.go, sotw.go, delta.go, stream.go (the
 //     gRPC services), visibility.go (scopes), apply.go, view.go (the API of
 //     the views: Select, Snapshot, Changes), status.go and dump.go (what

@@ -83,7 +83,7 @@ func (s *Server) Sent(id string) (Dump, bool) {
 func (s *Server) Current(grpc bool) Dump {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	view := &client{grpc: grpc}
+	view := &client{nodeInfo: nodeInfo{grpc: grpc}}
 	d := map[string][]*entry{}
 	for url, t := range s.types {
 		for _, sl := range t.slots {

@@ -227,7 +227,7 @@ func TestEdgeWithoutGate(t *testing.T) {
 	for _, v := range variants {
 		t.Run(v.name, func(t *testing.T) {
 			s := NewServer(Options{})
-			s.ungated = true
+			s.gate.off = true
 			tr := runEdgeScenario(t, s, v, 20)
 			t.Logf("%s without the gate: %d simulated requests, %d misses, %d out of order", v.name, tr.Requests, tr.Misses, tr.OutOfOrder)
 			if tr.Misses == 0 && tr.OutOfOrder == 0 {

@@ -134,6 +134,12 @@ func same(h, e *entry) bool {
 	return h == e || (h != nil && e != nil && h.version == e.version && h.name == e.name)
 }
 
+// sameContent reports whether entries a and b (either nil: none) serve the
+// same resource to every client that gets both, whatever their scopes.
+func sameContent(a, b *entry) bool {
+	return a != nil && b != nil && a.version == b.version && a.grpcOnly == b.grpcOnly && same(a.grpc, b.grpc)
+}
+
 // record is the entry's delta Resource record or SotW resources record.
 func (e *entry) record(delta bool) mem.Buffer {
 	if delta {

@@ -35,7 +35,7 @@ func TestFullStateSharesChunkRecords(t *testing.T) {
 			t.Fatal(r)
 		}
 		t.Cleanup(func() { s.disconnect(c) })
-		s.onSotW(c, "", &discoveryv3.DiscoveryRequest{Node: fleetNode(0), TypeUrl: typ})
+		c.onSotW("", &discoveryv3.DiscoveryRequest{Node: fleetNode(0), TypeUrl: typ})
 		return c
 	}
 	// push takes c's next response, checks it decodes to the whole

@@ -29,14 +29,10 @@ package xds
 // and the clusters the route configurations and listeners they hold name.
 // Lock order: client.mu, then group.mu, then a writer's (a poke).
 
-// gates reports whether the gate is on. It is off only in the test that
-// shows what an engine that pushes each type on its own does to a client.
-func (s *Server) gates() bool { return !s.ungated }
-
 // ready reports whether the client has every cluster e sends traffic to
 // ready, or is not getting it (see above). client.mu held.
 func (c *client) ready(e *entry) bool {
-	if len(e.refs) == 0 || !c.s.gates() {
+	if len(e.refs) == 0 || c.s.gate.off {
 		return true
 	}
 	if c.member != nil {
@@ -46,7 +42,7 @@ func (c *client) ready(e *entry) bool {
 	if cw == nil {
 		return true // not a client of our clusters
 	}
-	ct, et := c.s.clusters(), c.s.endpoints()
+	ct, et := c.s.gate.cds, c.s.gate.eds
 	for _, name := range e.refs {
 		sl := ct.current(name)
 		if sl == nil {
@@ -90,24 +86,24 @@ func (t *typeState) current(name string) *slot {
 // holds still sends traffic to the cluster of slot sl (a cluster's, or an
 // assignment's of the same name): its removal must wait. client.mu held.
 func (c *client) needed(w *watch, sl *slot) bool {
-	if !c.s.gates() || (w.t.url != ClusterType && w.t.url != EndpointType) {
+	if c.s.gate.off || (w.t.url != ClusterType && w.t.url != EndpointType) {
 		return false
 	}
 	if c.member != nil {
 		return c.member.g.needed(c, sl.name)
 	}
 	for _, t := range []string{RouteType, ListenerType} {
-		if rw := c.watches[t]; rw != nil && rw.names(sl.name) {
+		if rw := c.watches[t]; rw != nil && rw.sent.refersTo(sl.name) {
 			return true
 		}
 	}
 	return false
 }
 
-// names reports whether an entry the watch holds sends traffic to cluster.
-// client.mu held.
-func (w *watch) names(cluster string) bool {
-	for e := range w.sent.entries() {
+// refersTo reports whether an entry the client holds sends traffic to
+// cluster. client.mu held.
+func (h *sentSet) refersTo(cluster string) bool {
+	for e := range h.entries() {
 		if containsSorted(e.refs, cluster) {
 			return true
 		}
@@ -131,14 +127,10 @@ func containsSorted(list []string, s string) bool {
 	return false
 }
 
-// endpoints is the store of assignments, readable without Server.mu (it
-// is made before the first request).
-func (s *Server) endpoints() *typeState { return s.eds }
-
 // named returns the slot of name without Server.mu, nil if it has none.
 // Only the cluster and assignment stores keep this index (see
-// typeState.index).
-func (t *typeState) named(name string) *slot {
+// slotStore.index).
+func (t *slotStore) named(name string) *slot {
 	if v, ok := t.index.Load(name); ok {
 		return v.(*slot)
 	}
@@ -147,16 +139,16 @@ func (t *typeState) named(name string) *slot {
 
 // join makes c, a per-type stream whose node is now known, a member of
 // its Envoy's group. Server.mu and client.mu held.
-func (s *Server) join(c *client) {
+func (r *registry) join(c *client) {
 	url := streamType(c.variant)
 	if url == "" || c.node == nil {
 		return // ADS orders itself
 	}
 	k := groupKey{peer: c.peer, node: c.node.GetId()}
-	g := s.groups[k]
+	g := r.groups[k]
 	if g == nil {
-		g = &group{s: s}
-		s.groups[k] = g
+		g = &group{s: c.s}
+		r.groups[k] = g
 	}
 	m := &member{g: g, c: c, url: url, refs: map[string]int{}}
 	g.mu.Lock()
@@ -169,7 +161,7 @@ func (s *Server) join(c *client) {
 // leave removes c from its group, and the group once empty; the others
 // are poked, as what they waited for may never come. Server.mu and
 // client.mu held.
-func (s *Server) leave(c *client) {
+func (r *registry) leave(c *client) {
 	m := c.member
 	if m == nil {
 		return
@@ -185,7 +177,7 @@ func (s *Server) leave(c *client) {
 	empty := len(g.members) == 0
 	g.mu.Unlock()
 	if empty {
-		delete(s.groups, c.groupKey)
+		delete(r.groups, c.groupKey)
 	}
 	g.pokeBlocked()
 }
@@ -208,7 +200,7 @@ func (g *group) ready(c *client, e *entry) bool {
 	if cm == nil || !cm.wildcard {
 		return true // the Envoy takes its clusters elsewhere, or names them itself
 	}
-	ct, et := g.s.clusters(), g.s.endpoints()
+	ct, et := g.s.gate.cds, g.s.gate.eds
 	for _, name := range e.refs {
 		sl := ct.named(name)
 		if sl == nil {
@@ -273,28 +265,25 @@ func (g *group) pokeBlocked() {
 	}
 }
 
-// clusters is the store of clusters, readable without Server.mu.
-func (s *Server) clusters() *typeState { return s.cds }
-
-// noteSent records, for a member's watch, that sl was noteSent e in place of h:
-// a CDS or EDS stream notes a new delivery to publish once acknowledged,
-// an LDS or RDS stream counts the clusters e names at once and uncounts
-// those h named once acknowledged. client.mu held.
-func (w *watch) noteSent(sl *slot, h, e *entry) {
-	m := w.c.member
+// noteSent records, for the watch of type url of member m (nil: not on
+// per-type streams, nothing to note), that sl was sent e in place of h: a
+// CDS or EDS stream notes a new delivery to publish once acknowledged, an
+// LDS or RDS stream counts the clusters e names at once and uncounts those
+// h named once acknowledged. client.mu held.
+func (n *gateNotes) noteSent(m *member, url string, sl *slot, h, e *entry) {
 	if m == nil {
 		return
 	}
-	switch w.t.url {
+	switch url {
 	case ClusterType, EndpointType:
 		if e != nil && (h == nil || h == stale) {
-			if w.fresh == nil {
-				w.fresh = make(map[*slot]struct{})
+			if n.fresh == nil {
+				n.fresh = make(map[*slot]struct{})
 			}
-			w.fresh[sl] = struct{}{}
+			n.fresh[sl] = struct{}{}
 		}
 		if e == nil {
-			delete(w.fresh, sl)
+			delete(n.fresh, sl)
 			m.g.mu.Lock()
 			m.acked.clear(sl)
 			m.g.mu.Unlock()
@@ -308,25 +297,24 @@ func (w *watch) noteSent(sl *slot, h, e *entry) {
 			m.g.mu.Unlock()
 		}
 		if h != nil && h != stale && len(h.refs) > 0 {
-			w.unacked = append(w.unacked, h.refs)
+			n.unacked = append(n.unacked, h.refs)
 		}
 	}
 }
 
-// acknowledged publishes what the member's client acknowledged with its
-// latest response of the watch's type (an ACK or a NACK: either way it
-// has processed it), and pokes the members waiting for it. client.mu
-// held.
-func (w *watch) acknowledged() {
-	m := w.c.member
-	if m == nil || (len(w.fresh) == 0 && len(w.unacked) == 0) {
+// acknowledged publishes to member m (nil: none) what its client
+// acknowledged with its latest response of the watch's type (an ACK or a
+// NACK: either way it has processed it), and pokes the members waiting
+// for it. client.mu held.
+func (n *gateNotes) acknowledged(m *member) {
+	if m == nil || (len(n.fresh) == 0 && len(n.unacked) == 0) {
 		return
 	}
 	m.g.mu.Lock()
-	for sl := range w.fresh {
+	for sl := range n.fresh {
 		m.acked.set(sl)
 	}
-	for _, refs := range w.unacked {
+	for _, refs := range n.unacked {
 		for _, r := range refs {
 			if m.refs[r]--; m.refs[r] <= 0 {
 				delete(m.refs, r)
@@ -334,8 +322,8 @@ func (w *watch) acknowledged() {
 		}
 	}
 	m.g.mu.Unlock()
-	clear(w.fresh)
-	w.unacked = nil
+	clear(n.fresh)
+	n.unacked = nil
 	m.g.pokeBlocked()
 }
 

@@ -285,7 +285,7 @@ func owed(c *client) *outbound {
 	o, _ := c.next(time.Now())
 	c.mu.Unlock()
 	if o == nil {
-		c.s.reapOrphans()
+		c.s.orphans.reap(&c.s.mu)
 	}
 	return o
 }

@@ -69,7 +69,7 @@ func benchReconnect(b *testing.B, n int) {
 		}()
 		<-started
 		t0 := time.Now()
-		s.onDelta(c, "", reconnect, nil)
+		c.onDelta("", reconnect, nil)
 		hold += time.Since(t0)
 		close(stop)
 		applyMax += <-worst

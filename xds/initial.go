@@ -23,8 +23,8 @@ import (
 // not count against Limits.UnknownNames: a reconnect after the store shrank
 // claims many such names, as many as NamesPerRequest allows. Both locks
 // held.
-func (s *Server) firstDelta(w *watch, req *discoveryv3.DeltaDiscoveryRequest, initial wire.InitialVersions, now time.Time) *refusal {
-	t, c := w.t, w.c
+func (c *client) firstDelta(w *watch, req *discoveryv3.DeltaDiscoveryRequest, initial wire.InitialVersions, now time.Time) *refusal {
+	t := w.t
 	sub := req.GetResourceNamesSubscribe()
 	wild := slices.Contains(sub, "*") || (len(sub) == 0 && t.full)
 	claim := func(name, ver string) *refusal {
@@ -75,7 +75,7 @@ func (s *Server) firstDelta(w *watch, req *discoveryv3.DeltaDiscoveryRequest, in
 	bulk := w.bulk(len(sub))
 	slots := t.lookup(sub)
 	var claimed [][2]int
-	if bulk && slots != nil && w.sent.len()+len(slots) <= s.opts.Limits.NamesPerSubscription {
+	if bulk && slots != nil && w.sent.len()+len(slots) <= c.s.opts.Limits.NamesPerSubscription {
 		claimed = w.claimChunks(slots) // no name can breach the limit
 	}
 	for i := 0; i < len(sub); i++ {

@@ -1,7 +1,6 @@
 package xds
 
 import (
-	"strconv"
 	"time"
 
 	"github.com/xdsbridge/xdsbridge/xds/wire"
@@ -14,7 +13,7 @@ import (
 // sends still lands in that order. It returns nil when nothing is owed, with
 // the earliest pending unknown-name deadline (zero if none). client.mu held.
 func (c *client) next(now time.Time) (*outbound, time.Time) {
-	readyAt := c.s.readyAt()
+	readyAt := c.s.readiness.readyAt()
 	if readyAt.IsZero() {
 		return nil, time.Time{} // readiness gate: nothing before the first Apply
 	}
@@ -31,26 +30,9 @@ func (c *client) next(now time.Time) (*outbound, time.Time) {
 	}
 	var first time.Time
 	for _, w := range c.order {
-		for _, ws := range w.waiting {
-			if d := deadline(ws, readyAt, wait); first.IsZero() || d.Before(first) {
-				first = d
-			}
-		}
+		first = w.earliest(first, readyAt, wait)
 	}
 	return nil, first
-}
-
-// deadline is when a name waiting since ws is answered without it: at the
-// end of the window of wait after readiness, at once after it (see doc.go,
-// "Always answer").
-func deadline(ws waitSince, readyAt time.Time, wait time.Duration) time.Time {
-	if ws.immediate {
-		return readyAt
-	}
-	if end := readyAt.Add(wait); ws.at.Before(end) {
-		return end
-	}
-	return ws.at
 }
 
 // upserts takes the pending new/changed entries and the expired unknown
@@ -98,7 +80,7 @@ func (w *watch) upserts(now, readyAt time.Time, wait time.Duration) *outbound {
 		}
 		used += n
 		delete(w.dirty, sl)
-		w.noteSent(sl, h, p.e)
+		w.noteSent(w.c.member, w.t.url, sl, h, p.e)
 		w.sent.put(sl, p.e)
 		delete(w.waiting, sl)
 		ups = append(ups, p.e)
@@ -121,15 +103,6 @@ func (w *watch) upserts(now, readyAt time.Time, wait time.Duration) *outbound {
 		return nil
 	}
 	return w.respond(ups, gone, fr, runs)
-}
-
-// settleDirty makes the dirty map again once a burst (an initial state, a
-// mass removal) has drained: maps never shrink, and a client would keep
-// the buckets of its largest push for as long as it stays. client.mu held.
-func (w *watch) settleDirty() {
-	if len(w.dirty) == 0 && w.dirtyPeak > 256 {
-		w.dirty, w.dirtyPeak = make(map[*slot]pend), 0
-	}
 }
 
 // removals takes the pending removals of resources the client holds, as
@@ -163,7 +136,7 @@ func (w *watch) removals() *outbound {
 			delete(w.waiting, sl)
 		}
 		if w.undirty(sl, p) {
-			w.c.s.orphan(w.t, sl)
+			w.c.s.orphans.add(w.t, sl)
 		}
 		if !ok || h == nil && !(w.c.delta && (p.force || explicit)) {
 			continue
@@ -171,7 +144,7 @@ func (w *watch) removals() *outbound {
 		if explicit {
 			w.sent.put(sl, nil)
 		}
-		w.noteSent(sl, h, nil)
+		w.noteSent(w.c.member, w.t.url, sl, h, nil)
 		rem = append(rem, sl)
 	}
 	w.settleDirty()
@@ -190,9 +163,7 @@ func (w *watch) respond(ups []*entry, gone []*slot, fr *frame, runs []wire.Run) 
 	c := w.c
 	c.nonce++
 	w.firstOwed = false
-	w.pushes++
-	w.lastNonce = strconv.FormatUint(c.nonce, 10)
-	w.lastVersion = strconv.FormatUint(w.pushes, 10)
+	w.record(c.nonce)
 	o := &outbound{t: w.t}
 	env := wire.Envelope{Version: w.lastVersion, TypeURL: w.t.url, Nonce: w.lastNonce}
 	if c.delta {
@@ -217,7 +188,7 @@ func (w *watch) respond(ups []*entry, gone []*slot, fr *frame, runs []wire.Run) 
 	if w.t.url == EndpointType {
 		for _, sl := range gone {
 			e := emptyAssignment(sl.name)
-			w.noteSent(sl, nil, e)
+			w.noteSent(w.c.member, w.t.url, sl, nil, e)
 			w.sent.put(sl, e)
 			list = append(list, e)
 		}

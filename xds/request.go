@@ -1,8 +1,6 @@
 package xds
 
 import (
-	"time"
-
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/grpc/codes"
 )
@@ -12,8 +10,8 @@ func (c *client) identify(n *corev3.Node) {
 	if c.node == nil && n != nil {
 		c.node = n
 		c.grpc = isGRPC(n)
-		c.scope, c.scopeName = c.s.scopeOf(n)
-		c.s.join(c)
+		c.scope, c.scopeName = c.s.scoper.of(n)
+		c.s.registry.join(c)
 	}
 }
 
@@ -39,13 +37,14 @@ func typeOf(fixed string, req request) (string, *refusal) {
 // client's node and returns its watch of typ; release both with unlock. It
 // returns nil, with nothing held, when the client has disconnected or is
 // refused (then with the refusal).
-func (s *Server) lock(c *client, typ string, req request) (*watch, *refusal) {
+func (c *client) lock(typ string, req request) (*watch, *refusal) {
+	s := c.s
 	s.mu.Lock()
 	if c.closed {
 		s.mu.Unlock()
 		return nil, nil
 	}
-	t, r := s.storeFor(c, typ)
+	t, r := c.storeFor(typ)
 	if r != nil {
 		s.mu.Unlock()
 		return nil, r
@@ -60,29 +59,33 @@ func (s *Server) lock(c *client, typ string, req request) (*watch, *refusal) {
 }
 
 // unlock releases what lock took.
-func (s *Server) unlock(c *client) {
+func (c *client) unlock() {
 	c.mu.Unlock()
-	s.mu.Unlock()
+	c.s.mu.Unlock()
 }
 
-// recordNACK keeps the rejection for the admin API, logs it once and counts
-// it. The rejected content stays recorded as sent, so it is not re-sent to
-// this client; the next different version is. client.mu held.
-func (w *watch) recordNACK(version, nonce, msg string) {
-	n := 1
-	if w.nack != nil {
-		n = w.nack.Count + 1
+// answered acts on a request's answer to a response, as ackState.answerSotW
+// or answerDelta recorded it: a rejection (kept for the admin API) is
+// logged once and counted, and an answer to the latest response, ACK or
+// NACK, tells the gate what the client has processed (acknowledged).
+// client.mu held.
+func (w *watch) answered(latest bool, nack *NACKStatus) {
+	if nack != nil {
+		w.t.m.nacks.Inc()
+		w.c.s.log.Warn("client rejected a response", "client", w.c.id(), "type", w.t.url,
+			"version", nack.Version, "nonce", nack.Nonce, "error", nack.Error)
 	}
-	w.nack = &NACKStatus{Version: version, Nonce: nonce, Error: msg, At: time.Now(), Count: n}
-	w.t.m.nacks.Inc()
-	w.c.s.log.Warn("client rejected a response", "client", w.c.id(), "type", w.t.url, "version", version, "nonce", nonce, "error", msg)
+	if latest {
+		w.acknowledged(w.c.member)
+	}
 }
 
-// storeFor returns the store a client's request of typ works on: the
+// storeFor returns the store the client's request of typ works on: the
 // server's store of a served type, else a private empty store of the
 // client's own, which lives as long as the stream, so that the request is
 // answered like any other for names that do not exist. Server.mu held.
-func (s *Server) storeFor(c *client, typ string) (*typeState, *refusal) {
+func (c *client) storeFor(typ string) (*typeState, *refusal) {
+	s := c.s
 	if t := s.types[typ]; t != nil || rank(typ) < rankOther {
 		return s.typeFor(typ), nil
 	}
@@ -102,22 +105,24 @@ func (s *Server) storeFor(c *client, typ string) (*typeState, *refusal) {
 }
 
 // checkNames refuses a name list longer than NamesPerRequest.
-func (s *Server) checkNames(field string, n int) *refusal {
-	if limit := s.opts.Limits.NamesPerRequest; n > limit {
+func (l Limits) checkNames(field string, n int) *refusal {
+	if limit := l.NamesPerRequest; n > limit {
 		return newRefusal(reasonNamesPerRequest, codes.ResourceExhausted,
 			"%s lists %d names, more than the %d allowed per request", field, n, limit)
 	}
 	return nil
 }
 
-// endStream ends c's stream with r's status: it is counted, logged once, and the
-// stream's context is cancelled, so that its reader stops after the
-// request being handled, its writer stops sending, and the disconnect
-// frees what it held. Only the first refusal of a stream counts.
-func (s *Server) endStream(c *client, r *refusal) {
+// refuse ends the client's stream with r's status: it is counted, logged
+// once, and the stream's context is cancelled, so that its reader stops
+// after the request being handled, its writer stops sending, and the
+// disconnect frees what it held. Only the first refusal of a stream
+// counts.
+func (c *client) refuse(r *refusal) {
 	if !c.refused.CompareAndSwap(nil, r) {
 		return
 	}
+	s := c.s
 	s.m.refused.WithLabelValues(r.reason).Inc()
 	s.log.Warn("refusing a client", "client", c.peer, "reason", r.reason, "err", r.err)
 	if c.cancel != nil {

@@ -76,21 +76,6 @@ func (w *watch) fit(f *frame, k int) chunkFit {
 	return lacksAll
 }
 
-// dirtyIn reports whether a pending change may be of a slot of chunk k:
-// a few pending changes (steady churn while a client starts) are looked
-// at, many are assumed to be. client.mu held.
-func (w *watch) dirtyIn(k int) bool {
-	if len(w.dirty) > chunkLen/4 {
-		return true
-	}
-	for sl := range w.dirty {
-		if sl.idx>>chunkBits == k {
-			return true
-		}
-	}
-	return false
-}
-
 // bulk reports whether a request subscribing n names should queue a scan
 // rather than compare name by name: a scan costs a few loads per resource
 // of the type, a dirty entry some twenty times that.
@@ -156,7 +141,7 @@ func (w *watch) scanned(ups []*entry, used, room int, split bool) (_ []*entry, _
 		used += n
 		if w.c.member != nil {
 			h, _ := w.sent.get(sl)
-			w.noteSent(sl, h, e)
+			w.noteSent(w.c.member, w.t.url, sl, h, e)
 		}
 		w.sent.put(sl, e)
 		if len(w.waiting) > 0 {

@@ -43,7 +43,7 @@ func TestScanChunkFit(t *testing.T) {
 		if sub[0] == "*" {
 			typ = ClusterType
 		}
-		s.onDelta(c, "", &discoveryv3.DeltaDiscoveryRequest{Node: envoyNode, TypeUrl: typ, ResourceNamesSubscribe: sub}, nil)
+		c.onDelta("", &discoveryv3.DeltaDiscoveryRequest{Node: envoyNode, TypeUrl: typ, ResourceNamesSubscribe: sub}, nil)
 		w := c.watches[typ]
 		if w.scan == nil {
 			t.Fatal("no scan queued")
@@ -93,7 +93,7 @@ func TestScanChunkFit(t *testing.T) {
 		s.Apply(services(n), nil)
 		c, _ := s.connect(context.Background(), "delta_ads", true)
 		defer s.disconnect(c)
-		if r := s.delta(c, "", &discoveryv3.DeltaDiscoveryRequest{Node: envoyNode, TypeUrl: EndpointType, ResourceNamesSubscribe: share(t, manyNames(n))}, wire.InitialVersions{}); r == nil || r.reason != reasonNamesPerSub {
+		if r := c.deltaRequest("", &discoveryv3.DeltaDiscoveryRequest{Node: envoyNode, TypeUrl: EndpointType, ResourceNamesSubscribe: share(t, manyNames(n))}, wire.InitialVersions{}); r == nil || r.reason != reasonNamesPerSub {
 			t.Fatalf("refusal %v, want %s", r, reasonNamesPerSub)
 		}
 	})
@@ -248,7 +248,7 @@ type scanModel struct {
 }
 
 func (m *scanModel) request(typ string, sub, unsub []string) {
-	m.s.onDelta(m.c, "", &discoveryv3.DeltaDiscoveryRequest{Node: envoyNode, TypeUrl: typ, ResourceNamesSubscribe: sub, ResourceNamesUnsubscribe: unsub}, nil)
+	m.c.onDelta("", &discoveryv3.DeltaDiscoveryRequest{Node: envoyNode, TypeUrl: typ, ResourceNamesSubscribe: sub, ResourceNamesUnsubscribe: unsub}, nil)
 	if r := m.c.refused.Load(); r != nil {
 		m.t.Fatalf("request refused: %v", r)
 	}
@@ -280,7 +280,7 @@ func (m *scanModel) reconnect(subscribed map[string]bool, rng *rand.Rand) {
 			initial[name] = v
 		}
 		if typ == ClusterType {
-			m.s.onDelta(c, "", &discoveryv3.DeltaDiscoveryRequest{Node: envoyNode, TypeUrl: typ, ResourceNamesSubscribe: []string{"*"}, InitialResourceVersions: initial}, nil)
+			c.onDelta("", &discoveryv3.DeltaDiscoveryRequest{Node: envoyNode, TypeUrl: typ, ResourceNamesSubscribe: []string{"*"}, InitialResourceVersions: initial}, nil)
 			continue
 		}
 		if subscribed == nil {
@@ -297,7 +297,7 @@ func (m *scanModel) reconnect(subscribed map[string]bool, rng *rand.Rand) {
 			sub = share(m.t, sub)
 		}
 		if len(sub) > 0 {
-			m.s.onDelta(c, "", &discoveryv3.DeltaDiscoveryRequest{Node: envoyNode, TypeUrl: typ, ResourceNamesSubscribe: sub, InitialResourceVersions: initial}, nil)
+			c.onDelta("", &discoveryv3.DeltaDiscoveryRequest{Node: envoyNode, TypeUrl: typ, ResourceNamesSubscribe: sub, InitialResourceVersions: initial}, nil)
 		}
 		// Names held but no longer subscribed are forgotten by the client.
 		for name := range m.view[typ] {
@@ -403,7 +403,7 @@ func TestScanSendsNoReplacedEntry(t *testing.T) {
 						first = append(first, name)
 					}
 				}
-				s.onDelta(c, "", &discoveryv3.DeltaDiscoveryRequest{Node: envoyNode, TypeUrl: EndpointType, ResourceNamesSubscribe: first}, nil)
+				c.onDelta("", &discoveryv3.DeltaDiscoveryRequest{Node: envoyNode, TypeUrl: EndpointType, ResourceNamesSubscribe: first}, nil)
 				var old string
 				s.mu.Lock()
 				old = s.types[EndpointType].slots[late].cur.version
@@ -413,7 +413,7 @@ func TestScanSendsNoReplacedEntry(t *testing.T) {
 				} else {
 					s.Apply([]Resource{assignment(late, 1, 2, 3)}, nil)
 				}
-				s.onDelta(c, "", &discoveryv3.DeltaDiscoveryRequest{TypeUrl: EndpointType, ResourceNamesSubscribe: []string{late}}, nil)
+				c.onDelta("", &discoveryv3.DeltaDiscoveryRequest{TypeUrl: EndpointType, ResourceNamesSubscribe: []string{late}}, nil)
 				for o := owed(c); o != nil; o = owed(c) {
 					list, _, _ := wireOf(t, o.msg)
 					for _, e := range list {
@@ -859,7 +859,7 @@ func (m *fleetModel) send(fc *fleetClient, typ string, sub, unsub []string, init
 		}
 		m.s.mu.Unlock()
 	}
-	m.s.onDelta(fc.c, "", &discoveryv3.DeltaDiscoveryRequest{Node: fc.node(), TypeUrl: typ,
+	fc.c.onDelta("", &discoveryv3.DeltaDiscoveryRequest{Node: fc.node(), TypeUrl: typ,
 		ResourceNamesSubscribe: sub, ResourceNamesUnsubscribe: unsub, InitialResourceVersions: initial}, nil)
 	got := ""
 	if r := fc.c.refused.Load(); r != nil {
@@ -1406,7 +1406,7 @@ func TestFirstRequestRemovedBeforeAnswerIsAnswered(t *testing.T) {
 	c, _ := s.connect(context.Background(), "delta_ads", true)
 	defer s.disconnect(c)
 	x := svcName(2)
-	s.onDelta(c, "", &discoveryv3.DeltaDiscoveryRequest{Node: envoyNode, TypeUrl: EndpointType, ResourceNamesSubscribe: []string{svcName(1), x}}, nil)
+	c.onDelta("", &discoveryv3.DeltaDiscoveryRequest{Node: envoyNode, TypeUrl: EndpointType, ResourceNamesSubscribe: []string{svcName(1), x}}, nil)
 	s.Apply(nil, []Key{{EndpointType, x}})
 	if sent, removed := drainFor(t, c, x); !sent && !removed {
 		t.Fatalf("the first request's subscription to %s was never answered", x)

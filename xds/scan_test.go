@@ -53,9 +53,9 @@ func TestBulkSubscriptionScan(t *testing.T) {
 			}
 			defer s.disconnect(c)
 			if tt.sotw {
-				s.onSotW(c, "", &discoveryv3.DiscoveryRequest{TypeUrl: tt.typ, ResourceNames: tt.sub})
+				c.onSotW("", &discoveryv3.DiscoveryRequest{TypeUrl: tt.typ, ResourceNames: tt.sub})
 			} else {
-				s.onDelta(c, "", &discoveryv3.DeltaDiscoveryRequest{TypeUrl: tt.typ, ResourceNamesSubscribe: tt.sub}, nil)
+				c.onDelta("", &discoveryv3.DeltaDiscoveryRequest{TypeUrl: tt.typ, ResourceNamesSubscribe: tt.sub}, nil)
 			}
 			if w := c.watches[tt.typ]; w.scan == nil {
 				t.Fatal("the subscription queued no scan")

@@ -2,6 +2,7 @@ package xds
 
 import (
 	"math/bits"
+	"sync/atomic"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 )
@@ -34,3 +35,31 @@ func (s ScopeSet) maxID() int { return 64 - bits.LeadingZeros64(uint64(s)) }
 // is known, and for every stream by SetScopes; it must be fast and
 // deterministic.
 type Scoper func(n *corev3.Node) (id int, name string)
+
+// scoping is the server's current Scoper (nil: every node unscoped),
+// which SetScopes replaces at any time, and streams read without a lock.
+type scoping struct {
+	f atomic.Pointer[Scoper]
+}
+
+// set makes f the current Scoper.
+func (sc *scoping) set(f Scoper) {
+	if f == nil {
+		sc.f.Store(nil)
+	} else {
+		sc.f.Store(&f)
+	}
+}
+
+// of is the scope of node n by the current Scoper.
+func (sc *scoping) of(n *corev3.Node) (int, string) {
+	f := sc.f.Load()
+	if f == nil {
+		return 0, ""
+	}
+	id, name := (*f)(n)
+	if id < 0 || id > MaxScopes {
+		return 0, name
+	}
+	return id, name
+}

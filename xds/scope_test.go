@@ -75,10 +75,10 @@ func connectEnvoy(t *testing.T, s *Server, i int, eds func([]string) []string) (
 	if r != nil {
 		t.Fatal(r)
 	}
-	s.onDelta(c, "", &discoveryv3.DeltaDiscoveryRequest{Node: fleetNode(i), TypeUrl: ClusterType, ResourceNamesSubscribe: []string{"*"}}, nil)
+	c.onDelta("", &discoveryv3.DeltaDiscoveryRequest{Node: fleetNode(i), TypeUrl: ClusterType, ResourceNamesSubscribe: []string{"*"}}, nil)
 	clusters := drainDelta(t, c).ups[ClusterType] // in the order of the type's slots, as a scan sends them
 	list := eds(clusters)
-	s.onDelta(c, "", &discoveryv3.DeltaDiscoveryRequest{TypeUrl: EndpointType, ResourceNamesSubscribe: list}, nil)
+	c.onDelta("", &discoveryv3.DeltaDiscoveryRequest{TypeUrl: EndpointType, ResourceNamesSubscribe: list}, nil)
 	if g := drainDelta(t, c); len(g.ups[EndpointType]) != len(clusters) {
 		t.Fatalf("node-%d: %d assignments for %d clusters", i, len(g.ups[EndpointType]), len(clusters))
 	}
@@ -250,7 +250,7 @@ func TestScopedFleet(t *testing.T) {
 		if got := pushed([]Resource{d}, nil); len(got) != 0 {
 			t.Fatalf("denying %s to scope 1 pushed to %d clients; none of its clients held it", denied, len(got))
 		}
-		s.onDelta(c, "", &discoveryv3.DeltaDiscoveryRequest{TypeUrl: ClusterType, ResourceNamesSubscribe: []string{other, denied}}, nil)
+		c.onDelta("", &discoveryv3.DeltaDiscoveryRequest{TypeUrl: ClusterType, ResourceNamesSubscribe: []string{other, denied}}, nil)
 		g := drainDelta(t, c)
 		if !slices.Equal(g.ups[ClusterType], []string{other}) || !slices.Equal(g.removed[ClusterType], []string{denied}) {
 			t.Fatalf("asked for %s (scope 2) and %s (denied): sent %v, removed %v; want the first sent and the second answered absent",
@@ -270,7 +270,7 @@ func TestScopedFleet(t *testing.T) {
 			t.Fatal(r)
 		}
 		defer s.disconnect(c)
-		s.onSotW(c, "", &discoveryv3.DiscoveryRequest{Node: fleetNode(3), TypeUrl: ClusterType})
+		c.onSotW("", &discoveryv3.DiscoveryRequest{Node: fleetNode(3), TypeUrl: ClusterType})
 		list := func() []string {
 			var out []string
 			for o := owed(c); o != nil; o = owed(c) {

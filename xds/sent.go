@@ -29,7 +29,7 @@ import (
 type sentSet struct {
 	t *typeState
 	// scope is the client's scope ID: its chunks are shared with the
-	// scope's table (see typeState.chunkIn).
+	// scope's table (see chunkTables.chunkIn).
 	scope int
 	m     map[*slot]*entry
 	dense []*sentChunk // by slot.idx/chunkLen; nil = every slot absent

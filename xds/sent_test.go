@@ -13,7 +13,7 @@ import (
 // heldType is a type of n slots, each with a current entry, its chunk
 // table published.
 func heldType(n int) *typeState {
-	t := &typeState{slots: map[string]*slot{}}
+	t := &typeState{slotStore: slotStore{slots: map[string]*slot{}}}
 	for i := range n {
 		sl := t.get(fmt.Sprintf("r%d", i))
 		sl.cur = &entry{name: sl.name, version: "1"}
@@ -173,7 +173,7 @@ func TestHeldSetSharedAfterAChange(t *testing.T) {
 	s.Apply(services(200), nil)
 	c, _ := s.connect(context.Background(), "delta_ads", true)
 	defer s.disconnect(c)
-	s.onDelta(c, "", &discoveryv3.DeltaDiscoveryRequest{Node: envoyNode, TypeUrl: ClusterType, ResourceNamesSubscribe: []string{"*"}}, nil)
+	c.onDelta("", &discoveryv3.DeltaDiscoveryRequest{Node: envoyNode, TypeUrl: ClusterType, ResourceNamesSubscribe: []string{"*"}}, nil)
 	drain := func() (n int) {
 		for owed(c) != nil {
 			n++

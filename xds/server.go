@@ -79,39 +79,47 @@ type Options struct {
 	Collections []string
 }
 
-// Server is the xDS serving engine.
+// Server is the xDS serving engine. Its state is split by owner, each part
+// a value inside it (no indirection on the paths a push takes):
+//
+//   - admission: the budgets that admit large responses and requests, and
+//     new streams' first reads (admission.go); their own locks;
+//   - readiness: whether the first Apply happened (readiness.go);
+//   - registry: the streams served, per connection and per group, under
+//     Server.mu (registry.go);
+//   - types: the stores, one per type, under Server.mu (store.go); gate
+//     holds the two that the make-before-break gate reads without it;
+//   - scoper: how nodes map to scopes (scope.go), read without a lock;
+//   - views, orphans: the views' subscriptions (changes.go) and the slots
+//     writers found orphaned (orphans.go), each under its own lock.
+//
+// Server.mu is taken before any client's, group's or writer's lock.
 type Server struct {
-	opts          Options
-	log           *slog.Logger
-	m             *metrics
-	size          *responseSize
-	sendBudget    *wire.Budget     // responses in flight (wire/budget.go)
-	requestBudget *wire.Budget     // requests being decoded and handled (wire/admit.go)
-	reads         *wire.FirstReads // leases of new streams' first reads (wire/admit.go)
-	rewrites      streamRewrites
-	scoper        atomic.Pointer[Scoper] // nil: every client unscoped
-	// cds and eds are the stores of clusters and assignments, which the
-	// make-before-break gate reads without Server.mu (gate.go); ungated
-	// turns the gate off, for the test that shows why it is there.
-	cds, eds  *typeState
-	ungated   bool
-	readyNs   atomic.Int64  // unix nanos of the first Apply; 0 = not ready
-	ready     chan struct{} // closed by the first Apply
-	resources atomic.Int64  // entries in the stores (Resources)
+	opts     Options
+	log      *slog.Logger
+	m        *metrics
+	size     *responseSize
+	rewrites streamRewrites
+	scoper   scoping
+	admission
+	readiness
+	gate      gateStores
+	resources atomic.Int64 // entries in the stores (Resources)
 
-	mu      sync.Mutex
-	types   map[string]*typeState
-	clients map[*client]struct{}
-	groups  map[groupKey]*group // per-type streams of one Envoy (gate.go)
-	conns   map[string]int      // open streams per connection (peer address)
-	gen     uint64              // Apply generation, to collect each touched client once
+	mu    sync.Mutex
+	types map[string]*typeState
+	registry
 	views   viewSet
+	orphans orphanQueue
+}
 
-	// orphans are slots to release once Server.mu is taken (see orphan);
-	// orphaned says there are some.
-	orphanMu sync.Mutex
-	orphans  []orphan
-	orphaned atomic.Bool
+// gateStores are the stores of clusters and assignments, which the gate
+// reads without Server.mu: NewServer makes them, before any request, and
+// they are never replaced. off turns the gate off, only in the test that
+// shows what an engine that pushes each type on its own does to a client.
+type gateStores struct {
+	cds, eds *typeState
+	off      bool
 }
 
 // NewServer returns a server with no resources that answers no request until
@@ -137,54 +145,35 @@ func NewServer(opts Options) *Server {
 		opts.ConfigCluster = DefaultConfigCluster
 	}
 	s := &Server{
-		opts:          opts,
-		log:           opts.Logger,
-		m:             newMetrics(opts.Registerer),
-		size:          newResponseSize(opts.MaxResponseBytes, opts.Registerer),
-		sendBudget:    wire.NewBudget(opts.SendBudget),
-		requestBudget: wire.NewBudget(opts.RequestBudget),
-		reads:         wire.NewFirstReads(opts.RequestBudget),
-		ready:         make(chan struct{}),
-		rewrites:      newStreamRewrites(opts.ConfigCluster),
-		types:         make(map[string]*typeState),
-		clients:       make(map[*client]struct{}),
-		conns:         make(map[string]int),
-		groups:        make(map[groupKey]*group),
+		opts:      opts,
+		log:       opts.Logger,
+		m:         newMetrics(opts.Registerer),
+		size:      newResponseSize(opts.MaxResponseBytes, opts.Registerer),
+		admission: newAdmission(opts.SendBudget, opts.RequestBudget),
+		readiness: readiness{ready: make(chan struct{})},
+		rewrites:  newStreamRewrites(opts.ConfigCluster),
+		types:     make(map[string]*typeState),
+		registry: registry{
+			clients: make(map[*client]struct{}),
+			conns:   make(map[string]int),
+			groups:  make(map[groupKey]*group),
+		},
 	}
-	s.cds, s.eds = s.typeFor(ClusterType), s.typeFor(EndpointType)
+	s.gate.cds, s.gate.eds = s.typeFor(ClusterType), s.typeFor(EndpointType)
 	for _, url := range opts.Collections {
 		s.typeFor(url).full = true
 	}
 	return s
 }
 
-// InFlight is the bytes charged to the send and request budgets: large
-// responses accepted for sending and not yet written, and large requests
-// being decoded and handled. While it is above zero the server is in the
-// middle of a storm even if it allocates nothing (it writes shared
-// encoded records, and a slow client can keep it waiting for seconds);
-// the memory return policy reads it so as not to collect then.
-func (s *Server) InFlight() int64 { return s.sendBudget.InUse() + s.requestBudget.InUse() }
-
 // Resources is the number of resources the server holds, of every type.
 // It is a measure of the server's state that is cheap to read at any time:
 // the memory return policy reads it to learn that the state shrank.
 func (s *Server) Resources() int64 { return s.resources.Load() }
 
-// Ready reports whether the first Apply happened, i.e. whether the server
-// answers requests.
-func (s *Server) Ready() bool { return s.readyNs.Load() != 0 }
-
-func (s *Server) readyAt() time.Time {
-	if ns := s.readyNs.Load(); ns != 0 {
-		return time.Unix(0, ns)
-	}
-	return time.Time{}
-}
-
 // typeFor returns the store of a type, creating it. Only Apply and the four
 // standard types create stores: a type URL a client invents never becomes
-// server state (see storeFor). Server.mu held.
+// server state (see client.storeFor). Server.mu held.
 func (s *Server) typeFor(url string) *typeState {
 	t := s.types[url]
 	if t == nil {

@@ -11,7 +11,7 @@ import (
 // A slot lives while something references it: an entry, a watch
 // subscribed to it by name, a watch that pins it (a name without an entry
 // the client asked for), or a watch owed its removal. A slot without any
-// is released (typeState.release), so the store holds what it serves and
+// is released (slotStore.release), so the store holds what it serves and
 // what its clients still reference, never every name it ever served. A
 // name that comes back gets a new slot, likely at another index: nothing
 // may keep a slot or its index past its release, which is what owed
@@ -27,7 +27,7 @@ type slot struct {
 	// know the slot by its index until the removal is sent. It grows only
 	// under Server.mu and client.mu (mark); a writer decrements it holding
 	// client.mu alone, when it sends the removal, and queues the slot for
-	// release if it was the last (Server.orphan).
+	// release if it was the last (orphanQueue.add).
 	owed atomic.Int32
 	// pins counts the watches that reference this slot while it has no
 	// entry (a name a client subscribed to or claimed that the server does

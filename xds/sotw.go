@@ -7,18 +7,16 @@ import (
 	"github.com/cespare/xxhash/v2"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc/codes"
-
-	"github.com/xdsbridge/xdsbridge/xds/wire"
 )
 
 // onSotW handles one SotW request; fixed is the type of a per-type stream.
-func (s *Server) onSotW(c *client, fixed string, req *discoveryv3.DiscoveryRequest) {
-	if r := s.sotw(c, fixed, req); r != nil {
-		s.endStream(c, r)
+func (c *client) onSotW(fixed string, req *discoveryv3.DiscoveryRequest) {
+	if r := c.sotwRequest(fixed, req); r != nil {
+		c.refuse(r)
 	}
 }
 
-func (s *Server) sotw(c *client, fixed string, req *discoveryv3.DiscoveryRequest) *refusal {
+func (c *client) sotwRequest(fixed string, req *discoveryv3.DiscoveryRequest) *refusal {
 	typ, r := typeOf(fixed, req)
 	if r != nil {
 		return r
@@ -27,47 +25,42 @@ func (s *Server) sotw(c *client, fixed string, req *discoveryv3.DiscoveryRequest
 	c.mu.Lock()
 	w := c.watches[typ]
 	if w != nil {
-		w.ackSotW(req)
-		if w.started && len(names) > 0 && len(names) == len(w.lastNames) && &names[0] == &w.lastNames[0] {
+		w.answered(w.answerSotW(req))
+		if w.sameList(names) {
 			c.mu.Unlock()
 			return nil // fastest path: the very same shared list (see Codec)
 		}
 	}
 	c.mu.Unlock()
-	if r := s.checkNames("resource_names", len(names)); r != nil {
+	if r := c.s.opts.Limits.checkNames("resource_names", len(names)); r != nil {
 		return r
 	}
 	h := hashNames(names)
 	c.mu.Lock()
 	if w != nil && w.started && h == w.namesHash {
-		w.lastNames = nil
-		if wire.IsShared(names) {
-			w.lastNames = names
-		}
+		w.remember(names, h)
 		c.mu.Unlock()
 		return nil // fast path: an ACK/NACK with an unchanged subscription
 	}
 	c.mu.Unlock()
 
 	now := time.Now()
-	w, r = s.lock(c, typ, req)
+	w, r = c.lock(typ, req)
 	if w == nil {
 		return r
 	}
-	defer s.unlock(c)
+	defer c.unlock()
 	t := w.t
 	first := !w.started
-	w.started, w.namesHash, w.lastNames = true, h, nil
-	if wire.IsShared(names) {
-		w.lastNames = names
-	}
+	w.started = true
+	w.remember(names, h)
 
 	// An empty list is the legacy wildcard for CDS/LDS as long as the
 	// client never named anything (not even "*"); after that it
 	// unsubscribes from everything.
 	wild := slices.Contains(names, "*") || (len(names) == 0 && t.full && !w.everNamed)
 	w.everNamed = w.everNamed || len(names) > 0
-	if n, limit := len(names), s.opts.Limits.NamesPerSubscription; n > limit {
+	if n, limit := len(names), c.s.opts.Limits.NamesPerSubscription; n > limit {
 		return newRefusal(reasonNamesPerSub, codes.ResourceExhausted,
 			"subscribing to %d names, more than the %d allowed per type", n, limit)
 	}
@@ -130,20 +123,4 @@ func (w *watch) unsubscribeExcept(want map[*slot]struct{}) {
 			w.unsubscribe(sl)
 		}
 	}
-}
-
-// ackSotW records an ACK or NACK of the latest response of the type; a
-// request carrying an older nonce is stale and changes nothing here.
-// client.mu held.
-func (w *watch) ackSotW(req *discoveryv3.DiscoveryRequest) {
-	n := req.GetResponseNonce()
-	if n == "" || n != w.lastNonce {
-		return
-	}
-	defer w.acknowledged()
-	if req.GetErrorDetail() != nil {
-		w.recordNACK(w.lastVersion, n, req.GetErrorDetail().GetMessage())
-		return
-	}
-	w.acked = req.GetVersionInfo()
 }

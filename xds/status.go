@@ -99,7 +99,9 @@ func (s *Server) Node(id string) (*corev3.Node, bool) {
 
 // Clients returns the state of every connected stream, ordered by node id.
 func (s *Server) Clients() []ClientStatus {
-	out := s.statuses(true)
+	s.mu.Lock()
+	out := s.registry.statuses(true)
+	s.mu.Unlock()
 	slices.SortFunc(out, func(a, b ClientStatus) int {
 		return cmp.Or(cmp.Compare(a.ID, b.ID), a.Connected.Compare(b.Connected))
 	})
@@ -111,16 +113,16 @@ func (s *Server) Clients() []ClientStatus {
 // its standing NACKs. It costs one step per stream and type, not per name
 // held, so that a metrics scrape can afford it at any fleet size.
 func (s *Server) Progress() []ClientStatus {
-	return s.statuses(false)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.registry.statuses(false)
 }
 
 // statuses gathers the status of every stream, counting the names each
-// holds and subscribed to only when names is set.
-func (s *Server) statuses(names bool) []ClientStatus {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]ClientStatus, 0, len(s.clients))
-	for c := range s.clients {
+// holds and subscribed to only when names is set. Server.mu held.
+func (r *registry) statuses(names bool) []ClientStatus {
+	out := make([]ClientStatus, 0, len(r.clients))
+	for c := range r.clients {
 		c.mu.Lock()
 		cs := ClientStatus{
 			ID:        c.node.GetId(),
@@ -134,14 +136,11 @@ func (s *Server) statuses(names bool) []ClientStatus {
 		}
 		for _, w := range c.order {
 			ts := TypeStatus{
-				TypeURL:      w.t.url,
-				Wildcard:     w.wildcard,
-				Pending:      len(w.dirty) + w.pendingScan(),
-				Pushes:       w.pushes,
-				LastVersion:  w.lastVersion,
-				LastNonce:    w.lastNonce,
-				AckedVersion: w.acked,
+				TypeURL:  w.t.url,
+				Wildcard: w.wildcard,
+				Pending:  len(w.dirty) + w.pendingScan(),
 			}
+			w.ackState.status(&ts)
 			if names {
 				for sl, h := range w.sent.all() {
 					if h != nil && h != stale {
@@ -153,16 +152,21 @@ func (s *Server) statuses(names bool) []ClientStatus {
 					}
 				}
 			}
-			if w.nack != nil {
-				n := *w.nack
-				ts.NACK = &n
-			}
 			cs.Types = append(cs.Types, ts)
 		}
 		c.mu.Unlock()
 		out = append(out, cs)
 	}
 	return out
+}
+
+// status fills the response and answer fields of ts (see ackState).
+func (a *ackState) status(ts *TypeStatus) {
+	ts.Pushes, ts.LastVersion, ts.LastNonce, ts.AckedVersion = a.pushes, a.lastVersion, a.lastNonce, a.acked
+	if a.nack != nil {
+		n := *a.nack
+		ts.NACK = &n
+	}
 }
 
 // keepFirst inserts name into names, sorted, keeping the first

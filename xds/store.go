@@ -9,43 +9,63 @@ import (
 	"github.com/xdsbridge/xdsbridge/xds/wire"
 )
 
-// typeState is the store and the subscriber index of one type, guarded by
-// Server.mu.
+// typeState is the store of one type. Its state is split by owner, each
+// part a value inside it:
+//
+//   - slotStore: its slots, by name and by index (store.go);
+//   - chunkTables: its current entries as published chunk tables, and
+//     frames (tables.go);
+//   - watchIndex: the watches of the type, by index and the wildcards by
+//     scope (subscribers.go).
+//
+// url, rank, brk, full and m are set when the store is made and
+// read-only after; the parts are guarded by Server.mu but where their
+// comments say otherwise.
 type typeState struct {
-	url   string
-	rank  int
-	brk   int // breakRank
-	full  bool
+	url  string
+	rank int
+	brk  int // breakRank
+	// full: SotW serves the type as a whole collection (fullState), like
+	// CDS and LDS.
+	full bool
+	m    *typeMetrics
+	slotStore
+	chunkTables
+	watchIndex
+}
+
+// slotStore is a type's slots: by name (slots) and by dense index (byIdx),
+// guarded by Server.mu. Writers, which hold only client.mu, read count,
+// the size of byIdx, and index, which maps names to slots like slots; it
+// is kept for the cluster and assignment stores only (indexed), which the
+// make-before-break gate reads.
+type slotStore struct {
 	slots map[string]*slot
 	byIdx slotTable
 	count atomic.Int64 // byIdx.span(), readable by writers without Server.mu
 	peak  int          // most slots since the slot map was last made
-	// wild are the wildcard watches by their client's scope ID (0:
-	// unscoped), so that a change is marked only on the wildcards of the
-	// scopes it is in (Server.markSubscribers).
-	wild map[int]map[*watch]struct{}
-	// cachedFrames are the frames of the current entries (frame.go) by
-	// scope ID, nil after a change until a scan asks for one.
-	cachedFrames []*frame
-	// table is the current entries in immutable chunks, by slot.idx
-	// (chunks.go, tables.go), and scoped the same per scope; touched are
-	// the chunks changed since they were published. seen are the scopes any entry of
-	// the type was ever in or denied to: those that have tables.
-	table   atomic.Pointer[[]*sentChunk]
-	scoped  atomic.Pointer[scopeTables]
-	touched []int
-	seen    ScopeSet
-	// watches by watch.idx (nil = free), for subscribers bitmaps.
-	watches []*watch
-	wfree   []int
-	m       *typeMetrics
 	// looked is the last shared name list looked up and its slots (see
 	// lookup), dropped when a slot is released.
-	looked lookedUp
-	// index maps names to slots like slots, for writers, which hold only
-	// client.mu; kept for the cluster and assignment stores only
-	// (indexed), which the make-before-break gate reads.
-	index sync.Map
+	looked  lookedUp
+	indexed bool
+	index   sync.Map
+}
+
+// chunkTables are a type's current entries in immutable chunks, by slot
+// index (chunks.go), published for writers, which read them without
+// Server.mu: table is the type's, scoped the same per scope. The rest is
+// guarded by Server.mu: touched are the chunks changed since they were
+// published, seen the scopes any entry of the type was ever in or denied
+// to (those that have tables), and cachedFrames the frames of the current
+// entries (frame.go) by scope ID, nil after a change until a scan asks
+// for one. Its methods, and the typeState methods that build the
+// tables from the slots, are in tables.go.
+type chunkTables struct {
+	table        atomic.Pointer[[]*sentChunk]
+	scoped       atomic.Pointer[scopeTables]
+	touched      []int
+	seen         ScopeSet
+	cachedFrames []*frame
 }
 
 type lookedUp struct {
@@ -62,7 +82,7 @@ type lookedUp struct {
 // immutable, so its slots are looked up once and kept until a slot of the
 // type is released, the only way a name's slot changes. The answer is
 // read-only. Server.mu held.
-func (t *typeState) lookup(names []string) []*slot {
+func (t *slotStore) lookup(names []string) []*slot {
 	if !wire.IsShared(names) {
 		return nil
 	}
@@ -81,14 +101,14 @@ func (t *typeState) lookup(names []string) []*slot {
 
 // slotOf is the slot of names[i], from slots (lookup's answer) if not nil,
 // else found or created. Server.mu held.
-func (t *typeState) slotOf(slots []*slot, names []string, i int) *slot {
+func (t *slotStore) slotOf(slots []*slot, names []string, i int) *slot {
 	if slots != nil {
 		return slots[i]
 	}
 	return t.get(names[i])
 }
 
-func (t *typeState) get(name string) *slot {
+func (t *slotStore) get(name string) *slot {
 	sl := t.slots[name]
 	if sl == nil {
 		// A copy: a request's names may share one buffer (see Codec).
@@ -97,7 +117,7 @@ func (t *typeState) get(name string) *slot {
 		t.count.Store(int64(t.byIdx.span()))
 		t.slots[name] = sl
 		t.peak = max(t.peak, len(t.slots))
-		if indexed(t.url) {
+		if t.indexed {
 			t.index.Store(sl.name, sl)
 		}
 	}
@@ -106,10 +126,10 @@ func (t *typeState) get(name string) *slot {
 
 // release drops sl if nothing references it (see slot): no entry, no
 // subscriber, pin or owed removal. Server.mu held.
-func (t *typeState) release(sl *slot) {
+func (t *slotStore) release(sl *slot) {
 	if sl.cur == nil && sl.pins == 0 && sl.owed.Load() == 0 && sl.subs.len() == 0 && t.slots[sl.name] == sl {
 		delete(t.slots, sl.name)
-		if indexed(t.url) {
+		if t.indexed {
 			t.index.CompareAndDelete(sl.name, sl)
 		}
 		t.looked = lookedUp{}
@@ -124,7 +144,7 @@ func (t *typeState) release(sl *slot) {
 // invented names, or a registry that shrank, would leave their memory
 // behind. It costs O(live slots) once per halving or so; the slot table
 // shrinks by itself (slotTable.free). Server.mu held.
-func (t *typeState) shrink() {
+func (t *slotStore) shrink() {
 	const small = 1024
 	if live := len(t.slots); t.peak > small && live < t.peak/4 {
 		m := make(map[string]*slot, live)
@@ -134,25 +154,16 @@ func (t *typeState) shrink() {
 }
 
 // total is the size of the type's slot table, for sentSet's dense form.
-func (t *typeState) total() int { return int(t.count.Load()) }
+func (t *slotStore) total() int { return int(t.count.Load()) }
 
 func newTypeState(url string, m *typeMetrics) *typeState {
 	return &typeState{
-		url:   url,
-		rank:  rank(url),
-		brk:   breakRank(url),
-		full:  fullState(url),
-		slots: make(map[string]*slot),
-		wild:  make(map[int]map[*watch]struct{}),
-		m:     m,
+		url:        url,
+		rank:       rank(url),
+		brk:        breakRank(url),
+		full:       fullState(url),
+		m:          m,
+		slotStore:  slotStore{slots: make(map[string]*slot), indexed: indexed(url)},
+		watchIndex: watchIndex{wild: make(map[int]map[*watch]struct{})},
 	}
-}
-
-// An orphan is a slot whose last owed removal a writer sent: writers hold
-// only client.mu, so they queue it, and it is released under Server.mu by
-// the writer once it has nothing left to send (Server.releaseOrphans), or
-// by the next Apply, whichever comes first.
-type orphan struct {
-	t  *typeState
-	sl *slot
 }

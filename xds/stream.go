@@ -39,16 +39,16 @@ type (
 	deltaStream = grpc.BidiStreamingServer[discoveryv3.DeltaDiscoveryRequest, discoveryv3.DeltaDiscoveryResponse]
 )
 
-// serveSotW runs one SotW stream.
-func (s *Server) serveSotW(st sotwStream, variant, typ string) error {
+// serveSotW runs one SotW stream of s.
+func serveSotW(s *Server, st sotwStream, variant, typ string) error {
 	return serveStream(s, st, variant, false,
-		func(c *client, req *discoveryv3.DiscoveryRequest, _ *wire.Inbound) { s.onSotW(c, typ, req) })
+		func(c *client, req *discoveryv3.DiscoveryRequest, _ *wire.Inbound) { c.onSotW(typ, req) })
 }
 
-// serveDelta runs one delta stream.
-func (s *Server) serveDelta(st deltaStream, variant, typ string) error {
+// serveDelta runs one delta stream of s.
+func serveDelta(s *Server, st deltaStream, variant, typ string) error {
 	return serveStream(s, st, variant, true,
-		func(c *client, req *discoveryv3.DeltaDiscoveryRequest, in *wire.Inbound) { s.onDelta(c, typ, req, in) })
+		func(c *client, req *discoveryv3.DeltaDiscoveryRequest, in *wire.Inbound) { c.onDelta(typ, req, in) })
 }
 
 // serveStream runs one stream of either protocol: the handler goroutine
@@ -58,7 +58,7 @@ func (s *Server) serveDelta(st deltaStream, variant, typ string) error {
 // pre-encoded bytes, another codec marshals it as the Resp it stands for.
 //
 // The stream ends when the read does: the client closes or goes away, or a
-// request is refused (Server.endStream). A send that fails ends the read too:
+// request is refused (client.refuse). A send that fails ends the read too:
 // gRPC ends the stream (it writes the error's status) whenever SendMsg
 // fails, and the writer cancels the stream's context. A stream wrapper
 // whose SendMsg can fail without calling gRPC's must end the stream
@@ -74,7 +74,7 @@ func serveStream[Req, Resp any](s *Server, st grpc.BidiStreamingServer[Req, Resp
 	}
 	c.cancel = cancel
 	defer s.disconnect(c)
-	w := s.startWriter(ctx, cancel, c, func(o *outbound) error { return st.SendMsg(o.msg) })
+	w := c.startWriter(ctx, cancel, func(o *outbound) error { return st.SendMsg(o.msg) })
 	recvErr := readStream(ctx, s, st, c, on)
 	cancel()
 	sendErr := w.stop()
@@ -90,16 +90,11 @@ func readStream[Req, Resp any](ctx context.Context, s *Server, st grpc.BidiStrea
 	on func(*client, *Req, *wire.Inbound)) error {
 	for first := true; ; first = false {
 		req := new(Req)
-		var lease *wire.ReadLease
-		if first {
-			l, err := s.reads.Lease(ctx)
-			if err != nil {
-				return err
-			}
-			lease = l
+		in, err := s.admission.inbound(ctx, any(req).(proto.Message), first)
+		if err != nil {
+			return err
 		}
-		in := wire.NewInbound(ctx, any(req).(proto.Message), s.requestBudget, lease)
-		err := st.RecvMsg(in)
+		err = st.RecvMsg(in)
 		in.ReleaseLease()
 		if err != nil {
 			in.Release()
@@ -111,30 +106,20 @@ func readStream[Req, Resp any](ctx context.Context, s *Server, st grpc.BidiStrea
 			}
 			return err
 		}
-		ok := s.handle(ctx, func() { on(c, req, in) })
+		// Requests wait for readiness rather than being handled against
+		// the still-empty store: a delta reconnect's claimed versions are
+		// compared with the first state applied, so a restart re-sends
+		// nothing that did not change.
+		ok := s.readiness.wait(ctx)
+		if ok {
+			on(c, req, in)
+			ok = ctx.Err() == nil // not refused (client.refuse), nor gone
+		}
 		in.Release()
 		if !ok {
 			return ctx.Err()
 		}
 	}
-}
-
-// handle runs a received request's handler once the server is ready; false
-// means the stream ended (refused by Server.endStream, or gone).
-func (s *Server) handle(ctx context.Context, on func()) bool {
-	// Requests wait for readiness rather than being handled against the
-	// still-empty store: a delta reconnect's claimed versions are compared
-	// with the first state applied, so a restart re-sends nothing that did
-	// not change.
-	if !s.Ready() {
-		select {
-		case <-s.ready:
-		case <-ctx.Done():
-			return false
-		}
-	}
-	on()
-	return ctx.Err() == nil
 }
 
 // streamErr is the status a stream ends with: the send error, else the
@@ -150,40 +135,26 @@ func streamErr(sendErr, recvErr error) error {
 }
 
 // connect accepts a new stream within Limits.Streams and
-// Limits.StreamsPerConnection, or returns the refusal.
+// Limits.StreamsPerConnection (registry.admit), or returns the refusal.
 func (s *Server) connect(ctx context.Context, variant string, delta bool) (*client, *refusal) {
-	c := &client{
-		s:       s,
-		variant: variant,
-		delta:   delta,
-		since:   time.Now(),
-		watches: make(map[string]*watch),
-		rewrite: s.rewrites.forStream(strings.HasSuffix(variant, "_ads"), delta),
-	}
-	var conn string // the connection's key in Server.conns: its TCP peer
+	c := &client{s: s}
+	c.variant, c.delta, c.since = variant, delta, time.Now()
+	c.rewrite = s.rewrites.forStream(strings.HasSuffix(variant, "_ads"), delta)
+	c.watches = make(map[string]*watch)
 	if p, ok := peer.FromContext(ctx); ok {
 		c.peer = p.Addr.String()
+		// A TCP connection is one peer address; other transports
+		// (in-process clients, Unix sockets) have no address per
+		// connection to count by.
 		if _, ok := p.Addr.(*net.TCPAddr); ok {
-			conn = c.peer
+			c.conn = c.peer
 		}
 	}
-	c.conn = conn
-	l := s.opts.Limits
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.clients) >= l.Streams {
-		return nil, newRefusal(reasonStreams, codes.ResourceExhausted, "the server already serves %d streams", l.Streams)
+	if r := s.registry.admit(c, s.opts.Limits); r != nil {
+		return nil, r
 	}
-	// A TCP connection is one peer address; other transports (in-process
-	// clients, Unix sockets) have no address per connection to count by.
-	if conn != "" {
-		if s.conns[conn] >= l.StreamsPerConnection {
-			return nil, newRefusal(reasonStreamsPerConn, codes.ResourceExhausted,
-				"this connection already has %d streams open", l.StreamsPerConnection)
-		}
-		s.conns[conn]++
-	}
-	s.clients[c] = struct{}{}
 	s.m.clients.WithLabelValues(variant).Inc()
 	return c, nil
 }
@@ -197,15 +168,10 @@ func (s *Server) disconnect(c *client) {
 	for _, w := range c.watches {
 		w.drop()
 	}
-	s.leave(c)
+	s.registry.leave(c)
 	c.mu.Unlock()
 	c.private = nil
-	delete(s.clients, c)
-	if c.conn != "" {
-		if s.conns[c.conn]--; s.conns[c.conn] <= 0 {
-			delete(s.conns, c.conn)
-		}
-	}
+	s.registry.remove(c)
 	s.mu.Unlock()
 	s.m.clients.WithLabelValues(c.variant).Dec()
 }
@@ -234,57 +200,57 @@ var (
 )
 
 func (a adsService) StreamAggregatedResources(st sotwStream) error {
-	return a.s.serveSotW(st, "sotw_ads", "")
+	return serveSotW(a.s, st, "sotw_ads", "")
 }
 func (a adsService) DeltaAggregatedResources(st deltaStream) error {
-	return a.s.serveDelta(st, "delta_ads", "")
+	return serveDelta(a.s, st, "delta_ads", "")
 }
 
 func (a cdsService) StreamClusters(st sotwStream) error {
-	return a.s.serveSotW(st, "sotw_cds", ClusterType)
+	return serveSotW(a.s, st, "sotw_cds", ClusterType)
 }
 func (a cdsService) DeltaClusters(st deltaStream) error {
-	return a.s.serveDelta(st, "delta_cds", ClusterType)
+	return serveDelta(a.s, st, "delta_cds", ClusterType)
 }
 func (cdsService) FetchClusters(context.Context, *discoveryv3.DiscoveryRequest) (*discoveryv3.DiscoveryResponse, error) {
 	return nil, unimplemented("clusters")
 }
 
 func (a edsService) StreamEndpoints(st sotwStream) error {
-	return a.s.serveSotW(st, "sotw_eds", EndpointType)
+	return serveSotW(a.s, st, "sotw_eds", EndpointType)
 }
 func (a edsService) DeltaEndpoints(st deltaStream) error {
-	return a.s.serveDelta(st, "delta_eds", EndpointType)
+	return serveDelta(a.s, st, "delta_eds", EndpointType)
 }
 func (edsService) FetchEndpoints(context.Context, *discoveryv3.DiscoveryRequest) (*discoveryv3.DiscoveryResponse, error) {
 	return nil, unimplemented("endpoints")
 }
 
 func (a ldsService) StreamListeners(st sotwStream) error {
-	return a.s.serveSotW(st, "sotw_lds", ListenerType)
+	return serveSotW(a.s, st, "sotw_lds", ListenerType)
 }
 func (a ldsService) DeltaListeners(st deltaStream) error {
-	return a.s.serveDelta(st, "delta_lds", ListenerType)
+	return serveDelta(a.s, st, "delta_lds", ListenerType)
 }
 func (ldsService) FetchListeners(context.Context, *discoveryv3.DiscoveryRequest) (*discoveryv3.DiscoveryResponse, error) {
 	return nil, unimplemented("listeners")
 }
 
 func (a rdsService) StreamRoutes(st sotwStream) error {
-	return a.s.serveSotW(st, "sotw_rds", RouteType)
+	return serveSotW(a.s, st, "sotw_rds", RouteType)
 }
 func (a rdsService) DeltaRoutes(st deltaStream) error {
-	return a.s.serveDelta(st, "delta_rds", RouteType)
+	return serveDelta(a.s, st, "delta_rds", RouteType)
 }
 func (rdsService) FetchRoutes(context.Context, *discoveryv3.DiscoveryRequest) (*discoveryv3.DiscoveryResponse, error) {
 	return nil, unimplemented("routes")
 }
 
 func (a sdsService) StreamSecrets(st sotwStream) error {
-	return a.s.serveSotW(st, "sotw_sds", SecretType)
+	return serveSotW(a.s, st, "sotw_sds", SecretType)
 }
 func (a sdsService) DeltaSecrets(st deltaStream) error {
-	return a.s.serveDelta(st, "delta_sds", SecretType)
+	return serveDelta(a.s, st, "delta_sds", SecretType)
 }
 func (sdsService) FetchSecrets(context.Context, *discoveryv3.DiscoveryRequest) (*discoveryv3.DiscoveryResponse, error) {
 	return nil, unimplemented("secrets")

@@ -47,3 +47,54 @@ func (s *subscribers) each(f func(i int)) {
 		}
 	}
 }
+
+// watchIndex is the watches of a type, guarded by Server.mu: every watch
+// by its dense index (watch.idx; nil = free, wfree the free ones), which
+// the subscribers bitmaps of the type's slots are over, and the wildcard
+// watches by their client's scope ID (0: unscoped), so that a change is
+// marked only on the wildcards of the scopes it is in
+// (fanout.subscribers).
+type watchIndex struct {
+	watches []*watch
+	wfree   []int
+	wild    map[int]map[*watch]struct{}
+}
+
+// addWild adds the wildcard watch w to the wildcards of its client's
+// scope. Server.mu and client.mu held.
+func (t *watchIndex) addWild(w *watch) {
+	ws := t.wild[w.c.scope]
+	if ws == nil {
+		ws = make(map[*watch]struct{})
+		t.wild[w.c.scope] = ws
+	}
+	ws[w] = struct{}{}
+}
+
+// dropWild removes w from the wildcards. Server.mu and client.mu held.
+func (t *watchIndex) dropWild(w *watch) {
+	if ws := t.wild[w.c.scope]; ws != nil {
+		delete(ws, w)
+		if len(ws) == 0 {
+			delete(t.wild, w.c.scope)
+		}
+	}
+}
+
+// addWatch gives w a dense index in its type. Server.mu held.
+func (t *watchIndex) addWatch(w *watch) {
+	if n := len(t.wfree); n > 0 {
+		w.idx, t.wfree = t.wfree[n-1], t.wfree[:n-1]
+		t.watches[w.idx] = w
+		return
+	}
+	w.idx = len(t.watches)
+	t.watches = append(t.watches, w)
+}
+
+// removeWatch frees w's index once it is in no subscriber set. Server.mu
+// held.
+func (t *watchIndex) removeWatch(w *watch) {
+	t.watches[w.idx] = nil
+	t.wfree = append(t.wfree, w.idx)
+}

@@ -6,7 +6,7 @@ import (
 
 // chunk returns the published chunk k of the type's current entries, nil
 // when none of its slots has one.
-func (t *typeState) chunk(k int) *sentChunk {
+func (t *chunkTables) chunk(k int) *sentChunk {
 	tab := t.table.Load()
 	if tab == nil || k >= len(*tab) {
 		return nil
@@ -16,7 +16,7 @@ func (t *typeState) chunk(k int) *sentChunk {
 
 // chunkIn is chunk k of scope id's table (the type's own for id 0): nil
 // when none of its slots has an entry in the scope.
-func (t *typeState) chunkIn(id, k int) *sentChunk {
+func (t *chunkTables) chunkIn(id, k int) *sentChunk {
 	if id == 0 {
 		return t.chunk(k)
 	}
@@ -41,9 +41,11 @@ func (t *typeState) population(id int) int {
 	return 0
 }
 
-// touchChunk notes that slot index i's current entry changed. Server.mu
+// touchChunk notes that slot index i's current entry changed: its chunk
+// is to be published again, and the frames are out of date. Server.mu
 // held.
-func (t *typeState) touchChunk(i int) {
+func (t *chunkTables) touchChunk(i int) {
+	clear(t.cachedFrames)
 	t.touched = append(t.touched, i>>chunkBits)
 }
 

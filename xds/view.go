@@ -62,7 +62,7 @@ func (s *Server) Select(typeURL string, names []string, v View) (items []Item, o
 		return nil, false
 	}
 	s.mu.Lock()
-	es := s.collect(typeURL, names, nil)
+	es := s.types[typeURL].collect(names, nil)
 	s.mu.Unlock()
 	return v.items(es), true
 }
@@ -77,7 +77,7 @@ func (s *Server) Snapshot(v View, typeURLs ...string) (map[string][]Item, bool) 
 	all := make([][]*entry, len(typeURLs))
 	s.mu.Lock()
 	for i, typ := range typeURLs {
-		all[i] = s.collect(typ, nil, nil)
+		all[i] = s.types[typ].collect(nil, nil)
 	}
 	s.mu.Unlock()
 	out := make(map[string][]Item, len(typeURLs))
@@ -87,10 +87,10 @@ func (s *Server) Snapshot(v View, typeURLs ...string) (map[string][]Item, bool) 
 	return out, true
 }
 
-// collect appends the current entries of the named (or all) resources of a
-// type, private ones left out. Server.mu held.
-func (s *Server) collect(typeURL string, names []string, es []*entry) []*entry {
-	t := s.types[typeURL]
+// collect appends the current entries of the named (or all) resources of
+// the type, private ones left out; a nil store (a type the server never
+// had) appends none. Server.mu held.
+func (t *typeState) collect(names []string, es []*entry) []*entry {
 	if t == nil {
 		return es
 	}

@@ -2,8 +2,6 @@ package xds
 
 import (
 	"time"
-
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 )
 
 // SetScopes sets how nodes map to scopes (nil: every node unscoped). Each
@@ -15,11 +13,7 @@ import (
 // over the types it watches under the server's lock: a reload's cost, not
 // a push's.
 func (s *Server) SetScopes(f Scoper) {
-	if f == nil {
-		s.scoper.Store(nil)
-	} else {
-		s.scoper.Store(&f)
-	}
+	s.scoper.set(f)
 	now := time.Now()
 	s.mu.Lock()
 	var touched []*client
@@ -27,7 +21,7 @@ func (s *Server) SetScopes(f Scoper) {
 		if c.node == nil {
 			continue // scoped with its first request
 		}
-		id, name := s.scopeOf(c.node)
+		id, name := s.scoper.of(c.node)
 		c.mu.Lock()
 		c.scopeName = name
 		if id != c.scope {
@@ -40,19 +34,6 @@ func (s *Server) SetScopes(f Scoper) {
 	for _, c := range touched {
 		c.poke()
 	}
-}
-
-// scopeOf is the scope of node n by the current Scoper.
-func (s *Server) scopeOf(n *corev3.Node) (int, string) {
-	f := s.scoper.Load()
-	if f == nil {
-		return 0, ""
-	}
-	id, name := (*f)(n)
-	if id < 0 || id > MaxScopes {
-		return 0, name
-	}
-	return id, name
 }
 
 // rescope moves the client to scope id and queues the difference on each

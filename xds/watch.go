@@ -1,7 +1,6 @@
 package xds
 
 import (
-	"slices"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -60,8 +59,7 @@ func (w *watch) unpin(sl *slot) {
 // explicit reports whether sl is subscribed by name. client.mu held.
 func (w *watch) explicit(sl *slot) bool {
 	if w.wildcard {
-		_, ok := w.named[sl]
-		return ok
+		return w.isNamed(sl)
 	}
 	return w.sent.has(sl)
 }
@@ -90,15 +88,6 @@ func (w *watch) mark(sl *slot, e *entry, force bool) {
 		sl.owed.Add(-1) // it has an entry again: nothing to release
 	}
 	w.dirty[sl] = pend{e: e, force: force || (ok && old.force)}
-}
-
-// undirty drops sl's pending change p and reports whether it was the last
-// owed removal of sl (see slot.owed): the caller then releases sl, or
-// queues it for release (Server.orphan) if it holds only client.mu.
-// client.mu held.
-func (w *watch) undirty(sl *slot, p pend) (last bool) {
-	delete(w.dirty, sl)
-	return p.e == nil && sl.owed.Add(-1) == 0
 }
 
 // reconcile compares what the client holds of sl with its current entry and
@@ -291,45 +280,6 @@ func (w *watch) drop() {
 // its first request is answered, empty, at once.
 func (w *watch) private() bool { return w.c.private[w.t.url] == w.t }
 
-// addWild adds the wildcard watch w to the wildcards of its client's
-// scope. Server.mu and client.mu held.
-func (t *typeState) addWild(w *watch) {
-	ws := t.wild[w.c.scope]
-	if ws == nil {
-		ws = make(map[*watch]struct{})
-		t.wild[w.c.scope] = ws
-	}
-	ws[w] = struct{}{}
-}
-
-// dropWild removes w from the wildcards. Server.mu and client.mu held.
-func (t *typeState) dropWild(w *watch) {
-	if ws := t.wild[w.c.scope]; ws != nil {
-		delete(ws, w)
-		if len(ws) == 0 {
-			delete(t.wild, w.c.scope)
-		}
-	}
-}
-
-// addWatch gives w a dense index in its type. Server.mu held.
-func (t *typeState) addWatch(w *watch) {
-	if n := len(t.wfree); n > 0 {
-		w.idx, t.wfree = t.wfree[n-1], t.wfree[:n-1]
-		t.watches[w.idx] = w
-		return
-	}
-	w.idx = len(t.watches)
-	t.watches = append(t.watches, w)
-}
-
-// removeWatch frees w's index once it is in no subscriber set. Server.mu
-// held.
-func (t *typeState) removeWatch(w *watch) {
-	t.watches[w.idx] = nil
-	t.wfree = append(t.wfree, w.idx)
-}
-
 // visible is e, sl's entry in the store, as the watch's client sees it,
 // nil if hidden: an entry denied to the client's scope, or private and not
 // granted to it, is hidden always, one outside its scope from a wildcard
@@ -341,10 +291,8 @@ func (w *watch) visible(sl *slot, e *entry) *entry {
 		if e.denied.Has(id) || e.private {
 			return nil
 		}
-		if w.wildcard {
-			if _, named := w.named[sl]; !named {
-				return nil
-			}
+		if w.wildcard && !w.isNamed(sl) {
+			return nil
 		}
 	}
 	return w.c.visible(e)
@@ -368,18 +316,16 @@ func (c *client) watchFor(t *typeState) *watch {
 		return w
 	}
 	w := &watch{
-		c:       c,
-		t:       t,
-		sent:    sentSet{t: t, scope: c.scope},
-		dirty:   make(map[*slot]pend),
-		waiting: make(map[*slot]waitSince),
+		c:    c,
+		t:    t,
+		sent: sentSet{t: t, scope: c.scope},
+		pending: pending{
+			dirty:   make(map[*slot]pend),
+			waiting: make(map[*slot]waitSince),
+		},
 	}
 	t.addWatch(w)
-	c.watches[t.url] = w
-	c.order = append(c.order, w)
-	slices.SortStableFunc(c.order, func(a, b *watch) int { return a.t.rank - b.t.rank })
-	c.brk = append(c.brk, w)
-	slices.SortStableFunc(c.brk, func(a, b *watch) int { return a.t.brk - b.t.brk })
+	c.watchSet.add(w)
 	return w
 }
 

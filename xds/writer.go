@@ -9,9 +9,9 @@ import (
 	"github.com/xdsbridge/xdsbridge/xds/wire"
 )
 
-// startWriter attaches a writer to c and pokes it once, for whatever the
-// client was owed before it had one.
-func (s *Server) startWriter(ctx context.Context, cancel context.CancelFunc, c *client, send func(*outbound) error) *writer {
+// startWriter attaches a writer to the client and pokes it once, for
+// whatever the client was owed before it had one.
+func (c *client) startWriter(ctx context.Context, cancel context.CancelFunc, send func(*outbound) error) *writer {
 	w := &writer{c: c, ctx: ctx, cancel: cancel, send: send}
 	w.idle.L = &w.mu
 	w.timer = time.AfterFunc(time.Hour, w.poke)
@@ -79,7 +79,7 @@ func (w *writer) drain() (time.Time, error) {
 			// The slots whose last removal this run sent are released
 			// now rather than at the next Apply, which may be long in
 			// coming after a shrink.
-			c.s.reapOrphans()
+			c.s.orphans.reap(&c.s.mu)
 			return due, nil
 		}
 		tr := o.msg.SendState()

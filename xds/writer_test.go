@@ -19,9 +19,9 @@ func writerClient(t *testing.T, s *Server, send func(*outbound) error) (*client,
 	if r != nil {
 		t.Fatal(r.err)
 	}
-	w := s.startWriter(ctx, cancel, c, send)
+	w := c.startWriter(ctx, cancel, send)
 	t.Cleanup(func() { cancel(); _ = w.stop(); s.disconnect(c) })
-	s.onDelta(c, "", &discoveryv3.DeltaDiscoveryRequest{Node: envoyNode, TypeUrl: EndpointType, ResourceNamesSubscribe: []string{"*"}}, nil)
+	c.onDelta("", &discoveryv3.DeltaDiscoveryRequest{Node: envoyNode, TypeUrl: EndpointType, ResourceNamesSubscribe: []string{"*"}}, nil)
 	return c, w
 }
 
