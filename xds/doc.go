@@ -40,25 +40,26 @@
 //     subscribed names from a cache shared by identical lists
 //     (namesCache.names) and keeps the initial versions as their wire
 //     records (unmarshalCompact).
-//  4. delta.go: client.onDelta wraps the initial versions
-//     (wire.InitialOf) and calls client.deltaRequest, which finds the
-//     request's type (typeOf, request.go), checks its name lists against
-//     Limits.NamesPerRequest (Limits.checkNames), and takes the
-//     locks: client.lock (request.go) finds the type's store
-//     (client.storeFor), records the client's node and its scope
-//     (client.identify; scoping.of, scope.go) and finds or makes its
-//     watch of the type (client.watchFor, watch.go).
+//  4. delta.go: client.onDelta wraps the initial versions (wire.InitialOf)
+//     and calls client.deltaRequest, which finds the request's type (typeOf,
+//     request.go), checks its name lists against Limits.NamesPerRequest
+//     (Limits.checkNames), and takes the locks: client.lock (request.go)
+//     finds the type's store (client.storeFor), records the client's node
+//     and its scope (client.identify; scoping.of, scope.go), puts a per-type
+//     stream in its Envoy's group (registry.join, gate.go) and finds or
+//     makes its watch of the type (client.watchFor, watch.go).
 //  5. initial.go: the watch's first request goes to client.firstDelta. The
 //     claimed initial versions that match count as sent, the rest as stale
 //     (sentSet.put, sent.go; watch.pin, watch.go), and the subscription is
 //     made (step 6).
 //  6. watch.go: a wildcard by watch.wildcardOn, other names one by one
 //     (watch.subscribeChecked, watch.subscribe and watch.reconcile), whose
-//     differences watch.mark queues in the watch's dirty map. A list
-//     covering much of the type is subscribed a chunk at a time where it
-//     can (watch.claimChunks, scan.go) and queues a scan of the type's
-//     frame, as the client's scope sees it, instead of an entry per name
-//     (watch.bulk, scan.go; watch.rescan; typeState.frame, tables.go).
+//     differences watch.mark queues in the watch's dirty map (what the
+//     client asked for is the watch's subscription, subscription.go). A list
+//     covering much of the type is subscribed a chunk at a time where it can
+//     (watch.claimChunks, scan.go) and queues a scan of the type's frame, as
+//     the client's scope sees it, instead of an entry per name (watch.bulk,
+//     scan.go; watch.rescan; typeState.frame, tables.go).
 //  7. writer.go: client.poke wakes the client's writer, and the response
 //     leaves as in "Follow a push" from its writer.go step.
 //
@@ -77,17 +78,16 @@
 // One Apply, to the bytes on the wire:
 //
 //  1. apply.go: Server.Apply (or a Batch, a resource at a time) turns each
-//     resource into an entry (step 2) and refuses an entry too large for
-//     any response (step 3). Under Server.mu it finds each entry's slot
-//     (slotStore.get, store.go),
-//     keeps the entries whose version changed, orders them
-//     make-before-break (rank, breakRank, types.go), installs them,
-//     publishes the type's chunk table and those of the scopes
+//     resource into an entry (step 2) and refuses an entry too large for any
+//     response (step 3). Under Server.mu it finds each entry's slot
+//     (slotStore.get, store.go), keeps the entries whose version changed,
+//     orders them make-before-break (rank, breakRank, types.go), installs
+//     them, publishes the type's chunk table and those of the scopes
 //     (typeState.publishChunks, tables.go) and marks each change on the
 //     watches of its name (fanout.change and fanout.subscribers, fanout.go;
-//     steps 4 and 5). Then it tells the views
-//     (step 6) and pokes every client it touched (client.poke, writer.go).
-//     It never sends, and never waits for a client.
+//     steps 4 and 5). Then it tells the views (step 6) and pokes every
+//     client it touched (client.poke, writer.go). It never sends, and never
+//     waits for a client.
 //  2. entry.go: newEntry makes the entry: the deterministic marshal, its
 //     content-hash version and the records every response is assembled
 //     from (wire.EncodeRecord), all shared by every client.
@@ -110,13 +110,13 @@
 //     watch.upserts first sends what a pending scan finds the client lacks
 //     (watch.scanned and watch.owes, scan.go), then the dirty map, then the
 //     unknown names whose wait is over (deadline, pending.go); then
-//     watch.removals, in
-//     the order of removal. Where the protocol allows, a response takes
-//     only what fits under Options.MaxResponseBytes (responseSize.room).
-//     watch.respond records the response as sent (its nonce and version,
-//     ackState.record in acks.go; what the client now holds, and on
-//     per-type streams what it is yet to acknowledge, gateNotes.noteSent
-//     in gate.go) and wraps it in a sotwMsg or deltaMsg (response.go).
+//     watch.removals, in the order of removal. Where the protocol allows, a
+//     response takes only what fits under Options.MaxResponseBytes
+//     (responseSize.room). watch.respond records the response as sent (its
+//     nonce and version, ackState.record in acks.go; what the client now
+//     holds, and on per-type streams what it is yet to acknowledge,
+//     gateNotes.noteSent in gate.go) and wraps it in a sotwMsg or deltaMsg
+//     (response.go).
 //  9. wire/budget.go: writer.drain makes a large response wait for its
 //     share of the send budget (Budget.Reserve, charged Msg.Charge), then
 //     sends it with the stream's SendMsg.
