@@ -126,12 +126,13 @@ func (p *IstioPublisher) Remove(name string) []xds.Key {
 // Rescope makes every resource, those applied already and those to come,
 // delivered by wildcard to the scopes in every, and hands the applied
 // ones to add, a service's at a time in the order of their names, to
-// apply again with them (none when every is the scopes they have). The Istio collections are not scoped:
-// their one client, istiod, needs every service whatever scope its node
-// falls in (a collection it is sent without an entry deletes that entry),
-// and it scopes what each proxy sees itself. A scope's deny does not
-// apply to them either. So every should hold every configured scope;
-// unscoped clients get everything regardless.
+// apply again with them (none when every is the scopes they have). The
+// Istio collections are not scoped: their one client, istiod, needs
+// every service whatever scope its node falls in (a collection it is
+// sent without an entry deletes that entry), and it scopes what each
+// proxy sees itself. A scope's deny does not apply to them either. So
+// every should hold every configured scope; unscoped clients get
+// everything regardless.
 func (p *IstioPublisher) Rescope(every xds.ScopeSet, add func(...xds.Resource)) {
 	if every == p.scopes {
 		return // served with these scopes already
