@@ -22,6 +22,7 @@ type change struct {
 	ups  []xds.Resource
 	rems []xds.Key
 	n    int // resources upserted
+	rm   int // removals
 }
 
 // newChange starts one Apply on a.
@@ -44,6 +45,7 @@ func (c *change) upsert(rs ...xds.Resource) {
 }
 
 func (c *change) remove(ks ...xds.Key) {
+	c.rm += len(ks)
 	if c.b == nil {
 		c.rems = append(c.rems, ks...)
 		return
@@ -52,6 +54,9 @@ func (c *change) remove(ks ...xds.Key) {
 		c.b.Remove(k)
 	}
 }
+
+// empty reports whether nothing was added to the change.
+func (c *change) empty() bool { return c.n+c.rm == 0 }
 
 // apply applies the change and returns the number of resources it
 // upserted.

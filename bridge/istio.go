@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"log/slog"
+	"maps"
 	"slices"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -37,7 +38,7 @@ func IstioCollections(c config.Istio) []string {
 func (p *publisher) serveIstio(c config.Istio, reg prometheus.Registerer) *publisher {
 	if c.Enabled {
 		p.istio = NewIstioPublisher(c.Translator, p.log, reg)
-		p.istio.Rescope(xds.ScopeSet(p.scopes.Every()))
+		p.istio.Rescope(xds.ScopeSet(p.scopes.Every()), func(...xds.Resource) {})
 	}
 	return p
 }
@@ -123,24 +124,27 @@ func (p *IstioPublisher) Remove(name string) []xds.Key {
 }
 
 // Rescope makes every resource, those applied already and those to come,
-// delivered by wildcard to the scopes in every, and returns the applied
-// ones to apply again with them. The Istio collections are not scoped:
-// their one client, istiod, needs every service whatever scope its node
-// falls in (a collection it is sent without an entry deletes that entry),
-// and it scopes what each proxy sees itself. A scope's deny does not
-// apply to them either. So every should hold every configured scope;
-// unscoped clients get everything regardless.
-func (p *IstioPublisher) Rescope(every xds.ScopeSet) []xds.Resource {
+// delivered by wildcard to the scopes in every, and hands the applied
+// ones to add, a service's at a time in the order of their names, to
+// apply again with them (none when every is the scopes they have). The
+// Istio collections are not scoped: their one client, istiod, needs
+// every service whatever scope its node falls in (a collection it is
+// sent without an entry deletes that entry), and it scopes what each
+// proxy sees itself. A scope's deny does not apply to them either. So
+// every should hold every configured scope; unscoped clients get
+// everything regardless.
+func (p *IstioPublisher) Rescope(every xds.ScopeSet, add func(...xds.Resource)) {
+	if every == p.scopes {
+		return // served with these scopes already
+	}
 	p.scopes = every
-	var out []xds.Resource
-	for name, rs := range p.served {
+	for _, name := range slices.Sorted(maps.Keys(p.served)) {
 		// A copy: the slice was handed to Apply.
-		rs = slices.Clone(rs)
+		rs := slices.Clone(p.served[name])
 		for i := range rs {
 			rs[i].Scopes = every
 		}
 		p.served[name] = rs
-		out = append(out, rs...)
+		add(rs...)
 	}
-	return out
 }

@@ -170,14 +170,12 @@ func (p *publisher) publish(c manager.Changes) {
 			ch.upsert(ups...)
 			removals = append(removals, gone...)
 		}
-		r, err := translate.Service(svc, p.opts)
+		rs, err := p.build(svc)
 		if err != nil {
 			p.errors.Inc()
 			p.fail(c, svc.Name, err, "cannot serve the new version of a service; keeping its last good resources")
 			continue
 		}
-		rs := p.scoped(svc, resources(svc.Name, r))
-		p.edge.merge(rs)
 		ch.upsert(rs...)
 		p.why.set(svc)
 		p.edge.service(svc)
@@ -210,6 +208,20 @@ func (p *publisher) publish(c manager.Changes) {
 	p.log.Debug("applied changes", "upserted", len(c.Upserted), "removed", len(c.Removed), "resources", n)
 }
 
+// build translates svc into its xDS resources as served: with the scopes
+// that deliver it and those it is denied to, and merged with the listener
+// side's resources of the same names (edge.merge). A publish and a
+// rescope build a service alike.
+func (p *publisher) build(svc sources.Service) ([]xds.Resource, error) {
+	r, err := translate.Service(svc, p.opts)
+	if err != nil {
+		return nil, err
+	}
+	rs := p.scoped(svc, resources(svc.Name, r))
+	p.edge.merge(rs)
+	return rs, nil
+}
+
 // scoped sets on each resource of svc the scopes that deliver it and
 // those it is denied to.
 func (p *publisher) scoped(svc sources.Service, rs []xds.Resource) []xds.Resource {
@@ -221,36 +233,46 @@ func (p *publisher) scoped(svc sources.Service, rs []xds.Resource) []xds.Resourc
 }
 
 // scope sets the scoping rules. Once the publisher has published, the
-// served services are translated again and applied with their new scopes
-// (resources whose scopes did not change are no-ops to the engine), the
-// Istio resources with every scope (IstioPublisher.Rescope), and then the
-// engine learns the new mapping of nodes to scopes: each client
-// is sent what its scope gained and the removal of what it lost.
+// served services whose scopes change are translated again and applied
+// with their new scopes, the Istio resources with every scope
+// (IstioPublisher.Rescope) and the listener side's with theirs, all in
+// one change to the engine, built a service at a time as a publish is
+// (see change); and then the engine learns the new mapping of nodes to
+// scopes: each client is sent what its scope gained and the removal of
+// what it lost. A service whose scopes and denials are the same under
+// both rules is served as it would be built now, so it is left out of
+// the change rather than built to be a no-op to the engine: its
+// resources merged with the listener side's follow the listener side's
+// own (edge.setScopes).
 func (p *publisher) scope(s *translate.Scopes) *publisher {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	was := p.scopes
 	p.scopes = s
 	p.why.setScopes(s)
-	var upserts []xds.Resource
+	p.edge.setScopes(s)
+	ch := newChange(p.server)
 	for _, svc := range p.why.all() {
-		r, err := translate.Service(svc, p.opts)
+		oldIn, oldDenied := was.Membership(svc)
+		if in, denied := s.Membership(svc); in == oldIn && denied == oldDenied {
+			continue
+		}
+		rs, err := p.build(svc)
 		if err != nil {
 			continue // not served in this version either: its last good resources stay
 		}
-		upserts = append(upserts, p.scoped(svc, resources(svc.Name, r))...)
+		ch.upsert(rs...)
 	}
 	if p.istio != nil {
-		upserts = append(upserts, p.istio.Rescope(xds.ScopeSet(s.Every()))...)
+		p.istio.Rescope(xds.ScopeSet(s.Every()), ch.upsert)
 	}
-	p.edge.setScopes(s)
-	var removals []xds.Key
 	if p.published {
-		upserts, _ = p.edge.resolve(upserts, nil)
 		ups, rems := p.edge.take()
-		upserts, removals = append(upserts, ups...), rems
+		ch.upsert(ups...)
+		ch.remove(rems...)
 	}
-	if len(upserts)+len(removals) > 0 {
-		p.server.Apply(upserts, removals)
+	if !ch.empty() {
+		ch.apply()
 	}
 	if ss, ok := p.server.(scopeSetter); ok {
 		if s == nil {
