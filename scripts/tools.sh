@@ -38,8 +38,8 @@ build() {
 	local bin=$1 dir=$2 pkg=$3 tags=${4:-}
 	if [ ! -x "$bin" ]; then
 		echo "building $pkg into $bin (cached for later runs)" >&2
-		(cd "$here/$dir" && go build -trimpath -tags "$tags" -o "$bin.tmp" "$pkg") >&2
-		mv "$bin.tmp" "$bin"
+		(cd "$here/$dir" && go build -trimpath -tags "$tags" -o "$bin.tmp.$$" "$pkg") >&2
+		mv "$bin.tmp.$$" "$bin"
 	fi
 	echo "$bin"
 }
@@ -72,15 +72,29 @@ install() {
 # spends part of its time downloading modules, type-checking along a long
 # chain of packages or linking, on one CPU. They run at once so that one's
 # waits overlap the others' compiling; the distribution's packages are
-# installed beside them. Each job writes its result to a file of its own.
+# installed beside them. Each job writes its result to a file of its own
+# and prefixes its error output with its name. Each is a process group of
+# its own (set -m), so that a script that ends early, by an error or an
+# interrupt, stops the builds it started instead of leaving them compiling.
 jobs=$(mktemp -d)
-trap 'rm -rf "$jobs"' EXIT
 pids=()
+names=()
+stop_jobs() {
+	for pid in "${pids[@]}"; do
+		kill -- -"$pid" 2>/dev/null || true
+	done
+	rm -rf "$jobs"
+}
+trap stop_jobs EXIT
+trap 'exit 130' INT TERM
+set -m
 spawn() { # spawn NAME COMMAND...: runs COMMAND in the background, its stdout in $jobs/NAME
 	local name=$1
 	shift
-	"$@" >"$jobs/$name" &
+	# set +m inside: the job's own commands stay in its process group.
+	(set +m; "$@") >"$jobs/$name" 2> >(sed "s/^/[$name] /" >&2) &
 	pids+=($!)
+	names+=("$name")
 }
 distribution() {
 	if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
@@ -92,11 +106,11 @@ distribution() {
 	fi
 }
 zookeeper=${XDSBRIDGE_ZOOKEEPER:-/usr/share/java/zookeeper.jar}
+istiod_hash=$(cd "$here/tools/istiod" && cat go.mod go.sum $(LC_ALL=C ls *.go) | sha256sum | cut -c1-12)
 spawn distribution distribution
 spawn consul ensure consul 1.14.11 tools/consul github.com/hashicorp/consul
 spawn coredns ensure coredns 1.15.0 tools/coredns github.com/coredns/coredns
 spawn etcd ensure etcd 3.7.3 tools/etcd go.etcd.io/etcd/server/v3
-istiod_hash=$(cd "$here/tools/istiod" && cat go.mod go.sum $(LC_ALL=C ls *.go) | sha256sum | cut -c1-12)
 spawn istiod build "$cache/bin/xdsbridge-istiod-$istiod_hash" tools/istiod .
 # promtool without the service discovery mechanisms the checked scrape
 # configuration does not use (Prometheus' own build tags): a third fewer
@@ -105,12 +119,13 @@ spawn promtool ensure promtool 0.316.0 tools/promtool github.com/prometheus/prom
 # The linters make test runs are built by `go tool` on first use and
 # cached by Go; building them here overlaps that with the servers' builds.
 spawn lint bash -c 'cd "$1"; go tool -modfile=tools/lint/go.mod golangci-lint version >&2; go tool -modfile=tools/lint/go.mod deadcode -h >/dev/null 2>&1; true' _ "$here"
-failed=0
-for pid in "${pids[@]}"; do
-	wait "$pid" || failed=1
+failed=()
+for i in "${!pids[@]}"; do
+	wait "${pids[$i]}" || failed+=("${names[$i]}")
 done
-if [ "$failed" = 1 ]; then
-	echo "scripts/tools.sh: a build or installation failed (its output is above)" >&2
+set +m
+if [ "${#failed[@]}" -gt 0 ]; then
+	echo "scripts/tools.sh: failed: ${failed[*]} (their output above is prefixed with their names)" >&2
 	exit 1
 fi
 consul=$(cat "$jobs/consul")

@@ -3,9 +3,11 @@ package xds
 import "github.com/xdsbridge/xdsbridge/xds/wire"
 
 // subscription is what a watch's client asked for. The stream's reader
-// goroutine is its only writer, holding Server.mu and client.mu; it is
-// read under either. The names subscribed explicitly are the keys of the
-// watch's sent set while wildcard is off, and named while it is on.
+// goroutine is its only writer: of wildcard, started, everNamed and named
+// holding Server.mu and client.mu, so they may be read under either; of
+// namesHash and lastNames holding client.mu only, as only the reader
+// reads them. The names subscribed explicitly are the keys of the watch's
+// sent set while wildcard is off, and named while it is on.
 type subscription struct {
 	wildcard bool
 	// started: the watch's first request was handled.
