@@ -104,8 +104,7 @@ func TestAgentBudgetUnknownWant(t *testing.T) {
 
 	// The old instance holds the whole budget; a new one's first dial
 	// waits until the old one made room for its floor.
-	life, stop := context.WithCancel(context.Background())
-	defer stop()
+	life := t.Context()
 	pipe := func(context.Context, string, string) (net.Conn, error) {
 		c, _ := net.Pipe()
 		return c, nil
