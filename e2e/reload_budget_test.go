@@ -2,9 +2,7 @@ package e2e
 
 import (
 	"fmt"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -13,7 +11,6 @@ import (
 	"github.com/xdsbridge/xdsbridge/test/bridgetest"
 	"github.com/xdsbridge/xdsbridge/test/consultest"
 	"github.com/xdsbridge/xdsbridge/test/countproxy"
-	"github.com/xdsbridge/xdsbridge/test/freeport"
 )
 
 // TestReloadReplacementSharesAgentConnections changes the entry of a
@@ -32,35 +29,23 @@ func TestReloadReplacementSharesAgentConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(proxy.Close)
-	dir := t.TempDir()
-	sentinel := filepath.Join(dir, "sentinel.yaml")
-	writeFile(t, sentinel, sentinelFile("10.9.0.1"))
-	xdsAddr, adminAddr := freeport.Addr(t), freeport.Addr(t)
-	cfg := filepath.Join(dir, "bridge.yaml")
-	configure := func(maxStale string) {
-		writeFile(t, cfg, fmt.Sprintf(`
-xds: {listen: %s}
-admin: {listen: %s}
-sources:
-  - name: consul
+	consul := func(maxStale string) string {
+		return fmt.Sprintf(`  - name: consul
     type: consul
     address: %s
     max_stale: %s
     services: {include: ["svc-*"]}
-  - {name: files, type: file, path: sentinel.yaml}
-`, xdsAddr, adminAddr, proxy.Addr, maxStale))
+`, proxy.Addr, maxStale) + sentinelSource
 	}
-	configure("5s")
-	p := start(t, cfg)
-	bridgetest.WaitReady(t, adminAddr, patience)
-	watchers := watchBoth(t, xdsAddr, names)
+	b := startReloadable(t, consul("5s"))
+	watchers := watchBoth(t, b.xdsAddr, names)
 	for _, w := range watchers {
 		w.serves(t, "the Consul services", nil)
 	}
 	// Its watches fill the old instance's budget before the reload.
 	watching := func(what string, want func(n int) bool) (n int, note string) {
 		bridgetest.Eventually(t, patience, what, func() bool {
-			note = bridgetest.SourceStatus(t, adminAddr, "consul").Notes["watches"]
+			note = bridgetest.SourceStatus(t, b.adminAddr, "consul").Notes["watches"]
 			total := 0
 			_, _ = fmt.Sscanf(note, "%d of %d services watched", &n, &total)
 			return total == services && want(n) && strings.Contains(note, fmt.Sprintf("room for %d ", n))
@@ -70,15 +55,12 @@ sources:
 	held, before := watching("the old instance watching as many services as it has room for", func(n int) bool { return n > 0 })
 	counts := proxy.Counts()
 
-	configure("10s")
 	reloaded := time.Now()
-	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
-		t.Fatal(err)
-	}
-	p.waitLog(patience, "configuration reloaded", "started=consul")
-	waitPhase(t, adminAddr, "consul", "synced")
+	b.reload(t, consul("10s"))
+	b.waitLog(patience, "configuration reloaded", "started=consul")
+	waitPhase(t, b.adminAddr, "consul", "synced")
 	synced := time.Since(reloaded)
-	flushed(t, sentinel, "10.9.0.2", watchers)
+	flushed(t, b.sentinel, "10.9.0.2", watchers)
 	noRemovals(t, "the new Consul instance synced", watchers...)
 	_, after := watching(fmt.Sprintf("the new instance watching %d services, as the old one did", held), func(n int) bool { return n == held })
 	noRemovals(t, "the old instance's share returned to the new one", watchers...)

@@ -126,6 +126,50 @@ func flushed(t *testing.T, path, addr string, watchers []*removalWatch) {
 	}
 }
 
+// reloadable is a bridge run from a configuration file that a test
+// rewrites and reloads (SIGHUP). The file lists its sources, usually with
+// sentinelSource among them: the services file at sentinel, which flushed
+// rewrites.
+type reloadable struct {
+	*process
+	cfg, sentinel      string
+	xdsAddr, adminAddr string
+}
+
+// sentinelSource is the entry of the file source serving the sentinel.
+const sentinelSource = "  - {name: files, type: file, path: sentinel.yaml}\n"
+
+// startReloadable starts a bridge on a configuration of sources (the
+// entries of its sources list, as YAML) with the sentinel at 10.9.0.1,
+// and waits until it is ready.
+func startReloadable(t *testing.T, sources string) *reloadable {
+	t.Helper()
+	dir := t.TempDir()
+	b := &reloadable{cfg: filepath.Join(dir, "bridge.yaml"), sentinel: filepath.Join(dir, "sentinel.yaml"),
+		xdsAddr: freeport.Addr(t), adminAddr: freeport.Addr(t)}
+	writeFile(t, b.sentinel, sentinelFile("10.9.0.1"))
+	b.configure(t, sources)
+	b.process = start(t, b.cfg)
+	bridgetest.WaitReady(t, b.adminAddr, patience)
+	return b
+}
+
+// configure writes the configuration of sources.
+func (b *reloadable) configure(t *testing.T, sources string) {
+	t.Helper()
+	writeFile(t, b.cfg, fmt.Sprintf("xds: {listen: %s}\nadmin: {listen: %s}\nsources:\n%s", b.xdsAddr, b.adminAddr, sources))
+}
+
+// reload writes the configuration of sources and signals the bridge to
+// reload it.
+func (b *reloadable) reload(t *testing.T, sources string) {
+	t.Helper()
+	b.configure(t, sources)
+	if err := b.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // waitPhase waits until /sources shows the source in phase (and cond,
 // when not nil, holds for its status).
 func waitPhase(t *testing.T, adminAddr, name, phase string) {
@@ -151,17 +195,8 @@ func TestReloadChangedDNSSourceWhileItsServerIsDown(t *testing.T) {
 		fmt.Fprintf(&entries, "      - {cluster: %s, host: %s.example.org, port: 80}\n", names[i], h)
 	}
 	dns := dnstest.Start(t, "example.org.", zone.String())
-	dir := t.TempDir()
-	sentinel := filepath.Join(dir, "sentinel.yaml")
-	writeFile(t, sentinel, sentinelFile("10.9.0.1"))
-	xdsAddr, adminAddr := freeport.Addr(t), freeport.Addr(t)
-	cfg := filepath.Join(dir, "bridge.yaml")
-	configure := func(timeout string) {
-		writeFile(t, cfg, fmt.Sprintf(`
-xds: {listen: %s}
-admin: {listen: %s}
-sources:
-  - name: legacy
+	legacy := func(timeout string) string {
+		return fmt.Sprintf(`  - name: legacy
     type: dns
     servers: [%s]
     timeout: %s
@@ -169,28 +204,22 @@ sources:
     refresh: {min: 1s, max: 2s}
     startup: {timeout: 2s}
     services:
-%s  - {name: files, type: file, path: sentinel.yaml}
-`, xdsAddr, adminAddr, dns.Addr, timeout, entries.String()))
+%s`, dns.Addr, timeout, entries.String()) + sentinelSource
 	}
-	configure("1s")
-	p := start(t, cfg)
-	bridgetest.WaitReady(t, adminAddr, patience)
-	watchers := watchBoth(t, xdsAddr, names)
+	b := startReloadable(t, legacy("1s"))
+	watchers := watchBoth(t, b.xdsAddr, names)
 	for _, w := range watchers {
 		w.serves(t, "the DNS services", nil)
 	}
 
 	dns.Stop()
-	configure("2s")
-	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
-		t.Fatal(err)
-	}
-	p.waitLog(patience, "configuration reloaded", "started=legacy")
+	b.reload(t, legacy("2s"))
+	b.waitLog(patience, "configuration reloaded", "started=legacy")
 	bridgetest.Eventually(t, patience, "the new instance's startup timeout to end, its error shown", func() bool {
-		s := bridgetest.SourceStatus(t, adminAddr, "legacy")
+		s := bridgetest.SourceStatus(t, b.adminAddr, "legacy")
 		return s.Startup == "timed_out" && s.Stale && s.LastError != ""
 	})
-	flushed(t, sentinel, "10.9.0.2", watchers)
+	flushed(t, b.sentinel, "10.9.0.2", watchers)
 	noRemovals(t, "DNS down, the changed source past its startup timeout", watchers...)
 	for _, w := range watchers {
 		w.serves(t, "the DNS services, kept", nil)
@@ -198,10 +227,10 @@ sources:
 
 	dns.Restart()
 	bridgetest.Eventually(t, patience, "the new instance to sync once DNS is back", func() bool {
-		s := bridgetest.SourceStatus(t, adminAddr, "legacy")
+		s := bridgetest.SourceStatus(t, b.adminAddr, "legacy")
 		return s.Startup == "synced" && !s.Stale
 	})
-	flushed(t, sentinel, "10.9.0.3", watchers)
+	flushed(t, b.sentinel, "10.9.0.3", watchers)
 	noRemovals(t, "DNS back", watchers...)
 }
 
@@ -246,31 +275,16 @@ func TestReloadChangedConsulSource(t *testing.T) {
 	agent := consultest.Start(t)
 	names := registerMany(t, agent, 30)
 	gate := countConsul(t, agent.HTTPAddr)
-	dir := t.TempDir()
-	sentinel := filepath.Join(dir, "sentinel.yaml")
-	writeFile(t, sentinel, sentinelFile("10.9.0.1"))
-	xdsAddr, adminAddr := freeport.Addr(t), freeport.Addr(t)
-	cfg := filepath.Join(dir, "bridge.yaml")
-	configure := func(maxStale string, files bool) {
-		text := fmt.Sprintf(`
-xds: {listen: %s}
-admin: {listen: %s}
-sources:
-  - name: consul
+	consul := func(maxStale string) string {
+		return fmt.Sprintf(`  - name: consul
     type: consul
     address: %s
     max_stale: %s
     services: {exclude: [consul]}
-`, xdsAddr, adminAddr, gate.addr, maxStale)
-		if files {
-			text += "  - {name: files, type: file, path: sentinel.yaml}\n"
-		}
-		writeFile(t, cfg, text)
+`, gate.addr, maxStale)
 	}
-	configure("5s", true)
-	p := start(t, cfg)
-	bridgetest.WaitReady(t, adminAddr, patience)
-	watchers := watchBoth(t, xdsAddr, names)
+	b := startReloadable(t, consul("5s")+sentinelSource)
+	watchers := watchBoth(t, b.xdsAddr, names)
 	for _, w := range watchers {
 		w.serves(t, "the Consul services", nil)
 	}
@@ -278,16 +292,13 @@ sources:
 	cut := gate.cut.Load()
 
 	gate.hold()
-	configure("10s", true)
-	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
-		t.Fatal(err)
-	}
-	p.waitLog(patience, "configuration reloaded", "started=consul")
+	b.reload(t, consul("10s")+sentinelSource)
+	b.waitLog(patience, "configuration reloaded", "started=consul")
 	bridgetest.Eventually(t, patience, "the new instance's first read, held", func() bool { return gate.held.Load() > 0 })
-	if s := bridgetest.SourceStatus(t, adminAddr, "consul"); s.Startup != "replacing" {
+	if s := bridgetest.SourceStatus(t, b.adminAddr, "consul"); s.Startup != "replacing" {
 		t.Errorf("consul is %q in /sources while its new instance cannot sync, want replacing", s.Startup)
 	}
-	flushed(t, sentinel, "10.9.0.2", watchers)
+	flushed(t, b.sentinel, "10.9.0.2", watchers)
 	noRemovals(t, "the new Consul instance syncing", watchers...)
 	// The previous instance's watches still report: an instance moved
 	// reaches the clients.
@@ -297,17 +308,14 @@ sources:
 	}
 
 	gate.release()
-	waitPhase(t, adminAddr, "consul", "synced")
+	waitPhase(t, b.adminAddr, "consul", "synced")
 	bridgetest.Eventually(t, patience, "the previous instance's watches to be cut", func() bool { return gate.cut.Load() > cut })
-	flushed(t, sentinel, "10.9.0.3", watchers)
+	flushed(t, b.sentinel, "10.9.0.3", watchers)
 	noRemovals(t, "the new Consul instance synced", watchers...)
 
 	// Removing the file source is the point of this reload: its service
 	// goes, the unchanged Consul source's stay.
-	configure("10s", false)
-	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
-		t.Fatal(err)
-	}
+	b.reload(t, consul("10s"))
 	for _, w := range watchers {
 		waitClient(t, w.Client, "the sentinel removed", func(s envoysim.State) bool { return s.Clusters["sentinel"] == nil })
 		w.serves(t, "the Consul services after the file source was removed", nil)

@@ -44,10 +44,20 @@ type agentBudgets struct {
 //
 // The budget is the largest of what its members would hold alone (their
 // want: max_connections, or three quarters of the agent's limit, see
-// Config.alone); each member's share is an even part of it, never more
-// than it wants, never less than it needs to work at all (floor). The
-// connections open now (held) are at most the budget, or the sum of the
-// floors when that is more; a dial waits for room (acquire).
+// Config.alone). A member learns its want only once the agent answered
+// it, and until then it takes no part of the budget: an instance that
+// fails before that, or never gets that far (a token the agent refuses),
+// costs the others nothing, and one that fails and is restarted over and
+// over does not make them plan again at each start. Such a member waits
+// for room like any other; only when its dial finds none does it claim
+// its floor, which the others then leave it (claimed). Each member whose
+// want is known gets an even part of the rest, never more than it wants,
+// never less than it needs to work at all (floor).
+//
+// The connections open now are counted (held); a dial waits while held
+// is at capacity (acquire). held may be above capacity for a while: a
+// member that leaves, or whose want drops, may still have connections
+// open beyond what the budget now allows, until they close.
 type agentBudget struct {
 	key     string
 	members []*budgetShare
@@ -65,14 +75,18 @@ type budgetShare struct {
 	// want is what the instance would hold alone (0 until it knows the
 	// agent's limit); floor the fewest connections it works with.
 	want, floor int
-	now         share
+	// claimed: the instance, not knowing its want yet, found no room for
+	// a connection; the others leave it its floor.
+	claimed bool
+	now     share
 	// changed receives a value when now changed.
 	changed chan struct{}
 }
 
 // share is the part of its agent's budget an instance may hold: conns
 // connections, the budget being shared by of instances (0: alone, the
-// instance plans on its own).
+// instance plans on its own; the members that take no part of the budget
+// yet are not counted).
 type share struct {
 	conns, of int
 }
@@ -163,16 +177,32 @@ func (a *agentBudget) capacity() int {
 // rebalance gives each member its share of the budget, tells those whose
 // share changed, and lets waiting dials look at the room again. Called
 // with the register's mutex held.
+//
+// The members whose want is known split what the claims leave of the
+// budget; a member that claimed its floor is given that; a member that
+// neither knows its want nor claimed is not counted and has the zero
+// share, which nothing reads before its want is known.
 func (a *agentBudget) rebalance() {
-	size, n := a.size(), len(a.members)
+	size, claims, known, n := a.size(), 0, 0, 0
+	for _, m := range a.members {
+		switch {
+		case m.want > 0:
+			known++
+		case m.claimed:
+			claims += m.floor
+		default:
+			continue
+		}
+		n++
+	}
 	for _, m := range a.members {
 		s := share{}
-		if n > 1 {
-			want := m.want
-			if want == 0 {
-				want = size
-			}
-			s = share{conns: max(m.floor, min(want, size/n)), of: n}
+		switch {
+		case n <= 1:
+		case m.want > 0:
+			s = share{conns: max(m.floor, min(m.want, (size-claims)/known)), of: n}
+		case m.claimed:
+			s = share{conns: m.floor, of: n}
 		}
 		if s != m.now {
 			m.now = s
@@ -192,7 +222,9 @@ func (a *agentBudget) wake() {
 }
 
 // acquire waits until a connection may be opened and counts it, or
-// returns the error of whichever of ctx and stop ends first.
+// returns the error of whichever of ctx and stop ends first. A member that
+// does not know its want yet and finds no room claims its floor, so that
+// the others make room for it.
 func (m *budgetShare) acquire(ctx, stop context.Context) error {
 	r := m.reg
 	for {
@@ -202,6 +234,10 @@ func (m *budgetShare) acquire(ctx, stop context.Context) error {
 			a.held++
 			r.mu.Unlock()
 			return nil
+		}
+		if m.want == 0 && !m.claimed {
+			m.claimed = true
+			a.rebalance()
 		}
 		room := a.room
 		r.mu.Unlock()

@@ -6,15 +6,17 @@ import (
 	"net"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/xdsbridge/xdsbridge/sources"
 	"github.com/xdsbridge/xdsbridge/test/consultest"
 )
 
-// TestAgentBudgetShares: instances of one agent share its budget evenly
-// (never more than one wants, never less than its floor), are told when
-// their share changes, get it back when the others leave, and leave
-// nothing behind in the register; another agent's budget is apart.
+// TestAgentBudgetShares: instances of one agent that know their want
+// share its budget evenly (never more than one wants, never less than its
+// floor), are told when their share changes, get it back when the others
+// leave, and leave nothing behind in the register; another agent's
+// budget is apart.
 func TestAgentBudgetShares(t *testing.T) {
 	reg := &agentBudgets{agents: map[string]*agentBudget{}}
 	old := reg.join("http://a:8500", 5)
@@ -26,6 +28,7 @@ func TestAgentBudgetShares(t *testing.T) {
 	other := reg.join("http://b:8500", 5)
 	other.setWant(150)
 	next := reg.join("http://a:8500", 5)
+	next.setWant(150)
 	if !told(old) {
 		t.Error("the first instance was not told that its share changed")
 	}
@@ -33,7 +36,7 @@ func TestAgentBudgetShares(t *testing.T) {
 		t.Errorf("first instance's share %+v, want %+v", got, want)
 	}
 	if got, want := next.current(), (share{conns: 75, of: 2}); got != want {
-		t.Errorf("second instance's share before it knows its want %+v, want %+v", got, want)
+		t.Errorf("second instance's share %+v, want %+v", got, want)
 	}
 	if got := other.current(); got != (share{}) {
 		t.Errorf("the other agent's instance has share %+v, want the zero share", got)
@@ -43,6 +46,7 @@ func TestAgentBudgetShares(t *testing.T) {
 		t.Errorf("an instance wanting 20 gets %+v, want %+v", got, want)
 	}
 	third := reg.join("http://a:8500", 60)
+	third.setWant(150)
 	if got, want := third.current(), (share{conns: 60, of: 3}); got != want {
 		t.Errorf("an instance whose floor is over an even share gets %+v, want %+v", got, want)
 	}
@@ -59,6 +63,107 @@ func TestAgentBudgetShares(t *testing.T) {
 	other.leave()
 	if n := len(reg.agents); n != 0 {
 		t.Errorf("%d budgets left in the register after every instance left", n)
+	}
+}
+
+// TestAgentBudgetUnknownWant: an instance that joined but does not know
+// its want yet (one that fails before it reached the agent, and is
+// restarted again and again, or one whose token the agent refuses) takes
+// nothing from the others: their shares do not change when it joins or
+// leaves. Only when its dial finds no room does it claim its floor, which
+// the others leave it; once it knows its want the budget is split evenly.
+func TestAgentBudgetUnknownWant(t *testing.T) {
+	reg := &agentBudgets{agents: map[string]*agentBudget{}}
+	const key, size, floor = "http://a:8500", 150, 5
+	old := reg.join(key, floor)
+	old.setWant(size)
+	for i := range 3 {
+		broken := reg.join(key, floor)
+		if got := old.current(); got != (share{}) {
+			t.Errorf("start %d of an instance that never learns its want: the healthy instance's share is %+v, want the zero share (the whole budget)", i, got)
+		}
+		broken.leave()
+		if told(old) {
+			t.Errorf("start %d of an instance that never learns its want made the healthy one plan again", i)
+		}
+	}
+	pair := reg.join(key, floor)
+	pair.setWant(size)
+	drain(old)
+	broken := reg.join(key, floor)
+	for _, m := range []*budgetShare{old, pair} {
+		if got, want := m.current(), (share{conns: size / 2, of: 2}); got != want {
+			t.Errorf("with an instance that does not know its want beside two that do: share %+v, want %+v", got, want)
+		}
+	}
+	broken.leave()
+	pair.leave()
+	if !told(old) || old.current() != (share{}) {
+		t.Errorf("alone again: share %+v (told), want the zero share", old.current())
+	}
+
+	// The old instance holds the whole budget; a new one's first dial
+	// waits until the old one made room for its floor.
+	life := t.Context()
+	pipe := func(context.Context, string, string) (net.Conn, error) {
+		c, _ := net.Pipe()
+		return c, nil
+	}
+	dial := old.dialer(life, pipe)
+	var conns []net.Conn
+	for range size {
+		c, err := dial(context.Background(), "tcp", "a:8500")
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	next := reg.join(key, floor)
+	if told(old) {
+		t.Error("the old instance was told to plan again before the new one needed room")
+	}
+	type dialed struct {
+		c   net.Conn
+		err error
+	}
+	first := make(chan dialed, 1)
+	go func() {
+		c, err := next.dialer(life, pipe)(context.Background(), "tcp", "a:8500")
+		first <- dialed{c, err}
+	}()
+	select {
+	case <-old.changed:
+	case <-time.After(patience):
+		t.Fatal("the old instance was not told to make room for the new one's first dial")
+	}
+	if got, want := old.current(), (share{conns: size - floor, of: 2}); got != want {
+		t.Errorf("the old instance's share once the new one claimed its floor: %+v, want %+v", got, want)
+	}
+	for _, c := range conns[size-floor:] { // the old instance plans again
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := <-first
+	if d.err != nil {
+		t.Fatalf("the new instance's first dial: %v", d.err)
+	}
+	conns = append(conns, d.c)
+	next.setWant(size)
+	for _, m := range []*budgetShare{old, next} {
+		if got, want := m.current(), (share{conns: size / 2, of: 2}); got != want {
+			t.Errorf("both knowing their want: share %+v, want %+v", got, want)
+		}
+	}
+	next.leave()
+	old.leave()
+	for _, c := range conns {
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(reg.agents); n != 0 {
+		t.Errorf("%d budgets left once every instance left and every connection closed", n)
 	}
 }
 
