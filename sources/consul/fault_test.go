@@ -118,7 +118,7 @@ func faultChecks(t *testing.T, r *running, rc *requestCounter, updates, logged i
 		t.Errorf("%d connections dialled to the failing agent in %v, want at most %d", dials, faultWindow, maxFaultRequests)
 	}
 	if got := r.logs.records(slog.LevelInfo) - logged; got != 1 {
-		t.Errorf("%d log lines since the fault began, want 1 (the failure's start)", got)
+		t.Errorf("%d log lines since the fault began, want 1 (the failure's start): %q", got, r.logs.since(slog.LevelInfo, logged))
 	}
 	if got := r.updateCount(); got != updates {
 		t.Errorf("%d updates published during the fault", got-updates)

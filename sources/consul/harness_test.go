@@ -263,6 +263,25 @@ func (l *logRecorder) records(level slog.Level) int {
 	return n
 }
 
+// since returns the messages of the records logged at level or above
+// after the first n of them (as records counted them), for a failure's
+// report.
+func (l *logRecorder) since(level slog.Level, n int) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	seen := 0
+	for i, lv := range l.levels {
+		if lv < level {
+			continue
+		}
+		if seen++; seen > n {
+			out = append(out, lv.String()+" "+l.msgs[i])
+		}
+	}
+	return out
+}
+
 func (l *logRecorder) count(msg string) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
