@@ -226,8 +226,12 @@ func (in *Instance) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	in.views.run(ctx, &wg, cancel)
 	wg.Go(func() { in.reclaim.Run(ctx) })
+	// The configuration watch is read before reloads are served: a first
+	// reload holds the reloader's lock while it loads, and Run must not
+	// wait behind it.
+	w := in.reload.watch()
 	wg.Go(func() { in.reload.serve(ctx) })
-	if w := in.reload.watch(); w != nil {
+	if w != nil {
 		wg.Go(func() { w.run(ctx) })
 	}
 	wg.Go(func() { in.static.Run(ctx, func(st static.State) { in.pub.files(st) }) })
