@@ -189,12 +189,17 @@ func TestWarmStartUnreadableState(t *testing.T) {
 }
 
 func TestWarmStartNotForRequired(t *testing.T) {
-	store := &memStore{state: map[string][]sources.Service{"consul": {testSvc("web", "10.0.0.1")}}}
-	m, _, rec := startNamed(t, Options{StateDir: store}, Named{Name: "consul", Startup: Startup{Required: true}})
-	time.Sleep(2 * warmWait) // proving an absence
-	if rec.count() != 0 || m.opts.Sources[0].snapshot().Startup != PhaseWaiting {
-		t.Fatalf("a required source's persisted state was served")
-	}
+	// Past warmWait on the bubble's clock, with every goroutine idle: a
+	// served state would have been published by now.
+	synctest.Test(t, func(t *testing.T) {
+		store := &memStore{state: map[string][]sources.Service{"consul": {testSvc("web", "10.0.0.1")}}}
+		m, _, rec := startNamed(t, Options{StateDir: store}, Named{Name: "consul", Startup: Startup{Required: true}})
+		time.Sleep(2 * warmWait)
+		synctest.Wait()
+		if rec.count() != 0 || m.opts.Sources[0].snapshot().Startup != PhaseWaiting {
+			t.Fatalf("a required source's persisted state was served")
+		}
+	})
 }
 
 func TestGuard(t *testing.T) {
